@@ -1,0 +1,164 @@
+//! The durable event envelope and the known event types.
+
+use serde_json::{Map, Value};
+
+/// Surface operation of a surface event.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SurfaceOp {
+    Append,
+    /// Replace the surface nodes from `start` to `end` (positional, inclusive).
+    Replace { start: u64, end: u64 },
+}
+
+impl SurfaceOp {
+    pub fn to_value(self) -> Value {
+        match self {
+            SurfaceOp::Append => Value::from("append"),
+            SurfaceOp::Replace { start, end } => {
+                let mut m = Map::new();
+                m.insert("op".into(), Value::from("replace"));
+                m.insert("start".into(), Value::from(start));
+                m.insert("end".into(), Value::from(end));
+                Value::Object(m)
+            }
+        }
+    }
+
+    pub fn from_value(value: &Value) -> Result<Self, String> {
+        match value {
+            Value::String(s) if s == "append" => Ok(SurfaceOp::Append),
+            Value::Object(m) => {
+                let ok = m.len() == 3 && m.get("op").and_then(Value::as_str) == Some("replace");
+                match (ok, m.get("start").and_then(Value::as_u64), m.get("end").and_then(Value::as_u64)) {
+                    (true, Some(start), Some(end)) => Ok(SurfaceOp::Replace { start, end }),
+                    _ => Err("carries an invalid replace surfaceOp".into()),
+                }
+            }
+            _ => Err("carries an invalid surfaceOp".into()),
+        }
+    }
+}
+
+/// Where the surface keys sit in the written envelope. Live appends write
+/// `sourceEventSeqs` before `surfaceOp`; crash-repair closers write them the other way
+/// round. Kept so a stored log re-serializes byte for byte.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SurfaceKeyOrder {
+    #[default]
+    SourcesFirst,
+    OpFirst,
+}
+
+/// One durable session event. Immutable once in a log (held as `Arc<Event>`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Event {
+    pub event_type: String,
+    pub seq: u64,
+    pub time: i64,
+    pub data: Value,
+    pub source_event_seqs: Option<Vec<u64>>,
+    pub surface_op: Option<SurfaceOp>,
+    /// Only ever `true` when present; unknown ignorable events may be skipped by readers.
+    pub ignorable: bool,
+    pub key_order: SurfaceKeyOrder,
+}
+
+impl Event {
+    pub fn is(&self, event_type: &str) -> bool {
+        self.event_type == event_type
+    }
+
+    /// `data.turn` when it is a number.
+    pub fn turn(&self) -> Option<u64> {
+        self.data.get("turn").and_then(Value::as_u64)
+    }
+
+    pub fn step(&self) -> Option<u64> {
+        self.data.get("step").and_then(Value::as_u64)
+    }
+}
+
+/// The event types this build knows (upstream's 48-type vocabulary). A stored event of any
+/// other type loads only when marked `ignorable`.
+pub mod types {
+    pub const TURN_START: &str = "turn/start";
+    pub const TURN_END: &str = "turn/end";
+    pub const STEP_START: &str = "step/start";
+    pub const STEP_END: &str = "step/end";
+    pub const USER_MESSAGE: &str = "user/message";
+    pub const ASSISTANT_CHUNK: &str = "assistant/chunk";
+    pub const ASSISTANT_MESSAGE: &str = "assistant/message";
+    pub const TOOL_CALL: &str = "tool/call";
+    pub const TOOL_RESULT: &str = "tool/result";
+    pub const TODO_WRITE: &str = "todo/write";
+    pub const REQUEST_HEADER: &str = "request/header";
+    pub const REQUEST_CONTEXT: &str = "request/context";
+    pub const END_SEED: &str = "session/end-seed";
+    pub const INBOX_SPLICED: &str = "agent/inbox/spliced";
+    pub const SESSION_TITLE: &str = "session/title";
+    pub const LLM_RETRY: &str = "llm/retry";
+    pub const LLM_RETRY_STARTED: &str = "llm/retry-started";
+
+    /// Every known type.
+    pub const KNOWN: [&str; 48] = [
+        TURN_START,
+        TURN_END,
+        STEP_START,
+        STEP_END,
+        USER_MESSAGE,
+        ASSISTANT_CHUNK,
+        ASSISTANT_MESSAGE,
+        TOOL_CALL,
+        TOOL_RESULT,
+        TODO_WRITE,
+        REQUEST_HEADER,
+        REQUEST_CONTEXT,
+        END_SEED,
+        INBOX_SPLICED,
+        "agent-preset/selected",
+        "approval/asked",
+        "approval/decided",
+        "approval/policy",
+        "command/run",
+        "command/done",
+        "compaction/start",
+        "compaction/summary",
+        "compaction/end",
+        "compaction/prune",
+        "feedback/record",
+        "goal/change",
+        "hook/invoked",
+        "hook/result",
+        LLM_RETRY,
+        LLM_RETRY_STARTED,
+        "permission/preset",
+        "plan/mode",
+        "sandbox/mode",
+        "schedule/change",
+        SESSION_TITLE,
+        "session/title-llm-request",
+        "subagent/descriptor",
+        "team/member",
+        "team/task",
+        "team/message/queued",
+        "team/message/delivered",
+        "tool/code-dispatch-start",
+        "tool/code-dispatch",
+        "tool-workflow/run-start",
+        "tool-workflow/agent-start",
+        "tool-workflow/agent-end",
+        "tool-workflow/run-end",
+        "web/deepseek-search-llm-request",
+    ];
+
+    /// The three surface (model-visible) types.
+    pub const SURFACE: [&str; 3] = [USER_MESSAGE, ASSISTANT_MESSAGE, TOOL_RESULT];
+
+    pub fn is_known(t: &str) -> bool {
+        KNOWN.contains(&t)
+    }
+
+    pub fn is_surface(t: &str) -> bool {
+        SURFACE.contains(&t)
+    }
+}
