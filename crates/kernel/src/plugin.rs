@@ -108,6 +108,8 @@ pub struct LoadRow {
     pub name: String,
     pub source: String,
     pub config: serde_json::Value,
+    /// Rows of a `cordis:group` row, loaded under the group's fiber.
+    pub children: Vec<LoadRow>,
 }
 
 /// Loading a tree failed; everything loaded before the failure was unloaded again.
@@ -145,27 +147,40 @@ impl LoadedTree {
 pub fn load_tree(parent: &Context, catalog: &Catalog, rows: &[LoadRow]) -> Result<LoadedTree, LoadError> {
     let tree = parent.child("tree");
     let mut loaded = Vec::with_capacity(rows.len());
+    if let Err(e) = load_rows(&tree, catalog, rows, &mut loaded) {
+        tree.dispose();
+        return Err(e);
+    }
+    Ok(LoadedTree { ctx: tree, rows: loaded })
+}
+
+fn load_rows(parent: &Context, catalog: &Catalog, rows: &[LoadRow], loaded: &mut Vec<String>) -> Result<(), LoadError> {
+    // Resolve every name first so an unknown plugin registers nothing at all.
     for row in rows {
-        let Some(plugin) = catalog.lookup(&row.name) else {
-            tree.dispose();
+        if row.name != "cordis:group" && catalog.lookup(&row.name).is_none() {
             return Err(LoadError::UnknownPlugin {
                 source_file: row.source.clone(),
                 row_id: row.id.clone(),
                 name: row.name.clone(),
             });
-        };
-        let ctx = tree.child(row.id.clone());
-        let config = PluginConfig::new(row.id.clone(), row.source.clone(), row.config.clone());
-        if let Err(error) = plugin.apply(&ctx, &config) {
-            tree.dispose();
-            return Err(LoadError::Apply {
-                source_file: row.source.clone(),
-                row_id: row.id.clone(),
-                name: row.name.clone(),
-                error,
-            });
         }
+    }
+    for row in rows {
+        let ctx = parent.child(row.id.clone());
+        if row.name == "cordis:group" {
+            load_rows(&ctx, catalog, &row.children, loaded)?;
+            loaded.push(row.id.clone());
+            continue;
+        }
+        let Some(plugin) = catalog.lookup(&row.name) else { continue };
+        let config = PluginConfig::new(row.id.clone(), row.source.clone(), row.config.clone());
+        plugin.apply(&ctx, &config).map_err(|error| LoadError::Apply {
+            source_file: row.source.clone(),
+            row_id: row.id.clone(),
+            name: row.name.clone(),
+            error,
+        })?;
         loaded.push(row.id.clone());
     }
-    Ok(LoadedTree { ctx: tree, rows: loaded })
+    Ok(())
 }

@@ -1,0 +1,395 @@
+//! A small YAML model for composition files: parse (keeping key order, line numbers and
+//! `!!js` expressions) and emit (one loadable document, `!!js` unevaluated).
+
+use std::collections::HashMap;
+use std::fmt::Write as _;
+
+use saphyr_parser::{Event, Parser, ScalarStyle, Span};
+
+/// A YAML value as composition sees it.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Node {
+    Null,
+    Bool(bool),
+    Int(i64),
+    Float(f64),
+    Str(String),
+    Seq(Vec<Node>),
+    /// Keys in document order.
+    Map(Vec<(String, Node)>),
+    /// A `!!js` expression, evaluated when the row loads.
+    Js(String),
+}
+
+impl Node {
+    pub fn get(&self, key: &str) -> Option<&Node> {
+        match self {
+            Node::Map(entries) => entries.iter().find(|(k, _)| k == key).map(|(_, v)| v),
+            _ => None,
+        }
+    }
+
+    pub fn get_mut(&mut self, key: &str) -> Option<&mut Node> {
+        match self {
+            Node::Map(entries) => entries.iter_mut().find(|(k, _)| k == key).map(|(_, v)| v),
+            _ => None,
+        }
+    }
+
+    /// Sets `key`, keeping its position when present, appending otherwise.
+    pub fn set(&mut self, key: &str, value: Node) {
+        if let Node::Map(entries) = self {
+            match entries.iter_mut().find(|(k, _)| k == key) {
+                Some(slot) => slot.1 = value,
+                None => entries.push((key.to_string(), value)),
+            }
+        }
+    }
+
+    pub fn as_str(&self) -> Option<&str> {
+        match self {
+            Node::Str(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Node::Null => "null",
+            Node::Bool(_) => "a boolean",
+            Node::Int(_) | Node::Float(_) => "a number",
+            Node::Str(_) => "a string",
+            Node::Seq(_) => "a list",
+            Node::Map(_) => "a mapping",
+            Node::Js(_) => "a !!js expression",
+        }
+    }
+}
+
+/// A YAML syntax error with its 1-based position.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{message} at line {line}, column {column}")]
+pub struct YamlError {
+    pub message: String,
+    pub line: usize,
+    pub column: usize,
+}
+
+fn at(span: &Span, message: impl Into<String>) -> YamlError {
+    YamlError { message: message.into(), line: span.start.line(), column: span.start.col() + 1 }
+}
+
+fn resolve_plain(text: &str) -> Node {
+    match text {
+        "" | "~" | "null" | "Null" | "NULL" => return Node::Null,
+        "true" | "True" | "TRUE" => return Node::Bool(true),
+        "false" | "False" | "FALSE" => return Node::Bool(false),
+        _ => {}
+    }
+    let numeric = text.trim_start_matches(['-', '+']);
+    if !numeric.is_empty() && numeric.bytes().all(|b| b.is_ascii_digit()) {
+        if let Ok(i) = text.parse::<i64>() {
+            return Node::Int(i);
+        }
+    }
+    if let Some(hex) = text.strip_prefix("0x")
+        && let Ok(i) = i64::from_str_radix(hex, 16)
+    {
+        return Node::Int(i);
+    }
+    let looks_float = text.bytes().any(|b| b.is_ascii_digit())
+        && text.bytes().all(|b| b.is_ascii_digit() || matches!(b, b'.' | b'e' | b'E' | b'-' | b'+'));
+    if looks_float && let Ok(f) = text.parse::<f64>() {
+        return Node::Float(f);
+    }
+    match text {
+        ".inf" | ".Inf" | "+.inf" => Node::Float(f64::INFINITY),
+        "-.inf" | "-.Inf" => Node::Float(f64::NEG_INFINITY),
+        _ => Node::Str(text.to_string()),
+    }
+}
+
+/// Parses one YAML document. An empty document (or only comments) yields `None`.
+pub fn parse(text: &str) -> Result<Option<Node>, YamlError> {
+    let mut parser = Parser::new_from_str(text);
+    let mut anchors: HashMap<usize, Node> = HashMap::new();
+    // Stack of open collections: (node, pending key, anchor id)
+    enum Frame {
+        Seq(Vec<Node>, usize),
+        Map(Vec<(String, Node)>, Option<String>, usize),
+    }
+    let mut stack: Vec<Frame> = Vec::new();
+    let mut root: Option<Node> = None;
+    let mut documents = 0;
+    loop {
+        let Some(next) = parser.next_event() else { break };
+        let (event, span) = next.map_err(|e| YamlError {
+            message: e.info().to_string(),
+            line: e.marker().line(),
+            column: e.marker().col() + 1,
+        })?;
+        let completed: Option<(Node, usize)> = match event {
+            Event::StreamStart | Event::Nothing | Event::DocumentEnd => None,
+            Event::StreamEnd => break,
+            Event::DocumentStart(_) => {
+                documents += 1;
+                if documents > 1 {
+                    return Err(at(&span, "only one YAML document is allowed"));
+                }
+                None
+            }
+            Event::Alias(id) => {
+                let node = anchors.get(&id).cloned().ok_or_else(|| at(&span, "unknown alias"))?;
+                Some((node, 0))
+            }
+            Event::Scalar(value, style, anchor, tag) => {
+                let node = match tag.as_deref() {
+                    Some(t) if t.suffix == "js" => Node::Js(value.to_string()),
+                    Some(t) if t.suffix == "str" => Node::Str(value.to_string()),
+                    Some(t) if t.suffix == "int" || t.suffix == "float" || t.suffix == "bool" || t.suffix == "null" => {
+                        resolve_plain(&value)
+                    }
+                    Some(t) => return Err(at(&span, format!("unsupported YAML tag \"{}{}\"", t.handle, t.suffix))),
+                    None if style == ScalarStyle::Plain => resolve_plain(&value),
+                    None => Node::Str(value.to_string()),
+                };
+                Some((node, anchor))
+            }
+            Event::SequenceStart(anchor, _) => {
+                stack.push(Frame::Seq(Vec::new(), anchor));
+                None
+            }
+            Event::MappingStart(anchor, _) => {
+                stack.push(Frame::Map(Vec::new(), None, anchor));
+                None
+            }
+            Event::SequenceEnd => match stack.pop() {
+                Some(Frame::Seq(items, anchor)) => Some((Node::Seq(items), anchor)),
+                _ => return Err(at(&span, "unbalanced sequence")),
+            },
+            Event::MappingEnd => match stack.pop() {
+                Some(Frame::Map(entries, None, anchor)) => Some((Node::Map(entries), anchor)),
+                _ => return Err(at(&span, "unbalanced mapping")),
+            },
+        };
+        let Some((node, anchor)) = completed else { continue };
+        if anchor != 0 {
+            anchors.insert(anchor, node.clone());
+        }
+        match stack.last_mut() {
+            None => root = Some(node),
+            Some(Frame::Seq(items, _)) => items.push(node),
+            Some(Frame::Map(entries, pending, _)) => match pending.take() {
+                None => {
+                    let key = match node {
+                        Node::Str(s) => s,
+                        Node::Int(i) => i.to_string(),
+                        Node::Bool(b) => b.to_string(),
+                        Node::Null => "null".to_string(),
+                        Node::Float(f) => f.to_string(),
+                        _ => return Err(at(&span, "mapping keys must be scalars")),
+                    };
+                    if entries.iter().any(|(k, _)| *k == key) {
+                        return Err(at(&span, format!("duplicated mapping key \"{key}\"")));
+                    }
+                    *pending = Some(key);
+                }
+                Some(key) => entries.push((key, node)),
+            },
+        }
+    }
+    Ok(root)
+}
+
+// ------------------------------------------------------------------ emitting
+
+fn needs_quotes(s: &str) -> bool {
+    if s.is_empty() || s.trim() != s {
+        return true;
+    }
+    if !matches!(resolve_plain(s), Node::Str(_)) {
+        return true;
+    }
+    let first = s.chars().next().unwrap_or(' ');
+    if "@`!&*?|>-'\"%{}[],#:~".contains(first) && !(first == '-' && s.len() > 1 && !s[1..].starts_with(' ')) {
+        return true;
+    }
+    s.contains(": ") || s.contains(" #") || s.ends_with(':') || s.chars().any(|c| c.is_control())
+}
+
+fn write_scalar_str(out: &mut String, s: &str) {
+    if needs_quotes(s) {
+        if s.chars().any(|c| c.is_control() && c != '\n') {
+            out.push_str(&serde_json::to_string(s).unwrap_or_default());
+        } else {
+            out.push('\'');
+            out.push_str(&s.replace('\'', "''"));
+            out.push('\'');
+        }
+    } else {
+        out.push_str(s);
+    }
+}
+
+fn block_scalar(out: &mut String, s: &str, indent: usize) {
+    let chomp = if s.ends_with("\n\n") {
+        "+"
+    } else if s.ends_with('\n') {
+        ""
+    } else {
+        "-"
+    };
+    out.push('|');
+    out.push_str(chomp);
+    let body = s.strip_suffix('\n').unwrap_or(s);
+    for line in body.split('\n') {
+        out.push('\n');
+        if !line.is_empty() {
+            out.push_str(&" ".repeat(indent));
+            out.push_str(line);
+        }
+    }
+}
+
+fn is_block_string(s: &str) -> bool {
+    s.contains('\n') && !s.starts_with(' ') && !s.chars().any(|c| c.is_control() && c != '\n')
+}
+
+fn write_inline(out: &mut String, node: &Node, indent: usize) {
+    match node {
+        Node::Null => out.push_str("null"),
+        Node::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
+        Node::Int(i) => {
+            let _ = write!(out, "{i}");
+        }
+        Node::Float(f) => {
+            if f.is_infinite() {
+                out.push_str(if *f > 0.0 { ".inf" } else { "-.inf" });
+            } else if f.is_nan() {
+                out.push_str(".nan");
+            } else {
+                crate::json::write_f64(out, *f);
+                if f.fract() == 0.0 && f.abs() < 1e21 {
+                    out.push_str(".0");
+                }
+            }
+        }
+        Node::Str(s) if is_block_string(s) => block_scalar(out, s, indent),
+        Node::Str(s) => write_scalar_str(out, s),
+        Node::Js(expr) => {
+            out.push_str("!!js ");
+            if is_block_string(expr) {
+                block_scalar(out, expr, indent);
+            } else {
+                write_scalar_str(out, expr);
+            }
+        }
+        Node::Seq(items) if items.is_empty() => out.push_str("[]"),
+        Node::Map(entries) if entries.is_empty() => out.push_str("{}"),
+        Node::Seq(_) | Node::Map(_) => {}
+    }
+}
+
+fn is_collection(node: &Node) -> bool {
+    matches!(node, Node::Seq(items) if !items.is_empty()) || matches!(node, Node::Map(e) if !e.is_empty())
+}
+
+/// Writes `node` in block style at `indent` spaces.
+fn write_block(out: &mut String, node: &Node, indent: usize) {
+    let pad = " ".repeat(indent);
+    match node {
+        Node::Seq(items) if !items.is_empty() => {
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 || !out.is_empty() && !out.ends_with('\n') {
+                    out.push('\n');
+                }
+                out.push_str(&pad);
+                out.push_str("- ");
+                match item {
+                    Node::Map(entries) if !entries.is_empty() => {
+                        write_map_entries(out, entries, indent + 2, true);
+                    }
+                    Node::Seq(inner) if !inner.is_empty() => {
+                        let mut nested = String::new();
+                        write_block(&mut nested, item, indent + 2);
+                        out.push_str(nested.trim_start());
+                    }
+                    _ => write_inline(out, item, indent + 2),
+                }
+            }
+        }
+        Node::Map(entries) if !entries.is_empty() => write_map_entries(out, entries, indent, false),
+        other => {
+            out.push_str(&pad);
+            write_inline(out, other, indent);
+        }
+    }
+}
+
+fn write_map_entries(out: &mut String, entries: &[(String, Node)], indent: usize, first_inline: bool) {
+    let pad = " ".repeat(indent);
+    for (i, (key, value)) in entries.iter().enumerate() {
+        if i > 0 || !first_inline {
+            if !out.is_empty() && !out.ends_with('\n') {
+                out.push('\n');
+            }
+            out.push_str(&pad);
+        }
+        write_scalar_str(out, key);
+        out.push(':');
+        if is_collection(value) {
+            out.push('\n');
+            let child_indent = if matches!(value, Node::Seq(_)) { indent + 2 } else { indent + 2 };
+            let mut nested = String::new();
+            write_block(&mut nested, value, child_indent);
+            out.push_str(&nested);
+        } else {
+            out.push(' ');
+            write_inline(out, value, indent + 2);
+        }
+    }
+}
+
+/// Emits `node` as a block-style YAML document (no trailing newline).
+pub fn emit(node: &Node) -> String {
+    let mut out = String::new();
+    write_block(&mut out, node, 0);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    #[test]
+    fn parses_rows_with_js_and_nesting() {
+        let text = "# comment\n- id: a\n  name: '@x/y'\n  config:\n    n: 3\n    f: 1.5\n    list: [1, two]\n    expr: !!js process.env.X ?? 'd'\n    off: false\n    none: ~\n";
+        let node = parse(text).unwrap().unwrap();
+        let Node::Seq(rows) = &node else { panic!() };
+        let cfg = rows[0].get("config").unwrap();
+        assert_eq!(cfg.get("n"), Some(&Node::Int(3)));
+        assert_eq!(cfg.get("f"), Some(&Node::Float(1.5)));
+        assert_eq!(cfg.get("list"), Some(&Node::Seq(vec![Node::Int(1), Node::Str("two".into())])));
+        assert_eq!(cfg.get("expr"), Some(&Node::Js("process.env.X ?? 'd'".into())));
+        assert_eq!(cfg.get("none"), Some(&Node::Null));
+        assert_eq!(rows[0].get("name").and_then(Node::as_str), Some("@x/y"));
+    }
+
+    #[test]
+    fn emitted_documents_parse_back_to_the_same_tree() {
+        let text = "- id: a\n  name: '@x/y'\n  config:\n    persona: |\n      line one\n      line two\n    n: 3\n    f: 2.0\n    empty: []\n    s: 'true'\n    q: \"it's: here\"\n    nested:\n      - x: 1\n        y: [a, b]\n      - plain\n    js: !!js \"process.cwd()\"\n- id: b\n  name: plain-name\n  disabled: true\n";
+        let node = parse(text).unwrap().unwrap();
+        let emitted = emit(&node);
+        let again = parse(&emitted).unwrap().unwrap();
+        assert_eq!(again, node, "emitted:\n{emitted}");
+    }
+
+    #[test]
+    fn syntax_errors_have_positions() {
+        let err = parse("- id: a\n  name: [unclosed\n").unwrap_err();
+        assert!(err.line >= 2, "{err}");
+        assert!(parse("# only a comment\n").unwrap().is_none());
+        assert!(parse("a: 1\na: 2\n").is_err());
+    }
+}
