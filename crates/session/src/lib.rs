@@ -10,6 +10,7 @@ mod log;
 mod records;
 mod repair;
 mod storage;
+mod store;
 mod surface;
 
 pub use data::{
@@ -30,3 +31,7 @@ pub use storage::{
     parse_log,
 };
 pub use surface::{Surface, SurfacePlan};
+pub use store::{
+    AppendedEvent, Clock, LiveSession, SessionAppended, SessionCreated, SessionDisposed,
+    SessionFlush, SessionSource, SessionStore, StoreError, system_clock,
+};
