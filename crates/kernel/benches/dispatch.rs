@@ -60,6 +60,6 @@ fn waterfall(bencher: divan::Bencher, listeners: usize) {
         Box::pin(async move { Ok(v) })
     };
     bencher.bench_local(|| {
-        rt.block_on(async { ctx.waterfall::<Decide>(divan::black_box(&1), &default).await.unwrap() })
+        rt.block_on(async { ctx.waterfall::<Decide, _>(divan::black_box(&1), &default).await.unwrap() })
     });
 }

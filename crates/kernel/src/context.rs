@@ -280,11 +280,12 @@ impl Context {
     }
 
     /// Runs the waterfall of `E` with `default` as the innermost `next`.
-    pub async fn waterfall<'a, E: WaterfallEvent>(
-        &self,
-        payload: &'a E::Payload,
-        default: &'a DefaultFn<'a, E>,
-    ) -> Result<E::Output, BoxError> {
+    pub async fn waterfall<'a, E, D>(&self, payload: &'a E::Payload, default: &'a D) -> Result<E::Output, BoxError>
+    where
+        E: WaterfallEvent,
+        D: Fn(&'a E::Payload) -> BoxFuture<'a, Result<E::Output, BoxError>> + Send + Sync + 'a,
+    {
+        let default: &'a DefaultFn<'a, E> = default;
         let callbacks = match self.rt.bus.existing::<WaterfallFn<E>>(TypeId::of::<E>()) {
             Some(slot) => slot.select(self.carrier()),
             None => Vec::new(),

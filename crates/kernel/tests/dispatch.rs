@@ -162,7 +162,7 @@ fn wrap(ctx: &Context, name: &'static str, options: ListenOptions) {
 async fn waterfall_is_an_onion_ending_in_the_default() {
     let ctx = Context::new_root();
     assert_eq!(
-        ctx.waterfall::<Decide>(&"p".to_string(), &default_decision).await.unwrap(),
+        ctx.waterfall::<Decide, _>(&"p".to_string(), &default_decision).await.unwrap(),
         ["default:p"],
         "no listener: the default decides"
     );
@@ -170,7 +170,7 @@ async fn waterfall_is_an_onion_ending_in_the_default() {
     wrap(&ctx, "inner", ListenOptions::default());
     wrap(&ctx, "outermost", ListenOptions::PREPEND);
     assert_eq!(
-        ctx.waterfall::<Decide>(&"p".to_string(), &default_decision).await.unwrap(),
+        ctx.waterfall::<Decide, _>(&"p".to_string(), &default_decision).await.unwrap(),
         ["outermost", "outer", "inner", "default:p"]
     );
 }
@@ -185,7 +185,7 @@ async fn waterfall_listener_that_skips_next_short_circuits() {
     .unwrap();
     wrap(&ctx, "unreached", ListenOptions::default());
     assert_eq!(
-        ctx.waterfall::<Decide>(&"p".to_string(), &default_decision).await.unwrap(),
+        ctx.waterfall::<Decide, _>(&"p".to_string(), &default_decision).await.unwrap(),
         ["outer", "veto:p"]
     );
 }
@@ -198,7 +198,7 @@ async fn waterfall_errors_propagate_to_the_dispatcher() {
         Box::pin(async move { Err("listener threw".into()) })
     })
     .unwrap();
-    let err = ctx.waterfall::<Decide>(&"p".to_string(), &default_decision).await.unwrap_err();
+    let err = ctx.waterfall::<Decide, _>(&"p".to_string(), &default_decision).await.unwrap_err();
     assert_eq!(err.to_string(), "listener threw");
 }
 

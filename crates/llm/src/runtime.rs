@@ -189,7 +189,7 @@ impl LlmRuntime {
             let adapter = adapter.clone();
             Box::pin(async move { Ok(adapter_stream(adapter, options)) })
         };
-        self.ctx.waterfall::<LlmStreamEvent>(&request, &default).await
+        self.ctx.waterfall::<LlmStreamEvent, _>(&request, &default).await
     }
 }
 

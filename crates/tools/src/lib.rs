@@ -1,0 +1,18 @@
+//! Tools: definitions (schema separate from handler), the scoped registry, and the staged
+//! pipeline `tools/pre-execute` → `tools/execute` → `tools/post-execute` → `tools/result`
+//! by which every outcome — success, denial, unknown tool, bad arguments, failure,
+//! cancellation — becomes one result.
+
+mod exec;
+mod registry;
+mod schema;
+mod tool;
+
+pub use exec::{
+    Approval, ApprovalOutcome, ApprovalRequest, ApprovalService, Decision, Execute, PostExecute,
+    PostExecutePayload, PostToolDecision, PreExecute, PreToolDecision, ToolExecution, ToolFailure,
+    ToolResult, ToolResultEvent, ToolResultPayload, parse_arguments,
+};
+pub use registry::{DuplicateTool, ExecutionMode, Guard, Prepared, ToolRegistry, json_text};
+pub use schema::{ObjectSchema, Prop};
+pub use tool::{Tool, ToolOutput, ToolRunContext, args_error};

@@ -1,0 +1,378 @@
+//! The tool registry (`ctx.tools`): scoped layers and the staged execution pipeline.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+
+use dsh_kernel::{BoxError, BoxFuture, Context, EffectHandle, ScopeId};
+use dsh_llm::{ContentBlock, ToolSchema};
+use serde_json::Value;
+
+use crate::exec::{
+    Approval, ApprovalOutcome, ApprovalRequest, Execute, PostExecute, PostExecutePayload,
+    PostToolDecision, PreExecute, PreToolDecision, ToolExecution, ToolResult, ToolResultEvent,
+    ToolResultPayload,
+};
+use crate::tool::{Tool, ToolRunContext};
+
+/// How a call may be scheduled.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ExecutionMode {
+    Parallel,
+    Exclusive,
+}
+
+/// Outcome of the policy stage.
+pub enum Prepared {
+    /// Run the body (then post-execute).
+    Dispatch(ToolExecution),
+    /// Skip the body; post-execute still runs.
+    PostResult(ToolExecution, ToolResult),
+    /// Final; post-execute is skipped.
+    FinalResult(ToolExecution, ToolResult),
+}
+
+/// A guard denies a call by returning a reason.
+pub type Guard = Arc<dyn Fn(&ToolExecution) -> Option<String> + Send + Sync>;
+
+struct Registered {
+    id: u64,
+    tool: Arc<dyn Tool>,
+}
+
+#[derive(Default)]
+struct Layers {
+    tools: HashMap<Option<ScopeId>, Vec<Registered>>,
+    guards: Vec<(u64, Option<ScopeId>, Guard)>,
+}
+
+/// The `ctx.tools` service.
+#[derive(Default)]
+pub struct ToolRegistry {
+    layers: RwLock<Layers>,
+    next_id: AtomicU64,
+}
+
+/// A tool with this name is already registered in the same layer.
+#[derive(Debug, thiserror::Error)]
+#[error("tool \"{0}\" is already registered in this scope")]
+pub struct DuplicateTool(pub String);
+
+impl ToolRegistry {
+    pub fn new() -> Arc<Self> {
+        Arc::new(Self::default())
+    }
+
+    fn layers(&self) -> std::sync::RwLockReadGuard<'_, Layers> {
+        self.layers.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Registers `tool` in the layer of `ctx`'s scope (global when unscoped), as an effect
+    /// of `ctx`. A scoped registration shadows a global one of the same name.
+    pub fn register(self: &Arc<Self>, ctx: &Context, tool: Arc<dyn Tool>) -> Result<EffectHandle, BoxError> {
+        let scope = ctx.scope().map(|s| s.id());
+        let name = tool.schema().name.clone();
+        if name == "run_code" {
+            return Err("the tool name \"run_code\" is reserved".into());
+        }
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        {
+            let mut layers = self.layers.write().unwrap_or_else(|p| p.into_inner());
+            let layer = layers.tools.entry(scope).or_default();
+            if layer.iter().any(|r| r.tool.schema().name == name) {
+                return Err(Box::new(DuplicateTool(name)));
+            }
+            layer.push(Registered { id, tool });
+        }
+        let this = Arc::downgrade(self);
+        Ok(ctx.effect("tool", move || {
+            if let Some(this) = this.upgrade() {
+                let mut layers = this.layers.write().unwrap_or_else(|p| p.into_inner());
+                if let Some(layer) = layers.tools.get_mut(&scope) {
+                    layer.retain(|r| r.id != id);
+                    if layer.is_empty() {
+                        layers.tools.remove(&scope);
+                    }
+                }
+            }
+        })?)
+    }
+
+    /// Registers a guard for calls made in `ctx`'s scope (or all calls when unscoped).
+    pub fn guard(self: &Arc<Self>, ctx: &Context, guard: Guard) -> Result<EffectHandle, BoxError> {
+        let scope = ctx.scope().map(|s| s.id());
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        self.layers.write().unwrap_or_else(|p| p.into_inner()).guards.push((id, scope, guard));
+        let this = Arc::downgrade(self);
+        Ok(ctx.effect("tool guard", move || {
+            if let Some(this) = this.upgrade() {
+                this.layers.write().unwrap_or_else(|p| p.into_inner()).guards.retain(|(g, _, _)| *g != id);
+            }
+        })?)
+    }
+
+    /// The tools visible from `ctx`'s scope: global ones overlaid by each scope of the chain
+    /// (nearest wins), sorted by name.
+    pub fn visible(&self, ctx: &Context) -> Vec<Arc<dyn Tool>> {
+        let layers = self.layers();
+        let mut by_name: Vec<(String, Arc<dyn Tool>)> = Vec::new();
+        let mut overlay = |layer: Option<&Vec<Registered>>| {
+            for r in layer.into_iter().flatten() {
+                let name = r.tool.schema().name.clone();
+                match by_name.iter_mut().find(|(n, _)| *n == name) {
+                    Some(slot) => slot.1 = r.tool.clone(),
+                    None => by_name.push((name, r.tool.clone())),
+                }
+            }
+        };
+        overlay(layers.tools.get(&None));
+        if let Some(scope) = ctx.scope() {
+            for id in scope.chain().iter().rev() {
+                overlay(layers.tools.get(&Some(*id)));
+            }
+        }
+        by_name.sort_by(|a, b| a.0.encode_utf16().cmp(b.0.encode_utf16()));
+        by_name.into_iter().map(|(_, t)| t).collect()
+    }
+
+    /// The model-facing schemas visible from `ctx`, sorted by name.
+    pub fn schemas(&self, ctx: &Context) -> Vec<ToolSchema> {
+        self.visible(ctx).iter().map(|t| t.schema().clone()).collect()
+    }
+
+    pub fn get(&self, ctx: &Context, name: &str) -> Option<Arc<dyn Tool>> {
+        self.visible(ctx).into_iter().find(|t| t.schema().name == name)
+    }
+
+    /// Parallel only when the visible tool says exactly yes; anything else is exclusive.
+    pub fn execution_mode(&self, exec: &ToolExecution) -> ExecutionMode {
+        match self.get(&exec.ctx, &exec.name) {
+            Some(tool) if tool.validate(&exec.arguments).is_ok() && tool.concurrency_safe(&exec.arguments) => {
+                ExecutionMode::Parallel
+            }
+            _ => ExecutionMode::Exclusive,
+        }
+    }
+
+    fn guard_reason(&self, exec: &ToolExecution) -> Option<String> {
+        let guards: Vec<Guard> = {
+            let layers = self.layers();
+            let chain: Vec<ScopeId> = exec.ctx.scope().map(|s| s.chain().to_vec()).unwrap_or_default();
+            let mut ordered: Vec<Guard> =
+                layers.guards.iter().filter(|(_, s, _)| s.is_none()).map(|(_, _, g)| g.clone()).collect();
+            for id in chain.iter().rev() {
+                ordered.extend(layers.guards.iter().filter(|(_, s, _)| *s == Some(*id)).map(|(_, _, g)| g.clone()));
+            }
+            ordered
+        };
+        guards.iter().find_map(|g| g(exec))
+    }
+
+    /// Policy stage: pre-execute waterfall, approval, guards.
+    pub async fn prepare(&self, exec: ToolExecution) -> Prepared {
+        if !dsh_kernel::json::is_lossless(&exec.arguments) {
+            let r = ToolResult::failure("tool execution arguments must be losslessly JSON-serializable", None);
+            return Prepared::FinalResult(exec, r);
+        }
+        if exec.cancel.is_cancelled() {
+            return Prepared::FinalResult(exec, ToolResult::aborted_before_dispatch());
+        }
+        let allow = |_| -> BoxFuture<'_, Result<PreToolDecision, BoxError>> { Box::pin(async { Ok(PreToolDecision::Allow) }) };
+        let decision = match exec.ctx.waterfall::<PreExecute, _>(&exec, &allow).await {
+            Ok(d) => d,
+            Err(e) => {
+                let r = ToolResult::from_error(e.as_ref());
+                return Prepared::FinalResult(exec, r);
+            }
+        };
+        let (decision, approval_cancelled) = match decision {
+            PreToolDecision::Ask { reason } => self.ask(&exec, reason).await,
+            other => (other, false),
+        };
+        if exec.cancel.is_cancelled() && approval_cancelled {
+            return Prepared::PostResult(exec, ToolResult::aborted_before_dispatch());
+        }
+        let denial = match decision {
+            PreToolDecision::Deny { reason } => Some(reason),
+            _ => self.guard_reason(&exec),
+        };
+        if let Some(reason) = denial {
+            return Prepared::PostResult(exec, ToolResult::denied(&reason));
+        }
+        if exec.cancel.is_cancelled() {
+            return Prepared::PostResult(exec, ToolResult::aborted_before_dispatch());
+        }
+        Prepared::Dispatch(exec)
+    }
+
+    async fn ask(&self, exec: &ToolExecution, reason: Option<String>) -> (PreToolDecision, bool) {
+        let name = &exec.name;
+        let Some(approval) = exec.ctx.get::<Approval>() else {
+            let reason = reason.unwrap_or_else(|| format!("tool \"{name}\" requires approval (not yet supported)"));
+            return (PreToolDecision::Deny { reason }, false);
+        };
+        let outcome = approval
+            .0
+            .request(ApprovalRequest {
+                ctx: exec.ctx.clone(),
+                session: exec.session.clone(),
+                tool_name: name.clone(),
+                call_id: exec.call_id.clone(),
+                arguments: exec.arguments.clone(),
+                reason,
+                cancel: exec.cancel.clone(),
+            })
+            .await;
+        match outcome {
+            ApprovalOutcome::AllowedOnce => (PreToolDecision::Allow, false),
+            ApprovalOutcome::Rejected => {
+                (PreToolDecision::Deny { reason: format!("the user rejected tool \"{name}\"") }, false)
+            }
+            ApprovalOutcome::Cancelled => {
+                (PreToolDecision::Deny { reason: format!("approval for tool \"{name}\" was cancelled") }, true)
+            }
+            ApprovalOutcome::Unavailable => (
+                PreToolDecision::Deny {
+                    reason: format!("tool \"{name}\" requires approval, but no approval channel is available"),
+                },
+                false,
+            ),
+        }
+    }
+
+    /// Body stage: the `tools/execute` waterfall around the tool body.
+    pub async fn dispatch(&self, exec: &ToolExecution) -> ToolResult {
+        let body_invoked = Arc::new(Mutex::new(false));
+        let invoked = body_invoked.clone();
+        let default = move |exec| -> BoxFuture<'_, Result<ToolResult, BoxError>> {
+            let invoked = invoked.clone();
+            Box::pin(async move { Ok(self.run_body(exec, &invoked).await) })
+        };
+        let mut result = match exec.ctx.waterfall::<Execute, _>(exec, &default).await {
+            Ok(r) => r,
+            Err(e) => ToolResult::from_error(e.as_ref()),
+        };
+        if exec.cancel.is_cancelled() && !result.is_error {
+            let contexts = std::mem::take(&mut result.additional_contexts);
+            result = if *body_invoked.lock().unwrap_or_else(|p| p.into_inner()) {
+                ToolResult::aborted()
+            } else {
+                ToolResult::aborted_before_dispatch()
+            };
+            result.additional_contexts = contexts;
+        }
+        result
+    }
+
+    async fn run_body(&self, exec: &ToolExecution, invoked: &Mutex<bool>) -> ToolResult {
+        if exec.cancel.is_cancelled() {
+            return ToolResult::aborted_before_dispatch();
+        }
+        let Some(tool) = self.get(&exec.ctx, &exec.name) else {
+            return ToolResult::unknown_tool(&exec.name);
+        };
+        if let Err(message) = tool.validate(&exec.arguments) {
+            return ToolResult::invalid_args(message);
+        }
+        *invoked.lock().unwrap_or_else(|p| p.into_inner()) = true;
+        let run = ToolRunContext {
+            call_id: exec.call_id.clone(),
+            name: exec.name.clone(),
+            ctx: exec.ctx.clone(),
+            session: exec.session.clone(),
+            cwd: exec.cwd.clone(),
+            cancel: exec.cancel.clone(),
+            deferred: Default::default(),
+            concluded: Default::default(),
+        };
+        let outcome = tool.execute(exec.arguments.clone(), run.clone()).await;
+        let deferred = std::mem::take(&mut *run.deferred.lock().unwrap_or_else(|p| p.into_inner()));
+        let concluded = *run.concluded.lock().unwrap_or_else(|p| p.into_inner());
+        let mut result = match outcome {
+            _ if exec.cancel.is_cancelled() => ToolResult::aborted(),
+            Ok(output) => ToolResult {
+                content: output.content,
+                meta: if exec.parent.is_none() { output.meta } else { None },
+                concludes_turn: concluded,
+                ..ToolResult::default()
+            },
+            Err(e) => ToolResult::from_error(e.as_ref()),
+        };
+        let mut contexts = deferred;
+        contexts.append(&mut result.additional_contexts);
+        result.additional_contexts = contexts;
+        result
+    }
+
+    /// Post stage + finish: `tools/post-execute`, then [`ToolRegistry::finish`].
+    pub async fn finalize(&self, exec: &ToolExecution, result: ToolResult) -> ToolResult {
+        let accept = |_| -> BoxFuture<'_, Result<PostToolDecision, BoxError>> { Box::pin(async { Ok(PostToolDecision::accept()) }) };
+        let payload = PostExecutePayload { exec: exec.clone(), result };
+        let decided = exec.ctx.waterfall::<PostExecute, _>(&payload, &accept).await;
+        let PostExecutePayload { result, .. } = payload;
+        let mut result = match decided {
+            Ok(PostToolDecision::Accept { content, additional_contexts }) => {
+                let mut r = result;
+                if let Some(c) = content {
+                    r.content = c;
+                }
+                r.additional_contexts.extend(additional_contexts);
+                r
+            }
+            Ok(PostToolDecision::Block { feedback, additional_contexts }) => {
+                let text: Vec<String> = feedback
+                    .iter()
+                    .map(|b| match b {
+                        ContentBlock::Text { text } => text.clone(),
+                        other => format!("[{} content]", other.block_type()),
+                    })
+                    .collect();
+                let joined = text.join("\n");
+                let message = if joined.is_empty() { "tool result blocked by post-execute policy".to_string() } else { joined };
+                ToolResult {
+                    is_error: true,
+                    content: feedback,
+                    error: Some(crate::exec::ToolFailure { message, info: None }),
+                    meta: result.meta,
+                    additional_contexts,
+                    concludes_turn: false,
+                }
+            }
+            Err(e) => {
+                let mut r = ToolResult::from_error(e.as_ref());
+                r.additional_contexts = result.additional_contexts;
+                r
+            }
+        };
+        if exec.cancel.is_cancelled() && !result.is_error {
+            let contexts = std::mem::take(&mut result.additional_contexts);
+            result = ToolResult::aborted();
+            result.additional_contexts = contexts;
+        }
+        self.finish(exec, result)
+    }
+
+    /// Final stage: emit `tools/result` (contained) and return the result.
+    pub fn finish(&self, exec: &ToolExecution, result: ToolResult) -> ToolResult {
+        let payload = ToolResultPayload { exec: exec.clone(), result };
+        exec.ctx.emit::<ToolResultEvent>(&payload);
+        payload.result
+    }
+
+    /// Runs every stage for one call.
+    pub async fn execute(&self, exec: ToolExecution) -> ToolResult {
+        match self.prepare(exec).await {
+            Prepared::Dispatch(exec) => {
+                let r = self.dispatch(&exec).await;
+                self.finalize(&exec, r).await
+            }
+            Prepared::PostResult(exec, r) => self.finalize(&exec, r).await,
+            Prepared::FinalResult(exec, r) => self.finish(&exec, r),
+        }
+    }
+}
+
+/// Wraps a plain value as JSON text for tool results that render values.
+pub fn json_text(value: &Value) -> String {
+    dsh_kernel::json::to_string(value)
+}
