@@ -1,0 +1,461 @@
+//! The default driver (`agent-loop`): the phase machine, inbox mutations and waking.
+//! The turn/step algorithm is in `turn.rs`, request building in `request.rs`, the tool
+//! scheduler in `scheduler.rs`, the runtime-context projection in `context.rs`.
+
+mod context;
+mod request;
+mod scheduler;
+mod turn;
+
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+
+use dsh_kernel::{BoxError, BoxFuture, Context};
+use dsh_llm::{LlmRuntime, Message};
+use dsh_prompt::SystemPrompt;
+use dsh_session::{CancelCause, InboxTarget, LiveSession, SessionHeader, SessionSource, SessionStore, types};
+use dsh_tools::ToolRegistry;
+use tokio_util::sync::CancellationToken;
+
+use crate::events::{
+    AgentCreated, AgentDisposed, AgentPayload, AgentStatusChanged, InboxClaimed, InboxDiscarded,
+    InboxInserted, InboxPayload, SessionStart, SessionStartPayload, SessionStartSource, StatusPayload,
+};
+use crate::handle::{Agent, AgentOptions, AgentRef, AgentStatus, InboxSnapshot, SendError};
+use crate::inbox::Inbox;
+use crate::registry::{AgentFactory, AgentSource, Agents, CreateAgent};
+
+pub use context::RuntimeContextProjection;
+
+/// Settings of the agent-loop plugin.
+#[derive(Clone, Debug)]
+pub struct LoopConfig {
+    pub max_parallel_tool_calls: usize,
+    /// Run the "model-visible means logged" check before every request.
+    pub check_invariants: bool,
+}
+
+impl Default for LoopConfig {
+    fn default() -> Self {
+        Self { max_parallel_tool_calls: 10, check_invariants: cfg!(debug_assertions) }
+    }
+}
+
+/// Services the driver uses.
+#[derive(Clone)]
+pub(crate) struct Services {
+    pub llm: Arc<LlmRuntime>,
+    pub tools: Arc<ToolRegistry>,
+    pub prompt: Arc<SystemPrompt>,
+    pub agents: Arc<Agents>,
+    pub sessions: Arc<SessionStore>,
+}
+
+pub(crate) struct Run {
+    pub abort: CancellationToken,
+    pub cause: Option<CancelCause>,
+    pub turn: u64,
+    pub step: u64,
+    pub wake_requested: bool,
+}
+
+impl Run {
+    fn new(turn: u64) -> Self {
+        Self { abort: CancellationToken::new(), cause: None, turn, step: 0, wake_requested: false }
+    }
+}
+
+pub(crate) enum Phase {
+    Idle,
+    Running(Run),
+}
+
+pub(crate) struct State {
+    pub phase: Phase,
+    pub inbox: Inbox,
+    pub last_turn: u64,
+    pub disposed: bool,
+}
+
+/// The concrete agent of the default driver.
+pub struct LoopAgent {
+    id: String,
+    me: Weak<LoopAgent>,
+    session: Arc<LiveSession>,
+    ctx: Context,
+    options: AgentOptions,
+    cwd: Option<PathBuf>,
+    pub(crate) services: Services,
+    pub(crate) config: LoopConfig,
+    state: Mutex<State>,
+    inbox_op: Mutex<()>,
+    idle: tokio::sync::watch::Sender<bool>,
+    pub(crate) header_logged: AtomicBool,
+    pub(crate) runtime_context: Mutex<RuntimeContextProjection>,
+}
+
+impl LoopAgent {
+    pub(crate) fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub(crate) fn agent_ref(&self) -> Option<AgentRef> {
+        self.me.upgrade().map(|a| a as AgentRef)
+    }
+
+    pub(crate) fn this(&self) -> Option<Arc<LoopAgent>> {
+        self.me.upgrade()
+    }
+
+    fn set_status(&self, status: AgentStatus) {
+        let was_idle = *self.idle.borrow();
+        let now_idle = status == AgentStatus::Idle;
+        if was_idle == now_idle {
+            return;
+        }
+        self.idle.send_replace(now_idle);
+        if let Some(agent) = self.agent_ref() {
+            self.ctx.emit::<AgentStatusChanged>(&StatusPayload { agent, status });
+        }
+    }
+
+    fn notify(&self, kind: Notification, messages: &[Arc<Message>], turn: Option<u64>) {
+        let Some(agent) = self.agent_ref() else { return };
+        for message in messages {
+            let payload = InboxPayload { agent: agent.clone(), message: message.clone(), turn };
+            match kind {
+                Notification::Inserted => self.ctx.emit::<InboxInserted>(&payload),
+                Notification::Claimed => self.ctx.emit::<InboxClaimed>(&payload),
+                Notification::Discarded => self.ctx.emit::<InboxDiscarded>(&payload),
+            }
+        }
+    }
+
+    /// One durable inbox mutation: plan, validate, log, apply, notify. Returns the removed
+    /// messages.
+    pub(crate) fn mutate_inbox(
+        &self,
+        target: InboxTarget,
+        start: Option<usize>,
+        delete: usize,
+        inserted: Vec<Arc<Message>>,
+        canceled: bool,
+    ) -> Result<Vec<Arc<Message>>, SendError> {
+        let _op = self.inbox_op.lock().unwrap_or_else(|p| p.into_inner());
+        let splice = {
+            let state = self.state();
+            let Some(splice) = state.inbox.plan(target, start, delete, inserted, canceled) else {
+                return Ok(Vec::new());
+            };
+            state.inbox.validate(&splice).map_err(SendError)?;
+            splice
+        };
+        self.session
+            .append(types::INBOX_SPLICED, splice.to_data(), None)
+            .map_err(|e| SendError(e.to_string()))?;
+        self.state().inbox.apply(&splice);
+        if canceled {
+            self.notify(Notification::Discarded, &splice.removed, None);
+        }
+        self.notify(Notification::Inserted, &splice.inserted, None);
+        Ok(splice.removed)
+    }
+
+    /// The claim rule: all of `next-step`, plus the head of `next-turn` at a turn boundary.
+    /// Pure deletions; the claimed messages never return to the inbox.
+    pub(crate) fn claim(&self, target: InboxTarget, turn: u64) -> Result<Vec<Arc<Message>>, SendError> {
+        let steps = self.state().inbox.next_step.len();
+        let mut claimed = self.mutate_inbox(InboxTarget::NextStep, Some(0), steps, Vec::new(), false)?;
+        if target == InboxTarget::NextTurn {
+            claimed.extend(self.mutate_inbox(InboxTarget::NextTurn, Some(0), 1, Vec::new(), false)?);
+        }
+        self.notify(Notification::Claimed, &claimed, Some(turn));
+        Ok(claimed)
+    }
+
+    pub(crate) fn next_step_pending(&self) -> bool {
+        !self.state().inbox.next_step.is_empty()
+    }
+
+    pub(crate) fn has_pending(&self) -> bool {
+        self.state().inbox.has_pending()
+    }
+
+    /// Starts the driver when idle; otherwise latches a wake when the running activity was
+    /// aborted (replayed when it converges to idle).
+    fn wake_driver(&self, wake_after_abort: bool) {
+        let start_run = {
+            let mut state = self.state();
+            if state.disposed {
+                return;
+            }
+            match &mut state.phase {
+                Phase::Idle => {
+                    let last = state.last_turn;
+                    state.phase = Phase::Running(Run::new(last));
+                    true
+                }
+                Phase::Running(run) => {
+                    if wake_after_abort && !matches!(run.cause, Some(CancelCause::Disposed)) {
+                        run.wake_requested = true;
+                    }
+                    false
+                }
+            }
+        };
+        if !start_run {
+            return;
+        }
+        self.set_status(AgentStatus::Running);
+        // The synchronous prefix: `turn/start` and the claim happen before we return.
+        let opened = self.open_turn();
+        let Some(this) = self.this() else { return };
+        let handle = tokio::runtime::Handle::try_current();
+        match handle {
+            Ok(h) => {
+                h.spawn(async move { this.drive(opened).await });
+            }
+            Err(_) => {
+                tracing::error!("agent {} woke outside a tokio runtime; the turn cannot run", self.id);
+                self.go_idle();
+            }
+        }
+    }
+
+    /// Converges to idle and replays a latched wake when work is still pending.
+    pub(crate) fn go_idle(&self) {
+        let replay = {
+            let mut state = self.state();
+            match std::mem::replace(&mut state.phase, Phase::Idle) {
+                Phase::Running(run) => {
+                    state.last_turn = run.turn;
+                    run.wake_requested && state.inbox.has_pending() && !state.disposed
+                }
+                Phase::Idle => false,
+            }
+        };
+        self.set_status(AgentStatus::Idle);
+        if replay {
+            self.wake_driver(false);
+        }
+    }
+
+    pub(crate) fn abort_cause(&self) -> CancelCause {
+        match &self.state().phase {
+            Phase::Running(Run { cause: Some(c), .. }) => c.clone(),
+            _ => CancelCause::User,
+        }
+    }
+}
+
+impl LoopAgent {
+    /// Prompt variables `provider`, `model`, `cwd` for this agent's assemblies.
+    fn register_variables(&self) {
+        let prompt = self.services.prompt.clone();
+        let vars: [(&str, dsh_prompt::VariableFn); 3] = [
+            ("provider", Arc::new(|a: &dsh_prompt::AssembleContext| Some(a.provider.clone()))),
+            ("model", Arc::new(|a: &dsh_prompt::AssembleContext| Some(a.model.clone()))),
+            ("cwd", Arc::new(|a: &dsh_prompt::AssembleContext| a.cwd.as_ref().map(|p| p.display().to_string()))),
+        ];
+        for (name, f) in vars {
+            if let Err(e) = prompt.variable(&self.ctx, name, f) {
+                tracing::warn!("agent {}: prompt variable {name}: {e}", self.id);
+            }
+        }
+    }
+}
+
+#[derive(Clone, Copy)]
+enum Notification {
+    Inserted,
+    Claimed,
+    Discarded,
+}
+
+impl Agent for LoopAgent {
+    fn id(&self) -> &str {
+        &self.id
+    }
+
+    fn session(&self) -> &Arc<LiveSession> {
+        &self.session
+    }
+
+    fn ctx(&self) -> &Context {
+        &self.ctx
+    }
+
+    fn options(&self) -> AgentOptions {
+        self.options.clone()
+    }
+
+    fn cwd(&self) -> Option<PathBuf> {
+        self.cwd.clone()
+    }
+
+    fn status(&self) -> AgentStatus {
+        match self.state().phase {
+            Phase::Idle => AgentStatus::Idle,
+            Phase::Running(_) => AgentStatus::Running,
+        }
+    }
+
+    fn inbox(&self) -> InboxSnapshot {
+        let s = self.state();
+        InboxSnapshot { next_turn: s.inbox.next_turn.clone(), next_step: s.inbox.next_step.clone() }
+    }
+
+    fn send(&self, message: Message, target: InboxTarget, wakeup: bool) -> Result<(), SendError> {
+        let waking_after_abort = wakeup
+            && match &self.state().phase {
+                Phase::Running(run) => run.abort.is_cancelled(),
+                Phase::Idle => false,
+            };
+        if self.state().disposed {
+            return Err(SendError(format!("agent \"{}\" is disposed", self.id)));
+        }
+        let target = if waking_after_abort { InboxTarget::NextTurn } else { target };
+        self.mutate_inbox(target, None, 0, vec![Arc::new(message)], false)?;
+        if wakeup {
+            self.wake_driver(waking_after_abort);
+        }
+        Ok(())
+    }
+
+    fn cancel(&self, cause: CancelCause, keep_inbox: bool) {
+        if !keep_inbox {
+            let steps = self.state().inbox.next_step.len();
+            if let Err(e) = self.mutate_inbox(InboxTarget::NextStep, Some(0), steps, Vec::new(), true) {
+                tracing::warn!("agent {}: could not clear next-step inbox: {e}", self.id);
+            }
+            let turns = self.state().inbox.next_turn.len();
+            if let Err(e) = self.mutate_inbox(InboxTarget::NextTurn, Some(0), turns, Vec::new(), true) {
+                tracing::warn!("agent {}: could not clear next-turn inbox: {e}", self.id);
+            }
+        }
+        let mut state = self.state();
+        if let Phase::Running(run) = &mut state.phase {
+            if !keep_inbox {
+                run.wake_requested = false;
+            }
+            if run.cause.is_none() {
+                run.cause = Some(cause);
+            }
+            run.abort.cancel();
+        }
+    }
+
+    fn when_idle(&self) -> BoxFuture<'static, ()> {
+        let mut rx = self.idle.subscribe();
+        Box::pin(async move {
+            let _ = rx.wait_for(|idle| *idle).await;
+        })
+    }
+
+    fn dispose(&self) -> BoxFuture<'static, ()> {
+        let this = self.this();
+        Box::pin(async move {
+            let Some(this) = this else { return };
+            this.cancel(CancelCause::Disposed, false);
+            this.when_idle().await;
+            this.state().disposed = true;
+            this.ctx.dispose();
+            this.services.agents.leave(&this.id);
+            if let Some(agent) = this.agent_ref() {
+                this.ctx.emit::<AgentDisposed>(&AgentPayload { agent });
+            }
+            this.services.sessions.dispose(&this.id);
+        })
+    }
+}
+
+/// The factory installed by the agent-loop plugin.
+pub struct LoopFactory {
+    pub(crate) services: Services,
+    pub(crate) config: LoopConfig,
+}
+
+impl LoopFactory {
+    pub(crate) fn new(services: Services, config: LoopConfig) -> Self {
+        Self { services, config }
+    }
+}
+
+impl AgentFactory for LoopFactory {
+    fn create(&self, owner: &Context, request: CreateAgent) -> Result<AgentRef, BoxError> {
+        let sessions = &self.services.sessions;
+        let id = request.session_id.clone().unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+        let scope = owner.create_scope(format!("agent {id}"));
+        let now = sessions.now().max(0) as u64;
+        let cwd_string = request.cwd.as_ref().map(|p| p.display().to_string());
+        let (header, source, start) = match request.source {
+            AgentSource::Fresh => {
+                let mut h = SessionHeader::new(id.clone(), now);
+                h.cwd = cwd_string;
+                (h, SessionSource::Fresh, SessionStartSource::Startup)
+            }
+            AgentSource::Seeded { prefix, parent } => {
+                let mut h = SessionHeader::new(id.clone(), now);
+                h.cwd = cwd_string;
+                h.parent_session = Some(parent);
+                h.seed_length = Some(prefix.len() as u64);
+                (h, SessionSource::Seeded(prefix), SessionStartSource::Startup)
+            }
+            AgentSource::Resume { header, events, stored_len } => {
+                (header, SessionSource::Restored { events, stored_len }, SessionStartSource::Resume)
+            }
+        };
+        let cwd = request.cwd.or_else(|| header.cwd.as_ref().map(PathBuf::from));
+        if let Some(setup) = request.setup
+            && let Err(e) = setup(&scope)
+        {
+            scope.dispose();
+            return Err(e);
+        }
+        let session = match sessions.create(&scope, header, source) {
+            Ok(s) => s,
+            Err(e) => {
+                scope.dispose();
+                return Err(Box::new(e));
+            }
+        };
+        let (events, seed_length) = session.read(|s| (s.events().to_vec(), s.header().seed_length.unwrap_or(0)));
+        let inbox = match Inbox::replay(&events, seed_length) {
+            Ok(i) => i,
+            Err(e) => {
+                sessions.dispose(&id);
+                scope.dispose();
+                return Err(e.into());
+            }
+        };
+        let last_turn = session.read(|s| s.last_turn());
+        let projection = RuntimeContextProjection::from_log(&events, session.read(|s| s.surface().nodes().to_vec()));
+        let (idle, _) = tokio::sync::watch::channel(true);
+        let agent = Arc::new_cyclic(|me| LoopAgent {
+            id: id.clone(),
+            me: me.clone(),
+            session,
+            ctx: scope.clone(),
+            options: request.options,
+            cwd,
+            services: self.services.clone(),
+            config: self.config.clone(),
+            state: Mutex::new(State { phase: Phase::Idle, inbox, last_turn, disposed: false }),
+            inbox_op: Mutex::new(()),
+            idle,
+            header_logged: AtomicBool::new(false),
+            runtime_context: Mutex::new(projection),
+        });
+        let agent_ref: AgentRef = agent.clone();
+        if let Err(e) = self.services.agents.enter(agent_ref.clone()) {
+            sessions.dispose(&id);
+            scope.dispose();
+            return Err(e);
+        }
+        agent.register_variables();
+        scope.emit::<AgentCreated>(&AgentPayload { agent: agent_ref.clone() });
+        scope.emit::<SessionStart>(&SessionStartPayload { agent: agent_ref.clone(), source: start });
+        Ok(agent_ref)
+    }
+}

@@ -1,0 +1,398 @@
+//! The turn/step algorithm: one turn drains admitted input; one step is one model request
+//! plus the tool calls it asked for.
+
+use std::sync::Arc;
+
+use dsh_kernel::{BoxError, BoxFuture, error_chain};
+use dsh_llm::{BlockAssembler, ContentBlock, FinishReason, LlmError, LlmFailure, Message, StreamChunk, codes};
+use dsh_prompt::{AssembleContext, PromptAssembly, join_context_sections, render_context_sections, render_prompt};
+use dsh_session::{AssistantMessageData, InboxTarget, SurfaceIntent, TurnEndReason, types};
+use futures::StreamExt;
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+use super::request::check;
+use super::{LoopAgent, Phase, Run};
+use crate::events::{
+    AgentErrorEvent, AgentErrorPayload, PreStep, PreStepDecision, PreStepPayload, RequestError,
+    RequestErrorAction, RequestErrorPayload, TurnStopping, TurnStoppingPayload,
+};
+use crate::handle::Agent;
+
+/// Why a turn stopped early.
+pub(crate) enum Fail {
+    /// The turn's signal was cancelled.
+    Aborted,
+    /// Anything else: the turn ends `error`.
+    Error(BoxError),
+}
+
+impl From<BoxError> for Fail {
+    fn from(e: BoxError) -> Self {
+        Fail::Error(e)
+    }
+}
+
+/// A turn whose `turn/start` is logged and whose first batch is claimed.
+pub(crate) struct OpenedTurn {
+    turn: u64,
+    token: CancellationToken,
+    claimed: Vec<Arc<Message>>,
+}
+
+/// How a step ended.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum StepEnd {
+    Completed,
+    MaxTokens,
+}
+
+/// What the turn loop decided.
+enum TurnExit {
+    /// Natural end (completed / max-tokens): continue with pending input.
+    Natural,
+    /// A zero-step turn: completed, and the driver stops.
+    ZeroStep,
+    /// `agent/pre-step` rejected a proposed step: blocked, and the driver stops.
+    Blocked,
+}
+
+impl LoopAgent {
+    fn fail_append(&self, e: impl std::fmt::Display) -> Fail {
+        Fail::Error(format!("{e}").into())
+    }
+
+    /// The synchronous prefix of a turn: abort check, `turn/start`, claim.
+    pub(crate) fn open_turn(&self) -> Result<OpenedTurn, ()> {
+        let (token, turn) = {
+            let state = self.state();
+            match &state.phase {
+                Phase::Running(run) => (run.abort.clone(), run.turn + 1),
+                Phase::Idle => return Err(()),
+            }
+        };
+        if token.is_cancelled() {
+            return Err(());
+        }
+        if let Err(e) = self.session().append(types::TURN_START, json!({"turn": turn}), None) {
+            self.report_error(turn, 0, &e.to_string());
+            return Err(());
+        }
+        if let Phase::Running(run) = &mut self.state().phase {
+            run.turn = turn;
+            run.step = 0;
+        }
+        let claimed = match self.claim(InboxTarget::NextTurn, turn) {
+            Ok(c) => c,
+            Err(e) => {
+                // The claim could not be logged: close the turn as an error.
+                self.report_error(turn, 0, &e.to_string());
+                let failure = LlmFailure::new(codes::UNKNOWN, e.to_string());
+                let _ = self.session().append(
+                    types::TURN_END,
+                    json!({"turn": turn, "reason": TurnEndReason::Error(failure).to_value()}),
+                    None,
+                );
+                return Err(());
+            }
+        };
+        Ok(OpenedTurn { turn, token, claimed })
+    }
+
+    fn report_error(&self, turn: u64, step: u64, message: &str) {
+        if let Some(agent) = self.agent_ref() {
+            self.ctx().emit::<AgentErrorEvent>(&AgentErrorPayload { agent, turn, step, message: message.into() });
+        }
+    }
+
+    /// Runs turns until the driver should stop, then converges to idle.
+    pub(crate) async fn drive(self: Arc<Self>, first: Result<OpenedTurn, ()>) {
+        let mut next = first;
+        while let Ok(opened) = next {
+            if !self.run_turn(opened).await {
+                break;
+            }
+            next = self.open_turn();
+        }
+        self.go_idle();
+    }
+
+    fn current_step(&self) -> u64 {
+        match &self.state().phase {
+            Phase::Running(run) => run.step,
+            Phase::Idle => 0,
+        }
+    }
+
+    fn set_step(&self, step: u64) {
+        if let Phase::Running(run) = &mut self.state().phase {
+            run.step = step;
+        }
+    }
+
+    /// One turn. Returns whether the driver should continue with another turn.
+    async fn run_turn(&self, opened: OpenedTurn) -> bool {
+        let OpenedTurn { turn, token, claimed } = opened;
+        let mut turn_ends: Option<StepEnd> = None;
+        let outcome = self.turn_body(turn, &token, claimed, &mut turn_ends).await;
+        let reason = match &outcome {
+            Ok(TurnExit::Natural) => match turn_ends {
+                Some(StepEnd::MaxTokens) => TurnEndReason::MaxTokens,
+                _ => TurnEndReason::Completed,
+            },
+            Ok(TurnExit::ZeroStep) => TurnEndReason::Completed,
+            Ok(TurnExit::Blocked) => TurnEndReason::Blocked,
+            Err(Fail::Aborted) => TurnEndReason::Aborted(self.abort_cause()),
+            Err(Fail::Error(e)) => {
+                let failure = match LlmError::find(e.as_ref()) {
+                    Some(l) => l.failure.clone(),
+                    None => LlmFailure::new(codes::UNKNOWN, error_chain(e.as_ref())),
+                };
+                self.report_error(turn, self.current_step(), &failure.message);
+                TurnEndReason::Error(failure)
+            }
+        };
+        if let Err(e) =
+            self.session().append(types::TURN_END, json!({"turn": turn, "reason": reason.to_value()}), None)
+        {
+            self.report_error(turn, self.current_step(), &e.to_string());
+            return false;
+        }
+        if !matches!(outcome, Ok(TurnExit::Natural)) || !self.has_pending() {
+            return false;
+        }
+        let mut state = self.state();
+        if let Phase::Running(run) = &mut state.phase {
+            let turn = run.turn;
+            *run = Run::new(turn);
+        }
+        true
+    }
+
+    async fn turn_body(
+        &self,
+        turn: u64,
+        token: &CancellationToken,
+        first_claim: Vec<Arc<Message>>,
+        turn_ends: &mut Option<StepEnd>,
+    ) -> Result<TurnExit, Fail> {
+        let mut first = Some(first_claim);
+        loop {
+            check(token)?;
+            let step = self.current_step() + 1;
+            let claimed = match first.take() {
+                Some(c) => c,
+                None => self.claim(InboxTarget::NextStep, turn).map_err(|e| Fail::Error(Box::new(e)))?,
+            };
+            let (decision, assembly) = self.pre_step(claimed, turn, step, token).await?;
+            let messages = match decision {
+                PreStepDecision::Reject => return Ok(TurnExit::Blocked),
+                PreStepDecision::Enter(m) => m,
+            };
+            if turn_ends.is_some() && messages.is_empty() {
+                break;
+            }
+            if self.current_step() == 0 && messages.is_empty() {
+                return Ok(TurnExit::ZeroStep);
+            }
+            check(token)?;
+            self.session()
+                .append(types::STEP_START, json!({"turn": turn, "step": step}), None)
+                .map_err(|e| self.fail_append(e))?;
+            self.set_step(step);
+            let result = self.enter_and_run(turn, step, &messages, &assembly, token).await;
+            let end = self.session().append(types::STEP_END, json!({"turn": turn, "step": step}), None);
+            let step_end = result?;
+            end.map_err(|e| self.fail_append(e))?;
+            if *turn_ends != Some(StepEnd::MaxTokens) {
+                *turn_ends = step_end;
+            }
+            check(token)?;
+            if turn_ends.is_some() && !self.next_step_pending() {
+                let Some(agent) = self.agent_ref() else { return Err(Fail::Aborted) };
+                self.ctx()
+                    .serial::<TurnStopping>(&TurnStoppingPayload { agent, turn, cancel: token.clone() })
+                    .await?;
+                check(token)?;
+            }
+            if turn_ends.is_some() && !self.next_step_pending() {
+                break;
+            }
+        }
+        Ok(TurnExit::Natural)
+    }
+
+    async fn enter_and_run(
+        &self,
+        turn: u64,
+        step: u64,
+        messages: &[Arc<Message>],
+        assembly: &PromptAssembly,
+        token: &CancellationToken,
+    ) -> Result<Option<StepEnd>, Fail> {
+        for m in messages {
+            let event = self
+                .session()
+                .append(types::USER_MESSAGE, m.to_value(), Some(SurfaceIntent::append()))
+                .map_err(|e| self.fail_append(e))?;
+            self.runtime_context.lock().unwrap_or_else(|p| p.into_inner()).entered(event.seq, m);
+        }
+        self.step_body(turn, step, assembly, token).await
+    }
+
+    fn assemble_context(&self) -> AssembleContext {
+        let o = self.options();
+        AssembleContext {
+            ctx: self.ctx().clone(),
+            session: Some(self.session().clone()),
+            provider: o.provider.unwrap_or_default(),
+            model: o.model.unwrap_or_default(),
+            cwd: self.cwd(),
+        }
+    }
+
+    async fn pre_step(
+        &self,
+        claimed: Vec<Arc<Message>>,
+        turn: u64,
+        step: u64,
+        token: &CancellationToken,
+    ) -> Result<(PreStepDecision, PromptAssembly), Fail> {
+        let assembly = self.services.prompt.assemble(self.assemble_context()).await?;
+        check(token)?;
+        let sections = render_context_sections(&assembly).map_err(|e| Fail::Error(Box::new(e)))?;
+        let current = join_context_sections(&sections);
+        let surface = self.session().read(|s| s.surface().nodes().to_vec());
+        let snapshot = self
+            .runtime_context
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .project(&current, &sections, &surface);
+        let mut entered = claimed.clone();
+        entered.extend(snapshot.map(Arc::new));
+        let Some(agent) = self.agent_ref() else { return Err(Fail::Aborted) };
+        let payload = PreStepPayload { agent, messages: claimed, turn, step, cancel: token.clone() };
+        let default = move |_: &PreStepPayload| -> BoxFuture<'_, Result<PreStepDecision, BoxError>> {
+            let entered = entered.clone();
+            Box::pin(async move { Ok(PreStepDecision::Enter(entered)) })
+        };
+        let decision = self.ctx().waterfall::<PreStep, _>(&payload, &default).await?;
+        check(token)?;
+        Ok((decision, assembly))
+    }
+
+    async fn step_body(
+        &self,
+        turn: u64,
+        step: u64,
+        assembly: &PromptAssembly,
+        token: &CancellationToken,
+    ) -> Result<Option<StepEnd>, Fail> {
+        check(token)?;
+        let system = render_prompt(assembly).map_err(|e| Fail::Error(Box::new(e)))?;
+        loop {
+            let history = self.session().derive_messages();
+            let built = self.build_request(turn, step, &assembly.tools, &system, history, token).await?;
+            let provider = built.options.config.provider.clone();
+            let model = built.options.config.model.clone();
+            let mut asm = BlockAssembler::new();
+            let mut chunk_seqs: Vec<u64> = Vec::new();
+            let streamed: Result<(), Fail> = async {
+                let mut stream =
+                    self.services.llm.stream(built.options.clone(), built.prepared.as_ref()).await?;
+                check(token)?;
+                loop {
+                    let next = tokio::select! {
+                        biased;
+                        _ = token.cancelled() => return Err(Fail::Aborted),
+                        next = stream.next() => next,
+                    };
+                    let Some(item) = next else { break };
+                    let chunk = item?;
+                    check(token)?;
+                    let data = json!({"turn": turn, "step": step, "chunk": serde_json::to_value(&chunk).map_err(|e| Fail::Error(Box::new(e)))?});
+                    let event = self.session().append(types::ASSISTANT_CHUNK, data, None).map_err(|e| self.fail_append(e))?;
+                    chunk_seqs.push(event.seq);
+                    asm.push(&chunk);
+                    if matches!(chunk, StreamChunk::Finish { .. }) {
+                        break;
+                    }
+                }
+                check(token)
+            }
+            .await;
+            if let Err(fail) = streamed {
+                if token.is_cancelled() {
+                    let content = asm.interrupted_blocks();
+                    if !content.is_empty() {
+                        let message = Message::assistant(content, &provider, &model, None);
+                        let data = AssistantMessageData {
+                            turn,
+                            step,
+                            message: &message,
+                            usage: asm.usage(),
+                            interrupted: Some(true),
+                        };
+                        self.session()
+                            .append(
+                                types::ASSISTANT_MESSAGE,
+                                dsh_session::to_data(&data),
+                                Some(SurfaceIntent::append_citing(chunk_seqs.clone())),
+                            )
+                            .map_err(|e| self.fail_append(e))?;
+                    }
+                    return Err(Fail::Aborted);
+                }
+                return Err(fail);
+            }
+            let finish = asm.finish();
+            if let Some(failure) = finish.failure() {
+                let Some(agent) = self.agent_ref() else { return Err(Fail::Aborted) };
+                let payload = RequestErrorPayload {
+                    agent,
+                    turn,
+                    step,
+                    provider: provider.clone(),
+                    failure: failure.clone(),
+                    retry_policy: built.prepared.as_ref().map(|p| p.retry_policy.clone()),
+                    cancel: token.clone(),
+                };
+                let default = |_: &RequestErrorPayload| -> BoxFuture<'_, Result<Option<RequestErrorAction>, BoxError>> {
+                    Box::pin(async { Ok(None) })
+                };
+                let action = self.ctx().waterfall::<RequestError, _>(&payload, &default).await?;
+                check(token)?;
+                if action != Some(RequestErrorAction::Retry) {
+                    return Err(Fail::Error(Box::new(LlmError::from_failure(failure.clone()))));
+                }
+                continue;
+            }
+            let blocks = asm.blocks().map_err(|e| Fail::Error(Box::new(e)))?;
+            let message = Message::assistant(blocks, &provider, &model, asm.replay_state());
+            let data = AssistantMessageData { turn, step, message: &message, usage: asm.usage(), interrupted: None };
+            self.session()
+                .append(
+                    types::ASSISTANT_MESSAGE,
+                    dsh_session::to_data(&data),
+                    Some(SurfaceIntent::append_citing(chunk_seqs)),
+                )
+                .map_err(|e| self.fail_append(e))?;
+            if matches!(finish, FinishReason::MaxTokens) {
+                return Ok(Some(StepEnd::MaxTokens));
+            }
+            let calls: Vec<(String, String, String)> = message
+                .content
+                .iter()
+                .filter_map(|b| match b {
+                    ContentBlock::ToolCall { id, name, arguments } => Some((id.clone(), name.clone(), arguments.clone())),
+                    _ => None,
+                })
+                .collect();
+            if calls.is_empty() {
+                return Ok(Some(StepEnd::Completed));
+            }
+            let concluded = self.execute_tool_calls(turn, step, calls, token).await?;
+            return Ok(if concluded { Some(StepEnd::Completed) } else { None });
+        }
+    }
+}

@@ -1,0 +1,25 @@
+//! Agents: the `Agent` handle, the inbox and its claim rule, the `agent/*` events, the agent
+//! registry with its factory seam, and the default turn/step driver (the `agent-loop`
+//! plugin) — replaceable by any other driver that installs an `AgentFactory`.
+
+mod driver;
+mod events;
+mod handle;
+mod inbox;
+mod plugins;
+mod registry;
+
+pub use driver::{LoopAgent, LoopConfig, RuntimeContextProjection};
+pub use events::{
+    AgentCreated, AgentDisposed, AgentErrorEvent, AgentErrorPayload, AgentPayload, AgentStatusChanged,
+    InboxClaimed, InboxDiscarded, InboxInserted, InboxPayload, PreStep, PreStepDecision, PreStepPayload,
+    Request, RequestError, RequestErrorAction, RequestErrorPayload, RequestPayload, SessionStart,
+    SessionStartPayload, SessionStartSource, StatusPayload, TurnStopping, TurnStoppingPayload,
+};
+pub use handle::{Agent, AgentOptions, AgentRef, AgentStatus, InboxSnapshot, SendError};
+pub use inbox::{Inbox, Splice};
+pub use plugins::{
+    AgentLoopPlugin, AgentPlugin, LlmPlugin, SessionPlugin, SystemPromptPlugin, ToolsPlugin,
+    install_request_invariant, register_core,
+};
+pub use registry::{AgentFactory, AgentSource, Agents, CreateAgent};
