@@ -148,11 +148,13 @@ impl RetryPolicy {
             RetryMode::Normal => "normal",
             RetryMode::Always => "always",
         };
+        let mut codes = self.retryable_codes.clone();
+        codes.sort();
         let value = match self.mode {
             RetryMode::Normal => serde_json::json!([
                 mode,
                 self.max_retries,
-                self.retryable_codes,
+                codes,
                 self.initial_delay_ms,
                 self.max_delay_ms,
                 self.jitter_ratio

@@ -20,13 +20,13 @@ use dsh_llm::ToolSchema;
 use dsh_session::LiveSession;
 
 /// The identity line every composition starts with unless disabled.
-pub const HARNESS_IDENTITY: &str = "You are an AI agent powered by DeepSeek Harness.";
+pub const HARNESS_IDENTITY: &str = "You are an AI agent running on DeepSeek Harness.";
 /// The preamble of a runtime-context snapshot message.
 pub const CONTEXT_PREAMBLE: &str =
-    "Current runtime context. This snapshot supersedes earlier runtime-context snapshots.";
+    "Runtime context as of now (it replaces every earlier runtime-context snapshot).";
 /// The snapshot text when every context section went away.
 pub const CONTEXT_CLEARED: &str =
-    "Current runtime context: none. Earlier runtime-context snapshots no longer apply.";
+    "Runtime context: nothing applies now; disregard earlier runtime-context snapshots.";
 /// The reserved tool-order marker.
 pub const UNLISTED_TOOLS: &str = "<unlisted-tools>";
 

@@ -8,10 +8,10 @@ use serde_json::{Map, Value, json};
 use crate::event::{Event, SurfaceKeyOrder, SurfaceOp, types};
 
 /// Text of a synthetic result for a call that was recorded but never answered.
-pub const OUTCOME_UNKNOWN_TEXT: &str = "The tool call was interrupted after it was recorded, but no result was durably recorded. Its outcome is unknown. Decide whether to retry from the tool semantics: retry only if the operation is read-only or idempotent; if it may have side effects, first verify external state or ask the user. Do not retry blindly.";
+pub const OUTCOME_UNKNOWN_TEXT: &str = "This tool call was recorded as started, but the session ended before its result was saved, so its outcome is unknown. Only repeat it if it is read-only or idempotent; otherwise check the current state (or ask the user) before trying again.";
 /// Text of a synthetic result for a call the model requested but that never started.
 pub const NOT_STARTED_TEXT: &str =
-    "The tool call was interrupted before the Harness recorded it as started. Retry it if it is still needed.";
+    "This tool call never started: the session ended before it was dispatched. Call it again if it is still needed.";
 
 mod indexmap_lite {
     /// Pending calls in insertion order.

@@ -1,0 +1,270 @@
+//! Host services: the Harness home, `settings.yaml`, credentials, and the default model.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use dsh_kernel::config::{Node, parse};
+use dsh_kernel::{BoxError, Context, Plugin, PluginConfig};
+use serde::Deserialize;
+use serde_json::{Map, Value};
+
+/// `$DSH_HOME` when set and not blank (with `~` expanded), else `~/.dsh`.
+pub fn dsh_home() -> PathBuf {
+    let home = std::env::var("HOME").unwrap_or_else(|_| ".".into());
+    match std::env::var("DSH_HOME") {
+        Ok(v) if !v.trim().is_empty() => {
+            let expanded = if v == "~" {
+                PathBuf::from(&home)
+            } else if let Some(rest) = v.strip_prefix("~/") {
+                Path::new(&home).join(rest)
+            } else {
+                PathBuf::from(v)
+            };
+            if expanded.is_absolute() {
+                expanded
+            } else {
+                std::env::current_dir().map(|d| d.join(&expanded)).unwrap_or(expanded)
+            }
+        }
+        _ => Path::new(&home).join(".dsh"),
+    }
+}
+
+fn node_to_json(node: &Node) -> Value {
+    match node {
+        Node::Null => Value::Null,
+        Node::Bool(b) => Value::Bool(*b),
+        Node::Int(i) => Value::from(*i),
+        Node::Float(f) => serde_json::Number::from_f64(*f).map(Value::Number).unwrap_or(Value::Null),
+        Node::Str(s) | Node::Js(s) => Value::String(s.clone()),
+        Node::Seq(items) => Value::Array(items.iter().map(node_to_json).collect()),
+        Node::Map(entries) => Value::Object(entries.iter().map(|(k, v)| (k.clone(), node_to_json(v))).collect()),
+    }
+}
+
+/// Parses a YAML (or JSON) document into JSON; a missing or empty file is `None`.
+pub fn read_yaml_file(path: &Path) -> Result<Option<Value>, String> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
+    };
+    match parse(&text) {
+        Ok(node) => Ok(node.map(|n| node_to_json(&n))),
+        Err(e) => Err(format!("invalid document at {}: {e}", path.display())),
+    }
+}
+
+/// The user settings document (`ctx.settings`): one section per namespace.
+#[derive(Default)]
+pub struct Settings {
+    pub path: PathBuf,
+    sections: Map<String, Value>,
+}
+
+impl Settings {
+    pub fn load(path: PathBuf) -> Result<Self, String> {
+        let sections = match read_yaml_file(&path).map_err(|e| format!("settings-file: {e}"))? {
+            None | Some(Value::Null) => Map::new(),
+            Some(Value::Object(m)) => m,
+            Some(_) => return Err(format!("settings-file: {} must be a map of namespace sections", path.display())),
+        };
+        for (ns, v) in &sections {
+            if !v.is_object() && !v.is_null() {
+                return Err(format!("settings section \"{ns}\" must be an object of keys"));
+            }
+        }
+        Ok(Self { path, sections })
+    }
+
+    pub fn section(&self, namespace: &str) -> Option<&Value> {
+        self.sections.get(namespace).filter(|v| v.is_object())
+    }
+}
+
+/// Deep-merges `over` onto `base` (objects merge, everything else replaces).
+pub fn layer(base: &mut Value, over: &Value) {
+    match (base, over) {
+        (Value::Object(b), Value::Object(o)) => {
+            for (k, v) in o {
+                match b.get_mut(k) {
+                    Some(slot) => layer(slot, v),
+                    None => {
+                        b.insert(k.clone(), v.clone());
+                    }
+                }
+            }
+        }
+        (b, o) => *b = o.clone(),
+    }
+}
+
+#[derive(Deserialize, Default)]
+struct SettingsConfig {
+    path: Option<String>,
+}
+
+/// `@deepseek-ai/dsh-settings-file`.
+pub struct SettingsPlugin;
+
+impl Plugin for SettingsPlugin {
+    fn name(&self) -> &'static str {
+        "@deepseek-ai/dsh-settings-file"
+    }
+
+    fn apply(&self, ctx: &Context, config: &PluginConfig) -> Result<(), BoxError> {
+        let c: SettingsConfig = config.parse()?;
+        let path = c.path.map(PathBuf::from).unwrap_or_else(|| dsh_home().join("settings.yaml"));
+        ctx.provide(Arc::new(Settings::load(path)?))?;
+        Ok(())
+    }
+}
+
+/// Parses `.env` text: `KEY=value`, optional `export`, quotes, `#` comments.
+pub fn parse_dotenv(text: &str) -> HashMap<String, String> {
+    let mut out = HashMap::new();
+    for line in text.lines() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let line = line.strip_prefix("export ").unwrap_or(line);
+        let Some((k, v)) = line.split_once('=') else { continue };
+        let v = v.trim();
+        let v = if (v.starts_with('"') && v.ends_with('"') && v.len() >= 2) || (v.starts_with('\'') && v.ends_with('\'') && v.len() >= 2) {
+            v[1..v.len() - 1].to_string()
+        } else {
+            v.split(" #").next().unwrap_or(v).trim().to_string()
+        };
+        out.insert(k.trim().to_string(), v);
+    }
+    out
+}
+
+/// Credential references resolved on every request (`ctx.credentials`): the launching
+/// environment, then `$DSH_HOME/.credentials.yaml` `refs`, then `<cwd>/.env`, then
+/// `$DSH_HOME/.env`. Values from files are never exported into the process environment.
+#[derive(Default)]
+pub struct Credentials {
+    refs: HashMap<String, String>,
+    project_env: HashMap<String, String>,
+    user_env: HashMap<String, String>,
+}
+
+impl Credentials {
+    pub fn load(home: &Path, cwd: &Path) -> Result<Self, String> {
+        let file = home.join(".credentials.yaml");
+        let refs = match read_yaml_file(&file).map_err(|e| format!("credentials-local: {e}"))? {
+            None | Some(Value::Null) => HashMap::new(),
+            Some(Value::Object(doc)) => {
+                #[cfg(unix)]
+                {
+                    use std::os::unix::fs::PermissionsExt;
+                    if let Ok(meta) = std::fs::metadata(&file) {
+                        let mode = meta.permissions().mode() & 0o777;
+                        if mode & 0o077 != 0 {
+                            return Err(format!(
+                                "credentials-local: {} is readable beyond its owner (mode {mode:o}); run \"chmod 600 {}\" before starting again",
+                                file.display(),
+                                file.display()
+                            ));
+                        }
+                    }
+                }
+                match doc.get("version") {
+                    Some(v) if v == &Value::from(1) => {}
+                    Some(_) => return Err(format!("credentials-local: {} has an unsupported version (expected 1)", file.display())),
+                    None => {
+                        return Err(format!(
+                            "credentials-local: {} has no `version: 1`; put `version: 1` at the top and nest keys under `refs:`",
+                            file.display()
+                        ));
+                    }
+                }
+                if let Some(k) = doc.keys().find(|k| !matches!(k.as_str(), "version" | "refs" | "records")) {
+                    return Err(format!("credentials-local: {}: unknown top-level key \"{k}\"", file.display()));
+                }
+                let mut refs = HashMap::new();
+                if let Some(Value::Object(r)) = doc.get("refs") {
+                    for (k, v) in r {
+                        match v.as_str() {
+                            Some(s) if !s.trim().is_empty() => {
+                                refs.insert(k.clone(), s.to_string());
+                            }
+                            _ => return Err(format!("credentials-local: {}: refs.{k} is empty; remove the key instead", file.display())),
+                        }
+                    }
+                }
+                refs
+            }
+            Some(_) => return Err(format!("credentials-local: {} must be a mapping", file.display())),
+        };
+        let read_env = |p: PathBuf| std::fs::read_to_string(p).map(|t| parse_dotenv(&t)).unwrap_or_default();
+        let project_env = read_env(cwd.join(".env"));
+        let user_env = if home == cwd { HashMap::new() } else { read_env(home.join(".env")) };
+        Ok(Self { refs, project_env, user_env })
+    }
+
+    /// Resolves a credential reference name (e.g. `DEEPSEEK_API_KEY`).
+    pub fn resolve(&self, name: &str) -> Option<String> {
+        if let Ok(v) = std::env::var(name)
+            && !v.is_empty()
+        {
+            return Some(v);
+        }
+        [&self.refs, &self.project_env, &self.user_env]
+            .iter()
+            .find_map(|m| m.get(name).filter(|v| !v.is_empty()).cloned())
+    }
+}
+
+/// `@deepseek-ai/dsh-credentials-local`.
+pub struct CredentialsPlugin;
+
+impl Plugin for CredentialsPlugin {
+    fn name(&self) -> &'static str {
+        "@deepseek-ai/dsh-credentials-local"
+    }
+
+    fn apply(&self, ctx: &Context, _config: &PluginConfig) -> Result<(), BoxError> {
+        let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+        ctx.provide(Arc::new(Credentials::load(&dsh_home(), &cwd)?))?;
+        Ok(())
+    }
+}
+
+/// The model new sessions use (`ctx.agentDefaultModel`).
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DefaultModel {
+    pub provider: String,
+    pub model: String,
+    #[serde(default)]
+    pub reasoning_effort: Option<String>,
+}
+
+/// `@deepseek-ai/dsh-agent-default-model`: row config, overridden by the
+/// `agent-default-model` settings section.
+pub struct DefaultModelPlugin;
+
+impl Plugin for DefaultModelPlugin {
+    fn name(&self) -> &'static str {
+        "@deepseek-ai/dsh-agent-default-model"
+    }
+
+    fn apply(&self, ctx: &Context, config: &PluginConfig) -> Result<(), BoxError> {
+        let mut value = match &config.value {
+            Value::Null => Value::Object(Map::new()),
+            v => v.clone(),
+        };
+        if let Some(settings) = ctx.get::<Settings>()
+            && let Some(section) = settings.section("agent-default-model")
+        {
+            layer(&mut value, section);
+        }
+        let model = PluginConfig::new(config.row_id.clone(), config.source.clone(), value).parse::<DefaultModel>()?;
+        ctx.provide(Arc::new(model))?;
+        Ok(())
+    }
+}

@@ -1,0 +1,23 @@
+//! Policy and host plugins composed around the core: retry on request errors, session
+//! titles, permission mode and approval policy (with their runtime-context sections),
+//! settings, credentials and the default model.
+
+pub mod host;
+pub mod permissions;
+pub mod retry;
+pub mod title;
+
+pub use host::{Credentials, DefaultModel, Settings, dsh_home, layer, parse_dotenv, read_yaml_file};
+pub use permissions::{ApprovalAnswerer, ApprovalPolicy, Approvals, PermissionMode, SandboxPolicy};
+
+/// Adds every plugin of this crate to `catalog`.
+pub fn register_catalog(catalog: &mut dsh_kernel::Catalog) {
+    catalog
+        .register(retry::RetryPlugin)
+        .register(title::TitlePlugin)
+        .register(permissions::SandboxPolicyPlugin)
+        .register(permissions::ApprovalPlugin)
+        .register(host::SettingsPlugin)
+        .register(host::CredentialsPlugin)
+        .register(host::DefaultModelPlugin);
+}

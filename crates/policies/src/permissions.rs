@@ -1,0 +1,174 @@
+//! `sandbox-policy` and `user-approval`: the file-permission mode and approval policy of a
+//! session, shown to the model as runtime-context sections, and the approval service that
+//! routes `ask` decisions to whichever answerer a frontend registered.
+
+use std::sync::{Arc, RwLock};
+
+use dsh_kernel::{BoxError, BoxFuture, Context, EffectHandle, Plugin, PluginConfig};
+use dsh_tools::{Approval, ApprovalOutcome, ApprovalRequest, ApprovalService};
+use serde::Deserialize;
+
+/// File-permission modes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PermissionMode {
+    ReadOnly,
+    WorkspaceWrite,
+    DangerFullAccess,
+}
+
+impl PermissionMode {
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "read-only" => Some(Self::ReadOnly),
+            "workspace-write" => Some(Self::WorkspaceWrite),
+            "danger-full-access" => Some(Self::DangerFullAccess),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::ReadOnly => "read-only",
+            Self::WorkspaceWrite => "workspace-write",
+            Self::DangerFullAccess => "danger-full-access",
+        }
+    }
+}
+
+/// The current permission mode (`ctx.sandboxPolicy`).
+pub struct SandboxPolicy {
+    pub mode: PermissionMode,
+}
+
+fn policy_text(mode: PermissionMode, workspace: Option<&str>) -> String {
+    match mode {
+        PermissionMode::ReadOnly => "File policy: read-only. Sandboxed operations cannot change files in this mode. Don't decline a needed change on this basis alone: try the tool and follow any denial or escalation guidance it returns.".to_string(),
+        PermissionMode::WorkspaceWrite => format!(
+            "File policy: workspace-write. Sandboxed operations may change files inside the session workspace {} (and some temporary directories).",
+            serde_json::to_string(workspace.unwrap_or(".")).unwrap_or_default()
+        ),
+        PermissionMode::DangerFullAccess => "File policy: danger-full-access. The file sandbox places no limits on changes.".to_string(),
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct SandboxConfig {
+    mode: Option<String>,
+}
+
+/// `@deepseek-ai/dsh-sandbox-policy`.
+pub struct SandboxPolicyPlugin;
+
+impl Plugin for SandboxPolicyPlugin {
+    fn name(&self) -> &'static str {
+        "@deepseek-ai/dsh-sandbox-policy"
+    }
+
+    fn apply(&self, ctx: &Context, config: &PluginConfig) -> Result<(), BoxError> {
+        let c: SandboxConfig = config.parse()?;
+        let raw = c.mode.unwrap_or_else(|| "workspace-write".into());
+        let mode = PermissionMode::parse(&raw).ok_or_else(|| {
+            format!("{}: row \"{}\": config field `mode`: unknown permission mode \"{raw}\" (read-only, workspace-write, danger-full-access)", config.source, config.row_id)
+        })?;
+        ctx.provide(Arc::new(SandboxPolicy { mode }))?;
+        let prompt = ctx.require::<dsh_prompt::SystemPrompt>()?;
+        prompt.context(
+            ctx,
+            "sandbox:policy",
+            110.0,
+            Arc::new(move |a| {
+                let cwd = a.cwd.as_ref().map(|p| std::fs::canonicalize(p).unwrap_or_else(|_| p.clone()).display().to_string());
+                policy_text(mode, cwd.as_deref())
+            }),
+        )?;
+        Ok(())
+    }
+}
+
+/// A frontend that can ask the user.
+pub trait ApprovalAnswerer: Send + Sync + 'static {
+    fn ask(&self, request: ApprovalRequest) -> BoxFuture<'static, ApprovalOutcome>;
+}
+
+/// How asks are resolved.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ApprovalPolicy {
+    Ask,
+    Never,
+}
+
+/// The approval service: policy plus the registered answerers (first one answers).
+pub struct Approvals {
+    policy: ApprovalPolicy,
+    answerers: RwLock<Vec<(u64, Arc<dyn ApprovalAnswerer>)>>,
+    next: std::sync::atomic::AtomicU64,
+}
+
+impl Approvals {
+    pub fn policy(&self) -> ApprovalPolicy {
+        self.policy
+    }
+
+    /// Registers a frontend answerer as an effect of `ctx`.
+    pub fn register_answerer(self: &Arc<Self>, ctx: &Context, answerer: Arc<dyn ApprovalAnswerer>) -> Result<EffectHandle, BoxError> {
+        let id = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.answerers.write().unwrap_or_else(|p| p.into_inner()).push((id, answerer));
+        let this = Arc::downgrade(self);
+        Ok(ctx.effect("approval answerer", move || {
+            if let Some(this) = this.upgrade() {
+                this.answerers.write().unwrap_or_else(|p| p.into_inner()).retain(|(i, _)| *i != id);
+            }
+        })?)
+    }
+}
+
+impl ApprovalService for Approvals {
+    fn request(&self, request: ApprovalRequest) -> BoxFuture<'static, ApprovalOutcome> {
+        let answerer = self.answerers.read().unwrap_or_else(|p| p.into_inner()).first().map(|(_, a)| a.clone());
+        match (self.policy, answerer) {
+            (ApprovalPolicy::Never, _) => Box::pin(async { ApprovalOutcome::Rejected }),
+            (ApprovalPolicy::Ask, None) => Box::pin(async { ApprovalOutcome::Unavailable }),
+            (ApprovalPolicy::Ask, Some(a)) => a.ask(request),
+        }
+    }
+}
+
+struct Forward(Arc<Approvals>);
+
+impl ApprovalService for Forward {
+    fn request(&self, request: ApprovalRequest) -> BoxFuture<'static, ApprovalOutcome> {
+        self.0.request(request)
+    }
+}
+
+#[derive(Deserialize)]
+struct ApprovalConfig {
+    policy: Option<ApprovalPolicy>,
+}
+
+/// `@deepseek-ai/dsh-user-approval`.
+pub struct ApprovalPlugin;
+
+impl Plugin for ApprovalPlugin {
+    fn name(&self) -> &'static str {
+        "@deepseek-ai/dsh-user-approval"
+    }
+
+    fn apply(&self, ctx: &Context, config: &PluginConfig) -> Result<(), BoxError> {
+        let c: ApprovalConfig = config.parse()?;
+        let policy = c.policy.unwrap_or(ApprovalPolicy::Ask);
+        let approvals = Arc::new(Approvals { policy, answerers: RwLock::new(Vec::new()), next: 1.into() });
+        ctx.provide(approvals.clone())?;
+        ctx.provide(Arc::new(Approval(Arc::new(Forward(approvals)))))?;
+        let prompt = ctx.require::<dsh_prompt::SystemPrompt>()?;
+        let text = match policy {
+            ApprovalPolicy::Never => "Approval prompts are off for this session: anything that needs approval is refused automatically, so do not ask for sandbox escalation (leave `sandbox_permissions` unset).",
+            ApprovalPolicy::Ask => "Approval policy: ask. Operations that need approval go to the user when a way to ask is available; if none is, they are refused.",
+        };
+        prompt.context(ctx, "approval:policy", 115.0, Arc::new(move |_| text.to_string()))?;
+        Ok(())
+    }
+}
