@@ -5,7 +5,7 @@ use std::sync::Arc;
 use serde::de::DeserializeOwned;
 
 use crate::context::Context;
-use crate::error::BoxError;
+use crate::error::{BoxError, KernelError};
 
 /// A compiled-in plugin. `apply` registers everything the plugin contributes through `ctx`
 /// (services, listeners, tools, tasks); every registration is an effect of `ctx`'s fiber, so
@@ -165,22 +165,54 @@ fn load_rows(parent: &Context, catalog: &Catalog, rows: &[LoadRow], loaded: &mut
             });
         }
     }
-    for row in rows {
-        let ctx = parent.child(row.id.clone());
-        if row.name == "cordis:group" {
-            load_rows(&ctx, catalog, &row.children, loaded)?;
-            loaded.push(row.id.clone());
-            continue;
+    // A plugin that needs a service a later row provides is retried after the others
+    // (like upstream's `inject`); it fails only when a whole pass makes no progress.
+    let mut pending: Vec<&LoadRow> = rows.iter().collect();
+    loop {
+        let mut deferred: Vec<(&LoadRow, BoxError)> = Vec::new();
+        let mut progressed = false;
+        for row in pending {
+            let ctx = parent.child(row.id.clone());
+            if row.name == "cordis:group" {
+                load_rows(&ctx, catalog, &row.children, loaded)?;
+                loaded.push(row.id.clone());
+                progressed = true;
+                continue;
+            }
+            let Some(plugin) = catalog.lookup(&row.name) else { continue };
+            let config = PluginConfig::new(row.id.clone(), row.source.clone(), row.config.clone());
+            match plugin.apply(&ctx, &config) {
+                Ok(()) => {
+                    loaded.push(row.id.clone());
+                    progressed = true;
+                }
+                Err(error) if matches!(error.downcast_ref::<KernelError>(), Some(KernelError::MissingService { .. })) => {
+                    ctx.dispose();
+                    deferred.push((row, error));
+                }
+                Err(error) => {
+                    return Err(LoadError::Apply {
+                        source_file: row.source.clone(),
+                        row_id: row.id.clone(),
+                        name: row.name.clone(),
+                        error,
+                    });
+                }
+            }
         }
-        let Some(plugin) = catalog.lookup(&row.name) else { continue };
-        let config = PluginConfig::new(row.id.clone(), row.source.clone(), row.config.clone());
-        plugin.apply(&ctx, &config).map_err(|error| LoadError::Apply {
-            source_file: row.source.clone(),
-            row_id: row.id.clone(),
-            name: row.name.clone(),
-            error,
-        })?;
-        loaded.push(row.id.clone());
+        if deferred.is_empty() {
+            return Ok(());
+        }
+        if !progressed {
+            let (row, error) = deferred.remove(0);
+            return Err(LoadError::Apply {
+                source_file: row.source.clone(),
+                row_id: row.id.clone(),
+                name: row.name.clone(),
+                error,
+            });
+        }
+        pending = deferred.into_iter().map(|(r, _)| r).collect();
     }
-    Ok(())
 }
+

@@ -1,0 +1,30 @@
+//! Booting a composed tree: the catalog of compiled-in plugins and `!!js` evaluation.
+
+use std::path::Path;
+
+use dsh_kernel::config::{Composition, EvalEnv, to_load_rows};
+use dsh_kernel::{Catalog, Context, LoadedTree, load_tree};
+use serde_json::Value;
+
+/// Every plugin compiled into this binary.
+pub fn catalog() -> Catalog {
+    let mut c = Catalog::new();
+    dsh_agent::register_core(&mut c);
+    dsh_policies::register_catalog(&mut c);
+    c.register(dsh_replay::ReplayPlugin);
+    c.register(crate::headless::HeadlessPlugin);
+    c
+}
+
+/// The environment `!!js` expressions read, with `ctx` values exposed by the frontend.
+pub fn eval_env(home: &Path, ctx_values: serde_json::Map<String, Value>) -> EvalEnv {
+    let mut env = EvalEnv::from_process(home.to_path_buf());
+    env.ctx = ctx_values;
+    env
+}
+
+/// Evaluates and loads `composition` under `root`. Errors are one line, ready to print.
+pub fn load(root: &Context, composition: &Composition, env: &EvalEnv) -> Result<LoadedTree, String> {
+    let rows = to_load_rows(&composition.rows, env).map_err(|e| format!("dsh: {e}"))?;
+    load_tree(root, &catalog(), &rows).map_err(|e| format!("dsh: plugin tree failed to load: {e}"))
+}

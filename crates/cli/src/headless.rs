@@ -1,0 +1,252 @@
+//! The headless app: one task in, a fresh persisted session, the final answer out.
+
+use std::io::Write as _;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use dsh_agent::{AgentOptions, Agents, CreateAgent};
+use dsh_kernel::{BoxError, Context, ListenOptions, Plugin, PluginConfig};
+use dsh_llm::Message;
+use dsh_policies::DefaultModel;
+use dsh_session::{CancelCause, RecordFormat, SessionAppended, TurnEndReason, types, write_event};
+use serde::Deserialize;
+
+pub const HELP: &str = "\
+Usage: dsh --profile headless [options] [task...]
+
+Answer one task, print the final assistant message, and exit.
+
+Arguments:
+  task                         the task text; multiple words are joined by spaces
+
+Options:
+  --output-format <format>     text (default) or stream-json: also print every durable
+                               session event as one JSON line while it happens
+  -h, --help                   show this help
+
+Examples:
+  dsh --profile headless \"run the tests and fix what fails\"
+";
+
+/// How results are printed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OutputFormat {
+    Text,
+    StreamJson,
+}
+
+/// Parsed headless app arguments.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Startup {
+    Help,
+    Run { task: String, format: OutputFormat },
+}
+
+/// Parses the app arguments; `Err` is a usage error line (exit 1).
+pub fn parse_args(args: &[String]) -> Result<Startup, String> {
+    let mut words = Vec::new();
+    let mut format = OutputFormat::Text;
+    let mut i = 0;
+    let mut literal = false;
+    while i < args.len() {
+        let a = args[i].as_str();
+        if literal {
+            words.push(a.to_string());
+        } else if a == "--" {
+            literal = true;
+        } else if a == "-h" || a == "--help" {
+            return Ok(Startup::Help);
+        } else if a == "--output-format" || a.starts_with("--output-format=") {
+            let value = match a.split_once('=') {
+                Some((_, v)) => v.to_string(),
+                None => {
+                    i += 1;
+                    args.get(i).cloned().ok_or("error: option '--output-format <format>' argument missing")?
+                }
+            };
+            format = match value.as_str() {
+                "text" => OutputFormat::Text,
+                "stream-json" => OutputFormat::StreamJson,
+                other => return Err(format!("error: unknown output format '{other}' (expected text or stream-json)")),
+            };
+        } else if a.starts_with('-') && a.len() > 1 {
+            return Err(format!("error: unknown option '{a}'"));
+        } else {
+            words.push(a.to_string());
+        }
+        i += 1;
+    }
+    let task = words.join(" ");
+    if task.trim().is_empty() {
+        return Err("error: a task is required, for example: dsh --profile headless \"run the tests\"".into());
+    }
+    Ok(Startup::Run { task, format })
+}
+
+/// The task given to the runner row.
+pub struct HeadlessTask(pub String);
+
+#[derive(Deserialize)]
+struct RunnerConfig {
+    task: Option<String>,
+}
+
+/// `@deepseek-ai/dsh-headless`: the runner row; its `task` comes from the command line.
+pub struct HeadlessPlugin;
+
+impl Plugin for HeadlessPlugin {
+    fn name(&self) -> &'static str {
+        "@deepseek-ai/dsh-headless"
+    }
+
+    fn apply(&self, ctx: &Context, config: &PluginConfig) -> Result<(), BoxError> {
+        let c: RunnerConfig = config.parse()?;
+        let task = c.task.ok_or("headless-runner: no task (run `dsh --profile headless \"<task>\"`)")?;
+        ctx.provide(Arc::new(HeadlessTask(task)))?;
+        Ok(())
+    }
+}
+
+fn summarize(events: &[Arc<dsh_session::Event>], first_seq: u64) -> (String, Option<TurnEndReason>) {
+    let mut text = String::new();
+    let mut reason = None;
+    let mut started = false;
+    for e in events.iter().filter(|e| e.seq >= first_seq) {
+        if e.is(types::TURN_START) {
+            started = true;
+        }
+        if !started {
+            continue;
+        }
+        if e.is(types::ASSISTANT_MESSAGE)
+            && let Ok(m) = Message::from_value(e.data["message"].clone())
+        {
+            let t = m.text();
+            if !t.is_empty() {
+                text = t;
+            }
+        }
+        if e.is(types::TURN_END) {
+            reason = TurnEndReason::from_value(&e.data["reason"]);
+        }
+    }
+    (text, reason)
+}
+
+/// Runs the task on a loaded tree.
+pub async fn run(root: &Context, format: OutputFormat) -> ExitCode {
+    let Some(task) = root.get::<HeadlessTask>() else {
+        eprintln!("dsh: the profile has no headless-runner row; nothing to run");
+        return ExitCode::from(1);
+    };
+    let agents = match root.require::<Agents>() {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("dsh: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let model = root.get::<DefaultModel>().map(|m| (*m).clone()).unwrap_or(DefaultModel {
+        provider: "deepseek-official".into(),
+        model: "deepseek-v4-flash".into(),
+        reasoning_effort: None,
+    });
+    let cwd = std::env::current_dir().ok();
+    let mut request = CreateAgent::fresh(AgentOptions {
+        provider: Some(model.provider.clone()),
+        model: Some(model.model.clone()),
+        max_tokens: None,
+    });
+    request.session_id = Some(format!("session-{}", uuid::Uuid::new_v4()));
+    request.cwd = cwd;
+    let agent = match agents.create(root, request) {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("dsh: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    if format == OutputFormat::StreamJson {
+        let id = agent.id().to_string();
+        let printer = root.on_emit::<SessionAppended>(ListenOptions::GLOBAL, move |p| {
+            if p.session.id() == id {
+                let mut line = String::new();
+                write_event(&mut line, &p.event, RecordFormat::Full);
+                line.push('\n');
+                let mut out = std::io::stdout().lock();
+                out.write_all(line.as_bytes())?;
+                out.flush()?;
+            }
+            Ok(())
+        });
+        if let Err(e) = printer {
+            eprintln!("dsh: {e}");
+        }
+    }
+    let first_seq = agent.session().next_seq();
+    if let Err(e) = agent.followup(Message::user_text(task.0.clone())) {
+        eprintln!("dsh: {e}");
+        return ExitCode::from(1);
+    }
+    let mut code = None;
+    let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+    let term = async {
+        match sigterm.as_mut() {
+            Some(s) => {
+                s.recv().await;
+            }
+            None => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = agent.when_idle() => {}
+        _ = tokio::signal::ctrl_c() => { code = Some(130u8); }
+        _ = term => { code = Some(0u8); }
+    }
+    if code.is_some() {
+        agent.cancel(CancelCause::User, false);
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(5), agent.when_idle()).await;
+    }
+    if let Err(e) = agent.session().flush().await {
+        eprintln!("dsh: the session could not be saved completely: {e}");
+    }
+    let (text, reason) = summarize(&agent.session().events(), first_seq);
+    agent.dispose().await;
+    if let Some(c) = code {
+        return ExitCode::from(c);
+    }
+    if format == OutputFormat::Text {
+        println!("{text}");
+    }
+    match reason {
+        Some(TurnEndReason::Completed) => ExitCode::SUCCESS,
+        Some(TurnEndReason::Error(f)) => {
+            eprintln!("dsh: {}: {}", f.code, f.message);
+            ExitCode::from(1)
+        }
+        _ => ExitCode::from(1),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    fn p(a: &[&str]) -> Result<Startup, String> {
+        parse_args(&a.iter().map(|s| s.to_string()).collect::<Vec<_>>())
+    }
+
+    #[test]
+    fn task_words_join_and_options_parse() {
+        assert_eq!(p(&["fix", "the", "test"]), Ok(Startup::Run { task: "fix the test".into(), format: OutputFormat::Text }));
+        assert_eq!(
+            p(&["--output-format", "stream-json", "go"]),
+            Ok(Startup::Run { task: "go".into(), format: OutputFormat::StreamJson })
+        );
+        assert_eq!(p(&["a", "--", "--b"]), Ok(Startup::Run { task: "a --b".into(), format: OutputFormat::Text }));
+        assert_eq!(p(&["--help"]), Ok(Startup::Help));
+        assert_eq!(p(&["  "]), Err("error: a task is required, for example: dsh --profile headless \"run the tests\"".into()));
+        assert_eq!(p(&["x", "--bogus"]), Err("error: unknown option '--bogus'".into()));
+    }
+}

@@ -1,0 +1,126 @@
+//! `dsh`: the DeepSeek Harness launcher.
+
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
+mod boot;
+mod headless;
+mod launcher;
+mod profile;
+
+use std::process::ExitCode;
+
+use dsh_kernel::Context;
+use launcher::Mode;
+
+/// Exit code for bad configuration (composition, profile, plugin config).
+const CONFIG_ERROR: u8 = 2;
+
+fn init_tracing() {
+    let filter = std::env::var("DSH_LOG").unwrap_or_else(|_| "error".into());
+    let _ = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+        .try_init();
+}
+
+fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()
+}
+
+fn main() -> ExitCode {
+    init_tracing();
+    let argv: Vec<String> = std::env::args().skip(1).collect();
+    let mode = match launcher::parse(&argv) {
+        Ok(m) => m,
+        Err(e) => {
+            eprintln!("error: {}", e.0);
+            return ExitCode::from(1);
+        }
+    };
+    let home = dsh_policies::dsh_home();
+    match mode {
+        Mode::Version => {
+            println!("{}", env!("CARGO_PKG_VERSION"));
+            ExitCode::SUCCESS
+        }
+        Mode::Help => {
+            print!("{}", launcher::HELP);
+            ExitCode::SUCCESS
+        }
+        Mode::Dump { profile, default_only, patches } => {
+            match profile::compose_profile(&home, &profile, &patches, default_only) {
+                Ok(c) => {
+                    for w in &c.warnings {
+                        eprintln!("dsh: {w}");
+                    }
+                    print!("{}", dsh_kernel::config::render_dump(&c));
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("{e}");
+                    ExitCode::from(CONFIG_ERROR)
+                }
+            }
+        }
+        Mode::Profile { profile, patches, args } => run_profile(&home, &profile, &patches, &args),
+        Mode::Acp { args } => {
+            eprintln!("dsh acp: not available yet ({args:?})");
+            ExitCode::from(1)
+        }
+        Mode::Sessions { args } => {
+            eprintln!("dsh sessions: not available yet ({args:?})");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn run_profile(home: &std::path::Path, profile: &str, patches: &[String], args: &[String]) -> ExitCode {
+    if profile == "web" {
+        eprintln!("dsh: the web profile's app (the web UI) is not part of this build yet; use --profile headless or dsh acp");
+        return ExitCode::from(CONFIG_ERROR);
+    }
+    let startup = match headless::parse_args(args) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::from(1);
+        }
+    };
+    let (task, format) = match startup {
+        headless::Startup::Help => {
+            print!("{}", headless::HELP);
+            return ExitCode::SUCCESS;
+        }
+        headless::Startup::Run { task, format } => (task, format),
+    };
+    let composition = match profile::compose_profile(home, profile, patches, false) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::from(CONFIG_ERROR);
+        }
+    };
+    let rt = match runtime() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("dsh: cannot start the async runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    rt.block_on(async move {
+        let mut ctx_values = serde_json::Map::new();
+        ctx_values.insert("headlessStartup".into(), serde_json::json!({"task": task}));
+        let env = boot::eval_env(home, ctx_values);
+        let root = Context::new_root();
+        let tree = match boot::load(&root, &composition, &env) {
+            Ok(t) => t,
+            Err(e) => {
+                eprintln!("{e}");
+                return ExitCode::from(CONFIG_ERROR);
+            }
+        };
+        let code = headless::run(tree.context(), format).await;
+        tree.unload();
+        code
+    })
+}

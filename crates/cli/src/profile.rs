@@ -1,0 +1,151 @@
+//! Profiles and bundles: which patch layers make up a profile's tree.
+//!
+//! A profile is `$DSH_HOME/profiles/<name>/` with a `package.json` listing its bundles
+//! (`dsh.profile.bundles`) and a user patch layer `cordis.patch.yml`. The `headless` and
+//! `web` profiles are created from templates on first use. Layers apply in order: each
+//! bundle, the profile patch, the home patch `$DSH_HOME/cordis.patch.yml`, then `--patch`
+//! files.
+
+use std::path::{Path, PathBuf};
+
+use dsh_kernel::config::{Composition, Layer, compose};
+use serde_json::{Value, json};
+
+/// A bundle compiled into this binary.
+pub struct Bundle {
+    pub package: &'static str,
+    pub patch: &'static str,
+}
+
+pub const BASE: Bundle = Bundle { package: "@deepseek-ai/dsh-base", patch: include_str!("../bundles/base.cordis.patch.yml") };
+pub const HEADLESS: Bundle =
+    Bundle { package: "@deepseek-ai/dsh-headless", patch: include_str!("../bundles/headless.cordis.patch.yml") };
+
+fn bundle(package: &str) -> Option<&'static Bundle> {
+    [&BASE, &HEADLESS].into_iter().find(|b| b.package == package)
+}
+
+const USER_PATCH_TEMPLATE: &str = "\
+# Your patch layer for this profile, applied after its bundles (and before
+# $DSH_HOME/cordis.patch.yml and any --patch files). Target a row by id to replace its
+# whole config, or add rows with `- insert: [...]`. An empty list leaves the tree as is.
+[]
+";
+
+/// A profile-level failure (exit code 2).
+#[derive(Debug)]
+pub struct ProfileError(pub String);
+
+impl std::fmt::Display for ProfileError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+fn err(msg: impl Into<String>) -> ProfileError {
+    ProfileError(msg.into())
+}
+
+fn template_bundles(name: &str) -> Option<Vec<&'static str>> {
+    match name {
+        "headless" => Some(vec!["@deepseek-ai/dsh-base", "@deepseek-ai/dsh-headless"]),
+        "web" => Some(vec!["@deepseek-ai/dsh-base", "@deepseek-ai/dsh-web-app"]),
+        _ => None,
+    }
+}
+
+/// Creates `profiles/<name>` from its template when it has no manifest yet.
+pub fn prepare_profile(home: &Path, name: &str) -> Result<PathBuf, ProfileError> {
+    if name.is_empty() || name.contains('/') || name.contains('\\') || name == "." || name == ".." || name == "node_modules" {
+        return Err(err(format!("dsh: invalid profile name \"{name}\"")));
+    }
+    let dir = home.join("profiles").join(name);
+    let manifest = dir.join("package.json");
+    if !manifest.exists() {
+        let Some(bundles) = template_bundles(name) else {
+            return Err(err(format!(
+                "dsh: profile \"{name}\" does not exist; this build ships the \"headless\" and \"web\" profiles (create {} to define another)",
+                manifest.display()
+            )));
+        };
+        std::fs::create_dir_all(&dir).map_err(|e| err(format!("dsh: cannot create profile {}: {e}", dir.display())))?;
+        let doc = json!({
+            "name": format!("dsh-profile-{name}"),
+            "private": true,
+            "dependencies": {},
+            "dsh": {"profile": {"bundles": bundles}}
+        });
+        let text = serde_json::to_string_pretty(&doc).unwrap_or_default() + "\n";
+        write_new(&manifest, &text)?;
+        let patch = dir.join("cordis.patch.yml");
+        if !patch.exists() {
+            write_new(&patch, USER_PATCH_TEMPLATE)?;
+        }
+    }
+    Ok(dir)
+}
+
+fn write_new(path: &Path, text: &str) -> Result<(), ProfileError> {
+    std::fs::write(path, text).map_err(|e| err(format!("dsh: cannot write {}: {e}", path.display())))
+}
+
+/// The bundle packages a profile stacks.
+pub fn profile_bundles(dir: &Path) -> Result<Vec<String>, ProfileError> {
+    let manifest = dir.join("package.json");
+    let text = std::fs::read_to_string(&manifest)
+        .map_err(|e| err(format!("dsh: failed to read profile manifest {}: {e}", manifest.display())))?;
+    let doc: Value = serde_json::from_str(&text)
+        .map_err(|e| err(format!("dsh: failed to read profile manifest {}: {e}", manifest.display())))?;
+    if !doc.is_object() {
+        return Err(err(format!("dsh: profile manifest {} must hold a JSON object", manifest.display())));
+    }
+    Ok(doc
+        .pointer("/dsh/profile/bundles")
+        .and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(|v| v.as_str().map(str::to_owned)).collect())
+        .unwrap_or_default())
+}
+
+fn read_layer(label: &str, path: &Path, required: bool) -> Result<Option<Layer>, ProfileError> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && !required => return Ok(None),
+        Err(e) => return Err(err(format!("dsh: failed to read patch layer {}: {e}", path.display()))),
+    };
+    let shown = path.display().to_string();
+    Layer::parse(label, shown, &text).map(Some).map_err(|e| err(format!("dsh: {e}")))
+}
+
+/// Every layer of a profile, in application order.
+pub fn layers(home: &Path, profile: &str, patches: &[String], default_only: bool) -> Result<Vec<Layer>, ProfileError> {
+    let dir = prepare_profile(home, profile)?;
+    let mut out = Vec::new();
+    for package in profile_bundles(&dir)? {
+        let Some(b) = bundle(&package) else {
+            return Err(err(format!(
+                "dsh: cannot resolve profile bundle \"{package}\": it is not part of this build{}",
+                if package == "@deepseek-ai/dsh-web-app" { " (the web app is not implemented yet)" } else { "" }
+            )));
+        };
+        out.push(Layer::parse(b.package, b.package, b.patch).map_err(|e| err(format!("dsh: {e}")))?);
+    }
+    if default_only {
+        return Ok(out);
+    }
+    let profile_patch = dir.join("cordis.patch.yml");
+    out.extend(read_layer(&profile_patch.display().to_string(), &profile_patch, false)?);
+    let home_patch = home.join("cordis.patch.yml");
+    out.extend(read_layer(&home_patch.display().to_string(), &home_patch, false)?);
+    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
+    for p in patches {
+        let abs = cwd.join(p);
+        out.extend(read_layer(&abs.display().to_string(), &abs, true)?);
+    }
+    Ok(out)
+}
+
+/// Composes a profile.
+pub fn compose_profile(home: &Path, profile: &str, patches: &[String], default_only: bool) -> Result<Composition, ProfileError> {
+    let layers = layers(home, profile, patches, default_only)?;
+    compose(&layers).map_err(|e| err(format!("dsh: {e}")))
+}
