@@ -63,10 +63,7 @@ fn main() -> ExitCode {
             }
         }
         Mode::Profile { profile, patches, args } => run_profile(&home, &profile, &patches, &args),
-        Mode::Acp { args } => {
-            eprintln!("dsh acp: not available yet ({args:?})");
-            ExitCode::from(1)
-        }
+        Mode::Acp { args } => run_acp(&home, &args),
         Mode::Sessions { args } => {
             eprintln!("dsh sessions: not available yet ({args:?})");
             ExitCode::from(1)
@@ -122,5 +119,71 @@ fn run_profile(home: &std::path::Path, profile: &str, patches: &[String], args: 
         let code = headless::run(tree.context(), format).await;
         tree.unload();
         code
+    })
+}
+
+fn run_acp(home: &std::path::Path, args: &[String]) -> ExitCode {
+    if let Some(a) = args.first() {
+        if a == "-h" || a == "--help" {
+            println!("Usage: dsh acp\n\nServe the Agent Client Protocol (JSON-RPC 2.0, one JSON object per line) on stdin/stdout.\nThe composition is chosen by DSH_SNAPSHOT_CONFIG (default: the built-in ACP composition);\n$DSH_HOME/cordis.patch.yml is applied on top outside snapshot mode.");
+            return ExitCode::SUCCESS;
+        }
+        eprintln!("error: dsh acp takes no arguments, got {a:?}");
+        return ExitCode::from(1);
+    }
+    let snapshot = std::env::var("DSH_SNAPSHOT").ok().filter(|v| !v.is_empty());
+    let config = std::env::var("DSH_SNAPSHOT_CONFIG").ok().filter(|v| !v.is_empty());
+    let mut layers = match dsh_acp::composition_layers(config.as_deref()) {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("dsh: {e}");
+            return ExitCode::from(CONFIG_ERROR);
+        }
+    };
+    if snapshot.is_none() {
+        let patch = home.join("cordis.patch.yml");
+        if let Ok(text) = std::fs::read_to_string(&patch) {
+            match dsh_kernel::config::Layer::parse(patch.display().to_string(), patch.display().to_string(), &text) {
+                Ok(l) => layers.push(l),
+                Err(e) => {
+                    eprintln!("dsh: {e}");
+                    return ExitCode::from(CONFIG_ERROR);
+                }
+            }
+        }
+    }
+    let composition = match dsh_kernel::config::compose(&layers) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("dsh: {e}");
+            return ExitCode::from(CONFIG_ERROR);
+        }
+    };
+    let rt = match runtime() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("dsh: cannot start the async runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    rt.block_on(async move {
+        let env = boot::eval_env(home, serde_json::Map::new());
+        let root = Context::new_root();
+        let tree = match boot::load(&root, &composition, &env) {
+            Ok(t) => t,
+            Err(e) => {
+                eprintln!("{e}");
+                return ExitCode::from(CONFIG_ERROR);
+            }
+        };
+        let result = dsh_acp::serve(tree.context(), tokio::io::stdin(), tokio::io::stdout()).await;
+        tree.unload();
+        match result {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("dsh acp: {e}");
+                ExitCode::from(1)
+            }
+        }
     })
 }

@@ -1,0 +1,120 @@
+//! `dsh acp`: the Agent Client Protocol server (JSON-RPC 2.0 over stdio, NDJSON).
+//!
+//! Stdout carries protocol frames only. The server answers `initialize`, `authenticate`,
+//! `session/new`, `session/prompt` and the `session/cancel` notification; it asks the client
+//! `session/request_permission` when a tool needs approval. On stdin EOF it cancels running
+//! turns, flushes every session log and returns.
+
+mod bridge;
+mod rpc;
+
+use std::sync::Arc;
+
+use dsh_kernel::config::Layer;
+use dsh_kernel::{BoxError, Context, Plugin, PluginConfig};
+use serde::Deserialize;
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::task::JoinSet;
+
+pub use bridge::{AcpConfig, Bridge};
+pub use rpc::{Incoming, Peer, RpcError, classify};
+
+const ACP_COMPOSITION: &str = include_str!("../compositions/acp.cordis.yml");
+const RETRY_PATCH: &str = include_str!("../compositions/retry.patch.yml");
+const FS_SEARCH_COMPOSITION: &str = include_str!("../compositions/fs-search.cordis.yml");
+
+/// The layers of the ACP composition selected by `DSH_SNAPSHOT_CONFIG` (upstream's
+/// composition file name); unknown names use the default composition.
+pub fn composition_layers(config: Option<&str>) -> Result<Vec<Layer>, String> {
+    let parse = |label: &str, text: &str| Layer::parse(label, label, text).map_err(|e| e.to_string());
+    let name = config.unwrap_or("cordis.yml");
+    Ok(match name {
+        "tests/fs-search.cordis.yml" => vec![parse("dsh-acp/fs-search.cordis.yml", FS_SEARCH_COMPOSITION)?],
+        "retry.cordis.yml" => vec![
+            parse("dsh-acp/acp.cordis.yml", ACP_COMPOSITION)?,
+            parse("dsh-acp/retry.patch.yml", RETRY_PATCH)?,
+        ],
+        _ => vec![parse("dsh-acp/acp.cordis.yml", ACP_COMPOSITION)?],
+    })
+}
+
+#[derive(Deserialize)]
+struct AgentConfig {
+    provider: String,
+    model: String,
+}
+
+/// `@deepseek-ai/dsh-acp-demo`: the route ACP sessions use.
+pub struct AcpAgentPlugin;
+
+impl Plugin for AcpAgentPlugin {
+    fn name(&self) -> &'static str {
+        "@deepseek-ai/dsh-acp-demo"
+    }
+
+    fn apply(&self, ctx: &Context, config: &PluginConfig) -> Result<(), BoxError> {
+        let c: AgentConfig = config.parse()?;
+        ctx.provide(Arc::new(AcpConfig { provider: c.provider, model: c.model }))?;
+        Ok(())
+    }
+}
+
+async fn write_loop<W: AsyncWrite + Unpin>(mut rx: tokio::sync::mpsc::UnboundedReceiver<String>, mut out: W) {
+    while let Some(line) = rx.recv().await {
+        if line.is_empty() {
+            break;
+        }
+        if out.write_all(line.as_bytes()).await.is_err() || out.flush().await.is_err() {
+            break;
+        }
+    }
+    let _ = out.flush().await;
+}
+
+/// Serves one connection until `input` ends.
+pub async fn serve<R, W>(root: &Context, input: R, output: W) -> Result<(), String>
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let config = root.get::<AcpConfig>().map(|c| (*c).clone()).ok_or("the composition has no acp-agent row")?;
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let writer = tokio::spawn(write_loop(rx, output));
+    let peer = Peer::new(tx.clone());
+    let bridge = Bridge::new(root.clone(), peer.clone(), config)?;
+    let mut reader = BufReader::new(input);
+    let mut tasks = JoinSet::new();
+    let mut buf = Vec::new();
+    loop {
+        buf.clear();
+        match reader.read_until(b'\n', &mut buf).await {
+            Ok(0) => break,
+            Ok(_) => {}
+            Err(e) => {
+                tracing::warn!("acp: reading stdin failed: {e}");
+                break;
+            }
+        }
+        let line = String::from_utf8_lossy(&buf);
+        match classify(&line) {
+            None => {}
+            Some(Incoming::Request { id, method, params }) => {
+                let b = bridge.clone();
+                tasks.spawn(async move {
+                    let result = b.handle(&method, params).await;
+                    b.peer.respond(id, result);
+                });
+            }
+            Some(Incoming::Notification { method, params }) => bridge.notification(&method, params),
+            Some(Incoming::Response(frame)) => peer.resolve(&frame),
+            Some(Incoming::Invalid(msg)) => tracing::warn!("acp: {msg}"),
+        }
+    }
+    // EOF: no more updates; cancel running work, let pending prompts answer, flush.
+    peer.close();
+    bridge.quiesce().await;
+    while tasks.join_next().await.is_some() {}
+    let _ = tx.send(String::new());
+    let _ = writer.await;
+    Ok(())
+}

@@ -1,0 +1,182 @@
+//! JSON-RPC 2.0 over NDJSON: one frame per line each way. Frames are written through one
+//! queue in `JSON.stringify` form; the agent's own request ids count up from 0.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use serde_json::{Map, Value, json};
+use tokio::sync::{mpsc, oneshot};
+
+/// A JSON-RPC error.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RpcError {
+    pub code: i64,
+    pub message: String,
+    pub data: Option<Value>,
+}
+
+impl RpcError {
+    pub fn invalid_params(detail: impl std::fmt::Display) -> Self {
+        Self { code: -32602, message: format!("Invalid params: {detail}"), data: None }
+    }
+
+    pub fn internal(detail: impl std::fmt::Display) -> Self {
+        Self { code: -32603, message: format!("Internal error: {detail}"), data: None }
+    }
+
+    pub fn method_not_found(method: &str) -> Self {
+        Self { code: -32601, message: format!("\"Method not found\": {method}"), data: Some(json!({"method": method})) }
+    }
+
+    pub fn schema(data: Value) -> Self {
+        Self { code: -32602, message: "Invalid params".into(), data: Some(data) }
+    }
+
+    fn to_value(&self) -> Value {
+        let mut m = Map::new();
+        m.insert("code".into(), Value::from(self.code));
+        m.insert("message".into(), Value::from(self.message.clone()));
+        if let Some(d) = &self.data {
+            m.insert("data".into(), d.clone());
+        }
+        Value::Object(m)
+    }
+}
+
+/// The outgoing side: responses, notifications and the agent's own requests.
+#[derive(Clone)]
+pub struct Peer {
+    tx: mpsc::UnboundedSender<String>,
+    next_id: Arc<AtomicU64>,
+    pending: Arc<Mutex<HashMap<u64, oneshot::Sender<Result<Value, RpcError>>>>>,
+    closed: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Peer {
+    pub fn new(tx: mpsc::UnboundedSender<String>) -> Self {
+        Self {
+            tx,
+            next_id: Arc::new(AtomicU64::new(0)),
+            pending: Arc::new(Mutex::new(HashMap::new())),
+            closed: Arc::new(false.into()),
+        }
+    }
+
+    fn send(&self, frame: Value) {
+        let mut line = dsh_kernel::json::to_string(&frame);
+        line.push('\n');
+        let _ = self.tx.send(line);
+    }
+
+    pub fn respond(&self, id: Value, result: Result<Value, RpcError>) {
+        let mut m = Map::new();
+        m.insert("jsonrpc".into(), Value::from("2.0"));
+        m.insert("id".into(), id);
+        match result {
+            Ok(v) => {
+                m.insert("result".into(), v);
+            }
+            Err(e) => {
+                m.insert("error".into(), e.to_value());
+            }
+        }
+        self.send(Value::Object(m));
+    }
+
+    /// Sends a notification unless the connection already closed.
+    pub fn notify(&self, method: &str, params: Value) {
+        if self.closed.load(Ordering::Acquire) {
+            return;
+        }
+        let mut m = Map::new();
+        m.insert("jsonrpc".into(), Value::from("2.0"));
+        m.insert("method".into(), Value::from(method));
+        m.insert("params".into(), params);
+        self.send(Value::Object(m));
+    }
+
+    /// Sends a request to the client and waits for its answer.
+    pub async fn request(&self, method: &str, params: Value) -> Result<Value, RpcError> {
+        if self.closed.load(Ordering::Acquire) {
+            return Err(RpcError::internal("the connection is closed"));
+        }
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = oneshot::channel();
+        self.pending.lock().unwrap_or_else(|p| p.into_inner()).insert(id, tx);
+        let mut m = Map::new();
+        m.insert("jsonrpc".into(), Value::from("2.0"));
+        m.insert("id".into(), Value::from(id));
+        m.insert("method".into(), Value::from(method));
+        m.insert("params".into(), params);
+        self.send(Value::Object(m));
+        rx.await.unwrap_or_else(|_| Err(RpcError::internal("the connection closed before the client answered")))
+    }
+
+    /// Routes a response frame from the client.
+    pub fn resolve(&self, frame: &Map<String, Value>) {
+        let Some(id) = frame.get("id").and_then(Value::as_u64) else {
+            tracing::warn!("acp: got a response with an unknown id");
+            return;
+        };
+        let Some(tx) = self.pending.lock().unwrap_or_else(|p| p.into_inner()).remove(&id) else {
+            tracing::warn!("acp: got a response to unknown request {id}");
+            return;
+        };
+        let result = match (frame.get("result"), frame.get("error")) {
+            (_, Some(e)) => Err(RpcError {
+                code: e.get("code").and_then(Value::as_i64).unwrap_or(-32603),
+                message: e.get("message").and_then(Value::as_str).unwrap_or("").to_string(),
+                data: e.get("data").cloned(),
+            }),
+            (Some(r), None) => Ok(r.clone()),
+            (None, None) => Ok(Value::Null),
+        };
+        let _ = tx.send(result);
+    }
+
+    /// Marks the connection closed: no more notifications; pending requests fail.
+    pub fn close(&self) {
+        self.closed.store(true, Ordering::Release);
+        self.pending.lock().unwrap_or_else(|p| p.into_inner()).clear();
+    }
+}
+
+/// What one incoming line is.
+pub enum Incoming {
+    Request { id: Value, method: String, params: Option<Value> },
+    Notification { method: String, params: Option<Value> },
+    Response(Map<String, Value>),
+    /// Logged and ignored.
+    Invalid(String),
+}
+
+/// Classifies one line of input.
+pub fn classify(line: &str) -> Option<Incoming> {
+    let line = line.trim();
+    if line.is_empty() {
+        return None;
+    }
+    let value: Value = match serde_json::from_str(line) {
+        Ok(v) => v,
+        Err(e) => return Some(Incoming::Invalid(format!("Failed to parse JSON message: {line} {e}"))),
+    };
+    let Value::Object(map) = value else {
+        return match value {
+            Value::Null | Value::Bool(false) => None,
+            Value::Number(n) if n.as_f64() == Some(0.0) => None,
+            Value::String(s) if s.is_empty() => None,
+            other => Some(Incoming::Invalid(format!("Invalid message: {other}"))),
+        };
+    };
+    match (map.get("method").and_then(Value::as_str).map(str::to_owned), map.contains_key("id")) {
+        (Some(method), true) => Some(Incoming::Request {
+            id: map.get("id").cloned().unwrap_or(Value::Null),
+            method,
+            params: map.get("params").cloned(),
+        }),
+        (Some(method), false) => Some(Incoming::Notification { method, params: map.get("params").cloned() }),
+        (None, true) => Some(Incoming::Response(map)),
+        (None, false) => Some(Incoming::Invalid("Invalid message".into())),
+    }
+}
