@@ -12,6 +12,7 @@ pub fn catalog() -> Catalog {
     dsh_agent::register_core(&mut c);
     dsh_policies::register_catalog(&mut c);
     c.register(dsh_replay::ReplayPlugin);
+    dsh_providers::register_catalog(&mut c);
     c.register(crate::headless::HeadlessPlugin);
     c.register(dsh_acp::AcpAgentPlugin);
     c

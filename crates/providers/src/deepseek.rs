@@ -1,0 +1,209 @@
+//! The DeepSeek chat-completions adapter (route `deepseek-official`).
+
+use std::sync::Arc;
+
+use dsh_llm::{
+    AdapterStream, CallPurpose, GenerateOptions, LlmAdapter, LlmError, ModelInfo, ReasoningInfo,
+    RetryPolicy, codes,
+};
+use futures::StreamExt;
+
+use crate::deepseek_config::{DeepSeekConfig, ResolvedDeepSeek};
+use crate::deps::{ProviderDeps, usable_api_key};
+use crate::error::ProviderError;
+use crate::http::{build_client, completions_url, header_map, user_agent};
+use crate::live::LiveConfig;
+use crate::serialize::{DeepSeekEffort, Dialect, Thinking, has_image, serialize_request};
+use crate::translate::ReasoningField;
+use crate::transport::{HttpCall, stream_call};
+
+/// The one route the adapter serves.
+pub const DEEPSEEK_ROUTE: &str = "deepseek-official";
+/// The plugin (and settings-section) name.
+pub const DEEPSEEK_PLUGIN: &str = "llm-deepseek";
+const VENDOR: &str = "DeepSeek";
+const UNSUPPORTED_CONTENT: &str = "UNSUPPORTED_CONTENT";
+
+/// Streams DeepSeek chat completions. Connection facts and the key are resolved once per
+/// call from the live configuration; an in-flight stream keeps its snapshot.
+pub struct DeepSeekAdapter {
+    client: reqwest::Client,
+    live: LiveConfig<ResolvedDeepSeek>,
+    deps: ProviderDeps,
+}
+
+impl DeepSeekAdapter {
+    /// Validates `config` (merged with the current settings section, if any) and builds the
+    /// adapter. Later invalid settings snapshots keep the last good configuration.
+    pub fn new(config: DeepSeekConfig, deps: ProviderDeps) -> Result<Self, ProviderError> {
+        let base = serde_json::to_value(&config)
+            .map_err(|e| ProviderError::InvalidConfig(e.to_string()))?;
+        let env = deps.env.clone();
+        let live = LiveConfig::new(
+            base,
+            deps.settings.clone(),
+            DEEPSEEK_PLUGIN,
+            Box::new(move |raw| DeepSeekConfig::from_value(raw)?.resolve(&*env)),
+        )
+        .map_err(ProviderError::InvalidConfig)?;
+        Ok(Self {
+            client: build_client()?,
+            live,
+            deps,
+        })
+    }
+
+    /// The routes to register the adapter under.
+    pub fn routes() -> Vec<String> {
+        vec![DEEPSEEK_ROUTE.to_string()]
+    }
+
+    /// The configuration the next call will use.
+    pub fn current_config(&self) -> Arc<ResolvedDeepSeek> {
+        self.live.current()
+    }
+
+    /// The advisory catalog, in configured order.
+    pub fn list_models(&self) -> Vec<ModelInfo> {
+        let config = self.live.current();
+        config
+            .models
+            .iter()
+            .map(|m| model_info_for(&config, &m.id))
+            .collect()
+    }
+
+    fn prepare(
+        &self,
+        config: &ResolvedDeepSeek,
+        options: &GenerateOptions,
+    ) -> Result<HttpCall, LlmError> {
+        let model = &options.config.model;
+        if options.messages.iter().any(|m| has_image(&m.content)) {
+            let accepts_images = config
+                .models
+                .iter()
+                .find(|m| m.id == *model)
+                .is_some_and(|m| m.modalities().iter().any(|x| x == "image"));
+            let message = if accepts_images {
+                "DeepSeek image conversion requires the durable attachment service.".to_string()
+            } else {
+                format!("DeepSeek model \"{model}\" does not accept image input.")
+            };
+            return Err(LlmError::new(UNSUPPORTED_CONTENT, message));
+        }
+        let reference = &config.api_key_env;
+        let key = match (self.deps.api_key)(reference) {
+            Some(raw) => usable_api_key(&raw, DEEPSEEK_PLUGIN, reference)?,
+            None => {
+                return Err(LlmError::new(
+                    codes::MISSING_CREDENTIAL,
+                    format!(
+                        "llm-deepseek: no API key for provider route \"{DEEPSEEK_ROUTE}\"; store {reference} through the \
+                         credentials service (the web Models page writes it), or export {reference} in the launching \
+                         environment"
+                    ),
+                ));
+            }
+        };
+        let mut headers = vec![
+            ("authorization".to_string(), format!("Bearer {key}")),
+            ("content-type".to_string(), "application/json".to_string()),
+            ("accept".to_string(), "text/event-stream".to_string()),
+            ("user-agent".to_string(), user_agent()),
+        ];
+        if let Some(user_id) = self.deps.user_id.as_ref().and_then(|f| f()) {
+            headers.push(("x-deepseek-harness-user-id".into(), user_id));
+        }
+        if let Some(session_id) = &options.session_id {
+            headers.push(("x-deepseek-harness-session-id".into(), session_id.clone()));
+        }
+        if options.purpose == CallPurpose::Compaction {
+            headers.push(("x-deepseek-harness-compact".into(), "1".into()));
+        }
+        let headers = header_map(&headers, VENDOR, &config.base_url)?;
+        let body = serialize_request(
+            options,
+            &Dialect::deepseek(config.thinking, config.reasoning_effort),
+        )?;
+        Ok(HttpCall {
+            client: self.client.clone(),
+            url: completions_url(&config.base_url),
+            base_url: config.base_url.clone(),
+            headers,
+            body: dsh_kernel::json::to_string(&body),
+            idle_timeout_ms: config.stream_idle_timeout_ms,
+            cancel: options.cancel.clone(),
+            vendor: VENDOR.into(),
+            reasoning_field: ReasoningField::ReasoningContent,
+        })
+    }
+}
+
+/// Model facts: catalog entry or an id-only text model; window and output cap fall back to
+/// the deployment defaults; efforts `off|low|high|max` (default the configured effort, else
+/// `high`), or only `off` when thinking is disabled.
+pub(crate) fn model_info_for(config: &ResolvedDeepSeek, model: &str) -> ModelInfo {
+    let entry = config.models.iter().find(|m| m.id == model);
+    let reasoning = if config.thinking == Some(Thinking::Disabled) {
+        ReasoningInfo {
+            efforts: vec!["off".into()],
+            default_effort: Some("off".into()),
+        }
+    } else {
+        ReasoningInfo {
+            efforts: DeepSeekEffort::ALL
+                .iter()
+                .map(|e| e.as_str().to_string())
+                .collect(),
+            default_effort: Some(
+                config
+                    .reasoning_effort
+                    .unwrap_or(DeepSeekEffort::High)
+                    .as_str()
+                    .into(),
+            ),
+        }
+    };
+    ModelInfo {
+        id: model.into(),
+        name: Some(
+            entry
+                .and_then(|e| e.name.clone())
+                .unwrap_or_else(|| model.into()),
+        ),
+        context_window: Some(
+            entry
+                .and_then(|e| e.context_window)
+                .unwrap_or(config.default_context_window),
+        ),
+        default_max_tokens: Some(
+            entry
+                .and_then(|e| e.max_tokens)
+                .unwrap_or(config.max_tokens),
+        ),
+        reasoning: Some(reasoning),
+        input_modalities: entry.map_or_else(|| vec!["text".into()], |e| e.modalities()),
+    }
+}
+
+impl LlmAdapter for DeepSeekAdapter {
+    fn model_info(&self, _provider: &str, model: &str) -> Result<ModelInfo, LlmError> {
+        Ok(model_info_for(&self.live.current(), model))
+    }
+
+    fn retry_policy(&self, _provider: &str) -> RetryPolicy {
+        self.live.current().retry_policy.clone()
+    }
+
+    fn stream(&self, options: Arc<GenerateOptions>) -> AdapterStream {
+        let config = self.live.current();
+        match self.prepare(&config, &options) {
+            Ok(call) => stream_call(call),
+            Err(error) => futures::stream::iter([Err(error)]).boxed(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

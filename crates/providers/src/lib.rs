@@ -1,0 +1,47 @@
+//! LLM provider adapters, each in three layers: HTTP transport (reqwest, per-read idle
+//! timeout, cancellation) → SSE framing → provider-neutral `StreamChunk`s.
+//!
+//! * [`DeepSeekAdapter`] — route `deepseek-official`, configured by [`DeepSeekConfig`]
+//!   (the `llm-deepseek` section).
+//! * [`OpenAiCompatAdapter`] — plain OpenAI-compatible chat-completions routes, configured by
+//!   [`OpenAiCompatConfig`] (the `openai-compatible` section).
+//!
+//! Both take [`ProviderDeps`]: a per-request credential resolver, an optional live
+//! settings source layered over the row config ([`layer_settings`]), and an environment
+//! lookup. Plugin wiring (registering with `LlmRuntime`) is the host's job.
+
+mod deepseek;
+mod deepseek_config;
+mod deps;
+mod error;
+mod http;
+mod http_error;
+mod live;
+mod openai_compat;
+mod openai_compat_config;
+mod plugins;
+mod retry_policy;
+mod serialize;
+mod sse;
+mod translate;
+mod transport;
+
+pub use deepseek::{DEEPSEEK_PLUGIN, DEEPSEEK_ROUTE, DeepSeekAdapter};
+pub use deepseek_config::{
+    BASE_URL_ENV, DEFAULT_API_KEY_ENV, DEFAULT_CONTEXT_WINDOW, DEFAULT_MAX_TOKENS,
+    DEFAULT_STREAM_IDLE_TIMEOUT_MS, DeepSeekConfig, DeepSeekModelEntry, PUBLIC_BASE_URL,
+    ResolvedDeepSeek, default_models,
+};
+pub use deps::{ApiKeyResolver, EnvLookup, ProviderDeps, SettingsSource, UserIdSource};
+pub use error::ProviderError;
+pub use http::user_agent;
+pub use live::layer_settings;
+pub use openai_compat::OpenAiCompatAdapter;
+pub use plugins::{DeepSeekPlugin, OpenAiCompatPlugin, register_catalog};
+pub use openai_compat_config::{
+    MaxTokensField, OPENAI_COMPAT_DEFAULT_CONTEXT_WINDOW, OPENAI_COMPAT_DEFAULT_MAX_TOKENS,
+    OPENAI_COMPAT_PLUGIN, OpenAiCompatConfig, OpenAiCompatModel, OpenAiCompatProfile,
+    OpenAiCompatSwitches, ResolvedOpenAiCompat, ResolvedProfile,
+};
+pub use retry_policy::{MAX_TIMER_DELAY_MS, resolve_retry_policy};
+pub use serialize::{DeepSeekEffort, Thinking};

@@ -1,0 +1,228 @@
+//! A generic adapter for plain OpenAI-compatible chat-completions endpoints: the DeepSeek
+//! serializer and translator with per-route compatibility switches.
+
+use std::sync::Arc;
+
+use dsh_llm::{
+    AdapterStream, GenerateOptions, LlmAdapter, LlmError, ModelInfo, ReasoningInfo, RetryPolicy,
+    codes,
+};
+use futures::StreamExt;
+
+use crate::deps::{ProviderDeps, usable_api_key};
+use crate::error::ProviderError;
+use crate::http::{build_client, completions_url, header_map, user_agent};
+use crate::live::LiveConfig;
+use crate::openai_compat_config::{
+    OPENAI_COMPAT_DEFAULT_CONTEXT_WINDOW, OPENAI_COMPAT_DEFAULT_MAX_TOKENS, OPENAI_COMPAT_PLUGIN,
+    OpenAiCompatConfig, ResolvedOpenAiCompat, ResolvedProfile,
+};
+use crate::serialize::{Dialect, ReasoningWire, has_image, serialize_request};
+use crate::translate::ReasoningField;
+use crate::transport::{HttpCall, stream_call};
+
+/// Streams chat completions from the configured routes. The route set is fixed at
+/// construction (register the adapter under [`OpenAiCompatAdapter::routes`]); profiles are
+/// re-read per call from the live settings.
+pub struct OpenAiCompatAdapter {
+    client: reqwest::Client,
+    live: LiveConfig<ResolvedOpenAiCompat>,
+    routes: Vec<String>,
+    deps: ProviderDeps,
+}
+
+impl OpenAiCompatAdapter {
+    /// Validates `config` (merged with the current settings section, if any).
+    pub fn new(config: OpenAiCompatConfig, deps: ProviderDeps) -> Result<Self, ProviderError> {
+        let base = serde_json::to_value(&config)
+            .map_err(|e| ProviderError::InvalidConfig(e.to_string()))?;
+        let live = LiveConfig::new(
+            base,
+            deps.settings.clone(),
+            OPENAI_COMPAT_PLUGIN,
+            Box::new(|raw| OpenAiCompatConfig::from_value(raw)?.resolve()),
+        )
+        .map_err(ProviderError::InvalidConfig)?;
+        let routes = live.current().keys().cloned().collect();
+        Ok(Self {
+            client: build_client()?,
+            live,
+            routes,
+            deps,
+        })
+    }
+
+    /// The routes to register the adapter under, in configured order.
+    pub fn routes(&self) -> Vec<String> {
+        self.routes.clone()
+    }
+
+    /// The configured models of `provider`.
+    pub fn list_models(&self, provider: &str) -> Vec<ModelInfo> {
+        let config = self.live.current();
+        let Some(profile) = config.get(provider) else {
+            return Vec::new();
+        };
+        profile
+            .profile
+            .models
+            .iter()
+            .filter_map(|m| model_info_for(profile, provider, &m.id).ok())
+            .collect()
+    }
+
+    fn prepare(
+        &self,
+        profile: &ResolvedProfile,
+        provider: &str,
+        options: &GenerateOptions,
+    ) -> Result<HttpCall, LlmError> {
+        let vendor = profile.vendor(provider);
+        let base_url = &profile.profile.base_url;
+        model_info_for(profile, provider, &options.config.model)?;
+        if options.messages.iter().any(|m| has_image(&m.content)) {
+            return Err(LlmError::new(
+                "UNSUPPORTED_CONTENT",
+                format!("The {vendor} chat-completions adapter does not support image content."),
+            ));
+        }
+        let mut headers: Vec<(String, String)> = Vec::new();
+        if let Some(reference) = &profile.profile.api_key_env {
+            let key = match (self.deps.api_key)(reference) {
+                Some(raw) if !raw.trim().is_empty() => {
+                    usable_api_key(&raw, OPENAI_COMPAT_PLUGIN, reference)?
+                }
+                _ => {
+                    return Err(LlmError::new(
+                        codes::MISSING_CREDENTIAL,
+                        format!(
+                            "{OPENAI_COMPAT_PLUGIN}: no credential for provider route \"{provider}\"; its profile \
+                             resolves {reference}, which is not set — store {reference} through the credentials \
+                             service (the web Models page writes it) or export it, and remove apiKeyEnv only if this \
+                             endpoint needs no authentication"
+                        ),
+                    ));
+                }
+            };
+            headers.push(("authorization".into(), format!("Bearer {key}")));
+        }
+        headers.push(("content-type".into(), "application/json".into()));
+        headers.push(("accept".into(), "text/event-stream".into()));
+        for (name, value) in &profile.profile.headers {
+            if !name.eq_ignore_ascii_case("user-agent") {
+                headers.push((name.clone(), value.clone()));
+            }
+        }
+        headers.push(("user-agent".into(), user_agent()));
+        let headers = header_map(&headers, &vendor, base_url)?;
+        let compat = &profile.profile.compat;
+        let dialect = Dialect {
+            system_role: if compat.supports_developer_role {
+                "developer"
+            } else {
+                "system"
+            },
+            include_usage: compat.supports_usage_in_streaming,
+            max_tokens_field: compat.max_tokens_field.wire(),
+            reasoning_passback: compat.reasoning_passback,
+            reasoning: if compat.supports_reasoning_effort {
+                ReasoningWire::EffortField
+            } else {
+                ReasoningWire::None
+            },
+        };
+        let body = serialize_request(options, &dialect)?;
+        Ok(HttpCall {
+            client: self.client.clone(),
+            url: completions_url(base_url),
+            base_url: base_url.clone(),
+            headers,
+            body: dsh_kernel::json::to_string(&body),
+            idle_timeout_ms: profile.stream_idle_timeout_ms,
+            cancel: options.cancel.clone(),
+            vendor,
+            reasoning_field: ReasoningField::ReasoningContentOrReasoning,
+        })
+    }
+}
+
+fn unknown_route(provider: &str) -> LlmError {
+    LlmError::new(
+        codes::NO_ADAPTER,
+        format!("{OPENAI_COMPAT_PLUGIN}: provider route \"{provider}\" is not configured"),
+    )
+}
+
+fn model_info_for(
+    profile: &ResolvedProfile,
+    provider: &str,
+    model: &str,
+) -> Result<ModelInfo, LlmError> {
+    let p = &profile.profile;
+    let entry = p.models.iter().find(|m| m.id == model).ok_or_else(|| {
+        LlmError::new(
+            "UNKNOWN_MODEL",
+            format!(
+                "{OPENAI_COMPAT_PLUGIN} provider \"{provider}\" has no configured model \"{model}\""
+            ),
+        )
+    })?;
+    Ok(ModelInfo {
+        id: model.into(),
+        name: Some(entry.name.clone().unwrap_or_else(|| model.into())),
+        context_window: Some(
+            entry
+                .context_window
+                .or(p.default_context_window)
+                .unwrap_or(OPENAI_COMPAT_DEFAULT_CONTEXT_WINDOW),
+        ),
+        default_max_tokens: Some(
+            entry
+                .max_tokens
+                .or(p.default_max_tokens)
+                .unwrap_or(OPENAI_COMPAT_DEFAULT_MAX_TOKENS),
+        ),
+        reasoning: entry
+            .reasoning_efforts
+            .clone()
+            .map(|efforts| ReasoningInfo {
+                efforts,
+                default_effort: entry.default_reasoning_effort.clone(),
+            }),
+        input_modalities: vec!["text".into()],
+    })
+}
+
+impl LlmAdapter for OpenAiCompatAdapter {
+    fn model_info(&self, provider: &str, model: &str) -> Result<ModelInfo, LlmError> {
+        let config = self.live.current();
+        let profile = config
+            .get(provider)
+            .ok_or_else(|| unknown_route(provider))?;
+        model_info_for(profile, provider, model)
+    }
+
+    fn retry_policy(&self, provider: &str) -> RetryPolicy {
+        self.live
+            .current()
+            .get(provider)
+            .map(|p| p.retry_policy.clone())
+            .unwrap_or_default()
+    }
+
+    fn stream(&self, options: Arc<GenerateOptions>) -> AdapterStream {
+        let config = self.live.current();
+        let provider = options.config.provider.as_str();
+        let prepared = match config.get(provider) {
+            Some(profile) => self.prepare(profile, provider, &options),
+            None => Err(unknown_route(provider)),
+        };
+        match prepared {
+            Ok(call) => stream_call(call),
+            Err(error) => futures::stream::iter([Err(error)]).boxed(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,297 @@
+//! The `openai-compatible` configuration: one profile per provider route.
+
+use dsh_llm::RetryPolicy;
+use indexmap::IndexMap;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::retry_policy::{MAX_TIMER_DELAY_MS, resolve_retry_policy};
+
+/// The plugin (and settings-section) name.
+pub const OPENAI_COMPAT_PLUGIN: &str = "openai-compatible";
+/// Context window of models that declare none.
+pub const OPENAI_COMPAT_DEFAULT_CONTEXT_WINDOW: u64 = 262_144;
+/// Output cap of models that declare none.
+pub const OPENAI_COMPAT_DEFAULT_MAX_TOKENS: u64 = 32_768;
+
+/// `{providers: {<route>: profile}}`; the key is the provider route.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct OpenAiCompatConfig {
+    #[serde(default)]
+    pub providers: IndexMap<String, OpenAiCompatProfile>,
+}
+
+/// One plain chat-completions endpoint.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct OpenAiCompatProfile {
+    /// Endpoint base; requests go to `<baseURL>/chat/completions`.
+    #[serde(rename = "baseURL")]
+    pub base_url: String,
+    /// Credential reference; without one no `authorization` header is sent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_key_env: Option<String>,
+    /// Product name used in messages (default: the route).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub display_name: Option<String>,
+    /// The served models (non-empty, unique ids); other ids are `UNKNOWN_MODEL`.
+    pub models: Vec<OpenAiCompatModel>,
+    #[serde(default)]
+    pub compat: OpenAiCompatSwitches,
+    /// Extra request headers; the attribution `user-agent` wins over a configured one.
+    #[serde(default, skip_serializing_if = "IndexMap::is_empty")]
+    pub headers: IndexMap<String, String>,
+    /// Default 262,144.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_context_window: Option<u64>,
+    /// Default 32,768.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_max_tokens: Option<u64>,
+    /// Default 300,000.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stream_idle_timeout_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_policy: Option<Value>,
+}
+
+/// One served model.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct OpenAiCompatModel {
+    pub id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_window: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<u64>,
+    /// Offered efforts (wire spellings, e.g. `["low","medium","high"]`); without it the model
+    /// has no reasoning controls and an explicit effort is rejected by the runtime.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reasoning_efforts: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_reasoning_effort: Option<String>,
+}
+
+/// Which output-cap field the endpoint reads.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MaxTokensField {
+    #[default]
+    MaxTokens,
+    MaxCompletionTokens,
+}
+
+impl MaxTokensField {
+    pub fn wire(self) -> &'static str {
+        match self {
+            MaxTokensField::MaxTokens => "max_tokens",
+            MaxTokensField::MaxCompletionTokens => "max_completion_tokens",
+        }
+    }
+}
+
+/// Wire-compatibility switches of a plain chat-completions endpoint.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields, default)]
+pub struct OpenAiCompatSwitches {
+    /// `max_tokens` (default) or `max_completion_tokens`.
+    pub max_tokens_field: MaxTokensField,
+    /// Send `stream_options: {include_usage: true}` (default true).
+    pub supports_usage_in_streaming: bool,
+    /// Send `reasoning_effort: <effort>` for efforts other than `off` (default false).
+    pub supports_reasoning_effort: bool,
+    /// Send the system prompt with role `developer` (default false).
+    pub supports_developer_role: bool,
+    /// Replay assistant reasoning as `reasoning_content` (default false).
+    pub reasoning_passback: bool,
+}
+
+impl Default for OpenAiCompatSwitches {
+    fn default() -> Self {
+        Self {
+            max_tokens_field: MaxTokensField::MaxTokens,
+            supports_usage_in_streaming: true,
+            supports_reasoning_effort: false,
+            supports_developer_role: false,
+            reasoning_passback: false,
+        }
+    }
+}
+
+/// A validated profile with its resolved retry policy.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ResolvedProfile {
+    pub profile: OpenAiCompatProfile,
+    pub stream_idle_timeout_ms: u64,
+    pub retry_policy: RetryPolicy,
+}
+
+impl ResolvedProfile {
+    /// The product name used in messages.
+    pub fn vendor(&self, route: &str) -> String {
+        self.profile
+            .display_name
+            .clone()
+            .unwrap_or_else(|| route.to_string())
+    }
+}
+
+/// Validated routes, in configured order.
+pub type ResolvedOpenAiCompat = IndexMap<String, ResolvedProfile>;
+
+impl OpenAiCompatConfig {
+    pub fn from_value(value: &Value) -> Result<Self, String> {
+        serde_path_to_error::deserialize(value).map_err(|e| {
+            format!(
+                "{OPENAI_COMPAT_PLUGIN}: invalid configuration at {}: {}",
+                e.path(),
+                e.inner()
+            )
+        })
+    }
+
+    pub fn resolve(&self) -> Result<ResolvedOpenAiCompat, String> {
+        self.providers
+            .iter()
+            .map(|(route, p)| Ok((route.clone(), resolve_profile(route, p)?)))
+            .collect()
+    }
+}
+
+fn resolve_profile(route: &str, profile: &OpenAiCompatProfile) -> Result<ResolvedProfile, String> {
+    let at = format!("{OPENAI_COMPAT_PLUGIN}: provider \"{route}\"");
+    if route.is_empty() {
+        return Err(format!(
+            "{OPENAI_COMPAT_PLUGIN}: provider routes must be non-empty"
+        ));
+    }
+    if profile.base_url.is_empty() {
+        return Err(format!("{at} needs a baseURL"));
+    }
+    if profile.api_key_env.as_deref() == Some("") {
+        return Err(format!("{at} apiKeyEnv must not be empty"));
+    }
+    if profile.models.is_empty() {
+        return Err(format!("{at} needs a non-empty models list"));
+    }
+    if profile.default_context_window == Some(0) || profile.default_max_tokens == Some(0) {
+        return Err(format!(
+            "{at} defaultContextWindow and defaultMaxTokens must be positive integers"
+        ));
+    }
+    for (i, model) in profile.models.iter().enumerate() {
+        let id = &model.id;
+        if id.is_empty() {
+            return Err(format!("{at} model ids must be non-empty"));
+        }
+        if profile.models[..i].iter().any(|m| m.id == *id) {
+            return Err(format!("{at} has a duplicate model \"{id}\""));
+        }
+        if model.context_window == Some(0) || model.max_tokens == Some(0) {
+            return Err(format!(
+                "{at} model \"{id}\" contextWindow and maxTokens must be positive integers"
+            ));
+        }
+        if let Some(efforts) = &model.reasoning_efforts
+            && (efforts.is_empty() || efforts.iter().any(String::is_empty))
+        {
+            return Err(format!(
+                "{at} model \"{id}\" reasoningEfforts must be non-empty strings"
+            ));
+        }
+        if let Some(default) = &model.default_reasoning_effort
+            && !model
+                .reasoning_efforts
+                .as_ref()
+                .is_some_and(|e| e.contains(default))
+        {
+            return Err(format!(
+                "{at} model \"{id}\" defaultReasoningEffort must be one of its reasoningEfforts"
+            ));
+        }
+    }
+    let stream_idle_timeout_ms = profile.stream_idle_timeout_ms.unwrap_or(300_000);
+    if !(1..=MAX_TIMER_DELAY_MS).contains(&stream_idle_timeout_ms) {
+        return Err(format!(
+            "{at} streamIdleTimeoutMs must be a positive finite number no greater than {MAX_TIMER_DELAY_MS}"
+        ));
+    }
+    Ok(ResolvedProfile {
+        profile: profile.clone(),
+        stream_idle_timeout_ms,
+        retry_policy: resolve_retry_policy(
+            profile.retry_policy.as_ref(),
+            &format!("{at} retryPolicy"),
+        )?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+    use serde_json::json;
+
+    fn resolve(value: Value) -> Result<ResolvedOpenAiCompat, String> {
+        OpenAiCompatConfig::from_value(&value)?.resolve()
+    }
+
+    #[test]
+    fn parses_a_minimal_profile_with_defaults() {
+        let resolved = resolve(
+            json!({"providers": {"local": {"baseURL": "http://127.0.0.1:8000/v1",
+            "models": [{"id": "qwen"}]}}}),
+        )
+        .expect("valid");
+        let local = &resolved["local"];
+        assert_eq!(local.profile.compat, OpenAiCompatSwitches::default());
+        assert_eq!(
+            (local.stream_idle_timeout_ms, local.retry_policy.clone()),
+            (300_000, RetryPolicy::default())
+        );
+        assert_eq!(local.vendor("local"), "local");
+    }
+
+    #[test]
+    fn validation_messages() {
+        let profile = |extra: Value| {
+            let mut p = json!({"baseURL": "http://x", "models": [{"id": "m"}]});
+            crate::live::layer_settings(&mut p, extra);
+            json!({"providers": {"p": p}})
+        };
+        let cases = [
+            (
+                profile(json!({"baseURL": ""})),
+                "openai-compatible: provider \"p\" needs a baseURL",
+            ),
+            (
+                profile(json!({"models": []})),
+                "openai-compatible: provider \"p\" needs a non-empty models list",
+            ),
+            (
+                profile(json!({"models": [{"id": "a"}, {"id": "a"}]})),
+                "openai-compatible: provider \"p\" has a duplicate model \"a\"",
+            ),
+            (
+                profile(json!({"models": [{"id": "a", "defaultReasoningEffort": "high"}]})),
+                "openai-compatible: provider \"p\" model \"a\" defaultReasoningEffort must be one of its reasoningEfforts",
+            ),
+            (
+                profile(json!({"retryPolicy": {"mode": "x"}})),
+                "openai-compatible: provider \"p\" retryPolicy.mode must be \"normal\" or \"always\"",
+            ),
+        ];
+        for (value, message) in cases {
+            assert_eq!(
+                resolve(value.clone()).map(|_| ()),
+                Err(message.to_string()),
+                "{value}"
+            );
+        }
+        let unknown =
+            resolve(profile(json!({"compat": {"thinkingFormat": "x"}}))).expect_err("unknown key");
+        assert!(unknown.starts_with("openai-compatible: invalid configuration at providers.p.compat.thinkingFormat: unknown field"), "{unknown}");
+    }
+}

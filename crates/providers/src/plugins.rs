@@ -1,0 +1,102 @@
+//! Plugin wiring: register the adapters with `ctx.llm`, resolving credentials through
+//! `ctx.credentials` (environment, `.credentials.yaml`, `.env`) and reading live settings
+//! sections from `settings.yaml`.
+
+use std::sync::Arc;
+
+use dsh_kernel::{BoxError, Context, Plugin, PluginConfig};
+use dsh_llm::LlmRuntime;
+use dsh_policies::{Credentials, Settings, dsh_home};
+use serde_json::Value;
+
+use crate::{DeepSeekAdapter, DeepSeekConfig, OpenAiCompatAdapter, OpenAiCompatConfig, ProviderDeps};
+
+fn deps(ctx: &Context, section: &'static str) -> ProviderDeps {
+    let credentials = ctx.get::<Credentials>();
+    let resolver = Arc::new(move |name: &str| match &credentials {
+        Some(c) => c.resolve(name),
+        None => std::env::var(name).ok().filter(|v| !v.is_empty()),
+    });
+    let settings = ctx.get::<Settings>();
+    let source = Arc::new(move || {
+        settings.as_ref().and_then(|s| s.section(section).cloned()).unwrap_or(Value::Null)
+    });
+    let user_id = Arc::new(|| anonymous_user_id());
+    ProviderDeps::new(resolver).with_settings(source).with_user_id(user_id)
+}
+
+/// The install's anonymous id (`$DSH_HOME/.anonymous-user-id`), created once.
+fn anonymous_user_id() -> Option<String> {
+    static ID: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    ID.get_or_init(|| {
+        let path = dsh_home().join(".anonymous-user-id");
+        if let Ok(text) = std::fs::read_to_string(&path) {
+            let id = text.trim().to_string();
+            if !id.is_empty() {
+                return Some(id);
+            }
+        }
+        let id = uuid::Uuid::new_v4().to_string();
+        if let Some(dir) = path.parent() {
+            let _ = std::fs::create_dir_all(dir);
+        }
+        let _ = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&path)
+            .and_then(|mut f| std::io::Write::write_all(&mut f, format!("{id}\n").as_bytes()));
+        Some(id)
+    })
+    .clone()
+}
+
+fn row_value(config: &PluginConfig) -> Value {
+    match &config.value {
+        Value::Null => Value::Object(Default::default()),
+        v => v.clone(),
+    }
+}
+
+/// `@deepseek-ai/dsh-llm-deepseek`: route `deepseek-official`.
+pub struct DeepSeekPlugin;
+
+impl Plugin for DeepSeekPlugin {
+    fn name(&self) -> &'static str {
+        "@deepseek-ai/dsh-llm-deepseek"
+    }
+
+    fn apply(&self, ctx: &Context, config: &PluginConfig) -> Result<(), BoxError> {
+        let llm = ctx.require::<LlmRuntime>()?;
+        let parsed = DeepSeekConfig::from_value(&row_value(config))
+            .map_err(|e| format!("{}: row \"{}\": {e}", config.source, config.row_id))?;
+        let adapter = DeepSeekAdapter::new(parsed, deps(ctx, "llm-deepseek"))?;
+        llm.register_adapter(ctx, DeepSeekAdapter::routes(), Arc::new(adapter))?;
+        Ok(())
+    }
+}
+
+/// `@deepseek-ai/dsh-llm-openai-compatible`: plain chat-completions routes.
+pub struct OpenAiCompatPlugin;
+
+impl Plugin for OpenAiCompatPlugin {
+    fn name(&self) -> &'static str {
+        "@deepseek-ai/dsh-llm-openai-compatible"
+    }
+
+    fn apply(&self, ctx: &Context, config: &PluginConfig) -> Result<(), BoxError> {
+        let llm = ctx.require::<LlmRuntime>()?;
+        let parsed = OpenAiCompatConfig::from_value(&row_value(config))
+            .map_err(|e| format!("{}: row \"{}\": {e}", config.source, config.row_id))?;
+        let adapter = OpenAiCompatAdapter::new(parsed, deps(ctx, "openai-compatible"))?;
+        let routes = adapter.routes();
+        if !routes.is_empty() {
+            llm.register_adapter(ctx, routes, Arc::new(adapter))?;
+        }
+        Ok(())
+    }
+}
+
+/// Adds the provider plugins to `catalog`.
+pub fn register_catalog(catalog: &mut dsh_kernel::Catalog) {
+    catalog.register(DeepSeekPlugin).register(OpenAiCompatPlugin);
+}

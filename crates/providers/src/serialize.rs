@@ -1,0 +1,308 @@
+//! Harness request → chat-completions JSON body.
+//!
+//! Key order is part of the contract (bodies are compared byte for byte in tests):
+//! `model, messages, stream, stream_options?, thinking?, reasoning_effort?, tools?,
+//! temperature?, <max tokens field>?, stop?`. Absent optional fields are omitted, never sent
+//! as `null`.
+
+use dsh_llm::{CallPurpose, ContentBlock, GenerateOptions, LlmError, Message, Role, codes};
+use serde_json::{Map, Value, json};
+
+/// DeepSeek thinking policy of a deployment.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Thinking {
+    Enabled,
+    Disabled,
+}
+
+impl Thinking {
+    fn wire(self) -> &'static str {
+        match self {
+            Thinking::Enabled => "enabled",
+            Thinking::Disabled => "disabled",
+        }
+    }
+}
+
+/// DeepSeek reasoning efforts; `off` disables thinking for the request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DeepSeekEffort {
+    Off,
+    Low,
+    High,
+    Max,
+}
+
+impl DeepSeekEffort {
+    pub const ALL: [DeepSeekEffort; 4] = [
+        DeepSeekEffort::Off,
+        DeepSeekEffort::Low,
+        DeepSeekEffort::High,
+        DeepSeekEffort::Max,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DeepSeekEffort::Off => "off",
+            DeepSeekEffort::Low => "low",
+            DeepSeekEffort::High => "high",
+            DeepSeekEffort::Max => "max",
+        }
+    }
+
+    /// The display name upstream gives the effort.
+    pub fn display_name(self) -> &'static str {
+        match self {
+            DeepSeekEffort::Off => "Off",
+            DeepSeekEffort::Low => "Low",
+            DeepSeekEffort::High => "High",
+            DeepSeekEffort::Max => "Max",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|e| e.as_str() == text)
+    }
+}
+
+/// How reasoning controls go on the wire.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum ReasoningWire {
+    /// DeepSeek: `thinking: {type}` plus `reasoning_effort`, resolved against deployment
+    /// defaults.
+    DeepSeek {
+        thinking: Option<Thinking>,
+        effort: Option<DeepSeekEffort>,
+    },
+    /// A bare `reasoning_effort: <effort>` for any effort but `off`.
+    EffortField,
+    /// Nothing reasoning-related is sent.
+    None,
+}
+
+/// The wire dialect of one endpoint.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Dialect {
+    /// Role of the `options.system` prompt (`system` or `developer`).
+    pub system_role: &'static str,
+    /// Whether to send `stream_options: {include_usage: true}`.
+    pub include_usage: bool,
+    /// `max_tokens` or `max_completion_tokens`.
+    pub max_tokens_field: &'static str,
+    /// Whether assistant turns carry their reasoning back as `reasoning_content`.
+    pub reasoning_passback: bool,
+    pub reasoning: ReasoningWire,
+}
+
+impl Dialect {
+    /// The DeepSeek dialect with the deployment's thinking defaults.
+    pub(crate) fn deepseek(thinking: Option<Thinking>, effort: Option<DeepSeekEffort>) -> Self {
+        Self {
+            system_role: "system",
+            include_usage: true,
+            max_tokens_field: "max_tokens",
+            reasoning_passback: true,
+            reasoning: ReasoningWire::DeepSeek { thinking, effort },
+        }
+    }
+}
+
+/// The resolved `thinking` type and wire effort of one request.
+fn resolve_thinking(
+    options: &GenerateOptions,
+    thinking: Option<Thinking>,
+    default_effort: Option<DeepSeekEffort>,
+) -> Result<(Option<Thinking>, Option<DeepSeekEffort>), LlmError> {
+    if options.purpose == CallPurpose::SessionTitle {
+        return Ok((Some(Thinking::Disabled), None));
+    }
+    let effort = match &options.config.reasoning_effort {
+        None => default_effort,
+        Some(requested) => Some(DeepSeekEffort::parse(requested).ok_or_else(|| {
+            LlmError::new(
+                codes::UNSUPPORTED_REASONING_EFFORT,
+                format!("DeepSeek does not support reasoning effort \"{requested}\""),
+            )
+        })?),
+    };
+    if let (Some(Thinking::Disabled), Some(e)) = (thinking, effort)
+        && e != DeepSeekEffort::Off
+    {
+        return Err(LlmError::new(
+            codes::UNSUPPORTED_REASONING_EFFORT,
+            format!(
+                "DeepSeek deployment does not support reasoning effort \"{}\"",
+                e.as_str()
+            ),
+        ));
+    }
+    Ok(match effort {
+        Some(DeepSeekEffort::Off) => (Some(Thinking::Disabled), None),
+        Some(e) => (Some(Thinking::Enabled), Some(e)),
+        None => (thinking, None),
+    })
+}
+
+/// Builds the request body. Fails with `UNSUPPORTED_REASONING_EFFORT` per the DeepSeek
+/// thinking rules.
+pub(crate) fn serialize_request(
+    options: &GenerateOptions,
+    dialect: &Dialect,
+) -> Result<Value, LlmError> {
+    let mut messages = Vec::new();
+    if let Some(system) = &options.system {
+        messages.push(json!({"role": dialect.system_role, "content": system}));
+    }
+    for message in &options.messages {
+        serialize_message(message, dialect, &mut messages);
+    }
+    let mut body = Map::new();
+    body.insert("model".into(), Value::from(options.config.model.as_str()));
+    body.insert("messages".into(), Value::Array(messages));
+    body.insert("stream".into(), Value::Bool(true));
+    if dialect.include_usage {
+        body.insert("stream_options".into(), json!({"include_usage": true}));
+    }
+    match &dialect.reasoning {
+        ReasoningWire::DeepSeek { thinking, effort } => {
+            let (thinking, effort) = resolve_thinking(options, *thinking, *effort)?;
+            if let Some(thinking) = thinking {
+                body.insert("thinking".into(), json!({"type": thinking.wire()}));
+            }
+            if let Some(effort) = effort {
+                body.insert("reasoning_effort".into(), Value::from(effort.as_str()));
+            }
+        }
+        ReasoningWire::EffortField => {
+            if let Some(effort) = options
+                .config
+                .reasoning_effort
+                .as_deref()
+                .filter(|e| *e != "off")
+            {
+                body.insert("reasoning_effort".into(), Value::from(effort));
+            }
+        }
+        ReasoningWire::None => {}
+    }
+    if let Some(tools) = options.tools.as_ref().filter(|t| !t.is_empty()) {
+        let tools = tools
+            .iter()
+            .map(|t| {
+                json!({"type": "function", "function": {
+                    "name": t.name, "description": t.description, "parameters": t.parameters,
+                }})
+            })
+            .collect();
+        body.insert("tools".into(), Value::Array(tools));
+    }
+    if let Some(temperature) = options.config.temperature {
+        body.insert("temperature".into(), js_number(temperature));
+    }
+    if let Some(max_tokens) = options.config.max_tokens {
+        body.insert(dialect.max_tokens_field.into(), Value::from(max_tokens));
+    }
+    if let Some(stop) = &options.config.stop {
+        body.insert("stop".into(), json!(stop));
+    }
+    Ok(Value::Object(body))
+}
+
+/// A float as JavaScript would put it on the wire: integral values as integers.
+fn js_number(value: f64) -> Value {
+    const SAFE: f64 = 9_007_199_254_740_991.0;
+    if value.fract() == 0.0 && value.abs() <= SAFE {
+        // The range check above makes the conversion exact.
+        #[allow(clippy::cast_possible_truncation)]
+        return Value::from(value as i64);
+    }
+    serde_json::Number::from_f64(value).map_or(Value::Null, Value::Number)
+}
+
+/// The concatenated text of the `text` blocks (not recursing into tool results).
+fn flatten_text(blocks: &[ContentBlock]) -> String {
+    blocks.iter().filter_map(ContentBlock::as_text).collect()
+}
+
+fn serialize_message(message: &Message, dialect: &Dialect, wire: &mut Vec<Value>) {
+    match message.role {
+        Role::System => {
+            wire.push(json!({"role": "system", "content": flatten_text(&message.content)}))
+        }
+        Role::Assistant => wire.push(serialize_assistant(message, dialect)),
+        Role::User => {
+            let text = flatten_text(&message.content);
+            let results: Vec<(&String, &Vec<ContentBlock>)> = message
+                .content
+                .iter()
+                .filter_map(|b| match b {
+                    ContentBlock::ToolResult {
+                        tool_call_id,
+                        content,
+                        ..
+                    } => Some((tool_call_id, content)),
+                    _ => None,
+                })
+                .collect();
+            if !text.is_empty() || results.is_empty() {
+                wire.push(json!({"role": "user", "content": text}));
+            }
+            for (call_id, content) in results {
+                let output = flatten_text(content);
+                // Empty tool output still needs some content on the wire.
+                let output = if output.is_empty() {
+                    "(no output)".to_string()
+                } else {
+                    output
+                };
+                wire.push(json!({"role": "tool", "tool_call_id": call_id, "content": output}));
+            }
+        }
+    }
+}
+
+fn serialize_assistant(message: &Message, dialect: &Dialect) -> Value {
+    let mut wire = Map::new();
+    wire.insert("role".into(), Value::from("assistant"));
+    // Never null: a text-less turn sends "" (the API rejects null content).
+    wire.insert(
+        "content".into(),
+        Value::from(flatten_text(&message.content)),
+    );
+    if dialect.reasoning_passback {
+        let reasoning: String = message
+            .content
+            .iter()
+            .filter_map(|b| match b {
+                ContentBlock::Reasoning { text } => Some(text.as_str()),
+                _ => None,
+            })
+            .collect();
+        if !reasoning.is_empty() {
+            wire.insert("reasoning_content".into(), Value::from(reasoning));
+        }
+    }
+    let calls: Vec<Value> = message
+        .tool_calls()
+        .map(|(id, name, arguments)| {
+            json!({"id": id, "type": "function", "function": {"name": name, "arguments": arguments}})
+        })
+        .collect();
+    if !calls.is_empty() {
+        wire.insert("tool_calls".into(), Value::Array(calls));
+    }
+    Value::Object(wire)
+}
+
+/// Whether any block (including inside tool results) is an image.
+pub(crate) fn has_image(blocks: &[ContentBlock]) -> bool {
+    blocks.iter().any(|b| match b {
+        ContentBlock::ToolResult { content, .. } => has_image(content),
+        other => other.block_type() == "image",
+    })
+}
+
+#[cfg(test)]
+mod tests;

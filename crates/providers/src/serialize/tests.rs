@@ -1,0 +1,314 @@
+use std::sync::Arc;
+
+use super::*;
+use dsh_llm::{LlmCallConfig, MessageSource, ToolSchema};
+use pretty_assertions::assert_eq;
+
+fn options(messages: Vec<Message>) -> GenerateOptions {
+    GenerateOptions::new(
+        LlmCallConfig::route("deepseek-official", "deepseek-v4-pro"),
+        messages.into_iter().map(Arc::new).collect(),
+    )
+}
+
+fn deepseek(options: &GenerateOptions) -> Value {
+    serialize_request(options, &Dialect::deepseek(None, None)).expect("serializes")
+}
+
+fn history() -> Vec<Message> {
+    vec![
+        Message::user_text("run ls"),
+        Message::assistant(
+            vec![
+                ContentBlock::Reasoning {
+                    text: "Use ".into(),
+                },
+                ContentBlock::Reasoning {
+                    text: "bash.".into(),
+                },
+                ContentBlock::ToolCall {
+                    id: "call_1".into(),
+                    name: "bash".into(),
+                    arguments: "{\"command\":\"ls\"}".into(),
+                },
+                ContentBlock::ToolCall {
+                    id: "call_2".into(),
+                    name: "bash".into(),
+                    arguments: "{}".into(),
+                },
+            ],
+            "deepseek-official",
+            "deepseek-v4-pro",
+            None,
+        ),
+        Message::tool_result(
+            "call_1",
+            vec![ContentBlock::text("a.txt\n"), ContentBlock::text("b.txt")],
+            false,
+        ),
+        Message::tool_result("call_2", vec![], true),
+        Message {
+            id: "s".into(),
+            role: Role::System,
+            content: vec![ContentBlock::text("be "), ContentBlock::text("brief")],
+            source: MessageSource::plugin("x", []),
+        },
+        Message::user(
+            vec![
+                ContentBlock::text("and "),
+                ContentBlock::ToolResult {
+                    tool_call_id: "call_3".into(),
+                    content: vec![],
+                    is_error: None,
+                },
+                ContentBlock::text("then?"),
+            ],
+            MessageSource::User,
+        ),
+        Message::assistant(
+            vec![
+                ContentBlock::Reasoning {
+                    text: "Done.".into(),
+                },
+                ContentBlock::text("DONE"),
+            ],
+            "deepseek-official",
+            "deepseek-v4-pro",
+            None,
+        ),
+        Message::assistant(vec![], "deepseek-official", "deepseek-v4-pro", None),
+    ]
+}
+
+#[test]
+fn full_request_snapshot() {
+    let mut options = options(history());
+    options.system = Some("You are dsh.".into());
+    options.tools = Some(vec![ToolSchema {
+        name: "bash".into(),
+        description: "Run a command".into(),
+        parameters: json!({"type": "object", "properties": {"command": {"type": "string"}}}),
+    }]);
+    options.config.reasoning_effort = Some("max".into());
+    options.config.temperature = Some(0.7);
+    options.config.max_tokens = Some(256_000);
+    options.config.stop = Some(vec!["END".into()]);
+    let body = deepseek(&options);
+    let expected = json!({
+        "model": "deepseek-v4-pro",
+        "messages": [
+            {"role": "system", "content": "You are dsh."},
+            {"role": "user", "content": "run ls"},
+            {"role": "assistant", "content": "", "reasoning_content": "Use bash.", "tool_calls": [
+                {"id": "call_1", "type": "function", "function": {"name": "bash", "arguments": "{\"command\":\"ls\"}"}},
+                {"id": "call_2", "type": "function", "function": {"name": "bash", "arguments": "{}"}},
+            ]},
+            {"role": "tool", "tool_call_id": "call_1", "content": "a.txt\nb.txt"},
+            {"role": "tool", "tool_call_id": "call_2", "content": "(no output)"},
+            {"role": "system", "content": "be brief"},
+            {"role": "user", "content": "and then?"},
+            {"role": "tool", "tool_call_id": "call_3", "content": "(no output)"},
+            {"role": "assistant", "content": "DONE", "reasoning_content": "Done."},
+            {"role": "assistant", "content": ""},
+        ],
+        "stream": true,
+        "stream_options": {"include_usage": true},
+        "thinking": {"type": "enabled"},
+        "reasoning_effort": "max",
+        "tools": [{"type": "function", "function": {"name": "bash", "description": "Run a command",
+            "parameters": {"type": "object", "properties": {"command": {"type": "string"}}}}}],
+        "temperature": 0.7,
+        "max_tokens": 256000,
+        "stop": ["END"],
+    });
+    assert_eq!(body, expected);
+    // Key order is part of the contract.
+    assert_eq!(
+        dsh_kernel::json::to_string(&body),
+        dsh_kernel::json::to_string(&expected)
+    );
+}
+
+#[test]
+fn minimal_request_omits_every_optional_field() {
+    let mut options = options(vec![Message::user_text("hi")]);
+    options.tools = Some(vec![]);
+    assert_eq!(
+        dsh_kernel::json::to_string(&deepseek(&options)),
+        r#"{"model":"deepseek-v4-pro","messages":[{"role":"user","content":"hi"}],"stream":true,"stream_options":{"include_usage":true}}"#
+    );
+    options.config.temperature = Some(1.0);
+    assert_eq!(deepseek(&options)["temperature"].to_string(), "1");
+}
+
+fn thinking_fields(
+    thinking: Option<Thinking>,
+    default: Option<DeepSeekEffort>,
+    requested: Option<&str>,
+    purpose: CallPurpose,
+) -> Result<(Value, Value), String> {
+    let mut options = options(vec![Message::user_text("hi")]);
+    options.config.reasoning_effort = requested.map(str::to_owned);
+    options.purpose = purpose;
+    let body = serialize_request(&options, &Dialect::deepseek(thinking, default)).map_err(|e| {
+        assert_eq!(e.code(), "UNSUPPORTED_REASONING_EFFORT");
+        e.failure.message
+    })?;
+    Ok((
+        body.get("thinking").cloned().unwrap_or(Value::Null),
+        body.get("reasoning_effort").cloned().unwrap_or(Value::Null),
+    ))
+}
+
+#[test]
+fn thinking_resolution_matrix() {
+    use CallPurpose::{Conversation as Conv, SessionTitle as Title};
+    let enabled = json!({"type": "enabled"});
+    let disabled = json!({"type": "disabled"});
+    type Case<'a> = (
+        Option<Thinking>,
+        Option<DeepSeekEffort>,
+        Option<&'a str>,
+        CallPurpose,
+        Result<(Value, Value), String>,
+    );
+    let cases: Vec<Case> = vec![
+        (None, None, None, Conv, Ok((Value::Null, Value::Null))),
+        (
+            Some(Thinking::Enabled),
+            None,
+            None,
+            Conv,
+            Ok((enabled.clone(), Value::Null)),
+        ),
+        (
+            Some(Thinking::Disabled),
+            None,
+            None,
+            Conv,
+            Ok((disabled.clone(), Value::Null)),
+        ),
+        (
+            None,
+            Some(DeepSeekEffort::Low),
+            None,
+            Conv,
+            Ok((enabled.clone(), json!("low"))),
+        ),
+        (
+            None,
+            Some(DeepSeekEffort::Max),
+            Some("high"),
+            Conv,
+            Ok((enabled.clone(), json!("high"))),
+        ),
+        (
+            None,
+            None,
+            Some("off"),
+            Conv,
+            Ok((disabled.clone(), Value::Null)),
+        ),
+        (
+            Some(Thinking::Disabled),
+            None,
+            Some("off"),
+            Conv,
+            Ok((disabled.clone(), Value::Null)),
+        ),
+        (
+            Some(Thinking::Enabled),
+            Some(DeepSeekEffort::Max),
+            Some("high"),
+            Title,
+            Ok((disabled.clone(), Value::Null)),
+        ),
+        (
+            Some(Thinking::Disabled),
+            None,
+            Some("max"),
+            Conv,
+            Err("DeepSeek deployment does not support reasoning effort \"max\"".into()),
+        ),
+        (
+            None,
+            None,
+            Some("medium"),
+            Conv,
+            Err("DeepSeek does not support reasoning effort \"medium\"".into()),
+        ),
+        // Titles ignore any effort, even an invalid one.
+        (
+            None,
+            None,
+            Some("medium"),
+            Title,
+            Ok((disabled, Value::Null)),
+        ),
+    ];
+    for (thinking, default, requested, purpose, expected) in cases {
+        assert_eq!(
+            thinking_fields(thinking, default, requested, purpose),
+            expected,
+            "{thinking:?} {default:?} {requested:?} {purpose:?}"
+        );
+    }
+}
+
+#[test]
+fn generic_dialect_switches() {
+    let mut options = options(history()[..2].to_vec());
+    options.system = Some("sys".into());
+    options.config.max_tokens = Some(10);
+    options.config.reasoning_effort = Some("medium".into());
+    let dialect = Dialect {
+        system_role: "developer",
+        include_usage: false,
+        max_tokens_field: "max_completion_tokens",
+        reasoning_passback: false,
+        reasoning: ReasoningWire::EffortField,
+    };
+    let body = serialize_request(&options, &dialect).expect("serializes");
+    assert_eq!(
+        body,
+        json!({
+            "model": "deepseek-v4-pro",
+            "messages": [
+                {"role": "developer", "content": "sys"},
+                {"role": "user", "content": "run ls"},
+                {"role": "assistant", "content": "", "tool_calls": [
+                    {"id": "call_1", "type": "function", "function": {"name": "bash", "arguments": "{\"command\":\"ls\"}"}},
+                    {"id": "call_2", "type": "function", "function": {"name": "bash", "arguments": "{}"}},
+                ]},
+            ],
+            "stream": true,
+            "reasoning_effort": "medium",
+            "max_completion_tokens": 10,
+        })
+    );
+    options.config.reasoning_effort = Some("off".into());
+    let body = serialize_request(
+        &options,
+        &Dialect {
+            reasoning: ReasoningWire::None,
+            ..dialect.clone()
+        },
+    )
+    .expect("ok");
+    assert_eq!(body.get("reasoning_effort"), None);
+    let body = serialize_request(&options, &dialect).expect("ok");
+    assert_eq!(body.get("reasoning_effort"), None);
+}
+
+#[test]
+fn images_are_detected_inside_tool_results() {
+    let image = ContentBlock::from_value(json!({"type": "image", "attachment": {"sha256": "ab"}}))
+        .expect("block");
+    assert!(has_image(std::slice::from_ref(&image)));
+    assert!(has_image(&[ContentBlock::ToolResult {
+        tool_call_id: "c".into(),
+        content: vec![image],
+        is_error: None
+    }]));
+    assert!(!has_image(&[ContentBlock::text("x")]));
+}

@@ -1,0 +1,3 @@
+//! Shared test helpers for the dsh workspace.
+
+pub mod mock_server;

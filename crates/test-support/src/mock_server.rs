@@ -1,0 +1,441 @@
+//! A mock OpenAI-compatible chat-completions server for tests.
+//!
+//! [`MockServer::start`] binds `127.0.0.1` on an ephemeral port and serves from its own
+//! thread and tokio runtime, so it works the same from sync tests, async tests and tests
+//! that spawn the `dsh` binary. Every `POST …/chat/completions` pops the next scripted
+//! [`Reply`] (FIFO; an exhausted script answers 500 `mock server: no scripted reply left`);
+//! other requests get 404. Every request is recorded (method, path, headers, body and its
+//! parsed JSON) before its reply starts. Each response closes its connection.
+//!
+//! ```no_run
+//! use dsh_test_support::mock_server::{MockServer, Reply};
+//! let server = MockServer::start();
+//! server.push(Reply::tool_call("call_1", "bash", r#"{"command":"echo hi"}"#));
+//! server.push(Reply::echo_tool_output());
+//! // … point the adapter at server.url() and run the turn …
+//! let requests = server.requests();
+//! assert_eq!(requests[0].header("authorization"), Some("Bearer sk-test"));
+//! ```
+
+mod completion;
+mod reply;
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+pub use completion::{Completion, ToolCall, Usage, UsagePlacement};
+pub use reply::{Gate, Reply, Step, sse_event};
+
+/// One request as received.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RecordedRequest {
+    pub method: String,
+    pub path: String,
+    /// Header names lower-cased, in arrival order.
+    pub headers: Vec<(String, String)>,
+    pub body: String,
+    /// The body parsed as JSON, when it is JSON.
+    pub json: Option<Value>,
+}
+
+impl RecordedRequest {
+    /// The first value of a header (name case-insensitive).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// The request's `messages` array (empty when absent).
+    pub fn messages(&self) -> &[Value] {
+        self.json
+            .as_ref()
+            .and_then(|j| j.get("messages"))
+            .and_then(Value::as_array)
+            .map_or(&[], Vec::as_slice)
+    }
+
+    /// The content of the last `role: tool` message.
+    pub fn last_tool_output(&self) -> Option<String> {
+        self.messages()
+            .iter()
+            .rev()
+            .find(|m| m.get("role").and_then(Value::as_str) == Some("tool"))
+            .and_then(|m| m.get("content"))
+            .map(|c| c.as_str().map_or_else(|| c.to_string(), str::to_owned))
+    }
+}
+
+#[derive(Default)]
+struct State {
+    replies: VecDeque<Reply>,
+    requests: Vec<RecordedRequest>,
+    /// Replies that ended because the client hung up before the script finished.
+    early_disconnects: usize,
+    /// Replies whose script ran to its end (or failed writing).
+    finished: usize,
+}
+
+#[derive(Default)]
+struct Shared {
+    state: Mutex<State>,
+    changed: Condvar,
+    notify: tokio::sync::Notify,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn update(&self, f: impl FnOnce(&mut State)) {
+        f(&mut self.lock());
+        self.changed.notify_all();
+        self.notify.notify_waiters();
+    }
+}
+
+/// The running server; dropping it stops it (pending replies are abandoned).
+pub struct MockServer {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    shutdown: Option<tokio::sync::oneshot::Sender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl MockServer {
+    /// Starts a server with an empty script. Panics if it cannot bind.
+    pub fn start() -> Self {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.set_nonblocking(true).map(|()| l))
+            .unwrap_or_else(|e| panic!("mock server: cannot bind 127.0.0.1: {e}"));
+        let addr = listener
+            .local_addr()
+            .unwrap_or_else(|e| panic!("mock server: no local address: {e}"));
+        let shared = Arc::new(Shared::default());
+        let (shutdown, mut stop) = tokio::sync::oneshot::channel::<()>();
+        let serving = shared.clone();
+        let thread = std::thread::Builder::new()
+            .name("mock-llm-server".into())
+            .spawn(move || {
+                let runtime = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .unwrap_or_else(|e| panic!("mock server: no runtime: {e}"));
+                runtime.block_on(async move {
+                    let listener = TcpListener::from_std(listener)
+                        .unwrap_or_else(|e| panic!("mock server: cannot listen: {e}"));
+                    loop {
+                        tokio::select! {
+                            _ = &mut stop => break,
+                            accepted = listener.accept() => {
+                                if let Ok((stream, _)) = accepted {
+                                    tokio::spawn(serve(stream, serving.clone()));
+                                }
+                            }
+                        }
+                    }
+                });
+            })
+            .unwrap_or_else(|e| panic!("mock server: cannot spawn its thread: {e}"));
+        Self {
+            addr,
+            shared,
+            shutdown: Some(shutdown),
+            thread: Some(thread),
+        }
+    }
+
+    /// Starts a server with these replies queued.
+    pub fn with_replies(replies: impl IntoIterator<Item = Reply>) -> Self {
+        let server = Self::start();
+        server.push_all(replies);
+        server
+    }
+
+    /// `http://127.0.0.1:<port>` — the base URL to configure (requests go to
+    /// `<url>/chat/completions`).
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Queues a reply for the next unanswered chat-completions request.
+    pub fn push(&self, reply: Reply) {
+        self.shared.update(|s| s.replies.push_back(reply));
+    }
+
+    pub fn push_all(&self, replies: impl IntoIterator<Item = Reply>) {
+        self.shared.update(|s| s.replies.extend(replies));
+    }
+
+    /// Replies not yet used.
+    pub fn pending_replies(&self) -> usize {
+        self.shared.lock().replies.len()
+    }
+
+    /// Every request so far, in arrival order.
+    pub fn requests(&self) -> Vec<RecordedRequest> {
+        self.shared.lock().requests.clone()
+    }
+
+    /// Replies cut short because the client hung up.
+    pub fn early_disconnects(&self) -> usize {
+        self.shared.lock().early_disconnects
+    }
+
+    /// Blocks until `n` requests arrived; panics after `timeout`.
+    pub fn wait_for_requests(&self, n: usize, timeout: Duration) -> Vec<RecordedRequest> {
+        self.wait_until(timeout, |s| s.requests.len() >= n, "requests");
+        self.requests()
+    }
+
+    /// Blocks until `n` replies were cut short by the client; panics after `timeout`.
+    pub fn wait_for_early_disconnects(&self, n: usize, timeout: Duration) {
+        self.wait_until(timeout, |s| s.early_disconnects >= n, "early disconnects");
+    }
+
+    /// Async variant of [`MockServer::wait_for_requests`].
+    pub async fn requests_eventually(&self, n: usize, timeout: Duration) -> Vec<RecordedRequest> {
+        self.wait_until_async(timeout, |s| s.requests.len() >= n, "requests")
+            .await;
+        self.requests()
+    }
+
+    /// Async variant of [`MockServer::wait_for_early_disconnects`].
+    pub async fn early_disconnects_eventually(&self, n: usize, timeout: Duration) {
+        self.wait_until_async(timeout, |s| s.early_disconnects >= n, "early disconnects")
+            .await;
+    }
+
+    fn wait_until(&self, timeout: Duration, done: impl Fn(&State) -> bool, what: &str) {
+        let deadline = Instant::now() + timeout;
+        let mut state = self.shared.lock();
+        while !done(&state) {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                panic!("mock server: timed out after {timeout:?} waiting for {what}");
+            }
+            state = self
+                .shared
+                .changed
+                .wait_timeout(state, left)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+    }
+
+    async fn wait_until_async(&self, timeout: Duration, done: impl Fn(&State) -> bool, what: &str) {
+        let wait = async {
+            loop {
+                let notified = self.shared.notify.notified();
+                tokio::pin!(notified);
+                notified.as_mut().enable();
+                if done(&self.shared.lock()) {
+                    return;
+                }
+                notified.await;
+            }
+        };
+        if tokio::time::timeout(timeout, wait).await.is_err() {
+            panic!("mock server: timed out after {timeout:?} waiting for {what}");
+        }
+    }
+}
+
+impl Drop for MockServer {
+    fn drop(&mut self) {
+        if let Some(shutdown) = self.shutdown.take() {
+            let _ = shutdown.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+impl std::fmt::Debug for MockServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MockServer")
+            .field("addr", &self.addr)
+            .finish_non_exhaustive()
+    }
+}
+
+enum Outcome {
+    Finished,
+    ClientGone,
+}
+
+async fn serve(mut stream: TcpStream, shared: Arc<Shared>) {
+    let Some(request) = read_request(&mut stream).await else {
+        return;
+    };
+    let is_chat = request.method == "POST"
+        && request
+            .path
+            .trim_end_matches('/')
+            .ends_with("/chat/completions");
+    let mut reply = None;
+    shared.update(|s| {
+        s.requests.push(request.clone());
+        if is_chat {
+            reply = s.replies.pop_front();
+        }
+    });
+    let reply = match (is_chat, reply) {
+        (true, Some(reply)) => reply,
+        (true, None) => Reply::error_json(
+            500,
+            "mock server: no scripted reply left",
+            "server_error",
+            None,
+        ),
+        (false, _) => Reply::error_json(
+            404,
+            "mock server: only POST /chat/completions is served",
+            "not_found",
+            None,
+        ),
+    };
+    let outcome = play(&mut stream, reply.resolve(&request)).await;
+    shared.update(|s| match outcome {
+        Outcome::Finished => s.finished += 1,
+        Outcome::ClientGone => s.early_disconnects += 1,
+    });
+}
+
+async fn play(stream: &mut TcpStream, steps: Vec<Step>) -> Outcome {
+    for step in steps {
+        let written = match step {
+            Step::Head { status, headers } => {
+                let mut head = format!("HTTP/1.1 {status} {}\r\n", reason_phrase(status));
+                for (name, value) in headers {
+                    head.push_str(&format!("{name}: {value}\r\n"));
+                }
+                head.push_str("transfer-encoding: chunked\r\nconnection: close\r\n\r\n");
+                stream.write_all(head.as_bytes()).await
+            }
+            Step::Bytes(bytes) if bytes.is_empty() => Ok(()),
+            Step::Bytes(bytes) => {
+                let mut chunk = format!("{:x}\r\n", bytes.len()).into_bytes();
+                chunk.extend_from_slice(&bytes);
+                chunk.extend_from_slice(b"\r\n");
+                stream.write_all(&chunk).await
+            }
+            Step::Sleep(pause) => {
+                tokio::select! {
+                    () = tokio::time::sleep(pause) => Ok(()),
+                    () = client_gone(stream) => return Outcome::ClientGone,
+                }
+            }
+            Step::Wait(gate) => {
+                tokio::select! {
+                    () = gate.wait() => Ok(()),
+                    () = client_gone(stream) => return Outcome::ClientGone,
+                }
+            }
+            Step::End => break,
+            Step::Drop => return Outcome::Finished,
+        };
+        if written.is_err() {
+            return Outcome::ClientGone;
+        }
+    }
+    if stream.write_all(b"0\r\n\r\n").await.is_err() {
+        return Outcome::ClientGone;
+    }
+    let _ = stream.shutdown().await;
+    Outcome::Finished
+}
+
+/// Resolves once the client closed its side (or the socket failed).
+async fn client_gone(stream: &mut TcpStream) {
+    let mut buf = [0u8; 512];
+    loop {
+        match stream.read(&mut buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {}
+        }
+    }
+}
+
+async fn read_request(stream: &mut TcpStream) -> Option<RecordedRequest> {
+    let mut data = Vec::new();
+    let mut buf = [0u8; 8192];
+    let head_end = loop {
+        if let Some(p) = data.windows(4).position(|w| w == b"\r\n\r\n") {
+            break p;
+        }
+        if data.len() > 1 << 20 {
+            return None;
+        }
+        let n = stream.read(&mut buf).await.ok()?;
+        if n == 0 {
+            return None;
+        }
+        data.extend_from_slice(&buf[..n]);
+    };
+    let head = String::from_utf8_lossy(&data[..head_end]).into_owned();
+    let mut lines = head.split("\r\n");
+    let mut request_line = lines.next()?.split(' ');
+    let method = request_line.next()?.to_string();
+    let path = request_line.next()?.to_string();
+    let headers: Vec<(String, String)> = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_string()))
+        .collect();
+    let length = headers
+        .iter()
+        .find(|(n, _)| n == "content-length")
+        .and_then(|(_, v)| v.parse::<usize>().ok())
+        .unwrap_or(0);
+    let mut body = data[head_end + 4..].to_vec();
+    while body.len() < length {
+        let n = stream.read(&mut buf).await.ok()?;
+        if n == 0 {
+            return None;
+        }
+        body.extend_from_slice(&buf[..n]);
+    }
+    body.truncate(length);
+    let body = String::from_utf8_lossy(&body).into_owned();
+    let json = serde_json::from_str(&body).ok();
+    Some(RecordedRequest {
+        method,
+        path,
+        headers,
+        body,
+        json,
+    })
+}
+
+fn reason_phrase(status: u16) -> &'static str {
+    match status {
+        200 => "OK",
+        400 => "Bad Request",
+        401 => "Unauthorized",
+        402 => "Payment Required",
+        403 => "Forbidden",
+        404 => "Not Found",
+        413 => "Payload Too Large",
+        429 => "Too Many Requests",
+        500 => "Internal Server Error",
+        502 => "Bad Gateway",
+        503 => "Service Unavailable",
+        _ => "Status",
+    }
+}
+
+#[cfg(test)]
+mod tests;

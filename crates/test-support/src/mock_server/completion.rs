@@ -1,0 +1,237 @@
+//! Streamed completions in DeepSeek's wire shapes.
+
+use serde_json::{Value, json};
+
+/// One scripted tool call.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ToolCall {
+    pub id: String,
+    pub name: String,
+    pub arguments: String,
+}
+
+impl ToolCall {
+    pub fn new(id: &str, name: &str, arguments: &str) -> Self {
+        Self {
+            id: id.into(),
+            name: name.into(),
+            arguments: arguments.into(),
+        }
+    }
+}
+
+/// Wire usage of a scripted completion.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Usage {
+    /// Includes cache hits, as DeepSeek reports it.
+    pub prompt_tokens: u64,
+    pub completion_tokens: u64,
+    /// Sent as `prompt_cache_hit_tokens` (plus the matching `prompt_cache_miss_tokens`).
+    pub prompt_cache_hit_tokens: Option<u64>,
+    /// Sent as `completion_tokens_details.reasoning_tokens`.
+    pub reasoning_tokens: Option<u64>,
+}
+
+impl Usage {
+    pub fn new(prompt_tokens: u64, completion_tokens: u64) -> Self {
+        Self {
+            prompt_tokens,
+            completion_tokens,
+            prompt_cache_hit_tokens: None,
+            reasoning_tokens: None,
+        }
+    }
+
+    pub fn cache_hits(mut self, tokens: u64) -> Self {
+        self.prompt_cache_hit_tokens = Some(tokens);
+        self
+    }
+
+    pub fn reasoning(mut self, tokens: u64) -> Self {
+        self.reasoning_tokens = Some(tokens);
+        self
+    }
+
+    /// The wire object.
+    pub fn to_json(&self) -> Value {
+        let mut usage = json!({
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "total_tokens": self.prompt_tokens + self.completion_tokens,
+        });
+        if let Some(hits) = self.prompt_cache_hit_tokens {
+            usage["prompt_tokens_details"] = json!({"cached_tokens": hits});
+            usage["prompt_cache_hit_tokens"] = json!(hits);
+            usage["prompt_cache_miss_tokens"] = json!(self.prompt_tokens.saturating_sub(hits));
+        }
+        if let Some(reasoning) = self.reasoning_tokens {
+            usage["completion_tokens_details"] = json!({"reasoning_tokens": reasoning});
+        }
+        usage
+    }
+}
+
+/// Where usage travels.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum UsagePlacement {
+    /// On the chunk carrying `finish_reason` (DeepSeek).
+    #[default]
+    OnFinishChunk,
+    /// In a trailing `choices: []` chunk (OpenAI).
+    TrailingChunk,
+}
+
+/// A streamed chat completion in DeepSeek's shapes: a role chunk (with the empty
+/// `reasoning_content: ""` of thinking mode when there is reasoning), reasoning deltas,
+/// text deltas, tool calls (first delta with id, name and `arguments: ""`, then argument
+/// fragments), the finish chunk with usage, and `[DONE]`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Completion {
+    pub reasoning: Option<String>,
+    pub text: Option<String>,
+    pub tool_calls: Vec<ToolCall>,
+    /// Default: `tool_calls` when there are tool calls, else `stop`.
+    pub finish_reason: Option<String>,
+    /// Default: `Usage::new(12, 8)`; `None` sends no usage at all.
+    pub usage: Option<Usage>,
+    pub usage_placement: UsagePlacement,
+    /// Characters per text/reasoning delta (argument fragments are twice as long).
+    pub delta_chars: usize,
+    pub model: String,
+}
+
+impl Default for Completion {
+    fn default() -> Self {
+        Self {
+            reasoning: None,
+            text: None,
+            tool_calls: Vec::new(),
+            finish_reason: None,
+            usage: Some(Usage::new(12, 8)),
+            usage_placement: UsagePlacement::OnFinishChunk,
+            delta_chars: 3,
+            model: "deepseek-v4-flash".into(),
+        }
+    }
+}
+
+fn pieces(text: &str, size: usize) -> Vec<String> {
+    let chars: Vec<char> = text.chars().collect();
+    chars
+        .chunks(size.max(1))
+        .map(|c| c.iter().collect())
+        .collect()
+}
+
+impl Completion {
+    pub fn text(text: impl Into<String>) -> Self {
+        Self {
+            text: Some(text.into()),
+            ..Self::default()
+        }
+    }
+
+    pub fn reasoning(mut self, reasoning: impl Into<String>) -> Self {
+        self.reasoning = Some(reasoning.into());
+        self
+    }
+
+    pub fn tool_call(mut self, call: ToolCall) -> Self {
+        self.tool_calls.push(call);
+        self
+    }
+
+    pub fn finish_reason(mut self, reason: &str) -> Self {
+        self.finish_reason = Some(reason.into());
+        self
+    }
+
+    pub fn usage(mut self, usage: Option<Usage>) -> Self {
+        self.usage = usage;
+        self
+    }
+
+    pub fn usage_placement(mut self, placement: UsagePlacement) -> Self {
+        self.usage_placement = placement;
+        self
+    }
+
+    pub fn delta_chars(mut self, chars: usize) -> Self {
+        self.delta_chars = chars;
+        self
+    }
+
+    fn envelope(&self, choices: Value) -> Value {
+        json!({
+            "id": "chatcmpl-mock",
+            "object": "chat.completion.chunk",
+            "created": 1_700_000_000,
+            "model": self.model,
+            "system_fingerprint": "fp_mock",
+            "choices": choices,
+        })
+    }
+
+    fn delta_chunk(&self, delta: Value) -> String {
+        self.envelope(
+            json!([{"index": 0, "delta": delta, "logprobs": null, "finish_reason": null}]),
+        )
+        .to_string()
+    }
+
+    /// The SSE `data` payloads, `[DONE]` last.
+    pub fn payloads(&self) -> Vec<String> {
+        let thinking = self.reasoning.is_some();
+        let mut out = Vec::new();
+        out.push(self.delta_chunk(if thinking {
+            json!({"role": "assistant", "content": null, "reasoning_content": ""})
+        } else {
+            json!({"role": "assistant", "content": ""})
+        }));
+        for piece in pieces(self.reasoning.as_deref().unwrap_or(""), self.delta_chars) {
+            out.push(self.delta_chunk(json!({"content": null, "reasoning_content": piece})));
+        }
+        for piece in pieces(self.text.as_deref().unwrap_or(""), self.delta_chars) {
+            out.push(self.delta_chunk(if thinking {
+                json!({"content": piece, "reasoning_content": null})
+            } else {
+                json!({"content": piece})
+            }));
+        }
+        for (index, call) in self.tool_calls.iter().enumerate() {
+            out.push(self.delta_chunk(
+                json!({"tool_calls": [{"index": index, "id": call.id, "type": "function",
+                "function": {"name": call.name, "arguments": ""}}]}),
+            ));
+            for piece in pieces(&call.arguments, self.delta_chars * 2) {
+                out.push(self.delta_chunk(
+                    json!({"tool_calls": [{"index": index, "function": {"arguments": piece}}]}),
+                ));
+            }
+        }
+        let reason = self.finish_reason.clone().unwrap_or_else(|| {
+            if self.tool_calls.is_empty() {
+                "stop".into()
+            } else {
+                "tool_calls".into()
+            }
+        });
+        let mut finish =
+            self.envelope(json!([{"index": 0, "delta": {"content": ""}, "logprobs": null, "finish_reason": reason}]));
+        match (self.usage, self.usage_placement) {
+            (Some(usage), UsagePlacement::OnFinishChunk) => {
+                finish["usage"] = usage.to_json();
+                out.push(finish.to_string());
+            }
+            (Some(usage), UsagePlacement::TrailingChunk) => {
+                out.push(finish.to_string());
+                let mut trailing = self.envelope(json!([]));
+                trailing["usage"] = usage.to_json();
+                out.push(trailing.to_string());
+            }
+            (None, _) => out.push(finish.to_string()),
+        }
+        out.push("[DONE]".into());
+        out
+    }
+}

@@ -1,0 +1,331 @@
+//! Scripted replies: what the mock server does with one chat-completions request.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use serde_json::json;
+
+use super::RecordedRequest;
+use super::completion::{Completion, ToolCall, Usage};
+
+/// One action on the response connection.
+#[derive(Clone, Debug)]
+pub enum Step {
+    /// The status line and headers. Bodies always use chunked transfer encoding and the
+    /// connection closes after each response.
+    Head {
+        status: u16,
+        headers: Vec<(String, String)>,
+    },
+    /// Body bytes, written as one HTTP chunk (and so usually one client read).
+    Bytes(Vec<u8>),
+    /// Send nothing for a while (the client hanging up meanwhile ends the reply).
+    Sleep(Duration),
+    /// Send nothing until the gate opens (the client hanging up meanwhile ends the reply).
+    Wait(Gate),
+    /// Terminate the body properly and close. Implied at the end of every script.
+    End,
+    /// Close the socket abruptly, leaving the chunked body unterminated.
+    Drop,
+}
+
+/// A latch a test opens to release a [`Step::Wait`], for deterministic interleaving.
+#[derive(Clone, Debug, Default)]
+pub struct Gate {
+    inner: Arc<GateInner>,
+}
+
+#[derive(Debug, Default)]
+struct GateInner {
+    open: AtomicBool,
+    notify: tokio::sync::Notify,
+}
+
+impl Gate {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Opens the gate for every current and future waiter.
+    pub fn open(&self) {
+        self.inner.open.store(true, Ordering::SeqCst);
+        self.inner.notify.notify_waiters();
+    }
+
+    pub fn is_open(&self) -> bool {
+        self.inner.open.load(Ordering::SeqCst)
+    }
+
+    pub(crate) async fn wait(&self) {
+        loop {
+            let notified = self.inner.notify.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if self.is_open() {
+                return;
+            }
+            notified.await;
+        }
+    }
+}
+
+type DynamicReply = Arc<dyn Fn(&RecordedRequest) -> Reply + Send + Sync>;
+
+#[derive(Clone)]
+enum Body {
+    Steps(Vec<Step>),
+    Dynamic(DynamicReply),
+}
+
+/// What the server does with one chat-completions request.
+#[derive(Clone)]
+pub struct Reply {
+    body: Body,
+    /// Extra headers added to the first [`Step::Head`].
+    extra_headers: Vec<(String, String)>,
+    /// Steps inserted after the n-th [`Step::Bytes`] (0 = before the first).
+    inserts: Vec<(usize, Step)>,
+}
+
+impl std::fmt::Debug for Reply {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.body {
+            Body::Steps(steps) => f.debug_tuple("Reply").field(steps).finish(),
+            Body::Dynamic(_) => f.write_str("Reply(dynamic)"),
+        }
+    }
+}
+
+fn sse_head() -> Step {
+    Step::Head {
+        status: 200,
+        headers: vec![
+            (
+                "content-type".into(),
+                "text/event-stream; charset=utf-8".into(),
+            ),
+            ("cache-control".into(), "no-cache".into()),
+        ],
+    }
+}
+
+/// `data: <payload>\n\n` as one body chunk.
+pub fn sse_event(payload: &str) -> Step {
+    Step::Bytes(format!("data: {payload}\n\n").into_bytes())
+}
+
+impl Reply {
+    /// A reply from explicit steps.
+    pub fn steps(steps: Vec<Step>) -> Self {
+        Self {
+            body: Body::Steps(steps),
+            extra_headers: Vec::new(),
+            inserts: Vec::new(),
+        }
+    }
+
+    /// A reply computed from the recorded request when it arrives.
+    pub fn dynamic(f: impl Fn(&RecordedRequest) -> Reply + Send + Sync + 'static) -> Self {
+        Self {
+            body: Body::Dynamic(Arc::new(f)),
+            extra_headers: Vec::new(),
+            inserts: Vec::new(),
+        }
+    }
+
+    /// A 200 SSE response carrying these payloads, each as its own event.
+    pub fn sse_payloads<S: AsRef<str>>(payloads: impl IntoIterator<Item = S>) -> Self {
+        let mut steps = vec![sse_head()];
+        steps.extend(payloads.into_iter().map(|p| sse_event(p.as_ref())));
+        Self::steps(steps)
+    }
+
+    /// A 200 SSE response writing these raw byte chunks.
+    pub fn sse_bytes(chunks: impl IntoIterator<Item = Vec<u8>>) -> Self {
+        let mut steps = vec![sse_head()];
+        steps.extend(chunks.into_iter().map(Step::Bytes));
+        Self::steps(steps)
+    }
+
+    /// A streamed completion (see [`Completion`]).
+    pub fn completion(completion: Completion) -> Self {
+        Self::sse_payloads(completion.payloads())
+    }
+
+    /// A plain text answer in small deltas.
+    pub fn text(text: impl Into<String>) -> Self {
+        Self::completion(Completion::text(text))
+    }
+
+    /// Thinking-mode reasoning followed by a text answer.
+    pub fn reasoning_and_text(reasoning: impl Into<String>, text: impl Into<String>) -> Self {
+        Self::completion(Completion::text(text).reasoning(reasoning))
+    }
+
+    /// One tool call (finish `tool_calls`).
+    pub fn tool_call(id: &str, name: &str, arguments: &str) -> Self {
+        Self::tool_calls(vec![ToolCall::new(id, name, arguments)])
+    }
+
+    /// Parallel tool calls (finish `tool_calls`).
+    pub fn tool_calls(calls: Vec<ToolCall>) -> Self {
+        Self::completion(Completion {
+            tool_calls: calls,
+            ..Completion::default()
+        })
+    }
+
+    /// Text cut off by the output cap (finish `length`).
+    pub fn max_tokens(text: impl Into<String>) -> Self {
+        Self::completion(Completion::text(text).finish_reason("length"))
+    }
+
+    /// A successful completion without any content: role chunk, `stop` with zero usage,
+    /// `[DONE]`.
+    pub fn empty_completion() -> Self {
+        Self::completion(Completion {
+            usage: Some(Usage::new(0, 0)),
+            ..Completion::default()
+        })
+    }
+
+    /// An HTTP error with a raw body (`content-type: application/json`).
+    pub fn http_error(status: u16, body: impl Into<String>) -> Self {
+        Self::steps(vec![
+            Step::Head {
+                status,
+                headers: vec![("content-type".into(), "application/json".into())],
+            },
+            Step::Bytes(body.into().into_bytes()),
+        ])
+    }
+
+    /// An HTTP error with an OpenAI-style body `{"error":{message,type,param,code}}`.
+    pub fn error_json(status: u16, message: &str, kind: &str, code: Option<&str>) -> Self {
+        let body =
+            json!({"error": {"message": message, "type": kind, "param": null, "code": code}});
+        Self::http_error(status, body.to_string())
+    }
+
+    /// `429` with `Retry-After: <seconds>`.
+    pub fn rate_limited(retry_after_secs: u64) -> Self {
+        Self::error_json(
+            429,
+            "Rate limit reached for requests",
+            "rate_limit_error",
+            Some("rate_limit_exceeded"),
+        )
+        .with_header("retry-after", &retry_after_secs.to_string())
+    }
+
+    /// Headers, then the first (role) chunk, then silence for `pause`, then the rest of a
+    /// short text answer.
+    pub fn stall(pause: Duration) -> Self {
+        Self::text("too late").pause_after_event(1, pause)
+    }
+
+    /// Silence for `pause` before even the response head, then a short text answer.
+    pub fn stall_before_headers(pause: Duration) -> Self {
+        let mut reply = Self::text("too late");
+        if let Body::Steps(steps) = &mut reply.body {
+            steps.insert(0, Step::Sleep(pause));
+        }
+        reply
+    }
+
+    fn partial_stream(last: Step) -> Self {
+        let mut steps = vec![sse_head()];
+        let payloads = Completion::text("Hel").payloads();
+        // Role chunk and the first text delta, then half of the next event.
+        steps.extend(payloads[..2].iter().map(|p| sse_event(p)));
+        steps.push(Step::Bytes(
+            b"data: {\"id\":\"chatcmpl-mock\",\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"lo"
+                .to_vec(),
+        ));
+        steps.push(last);
+        Self::steps(steps)
+    }
+
+    /// A stream whose body ends cleanly in the middle of an event, without `[DONE]`.
+    pub fn cut_mid_event() -> Self {
+        Self::partial_stream(Step::End)
+    }
+
+    /// A stream whose connection is dropped in the middle of an event (the chunked body is
+    /// left unterminated).
+    pub fn reset_mid_event() -> Self {
+        Self::partial_stream(Step::Drop)
+    }
+
+    /// A role chunk and one text delta, then an event whose data is not JSON, then a normal
+    /// end.
+    pub fn malformed_chunk() -> Self {
+        let payloads = Completion::text("Hi").payloads();
+        let mut steps = vec![sse_head()];
+        steps.extend(payloads[..2].iter().map(|p| sse_event(p)));
+        steps.push(sse_event("{\"choices\": [{\"delta\": oops}]}"));
+        steps.extend(payloads[2..].iter().map(|p| sse_event(p)));
+        Self::steps(steps)
+    }
+
+    /// Answers with the text of the request's last `role: tool` message (or
+    /// `(no tool output)`).
+    pub fn echo_tool_output() -> Self {
+        Self::dynamic(|request| {
+            Reply::text(
+                request
+                    .last_tool_output()
+                    .unwrap_or_else(|| "(no tool output)".to_string()),
+            )
+        })
+    }
+
+    /// Adds a response header.
+    pub fn with_header(mut self, name: &str, value: &str) -> Self {
+        self.extra_headers
+            .push((name.to_string(), value.to_string()));
+        self
+    }
+
+    /// Sends nothing for `pause` after the `events`-th body chunk.
+    pub fn pause_after_event(mut self, events: usize, pause: Duration) -> Self {
+        self.inserts.push((events, Step::Sleep(pause)));
+        self
+    }
+
+    /// Holds after the `events`-th body chunk until `gate` opens.
+    pub fn hold_after_event(mut self, events: usize, gate: &Gate) -> Self {
+        self.inserts.push((events, Step::Wait(gate.clone())));
+        self
+    }
+
+    /// The concrete steps for `request`.
+    pub(crate) fn resolve(self, request: &RecordedRequest) -> Vec<Step> {
+        let mut steps = match self.body {
+            Body::Steps(steps) => steps,
+            Body::Dynamic(f) => f(request).resolve(request),
+        };
+        if let Some(Step::Head { headers, .. }) =
+            steps.iter_mut().find(|s| matches!(s, Step::Head { .. }))
+        {
+            headers.extend(self.extra_headers);
+        }
+        let mut inserts = self.inserts;
+        inserts.sort_by_key(|(n, _)| std::cmp::Reverse(*n));
+        for (events, step) in inserts {
+            let mut seen = 0;
+            let position = steps.iter().position(|s| {
+                if matches!(s, Step::Bytes(_)) {
+                    seen += 1;
+                }
+                seen > events
+            });
+            match position {
+                Some(p) => steps.insert(p, step),
+                None => steps.push(step),
+            }
+        }
+        steps
+    }
+}
