@@ -1,0 +1,530 @@
+//! `bash`: one-shot `bash -c` in a fresh process group, plus the executor and shell-env
+//! plugins that configure it.
+
+mod env;
+mod process;
+mod render;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use dsh_kernel::{BoxError, BoxFuture, Context, Plugin, PluginConfig};
+use dsh_llm::ToolSchema;
+use dsh_tools::{ObjectSchema, Prop, Tool, ToolOutput, ToolRegistry, ToolRunContext};
+use serde::Deserialize;
+use serde_json::Value;
+
+pub use env::{SessionJsonlLocator, ShellEnv};
+
+use crate::errors::{self, js_number};
+use crate::guidance::{BashGuidance, Guidance, PromptSection};
+use crate::paths::{canonical_path, process_cwd, resolve_lexical, session_cwd};
+use crate::sandbox::{
+    ESCALATION_TARGETS, EscalationArgs, SandboxMode, SandboxPolicy, approve_escalation,
+};
+
+/// The largest delay one timer may hold (upstream's `MAX_TIMER_DELAY_MS`).
+const MAX_TIMER_DELAY_MS: f64 = 2_147_483_647.0;
+
+/// Executor settings (the `bash-local` / `bash-sandbox` row config).
+#[derive(Clone, Debug, PartialEq)]
+pub struct BashSettings {
+    /// Working directory for calls without a session (default: the process cwd).
+    pub cwd: Option<PathBuf>,
+    /// Default foreground timeout.
+    pub timeout_ms: f64,
+    /// Upper bound for per-call `timeoutMs`.
+    pub max_timeout_ms: f64,
+    /// Per-stream in-memory output tail.
+    pub max_output_bytes: f64,
+    /// Per-stream spill-file cap.
+    pub max_spill_bytes: f64,
+    /// SIGTERM→SIGKILL grace (and the bound on waiting for inherited pipes).
+    pub grace_ms: f64,
+    /// Whether the executor confines commands (advertises sandbox escalation).
+    pub confines: bool,
+}
+
+impl Default for BashSettings {
+    fn default() -> Self {
+        Self {
+            cwd: None,
+            timeout_ms: 120_000.0,
+            max_timeout_ms: 600_000.0,
+            max_output_bytes: 64_000.0,
+            max_spill_bytes: 64.0 * 1024.0 * 1024.0,
+            grace_ms: 3_000.0,
+            confines: false,
+        }
+    }
+}
+
+/// The `shell` executor service: the settings bash calls run with.
+#[derive(Clone, Debug, Default)]
+pub struct BashExecutor {
+    pub settings: BashSettings,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct ExecutorConfig {
+    cwd: Option<String>,
+    timeout_ms: Option<f64>,
+    max_timeout_ms: Option<f64>,
+    max_output_bytes: Option<f64>,
+    max_spill_bytes: Option<f64>,
+    grace_ms: Option<f64>,
+    sandboxed: Option<bool>,
+}
+
+fn positive(plugin: &str, name: &str, value: f64) -> Result<f64, BoxError> {
+    if value.is_finite() && value > 0.0 {
+        Ok(value)
+    } else {
+        Err(errors::plain(format!(
+            "{plugin}: {name} must be a positive finite number"
+        )))
+    }
+}
+
+fn executor_settings(plugin: &str, config: &PluginConfig) -> Result<BashSettings, BoxError> {
+    let c: ExecutorConfig = config.parse()?;
+    let d = BashSettings::default();
+    let settings = BashSettings {
+        cwd: c.cwd.map(|cwd| resolve_lexical(&process_cwd(), &cwd)),
+        timeout_ms: positive(plugin, "timeoutMs", c.timeout_ms.unwrap_or(d.timeout_ms))?,
+        max_timeout_ms: positive(
+            plugin,
+            "maxTimeoutMs",
+            c.max_timeout_ms.unwrap_or(d.max_timeout_ms),
+        )?,
+        max_output_bytes: positive(
+            plugin,
+            "maxOutputBytes",
+            c.max_output_bytes.unwrap_or(d.max_output_bytes),
+        )?,
+        max_spill_bytes: positive(
+            plugin,
+            "maxSpillBytes",
+            c.max_spill_bytes.unwrap_or(d.max_spill_bytes),
+        )?,
+        grace_ms: positive(plugin, "graceMs", c.grace_ms.unwrap_or(d.grace_ms))?,
+        confines: c.sandboxed.unwrap_or(false),
+    };
+    if settings.grace_ms > MAX_TIMER_DELAY_MS {
+        return Err(errors::plain(format!(
+            "{plugin}: graceMs must be no greater than {}",
+            js_number(MAX_TIMER_DELAY_MS)
+        )));
+    }
+    Ok(settings)
+}
+
+/// `@deepseek-ai/dsh-bash-local`: the unconfined executor (config `{cwd, timeoutMs,
+/// maxTimeoutMs, maxOutputBytes, maxSpillBytes, graceMs}`).
+pub struct BashLocalPlugin;
+
+impl Plugin for BashLocalPlugin {
+    fn name(&self) -> &'static str {
+        "@deepseek-ai/dsh-bash-local"
+    }
+
+    fn apply(&self, ctx: &Context, config: &PluginConfig) -> Result<(), BoxError> {
+        let settings = executor_settings("bash-local", config)?;
+        ctx.provide(Arc::new(BashExecutor { settings }))?;
+        Ok(())
+    }
+}
+
+/// `@deepseek-ai/dsh-bash-sandbox`: upstream's confining executor. This build has no OS
+/// sandbox, so it runs commands like `bash-local`; it takes the same config and advertises
+/// escalation only when `sandboxed: true` says a confining runner is really present.
+pub struct BashSandboxPlugin;
+
+impl Plugin for BashSandboxPlugin {
+    fn name(&self) -> &'static str {
+        "@deepseek-ai/dsh-bash-sandbox"
+    }
+
+    fn apply(&self, ctx: &Context, config: &PluginConfig) -> Result<(), BoxError> {
+        let settings = executor_settings("bash-sandbox", config)?;
+        ctx.provide(Arc::new(BashExecutor { settings }))?;
+        Ok(())
+    }
+}
+
+/// `@deepseek-ai/dsh-shell-env` (config `{dshHome?}`): provides [`ShellEnv`].
+pub struct ShellEnvPlugin;
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct ShellEnvConfig {
+    dsh_home: Option<String>,
+}
+
+impl Plugin for ShellEnvPlugin {
+    fn name(&self) -> &'static str {
+        "@deepseek-ai/dsh-shell-env"
+    }
+
+    fn apply(&self, ctx: &Context, config: &PluginConfig) -> Result<(), BoxError> {
+        let c: ShellEnvConfig = config.parse()?;
+        ctx.provide(Arc::new(ShellEnv::resolve(c.dsh_home.as_deref())))?;
+        Ok(())
+    }
+}
+
+/// Configuration of the `bash` tool itself.
+#[derive(Clone, Debug, PartialEq)]
+pub struct BashToolConfig {
+    /// Advertise `run_in_background` (default true).
+    pub enable_run_in_background: bool,
+    /// Overrides the executor's default timeout.
+    pub timeout_ms: Option<f64>,
+    /// Overrides the executor's timeout cap.
+    pub max_timeout_ms: Option<f64>,
+    /// Advertise sandbox escalation (the plugin defaults it to whether the loaded
+    /// executor confines; unset means no).
+    pub sandboxed: Option<bool>,
+}
+
+impl Default for BashToolConfig {
+    fn default() -> Self {
+        Self {
+            enable_run_in_background: true,
+            timeout_ms: None,
+            max_timeout_ms: None,
+            sandboxed: None,
+        }
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ToolConfigRow {
+    #[serde(default = "yes")]
+    enable_run_in_background: bool,
+    timeout_ms: Option<f64>,
+    max_timeout_ms: Option<f64>,
+    sandboxed: Option<bool>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// The `bash` tool.
+#[derive(Clone)]
+pub struct BashTool {
+    inner: Arc<BashInner>,
+}
+
+struct BashInner {
+    schema: ToolSchema,
+    params: ObjectSchema,
+    config: BashToolConfig,
+    sandboxed: bool,
+    /// Used when no `shellEnv` service is loaded; `DSH_HOME` is read at construction.
+    fallback_env: ShellEnv,
+}
+
+const DESCRIPTION_BASE: &str = "Run a shell command with `bash -c` and return what it printed on stdout and stderr. \
+Every call starts a new shell, so nothing carries over between calls (working directory, variables, functions); \
+set `workdir` instead of running `cd`. A non-zero exit status is reported as an `[exit code: N]` marker. \
+Facts about the running harness are available to the command as managed `$DSH_*` environment variables. \
+File access may be restricted by a sandbox: a refused file operation shows up as `[sandbox: file access denied under <mode> mode]`, \
+which is a policy decision rather than a fault in the command, so do not look for another way around it. \
+Very long output keeps only its end; when the complete output could be saved, the file path is given.";
+
+const DESCRIPTION_BACKGROUND: &str = "For commands that run for a long time, set `run_in_background: true`: the call returns a job id at once, \
+`job_output` reads what the job printed and `job_kill` stops it.";
+
+const DESCRIPTION_NO_BACKGROUND: &str =
+    "Commands cannot run in the background here; each one has to finish within its timeout.";
+
+const DESCRIPTION_ESCALATION: &str = " Running a command that the sandbox might refuse is fine: run it and read the marker instead of guessing. \
+If a command was refused and a wider mode would let it work, retry that exact command once, in the same turn, with \
+`sandbox_permissions` set to the narrowest wider mode that is enough and a one-sentence `justification`; the approval \
+prompt this raises is how the user agrees, so do not stop to ask in chat first. If the session says approval prompts are \
+disabled, a refusal is final and `sandbox_permissions` must not be used. Only escalate after a real refusal (normally the one \
+this command just got, or the same access refused earlier in this session). When the user rejects an escalation, stop and \
+explain; do not work around it, though other commands may still be run or escalated later.";
+
+impl BashTool {
+    pub fn new(config: BashToolConfig) -> Self {
+        let sandboxed = config.sandboxed.unwrap_or(false);
+        let mut description = format!(
+            "{DESCRIPTION_BASE} {}",
+            if config.enable_run_in_background {
+                DESCRIPTION_BACKGROUND
+            } else {
+                DESCRIPTION_NO_BACKGROUND
+            }
+        );
+        let mut params = ObjectSchema::new()
+            .required("command", Prop::string("The command line to run."))
+            .required(
+                "description",
+                Prop::string(
+                    "A short active-voice summary of what the command does, about 5-10 words, shown to the user \
+                     (for example \"List files in the current directory\" for `ls`).",
+                ),
+            )
+            .optional(
+                "timeoutMs",
+                Prop::number("Timeout in milliseconds; the configured default and maximum apply, and the command is killed when it expires."),
+            )
+            .optional(
+                "workdir",
+                Prop::string("Directory to run the command in. Defaults to the session workspace; a relative path is taken relative to it."),
+            );
+        if config.enable_run_in_background {
+            params = params.optional(
+                "run_in_background",
+                Prop::boolean("Start the command as a background job and return its id immediately (read it with job_output, stop it with job_kill); no timeout applies."),
+            );
+        }
+        if sandboxed {
+            description.push_str(DESCRIPTION_ESCALATION);
+            params = params
+                .optional(
+                    "sandbox_permissions",
+                    Prop::enumeration(
+                        "A wider sandbox mode for this one command. Only for retrying a command the sandbox just refused; needs a justification and the user's approval.",
+                        &ESCALATION_TARGETS,
+                    ),
+                )
+                .optional(
+                    "justification",
+                    Prop::string("Goes with sandbox_permissions: one sentence telling the user why this command needs the wider access."),
+                );
+        }
+        let schema = ToolSchema {
+            name: "bash".into(),
+            description,
+            parameters: params.to_value(),
+        };
+        Self {
+            inner: Arc::new(BashInner {
+                schema,
+                params,
+                config,
+                sandboxed,
+                fallback_env: ShellEnv::from_process_env(),
+            }),
+        }
+    }
+
+    /// The `tool:bash` prompt section.
+    pub fn prompt_section(&self) -> PromptSection {
+        PromptSection::new(
+            "tool:bash",
+            105,
+            "After every bash call, look at its [exit code: N] marker and find out why a command failed before continuing.",
+        )
+    }
+}
+
+impl BashInner {
+    async fn run(&self, args: Value, run: ToolRunContext) -> Result<ToolOutput, BoxError> {
+        let command = args
+            .get("command")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let description = args
+            .get("description")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        if command.trim().is_empty() {
+            return Err(errors::plain(
+                "invalid command: expected a non-empty string",
+            ));
+        }
+        if description.trim().is_empty() {
+            return Err(errors::plain(
+                "invalid description: expected a non-empty string",
+            ));
+        }
+        let requested_timeout = args.get("timeoutMs").and_then(Value::as_f64);
+        if let Some(t) = requested_timeout
+            && !(t.is_finite() && t > 0.0)
+        {
+            return Err(errors::plain(format!(
+                "invalid timeoutMs: expected a positive number, got {}",
+                dsh_kernel::json::to_string(&args["timeoutMs"])
+            )));
+        }
+        let escalation = EscalationArgs::from_args(&args);
+        escalation.validate()?;
+
+        let policy = self.sandboxed.then(|| {
+            let service = run.ctx.get::<SandboxPolicy>();
+            let session = run.session.as_deref();
+            match service {
+                Some(p) => p.resolve(session),
+                None => SandboxPolicy::new(SandboxMode::from_env_or_default(), &process_cwd())
+                    .resolve(session),
+            }
+        });
+        if let Some((mode, justification)) = escalation.requested() {
+            let Some(policy) = &policy else {
+                return Err(errors::plain(
+                    "sandbox_permissions is not available in this composition (no sandboxing executor to escalate)",
+                ));
+            };
+            // No OS sandbox runs commands here, so the granted mode changes nothing below;
+            // the approval itself is still required before the command runs.
+            approve_escalation(mode, justification, policy.mode, "command", &run, &args).await?;
+        }
+
+        let settings = run
+            .ctx
+            .get::<BashExecutor>()
+            .map(|e| e.settings.clone())
+            .unwrap_or_default();
+        let workdir = self.workdir(
+            args.get("workdir").and_then(Value::as_str),
+            &run,
+            policy.as_ref().map(|p| p.workspace_root.as_path()),
+            &settings,
+        );
+        let managed = match run.ctx.get::<ShellEnv>() {
+            Some(shell_env) => shell_env.collect(run.session.as_ref()),
+            None => self.fallback_env.collect(run.session.as_ref()),
+        };
+
+        if args.get("run_in_background").and_then(Value::as_bool) == Some(true) {
+            if !self.config.enable_run_in_background {
+                return Err(errors::plain(
+                    "run_in_background is disabled for this deployment (enableRunInBackground: false)",
+                ));
+            }
+            return Err(errors::plain(
+                "background jobs unavailable: load @deepseek-ai/dsh-jobs and @deepseek-ai/dsh-tool-jobs",
+            ));
+        }
+
+        let default_timeout = self.config.timeout_ms.unwrap_or(settings.timeout_ms);
+        let max_timeout = self
+            .config
+            .max_timeout_ms
+            .unwrap_or(settings.max_timeout_ms);
+        let timeout_ms = requested_timeout
+            .unwrap_or(default_timeout)
+            .min(max_timeout);
+        let spec = process::SpawnSpec {
+            program: "bash".into(),
+            args: vec!["-c".into(), command.to_string()],
+            cwd: workdir,
+            env: env::child_env(managed),
+            timeout: Some(Duration::from_secs_f64(
+                timeout_ms.min(MAX_TIMER_DELAY_MS) / 1000.0,
+            )),
+            max_output_bytes: settings.max_output_bytes as usize,
+            max_spill_bytes: settings.max_spill_bytes as u64,
+            grace: Duration::from_secs_f64(settings.grace_ms / 1000.0),
+            spill_dir: None,
+        };
+        if run.cancel.is_cancelled() {
+            return Err(errors::aborted());
+        }
+        let outcome = process::run(spec, run.cancel.clone())
+            .await
+            .map_err(spawn_error)?;
+        if outcome.aborted {
+            return Err(errors::aborted());
+        }
+        Ok(ToolOutput::text(render::render_result(
+            &outcome, timeout_ms,
+        )))
+    }
+
+    /// An explicit workdir wins (relative ones resolve against the session workspace);
+    /// otherwise the sandbox root, the session cwd's filesystem identity, the executor's
+    /// configured cwd, or the process cwd.
+    fn workdir(
+        &self,
+        requested: Option<&str>,
+        run: &ToolRunContext,
+        policy_root: Option<&Path>,
+        settings: &BashSettings,
+    ) -> PathBuf {
+        let session = policy_root
+            .map(Path::to_path_buf)
+            .or_else(|| session_cwd(run).map(|cwd| canonical_path(Path::new(&cwd))));
+        match (requested, session) {
+            (Some(dir), Some(base)) if !Path::new(dir).is_absolute() => resolve_lexical(&base, dir),
+            (Some(dir), _) => PathBuf::from(dir),
+            (None, Some(base)) => base,
+            (None, None) => settings.cwd.clone().unwrap_or_else(process_cwd),
+        }
+    }
+}
+
+/// Node's spawn failure text (`spawn bash ENOENT`), e.g. for a missing workdir.
+fn spawn_error(error: std::io::Error) -> BoxError {
+    let code = match error.raw_os_error() {
+        Some(libc::ENOENT) => "ENOENT".to_string(),
+        Some(libc::EACCES) => "EACCES".to_string(),
+        Some(libc::ENOTDIR) => "ENOTDIR".to_string(),
+        Some(libc::EPERM) => "EPERM".to_string(),
+        Some(libc::E2BIG) => "E2BIG".to_string(),
+        Some(libc::ENOMEM) => "ENOMEM".to_string(),
+        Some(libc::EAGAIN) => "EAGAIN".to_string(),
+        _ => error.to_string(),
+    };
+    errors::plain(format!("spawn bash {code}"))
+}
+
+impl Tool for BashTool {
+    fn schema(&self) -> &ToolSchema {
+        &self.inner.schema
+    }
+
+    fn validate(&self, args: &Value) -> Result<(), String> {
+        self.inner.params.validate(args)
+    }
+
+    fn execute(
+        &self,
+        args: Value,
+        ctx: ToolRunContext,
+    ) -> BoxFuture<'static, Result<ToolOutput, BoxError>> {
+        let inner = self.inner.clone();
+        Box::pin(async move { inner.run(args, ctx).await })
+    }
+}
+
+/// `@deepseek-ai/dsh-tool-bash` (config `{enableRunInBackground?, timeoutMs?,
+/// maxTimeoutMs?, sandboxed?}`): registers `bash`.
+pub struct ToolBashPlugin;
+
+impl Plugin for ToolBashPlugin {
+    fn name(&self) -> &'static str {
+        "@deepseek-ai/dsh-tool-bash"
+    }
+
+    fn apply(&self, ctx: &Context, config: &PluginConfig) -> Result<(), BoxError> {
+        let row: ToolConfigRow = config.parse()?;
+        if let Some(t) = row.timeout_ms {
+            positive("tool-bash", "timeoutMs", t)?;
+        }
+        if let Some(t) = row.max_timeout_ms {
+            positive("tool-bash", "maxTimeoutMs", t)?;
+        }
+        let confines = ctx
+            .get::<BashExecutor>()
+            .is_some_and(|e| e.settings.confines);
+        let config = BashToolConfig {
+            enable_run_in_background: row.enable_run_in_background,
+            timeout_ms: row.timeout_ms,
+            max_timeout_ms: row.max_timeout_ms,
+            sandboxed: Some(row.sandboxed.unwrap_or(confines)),
+        };
+        let tool = Arc::new(BashTool::new(config));
+        Guidance::<BashGuidance>::publish(ctx, vec![tool.prompt_section()])?;
+        ctx.require::<ToolRegistry>()?.register(ctx, tool)?;
+        Ok(())
+    }
+}

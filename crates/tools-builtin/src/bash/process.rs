@@ -1,0 +1,464 @@
+//! One managed process group: spawn in a fresh group, capture stdout and stderr separately
+//! with a byte-exact tail cap (overflow spilled to a private file), and terminate the whole
+//! group on timeout or cancellation — SIGTERM, then SIGKILL after the grace period. A run
+//! whose future is dropped before it settles still terminates its group (kill-on-drop).
+
+use std::collections::VecDeque;
+use std::fs::File;
+use std::io::Write as _;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::os::unix::process::ExitStatusExt;
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use rustix::process::{Pid, Signal, kill_process_group, test_kill_process_group};
+use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+/// Everything one run needs, fully resolved.
+#[derive(Clone, Debug)]
+pub(crate) struct SpawnSpec {
+    pub program: String,
+    pub args: Vec<String>,
+    pub cwd: PathBuf,
+    /// The complete child environment (the parent's is not inherited).
+    pub env: Vec<(String, String)>,
+    /// `None`: no deadline.
+    pub timeout: Option<Duration>,
+    /// Per-stream in-memory tail.
+    pub max_output_bytes: usize,
+    /// Per-stream spill cap; a larger stream keeps only its tail.
+    pub max_spill_bytes: u64,
+    pub grace: Duration,
+    /// Where spill files go; `None`: a private per-process directory under the temp dir.
+    pub spill_dir: Option<PathBuf>,
+}
+
+/// One captured stream.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub(crate) struct Collected {
+    pub text: String,
+    /// Bytes were dropped from the in-memory tail.
+    pub truncated: bool,
+    /// The file holding the whole stream, when it could be kept.
+    pub spill_path: Option<PathBuf>,
+}
+
+/// How a run settled.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct RunOutcome {
+    pub exit_code: Option<i32>,
+    pub signal: Option<String>,
+    pub timed_out: bool,
+    pub aborted: bool,
+    pub stdout: Collected,
+    pub stderr: Collected,
+}
+
+static SPILL_COUNTER: AtomicU64 = AtomicU64::new(0);
+static PRIVATE_SPILL_DIR: OnceLock<Option<PathBuf>> = OnceLock::new();
+
+fn random_hex(len: usize) -> String {
+    uuid::Uuid::new_v4()
+        .simple()
+        .to_string()
+        .chars()
+        .take(len)
+        .collect()
+}
+
+/// A private (0700) per-process directory under the temp dir, created on first use, so
+/// spill paths are neither predictable nor readable by other users.
+fn private_spill_dir() -> Option<PathBuf> {
+    PRIVATE_SPILL_DIR
+        .get_or_init(|| {
+            for _ in 0..8 {
+                let dir = std::env::temp_dir().join(format!("dsh-subprocess-{}", random_hex(6)));
+                if std::fs::DirBuilder::new().mode(0o700).create(&dir).is_ok() {
+                    return Some(dir);
+                }
+            }
+            None
+        })
+        .clone()
+}
+
+/// Tail-keeping collector of one stream. On the first overflow a spill file is opened and
+/// receives the whole stream from byte 0, as long as the stream stays within the spill cap.
+struct OutputCollector {
+    chunks: VecDeque<Vec<u8>>,
+    bytes: usize,
+    dropped: bool,
+    total: u64,
+    max_bytes: usize,
+    max_spill_bytes: u64,
+    label: &'static str,
+    spill_dir: Option<PathBuf>,
+    spill: Option<(File, PathBuf)>,
+    spill_disabled: bool,
+}
+
+impl OutputCollector {
+    fn new(
+        max_bytes: usize,
+        max_spill_bytes: u64,
+        label: &'static str,
+        spill_dir: Option<PathBuf>,
+    ) -> Self {
+        Self {
+            chunks: VecDeque::new(),
+            bytes: 0,
+            dropped: false,
+            total: 0,
+            max_bytes,
+            max_spill_bytes,
+            label,
+            spill_dir,
+            spill: None,
+            spill_disabled: false,
+        }
+    }
+
+    fn push(&mut self, chunk: &[u8]) {
+        self.total += chunk.len() as u64;
+        let overflows = self.bytes + chunk.len() > self.max_bytes;
+        if !self.spill_disabled && (overflows || self.spill.is_some()) {
+            self.spill_chunk(chunk);
+        }
+        self.chunks.push_back(chunk.to_vec());
+        self.bytes += chunk.len();
+        while self.bytes > self.max_bytes {
+            let excess = self.bytes - self.max_bytes;
+            let Some(head) = self.chunks.front_mut() else {
+                break;
+            };
+            if head.len() <= excess {
+                self.bytes -= head.len();
+                self.chunks.pop_front();
+            } else {
+                head.drain(..excess);
+                self.bytes -= excess;
+            }
+            self.dropped = true;
+        }
+    }
+
+    fn spill_chunk(&mut self, chunk: &[u8]) {
+        if self.total > self.max_spill_bytes {
+            self.discard_spill();
+            return;
+        }
+        if self.spill.is_none() {
+            let Some(dir) = self.spill_dir.clone().or_else(private_spill_dir) else {
+                self.spill_disabled = true;
+                return;
+            };
+            let n = SPILL_COUNTER.fetch_add(1, Ordering::Relaxed) + 1;
+            let path = dir.join(format!(
+                "dsh-subprocess-{}-{n}-{}-{}.log",
+                std::process::id(),
+                random_hex(12),
+                self.label
+            ));
+            let opened = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(&path);
+            let mut file = match opened {
+                Ok(f) => f,
+                Err(e) => {
+                    tracing::warn!(error = %e, "bash: could not open a spill file; keeping only the output tail");
+                    self.spill_disabled = true;
+                    return;
+                }
+            };
+            for prior in &self.chunks {
+                if file.write_all(prior).is_err() {
+                    self.spill = Some((file, path));
+                    self.discard_spill();
+                    return;
+                }
+            }
+            self.spill = Some((file, path));
+        }
+        let failed = match &mut self.spill {
+            Some((file, _)) => file.write_all(chunk).is_err(),
+            None => false,
+        };
+        if failed {
+            self.discard_spill();
+        }
+    }
+
+    /// Stops spilling and removes the file once it can no longer hold the whole stream.
+    fn discard_spill(&mut self) {
+        self.spill_disabled = true;
+        if let Some((file, path)) = self.spill.take() {
+            drop(file);
+            let _ = std::fs::remove_file(path);
+        }
+    }
+
+    fn finish(&mut self) -> Collected {
+        let spill_path = self
+            .spill
+            .take()
+            .and_then(|(file, path)| file.sync_all().is_ok().then_some(path));
+        self.spill_disabled = true;
+        let bytes: Vec<u8> = self.chunks.iter().flatten().copied().collect();
+        Collected {
+            text: String::from_utf8_lossy(&bytes).into_owned(),
+            truncated: self.dropped,
+            spill_path,
+        }
+    }
+}
+
+/// Aborts the task when dropped.
+struct AbortOnDrop<T>(JoinHandle<T>);
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+fn spawn_reader<R: AsyncRead + Unpin + Send + 'static>(
+    mut stream: R,
+    collector: Arc<Mutex<OutputCollector>>,
+) -> AbortOnDrop<()> {
+    AbortOnDrop(tokio::spawn(async move {
+        let mut buf = vec![0u8; 64 * 1024];
+        loop {
+            match stream.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => collector
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .push(&buf[..n]),
+            }
+        }
+    }))
+}
+
+/// Owns the process group of a run: terminating it is idempotent, and dropping an armed
+/// guard (a run future dropped before settling) terminates the group.
+struct GroupGuard {
+    pgid: Option<Pid>,
+    grace: Duration,
+    terminated: bool,
+    armed: bool,
+}
+
+impl GroupGuard {
+    /// SIGTERM to the whole group now; SIGKILL after the grace period if any member is
+    /// still alive. The escalation runs on its own thread so it outlives this run (a
+    /// TERM-trapping survivor is still killed) and polls liveness so it never signals a
+    /// group id that has gone away.
+    fn terminate(&mut self) {
+        if self.terminated {
+            return;
+        }
+        self.terminated = true;
+        let Some(pgid) = self.pgid else { return };
+        if test_kill_process_group(pgid).is_err() {
+            return;
+        }
+        let _ = kill_process_group(pgid, Signal::TERM);
+        let grace = self.grace;
+        let spawned = std::thread::Builder::new()
+            .name("dsh-bash-kill".into())
+            .spawn(move || {
+                let deadline = Instant::now() + grace;
+                loop {
+                    if test_kill_process_group(pgid).is_err() {
+                        return;
+                    }
+                    if Instant::now() >= deadline {
+                        let _ = kill_process_group(pgid, Signal::KILL);
+                        return;
+                    }
+                    std::thread::sleep(Duration::from_millis(15));
+                }
+            });
+        if spawned.is_err() {
+            let _ = kill_process_group(pgid, Signal::KILL);
+        }
+    }
+}
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        if self.armed {
+            self.terminate();
+        }
+    }
+}
+
+/// Runs one process to settlement. Errors only when the process could not be spawned.
+pub(crate) async fn run(spec: SpawnSpec, cancel: CancellationToken) -> std::io::Result<RunOutcome> {
+    let mut command = tokio::process::Command::new(&spec.program);
+    command
+        .args(&spec.args)
+        .current_dir(&spec.cwd)
+        .env_clear()
+        .envs(spec.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    let mut child = command.spawn()?;
+    let pgid = child.id().and_then(|id| Pid::from_raw(id as i32));
+    let mut guard = GroupGuard {
+        pgid,
+        grace: spec.grace,
+        terminated: false,
+        armed: true,
+    };
+
+    let out = Arc::new(Mutex::new(OutputCollector::new(
+        spec.max_output_bytes,
+        spec.max_spill_bytes,
+        "stdout",
+        spec.spill_dir.clone(),
+    )));
+    let err = Arc::new(Mutex::new(OutputCollector::new(
+        spec.max_output_bytes,
+        spec.max_spill_bytes,
+        "stderr",
+        spec.spill_dir.clone(),
+    )));
+    let mut readers = Vec::new();
+    if let Some(s) = child.stdout.take() {
+        readers.push(spawn_reader(s, out.clone()));
+    }
+    if let Some(s) = child.stderr.take() {
+        readers.push(spawn_reader(s, err.clone()));
+    }
+
+    let deadline = async {
+        match spec.timeout {
+            Some(d) => tokio::time::sleep(d).await,
+            None => std::future::pending::<()>().await,
+        }
+    };
+    let mut timed_out = false;
+    let mut aborted = false;
+    let settled = tokio::select! {
+        status = child.wait() => Some(status),
+        () = deadline => { timed_out = true; None }
+        () = cancel.cancelled() => { aborted = true; None }
+    };
+    let status = match settled {
+        Some(status) => status?,
+        None => {
+            guard.terminate();
+            child.wait().await?
+        }
+    };
+
+    // A descendant that inherited a pipe must not hold the result open: after the child
+    // exits, wait at most the grace period for the pipes to close, then stop reading.
+    let drain = async {
+        for reader in &mut readers {
+            let _ = (&mut reader.0).await;
+        }
+    };
+    let _ = tokio::time::timeout(spec.grace, drain).await;
+    drop(readers);
+    guard.armed = false;
+
+    let stdout = out.lock().unwrap_or_else(|p| p.into_inner()).finish();
+    let stderr = err.lock().unwrap_or_else(|p| p.into_inner()).finish();
+    Ok(RunOutcome {
+        exit_code: status.code(),
+        signal: status.signal().map(signal_name),
+        timed_out,
+        aborted,
+        stdout,
+        stderr,
+    })
+}
+
+/// The conventional name of a signal number (`SIGTERM`).
+pub(crate) fn signal_name(signal: i32) -> String {
+    let name = match signal {
+        libc::SIGHUP => "SIGHUP",
+        libc::SIGINT => "SIGINT",
+        libc::SIGQUIT => "SIGQUIT",
+        libc::SIGILL => "SIGILL",
+        libc::SIGTRAP => "SIGTRAP",
+        libc::SIGABRT => "SIGABRT",
+        libc::SIGBUS => "SIGBUS",
+        libc::SIGFPE => "SIGFPE",
+        libc::SIGKILL => "SIGKILL",
+        libc::SIGUSR1 => "SIGUSR1",
+        libc::SIGSEGV => "SIGSEGV",
+        libc::SIGUSR2 => "SIGUSR2",
+        libc::SIGPIPE => "SIGPIPE",
+        libc::SIGALRM => "SIGALRM",
+        libc::SIGTERM => "SIGTERM",
+        libc::SIGCHLD => "SIGCHLD",
+        libc::SIGCONT => "SIGCONT",
+        libc::SIGSTOP => "SIGSTOP",
+        libc::SIGTSTP => "SIGTSTP",
+        libc::SIGTTIN => "SIGTTIN",
+        libc::SIGTTOU => "SIGTTOU",
+        libc::SIGURG => "SIGURG",
+        libc::SIGXCPU => "SIGXCPU",
+        libc::SIGXFSZ => "SIGXFSZ",
+        libc::SIGVTALRM => "SIGVTALRM",
+        libc::SIGPROF => "SIGPROF",
+        libc::SIGWINCH => "SIGWINCH",
+        libc::SIGIO => "SIGIO",
+        libc::SIGSYS => "SIGSYS",
+        other => return format!("SIG{other}"),
+    };
+    name.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    #[test]
+    fn collector_keeps_a_byte_exact_tail_and_spills_the_whole_stream() {
+        let dir = std::env::temp_dir().join(format!("dsh-collector-test-{}", random_hex(8)));
+        std::fs::create_dir(&dir).unwrap();
+        let mut c = OutputCollector::new(4, 1 << 20, "stdout", Some(dir.clone()));
+        c.push(b"ab");
+        c.push(b"cdef");
+        c.push(b"g");
+        let got = c.finish();
+        assert_eq!((got.text.as_str(), got.truncated), ("defg", true));
+        let spilled = std::fs::read(got.spill_path.unwrap()).unwrap();
+        assert_eq!(spilled, b"abcdefg");
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn collector_drops_the_spill_file_past_the_spill_cap() {
+        let dir = std::env::temp_dir().join(format!("dsh-collector-test-{}", random_hex(8)));
+        std::fs::create_dir(&dir).unwrap();
+        let mut c = OutputCollector::new(2, 5, "stderr", Some(dir.clone()));
+        c.push(b"abc");
+        c.push(b"def");
+        let got = c.finish();
+        assert_eq!(
+            got,
+            Collected {
+                text: "ef".into(),
+                truncated: true,
+                spill_path: None
+            }
+        );
+        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+}

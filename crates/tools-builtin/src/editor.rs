@@ -1,0 +1,622 @@
+//! `str_replace_editor`: view / create / str_replace / insert over absolute paths, in the
+//! shape of the Anthropic editor tool, sharing the fs backend, fence and observations.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use dsh_kernel::{BoxError, BoxFuture, Context, Plugin, PluginConfig};
+use dsh_llm::ToolSchema;
+use dsh_tools::{ObjectSchema, Prop, Tool, ToolOutput, ToolRegistry, ToolRunContext};
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::errors::{self, js_number};
+use crate::fs::io::{Kind, Probe, blocking, probe, read_whole_text, write_text};
+use crate::fs::{
+    DenialText, FsBackend, Observation, WriteIntent, edit_intent, observed, remediate, write_intent,
+};
+use crate::paths::{Target, resolve_target};
+use crate::sandbox::ExecutionPolicy;
+
+const CLIPPED: &str = "<response clipped><NOTE>To save on context only part of this file has been shown to you. You should retry this tool after you have searched inside the file with `grep -n` in order to find the line numbers of what you are looking for.</NOTE>";
+
+const DEFAULT_DESCRIPTION: &str = "File editor working on absolute paths, with four commands.
+* `view`: a file is shown with numbered lines (like `cat -n`), optionally only a `view_range`; a directory is listed two levels deep without hidden entries
+* `create`: writes a new file from `file_text`; it fails if the path is already taken
+* `str_replace`: swaps `old_str` for `new_str`; `old_str` must match the file exactly (whitespace too) and occur only once, so include enough neighbouring lines to make it unique
+* `insert`: puts `new_str` after line `insert_line` (0 = top of the file)
+* Edits are real file changes and persist; very long output is cut short and marked `<response clipped>`";
+
+/// Config of `@deepseek-ai/dsh-tool-str-replace-editor`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EditorConfig {
+    /// View output is clipped past this many characters (UTF-16 units).
+    pub max_output_chars: usize,
+    pub description: String,
+}
+
+impl Default for EditorConfig {
+    fn default() -> Self {
+        Self {
+            max_output_chars: 16_000,
+            description: DEFAULT_DESCRIPTION.into(),
+        }
+    }
+}
+
+/// The `str_replace_editor` tool.
+#[derive(Clone)]
+pub struct StrReplaceEditorTool {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    schema: ToolSchema,
+    params: ObjectSchema,
+    config: EditorConfig,
+    backend: Arc<FsBackend>,
+}
+
+impl StrReplaceEditorTool {
+    pub fn new(config: EditorConfig, backend: Arc<FsBackend>) -> Self {
+        let params = ObjectSchema::new()
+            .required(
+                "command",
+                Prop::enumeration("What to do: `view`, `create`, `str_replace` or `insert`.", &["view", "create", "str_replace", "insert"]),
+            )
+            .required("path", Prop::string("Absolute path of the file or directory, such as `/repo/main.py` or `/repo`."))
+            .optional("file_text", Prop::string("For `create` (required): the full contents of the new file."))
+            .optional(
+                "insert_line",
+                Prop::integer("For `insert` (required): `new_str` goes in after this line of `path` (0 puts it at the top)."),
+            )
+            .optional(
+                "new_str",
+                Prop::string("For `str_replace` (optional, defaults to nothing): the replacement text. For `insert` (required): the text to insert."),
+            )
+            .optional("old_str", Prop::string("For `str_replace` (required): the exact text in `path` to replace."))
+            .optional(
+                "view_range",
+                Prop::array(
+                    "For `view` of a file (optional): the 1-based line range to show, e.g. [11, 12] for lines 11 and 12; `[start, -1]` shows from `start` to the end. Without it the whole file is shown.",
+                    Prop::Integer { description: None },
+                ),
+            );
+        let schema = ToolSchema {
+            name: "str_replace_editor".into(),
+            description: config.description.clone(),
+            parameters: params.to_value(),
+        };
+        Self {
+            inner: Arc::new(Inner {
+                schema,
+                params,
+                config,
+                backend,
+            }),
+        }
+    }
+}
+
+/// Clips past `max` UTF-16 units, marking the cut.
+fn maybe_truncate(content: String, max: usize) -> String {
+    let mut units = 0;
+    for (i, ch) in content.char_indices() {
+        if units + ch.len_utf16() > max {
+            return format!("{}{CLIPPED}", &content[..i]);
+        }
+        units += ch.len_utf16();
+    }
+    content
+}
+
+fn required<'a>(
+    value: Option<&'a str>,
+    parameter: &str,
+    command: &str,
+) -> Result<&'a str, BoxError> {
+    value.ok_or_else(|| {
+        errors::plain(format!(
+            "Parameter `{parameter}` is required for command: {command}"
+        ))
+    })
+}
+
+impl Inner {
+    fn policy(&self, run: &ToolRunContext) -> Option<ExecutionPolicy> {
+        self.backend
+            .sandbox
+            .as_ref()
+            .map(|p| p.resolve(run.session.as_deref()))
+    }
+
+    fn target(path: &str) -> Result<Target, BoxError> {
+        if path.trim().is_empty() {
+            return Err(errors::plain("path must be a non-empty string"));
+        }
+        if !Path::new(path).is_absolute() {
+            return Err(errors::plain(format!(
+                "The path {path} is not an absolute path, it should start with `/`. Maybe you meant /{path}?"
+            )));
+        }
+        resolve_target(Path::new("/"), path)
+    }
+
+    async fn stat(target: &Target) -> Result<Option<Probe>, BoxError> {
+        let key = target.key.clone();
+        blocking(move || probe(&key)).await
+    }
+
+    /// The target must exist; only `view` may name a directory.
+    async fn stat_existing(
+        target: &Target,
+        command: &str,
+        run: &ToolRunContext,
+    ) -> Result<Probe, BoxError> {
+        let Some(info) = Self::stat(target).await? else {
+            observed(&run.ctx, target, Observation::Absent, run.session.as_ref());
+            return Err(errors::fs(
+                "FS_NOT_FOUND",
+                format!(
+                    "The path {} does not exist. Please provide a valid path.",
+                    target.display
+                ),
+            ));
+        };
+        if info.kind == Kind::Directory && command != "view" {
+            return Err(errors::fs(
+                "FS_NOT_REGULAR_FILE",
+                format!(
+                    "The path {} is a directory and only the `view` command can be used on directories",
+                    target.display
+                ),
+            ));
+        }
+        Ok(info)
+    }
+
+    async fn read(target: &Target) -> Result<String, BoxError> {
+        let target = target.clone();
+        blocking(move || read_whole_text(&target)).await
+    }
+
+    async fn run(&self, args: Value, run: ToolRunContext) -> Result<String, BoxError> {
+        let text = |k: &str| args.get(k).and_then(Value::as_str);
+        let path = text("path").unwrap_or_default();
+        match text("command").unwrap_or_default() {
+            "view" => {
+                let range = match args.get("view_range") {
+                    Some(Value::Array(items)) => {
+                        Some(items.iter().filter_map(Value::as_i64).collect::<Vec<i64>>())
+                    }
+                    _ => None,
+                };
+                self.view(path, range, &run).await
+            }
+            "create" => {
+                let content = required(text("file_text"), "file_text", "create")?.to_string();
+                let policy = self.policy(&run);
+                let target = Self::target(path)?;
+                if Self::stat(&target).await?.is_some() {
+                    return Err(errors::plain(format!(
+                        "File already exists at: {}. Cannot overwrite files using command `create`.",
+                        target.display
+                    )));
+                }
+                let request = crate::fs::IntentRequest {
+                    target: target.clone(),
+                    session: run.session.clone(),
+                };
+                let intent = write_intent(&run.ctx, &request)
+                    .await?
+                    .unwrap_or(WriteIntent::CreateIfAbsent);
+                let outcome = write_text(&target, content, Some(intent), policy.as_ref(), 0)
+                    .await
+                    .map_err(|e| remediate(e, policy.as_ref(), DenialText::Marker))?;
+                observed(
+                    &run.ctx,
+                    &target,
+                    Observation::Present {
+                        version: outcome.version,
+                    },
+                    run.session.as_ref(),
+                );
+                Ok(format!(
+                    "New file created successfully at: {}",
+                    target.display
+                ))
+            }
+            "str_replace" => {
+                let policy = self.policy(&run);
+                let target = Self::target(path)?;
+                let request = crate::fs::IntentRequest {
+                    target: target.clone(),
+                    session: run.session.clone(),
+                };
+                let intent = edit_intent(&run.ctx, &request).await?;
+                let old = required(text("old_str"), "old_str", "str_replace")?;
+                if old.is_empty() {
+                    return Err(errors::plain(
+                        "Parameter `old_str` is empty for command: str_replace",
+                    ));
+                }
+                let new = text("new_str").unwrap_or_default();
+                let info = Self::stat_existing(&target, "str_replace", &run).await?;
+                if info.kind != Kind::File {
+                    return Err(errors::fs(
+                        "FS_NOT_REGULAR_FILE",
+                        format!("cannot edit \"{}\": not a regular file", target.display),
+                    ));
+                }
+                let before = Self::read(&target).await?;
+                let offsets: Vec<usize> = before.match_indices(old).map(|(i, _)| i).collect();
+                let Some(&offset) = offsets.first() else {
+                    return Err(errors::fs(
+                        "FS_EDIT_NOT_FOUND",
+                        format!(
+                            "No replacement was performed, old_str `{old}` did not appear verbatim in {}.",
+                            target.display
+                        ),
+                    ));
+                };
+                if offsets.len() > 1 {
+                    let lines: Vec<String> = offsets
+                        .iter()
+                        .map(|o| (before[..*o].matches('\n').count() + 1).to_string())
+                        .collect();
+                    return Err(errors::fs(
+                        "FS_AMBIGUOUS_EDIT",
+                        format!(
+                            "No replacement was performed. Multiple occurrences of old_str `{old}` in lines [{}]. Please ensure it is unique",
+                            lines.join(", ")
+                        ),
+                    ));
+                }
+                let after = format!(
+                    "{}{new}{}",
+                    &before[..offset],
+                    &before[offset + old.len()..]
+                );
+                self.write_back(
+                    &target,
+                    after,
+                    intent.unwrap_or(info.version),
+                    policy.as_ref(),
+                    &run,
+                )
+                .await
+            }
+            "insert" => {
+                let Some(insert_line) = args.get("insert_line").and_then(Value::as_f64) else {
+                    return Err(errors::plain(
+                        "Parameter `insert_line` is required for command: insert",
+                    ));
+                };
+                let value = required(text("new_str"), "new_str", "insert")?;
+                let policy = self.policy(&run);
+                let target = Self::target(path)?;
+                let request = crate::fs::IntentRequest {
+                    target: target.clone(),
+                    session: run.session.clone(),
+                };
+                let intent = edit_intent(&run.ctx, &request).await?;
+                let info = Self::stat_existing(&target, "insert", &run).await?;
+                if info.kind != Kind::File {
+                    return Err(errors::fs(
+                        "FS_NOT_REGULAR_FILE",
+                        format!(
+                            "cannot insert into \"{}\": not a regular file",
+                            target.display
+                        ),
+                    ));
+                }
+                let before = Self::read(&target).await?;
+                let lines: Vec<&str> = before.split('\n').collect();
+                if insert_line.fract() != 0.0
+                    || insert_line < 0.0
+                    || insert_line > lines.len() as f64
+                {
+                    return Err(errors::plain(format!(
+                        "Invalid `insert_line` parameter: {}. It should be within the range of lines of the file: [0, {}]",
+                        js_number(insert_line),
+                        lines.len()
+                    )));
+                }
+                let at = insert_line as usize;
+                let mut out: Vec<&str> = lines[..at].to_vec();
+                out.extend(value.split('\n'));
+                out.extend_from_slice(&lines[at..]);
+                self.write_back(
+                    &target,
+                    out.join("\n"),
+                    intent.unwrap_or(info.version),
+                    policy.as_ref(),
+                    &run,
+                )
+                .await
+            }
+            other => Err(errors::plain(format!("unknown command \"{other}\""))),
+        }
+    }
+
+    async fn write_back(
+        &self,
+        target: &Target,
+        content: String,
+        version: String,
+        policy: Option<&ExecutionPolicy>,
+        run: &ToolRunContext,
+    ) -> Result<String, BoxError> {
+        let outcome = write_text(
+            target,
+            content,
+            Some(WriteIntent::ReplaceIfVersion(version)),
+            policy,
+            0,
+        )
+        .await
+        .map_err(|e| remediate(e, policy, DenialText::Marker))?;
+        observed(
+            &run.ctx,
+            target,
+            Observation::Present {
+                version: outcome.version,
+            },
+            run.session.as_ref(),
+        );
+        Ok(format!(
+            "The file {} has been edited successfully.",
+            target.display
+        ))
+    }
+
+    async fn view(
+        &self,
+        path: &str,
+        range: Option<Vec<i64>>,
+        run: &ToolRunContext,
+    ) -> Result<String, BoxError> {
+        let target = Self::target(path)?;
+        let info = Self::stat_existing(&target, "view", run).await?;
+        match info.kind {
+            Kind::Directory => {
+                if range.is_some() {
+                    return Err(errors::plain(
+                        "The `view_range` parameter is not allowed when `path` points to a directory.",
+                    ));
+                }
+                let max = self.config.max_output_chars;
+                let t = target.clone();
+                blocking(move || Ok(list_directory(&t, max))).await
+            }
+            Kind::Other => Err(errors::fs(
+                "FS_NOT_REGULAR_FILE",
+                format!(
+                    "cannot view \"{}\": not a regular file or directory",
+                    target.display
+                ),
+            )),
+            Kind::File => {
+                let content = Self::read(&target).await?;
+                observed(
+                    &run.ctx,
+                    &target,
+                    Observation::Present {
+                        version: info.version,
+                    },
+                    run.session.as_ref(),
+                );
+                format_file_view(
+                    &target.display,
+                    &content,
+                    self.config.max_output_chars,
+                    range.as_deref(),
+                )
+            }
+        }
+    }
+}
+
+fn format_file_view(
+    path: &str,
+    content: &str,
+    max: usize,
+    range: Option<&[i64]>,
+) -> Result<String, BoxError> {
+    let all: Vec<&str> = content.split('\n').collect();
+    let n = all.len() as i64;
+    let mut prompt =
+        format!("Here's the content of {path} with line numbers (which has a total of {n} lines)");
+    let (lines, first) = match range {
+        None => (&all[..], 1),
+        Some(r) => {
+            let [initial, last] = r else {
+                return Err(errors::plain(
+                    "Invalid `view_range`. It should be a list of two integers.",
+                ));
+            };
+            let (initial, last) = (*initial, *last);
+            let shown = format!("[{initial}, {last}]");
+            if initial < 1 || initial > n {
+                return Err(errors::plain(format!(
+                    "Invalid `view_range`: {shown}. Its first element `{initial}` should be within the range of lines of the file: [1, {n}]"
+                )));
+            }
+            if last > n {
+                return Err(errors::plain(format!(
+                    "Invalid `view_range`: {shown}. Its second element `{last}` should be smaller than the number of lines in the file: `{n}`"
+                )));
+            }
+            if last != -1 && last < initial {
+                return Err(errors::plain(format!(
+                    "Invalid `view_range`: {shown}. Its second element `{last}` should be larger or equal than its first `{initial}`"
+                )));
+            }
+            prompt.push_str(&format!(" with view_range={shown}"));
+            let start = (initial - 1) as usize;
+            let slice = if last == -1 {
+                &all[start..]
+            } else {
+                &all[start..last as usize]
+            };
+            (slice, initial)
+        }
+    };
+    let rows: Vec<String> = lines
+        .iter()
+        .enumerate()
+        .map(|(i, line)| format!("{:>6}  {line}", first + i as i64))
+        .collect();
+    Ok(maybe_truncate(
+        format!("{prompt}:\n{}\n", rows.join("\n")),
+        max,
+    ))
+}
+
+fn list_directory(target: &Target, max: usize) -> String {
+    fn visit(dir_key: &Path, dir_display: &str, depth: u32, rows: &mut Vec<(String, char)>) {
+        let Ok(entries) = std::fs::read_dir(dir_key) else {
+            return;
+        };
+        let mut names: Vec<String> = entries
+            .filter_map(|e| e.ok())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        for name in names {
+            if name.starts_with('.') || name == "node_modules" || name == "__pycache__" {
+                continue;
+            }
+            let key = dir_key.join(&name);
+            let display = format!("{}/{name}", dir_display.trim_end_matches('/'));
+            let kind = match std::fs::metadata(&key) {
+                Ok(m) if m.is_dir() => 'd',
+                Ok(m) if m.is_file() => 'f',
+                _ => '?',
+            };
+            rows.push((display.clone(), kind));
+            if kind == 'd' && depth < 2 {
+                visit(&key, &display, depth + 1, rows);
+            }
+        }
+    }
+    let mut rows = vec![(target.display.clone(), 'd')];
+    visit(&target.key, &target.display, 1, &mut rows);
+    rows.sort_by(|a, b| a.0.cmp(&b.0));
+    let listing: String = rows.iter().map(|(p, k)| format!("{k}\t{p}\n")).collect();
+    format!(
+        "Here're the files and directories up to 2 levels deep in {}, excluding hidden items, node_modules, and Python cache directories:\n{}\n",
+        target.display,
+        maybe_truncate(listing, max)
+    )
+}
+
+impl Tool for StrReplaceEditorTool {
+    fn schema(&self) -> &ToolSchema {
+        &self.inner.schema
+    }
+
+    fn validate(&self, args: &Value) -> Result<(), String> {
+        self.inner.params.validate(args)
+    }
+
+    fn execute(
+        &self,
+        args: Value,
+        ctx: ToolRunContext,
+    ) -> BoxFuture<'static, Result<ToolOutput, BoxError>> {
+        let inner = self.inner.clone();
+        Box::pin(async move { inner.run(args, ctx).await.map(ToolOutput::text) })
+    }
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct EditorConfigRow {
+    max_output_chars: Option<f64>,
+    description: Option<String>,
+}
+
+/// `@deepseek-ai/dsh-tool-str-replace-editor` (config `{maxOutputChars?, description?}`).
+pub struct ToolStrReplaceEditorPlugin;
+
+impl Plugin for ToolStrReplaceEditorPlugin {
+    fn name(&self) -> &'static str {
+        "@deepseek-ai/dsh-tool-str-replace-editor"
+    }
+
+    fn apply(&self, ctx: &Context, config: &PluginConfig) -> Result<(), BoxError> {
+        let row: EditorConfigRow = config.parse()?;
+        let d = EditorConfig::default();
+        let max_output_chars = match row.max_output_chars {
+            None => d.max_output_chars,
+            Some(v)
+                if v.is_finite() && v.fract() == 0.0 && v > 0.0 && v <= 9_007_199_254_740_991.0 =>
+            {
+                v as usize
+            }
+            Some(_) => {
+                return Err(errors::plain(
+                    "tool-str-replace-editor: maxOutputChars must be a positive safe integer",
+                ));
+            }
+        };
+        let description = row.description.unwrap_or(d.description);
+        if description.trim().is_empty() {
+            return Err(errors::plain(
+                "tool-str-replace-editor: description must be non-empty",
+            ));
+        }
+        let backend = ctx.require::<FsBackend>()?;
+        let tool = StrReplaceEditorTool::new(
+            EditorConfig {
+                max_output_chars,
+                description,
+            },
+            backend,
+        );
+        ctx.require::<ToolRegistry>()?
+            .register(ctx, Arc::new(tool))?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    #[test]
+    fn file_view_numbers_lines_and_clips() {
+        assert_eq!(
+            format_file_view("/f", "a\nb\n", 16_000, None).unwrap(),
+            "Here's the content of /f with line numbers (which has a total of 3 lines):\n     1  a\n     2  b\n     3  \n"
+        );
+        assert_eq!(
+            format_file_view("/f", "a\nb\nc", 16_000, Some(&[2, -1])).unwrap(),
+            "Here's the content of /f with line numbers (which has a total of 3 lines) with view_range=[2, -1]:\n     2  b\n     3  c\n"
+        );
+        let err = |r: &[i64]| {
+            format_file_view("/f", "a\nb", 100, Some(r))
+                .unwrap_err()
+                .to_string()
+        };
+        assert_eq!(
+            err(&[0, 1]),
+            "Invalid `view_range`: [0, 1]. Its first element `0` should be within the range of lines of the file: [1, 2]"
+        );
+        assert_eq!(
+            err(&[1, 3]),
+            "Invalid `view_range`: [1, 3]. Its second element `3` should be smaller than the number of lines in the file: `2`"
+        );
+        assert_eq!(
+            err(&[2, 1]),
+            "Invalid `view_range`: [2, 1]. Its second element `1` should be larger or equal than its first `2`"
+        );
+        assert_eq!(
+            err(&[1]),
+            "Invalid `view_range`. It should be a list of two integers."
+        );
+        assert_eq!(maybe_truncate("abcdef".into(), 3), format!("abc{CLIPPED}"));
+    }
+}
