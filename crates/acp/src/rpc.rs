@@ -44,12 +44,14 @@ impl RpcError {
     }
 }
 
+type Answer = oneshot::Sender<Result<Value, RpcError>>;
+
 /// The outgoing side: responses, notifications and the agent's own requests.
 #[derive(Clone)]
 pub struct Peer {
     tx: mpsc::UnboundedSender<String>,
     next_id: Arc<AtomicU64>,
-    pending: Arc<Mutex<HashMap<u64, oneshot::Sender<Result<Value, RpcError>>>>>,
+    pending: Arc<Mutex<HashMap<u64, Answer>>>,
     closed: Arc<std::sync::atomic::AtomicBool>,
 }
 

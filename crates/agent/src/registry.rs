@@ -18,6 +18,9 @@ pub enum AgentSource {
     Resume { header: SessionHeader, events: Vec<Arc<Event>>, stored_len: u64 },
 }
 
+/// Composes an agent's scoped registrations before it is published.
+pub type SetupFn = Box<dyn FnOnce(&Context) -> Result<(), BoxError> + Send>;
+
 /// Everything needed to create an agent.
 pub struct CreateAgent {
     pub session_id: Option<String>,
@@ -25,7 +28,7 @@ pub struct CreateAgent {
     pub options: AgentOptions,
     pub source: AgentSource,
     /// Composes scoped registrations (tools, sections, listeners) before publication.
-    pub setup: Option<Box<dyn FnOnce(&Context) -> Result<(), BoxError> + Send>>,
+    pub setup: Option<SetupFn>,
 }
 
 impl CreateAgent {

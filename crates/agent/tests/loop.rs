@@ -1,4 +1,5 @@
 //! Whole-turn traces of the default driver, asserted as whole values.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod support;
 

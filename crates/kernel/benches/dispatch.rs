@@ -1,5 +1,6 @@
 //! Dispatch cost of the kernel's event modes.
 //! Run: `cargo bench -p dsh-kernel --bench dispatch`
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};

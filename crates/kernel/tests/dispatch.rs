@@ -1,5 +1,6 @@
 //! Dispatch semantics: ordering, short-circuit, default decisions, scoped delivery,
 //! containment, and unwinding.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::sync::{Arc, Mutex};
 

@@ -33,7 +33,7 @@ fn previous<'a>(events: &'a [std::sync::Arc<Event>], p: &RequestErrorPayload, ke
 
 async fn decide(p: &RequestErrorPayload) -> Result<Option<RequestErrorAction>, BoxError> {
     let Some(policy) = &p.retry_policy else { return Ok(None) };
-    if policy.mode == RetryMode::Normal && !policy.retryable_codes.iter().any(|c| *c == p.failure.code) {
+    if policy.mode == RetryMode::Normal && !policy.retryable_codes.contains(&p.failure.code) {
         return Ok(None);
     }
     let key = policy.policy_key();

@@ -117,7 +117,7 @@ impl PackedRow {
 #[derive(Clone, Debug, PartialEq)]
 pub enum Record {
     Event(Arc<Event>),
-    Row(PackedRow),
+    Row(Box<PackedRow>),
 }
 
 impl Record {
@@ -256,7 +256,7 @@ pub fn pack(events: &[Arc<Event>]) -> Vec<Record> {
         parts.push(first.part.to_string());
         parts.extend(shapes.iter().map(|s| s.part.to_string()));
         let dt = events[i..j].windows(2).map(|w| w[1].time - w[0].time).collect();
-        out.push(Record::Row(PackedRow {
+        out.push(Record::Row(Box::new(PackedRow {
             kind: first.kind,
             seq0: events[i].seq,
             time0: events[i].time,
@@ -267,7 +267,7 @@ pub fn pack(events: &[Arc<Event>]) -> Vec<Record> {
             parts,
             call_id: first.call_id.map(str::to_owned),
             call_name: first.call_name.map(str::to_owned),
-        }));
+        })));
         i = j;
     }
     out
@@ -506,7 +506,7 @@ fn decode_row(map: Map<String, Value>, kind: RowKind, next_seq: u64) -> Result<R
         ),
         _ => (None, None),
     };
-    Ok(Record::Row(PackedRow { kind, seq0, time0, turn, step, index, dt, parts, call_id, call_name }))
+    Ok(Record::Row(Box::new(PackedRow { kind, seq0, time0, turn, step, index, dt, parts, call_id, call_name })))
 }
 
 #[cfg(test)]

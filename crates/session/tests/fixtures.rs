@@ -1,5 +1,6 @@
 //! Upstream-written logs (the conformance fixtures in ../shared) load, derive, and
 //! re-serialize byte for byte. Skips when ../shared is absent.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::PathBuf;
 

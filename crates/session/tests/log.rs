@@ -1,5 +1,6 @@
 //! Log semantics: append validation, surface replacement, derive caching, fork, repair,
 //! chunk-row packing — including property tests.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::sync::Arc;
 

@@ -1,5 +1,6 @@
 //! Test harness for the agent loop: a scripted adapter that records requests, a tiny tool,
 //! and a composed runtime with an agent.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 #![allow(dead_code)]
 
 use std::collections::VecDeque;

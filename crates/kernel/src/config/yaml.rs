@@ -87,10 +87,11 @@ fn resolve_plain(text: &str) -> Node {
         _ => {}
     }
     let numeric = text.trim_start_matches(['-', '+']);
-    if !numeric.is_empty() && numeric.bytes().all(|b| b.is_ascii_digit()) {
-        if let Ok(i) = text.parse::<i64>() {
-            return Node::Int(i);
-        }
+    if !numeric.is_empty()
+        && numeric.bytes().all(|b| b.is_ascii_digit())
+        && let Ok(i) = text.parse::<i64>()
+    {
+        return Node::Int(i);
     }
     if let Some(hex) = text.strip_prefix("0x")
         && let Ok(i) = i64::from_str_radix(hex, 16)
@@ -121,8 +122,7 @@ pub fn parse(text: &str) -> Result<Option<Node>, YamlError> {
     let mut stack: Vec<Frame> = Vec::new();
     let mut root: Option<Node> = None;
     let mut documents = 0;
-    loop {
-        let Some(next) = parser.next_event() else { break };
+    while let Some(next) = parser.next_event() {
         let (event, span) = next.map_err(|e| YamlError {
             message: e.info().to_string(),
             line: e.marker().line(),
@@ -339,9 +339,8 @@ fn write_map_entries(out: &mut String, entries: &[(String, Node)], indent: usize
         out.push(':');
         if is_collection(value) {
             out.push('\n');
-            let child_indent = if matches!(value, Node::Seq(_)) { indent + 2 } else { indent + 2 };
             let mut nested = String::new();
-            write_block(&mut nested, value, child_indent);
+            write_block(&mut nested, value, indent + 2);
             out.push_str(&nested);
         } else {
             out.push(' ');
