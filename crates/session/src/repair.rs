@@ -125,7 +125,7 @@ pub fn interrupted_turn_closers(events: &[Arc<Event>]) -> Vec<Event> {
             source_event_seqs: call_seq.map(|s| vec![s]),
             surface_op: Some(SurfaceOp::Append),
             ignorable: false,
-            key_order: SurfaceKeyOrder::OpFirst,
+            key_order: if call_seq.is_some() { SurfaceKeyOrder::OpFirst } else { SurfaceKeyOrder::SourcesFirst },
         });
         seq += 1;
     }

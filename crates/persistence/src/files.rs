@@ -1,0 +1,433 @@
+//! [`SessionFiles`]: the session logs under one root — create, append, load (with durable
+//! crash repair), inspect, list, find and raw reads. Every method blocks on file IO; async
+//! code calls them through `tokio::task::spawn_blocking`.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use dsh_session::{Event, SessionHeader, encode_batch, header_line, interrupted_turn_closers};
+
+use crate::error::PersistenceError;
+use crate::frames;
+use crate::fsio;
+use crate::layout::{self, Compression};
+use crate::scan::{self, ScannedLog};
+
+/// Whether runs of ≥ 3 stream deltas are written as packed chunk rows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ChunkPacking {
+    /// Pack delta runs into `text-chunks` / `reasoning-chunks` / `tool-call-chunks` rows
+    /// (upstream's default).
+    Packed,
+    /// One line per event.
+    Unpacked,
+}
+
+/// A stored session read back.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Loaded {
+    /// The log file.
+    pub path: PathBuf,
+    pub header: SessionHeader,
+    /// The balanced event log: stored events, then any repair events.
+    pub events: Vec<Arc<Event>>,
+    /// How many leading `events` are durably stored. After [`SessionFiles::load`] that is
+    /// all of them; after an inspection the in-memory repair events are not.
+    pub stored_len: u64,
+    /// The repair that was made ([`SessionFiles::load`]) or that a load would make
+    /// (inspections); `None` for a clean log.
+    pub repair: Option<Repair>,
+}
+
+/// A crash repair of a log.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Repair {
+    /// The file length before the repair.
+    pub file_len: u64,
+    /// The length a torn or damaged tail was cut to.
+    pub truncated_to: Option<u64>,
+    /// Why the cut tail was not accepted (a merely torn tail has no issue).
+    pub tail_issue: Option<String>,
+    /// Complete records salvaged from a torn zstd frame (re-appended after the cut).
+    pub recovered: usize,
+    /// Synthetic closers (tool results, `step/end`, `turn/end {interrupted}`).
+    pub closers: usize,
+}
+
+/// How a log is opened.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum RepairMode {
+    /// Cut the tail and append closers durably, then re-read the repaired file.
+    Durable,
+    /// Keep the file untouched; closers exist only in the returned events.
+    InMemory,
+}
+
+/// The session logs under one root, in one encoding.
+#[derive(Clone, Debug)]
+pub struct SessionFiles {
+    pub(crate) root: PathBuf,
+    pub(crate) compression: Compression,
+    packing: ChunkPacking,
+}
+
+impl SessionFiles {
+    /// A store rooted at `root` (made absolute against the current directory once, so a
+    /// later directory change cannot split sessions across roots).
+    pub fn new(root: impl AsRef<Path>, compression: Compression, packing: ChunkPacking) -> Self {
+        let root = root.as_ref();
+        let root = std::path::absolute(root).unwrap_or_else(|_| root.to_path_buf());
+        Self {
+            root,
+            compression,
+            packing,
+        }
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    pub fn compression(&self) -> Compression {
+        self.compression
+    }
+
+    pub fn packing(&self) -> ChunkPacking {
+        self.packing
+    }
+
+    /// The log path of a session (no IO).
+    pub fn path_for(&self, header: &SessionHeader) -> Result<PathBuf, PersistenceError> {
+        layout::log_path(
+            &self.root,
+            header.cwd.as_deref(),
+            &header.id,
+            self.compression,
+        )
+    }
+
+    // ------------------------------------------------------------------ writing
+
+    /// Starts the log of a new session. Refuses an id that already has a log anywhere under
+    /// the root. With no events nothing is written (logs materialize lazily); otherwise the
+    /// header and `events` are published atomically as the new file.
+    pub fn create(
+        &self,
+        header: &SessionHeader,
+        events: &[Arc<Event>],
+    ) -> Result<PathBuf, PersistenceError> {
+        let path = self.path_for(header)?;
+        if let Some(existing) = self.find(&header.id)? {
+            return Err(PersistenceError::AlreadyPersisted {
+                id: header.id.clone(),
+                path: existing,
+            });
+        }
+        if !events.is_empty() {
+            self.materialize(header, &path, events)?;
+        }
+        Ok(path)
+    }
+
+    /// Appends one durable batch to an existing log (one zstd frame, or lines + fsync).
+    /// A failed append is rolled back to the previous length.
+    pub fn append(
+        &self,
+        header: &SessionHeader,
+        events: &[Arc<Event>],
+    ) -> Result<(), PersistenceError> {
+        if events.is_empty() {
+            return Ok(());
+        }
+        let path = self.path_for(header)?;
+        self.append_to(&path, self.compression, events)
+    }
+
+    fn materialize(
+        &self,
+        header: &SessionHeader,
+        path: &Path,
+        events: &[Arc<Event>],
+    ) -> Result<(), PersistenceError> {
+        let opposite = path.with_file_name(self.compression.opposite().file_name());
+        if fsio::exists(&opposite)? {
+            return Err(self.encoding_mismatch(opposite));
+        }
+        let session_dir = path.parent().unwrap_or(&self.root);
+        let project_dir = session_dir.parent().unwrap_or(&self.root);
+        fsio::ensure_private_dir(&self.root)?;
+        fsio::ensure_private_dir(project_dir)?;
+        fsio::ensure_private_dir(session_dir)?;
+        if fsio::exists(path)? {
+            return Err(PersistenceError::AlreadyPersisted {
+                id: header.id.clone(),
+                path: path.to_path_buf(),
+            });
+        }
+        let head = header_line(header);
+        let body = self.encode_text(events);
+        let content = match self.compression {
+            Compression::None => [head.into_bytes(), body.into_bytes()].concat(),
+            Compression::Zstd => {
+                let compress = |text: &str| {
+                    frames::compress_frame(text.as_bytes())
+                        .map_err(|e| PersistenceError::io("cannot compress batch for", path, e))
+                };
+                [compress(&head)?, compress(&body)?].concat()
+            }
+        };
+        fsio::publish_new_file(&header.id, path, &content)
+    }
+
+    fn encode_text(&self, events: &[Arc<Event>]) -> String {
+        encode_batch(events, self.packing == ChunkPacking::Packed)
+    }
+
+    fn append_to(
+        &self,
+        path: &Path,
+        compression: Compression,
+        events: &[Arc<Event>],
+    ) -> Result<(), PersistenceError> {
+        let text = self.encode_text(events);
+        let content = match compression {
+            Compression::None => text.into_bytes(),
+            Compression::Zstd => frames::compress_frame(text.as_bytes())
+                .map_err(|e| PersistenceError::io("cannot compress batch for", path, e))?,
+        };
+        fsio::append_durably(path, &content)
+    }
+
+    // ------------------------------------------------------------------ reading
+
+    /// Loads a stored session for resuming: a torn or damaged tail (after the last
+    /// committed `turn/end`) is cut, whole records salvaged from a torn zstd frame are
+    /// re-appended, and an interrupted turn is closed — all durably, before returning.
+    pub fn load(&self, id: &str) -> Result<Loaded, PersistenceError> {
+        let path = self.require(id)?;
+        self.open(&path, Some(self.compression), Some(id), RepairMode::Durable)
+    }
+
+    /// Like [`SessionFiles::load`], but the repair happens only in the returned events; the
+    /// file is not touched.
+    pub fn inspect(&self, id: &str) -> Result<Loaded, PersistenceError> {
+        let path = self.require(id)?;
+        self.open(
+            &path,
+            Some(self.compression),
+            Some(id),
+            RepairMode::InMemory,
+        )
+    }
+
+    /// Inspects any log file by path, plain or zstd whatever this store's encoding, with
+    /// the repair in memory only. No identity check: the file may live anywhere.
+    pub fn inspect_file(&self, path: &Path) -> Result<Loaded, PersistenceError> {
+        self.open(path, None, None, RepairMode::InMemory)
+    }
+
+    /// The decompressed JSONL text of a session's log, as stored. A torn zstd frame is
+    /// omitted; a plain log is returned whole (a torn fragment included).
+    pub fn read_raw(&self, id: &str) -> Result<String, PersistenceError> {
+        let path = self.require(id)?;
+        let text = self.read_raw_as(&path, Some(self.compression))?;
+        let first = text.split('\n').next().unwrap_or_default();
+        match scan::header_of(first.as_bytes()) {
+            Ok(header) if header.id == id => Ok(text),
+            _ => Err(PersistenceError::corrupt(&path, "invalid header line")),
+        }
+    }
+
+    /// [`SessionFiles::read_raw`] of any log file (plain or zstd, detected).
+    pub fn read_raw_file(&self, path: &Path) -> Result<String, PersistenceError> {
+        self.read_raw_as(path, None)
+    }
+
+    fn read_raw_as(
+        &self,
+        path: &Path,
+        compression: Option<Compression>,
+    ) -> Result<String, PersistenceError> {
+        let bytes = fsio::read_stable(path)?;
+        match compression.unwrap_or_else(|| detect(path, &bytes)) {
+            Compression::None => Ok(String::from_utf8_lossy(&bytes).into_owned()),
+            Compression::Zstd => {
+                let scan = frames::scan_frames(&bytes, usize::MAX)
+                    .map_err(|e| PersistenceError::corrupt(path, e))?;
+                let (Some(first), Some(last)) = (scan.frames.first(), scan.frames.last()) else {
+                    return Err(PersistenceError::corrupt(
+                        path,
+                        "empty or header-less Zstandard session log",
+                    ));
+                };
+                let mut plain = Vec::new();
+                frames::decompress_complete(&bytes[first.0..last.1], &mut plain).map_err(|e| {
+                    PersistenceError::corrupt(
+                        path,
+                        format!("Zstandard frame failed validation: {e}"),
+                    )
+                })?;
+                Ok(String::from_utf8_lossy(&plain).into_owned())
+            }
+        }
+    }
+
+    fn require(&self, id: &str) -> Result<PathBuf, PersistenceError> {
+        self.find(id)?.ok_or_else(|| PersistenceError::NotFound {
+            id: id.to_string(),
+            root: self.root.clone(),
+        })
+    }
+
+    fn open(
+        &self,
+        path: &Path,
+        compression: Option<Compression>,
+        expected_id: Option<&str>,
+        mode: RepairMode,
+    ) -> Result<Loaded, PersistenceError> {
+        let bytes = fsio::read_stable(path)?;
+        let compression = compression.unwrap_or_else(|| detect(path, &bytes));
+        let file_len = bytes.len() as u64;
+        let scanned =
+            scan::scan(&bytes, compression).map_err(|e| PersistenceError::from_storage(path, e))?;
+        drop(bytes);
+        if let Some(id) = expected_id {
+            self.check_identity(path, &scanned.header, id)?;
+        }
+        let closers: Vec<Arc<Event>> = interrupted_turn_closers(&scanned.events)
+            .into_iter()
+            .map(Arc::new)
+            .collect();
+        let repair = (scanned.truncate_to.is_some() || !closers.is_empty()).then(|| Repair {
+            file_len,
+            truncated_to: scanned.truncate_to,
+            tail_issue: scanned.tail_issue.clone(),
+            recovered: scanned.recovered().len(),
+            closers: closers.len(),
+        });
+        let Some(repair) = repair else {
+            let stored_len = scanned.events.len() as u64;
+            return Ok(Loaded {
+                path: path.to_path_buf(),
+                header: scanned.header,
+                events: scanned.events,
+                stored_len,
+                repair: None,
+            });
+        };
+        match mode {
+            RepairMode::InMemory => {
+                let ScannedLog {
+                    header,
+                    mut events,
+                    intact,
+                    ..
+                } = scanned;
+                events.extend(closers);
+                Ok(Loaded {
+                    path: path.to_path_buf(),
+                    header,
+                    events,
+                    stored_len: intact as u64,
+                    repair: Some(repair),
+                })
+            }
+            RepairMode::Durable => {
+                if let Some(len) = scanned.truncate_to {
+                    fsio::truncate_durably(path, len)?;
+                }
+                let batch: Vec<Arc<Event>> =
+                    scanned.recovered().iter().cloned().chain(closers).collect();
+                if !batch.is_empty() {
+                    self.append_to(path, compression, &batch)?;
+                }
+                tracing::warn!(
+                    path = %path.display(),
+                    cut_to = ?repair.truncated_to,
+                    issue = repair.tail_issue.as_deref().unwrap_or("torn tail"),
+                    recovered = repair.recovered,
+                    closers = repair.closers,
+                    "repaired session log after an interrupted write"
+                );
+                // Read the repaired file back: what we return is exactly what is stored.
+                let again = scan::scan(&fsio::read_stable(path)?, compression)
+                    .map_err(|e| PersistenceError::from_storage(path, e))?;
+                if again.truncate_to.is_some()
+                    || !interrupted_turn_closers(&again.events).is_empty()
+                {
+                    return Err(PersistenceError::corrupt(
+                        path,
+                        "the log is still unbalanced after its crash repair",
+                    ));
+                }
+                let stored_len = again.events.len() as u64;
+                Ok(Loaded {
+                    path: path.to_path_buf(),
+                    header: again.header,
+                    events: again.events,
+                    stored_len,
+                    repair: Some(repair),
+                })
+            }
+        }
+    }
+
+    /// The header must name the file it was read from: its id is the one asked for, and
+    /// its id and cwd map back to this path.
+    pub(crate) fn check_identity(
+        &self,
+        path: &Path,
+        header: &SessionHeader,
+        id: &str,
+    ) -> Result<(), PersistenceError> {
+        if header.id != id {
+            return Err(PersistenceError::corrupt(
+                path,
+                format!(
+                    "requested id \"{id}\" does not match header id \"{}\"",
+                    header.id
+                ),
+            ));
+        }
+        let expected = layout::log_path(
+            &self.root,
+            header.cwd.as_deref(),
+            &header.id,
+            self.compression,
+        )
+        .map_err(|_| PersistenceError::corrupt(path, "header id cannot name a storage path"))?;
+        if expected != path && !same_file(&expected, path) {
+            return Err(PersistenceError::corrupt(
+                path,
+                format!(
+                    "header id \"{}\" and cwd identify \"{}\"",
+                    header.id,
+                    expected.display()
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The encoding of a file opened by path: by suffix, else by content.
+fn detect(path: &Path, bytes: &[u8]) -> Compression {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    if name.ends_with(".zstd") || frames::has_magic(bytes) {
+        Compression::Zstd
+    } else {
+        Compression::None
+    }
+}
+
+fn same_file(a: &Path, b: &Path) -> bool {
+    match (fs::canonicalize(a), fs::canonicalize(b)) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    }
+}

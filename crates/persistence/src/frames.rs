@@ -1,0 +1,251 @@
+//! Zstandard container of a compressed log: concatenated independent frames, each with a
+//! content checksum. Frame 1 holds the header line; every durable batch adds one frame.
+//!
+//! A structural scan finds frame boundaries without decompressing; a frame cut short by a
+//! crash can only be the last one, and whatever whole blocks it holds are salvaged.
+
+use std::io::Read;
+
+/// Little-endian magic number of a Zstandard frame.
+const MAGIC: [u8; 4] = [0x28, 0xB5, 0x2F, 0xFD];
+
+/// Compression level of every frame (libzstd's default).
+const LEVEL: i32 = 3;
+
+/// Complete frames (`[start, end)` byte ranges) and where an incomplete last frame starts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct FrameScan {
+    pub frames: Vec<(usize, usize)>,
+    pub torn_start: Option<usize>,
+}
+
+/// Whether `bytes` start like a Zstandard frame.
+pub(crate) fn has_magic(bytes: &[u8]) -> bool {
+    bytes.starts_with(&MAGIC)
+}
+
+/// Scans frame boundaries. Errors (invalid magic, reserved bits or block types, skippable
+/// frames) are structural damage; EOF inside a frame marks it torn. Stops after
+/// `max_frames` complete frames.
+pub(crate) fn scan_frames(buf: &[u8], max_frames: usize) -> Result<FrameScan, String> {
+    let mut frames = Vec::new();
+    let mut offset = 0usize;
+    let torn = |frames: Vec<(usize, usize)>, start: usize| {
+        Ok(FrameScan {
+            frames,
+            torn_start: Some(start),
+        })
+    };
+    while offset < buf.len() {
+        let start = offset;
+        if buf.len() - offset < 4 {
+            return torn(frames, start);
+        }
+        if buf[offset..offset + 4] != MAGIC {
+            return Err(format!("invalid Zstandard frame magic at byte {offset}"));
+        }
+        offset += 4;
+        let Some(&descriptor) = buf.get(offset) else {
+            return torn(frames, start);
+        };
+        if descriptor & 0x18 != 0 {
+            return Err(format!(
+                "reserved Zstandard frame-header bit at byte {offset}"
+            ));
+        }
+        offset += 1;
+        let content_size_flag = descriptor >> 6;
+        let single_segment = descriptor & 0x20 != 0;
+        let checksum = descriptor & 0x04 != 0;
+        let dictionary_bytes = match descriptor & 0x03 {
+            3 => 4,
+            n => usize::from(n),
+        };
+        let content_size_bytes = match content_size_flag {
+            0 => usize::from(single_segment),
+            n => 1usize << n,
+        };
+        let rest = usize::from(!single_segment) + dictionary_bytes + content_size_bytes;
+        if buf.len() - offset < rest {
+            return torn(frames, start);
+        }
+        offset += rest;
+        loop {
+            if buf.len() - offset < 3 {
+                return torn(frames, start);
+            }
+            let header = u32::from(buf[offset])
+                | u32::from(buf[offset + 1]) << 8
+                | u32::from(buf[offset + 2]) << 16;
+            let last = header & 1 != 0;
+            let block_type = (header >> 1) & 0x03;
+            let size = (header >> 3) as usize;
+            if block_type == 3 {
+                return Err(format!("reserved Zstandard block type at byte {offset}"));
+            }
+            offset += 3;
+            let payload = if block_type == 1 { 1 } else { size };
+            if buf.len() - offset < payload {
+                return torn(frames, start);
+            }
+            offset += payload;
+            if last {
+                break;
+            }
+        }
+        if checksum {
+            if buf.len() - offset < 4 {
+                return torn(frames, start);
+            }
+            offset += 4;
+        }
+        frames.push((start, offset));
+        if frames.len() == max_frames {
+            break;
+        }
+    }
+    Ok(FrameScan {
+        frames,
+        torn_start: None,
+    })
+}
+
+/// Compresses `plain` into one checksummed frame.
+pub(crate) fn compress_frame(plain: &[u8]) -> std::io::Result<Vec<u8>> {
+    let mut compressor = zstd::bulk::Compressor::new(LEVEL)?;
+    compressor.set_parameter(zstd::zstd_safe::CParameter::ChecksumFlag(true))?;
+    compressor.compress(plain)
+}
+
+/// The plaintext size the frames of `buf` declare (a capacity hint; 0 when unknown).
+pub(crate) fn declared_size(buf: &[u8], frames: &[(usize, usize)]) -> usize {
+    frames
+        .iter()
+        .map(
+            |&(start, end)| match zstd::zstd_safe::get_frame_content_size(&buf[start..end]) {
+                Ok(Some(n)) => usize::try_from(n).unwrap_or(0),
+                _ => 0,
+            },
+        )
+        .fold(0usize, usize::saturating_add)
+}
+
+/// Decompresses complete frames (checksums verified), appending to `out`.
+pub(crate) fn decompress_complete(frames: &[u8], out: &mut Vec<u8>) -> std::io::Result<()> {
+    let mut decoder = zstd::stream::read::Decoder::with_buffer(frames)?;
+    decoder.read_to_end(out)?;
+    Ok(())
+}
+
+/// Whether a valid frame (structurally complete, checksum verified) starts somewhere after
+/// the first byte of `tail`. A crash can only tear the last frame, so an apparently torn
+/// frame followed by a valid one is damage inside the log, not a crash tail.
+pub(crate) fn valid_frame_follows(tail: &[u8]) -> Option<usize> {
+    let mut from = 1;
+    while let Some(rel) = tail
+        .get(from..)
+        .and_then(|t| t.windows(4).position(|w| w == MAGIC))
+    {
+        let at = from + rel;
+        if let Ok(scan) = scan_frames(&tail[at..], 1)
+            && let Some(&(start, end)) = scan.frames.first()
+            && decompress_complete(&tail[at + start..at + end], &mut Vec::new()).is_ok()
+        {
+            return Some(at);
+        }
+        from = at + 1;
+    }
+    None
+}
+
+/// Salvages the plaintext of a torn frame: the output produced before the decoder hit the
+/// end of input (or an error). Never fails; a frame with no whole block yields nothing.
+pub(crate) fn salvage_torn(frame_prefix: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    let Ok(decoder) = zstd::stream::read::Decoder::with_buffer(frame_prefix) else {
+        return out;
+    };
+    let mut decoder = decoder.single_frame();
+    let mut chunk = vec![0u8; 64 * 1024];
+    loop {
+        match decoder.read(&mut chunk) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => out.extend_from_slice(&chunk[..n]),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scan_finds_frames_and_torn_tail() {
+        let a = compress_frame(b"header\n").unwrap();
+        let b = compress_frame(b"one\ntwo\n").unwrap();
+        let mut buf = a.clone();
+        buf.extend_from_slice(&b);
+        let scan = scan_frames(&buf, usize::MAX).unwrap();
+        assert_eq!(
+            scan,
+            FrameScan {
+                frames: vec![(0, a.len()), (a.len(), buf.len())],
+                torn_start: None
+            }
+        );
+        for cut in a.len() + 1..buf.len() {
+            let scan = scan_frames(&buf[..cut], usize::MAX).unwrap();
+            assert_eq!(
+                scan,
+                FrameScan {
+                    frames: vec![(0, a.len())],
+                    torn_start: Some(a.len())
+                }
+            );
+        }
+        let mut bad = buf.clone();
+        bad[a.len()] ^= 1;
+        assert!(
+            scan_frames(&bad, usize::MAX)
+                .unwrap_err()
+                .contains(&format!("at byte {}", a.len()))
+        );
+        let mut out = Vec::new();
+        decompress_complete(&buf, &mut out).unwrap();
+        assert_eq!(out, b"header\none\ntwo\n");
+    }
+
+    #[test]
+    fn checksum_damage_is_detected() {
+        let mut frame = compress_frame(&b"0123456789abcdef".repeat(64)).unwrap();
+        let n = frame.len();
+        frame[n - 1] ^= 0xFF;
+        assert!(
+            scan_frames(&frame, usize::MAX)
+                .unwrap()
+                .torn_start
+                .is_none()
+        );
+        assert!(decompress_complete(&frame, &mut Vec::new()).is_err());
+    }
+
+    #[test]
+    fn salvage_keeps_whole_blocks_of_a_torn_frame() {
+        // Incompressible input larger than one block (128 KiB) makes several blocks.
+        let mut state = 0x2545F491u32;
+        let plain: Vec<u8> = (0..300_000)
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 17;
+                state ^= state << 5;
+                b'a' + (state % 26) as u8
+            })
+            .collect();
+        let frame = compress_frame(&plain).unwrap();
+        let salvaged = salvage_torn(&frame[..frame.len() - 10]);
+        assert!(salvaged.len() >= 128 * 1024, "salvaged {}", salvaged.len());
+        assert_eq!(&plain[..salvaged.len()], &salvaged[..]);
+        assert!(salvage_torn(&frame[..5]).is_empty());
+    }
+}

@@ -1,0 +1,193 @@
+//! Reading a stored log's bytes (plain or zstd) into its committed events, plus what a
+//! repair has to cut and re-append. No IO here: callers pass the file's bytes.
+
+use std::sync::Arc;
+
+use dsh_session::{
+    Event, ParsedLog, Record, SessionHeader, StorageError, decode_record, parse_header_line,
+    parse_log, types,
+};
+use serde_json::Value;
+
+use crate::frames;
+use crate::layout::Compression;
+
+/// A log read from bytes.
+#[derive(Debug, Clone)]
+pub(crate) struct ScannedLog {
+    pub header: SessionHeader,
+    /// Committed events, then events salvaged from a torn zstd frame.
+    pub events: Vec<Arc<Event>>,
+    /// How many leading `events` are stored intact (not counting salvaged ones).
+    pub intact: usize,
+    /// The byte length the file must be cut to before anything is appended, when it has a
+    /// torn or damaged tail.
+    pub truncate_to: Option<u64>,
+    /// Why the tail was not accepted (a merely torn tail has none).
+    pub tail_issue: Option<String>,
+}
+
+impl ScannedLog {
+    /// Events salvaged from a torn last frame (they must be re-appended after the cut).
+    pub fn recovered(&self) -> &[Arc<Event>] {
+        &self.events[self.intact..]
+    }
+}
+
+fn corrupt(detail: impl Into<String>) -> StorageError {
+    StorageError::Corrupt(detail.into())
+}
+
+/// Reads a log in the given encoding.
+pub(crate) fn scan(bytes: &[u8], compression: Compression) -> Result<ScannedLog, StorageError> {
+    match compression {
+        Compression::None => scan_plain(bytes),
+        Compression::Zstd => scan_zstd(bytes),
+    }
+}
+
+fn scan_plain(bytes: &[u8]) -> Result<ScannedLog, StorageError> {
+    let parsed = parse_bytes(bytes)?;
+    let truncate_to =
+        (parsed.committed_bytes < bytes.len()).then_some(parsed.committed_bytes as u64);
+    let intact = parsed.events.len();
+    Ok(ScannedLog {
+        header: parsed.header,
+        events: parsed.events,
+        intact,
+        truncate_to,
+        tail_issue: parsed.tail_issue,
+    })
+}
+
+fn scan_zstd(bytes: &[u8]) -> Result<ScannedLog, StorageError> {
+    let scan = frames::scan_frames(bytes, usize::MAX).map_err(corrupt)?;
+    let Some(&(header_start, header_end)) = scan.frames.first() else {
+        return Err(corrupt("empty or header-less Zstandard session log"));
+    };
+    // Size the plaintext once (frames declare their content size); a bogus declaration
+    // only costs a capacity hint, capped at a sane multiple of the input.
+    let hint = frames::declared_size(bytes, &scan.frames).min(bytes.len().saturating_mul(64));
+    let mut plain = Vec::with_capacity(hint + 1);
+    frames::decompress_complete(&bytes[header_start..header_end], &mut plain)
+        .map_err(|e| corrupt(format!("Zstandard header frame failed validation: {e}")))?;
+    check_header_frame(&plain)?;
+    let header_len = plain.len();
+    let complete_end = scan.frames.last().map_or(header_end, |f| f.1);
+    frames::decompress_complete(&bytes[header_end..complete_end], &mut plain)
+        .map_err(|e| corrupt(format!("Zstandard frame failed validation: {e}")))?;
+    debug_assert!(header_len <= plain.len());
+    let complete = parse_bytes(&plain)?;
+    if complete.committed_bytes != plain.len() {
+        // Checksummed frames are written whole; damage inside one is not a crash artifact.
+        return Err(corrupt(match complete.tail_issue {
+            Some(issue) => issue,
+            None => "complete Zstandard frame contains a torn JSONL record".to_string(),
+        }));
+    }
+    let Some(torn_start) = scan.torn_start else {
+        let intact = complete.events.len();
+        return Ok(ScannedLog {
+            header: complete.header,
+            events: complete.events,
+            intact,
+            truncate_to: None,
+            tail_issue: None,
+        });
+    };
+    let intact = complete.events.len();
+    if let Some(at) = frames::valid_frame_follows(&bytes[torn_start..]) {
+        return Err(corrupt(format!(
+            "damaged Zstandard frame at byte {torn_start} is followed by a valid frame at byte {}",
+            torn_start + at
+        )));
+    }
+    let salvaged = frames::salvage_torn(&bytes[torn_start..]);
+    // Only whole lines of the salvaged text can be records; the rest is dropped.
+    let whole_lines = salvaged
+        .iter()
+        .rposition(|b| *b == b'\n')
+        .map_or(0, |i| i + 1);
+    if whole_lines == 0 {
+        return Ok(ScannedLog {
+            header: complete.header,
+            events: complete.events,
+            intact,
+            truncate_to: Some(torn_start as u64),
+            tail_issue: None,
+        });
+    }
+    plain.extend_from_slice(&salvaged[..whole_lines]);
+    let with_salvage = parse_bytes(&plain)?;
+    Ok(ScannedLog {
+        header: with_salvage.header,
+        events: with_salvage.events,
+        intact,
+        truncate_to: Some(torn_start as u64),
+        tail_issue: with_salvage.tail_issue,
+    })
+}
+
+/// The header frame holds exactly one newline-terminated line.
+fn check_header_frame(plain: &[u8]) -> Result<(), StorageError> {
+    match plain.iter().position(|b| *b == b'\n') {
+        Some(i) if i + 1 == plain.len() => Ok(()),
+        _ => Err(corrupt("Zstandard header frame must hold exactly one line")),
+    }
+}
+
+/// Parses the header line of a log (for listings: the first line or frame only).
+pub(crate) fn header_of(first_line: &[u8]) -> Result<SessionHeader, StorageError> {
+    let text = std::str::from_utf8(first_line)
+        .map_err(|_| StorageError::Corrupt("header line is not valid JSON".into()))?;
+    parse_header_line(text)
+}
+
+/// [`parse_log`] over bytes that may not be valid UTF-8. Invalid UTF-8 is damage of the
+/// line that holds it: the log is cut before that line, unless a later line commits a
+/// `turn/end` (then the damage is inside committed history and the log is refused).
+pub(crate) fn parse_bytes(bytes: &[u8]) -> Result<ParsedLog, StorageError> {
+    let bad_at = match std::str::from_utf8(bytes) {
+        Ok(text) => return parse_log(text),
+        Err(e) => e.valid_up_to(),
+    };
+    let line_start = bytes[..bad_at]
+        .iter()
+        .rposition(|b| *b == b'\n')
+        .map_or(0, |i| i + 1);
+    if line_start == 0 {
+        return Err(match bytes.contains(&b'\n') {
+            true => StorageError::Corrupt("header line is not valid JSON".into()),
+            false => StorageError::Corrupt("empty or header-less session log".into()),
+        });
+    }
+    // The prefix before the damaged line is valid UTF-8 and ends with a newline.
+    let prefix = std::str::from_utf8(&bytes[..line_start])
+        .map_err(|_| StorageError::Corrupt("header line is not valid JSON".into()))?;
+    let mut parsed = parse_log(prefix)?;
+    let rest = &bytes[line_start..];
+    let Some(bad_line_len) = rest.iter().position(|b| *b == b'\n') else {
+        return Ok(parsed); // the damaged bytes are a torn final fragment
+    };
+    let line_no = prefix.bytes().filter(|b| *b == b'\n').count(); // header excluded, +1 for this line
+    let issue = parsed
+        .tail_issue
+        .clone()
+        .unwrap_or_else(|| format!("unparsable committed event at line {line_no}"));
+    let mut pos = bad_line_len + 1;
+    while let Some(len) = rest[pos..].iter().position(|b| *b == b'\n') {
+        if line_commits_turn_end(&rest[pos..pos + len]) {
+            return Err(StorageError::Corrupt(issue));
+        }
+        pos += len + 1;
+    }
+    parsed.tail_issue = Some(issue);
+    Ok(parsed)
+}
+
+fn line_commits_turn_end(line: &[u8]) -> bool {
+    let Ok(value) = serde_json::from_slice::<Value>(line) else {
+        return false;
+    };
+    matches!(decode_record(value, 0), Ok(Record::Event(e)) if e.event_type == types::TURN_END)
+}

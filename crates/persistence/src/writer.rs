@@ -1,0 +1,373 @@
+//! [`SessionWriter`]: the write-behind queue of one live session.
+//!
+//! Events are queued in seq order. In batched mode the first event queued while the queue
+//! is idle arms a fixed timer (later events do not push it back); when it fires, everything
+//! pending is written as one durable batch. [`SessionWriter::flush`] is a barrier: it cancels
+//! the wait and drains until the queue is empty, including events queued meanwhile, and
+//! returns the failure of its own writes. A failed write puts its events back at the front
+//! of the queue and pauses automatic writes until the next event or flush.
+//!
+//! File IO never runs on an async worker: writes run on the blocking pool, serialized by an
+//! IO lock; the batch is taken from the queue only once that lock is held, so batches reach
+//! the file in queue order. A write that started always completes (and on failure requeues
+//! its events), even when the future that started it is dropped.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use dsh_session::{Event, SessionHeader};
+use tokio::runtime::Handle;
+use tokio::sync::watch;
+
+use crate::error::PersistenceError;
+use crate::files::SessionFiles;
+
+/// What is on disk when a writer starts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WriterStart {
+    /// Nothing: the first write materializes the log (and refuses an id that already has
+    /// one).
+    Fresh,
+    /// The log exists and holds events `[0, stored_len)`.
+    Stored { stored_len: u64 },
+}
+
+/// When queued events are written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WriteTiming {
+    /// Batch events; the first pending event arms a timer of this length.
+    Batched(Duration),
+    /// Write and fsync every event before [`SessionWriter::enqueue`] returns (blocking the
+    /// caller). For harnesses that watch the files while the agent runs.
+    EveryEvent,
+}
+
+/// The write-behind queue of one session. Cheap to clone (a handle).
+#[derive(Clone)]
+pub struct SessionWriter {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for SessionWriter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SessionWriter")
+            .field("id", &self.shared.header.id)
+            .finish_non_exhaustive()
+    }
+}
+
+struct Shared {
+    files: Arc<SessionFiles>,
+    header: SessionHeader,
+    timing: WriteTiming,
+    runtime: Handle,
+    queue: Mutex<Queue>,
+    /// Held for the whole of a write; the batch is taken while holding it.
+    io: Mutex<Io>,
+    /// Number of leading events that are durable.
+    durable: watch::Sender<u64>,
+    /// A retiring writer of the same id whose queue must reach the file first.
+    predecessor: Mutex<Option<SessionWriter>>,
+}
+
+struct Queue {
+    pending: Vec<Arc<Event>>,
+    /// Events with a lower seq are queued or durable already.
+    cursor: u64,
+    /// Generation of the armed timer, if any.
+    timer: Option<u64>,
+    timers_armed: u64,
+    /// Automatic writes stopped after a failure (until the next event or flush).
+    paused: bool,
+    /// Flush barriers in progress (they drain the queue; no timer is needed meanwhile).
+    flushing: usize,
+}
+
+struct Io {
+    materialized: bool,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Trigger {
+    Timer(u64),
+    Flush,
+    Inline,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Outcome {
+    Wrote,
+    Idle,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl SessionWriter {
+    /// A writer for `header`'s log. `runtime` runs its timers and blocking writes.
+    pub fn new(
+        files: Arc<SessionFiles>,
+        header: SessionHeader,
+        start: WriterStart,
+        timing: WriteTiming,
+        runtime: Handle,
+    ) -> Self {
+        let (materialized, stored) = match start {
+            WriterStart::Fresh => (false, 0),
+            WriterStart::Stored { stored_len } => (true, stored_len),
+        };
+        Self {
+            shared: Arc::new(Shared {
+                files,
+                header,
+                timing,
+                runtime,
+                queue: Mutex::new(Queue {
+                    pending: Vec::new(),
+                    cursor: stored,
+                    timer: None,
+                    timers_armed: 0,
+                    paused: false,
+                    flushing: 0,
+                }),
+                io: Mutex::new(Io { materialized }),
+                durable: watch::Sender::new(stored),
+                predecessor: Mutex::new(None),
+            }),
+        }
+    }
+
+    /// Whether both handles are the same writer.
+    pub fn same_as(&self, other: &SessionWriter) -> bool {
+        Arc::ptr_eq(&self.shared, &other.shared)
+    }
+
+    pub fn header(&self) -> &SessionHeader {
+        &self.shared.header
+    }
+
+    pub fn timing(&self) -> WriteTiming {
+        self.shared.timing
+    }
+
+    /// The log file this writer appends to.
+    pub fn path(&self) -> Result<PathBuf, PersistenceError> {
+        self.shared.files.path_for(&self.shared.header)
+    }
+
+    /// The seq the next queued event must have (events below it are ignored).
+    pub fn cursor(&self) -> u64 {
+        lock(&self.shared.queue).cursor
+    }
+
+    /// Number of queued (not yet durable) events.
+    pub fn pending_len(&self) -> usize {
+        lock(&self.shared.queue).pending.len()
+    }
+
+    /// Number of leading events known to be durable.
+    pub fn durable_len(&self) -> u64 {
+        *self.shared.durable.borrow()
+    }
+
+    /// Resolves once at least `len` leading events are durable.
+    pub async fn wait_durable(&self, len: u64) {
+        let mut rx = self.shared.durable.subscribe();
+        let _ = rx.wait_for(|d| *d >= len).await;
+    }
+
+    /// Makes this writer wait for `previous` (a retiring writer of the same log) to drain
+    /// before its own first write.
+    pub fn follow(&self, previous: SessionWriter) {
+        *lock(&self.shared.predecessor) = Some(previous);
+    }
+
+    /// Queues events in seq order. Events below the cursor are dropped (already queued or
+    /// stored). With [`WriteTiming::EveryEvent`] the queue is written before returning; a
+    /// failure is logged and the events stay queued for the next write or flush.
+    pub fn enqueue(&self, events: impl IntoIterator<Item = Arc<Event>>) {
+        {
+            let mut q = lock(&self.shared.queue);
+            let mut added = false;
+            let was_empty = q.pending.is_empty();
+            for event in events {
+                if event.seq < q.cursor {
+                    continue;
+                }
+                if event.seq > q.cursor {
+                    tracing::error!(
+                        session = %self.shared.header.id,
+                        expected = q.cursor,
+                        got = event.seq,
+                        "session persistence skipped events; the log will be cut at the gap on load"
+                    );
+                }
+                q.cursor = event.seq + 1;
+                q.pending.push(event);
+                added = true;
+            }
+            if !added {
+                return;
+            }
+            if let WriteTiming::Batched(delay) = self.shared.timing
+                && q.flushing == 0
+            {
+                if q.paused {
+                    q.paused = false;
+                    self.arm_timer(&mut q, delay);
+                } else if was_empty && q.timer.is_none() {
+                    self.arm_timer(&mut q, delay);
+                }
+            }
+        }
+        if self.shared.timing == WriteTiming::EveryEvent {
+            if let Some(previous) = lock(&self.shared.predecessor).take()
+                && let Err(e) = previous.drain_blocking()
+            {
+                tracing::warn!(session = %self.shared.header.id, error = %e, "retiring writer failed to drain");
+            }
+            if let Err(e) = write_once(&self.shared, Trigger::Inline) {
+                report_failure(&self.shared.header.id, &e);
+            }
+        }
+    }
+
+    fn arm_timer(&self, q: &mut Queue, delay: Duration) {
+        q.timers_armed += 1;
+        let generation = q.timers_armed;
+        q.timer = Some(generation);
+        let writer = self.clone();
+        self.shared.runtime.spawn(async move {
+            tokio::time::sleep(delay).await;
+            if let Err(e) = writer.write_in_background(Trigger::Timer(generation)).await {
+                report_failure(&writer.shared.header.id, &e);
+            }
+        });
+    }
+
+    async fn drain_predecessor(&self) -> Result<(), PersistenceError> {
+        let previous = lock(&self.shared.predecessor).take();
+        if let Some(previous) = previous
+            && let Err(e) = Box::pin(previous.flush()).await
+        {
+            *lock(&self.shared.predecessor) = Some(previous);
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    async fn write_in_background(&self, trigger: Trigger) -> Result<Outcome, PersistenceError> {
+        self.drain_predecessor().await?;
+        let shared = self.shared.clone();
+        match tokio::task::spawn_blocking(move || write_once(&shared, trigger)).await {
+            Ok(result) => result,
+            Err(join) => Err(PersistenceError::io(
+                "session write task failed for",
+                &self.path().unwrap_or_default(),
+                std::io::Error::other(join.to_string()),
+            )),
+        }
+    }
+
+    /// The durability barrier: cancels the batching wait, waits for a write in progress,
+    /// and writes until the queue is empty (events queued meanwhile included). Returns the
+    /// failure of its own writes; the events of a failed write stay queued.
+    pub async fn flush(&self) -> Result<(), PersistenceError> {
+        let _barrier = Barrier::enter(self);
+        loop {
+            match self.write_in_background(Trigger::Flush).await? {
+                Outcome::Wrote => continue,
+                Outcome::Idle => return Ok(()),
+            }
+        }
+    }
+
+    /// [`SessionWriter::flush`] on the calling thread (which it blocks).
+    pub fn drain_blocking(&self) -> Result<(), PersistenceError> {
+        if let Some(previous) = lock(&self.shared.predecessor).take() {
+            previous.drain_blocking()?;
+        }
+        let _barrier = Barrier::enter(self);
+        while write_once(&self.shared, Trigger::Flush)? == Outcome::Wrote {}
+        Ok(())
+    }
+}
+
+/// A flush in progress: timers are cancelled and not armed while it drains. On exit, work
+/// queued after the drain's last look gets a timer of its own.
+struct Barrier<'a> {
+    writer: &'a SessionWriter,
+}
+
+impl<'a> Barrier<'a> {
+    fn enter(writer: &'a SessionWriter) -> Self {
+        let mut q = lock(&writer.shared.queue);
+        q.flushing += 1;
+        q.timer = None;
+        q.paused = false;
+        Self { writer }
+    }
+}
+
+impl Drop for Barrier<'_> {
+    fn drop(&mut self) {
+        let mut q = lock(&self.writer.shared.queue);
+        q.flushing -= 1;
+        if let WriteTiming::Batched(delay) = self.writer.shared.timing
+            && q.flushing == 0
+            && !q.paused
+            && q.timer.is_none()
+            && !q.pending.is_empty()
+        {
+            self.writer.arm_timer(&mut q, delay);
+        }
+    }
+}
+
+fn report_failure(id: &str, error: &PersistenceError) {
+    tracing::warn!(
+        "session-persistence-jsonl: background write for session \"{id}\" failed (buffered events retained): {error}"
+    );
+}
+
+/// Takes everything pending (under the IO lock) and writes it as one durable batch.
+fn write_once(shared: &Shared, trigger: Trigger) -> Result<Outcome, PersistenceError> {
+    let mut io = lock(&shared.io);
+    let batch = {
+        let mut q = lock(&shared.queue);
+        if let Trigger::Timer(generation) = trigger
+            && q.timer != Some(generation)
+        {
+            return Ok(Outcome::Idle); // cancelled, or superseded by a flush
+        }
+        q.timer = None;
+        if q.pending.is_empty() {
+            return Ok(Outcome::Idle);
+        }
+        std::mem::take(&mut q.pending)
+    };
+    let result = if io.materialized {
+        shared.files.append(&shared.header, &batch)
+    } else {
+        shared.files.create(&shared.header, &batch).map(|_| ())
+    };
+    match result {
+        Ok(()) => {
+            io.materialized = true;
+            if let Some(last) = batch.last() {
+                shared.durable.send_replace(last.seq + 1);
+            }
+            Ok(Outcome::Wrote)
+        }
+        Err(e) => {
+            let mut q = lock(&shared.queue);
+            let newer = std::mem::replace(&mut q.pending, batch);
+            q.pending.extend(newer);
+            q.timer = None;
+            q.paused = true;
+            Err(e)
+        }
+    }
+}
