@@ -226,6 +226,7 @@ impl Eval<'_> {
         self.pos += 1;
         match tok {
             Tok::Str(s) => Ok(JsValue::Json(Value::String(s))),
+            Tok::Num(n) if n.fract() == 0.0 && n.abs() < 9_007_199_254_740_992.0 => Ok(JsValue::Json(Value::from(n as i64))),
             Tok::Num(n) => Ok(JsValue::Json(serde_json::Number::from_f64(n).map(Value::Number).unwrap_or(Value::Null))),
             Tok::Punct("(") => {
                 let v = self.expr()?;
