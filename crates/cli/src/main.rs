@@ -6,6 +6,7 @@ mod boot;
 mod headless;
 mod launcher;
 mod profile;
+mod sessions;
 
 use std::process::ExitCode;
 
@@ -64,10 +65,7 @@ fn main() -> ExitCode {
         }
         Mode::Profile { profile, patches, args } => run_profile(&home, &profile, &patches, &args),
         Mode::Acp { args } => run_acp(&home, &args),
-        Mode::Sessions { args } => {
-            eprintln!("dsh sessions: not available yet ({args:?})");
-            ExitCode::from(1)
-        }
+        Mode::Sessions { args } => sessions::run(&home, &args),
     }
 }
 

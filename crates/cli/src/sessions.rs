@@ -1,0 +1,338 @@
+//! `dsh sessions`: stored sessions from the terminal (upstream offers these only in its web
+//! UI). Works on logs written by either implementation, plain or zstd.
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use dsh_llm::{ContentBlock, Message};
+use dsh_persistence::{ChunkPacking, Compression, Loaded, SessionFiles};
+use dsh_session::{Event, RecordFormat, Session, SessionHeader, types, write_event};
+use serde_json::Value;
+
+pub const HELP: &str = "\
+Usage: dsh sessions <command> [options]
+
+Stored sessions under $DSH_HOME/sessions (default ~/.dsh/sessions).
+
+Commands:
+  list [--all]                      sessions of this directory (--all: every directory),
+                                    newest first: id, updated, turns, title
+  show <id|file> [--messages|--events|--json]
+                                    the transcript; --messages prints the model-visible
+                                    history (derive_messages) as JSON lines; --events one
+                                    line per event; --json every event as JSONL
+  fork <id> [--at SEQ]              a new session with the history up to the end of the
+                                    turn containing SEQ (default: the last completed turn)
+  export <id>                       the log as plain JSONL on stdout
+";
+
+fn fail(msg: impl std::fmt::Display) -> ExitCode {
+    eprintln!("dsh sessions: {msg}");
+    ExitCode::from(1)
+}
+
+fn files(root: &Path, compression: Compression) -> SessionFiles {
+    SessionFiles::new(root, compression, ChunkPacking::Packed)
+}
+
+/// Every stored log file under `root`.
+fn all_logs(root: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let Ok(projects) = std::fs::read_dir(root) else { return out };
+    for project in projects.flatten() {
+        let Ok(sessions) = std::fs::read_dir(project.path()) else { continue };
+        for s in sessions.flatten() {
+            for name in ["session.jsonl.zstd", "session.jsonl"] {
+                let p = s.path().join(name);
+                if p.is_file() {
+                    out.push(p);
+                }
+            }
+        }
+    }
+    out
+}
+
+fn locate(root: &Path, id_or_file: &str) -> Result<PathBuf, String> {
+    let as_path = PathBuf::from(id_or_file);
+    if as_path.is_file() {
+        return Ok(as_path);
+    }
+    for c in [Compression::Zstd, Compression::None] {
+        if let Ok(Some(p)) = files(root, c).find(id_or_file) {
+            return Ok(p);
+        }
+    }
+    Err(format!("no stored session \"{id_or_file}\" under {}", root.display()))
+}
+
+fn inspect(root: &Path, path: &Path) -> Result<Loaded, String> {
+    files(root, Compression::Zstd).inspect_file(path).map_err(|e| e.to_string())
+}
+
+fn title_of(events: &[Arc<Event>]) -> String {
+    events
+        .iter()
+        .rev()
+        .find(|e| e.is(types::SESSION_TITLE))
+        .and_then(|e| e.data.get("title").and_then(Value::as_str).map(str::to_owned))
+        .unwrap_or_default()
+}
+
+fn updated_at(header: &SessionHeader, events: &[Arc<Event>]) -> i64 {
+    events
+        .iter()
+        .rev()
+        .find(|e| e.is(types::USER_MESSAGE) && e.data.pointer("/source/kind").and_then(Value::as_str) == Some("user"))
+        .map(|e| e.time)
+        .unwrap_or(0)
+        .max(header.created_at as i64)
+}
+
+fn format_time(ms: i64) -> String {
+    // UTC, minute precision, without a date library: days since epoch → civil date.
+    let secs = ms.div_euclid(1000);
+    let days = secs.div_euclid(86_400);
+    let rem = secs.rem_euclid(86_400);
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = if m <= 2 { y + 1 } else { y };
+    format!("{y:04}-{m:02}-{d:02} {:02}:{:02}Z", rem / 3600, (rem % 3600) / 60)
+}
+
+fn list(root: &Path, all: bool) -> ExitCode {
+    let cwd = std::env::current_dir().map(|p| p.display().to_string()).unwrap_or_default();
+    let mut rows = Vec::new();
+    for path in all_logs(root) {
+        match inspect(root, &path) {
+            Ok(l) => {
+                if !all && l.header.cwd.as_deref() != Some(cwd.as_str()) {
+                    continue;
+                }
+                let turns = l.events.iter().filter(|e| e.is(types::TURN_START)).count();
+                rows.push((updated_at(&l.header, &l.events), l.header, turns, title_of(&l.events)));
+            }
+            Err(e) => eprintln!("dsh sessions: skipping {}: {e}", path.display()),
+        }
+    }
+    rows.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.id.cmp(&b.1.id)));
+    let mut out = std::io::stdout().lock();
+    for (updated, header, turns, title) in rows {
+        let cwd = if all { format!("  {}", header.cwd.as_deref().unwrap_or("-")) } else { String::new() };
+        let _ = writeln!(out, "{}  {}  {turns:>3} turns  {title}{cwd}", header.id, format_time(updated));
+    }
+    ExitCode::SUCCESS
+}
+
+fn block_line(b: &ContentBlock) -> Option<String> {
+    match b {
+        ContentBlock::Text { text } if !text.is_empty() => Some(text.clone()),
+        ContentBlock::Text { .. } | ContentBlock::Reasoning { .. } => None,
+        ContentBlock::ToolCall { name, arguments, .. } => Some(format!("→ {name} {arguments}")),
+        ContentBlock::ToolResult { content, is_error, .. } => {
+            let text: String = content.iter().filter_map(ContentBlock::as_text).collect();
+            Some(format!("{} {}", if *is_error == Some(true) { "✗" } else { "←" }, text.trim_end()))
+        }
+        ContentBlock::Other(m) => Some(format!("[{}]", m.get("type").and_then(Value::as_str).unwrap_or("block"))),
+    }
+}
+
+fn show(root: &Path, target: &str, mode: &str) -> ExitCode {
+    let path = match locate(root, target) {
+        Ok(p) => p,
+        Err(e) => return fail(e),
+    };
+    let loaded = match inspect(root, &path) {
+        Ok(l) => l,
+        Err(e) => return fail(format!("{}: {e}", path.display())),
+    };
+    let mut out = std::io::stdout().lock();
+    match mode {
+        "--json" => {
+            for e in &loaded.events {
+                let mut line = String::new();
+                write_event(&mut line, e, RecordFormat::Full);
+                let _ = writeln!(out, "{line}");
+            }
+        }
+        "--events" => {
+            for e in &loaded.events {
+                let brief = match e.event_type.as_str() {
+                    types::ASSISTANT_CHUNK => e.data.pointer("/chunk/type").and_then(Value::as_str).unwrap_or("").to_string(),
+                    types::TURN_END => dsh_kernel::json::to_string(&e.data["reason"]),
+                    types::TURN_START => format!("turn {}", e.data["turn"]),
+                    types::STEP_START | types::STEP_END => format!("{}.{}", e.data["turn"], e.data["step"]),
+                    types::TOOL_CALL => e.data.get("name").and_then(Value::as_str).unwrap_or("").to_string(),
+                    _ => String::new(),
+                };
+                let _ = writeln!(out, "{:>6}  {:<22} {brief}", e.seq, e.event_type);
+            }
+        }
+        "--messages" => {
+            let mut session = Session::new(loaded.header.clone());
+            for e in &loaded.events {
+                if let Err(err) = session.push_event(e.clone()) {
+                    return fail(format!("{}: {err}", path.display()));
+                }
+            }
+            for m in session.derive_messages() {
+                let _ = writeln!(out, "{}", dsh_kernel::json::to_string(&m.to_value()));
+            }
+        }
+        _ => {
+            let h = &loaded.header;
+            let _ = writeln!(out, "session {}  {}", h.id, format_time(h.created_at as i64));
+            if let Some(cwd) = &h.cwd {
+                let _ = writeln!(out, "cwd {cwd}");
+            }
+            if let Some(p) = &h.parent_session {
+                let _ = writeln!(out, "forked from {p} (first {} events)", h.seed_length.unwrap_or(0));
+            }
+            let title = title_of(&loaded.events);
+            if !title.is_empty() {
+                let _ = writeln!(out, "title {title}");
+            }
+            // Human transcripts read append-origin events, not the (possibly compacted) surface.
+            for e in &loaded.events {
+                let (who, message) = match e.event_type.as_str() {
+                    types::USER_MESSAGE => {
+                        let m = Message::from_value(e.data.clone()).ok();
+                        let who = if m.as_ref().is_some_and(|m| m.source.kind() == "user") { "user" } else { "context" };
+                        (who, m)
+                    }
+                    types::ASSISTANT_MESSAGE => ("assistant", Message::from_value(e.data["message"].clone()).ok()),
+                    types::TOOL_RESULT => ("tool", Message::from_value(e.data["message"].clone()).ok()),
+                    types::TURN_END => {
+                        let _ = writeln!(out, "-- turn {} {}", e.data["turn"], e.data.pointer("/reason/kind").and_then(Value::as_str).unwrap_or(""));
+                        continue;
+                    }
+                    _ => continue,
+                };
+                let Some(message) = message else { continue };
+                let lines: Vec<String> = message.content.iter().filter_map(block_line).collect();
+                if lines.is_empty() {
+                    continue;
+                }
+                let _ = writeln!(out, "[{who}] {}", lines.join("\n"));
+            }
+        }
+    }
+    ExitCode::SUCCESS
+}
+
+/// The fork cut of upstream's web UI: the end of the turn containing `at` (the first
+/// `turn/end` at or after it; default the last one), extended to the next `turn/start`.
+pub fn fork_cut(events: &[Arc<Event>], at: Option<u64>) -> Result<usize, String> {
+    let ends: Vec<u64> = events.iter().filter(|e| e.is(types::TURN_END)).map(|e| e.seq).collect();
+    let last_seq = events.last().map(|e| e.seq).unwrap_or(0);
+    let boundary = match at {
+        Some(at) if at <= last_seq => match ends.iter().find(|s| **s >= at) {
+            Some(b) => *b,
+            None => return Err(format!("the turn containing event {at} has not completed; nothing to fork")),
+        },
+        _ => *ends.last().ok_or("the session has no completed turn to fork from")?,
+    };
+    let mut cut = boundary as usize + 1;
+    while cut < events.len() && !events[cut].is(types::TURN_START) {
+        cut += 1;
+    }
+    Ok(cut)
+}
+
+fn fork(root: &Path, id: &str, at: Option<u64>) -> ExitCode {
+    let path = match locate(root, id) {
+        Ok(p) => p,
+        Err(e) => return fail(e),
+    };
+    let loaded = match inspect(root, &path) {
+        Ok(l) => l,
+        Err(e) => return fail(format!("{}: {e}", path.display())),
+    };
+    let cut = match fork_cut(&loaded.events, at) {
+        Ok(c) => c,
+        Err(e) => return fail(format!("session \"{}\": {e}", loaded.header.id)),
+    };
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0);
+    let mut header = SessionHeader::new(format!("session-{}", uuid::Uuid::new_v4()), now.max(0) as u64);
+    header.cwd = loaded.header.cwd.clone();
+    header.parent_session = Some(loaded.header.id.clone());
+    header.seed_length = Some(cut as u64);
+    header.agent_preset = loaded.header.agent_preset.clone();
+    let child = match Session::with_seed(header.clone(), loaded.events[..cut].to_vec(), now) {
+        Ok(s) => s,
+        Err(e) => return fail(e),
+    };
+    let compression = if path.extension().is_some_and(|e| e == "zstd") { Compression::Zstd } else { Compression::None };
+    if let Err(e) = files(root, compression).create(&header, child.events()) {
+        return fail(e);
+    }
+    println!("{}", header.id);
+    ExitCode::SUCCESS
+}
+
+fn export(root: &Path, id: &str) -> ExitCode {
+    let path = match locate(root, id) {
+        Ok(p) => p,
+        Err(e) => return fail(e),
+    };
+    match files(root, Compression::Zstd).read_raw_file(&path) {
+        Ok(text) => {
+            let mut out = std::io::stdout().lock();
+            let _ = out.write_all(text.as_bytes());
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail(format!("{}: {e}", path.display())),
+    }
+}
+
+/// Runs `dsh sessions <args>`.
+pub fn run(home: &Path, args: &[String]) -> ExitCode {
+    let root = home.join("sessions");
+    let arg = |i: usize| args.get(i).map(String::as_str);
+    match (arg(0), arg(1)) {
+        (None | Some("-h" | "--help"), _) => {
+            print!("{HELP}");
+            ExitCode::SUCCESS
+        }
+        (Some("list"), None) => list(&root, false),
+        (Some("list"), Some("--all")) if args.len() == 2 => list(&root, true),
+        (Some("show"), Some(target)) => match arg(2) {
+            None => show(&root, target, ""),
+            Some(m @ ("--messages" | "--events" | "--json")) if args.len() == 3 => show(&root, target, m),
+            Some(other) => fail(format!("unknown option {other:?} for show")),
+        },
+        (Some("fork"), Some(id)) => match (arg(2), arg(3)) {
+            (None, _) => fork(&root, id, None),
+            (Some("--at"), Some(seq)) if args.len() == 4 => match seq.parse::<u64>() {
+                Ok(s) => fork(&root, id, Some(s)),
+                Err(_) => fail(format!("--at needs an event seq, got {seq:?}")),
+            },
+            _ => fail("usage: dsh sessions fork <id> [--at SEQ]"),
+        },
+        (Some("export"), Some(id)) if args.len() == 2 => export(&root, id),
+        _ => {
+            eprint!("{HELP}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_format_as_utc() {
+        assert_eq!(format_time(0), "1970-01-01 00:00Z");
+        assert_eq!(format_time(1_783_600_629_539), "2026-07-09 12:37Z");
+    }
+}
