@@ -1,0 +1,277 @@
+//! End-to-end: the `dsh` binary against the mock OpenAI-compatible server on loopback.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::process::{Command, Output};
+use std::time::Duration;
+
+use dsh_persistence::{ChunkPacking, Compression, SessionFiles};
+use dsh_session::{Event, types};
+use dsh_test_support::mock_server::{MockServer, Reply, ToolCall};
+use pretty_assertions::assert_eq;
+use serde_json::Value;
+
+struct Run {
+    home: tempfile::TempDir,
+    work: tempfile::TempDir,
+}
+
+impl Run {
+    fn new() -> Self {
+        Self { home: tempfile::tempdir().unwrap(), work: tempfile::tempdir().unwrap() }
+    }
+
+    fn cmd(&self, server: &MockServer, args: &[&str]) -> Command {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_dsh"));
+        c.env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("HOME", self.home.path())
+            .env("DSH_HOME", self.home.path().join(".dsh"))
+            .env("DEEPSEEK_API_KEY", "sk-test")
+            .env("DEEPSEEK_BASE_URL", server.url())
+            .current_dir(self.work.path())
+            .args(args);
+        c
+    }
+
+    fn headless(&self, server: &MockServer, task: &str) -> Output {
+        self.cmd(server, &["--profile", "headless", task]).output().unwrap()
+    }
+
+    fn settings(&self, yaml: &str) {
+        std::fs::create_dir_all(self.home.path().join(".dsh")).unwrap();
+        std::fs::write(self.home.path().join(".dsh/settings.yaml"), yaml).unwrap();
+    }
+
+    /// The one stored session of this run, loaded without repair.
+    fn session(&self) -> Vec<std::sync::Arc<Event>> {
+        let root = self.home.path().join(".dsh/sessions");
+        let files = SessionFiles::new(&root, Compression::Zstd, ChunkPacking::Packed);
+        let list = files.list().unwrap();
+        assert_eq!(list.len(), 1, "one session stored");
+        let loaded = files.inspect(&list[0].0.id).unwrap();
+        assert!(loaded.repair.is_none(), "the stored log is complete: {:?}", loaded.repair);
+        loaded.events
+    }
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).to_string()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).to_string()
+}
+
+fn types_of(events: &[std::sync::Arc<Event>]) -> Vec<String> {
+    events.iter().filter(|e| !e.is(types::ASSISTANT_CHUNK)).map(|e| e.event_type.clone()).collect()
+}
+
+fn tool_results(events: &[std::sync::Arc<Event>]) -> Vec<String> {
+    events
+        .iter()
+        .filter(|e| e.is(types::TOOL_RESULT))
+        .map(|e| {
+            let block = &e.data["message"]["content"][0];
+            let text: String = block["content"].as_array().unwrap().iter().filter_map(|b| b["text"].as_str()).collect();
+            let code = e.data.pointer("/error/code").and_then(Value::as_str).map(|c| format!("{c}: ")).unwrap_or_default();
+            format!("{code}{text}")
+        })
+        .collect()
+}
+
+fn last_reason(events: &[std::sync::Arc<Event>]) -> Value {
+    events.iter().rev().find(|e| e.is(types::TURN_END)).unwrap().data["reason"].clone()
+}
+
+#[test]
+fn a_text_answer_goes_to_stdout_and_the_session_is_saved() {
+    let server = MockServer::with_replies([Reply::reasoning_and_text("think", "Hello there.")]);
+    let run = Run::new();
+    let out = run.headless(&server, "say hello");
+    assert_eq!((out.status.code(), stdout(&out), stderr(&out)), (Some(0), "Hello there.\n".to_string(), String::new()));
+    let events = run.session();
+    assert_eq!(
+        types_of(&events),
+        [
+            "agent/inbox/spliced", "turn/start", "agent/inbox/spliced", "step/start", "user/message", "user/message",
+            "session/title", "request/header", "request/context", "assistant/message", "step/end", "turn/end"
+        ]
+    );
+    let req = &server.requests()[0];
+    assert_eq!(req.header("authorization"), Some("Bearer sk-test"));
+    let body = req.json.clone().unwrap();
+    assert_eq!(body["model"], "deepseek-v4-flash");
+    assert_eq!(body["messages"][1]["content"], "say hello");
+}
+
+#[test]
+fn a_bash_tool_round_trip() {
+    let server = MockServer::with_replies([
+        Reply::tool_call("c1", "bash", r#"{"command":"echo from-bash","description":"echo a marker"}"#),
+        Reply::echo_tool_output(),
+    ]);
+    let run = Run::new();
+    let out = run.headless(&server, "run echo");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(stdout(&out).contains("from-bash"), "{}", stdout(&out));
+    let events = run.session();
+    assert_eq!(tool_results(&events), ["from-bash\n"]);
+    // The model saw the result in the second request.
+    let second = &server.requests()[1];
+    assert_eq!(second.last_tool_output().as_deref(), Some("from-bash\n"));
+}
+
+#[test]
+fn read_then_edit_changes_the_file_on_disk() {
+    let run = Run::new();
+    std::fs::write(run.work.path().join("notes.txt"), "alpha\nbeta\n").unwrap();
+    let server = MockServer::with_replies([
+        Reply::tool_call("r", "read", r#"{"file_path":"notes.txt"}"#),
+        Reply::tool_call("e", "edit", r#"{"file_path":"notes.txt","old_string":"beta","new_string":"gamma"}"#),
+        Reply::text("Edited."),
+    ]);
+    let out = run.headless(&server, "change beta to gamma");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(std::fs::read_to_string(run.work.path().join("notes.txt")).unwrap(), "alpha\ngamma\n");
+    let results = tool_results(&run.session());
+    assert!(results[1].starts_with("The file notes.txt has been updated") || results[1].contains("notes.txt"), "{results:?}");
+}
+
+#[test]
+fn a_twenty_step_tool_loop() {
+    let mut replies: Vec<Reply> = (0..20)
+        .map(|i| Reply::tool_call(&format!("c{i}"), "bash", &format!(r#"{{"command":"echo step {i}","description":"loop step"}}"#)))
+        .collect();
+    replies.push(Reply::text("All twenty done."));
+    let server = MockServer::with_replies(replies);
+    let run = Run::new();
+    let out = run.headless(&server, "loop");
+    assert_eq!((out.status.code(), stdout(&out)), (Some(0), "All twenty done.\n".to_string()), "{}", stderr(&out));
+    let events = run.session();
+    assert_eq!(events.iter().filter(|e| e.is(types::STEP_START)).count(), 21);
+    assert_eq!(tool_results(&events)[19], "step 19\n");
+}
+
+#[test]
+fn an_auth_error_is_one_line_and_exit_1() {
+    let server = MockServer::with_replies([Reply::error_json(401, "Authentication Fails (no such user)", "authentication_error", None)]);
+    let run = Run::new();
+    let out = run.headless(&server, "hi");
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(err.starts_with("dsh: AUTH: ") && err.lines().count() == 1, "{err}");
+    assert_eq!(last_reason(&run.session())["kind"], "error");
+}
+
+#[test]
+fn a_missing_api_key_says_what_to_set() {
+    let server = MockServer::start();
+    let run = Run::new();
+    let out = run.cmd(&server, &["--profile", "headless", "hi"]).env_remove("DEEPSEEK_API_KEY").output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(err.starts_with("dsh: MISSING_CREDENTIAL: ") && err.contains("DEEPSEEK_API_KEY"), "{err}");
+    assert!(server.requests().is_empty());
+}
+
+#[test]
+fn rate_limits_and_server_errors_are_retried_honouring_retry_after() {
+    let server = MockServer::with_replies([Reply::rate_limited(1), Reply::http_error(500, "boom"), Reply::text("recovered")]);
+    let run = Run::new();
+    let out = run.headless(&server, "hi");
+    assert_eq!((out.status.code(), stdout(&out)), (Some(0), "recovered\n".to_string()), "{}", stderr(&out));
+    let events = run.session();
+    let retries: Vec<(String, u64)> = events
+        .iter()
+        .filter(|e| e.is(types::LLM_RETRY))
+        .map(|e| (e.data["failure"]["code"].as_str().unwrap().to_string(), e.data["delayMs"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(retries[0], ("RATE_LIMIT".to_string(), 1000), "Retry-After: 1 replaces the backoff");
+    assert_eq!(retries[1].0, "SERVER");
+    assert_eq!(events.iter().filter(|e| e.is(types::STEP_START)).count(), 1, "retries stay in the step");
+}
+
+#[test]
+fn a_stall_past_the_idle_timeout_is_retried() {
+    let server = MockServer::with_replies([Reply::stall(Duration::from_secs(5)), Reply::text("after stall")]);
+    let run = Run::new();
+    run.settings("llm-deepseek:\n  streamIdleTimeoutMs: 300\n");
+    let out = run.headless(&server, "hi");
+    assert_eq!((out.status.code(), stdout(&out)), (Some(0), "after stall\n".to_string()), "{}", stderr(&out));
+    let retry = run.session().into_iter().find(|e| e.is(types::LLM_RETRY)).unwrap();
+    assert_eq!(retry.data["failure"]["code"], "TIMEOUT");
+}
+
+#[test]
+fn a_stream_cut_mid_event_and_a_malformed_chunk_end_with_logged_errors() {
+    for (reply, code) in [(Reply::cut_mid_event(), "STREAM_CLOSED"), (Reply::malformed_chunk(), "MALFORMED_RESPONSE")] {
+        let server = MockServer::with_replies([reply]);
+        let run = Run::new();
+        let out = run.headless(&server, "hi");
+        assert_eq!(out.status.code(), Some(1), "{code}");
+        assert!(stderr(&out).starts_with(&format!("dsh: {code}: ")), "{}", stderr(&out));
+        assert_eq!(last_reason(&run.session())["error"]["code"], code);
+    }
+}
+
+#[test]
+fn bad_tool_calls_become_tool_errors_and_the_run_continues() {
+    let run = Run::new();
+    // Outside the workspace and outside every temporary area.
+    let outside_dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let outside = outside_dir.path().join("outside.txt");
+    let server = MockServer::with_replies([
+        Reply::tool_calls(vec![
+            ToolCall::new("a", "bash", "{not json"),
+            ToolCall::new("b", "teleport", "{}"),
+            ToolCall::new("c", "write", &format!(r#"{{"file_path":{},"content":"x"}}"#, serde_json::to_string(&outside.display().to_string()).unwrap())),
+        ]),
+        Reply::text("I see the errors."),
+    ]);
+    let out = run.headless(&server, "try things");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let results = tool_results(&run.session());
+    assert!(results[0].starts_with("INVALID_ARGS: Error: invalid arguments"), "{results:?}");
+    assert_eq!(results[1], "UNKNOWN_TOOL: Error: unknown tool \"teleport\"");
+    assert!(results[2].contains("sandbox") || results[2].contains("denied"), "{results:?}");
+    assert!(!outside.exists(), "nothing was written outside the workspace");
+}
+
+#[test]
+fn a_command_that_never_ends_is_killed_at_its_timeout() {
+    let server = MockServer::with_replies([
+        Reply::tool_call("s", "bash", r#"{"command":"sleep 600","description":"never ends","timeoutMs":300}"#),
+        Reply::text("It timed out."),
+    ]);
+    let run = Run::new();
+    let out = run.headless(&server, "wait forever");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let results = tool_results(&run.session());
+    assert!(results[0].contains("[timed out after 300ms]"), "{results:?}");
+}
+
+#[test]
+fn stream_json_prints_every_durable_event() {
+    let server = MockServer::with_replies([Reply::text("ok")]);
+    let run = Run::new();
+    let out = run.cmd(&server, &["--profile", "headless", "--output-format", "stream-json", "hi"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let lines: Vec<Value> = stdout(&out).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let seqs: Vec<u64> = lines.iter().map(|v| v["seq"].as_u64().unwrap()).collect();
+    assert_eq!(seqs, (0..lines.len() as u64).collect::<Vec<_>>(), "every event, in order");
+    assert_eq!(lines.last().unwrap()["type"], "turn/end");
+    assert_eq!(lines.len(), run.session().len());
+}
+
+#[test]
+fn sigint_exits_130_and_the_log_stays_complete() {
+    let server = MockServer::with_replies([Reply::stall(Duration::from_secs(30))]);
+    let run = Run::new();
+    let child = run.cmd(&server, &["--profile", "headless", "hang"]).stdout(std::process::Stdio::piped()).spawn().unwrap();
+    server.wait_for_requests(1, Duration::from_secs(10));
+    Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130));
+    assert_eq!(last_reason(&run.session()), serde_json::json!({"kind": "aborted", "reason": {"kind": "user"}}));
+}
+
