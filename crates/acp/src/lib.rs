@@ -22,6 +22,7 @@ pub use rpc::{Incoming, Peer, RpcError, classify};
 const ACP_COMPOSITION: &str = include_str!("../compositions/acp.cordis.yml");
 const RETRY_PATCH: &str = include_str!("../compositions/retry.patch.yml");
 const FS_SEARCH_COMPOSITION: &str = include_str!("../compositions/fs-search.cordis.yml");
+const INSTRUCTIONS_PATCH: &str = include_str!("../compositions/agent-instructions.patch.yml");
 
 /// The layers of the ACP composition selected by `DSH_SNAPSHOT_CONFIG` (upstream's
 /// composition file name); unknown names use the default composition.
@@ -33,6 +34,10 @@ pub fn composition_layers(config: Option<&str>) -> Result<Vec<Layer>, String> {
         "retry.cordis.yml" => vec![
             parse("dsh-acp/acp.cordis.yml", ACP_COMPOSITION)?,
             parse("dsh-acp/retry.patch.yml", RETRY_PATCH)?,
+        ],
+        "agent-instructions.cordis.yml" => vec![
+            parse("dsh-acp/acp.cordis.yml", ACP_COMPOSITION)?,
+            parse("dsh-acp/agent-instructions.patch.yml", INSTRUCTIONS_PATCH)?,
         ],
         _ => vec![parse("dsh-acp/acp.cordis.yml", ACP_COMPOSITION)?],
     })

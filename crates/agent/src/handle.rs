@@ -60,6 +60,8 @@ pub trait Agent: Send + Sync + 'static {
     fn inbox(&self) -> InboxSnapshot;
     /// Queues `message` durably; `wakeup` starts the driver when idle.
     fn send(&self, message: Message, target: InboxTarget, wakeup: bool) -> Result<(), SendError>;
+    /// Removes one pending inbox message (a durable cancellation); false if it is not pending.
+    fn discard(&self, message_id: &str) -> bool;
     /// Cancels the current activity with `cause`; unless `keep_inbox`, pending input is
     /// discarded durably (even when idle).
     fn cancel(&self, cause: CancelCause, keep_inbox: bool);

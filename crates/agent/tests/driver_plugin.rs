@@ -60,6 +60,9 @@ impl Agent for EchoAgent {
         s.append(types::TURN_END, json!({"turn": t, "reason": {"kind": "completed"}}), None).map_err(fail)?;
         Ok(())
     }
+    fn discard(&self, _message_id: &str) -> bool {
+        false
+    }
     fn cancel(&self, _cause: CancelCause, _keep_inbox: bool) {}
     fn when_idle(&self) -> BoxFuture<'static, ()> {
         Box::pin(async {})

@@ -3,6 +3,7 @@
 //! settings, credentials and the default model.
 
 pub mod host;
+pub mod instructions;
 pub mod permissions;
 pub mod retry;
 pub mod title;
@@ -19,5 +20,7 @@ pub fn register_catalog(catalog: &mut dsh_kernel::Catalog) {
         .register(permissions::ApprovalPlugin)
         .register(host::SettingsPlugin)
         .register(host::CredentialsPlugin)
-        .register(host::DefaultModelPlugin);
+        .register(host::DefaultModelPlugin)
+        .register(instructions::InstructionsPlugin)
+        .register(instructions::CompactionFixturePlugin);
 }

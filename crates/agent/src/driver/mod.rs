@@ -323,6 +323,22 @@ impl Agent for LoopAgent {
         Ok(())
     }
 
+    fn discard(&self, message_id: &str) -> bool {
+        let position = {
+            let s = self.state();
+            s.inbox
+                .next_turn
+                .iter()
+                .position(|m| m.id == message_id)
+                .map(|i| (InboxTarget::NextTurn, i))
+                .or_else(|| s.inbox.next_step.iter().position(|m| m.id == message_id).map(|i| (InboxTarget::NextStep, i)))
+        };
+        match position {
+            Some((target, i)) => self.mutate_inbox(target, Some(i), 1, Vec::new(), true).is_ok_and(|r| !r.is_empty()),
+            None => false,
+        }
+    }
+
     fn cancel(&self, cause: CancelCause, keep_inbox: bool) {
         if !keep_inbox {
             let steps = self.state().inbox.next_step.len();

@@ -71,7 +71,7 @@ enum Tok {
 }
 
 fn tokenize(src: &str) -> Result<Vec<Tok>, String> {
-    const PUNCT: [&str; 15] = ["===", "!==", "==", "!=", "&&", "||", "??", "?", ":", "!", "(", ")", ".", ",", "["];
+    const PUNCT: [&str; 16] = ["===", "!==", "==", "!=", "&&", "||", "??", "?", ":", "!", "(", ")", ".", ",", "[", "+"];
     let chars: Vec<char> = src.chars().collect();
     let mut i = 0;
     let mut out = Vec::new();
@@ -199,7 +199,7 @@ impl Eval<'_> {
     }
 
     fn equality(&mut self) -> Result<JsValue, String> {
-        let mut v = self.unary()?;
+        let mut v = self.additive()?;
         loop {
             let negate = if self.eat("===") || self.eat("==") {
                 false
@@ -208,9 +208,30 @@ impl Eval<'_> {
             } else {
                 return Ok(v);
             };
-            let rhs = self.unary()?;
+            let rhs = self.additive()?;
             v = JsValue::Json(Value::Bool((v == rhs) != negate));
         }
+    }
+
+    /// `+`: string concatenation (when either side is a string) or numeric addition.
+    fn additive(&mut self) -> Result<JsValue, String> {
+        let mut v = self.unary()?;
+        while self.eat("+") {
+            let rhs = self.unary()?;
+            let text = |x: &JsValue| match x {
+                JsValue::Undefined => "undefined".to_string(),
+                JsValue::Json(Value::String(s)) => s.clone(),
+                JsValue::Json(other) => other.to_string(),
+            };
+            v = match (&v, &rhs) {
+                (JsValue::Json(Value::Number(a)), JsValue::Json(Value::Number(b))) => {
+                    let sum = a.as_f64().unwrap_or(0.0) + b.as_f64().unwrap_or(0.0);
+                    JsValue::Json(serde_json::Number::from_f64(sum).map(Value::Number).unwrap_or(Value::Null))
+                }
+                _ => JsValue::Json(Value::String(text(&v) + &text(&rhs))),
+            };
+        }
+        Ok(v)
     }
 
     fn unary(&mut self) -> Result<JsValue, String> {
@@ -369,6 +390,7 @@ mod tests {
         assert_eq!(evaluate("process.env.DSH_TOOLS_MODE", &e), Ok(JsValue::Undefined));
         assert_eq!(evaluate("ctx.headlessStartup.task", &e), Ok(s("fix it")));
         assert_eq!(evaluate("process.env['DSH_PERMISSION_MODE']", &e), Ok(s("danger-full-access")));
+        assert_eq!(evaluate("process.cwd() + '/.dsh'", &e), Ok(s("/work/.dsh")));
     }
 
     #[test]
