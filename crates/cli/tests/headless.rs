@@ -217,9 +217,10 @@ fn a_stream_cut_mid_event_and_a_malformed_chunk_end_with_logged_errors() {
 #[test]
 fn bad_tool_calls_become_tool_errors_and_the_run_continues() {
     let run = Run::new();
-    // Outside the workspace and outside every temporary area.
-    let outside_dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    // Only the workspace is writable (no temp areas), so any other directory is outside.
+    let outside_dir = tempfile::tempdir().unwrap();
     let outside = outside_dir.path().join("outside.txt");
+    std::fs::write(run.work.path().join("strict.yml"), "- id: fs-sandbox\n  config:\n    tempRoots: []\n").unwrap();
     let server = MockServer::with_replies([
         Reply::tool_calls(vec![
             ToolCall::new("a", "bash", "{not json"),
@@ -228,7 +229,7 @@ fn bad_tool_calls_become_tool_errors_and_the_run_continues() {
         ]),
         Reply::text("I see the errors."),
     ]);
-    let out = run.headless(&server, "try things");
+    let out = run.cmd(&server, &["--profile", "headless", "--patch", "strict.yml", "try things"]).output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let results = tool_results(&run.session());
     assert!(results[0].starts_with("INVALID_ARGS: Error: invalid arguments"), "{results:?}");

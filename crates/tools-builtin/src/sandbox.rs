@@ -69,6 +69,8 @@ pub struct ExecutionPolicy {
     pub mode: SandboxMode,
     /// Absolute, canonical workspace root.
     pub workspace_root: PathBuf,
+    /// Temporary areas writable under `workspace-write` besides the workspace.
+    pub temp_roots: Vec<PathBuf>,
 }
 
 impl ExecutionPolicy {
@@ -79,11 +81,7 @@ impl ExecutionPolicy {
             return Vec::new();
         }
         let mut roots: Vec<PathBuf> = Vec::new();
-        for root in [
-            self.workspace_root.clone(),
-            PathBuf::from("/tmp"),
-            std::env::temp_dir(),
-        ] {
+        for root in std::iter::once(self.workspace_root.clone()).chain(self.temp_roots.iter().cloned()) {
             let root = canonical_path(&root);
             if !roots.contains(&root) {
                 roots.push(root);
@@ -99,6 +97,12 @@ impl ExecutionPolicy {
 pub struct SandboxPolicy {
     default_mode: SandboxMode,
     workspace_root: PathBuf,
+    temp_roots: Vec<PathBuf>,
+}
+
+/// The platform's temporary areas (`/tmp` and the process temp dir).
+pub fn default_temp_roots() -> Vec<PathBuf> {
+    vec![PathBuf::from("/tmp"), std::env::temp_dir()]
 }
 
 impl SandboxPolicy {
@@ -106,7 +110,14 @@ impl SandboxPolicy {
         Self {
             default_mode,
             workspace_root: workspace_root_of(workspace_root),
+            temp_roots: default_temp_roots(),
         }
+    }
+
+    /// Replaces the writable temporary areas (e.g. none, for a strict workspace fence).
+    pub fn with_temp_roots(mut self, roots: Vec<PathBuf>) -> Self {
+        self.temp_roots = roots;
+        self
     }
 
     pub fn default_mode(&self) -> SandboxMode {
@@ -138,6 +149,7 @@ impl SandboxPolicy {
             workspace_root: cwd
                 .map(|c| workspace_root_of(Path::new(&c)))
                 .unwrap_or_else(|| self.workspace_root.clone()),
+            temp_roots: self.temp_roots.clone(),
         }
     }
 }

@@ -211,7 +211,7 @@ async fn escalation_asks_for_approval_when_sandboxed() {
         // The fenced fs backend provides the shared sandbox policy bash escalates against.
         (
             "@deepseek-ai/dsh-fs-sandbox",
-            json!({"mode": "workspace-write"}),
+            json!({"mode": "workspace-write", "tempRoots": []}),
         ),
         ("@deepseek-ai/dsh-tool-bash", json!({"sandboxed": true})),
     ]);

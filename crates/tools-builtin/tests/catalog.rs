@@ -69,7 +69,7 @@ async fn tool_rows_wait_for_the_backend_row() {
         ("@deepseek-ai/dsh-tool-fs", json!(null)),
         (
             "@deepseek-ai/dsh-fs-sandbox",
-            json!({"mode": "workspace-write"}),
+            json!({"mode": "workspace-write", "tempRoots": []}),
         ),
     ]);
     h.start_session(&ws);

@@ -591,7 +591,8 @@ fn sandboxed(dir: &Path, mode: &str) -> Harness {
     let mut h = Harness::new(&[
         (
             "@deepseek-ai/dsh-fs-sandbox",
-            json!({"cwd": dir, "mode": mode}),
+            // No temp areas: only the workspace is writable, wherever the checkout lives.
+            json!({"cwd": dir, "mode": mode, "tempRoots": []}),
         ),
         (OBSERVE, json!(null)),
         (FS, json!(null)),
@@ -610,7 +611,15 @@ async fn workspace_write_fences_mutations_but_not_reads() {
     std::fs::create_dir_all(&ws).unwrap();
     std::fs::create_dir_all(&outside).unwrap();
     std::fs::write(outside.join("secret.txt"), "s\n").unwrap();
-    let h = sandboxed(&ws, "workspace-write");
+    // A dedicated "temp area" stands in for /tmp, so the test holds wherever it runs.
+    let tmp = base.path().join("tmp-area");
+    std::fs::create_dir_all(&tmp).unwrap();
+    let mut h = Harness::new(&[
+        ("@deepseek-ai/dsh-fs-sandbox", json!({"cwd": ws, "mode": "workspace-write", "tempRoots": [tmp]})),
+        (OBSERVE, json!(null)),
+        (FS, json!(null)),
+    ]);
+    h.start_session(&ws);
     let target = outside.join("x.txt").to_string_lossy().into_owned();
     assert_eq!(
         outcome(
@@ -674,8 +683,7 @@ async fn workspace_write_fences_mutations_but_not_reads() {
             "Created file"
         ))
     );
-    let tmp = tempfile::tempdir().unwrap();
-    let in_tmp = tmp.path().join("t.txt").to_string_lossy().into_owned();
+    let in_tmp = tmp.join("t.txt").to_string_lossy().into_owned();
     assert!(
         !h.call("write", json!({"file_path": in_tmp, "content": "ok"}))
             .await
@@ -764,7 +772,7 @@ async fn escalation_goes_through_approval() {
             &[
                 (
                     "@deepseek-ai/dsh-fs-sandbox",
-                    json!({"cwd": ws, "mode": "workspace-write"}),
+                    json!({"cwd": ws, "mode": "workspace-write", "tempRoots": []}),
                 ),
                 (OBSERVE, json!(null)),
                 (FS, json!(null)),

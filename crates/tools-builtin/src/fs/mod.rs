@@ -62,6 +62,9 @@ struct BackendConfig {
     cwd: Option<String>,
     diff_basis_max_bytes: Option<f64>,
     mode: Option<SandboxMode>,
+    /// Writable temporary areas under `workspace-write` (default: `/tmp` and the process
+    /// temp dir).
+    temp_roots: Option<Vec<String>>,
 }
 
 fn backend_from(plugin: &str, config: &BackendConfig) -> Result<FsBackend, BoxError> {
@@ -120,10 +123,14 @@ impl Plugin for FsSandboxPlugin {
         let policy = match ctx.get::<SandboxPolicy>() {
             Some(policy) => policy,
             None => {
-                let policy = Arc::new(SandboxPolicy::new(
+                let mut policy = SandboxPolicy::new(
                     c.mode.unwrap_or_else(SandboxMode::from_env_or_default),
                     &backend.cwd,
-                ));
+                );
+                if let Some(roots) = &c.temp_roots {
+                    policy = policy.with_temp_roots(roots.iter().map(std::path::PathBuf::from).collect());
+                }
+                let policy = Arc::new(policy);
                 ctx.provide(policy.clone())?;
                 policy
             }
