@@ -16,6 +16,7 @@ pub fn register_catalog(catalog: &mut dsh_kernel::Catalog) {
     catalog
         .register(retry::RetryPlugin)
         .register(title::TitlePlugin)
+        .register(title::LlmTitlePlugin)
         .register(permissions::SandboxPolicyPlugin)
         .register(permissions::ApprovalPlugin)
         .register(host::SettingsPlugin)

@@ -7,7 +7,7 @@ use dsh_kernel::{BoxError, Context, ListenOptions, Plugin, PluginConfig};
 use dsh_llm::{ContentBlock, Message};
 use dsh_session::{LiveSession, types};
 use serde::Deserialize;
-use serde_json::json;
+use serde_json::{Value, json};
 
 #[derive(Deserialize, Clone, Copy)]
 #[serde(rename_all = "camelCase")]
@@ -151,5 +151,178 @@ mod tests {
         assert_eq!(fallback_title("  \u{1b}[31mred\u{1b}[0m\t\ttext\u{200B} ", 5, 40), "red text");
         assert_eq!(fallback_title("\u{7}", 5, 40), "");
         assert_eq!(fallback_title("ééééééééééééééééééééééé", 5, 5), "éé");
+    }
+}
+
+/// Config of the model-backed title.
+#[derive(Deserialize, Clone)]
+#[serde(rename_all = "camelCase")]
+struct LlmTitleConfig {
+    #[serde(default = "five")]
+    target_words: usize,
+    #[serde(default = "ten")]
+    target_cjk_characters: usize,
+    #[serde(default = "four_k")]
+    max_input_bytes: usize,
+    #[serde(default = "sixty_four")]
+    max_output_tokens: u64,
+    #[serde(default = "sixty_s")]
+    timeout_ms: u64,
+    #[serde(default = "eighty")]
+    max_title_bytes: usize,
+    provider: Option<String>,
+    model: Option<String>,
+}
+
+fn ten() -> usize {
+    10
+}
+fn four_k() -> usize {
+    4096
+}
+fn sixty_four() -> u64 {
+    64
+}
+fn sixty_s() -> u64 {
+    60_000
+}
+fn eighty() -> usize {
+    80
+}
+
+/// The plugin id recorded as the title's provider.
+pub const LLM_TITLE_PROVIDER: &str = "session-title-first-prompt-llm";
+
+fn title_system(c: &LlmTitleConfig) -> String {
+    format!(
+        "Write a short title for an AI coding-assistant session, based on the human messages provided.\nReply with the title alone on a single line: plain natural-language text, no quotes, labels, explanations, Markdown, XML or control characters, and no code.\nWrite in the language of the messages.\nAim for roughly {} words, or {} characters for CJK languages.",
+        c.target_words, c.target_cjk_characters
+    )
+}
+
+/// Runs the auxiliary title request for `session` (first eligible prompt only).
+async fn llm_title(
+    llm: std::sync::Arc<dsh_llm::LlmRuntime>,
+    session: std::sync::Arc<LiveSession>,
+    c: LlmTitleConfig,
+    route: (String, String),
+) -> Result<(), BoxError> {
+    let first = session.read(|s| {
+        s.events().iter().filter(|e| e.is(types::USER_MESSAGE)).find_map(|e| {
+            let m = Message::from_value(e.data.clone()).ok()?;
+            (m.source.kind() == "user" && !normalize(&message_text(&m)).is_empty()).then(|| (e.seq, message_text(&m)))
+        })
+    });
+    let Some((seq, text)) = first else { return Ok(()) };
+    let framed = format!(
+        "Title this session from the human messages in this JSON array:\n{}",
+        dsh_kernel::json::to_string(&json!([{"seq": seq, "text": text}]))
+    );
+    if framed.len() > c.max_input_bytes {
+        return Err(format!("session-title-llm: input is {} bytes, exceeding maxInputBytes {}", framed.len(), c.max_input_bytes).into());
+    }
+    let system = title_system(&c);
+    let message = Message::user(
+        vec![ContentBlock::text(framed)],
+        dsh_llm::MessageSource::plugin("dsh-session-title-llm", []),
+    );
+    let (provider, model) = route;
+    session.append(
+        "session/title-llm-request",
+        json!({
+            "titleProvider": LLM_TITLE_PROVIDER,
+            "messageSeqs": [seq],
+            "route": {"provider": provider, "model": model},
+            "system": system,
+            "messages": [message.to_value()],
+            "maxTokens": c.max_output_tokens,
+        }),
+        None,
+    )?;
+    let mut config = dsh_llm::LlmCallConfig::route(provider.clone(), model.clone());
+    config.max_tokens = Some(c.max_output_tokens);
+    let mut options = dsh_llm::GenerateOptions::new(config, vec![std::sync::Arc::new(message)]);
+    options.system = Some(system);
+    options.session_id = Some(session.id());
+    options.purpose = dsh_llm::CallPurpose::SessionTitle;
+    let cancel = options.cancel.clone();
+    let run = async {
+        use futures::StreamExt;
+        let mut stream = llm.stream(std::sync::Arc::new(options), None).await?;
+        let mut asm = dsh_llm::BlockAssembler::new();
+        while let Some(chunk) = stream.next().await {
+            asm.push(&chunk?);
+        }
+        Ok::<_, BoxError>(asm)
+    };
+    let asm = match tokio::time::timeout(std::time::Duration::from_millis(c.timeout_ms), run).await {
+        Ok(r) => r?,
+        Err(_) => {
+            cancel.cancel();
+            return Err("session-title-llm: the title request timed out".into());
+        }
+    };
+    match asm.finish() {
+        dsh_llm::FinishReason::Error(f) | dsh_llm::FinishReason::Aborted(f) => return Err(f.message.into()),
+        dsh_llm::FinishReason::MaxTokens => return Err("session-title-llm: title output reached maxOutputTokens".into()),
+        dsh_llm::FinishReason::ToolCalls => return Err("session-title-llm: title model unexpectedly requested a tool".into()),
+        _ => {}
+    }
+    let blocks = asm.blocks()?;
+    let raw: Vec<&str> = blocks.iter().filter_map(ContentBlock::as_text).collect();
+    let title = fallback_title(&raw.join(" "), usize::MAX, c.max_title_bytes);
+    if title.is_empty() {
+        return Err("session-title-llm: title model produced no text".into());
+    }
+    session.append(
+        types::SESSION_TITLE,
+        json!({"title": title, "messageSeqs": [seq], "source": {"kind": "provider", "provider": LLM_TITLE_PROVIDER, "model": {"provider": provider, "model": model}}}),
+        None,
+    )?;
+    Ok(())
+}
+
+/// `@deepseek-ai/dsh-session-title-first-prompt-llm`: after the fallback title, asks the
+/// model for a better one, once per fresh session (not for forks), without blocking the turn.
+pub struct LlmTitlePlugin;
+
+impl Plugin for LlmTitlePlugin {
+    fn name(&self) -> &'static str {
+        "@deepseek-ai/dsh-session-title-first-prompt-llm"
+    }
+
+    fn apply(&self, ctx: &Context, config: &PluginConfig) -> Result<(), BoxError> {
+        let c: LlmTitleConfig = config.parse()?;
+        let llm = ctx.require::<dsh_llm::LlmRuntime>()?;
+        let started: std::sync::Arc<std::sync::Mutex<std::collections::HashSet<String>>> = Default::default();
+        let spawner = ctx.clone();
+        ctx.on_emit::<dsh_session::SessionAppended>(ListenOptions::GLOBAL, move |p| {
+            if !p.event.is(types::REQUEST_HEADER) {
+                return Ok(());
+            }
+            let session = p.session.clone();
+            let header = session.header();
+            if header.parent_session.is_some() || !started.lock().unwrap_or_else(|e| e.into_inner()).insert(header.id.clone()) {
+                return Ok(());
+            }
+            let has_provider_title = session.read(|s| {
+                s.events().iter().any(|e| e.is(types::SESSION_TITLE) && e.data.pointer("/source/kind").and_then(Value::as_str) != Some("fallback"))
+            });
+            if has_provider_title {
+                return Ok(());
+            }
+            let route = (
+                c.provider.clone().or_else(|| p.event.data.pointer("/header/config/provider").and_then(Value::as_str).map(str::to_owned)).unwrap_or_default(),
+                c.model.clone().or_else(|| p.event.data.pointer("/header/config/model").and_then(Value::as_str).map(str::to_owned)).unwrap_or_default(),
+            );
+            let (llm, c) = (llm.clone(), c.clone());
+            spawner.spawn(async move {
+                if let Err(e) = llm_title(llm, session, c, route).await {
+                    tracing::warn!("session title: {e}");
+                }
+            })?;
+            Ok(())
+        })?;
+        Ok(())
     }
 }
