@@ -245,8 +245,8 @@ impl Context {
     /// logged and contained.
     pub fn emit<E: EmitEvent>(&self, payload: &E::Payload) {
         if let Some(slot) = self.rt.bus.existing::<EmitFn<E>>(TypeId::of::<E>()) {
-            let callbacks = slot.select(self.carrier());
-            run_emit::<E>(&callbacks, payload);
+            let hooks = slot.snapshot();
+            run_emit::<E>(&hooks, self.carrier(), payload);
         }
     }
 
@@ -286,11 +286,11 @@ impl Context {
         D: Fn(&'a E::Payload) -> BoxFuture<'a, Result<E::Output, BoxError>> + Send + Sync + 'a,
     {
         let default: &'a DefaultFn<'a, E> = default;
-        let callbacks = match self.rt.bus.existing::<WaterfallFn<E>>(TypeId::of::<E>()) {
-            Some(slot) => slot.select(self.carrier()),
-            None => Vec::new(),
+        let chain = match self.rt.bus.existing::<WaterfallFn<E>>(TypeId::of::<E>()) {
+            Some(slot) => slot.snapshot(),
+            None => return default(payload).await,
         };
-        Next::new(Arc::new(callbacks), payload, default).run().await
+        Next::new(chain, self.scope.clone(), payload, default).run().await
     }
 
     // ---------------------------------------------------------------- tasks

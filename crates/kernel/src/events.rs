@@ -89,7 +89,7 @@ impl<F: ?Sized> Clone for Hook<F> {
 }
 
 impl<F: ?Sized> Hook<F> {
-    fn admitted_by(&self, carrier: Option<&Scope>) -> bool {
+    pub(crate) fn admitted_by(&self, carrier: Option<&Scope>) -> bool {
         match (self.global, self.scope, carrier) {
             (true, _, _) | (false, None, _) | (false, Some(_), None) => true,
             (false, Some(scope), Some(carrier)) => carrier.admits(scope),
@@ -175,9 +175,9 @@ impl EventBus {
     }
 }
 
-/// Runs emit listeners with containment.
-pub(crate) fn run_emit<E: EmitEvent>(callbacks: &[Arc<EmitFn<E>>], payload: &E::Payload) {
-    for cb in callbacks {
+/// Runs the emit listeners admitted by `carrier`, with containment.
+pub(crate) fn run_emit<E: EmitEvent>(hooks: &[Hook<EmitFn<E>>], carrier: Option<&Scope>, payload: &E::Payload) {
+    for cb in hooks.iter().filter(|h| h.admitted_by(carrier)).map(|h| &h.callback) {
         match std::panic::catch_unwind(AssertUnwindSafe(|| cb(payload))) {
             Ok(Ok(())) => {}
             Ok(Err(error)) => {
@@ -190,31 +190,38 @@ pub(crate) fn run_emit<E: EmitEvent>(callbacks: &[Arc<EmitFn<E>>], payload: &E::
     }
 }
 
-/// The rest of a waterfall chain, handed to each listener.
+/// The rest of a waterfall chain, handed to each listener. It walks the listener snapshot
+/// taken at dispatch, skipping listeners the carrier does not admit (no per-dispatch
+/// allocation of the selection).
 pub struct Next<'a, E: WaterfallEvent> {
-    chain: Arc<Vec<Arc<WaterfallFn<E>>>>,
+    chain: Arc<Vec<Hook<WaterfallFn<E>>>>,
     index: usize,
+    carrier: Option<Scope>,
     payload: &'a E::Payload,
     default: &'a DefaultFn<'a, E>,
 }
 
 impl<'a, E: WaterfallEvent> Next<'a, E> {
     pub(crate) fn new(
-        chain: Arc<Vec<Arc<WaterfallFn<E>>>>,
+        chain: Arc<Vec<Hook<WaterfallFn<E>>>>,
+        carrier: Option<Scope>,
         payload: &'a E::Payload,
         default: &'a DefaultFn<'a, E>,
     ) -> Self {
-        Self { chain, index: 0, payload, default }
+        Self { chain, index: 0, carrier, payload, default }
     }
 
     /// Runs the remaining listeners and, innermost, the default decision.
     pub fn run(self) -> BoxFuture<'a, Result<E::Output, BoxError>> {
-        match self.chain.get(self.index).cloned() {
-            Some(head) => head(
-                self.payload,
-                Next { chain: self.chain, index: self.index + 1, payload: self.payload, default: self.default },
-            ),
-            None => (self.default)(self.payload),
+        let mut i = self.index;
+        while let Some(h) = self.chain.get(i) {
+            if h.admitted_by(self.carrier.as_ref()) {
+                let head = h.callback.clone();
+                let next = Next { chain: self.chain, index: i + 1, carrier: self.carrier, payload: self.payload, default: self.default };
+                return head(self.payload, next);
+            }
+            i += 1;
         }
+        (self.default)(self.payload)
     }
 }
