@@ -401,7 +401,11 @@ impl LoopFactory {
 impl AgentFactory for LoopFactory {
     fn create(&self, owner: &Context, request: CreateAgent) -> Result<AgentRef, BoxError> {
         let sessions = &self.services.sessions;
-        let id = request.session_id.clone().unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+        let id = match (&request.source, &request.session_id) {
+            (AgentSource::Resume { header, .. }, _) => header.id.clone(),
+            (_, Some(id)) => id.clone(),
+            (_, None) => uuid::Uuid::new_v4().to_string(),
+        };
         let scope = owner.create_scope(format!("agent {id}"));
         let now = sessions.now().max(0) as u64;
         let cwd_string = request.cwd.as_ref().map(|p| p.display().to_string());
