@@ -14,6 +14,7 @@ pub fn catalog() -> Catalog {
     c.register(dsh_replay::ReplayPlugin);
     dsh_providers::register_catalog(&mut c);
     dsh_tools_builtin::register_catalog(&mut c);
+    dsh_hooks::register_catalog(&mut c);
     c.register(dsh_persistence::JsonlPersistencePlugin);
     c.register(crate::headless::HeadlessPlugin);
     c.register(dsh_acp::AcpAgentPlugin);

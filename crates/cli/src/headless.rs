@@ -22,6 +22,8 @@ Arguments:
 Options:
   --output-format <format>     text (default) or stream-json: also print every durable
                                session event as one JSON line while it happens
+  --resume <session-id>        continue a stored session (see `dsh sessions list`)
+                               instead of starting a fresh one
   -h, --help                   show this help
 
 Examples:
@@ -39,13 +41,14 @@ pub enum OutputFormat {
 #[derive(Debug, PartialEq, Eq)]
 pub enum Startup {
     Help,
-    Run { task: String, format: OutputFormat },
+    Run { task: String, format: OutputFormat, resume: Option<String> },
 }
 
 /// Parses the app arguments; `Err` is a usage error line (exit 1).
 pub fn parse_args(args: &[String]) -> Result<Startup, String> {
     let mut words = Vec::new();
     let mut format = OutputFormat::Text;
+    let mut resume = None;
     let mut i = 0;
     let mut literal = false;
     while i < args.len() {
@@ -69,6 +72,14 @@ pub fn parse_args(args: &[String]) -> Result<Startup, String> {
                 "stream-json" => OutputFormat::StreamJson,
                 other => return Err(format!("error: unknown output format '{other}' (expected text or stream-json)")),
             };
+        } else if a == "--resume" || a.starts_with("--resume=") {
+            resume = Some(match a.split_once('=') {
+                Some((_, v)) => v.to_string(),
+                None => {
+                    i += 1;
+                    args.get(i).cloned().ok_or("error: option '--resume <session-id>' argument missing")?
+                }
+            });
         } else if a.starts_with('-') && a.len() > 1 {
             return Err(format!("error: unknown option '{a}'"));
         } else {
@@ -80,7 +91,7 @@ pub fn parse_args(args: &[String]) -> Result<Startup, String> {
     if task.trim().is_empty() {
         return Err("error: a task is required, for example: dsh --profile headless \"run the tests\"".into());
     }
-    Ok(Startup::Run { task, format })
+    Ok(Startup::Run { task, format, resume })
 }
 
 /// The task given to the runner row.
@@ -133,8 +144,8 @@ fn summarize(events: &[Arc<dsh_session::Event>], first_seq: u64) -> (String, Opt
     (text, reason)
 }
 
-/// Runs the task on a loaded tree.
-pub async fn run(root: &Context, format: OutputFormat) -> ExitCode {
+/// Runs the task on a loaded tree (in a fresh session, or continuing `resume`).
+pub async fn run(root: &Context, format: OutputFormat, resume: Option<String>) -> ExitCode {
     let Some(task) = root.get::<HeadlessTask>() else {
         eprintln!("dsh: the profile has no headless-runner row; nothing to run");
         return ExitCode::from(1);
@@ -159,6 +170,26 @@ pub async fn run(root: &Context, format: OutputFormat) -> ExitCode {
     });
     request.session_id = Some(format!("session-{}", uuid::Uuid::new_v4()));
     request.cwd = cwd;
+    if let Some(id) = resume {
+        let Some(files) = root.get::<dsh_persistence::SessionFiles>() else {
+            eprintln!("dsh: --resume needs session persistence (the session-persistence-jsonl row is disabled)");
+            return ExitCode::from(1);
+        };
+        let loaded = match tokio::task::spawn_blocking(move || files.load(&id)).await {
+            Ok(Ok(l)) => l,
+            Ok(Err(e)) => {
+                eprintln!("dsh: cannot resume: {e}");
+                return ExitCode::from(1);
+            }
+            Err(e) => {
+                eprintln!("dsh: cannot resume: {e}");
+                return ExitCode::from(1);
+            }
+        };
+        request.session_id = Some(loaded.header.id.clone());
+        request.cwd = loaded.header.cwd.as_ref().map(std::path::PathBuf::from).or(request.cwd);
+        request.source = dsh_agent::AgentSource::Resume { header: loaded.header, events: loaded.events, stored_len: loaded.stored_len };
+    }
     let agent = match agents.create(root, request) {
         Ok(a) => a,
         Err(e) => {
@@ -239,12 +270,16 @@ mod tests {
 
     #[test]
     fn task_words_join_and_options_parse() {
-        assert_eq!(p(&["fix", "the", "test"]), Ok(Startup::Run { task: "fix the test".into(), format: OutputFormat::Text }));
+        assert_eq!(p(&["fix", "the", "test"]), Ok(Startup::Run { task: "fix the test".into(), format: OutputFormat::Text, resume: None }));
         assert_eq!(
             p(&["--output-format", "stream-json", "go"]),
-            Ok(Startup::Run { task: "go".into(), format: OutputFormat::StreamJson })
+            Ok(Startup::Run { task: "go".into(), format: OutputFormat::StreamJson, resume: None })
         );
-        assert_eq!(p(&["a", "--", "--b"]), Ok(Startup::Run { task: "a --b".into(), format: OutputFormat::Text }));
+        assert_eq!(p(&["a", "--", "--b"]), Ok(Startup::Run { task: "a --b".into(), format: OutputFormat::Text, resume: None }));
+        assert_eq!(
+            p(&["--resume", "s-1", "more"]),
+            Ok(Startup::Run { task: "more".into(), format: OutputFormat::Text, resume: Some("s-1".into()) })
+        );
         assert_eq!(p(&["--help"]), Ok(Startup::Help));
         assert_eq!(p(&["  "]), Err("error: a task is required, for example: dsh --profile headless \"run the tests\"".into()));
         assert_eq!(p(&["x", "--bogus"]), Err("error: unknown option '--bogus'".into()));

@@ -81,12 +81,12 @@ fn run_profile(home: &std::path::Path, profile: &str, patches: &[String], args: 
             return ExitCode::from(1);
         }
     };
-    let (task, format) = match startup {
+    let (task, format, resume) = match startup {
         headless::Startup::Help => {
             print!("{}", headless::HELP);
             return ExitCode::SUCCESS;
         }
-        headless::Startup::Run { task, format } => (task, format),
+        headless::Startup::Run { task, format, resume } => (task, format, resume),
     };
     let composition = match profile::compose_profile(home, profile, patches, false) {
         Ok(c) => c,
@@ -114,7 +114,7 @@ fn run_profile(home: &std::path::Path, profile: &str, patches: &[String], args: 
                 return ExitCode::from(CONFIG_ERROR);
             }
         };
-        let code = headless::run(tree.context(), format).await;
+        let code = headless::run(tree.context(), format, resume).await;
         tree.unload();
         code
     })

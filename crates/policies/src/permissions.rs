@@ -125,14 +125,49 @@ impl Approvals {
     }
 }
 
+fn outcome_name(o: ApprovalOutcome) -> &'static str {
+    match o {
+        ApprovalOutcome::AllowedOnce => "allowed-once",
+        ApprovalOutcome::Rejected => "rejected",
+        ApprovalOutcome::Cancelled => "cancelled",
+        ApprovalOutcome::Unavailable => "unavailable",
+    }
+}
+
 impl ApprovalService for Approvals {
     fn request(&self, request: ApprovalRequest) -> BoxFuture<'static, ApprovalOutcome> {
         let answerer = self.answerers.read().unwrap_or_else(|p| p.into_inner()).first().map(|(_, a)| a.clone());
-        match (self.policy, answerer) {
-            (ApprovalPolicy::Never, _) => Box::pin(async { ApprovalOutcome::Rejected }),
-            (ApprovalPolicy::Ask, None) => Box::pin(async { ApprovalOutcome::Unavailable }),
-            (ApprovalPolicy::Ask, Some(a)) => a.ask(request),
-        }
+        let policy = self.policy;
+        Box::pin(async move {
+            // Every ask is audited in the session log: `approval/asked` then `approval/decided`.
+            let id = uuid::Uuid::new_v4().to_string();
+            let session = request.session.clone();
+            if let Some(s) = &session {
+                let mut asked = serde_json::Map::new();
+                asked.insert("id".into(), id.clone().into());
+                asked.insert("toolName".into(), request.tool_name.clone().into());
+                if !request.call_id.is_empty() {
+                    asked.insert("callId".into(), request.call_id.clone().into());
+                }
+                if let Some(r) = &request.reason {
+                    asked.insert("reason".into(), r.clone().into());
+                }
+                if let Err(e) = s.append("approval/asked", serde_json::Value::Object(asked), None) {
+                    tracing::warn!("approval: cannot log the request: {e}");
+                }
+            }
+            let outcome = match (policy, answerer) {
+                (ApprovalPolicy::Never, _) => ApprovalOutcome::Rejected,
+                (ApprovalPolicy::Ask, None) => ApprovalOutcome::Unavailable,
+                (ApprovalPolicy::Ask, Some(a)) => a.ask(request).await,
+            };
+            if let Some(s) = &session
+                && let Err(e) = s.append("approval/decided", serde_json::json!({"id": id, "outcome": outcome_name(outcome)}), None)
+            {
+                tracing::warn!("approval: cannot log the decision: {e}");
+            }
+            outcome
+        })
     }
 }
 

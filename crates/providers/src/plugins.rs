@@ -21,7 +21,7 @@ fn deps(ctx: &Context, section: &'static str) -> ProviderDeps {
     let source = Arc::new(move || {
         settings.as_ref().and_then(|s| s.section(section).cloned()).unwrap_or(Value::Null)
     });
-    let user_id = Arc::new(|| anonymous_user_id());
+    let user_id = Arc::new(anonymous_user_id);
     ProviderDeps::new(resolver).with_settings(source).with_user_id(user_id)
 }
 

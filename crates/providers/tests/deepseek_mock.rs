@@ -1,6 +1,5 @@
 //! End-to-end: the DeepSeek adapter against the mock chat-completions server, through the
 //! runtime's final adapter boundary (`adapter_stream`), asserting exact chunk sequences.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 

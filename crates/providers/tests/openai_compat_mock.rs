@@ -1,5 +1,4 @@
 //! End-to-end: the generic OpenAI-compatible adapter against the mock server.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 

@@ -81,6 +81,9 @@ struct State {
     early_disconnects: usize,
     /// Replies whose script ran to its end (or failed writing).
     finished: usize,
+    /// Canned answer for requests without tools (auxiliary calls).
+    aux_text: Option<String>,
+    aux_requests: Vec<RecordedRequest>,
 }
 
 #[derive(Default)]
@@ -151,6 +154,20 @@ impl MockServer {
             shutdown: Some(shutdown),
             thread: Some(thread),
         }
+    }
+
+    /// Answers requests that carry no `tools` (auxiliary calls such as session titles) with
+    /// `text`, without consuming a scripted reply and without listing them in
+    /// [`MockServer::requests`] (see [`MockServer::aux_requests`]).
+    pub fn answer_untooled(self, text: &str) -> Self {
+        let text = text.to_string();
+        self.shared.update(move |s| s.aux_text = Some(text));
+        self
+    }
+
+    /// The auxiliary (untooled) requests answered by [`MockServer::answer_untooled`].
+    pub fn aux_requests(&self) -> Vec<RecordedRequest> {
+        self.shared.lock().aux_requests.clone()
     }
 
     /// Starts a server with these replies queued.
@@ -286,8 +303,15 @@ async fn serve(mut stream: TcpStream, shared: Arc<Shared>) {
             .path
             .trim_end_matches('/')
             .ends_with("/chat/completions");
+    let untooled = request.json.as_ref().is_some_and(|j| j.get("tools").is_none());
     let mut reply = None;
     shared.update(|s| {
+        if is_chat && untooled && let Some(text) = &s.aux_text {
+            // Auxiliary calls (titles, summaries) are answered without consuming the script.
+            reply = Some(Reply::text(text.clone()));
+            s.aux_requests.push(request.clone());
+            return;
+        }
         s.requests.push(request.clone());
         if is_chat {
             reply = s.replies.pop_front();
