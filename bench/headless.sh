@@ -9,7 +9,7 @@ N=${1:-10}
 shared=../shared/bench
 [ -f "$shared/mockllm.py" ] || { echo "bench: ../shared/bench/mockllm.py is absent" >&2; exit 1; }
 cargo build --release --bin dsh >&2
-BIN=$PWD/target/release/dsh
+BIN=${CARGO_TARGET_DIR:-$PWD/target}/release/dsh
 work=$(mktemp -d)
 trap 'kill $MOCK 2>/dev/null || true; rm -rf "$work"' EXIT
 export DSH_HOME=$work/home DEEPSEEK_API_KEY=sk-mock DSH_TELEMETRY_DISABLED=1

@@ -243,6 +243,11 @@ pub async fn run(root: &Context, format: OutputFormat, resume: Option<String>) -
     }
     let (text, reason) = summarize(&agent.session().events(), first_seq);
     agent.dispose().await;
+    if let Some(writers) = root.get::<dsh_persistence::SessionWriters>()
+        && let Err(e) = writers.flush_all().await
+    {
+        eprintln!("dsh: the session could not be saved completely: {e}");
+    }
     if let Some(c) = code {
         return ExitCode::from(c);
     }

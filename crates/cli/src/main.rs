@@ -175,6 +175,11 @@ fn run_acp(home: &std::path::Path, args: &[String]) -> ExitCode {
             }
         };
         let result = dsh_acp::serve(tree.context(), tokio::io::stdin(), tokio::io::stdout()).await;
+        if let Some(writers) = tree.context().get::<dsh_persistence::SessionWriters>()
+            && let Err(e) = writers.flush_all().await
+        {
+            eprintln!("dsh acp: a session log could not be written completely: {e}");
+        }
         tree.unload();
         match result {
             Ok(()) => ExitCode::SUCCESS,

@@ -320,6 +320,11 @@ impl SessionWriters {
     fn on_disposed(self: &Arc<Self>, session: &Arc<LiveSession>) {
         let id = session.id();
         let Some(writer) = self.get(&id) else { return };
+        if writer.pending_len() == 0 {
+            // Nothing queued: retire now (a write still in flight is awaited by `flush_all`).
+            self.retire(&id, &writer);
+            return;
+        }
         let writers = self.clone();
         self.runtime.spawn(async move {
             if let Err(e) = writer.flush().await {

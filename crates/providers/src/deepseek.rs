@@ -27,7 +27,7 @@ const UNSUPPORTED_CONTENT: &str = "UNSUPPORTED_CONTENT";
 /// Streams DeepSeek chat completions. Connection facts and the key are resolved once per
 /// call from the live configuration; an in-flight stream keeps its snapshot.
 pub struct DeepSeekAdapter {
-    client: reqwest::Client,
+    client: crate::http::HttpClients,
     live: LiveConfig<ResolvedDeepSeek>,
     deps: ProviderDeps,
 }
@@ -127,7 +127,7 @@ impl DeepSeekAdapter {
             &Dialect::deepseek(config.thinking, config.reasoning_effort),
         )?;
         Ok(HttpCall {
-            client: self.client.clone(),
+            client: self.client.for_url(&completions_url(&config.base_url))?,
             url: completions_url(&config.base_url),
             base_url: config.base_url.clone(),
             headers,

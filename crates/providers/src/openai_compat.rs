@@ -25,7 +25,7 @@ use crate::transport::{HttpCall, stream_call};
 /// construction (register the adapter under [`OpenAiCompatAdapter::routes`]); profiles are
 /// re-read per call from the live settings.
 pub struct OpenAiCompatAdapter {
-    client: reqwest::Client,
+    client: crate::http::HttpClients,
     live: LiveConfig<ResolvedOpenAiCompat>,
     routes: Vec<String>,
     deps: ProviderDeps,
@@ -133,7 +133,7 @@ impl OpenAiCompatAdapter {
         };
         let body = serialize_request(options, &dialect)?;
         Ok(HttpCall {
-            client: self.client.clone(),
+            client: self.client.for_url(&completions_url(base_url))?,
             url: completions_url(base_url),
             base_url: base_url.clone(),
             headers,
