@@ -63,7 +63,7 @@ fn stderr(o: &Output) -> String {
 }
 
 fn types_of(events: &[std::sync::Arc<Event>]) -> Vec<String> {
-    events.iter().filter(|e| !e.is(types::ASSISTANT_CHUNK)).map(|e| e.event_type.clone()).collect()
+    events.iter().filter(|e| !e.is(types::ASSISTANT_CHUNK)).map(|e| e.event_type.to_string()).collect()
 }
 
 fn tool_results(events: &[std::sync::Arc<Event>]) -> Vec<String> {
