@@ -63,7 +63,7 @@ impl Inbox {
         let mut inbox = Inbox::default();
         for e in events.iter().filter(|e| e.seq >= from_seq && e.is(types::INBOX_SPLICED)) {
             let bad = || format!("invalid persisted inbox splice at session seq {}", e.seq);
-            let data: InboxSplice = serde_json::from_value(e.data.clone()).map_err(|_| bad())?;
+            let data: InboxSplice = serde_json::from_value(e.data.to_value()).map_err(|_| bad())?;
             let start = data.start as usize;
             let removed = data.removed_count.unwrap_or(0) as usize;
             let list = inbox.list(data.target);

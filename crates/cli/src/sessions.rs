@@ -205,7 +205,7 @@ fn show(root: &Path, target: &str, mode: &str) -> ExitCode {
             for e in &loaded.events {
                 let (who, message) = match e.event_type.as_str() {
                     types::USER_MESSAGE => {
-                        let m = Message::from_value(e.data.clone()).ok();
+                        let m = Message::from_value(e.data.to_value()).ok();
                         let who = if m.as_ref().is_some_and(|m| m.source.kind() == "user") { "user" } else { "context" };
                         (who, m)
                     }

@@ -81,7 +81,7 @@ fn types_of(events: &[std::sync::Arc<Event>]) -> Vec<String> {
         .iter()
         .filter(|e| !e.is(types::ASSISTANT_CHUNK) && !e.is("session/title-llm-request"))
         .filter(|e| !(e.is(types::SESSION_TITLE) && e.data.pointer("/source/kind") != Some(&Value::from("fallback"))))
-        .map(|e| e.event_type.clone())
+        .map(|e| e.event_type.to_string())
         .collect()
 }
 

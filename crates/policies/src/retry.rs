@@ -26,7 +26,7 @@ pub fn backoff_ms(policy: &RetryPolicy, retry: u32, unit: f64) -> u64 {
 
 /// The previous `llm/retry` for the same turn/step/provider/policy, if any.
 fn previous<'a>(events: &'a [std::sync::Arc<Event>], p: &RequestErrorPayload, key: &str) -> Option<&'a Value> {
-    events.iter().rev().filter(|e| e.is(types::LLM_RETRY)).map(|e| &e.data).find(|d| {
+    events.iter().rev().filter(|e| e.is(types::LLM_RETRY)).map(|e| e.data.as_value()).find(|d| {
         d["turn"] == json!(p.turn) && d["step"] == json!(p.step) && d["provider"] == json!(p.provider) && d["policyKey"] == json!(key)
     })
 }

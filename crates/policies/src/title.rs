@@ -94,7 +94,7 @@ pub fn ensure_fallback(session: &std::sync::Arc<LiveSession>, words: usize, byte
             return None;
         }
         s.events().iter().filter(|e| e.is(types::USER_MESSAGE)).find_map(|e| {
-            let m = Message::from_value(e.data.clone()).ok()?;
+            let m = Message::from_value(e.data.to_value()).ok()?;
             if m.source.kind() != "user" {
                 return None;
             }
@@ -209,7 +209,7 @@ async fn llm_title(
 ) -> Result<(), BoxError> {
     let first = session.read(|s| {
         s.events().iter().filter(|e| e.is(types::USER_MESSAGE)).find_map(|e| {
-            let m = Message::from_value(e.data.clone()).ok()?;
+            let m = Message::from_value(e.data.to_value()).ok()?;
             (m.source.kind() == "user" && !normalize(&message_text(&m)).is_empty()).then(|| (e.seq, message_text(&m)))
         })
     });

@@ -30,12 +30,8 @@ impl Enclosure {
         self.last_turn
     }
 
-    fn field(e: &Event, key: &str) -> Option<u64> {
-        e.data.get(key).and_then(Value::as_u64)
-    }
-
     fn names_open_step(&self, e: &Event) -> Result<(), String> {
-        match (self.open_turn, self.open_step, Self::field(e, "turn"), Self::field(e, "step")) {
+        match (self.open_turn, self.open_step, e.turn(), e.step()) {
             (Some(t), Some(s), Some(et), Some(es)) if t == et && s == es => Ok(()),
             _ => Err(format!(
                 "\"{}\" must name the open turn/step (open: {:?}/{:?})",
@@ -51,7 +47,7 @@ impl Enclosure {
                 if let Some(open) = self.open_turn {
                     return Err(format!("turn/start while turn {open} is open"));
                 }
-                match Self::field(e, "turn") {
+                match e.turn() {
                     Some(t) if t == self.last_turn + 1 => Ok(()),
                     other => Err(format!("turn/start {other:?} does not follow turn {}", self.last_turn)),
                 }
@@ -60,7 +56,7 @@ impl Enclosure {
                 if self.open_step.is_some() {
                     return Err("turn/end while a step is open".into());
                 }
-                match (self.open_turn, Self::field(e, "turn")) {
+                match (self.open_turn, e.turn()) {
                     (Some(t), Some(et)) if t == et => Ok(()),
                     _ => Err(format!("turn/end does not match the open turn {:?}", self.open_turn)),
                 }
@@ -69,7 +65,7 @@ impl Enclosure {
                 if self.open_step.is_some() {
                     return Err("step/start while a step is open".into());
                 }
-                match (self.open_turn, Self::field(e, "turn"), Self::field(e, "step")) {
+                match (self.open_turn, e.turn(), e.step()) {
                     (Some(t), Some(et), Some(s)) if t == et && s == self.last_step + 1 => Ok(()),
                     _ => Err(format!("step/start does not follow step {} of the open turn", self.last_step)),
                 }
@@ -105,7 +101,7 @@ impl Enclosure {
     pub fn apply(&mut self, e: &Event) {
         match e.event_type.as_str() {
             types::TURN_START => {
-                let t = Self::field(e, "turn").unwrap_or(self.last_turn + 1);
+                let t = e.turn().unwrap_or(self.last_turn + 1);
                 self.open_turn = Some(t);
                 self.last_turn = t;
                 self.open_step = None;
@@ -118,7 +114,7 @@ impl Enclosure {
                 self.pending_calls.clear();
             }
             types::STEP_START => {
-                let s = Self::field(e, "step").unwrap_or(self.last_step + 1);
+                let s = e.step().unwrap_or(self.last_step + 1);
                 self.open_step = Some(s);
                 self.last_step = s;
             }

@@ -1,6 +1,12 @@
 //! The durable event envelope and the known event types.
 
+use std::borrow::{Borrow, Cow};
+use std::fmt;
+use std::ops::Deref;
+
 use serde_json::{Map, Value};
+
+use crate::payload::EventData;
 
 /// Surface operation of a surface event.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -49,13 +55,150 @@ pub enum SurfaceKeyOrder {
     OpFirst,
 }
 
+/// An event type name. Names of the known vocabulary ([`types::KNOWN`]) are interned (no
+/// allocation, and [`EventType::is_known`] is free); others are owned strings. Reads like a
+/// `&str`: it dereferences to one and compares with `&str` and `String`.
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct EventType(Cow<'static, str>);
+
+impl EventType {
+    /// The type named `name` (interned when known).
+    pub fn new(name: &str) -> Self {
+        match types::interned(name) {
+            Some(known) => EventType(Cow::Borrowed(known)),
+            None => EventType(Cow::Owned(name.to_owned())),
+        }
+    }
+
+    /// A known type by its static name (no lookup). Only for names of [`types::KNOWN`].
+    pub(crate) const fn known(name: &'static str) -> Self {
+        EventType(Cow::Borrowed(name))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// Whether this build knows the type (it is one of [`types::KNOWN`]).
+    pub fn is_known(&self) -> bool {
+        matches!(self.0, Cow::Borrowed(_))
+    }
+}
+
+impl Deref for EventType {
+    type Target = str;
+
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl AsRef<str> for EventType {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl Borrow<str> for EventType {
+    fn borrow(&self) -> &str {
+        &self.0
+    }
+}
+
+impl From<&str> for EventType {
+    fn from(name: &str) -> Self {
+        Self::new(name)
+    }
+}
+
+impl From<String> for EventType {
+    fn from(name: String) -> Self {
+        match types::interned(&name) {
+            Some(known) => EventType(Cow::Borrowed(known)),
+            None => EventType(Cow::Owned(name)),
+        }
+    }
+}
+
+impl From<&String> for EventType {
+    fn from(name: &String) -> Self {
+        Self::new(name)
+    }
+}
+
+impl From<EventType> for String {
+    fn from(t: EventType) -> Self {
+        t.0.into_owned()
+    }
+}
+
+impl serde::Serialize for EventType {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.0)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for EventType {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        String::deserialize(d).map(EventType::from)
+    }
+}
+
+impl fmt::Display for EventType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl fmt::Debug for EventType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&*self.0, f)
+    }
+}
+
+impl PartialEq<str> for EventType {
+    fn eq(&self, other: &str) -> bool {
+        *self.0 == *other
+    }
+}
+
+impl PartialEq<&str> for EventType {
+    fn eq(&self, other: &&str) -> bool {
+        *self.0 == **other
+    }
+}
+
+impl PartialEq<String> for EventType {
+    fn eq(&self, other: &String) -> bool {
+        *self.0 == **other
+    }
+}
+
+impl PartialEq<EventType> for str {
+    fn eq(&self, other: &EventType) -> bool {
+        *self == *other.0
+    }
+}
+
+impl PartialEq<EventType> for &str {
+    fn eq(&self, other: &EventType) -> bool {
+        **self == *other.0
+    }
+}
+
+impl PartialEq<EventType> for String {
+    fn eq(&self, other: &EventType) -> bool {
+        **self == *other.0
+    }
+}
+
 /// One durable session event. Immutable once in a log (held as `Arc<Event>`).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Event {
-    pub event_type: String,
+    pub event_type: EventType,
     pub seq: u64,
     pub time: i64,
-    pub data: Value,
+    pub data: EventData,
     pub source_event_seqs: Option<Vec<u64>>,
     pub surface_op: Option<SurfaceOp>,
     /// Only ever `true` when present; unknown ignorable events may be skipped by readers.
@@ -70,11 +213,18 @@ impl Event {
 
     /// `data.turn` when it is a number.
     pub fn turn(&self) -> Option<u64> {
-        self.data.get("turn").and_then(Value::as_u64)
+        match self.data.delta() {
+            Some(d) => Some(d.turn),
+            None => self.data.json().and_then(|v| v.get("turn")).and_then(Value::as_u64),
+        }
     }
 
+    /// `data.step` when it is a number.
     pub fn step(&self) -> Option<u64> {
-        self.data.get("step").and_then(Value::as_u64)
+        match self.data.delta() {
+            Some(d) => Some(d.step),
+            None => self.data.json().and_then(|v| v.get("step")).and_then(Value::as_u64),
+        }
     }
 }
 
@@ -156,6 +306,11 @@ pub mod types {
 
     pub fn is_known(t: &str) -> bool {
         KNOWN.contains(&t)
+    }
+
+    /// The static name of a known type.
+    pub(crate) fn interned(t: &str) -> Option<&'static str> {
+        KNOWN.iter().find(|k| **k == t).copied()
     }
 
     pub fn is_surface(t: &str) -> bool {

@@ -3,12 +3,15 @@
 //! crash-repair closers, storage records (chunk-row packing) and the JSONL text form.
 
 mod data;
+mod delta;
 mod enclosure;
 mod event;
 mod header;
 mod log;
+mod payload;
 mod records;
 mod repair;
+mod lineparse;
 mod storage;
 mod store;
 mod surface;
@@ -18,11 +21,13 @@ pub use data::{
     InboxSplice, InboxTarget, RequestContext, RequestHeaderData, StepMark, ToolCallData,
     ToolResultData, TurnEnd, TurnEndReason, TurnStart, text_of, to_data,
 };
-pub use event::{Event, SurfaceKeyOrder, SurfaceOp, types};
+pub use delta::ChunkDelta;
+pub use event::{Event, EventType, SurfaceKeyOrder, SurfaceOp, types};
 pub use header::{HeaderError, SESSION_FORMAT_VERSION, SessionHeader, version_refusal};
 pub use log::{AppendError, ForkError, Session, SurfaceIntent};
+pub use payload::EventData;
 pub use records::{
-    MIN_RUN, PackedRow, Record, RecordError, RecordFormat, RowKind, decode_record,
+    MIN_RUN, PackedRow, Record, RecordError, RecordFormat, RowKind, decode_line, decode_record,
     decode_record_with_format, pack, write_event, write_record,
 };
 pub use repair::{NOT_STARTED_TEXT, OUTCOME_UNKNOWN_TEXT, interrupted_turn_closers};

@@ -4,11 +4,13 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use dsh_llm::{Message, Role};
+use serde::Deserialize;
 use serde_json::Value;
 
 use crate::data::{EpochHeader, RequestContext};
 use crate::enclosure::Enclosure;
-use crate::event::{Event, SurfaceKeyOrder, SurfaceOp, types};
+use crate::event::{Event, EventType, SurfaceKeyOrder, SurfaceOp, types};
+use crate::payload::EventData;
 use crate::header::SessionHeader;
 use crate::surface::Surface;
 
@@ -83,6 +85,7 @@ impl Session {
     /// `session/end-seed`, one is appended at `time` — the durable seed boundary.
     pub fn with_seed(header: SessionHeader, seed: Vec<Arc<Event>>, time: i64) -> Result<Self, AppendError> {
         let mut s = Self::new(header);
+        s.log.reserve_exact(seed.len() + 1);
         for (i, e) in seed.into_iter().enumerate() {
             if e.seq != i as u64 {
                 return Err(AppendError(format!("seed event at index {i} has seq {}", e.seq)));
@@ -90,7 +93,7 @@ impl Session {
             s.admit(e, false)?;
         }
         s.first_live_seq = s.log.len() as u64;
-        if s.log.last().is_none_or(|e| e.event_type != types::END_SEED) {
+        if s.log.last().is_none_or(|e| !e.is(types::END_SEED)) {
             s.append_at(types::END_SEED, Value::Object(Default::default()), None, time)?;
         }
         Ok(s)
@@ -148,10 +151,10 @@ impl Session {
             None => (None, None),
         };
         let event = Arc::new(Event {
-            event_type: event_type.to_string(),
+            event_type: EventType::new(event_type),
             seq: self.next_seq(),
             time,
-            data,
+            data: EventData::new(data),
             source_event_seqs,
             surface_op,
             ignorable: false,
@@ -181,7 +184,7 @@ impl Session {
     /// Validates an event and commits it. `live` adds the enclosure invariant.
     fn admit(&mut self, event: Arc<Event>, live: bool) -> Result<(), AppendError> {
         let fail = |m: String| AppendError(format!("session \"{}\": event at seq {}: {m}", self.header.id, event.seq));
-        if !dsh_kernel::json::is_lossless(&event.data) {
+        if !event.data.is_lossless() {
             return Err(fail(format!("session event \"{}\" carries non-JSON-serializable data", event.event_type)));
         }
         let message = validate_shape(&event).map_err(fail)?;
@@ -193,12 +196,12 @@ impl Session {
         self.surface.apply(event.seq, &plan);
         match event.event_type.as_str() {
             types::REQUEST_HEADER => {
-                if let Some(h) = event.data.get("header").cloned().and_then(|h| serde_json::from_value::<EpochHeader>(h).ok()) {
+                if let Some(h) = event.data.get("header").and_then(|h| EpochHeader::deserialize(h).ok()) {
                     self.request_header = Some(h.canonical());
                 }
             }
             types::REQUEST_CONTEXT => {
-                self.request_context = serde_json::from_value(event.data.clone()).ok();
+                self.request_context = RequestContext::deserialize(event.data.as_value()).ok();
             }
             _ => {}
         }
@@ -263,7 +266,7 @@ impl Session {
 fn validate_shape(event: &Event) -> Result<Option<Message>, String> {
     let t = event.event_type.as_str();
     let message_value = match t {
-        types::USER_MESSAGE => Some(&event.data),
+        types::USER_MESSAGE => Some(event.data.as_value()),
         types::ASSISTANT_MESSAGE | types::TOOL_RESULT => Some(
             event.data.get("message").ok_or_else(|| format!("\"{t}\" data has no message"))?,
         ),

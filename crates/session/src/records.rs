@@ -8,7 +8,9 @@ use std::sync::Arc;
 use dsh_kernel::json::{write_string, write_value};
 use serde_json::{Map, Value};
 
-use crate::event::{Event, SurfaceKeyOrder, SurfaceOp, types};
+use crate::delta::{ChunkDelta, DeltaRun, MAX_SAFE_INT};
+use crate::event::{Event, EventType, SurfaceKeyOrder, SurfaceOp, types};
+use crate::payload::{EventData, NegativeZero};
 
 /// Runs shorter than this stay unpacked.
 pub const MIN_RUN: usize = 3;
@@ -21,6 +23,7 @@ pub enum RecordFormat {
     Projected,
 }
 
+/// Which delta stream a packed row (or a compact delta) belongs to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum RowKind {
     Text,
@@ -29,87 +32,105 @@ pub enum RowKind {
 }
 
 impl RowKind {
-    fn record_type(self) -> &'static str {
+    pub(crate) fn record_type(self) -> &'static str {
         match self {
             RowKind::Text => "text-chunks",
             RowKind::Reasoning => "reasoning-chunks",
             RowKind::ToolCall => "tool-call-chunks",
         }
     }
-
-    fn delta_type(self) -> &'static str {
-        match self {
-            RowKind::Text => "text-delta",
-            RowKind::Reasoning => "reasoning-delta",
-            RowKind::ToolCall => "tool-call-delta",
-        }
-    }
 }
 
-/// A packed run of deltas.
+/// A packed run of deltas. Its members' text is shared with the events it expands to.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PackedRow {
-    pub kind: RowKind,
     pub seq0: u64,
     pub time0: i64,
-    pub turn: Value,
-    pub step: Value,
-    pub index: Value,
+    /// Time gaps between consecutive members (one fewer than members).
     pub dt: Vec<i64>,
-    /// Texts (text/reasoning) or argument fragments (tool calls).
-    pub parts: Vec<String>,
-    pub call_id: Option<String>,
-    pub call_name: Option<String>,
+    run: Arc<DeltaRun>,
 }
 
 impl PackedRow {
+    /// A row over `run`; `None` unless it has ≥ 2 members, `dt.len() + 1` of them, and
+    /// every member time fits an `i64`.
+    pub(crate) fn new(seq0: u64, time0: i64, dt: Vec<i64>, run: Arc<DeltaRun>) -> Option<Self> {
+        if run.len() < 2 || dt.len() + 1 != run.len() {
+            return None;
+        }
+        dt.iter().try_fold(time0, |t, d| t.checked_add(*d))?;
+        seq0.checked_add(run.len() as u64)?;
+        Some(Self { seq0, time0, dt, run })
+    }
+
+    pub fn kind(&self) -> RowKind {
+        self.run.kind
+    }
+
     pub fn len(&self) -> usize {
-        self.parts.len()
+        self.run.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.parts.is_empty()
+        self.run.len() == 0
+    }
+
+    pub fn turn(&self) -> u64 {
+        self.run.turn
+    }
+
+    pub fn step(&self) -> u64 {
+        self.run.step
+    }
+
+    pub fn index(&self) -> u64 {
+        self.run.index
+    }
+
+    pub fn call_id(&self) -> Option<&str> {
+        self.run.call_id.as_deref()
+    }
+
+    pub fn call_name(&self) -> Option<&str> {
+        self.run.call_name.as_deref()
+    }
+
+    /// Texts (text/reasoning rows) or argument fragments (tool-call rows).
+    pub fn parts(&self) -> impl Iterator<Item = &str> {
+        self.run.parts()
     }
 
     /// The events this row stands for.
     pub fn expand(&self) -> Vec<Event> {
+        let mut out = Vec::with_capacity(self.len());
+        self.expand_with(|e| out.push(e));
+        out
+    }
+
+    /// Appends the events this row stands for to `out`.
+    pub fn expand_into(&self, out: &mut Vec<Arc<Event>>) {
+        out.reserve(self.len());
+        self.expand_with(|e| out.push(Arc::new(e)));
+    }
+
+    fn expand_with(&self, mut push: impl FnMut(Event)) {
         let mut time = self.time0;
-        let mut out = Vec::with_capacity(self.parts.len());
-        for (k, part) in self.parts.iter().enumerate() {
+        for k in 0..self.len() {
             if k > 0 {
-                time += self.dt.get(k - 1).copied().unwrap_or(0);
+                // `new` checked that the sums fit.
+                time = time.wrapping_add(self.dt.get(k - 1).copied().unwrap_or(0));
             }
-            let mut chunk = Map::new();
-            chunk.insert("type".into(), Value::from(self.kind.delta_type()));
-            chunk.insert("index".into(), self.index.clone());
-            match self.kind {
-                RowKind::Text | RowKind::Reasoning => {
-                    chunk.insert("text".into(), Value::from(part.clone()));
-                }
-                RowKind::ToolCall => {
-                    chunk.insert("id".into(), Value::from(self.call_id.clone().unwrap_or_default()));
-                    if let Some(name) = &self.call_name {
-                        chunk.insert("name".into(), Value::from(name.clone()));
-                    }
-                    chunk.insert("argumentsDelta".into(), Value::from(part.clone()));
-                }
-            }
-            let mut data = Map::new();
-            data.insert("turn".into(), self.turn.clone());
-            data.insert("step".into(), self.step.clone());
-            data.insert("chunk".into(), Value::Object(chunk));
-            out.push(Event {
-                event_type: types::ASSISTANT_CHUNK.into(),
+            push(Event {
+                event_type: EventType::known(types::ASSISTANT_CHUNK),
                 seq: self.seq0 + k as u64,
                 time,
-                data: Value::Object(data),
+                data: EventData::from_run(self.run.clone(), k),
                 source_event_seqs: None,
                 surface_op: None,
                 ignorable: false,
                 key_order: SurfaceKeyOrder::SourcesFirst,
             });
         }
-        out
     }
 }
 
@@ -145,81 +166,23 @@ fn keys_are(map: &Map<String, Value>, keys: &[&str]) -> bool {
 
 // ------------------------------------------------------------------ packing
 
-/// What a delta event contributes to a run.
-struct DeltaShape<'a> {
-    kind: RowKind,
-    turn: &'a Value,
-    step: &'a Value,
-    index: &'a Value,
-    part: &'a str,
-    call_id: Option<&'a str>,
-    call_name: Option<&'a str>,
+/// The delta an event contributes to a run, if it may be packed.
+fn delta_shape(e: &Event) -> Option<ChunkDelta<'_>> {
+    if e.event_type != types::ASSISTANT_CHUNK || e.surface_op.is_some() || e.source_event_seqs.is_some() || e.ignorable {
+        return None;
+    }
+    e.data.delta()
 }
 
-fn is_safe_int(v: &Value) -> bool {
-    v.as_u64().is_some_and(|n| n <= 9_007_199_254_740_991)
-}
-
-fn delta_shape(e: &Event) -> Option<DeltaShape<'_>> {
-    if e.event_type != types::ASSISTANT_CHUNK
-        || e.surface_op.is_some()
-        || e.source_event_seqs.is_some()
-        || e.ignorable
-    {
-        return None;
-    }
-    let Value::Object(data) = &e.data else { return None };
-    if !keys_are(data, &["turn", "step", "chunk"]) {
-        return None;
-    }
-    let (turn, step) = (data.get("turn")?, data.get("step")?);
-    if !is_safe_int(turn) || !is_safe_int(step) {
-        return None;
-    }
-    let Value::Object(chunk) = data.get("chunk")? else { return None };
-    let index = chunk.get("index")?;
-    if !is_safe_int(index) {
-        return None;
-    }
-    match chunk.get("type")?.as_str()? {
-        t @ ("text-delta" | "reasoning-delta") if keys_are(chunk, &["type", "index", "text"]) => {
-            Some(DeltaShape {
-                kind: if t == "text-delta" { RowKind::Text } else { RowKind::Reasoning },
-                turn,
-                step,
-                index,
-                part: chunk.get("text")?.as_str()?,
-                call_id: None,
-                call_name: None,
-            })
-        }
-        "tool-call-delta" => {
-            let with_name = keys_are(chunk, &["type", "index", "id", "name", "argumentsDelta"]);
-            if !with_name && !keys_are(chunk, &["type", "index", "id", "argumentsDelta"]) {
-                return None;
-            }
-            Some(DeltaShape {
-                kind: RowKind::ToolCall,
-                turn,
-                step,
-                index,
-                part: chunk.get("argumentsDelta")?.as_str()?,
-                call_id: Some(chunk.get("id")?.as_str()?),
-                call_name: if with_name { Some(chunk.get("name")?.as_str()?) } else { None },
-            })
-        }
-        _ => None,
-    }
-}
-
-fn continues(a: &DeltaShape<'_>, prev: &Event, b: &DeltaShape<'_>, next: &Event) -> bool {
-    a.kind == b.kind
-        && a.turn == b.turn
-        && a.step == b.step
-        && a.index == b.index
-        && a.call_id == b.call_id
-        && a.call_name == b.call_name
-        && next.seq == prev.seq + 1
+/// The run `events` exactly cover (members 0..n of one shared run, in order), if any: its
+/// row can share the text instead of copying it.
+fn whole_run(events: &[Arc<Event>]) -> Option<Arc<DeltaRun>> {
+    let (run, _) = events.first()?.data.delta_member()?;
+    let covers = run.len() == events.len()
+        && events.iter().enumerate().all(|(k, e)| {
+            e.data.delta_member().is_some_and(|(r, member)| Arc::ptr_eq(r, run) && member == k)
+        });
+    covers.then(|| run.clone())
 }
 
 /// Packs runs of ≥ [`MIN_RUN`] consecutive packable deltas into rows.
@@ -233,41 +196,35 @@ pub fn pack(events: &[Arc<Event>]) -> Vec<Record> {
             continue;
         };
         let mut j = i + 1;
-        let mut prev = &first;
-        let mut shapes = Vec::new();
+        let mut dt = Vec::new();
         while j < events.len() {
-            match delta_shape(&events[j]) {
-                Some(s) if continues(prev, &events[j - 1], &s, &events[j]) => {
-                    shapes.push(s);
-                    prev = shapes.last().unwrap_or(&first);
+            let (prev, next) = (&events[j - 1], &events[j]);
+            let gap = next.time.checked_sub(prev.time);
+            match (delta_shape(next), gap) {
+                (Some(s), Some(gap)) if first.same_stream(&s) && prev.seq.checked_add(1) == Some(next.seq) => {
+                    dt.push(gap);
                     j += 1;
                 }
                 _ => break,
             }
         }
-        if j - i < MIN_RUN {
-            for e in &events[i..j] {
-                out.push(Record::Event(e.clone()));
-            }
-            i = j;
-            continue;
+        let members = &events[i..j];
+        let row = (members.len() >= MIN_RUN).then(|| {
+            let run = whole_run(members).unwrap_or_else(|| {
+                let mut run = DeltaRun::new(&first, 0);
+                for e in members {
+                    if let Some(d) = e.data.delta() {
+                        run.push_part(d.part);
+                    }
+                }
+                Arc::new(run)
+            });
+            PackedRow::new(events[i].seq, events[i].time, dt, run)
+        });
+        match row.flatten() {
+            Some(row) => out.push(Record::Row(Box::new(row))),
+            None => out.extend(members.iter().map(|e| Record::Event(e.clone()))),
         }
-        let mut parts = Vec::with_capacity(j - i);
-        parts.push(first.part.to_string());
-        parts.extend(shapes.iter().map(|s| s.part.to_string()));
-        let dt = events[i..j].windows(2).map(|w| w[1].time - w[0].time).collect();
-        out.push(Record::Row(Box::new(PackedRow {
-            kind: first.kind,
-            seq0: events[i].seq,
-            time0: events[i].time,
-            turn: first.turn.clone(),
-            step: first.step.clone(),
-            index: first.index.clone(),
-            dt,
-            parts,
-            call_id: first.call_id.map(str::to_owned),
-            call_name: first.call_name.map(str::to_owned),
-        })));
         i = j;
     }
     out
@@ -277,16 +234,14 @@ pub fn pack(events: &[Arc<Event>]) -> Vec<Record> {
 
 /// Appends one event record (no newline).
 pub fn write_event(out: &mut String, e: &Event, format: RecordFormat) {
+    use std::fmt::Write as _;
     out.push_str("{\"type\":");
     write_string(out, &e.event_type);
     if format == RecordFormat::Full {
-        out.push_str(",\"seq\":");
-        out.push_str(&e.seq.to_string());
-        out.push_str(",\"time\":");
-        out.push_str(&e.time.to_string());
+        let _ = write!(out, ",\"seq\":{},\"time\":{}", e.seq, e.time);
     }
     out.push_str(",\"data\":");
-    write_value(out, &e.data);
+    e.data.write_json(out);
     let write_sources = |out: &mut String| {
         if let Some(s) = &e.source_event_seqs {
             out.push_str(",\"sourceEventSeqs\":[");
@@ -294,7 +249,7 @@ pub fn write_event(out: &mut String, e: &Event, format: RecordFormat) {
                 if i > 0 {
                     out.push(',');
                 }
-                out.push_str(&n.to_string());
+                let _ = write!(out, "{n}");
             }
             out.push(']');
         }
@@ -323,45 +278,37 @@ pub fn write_event(out: &mut String, e: &Event, format: RecordFormat) {
 
 /// Appends one record (no newline).
 pub fn write_record(out: &mut String, record: &Record, format: RecordFormat) {
+    use std::fmt::Write as _;
     match record {
         Record::Event(e) => write_event(out, e, format),
         Record::Row(r) => {
             out.push_str("{\"type\":\"");
-            out.push_str(r.kind.record_type());
+            out.push_str(r.kind().record_type());
             out.push('"');
             if format == RecordFormat::Full {
-                out.push_str(",\"seq0\":");
-                out.push_str(&r.seq0.to_string());
-                out.push_str(",\"time0\":");
-                out.push_str(&r.time0.to_string());
+                let _ = write!(out, ",\"seq0\":{},\"time0\":{}", r.seq0, r.time0);
             }
-            out.push_str(",\"data\":{\"turn\":");
-            write_value(out, &r.turn);
-            out.push_str(",\"step\":");
-            write_value(out, &r.step);
-            out.push_str(",\"index\":");
-            write_value(out, &r.index);
-            out.push_str(",\"dt\":[");
+            let _ = write!(out, ",\"data\":{{\"turn\":{},\"step\":{},\"index\":{},\"dt\":[", r.turn(), r.step(), r.index());
             for (i, d) in r.dt.iter().enumerate() {
                 if i > 0 {
                     out.push(',');
                 }
-                out.push_str(&d.to_string());
+                let _ = write!(out, "{d}");
             }
             out.push(']');
-            match r.kind {
+            match r.kind() {
                 RowKind::Text | RowKind::Reasoning => out.push_str(",\"texts\":["),
                 RowKind::ToolCall => {
                     out.push_str(",\"id\":");
-                    write_string(out, r.call_id.as_deref().unwrap_or(""));
-                    if let Some(n) = &r.call_name {
+                    write_string(out, r.call_id().unwrap_or(""));
+                    if let Some(n) = r.call_name() {
                         out.push_str(",\"name\":");
                         write_string(out, n);
                     }
                     out.push_str(",\"args\":[");
                 }
             }
-            for (i, p) in r.parts.iter().enumerate() {
+            for (i, p) in r.parts().enumerate() {
                 if i > 0 {
                     out.push(',');
                 }
@@ -376,6 +323,21 @@ pub fn write_record(out: &mut String, record: &Record, format: RecordFormat) {
 
 const ENVELOPE_KEYS: [&str; 7] = ["type", "seq", "time", "data", "surfaceOp", "sourceEventSeqs", "ignorable"];
 
+/// Decodes one record line (JSON text). Equivalent to parsing the line and calling
+/// [`decode_record_with_format`], but packed rows are read without building their JSON and
+/// stored events skip the lossless re-check when their text cannot hold a `-0`.
+pub fn decode_line(line: &str, next_seq: u64) -> Result<(Record, RecordFormat), RecordError> {
+    if let Some(decoded) = crate::lineparse::decode_row_line(line, next_seq) {
+        return Ok(decoded);
+    }
+    let negative_zero = NegativeZero::in_text(line);
+    if let Some((event, format)) = crate::lineparse::decode_event_line(line, next_seq, negative_zero) {
+        return Ok((Record::Event(Arc::new(event)), format));
+    }
+    let value: Value = serde_json::from_str(line).map_err(|e| err(format!("record is not valid JSON: {e}")))?;
+    decode_value(value, next_seq, negative_zero)
+}
+
 /// Decodes one parsed record. `next_seq` is the seq the record must start at; in the
 /// projected format (no `seq`/`seq0`) it is assigned, with times 0.
 pub fn decode_record(value: Value, next_seq: u64) -> Result<Record, RecordError> {
@@ -384,6 +346,10 @@ pub fn decode_record(value: Value, next_seq: u64) -> Result<Record, RecordError>
 
 /// Like [`decode_record`], also telling whether the record carried `seq`/`seq0`.
 pub fn decode_record_with_format(value: Value, next_seq: u64) -> Result<(Record, RecordFormat), RecordError> {
+    decode_value(value, next_seq, NegativeZero::Possible)
+}
+
+fn decode_value(value: Value, next_seq: u64, negative_zero: NegativeZero) -> Result<(Record, RecordFormat), RecordError> {
     let Value::Object(map) = value else {
         return Err(err("record is not a JSON object"));
     };
@@ -396,13 +362,13 @@ pub fn decode_record_with_format(value: Value, next_seq: u64) -> Result<(Record,
         Some("text-chunks") => decode_row(map, RowKind::Text, next_seq),
         Some("reasoning-chunks") => decode_row(map, RowKind::Reasoning, next_seq),
         Some("tool-call-chunks") => decode_row(map, RowKind::ToolCall, next_seq),
-        Some(_) => decode_event(map, next_seq).map(|e| Record::Event(Arc::new(e))),
+        Some(_) => decode_event(map, next_seq, negative_zero).map(|e| Record::Event(Arc::new(e))),
         None => Err(err("record has no string `type`")),
     }?;
     Ok((record, format))
 }
 
-fn decode_event(mut map: Map<String, Value>, next_seq: u64) -> Result<Event, RecordError> {
+fn decode_event(mut map: Map<String, Value>, next_seq: u64, negative_zero: NegativeZero) -> Result<Event, RecordError> {
     if let Some(k) = map.keys().find(|k| !ENVELOPE_KEYS.contains(&k.as_str())) {
         return Err(err(format!("event envelope has unexpected key \"{k}\"")));
     }
@@ -414,7 +380,7 @@ fn decode_event(mut map: Map<String, Value>, next_seq: u64) -> Result<Event, Rec
         _ => SurfaceKeyOrder::SourcesFirst,
     };
     let event_type = match map.remove("type") {
-        Some(Value::String(t)) if !t.is_empty() => t,
+        Some(Value::String(t)) if !t.is_empty() => EventType::from(t),
         _ => return Err(err("event has no string `type`")),
     };
     let seq = match map.remove("seq") {
@@ -445,6 +411,7 @@ fn decode_event(mut map: Map<String, Value>, next_seq: u64) -> Result<Event, Rec
         Some(Value::Bool(true)) => true,
         Some(_) => return Err(err("`ignorable` may only be true")),
     };
+    let data = EventData::from_json(data, negative_zero);
     Ok(Event { event_type, seq, time, data, source_event_seqs, surface_op, ignorable, key_order })
 }
 
@@ -478,35 +445,39 @@ fn decode_row(map: Map<String, Value>, kind: RowKind, next_seq: u64) -> Result<R
     if !ok_keys {
         return Err(bad("unexpected data keys"));
     }
-    let field = |k: &str| data.get(k).filter(|v| is_safe_int(v)).cloned().ok_or_else(|| bad(k));
+    let field = |k: &str| data.get(k).and_then(Value::as_u64).filter(|n| *n <= MAX_SAFE_INT).ok_or_else(|| bad(k));
     let (turn, step, index) = (field("turn")?, field("step")?, field("index")?);
-    let parts: Vec<String> = match data.get(parts_key) {
-        Some(Value::Array(items)) => items
-            .iter()
-            .map(|v| v.as_str().map(str::to_owned).ok_or_else(|| bad(parts_key)))
-            .collect::<Result<_, _>>()?,
-        _ => return Err(bad(parts_key)),
+    let (call_id, call_name) = match kind {
+        RowKind::ToolCall => (
+            Some(data.get("id").and_then(Value::as_str).ok_or_else(|| bad("id"))?),
+            match data.get("name") {
+                None => None,
+                Some(v) => Some(v.as_str().ok_or_else(|| bad("name"))?),
+            },
+        ),
+        _ => (None, None),
     };
+    let shape = ChunkDelta { kind, turn, step, index, part: "", call_id, call_name };
+    let mut run = DeltaRun::new(&shape, 0);
+    match data.get(parts_key) {
+        Some(Value::Array(items)) => {
+            for v in items {
+                run.push_part(v.as_str().ok_or_else(|| bad(parts_key))?);
+            }
+        }
+        _ => return Err(bad(parts_key)),
+    }
     let dt: Vec<i64> = match data.get("dt") {
         Some(Value::Array(items)) => {
             items.iter().map(|v| v.as_i64().ok_or_else(|| bad("dt"))).collect::<Result<_, _>>()?
         }
         _ => return Err(bad("dt")),
     };
-    if parts.len() < 2 || dt.len() + 1 != parts.len() {
+    if run.len() < 2 || dt.len() + 1 != run.len() {
         return Err(bad("dt length must be one less than the number of members"));
     }
-    let (call_id, call_name) = match kind {
-        RowKind::ToolCall => (
-            Some(data.get("id").and_then(Value::as_str).ok_or_else(|| bad("id"))?.to_string()),
-            match data.get("name") {
-                None => None,
-                Some(v) => Some(v.as_str().ok_or_else(|| bad("name"))?.to_string()),
-            },
-        ),
-        _ => (None, None),
-    };
-    Ok(Record::Row(Box::new(PackedRow { kind, seq0, time0, turn, step, index, dt, parts, call_id, call_name })))
+    let row = PackedRow::new(seq0, time0, dt, Arc::new(run)).ok_or_else(|| bad("member times overflow"))?;
+    Ok(Record::Row(Box::new(row)))
 }
 
 #[cfg(test)]

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use indexmap_lite::OrderedCalls;
 use serde_json::{Map, Value, json};
 
-use crate::event::{Event, SurfaceKeyOrder, SurfaceOp, types};
+use crate::event::{Event, EventType, SurfaceKeyOrder, SurfaceOp, types};
 
 /// Text of a synthetic result for a call that was recorded but never answered.
 pub const OUTCOME_UNKNOWN_TEXT: &str = "This tool call was recorded as started, but the session ended before its result was saved, so its outcome is unknown. Only repeat it if it is read-only or idempotent; otherwise check the current state (or ask the user) before trying again.";
@@ -118,10 +118,10 @@ pub fn interrupted_turn_closers(events: &[Arc<Event>]) -> Vec<Event> {
         data.insert("message".into(), message);
         data.insert("error".into(), error);
         closers.push(Event {
-            event_type: types::TOOL_RESULT.into(),
+            event_type: EventType::known(types::TOOL_RESULT),
             seq,
             time,
-            data: Value::Object(data),
+            data: Value::Object(data).into(),
             source_event_seqs: call_seq.map(|s| vec![s]),
             surface_op: Some(SurfaceOp::Append),
             ignorable: false,
@@ -129,11 +129,11 @@ pub fn interrupted_turn_closers(events: &[Arc<Event>]) -> Vec<Event> {
         });
         seq += 1;
     }
-    let plain = |event_type: &str, seq: u64, data: Value| Event {
-        event_type: event_type.into(),
+    let plain = |event_type: &'static str, seq: u64, data: Value| Event {
+        event_type: EventType::known(event_type),
         seq,
         time,
-        data,
+        data: data.into(),
         source_event_seqs: None,
         surface_op: None,
         ignorable: false,

@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use crate::event::{Event, types};
 use crate::header::{HeaderError, SessionHeader};
-use crate::records::{Record, RecordFormat, decode_record_with_format, pack, write_event, write_record};
+use crate::records::{Record, RecordFormat, decode_line, pack, write_event, write_record};
 
 /// A stored log could not be read.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -82,12 +82,9 @@ pub fn parse_log(text: &str) -> Result<ParsedLog, StorageError> {
         pos = line_end;
         line_no += 1;
         let next_seq = events.len() as u64;
-        let decoded = serde_json::from_str::<Value>(line)
-            .map_err(|_| ())
-            .and_then(|v| decode_record_with_format(v, next_seq).map_err(|_| ()));
-        let (record, record_format) = match decoded {
+        let (record, record_format) = match decode_line(line, next_seq) {
             Ok(r) => r,
-            Err(()) => {
+            Err(_) => {
                 issue.get_or_insert_with(|| format!("unparsable committed event at line {line_no}"));
                 continue;
             }
@@ -113,12 +110,12 @@ pub fn parse_log(text: &str) -> Result<ParsedLog, StorageError> {
         format.get_or_insert(record_format);
         match &record {
             Record::Event(e) => events.push(e.clone()),
-            Record::Row(r) => events.extend(r.expand().into_iter().map(Arc::new)),
+            Record::Row(r) => r.expand_into(&mut events),
         }
         records.push(record);
         committed_bytes = line_end;
     }
-    if let Some(e) = events.iter().find(|e| !e.ignorable && !types::is_known(&e.event_type)) {
+    if let Some(e) = events.iter().find(|e| !e.ignorable && !e.event_type.is_known()) {
         return Err(StorageError::Unsupported(format!(
             "session \"{}\" contains event type \"{}\" (seq {}) unknown to this harness and not marked ignorable; refusing to interpret the log — it was likely written by a newer harness",
             header.id, e.event_type, e.seq

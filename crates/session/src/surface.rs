@@ -52,7 +52,10 @@ impl Surface {
             if sources.is_empty() && t != types::ASSISTANT_MESSAGE {
                 return Err("sourceEventSeqs must not be empty except on assistant/message".into());
             }
-            let mut seen = HashSet::with_capacity(sources.len());
+            // Sources are usually ascending (the chunk seqs of one attempt): then they are
+            // unique and no set is needed.
+            let ascending = sources.windows(2).all(|w| w[0] < w[1]);
+            let mut seen = HashSet::with_capacity(if ascending { 0 } else { sources.len() });
             for s in sources {
                 if *s >= event.seq {
                     return Err(format!(
@@ -60,7 +63,7 @@ impl Surface {
                         event.seq
                     ));
                 }
-                if !seen.insert(*s) {
+                if !ascending && !seen.insert(*s) {
                     return Err("sourceEventSeqs must not contain duplicates".into());
                 }
             }
@@ -112,7 +115,7 @@ fn validate_tool_result_replacement(
         return Err("a tool/result replacement must shadow exactly one node".into());
     };
     let original = log.get(*only as usize).ok_or("shadowed node is not in the log")?;
-    if original.event_type != types::TOOL_RESULT {
+    if !original.is(types::TOOL_RESULT) {
         return Err("a tool/result replacement must shadow a tool/result".into());
     }
     let strip = |data: &Value| -> Value {

@@ -156,7 +156,7 @@ fn repair_closes_the_open_turn_and_answers_every_call() {
     let closers = interrupted_turn_closers(s.events());
     let summary: Vec<_> = closers
         .iter()
-        .map(|e| (e.event_type.clone(), e.data.pointer("/error/code").cloned(), e.source_event_seqs.clone()))
+        .map(|e| (e.event_type.to_string(), e.data.pointer("/error/code").cloned(), e.source_event_seqs.clone()))
         .collect();
     assert_eq!(
         summary,
@@ -185,7 +185,7 @@ fn chunk_event(seq: u64, time: i64, turn: u64, chunk: StreamChunk) -> Arc<Event>
         event_type: types::ASSISTANT_CHUNK.into(),
         seq,
         time,
-        data: json!({"turn": turn, "step": 1, "chunk": serde_json::to_value(chunk).unwrap()}),
+        data: json!({"turn": turn, "step": 1, "chunk": serde_json::to_value(chunk).unwrap()}).into(),
         source_event_seqs: None,
         surface_op: None,
         ignorable: false,

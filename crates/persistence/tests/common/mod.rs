@@ -1,7 +1,6 @@
 //! Realistic session logs for the persistence tests and the open benchmark: turns with
 //! reasoning/text/tool-call delta runs, assistant messages citing their chunks, tool
 //! calls and results, titles — and optionally an open last turn with unanswered calls.
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 use std::sync::Arc;
