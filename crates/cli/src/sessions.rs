@@ -167,7 +167,11 @@ fn show(root: &Path, target: &str, mode: &str) -> ExitCode {
         "--events" => {
             for e in &loaded.events {
                 let brief = match e.event_type.as_str() {
-                    types::ASSISTANT_CHUNK => e.data.pointer("/chunk/type").and_then(Value::as_str).unwrap_or("").to_string(),
+                    // Compact deltas answer without building their JSON.
+                    types::ASSISTANT_CHUNK => match e.data.delta() {
+                        Some(d) => d.chunk_type().to_string(),
+                        None => e.data.pointer("/chunk/type").and_then(Value::as_str).unwrap_or("").to_string(),
+                    },
                     types::TURN_END => dsh_kernel::json::to_string(&e.data["reason"]),
                     types::TURN_START => format!("turn {}", e.data["turn"]),
                     types::STEP_START | types::STEP_END => format!("{}.{}", e.data["turn"], e.data["step"]),
