@@ -403,3 +403,66 @@ async fn runtime_context_is_appended_only_when_it_changes() {
     assert!(systems.windows(2).all(|w| w[0] == w[1]));
     assert_eq!(ContentBlock::text("x").block_type(), "text");
 }
+
+/// The model-visible request of a multi-step turn with steering and a runtime-context
+/// change, as a whole value (message ids normalized).
+#[tokio::test]
+async fn the_model_visible_request_after_steering_and_a_context_change() {
+    let h = Harness::new();
+    let prompt = h.root.get::<dsh_prompt::SystemPrompt>().unwrap();
+    let fact = Arc::new(Mutex::new("mode A".to_string()));
+    {
+        let fact = fact.clone();
+        prompt.context(&h.root, "test:fact", 110.0, Arc::new(move |_| fact.lock().unwrap().clone())).unwrap();
+    }
+    h.model.push(calls(&[("c1", "echo", json!({"text": "work", "delayMs": 50}))]));
+    h.model.push(text("adjusted"));
+    let agent = h.agent();
+    agent.followup(Message::user_text("go")).unwrap();
+    let log = h.tool_log.clone();
+    wait_for(|| log.lock().unwrap().contains(&"start work".to_string())).await;
+    agent.steer(Message::user_text("also this")).unwrap();
+    *fact.lock().unwrap() = "mode B".into();
+    idle(&agent).await;
+
+    let requests = h.model.requests();
+    assert_eq!(requests.len(), 2);
+    assert_eq!(requests[0].system, requests[1].system, "the system prompt is byte-stable");
+    assert_eq!(requests[0].tools, requests[1].tools);
+    let mut ids = std::collections::HashMap::new();
+    let normalized: Vec<serde_json::Value> = requests[1]
+        .messages
+        .iter()
+        .map(|m| {
+            let mut v = m.to_value();
+            let n = ids.len();
+            let id = ids.entry(v["id"].as_str().unwrap().to_string()).or_insert(format!("<id {n}>")).clone();
+            v["id"] = json!(id);
+            v
+        })
+        .collect();
+    let ctx = |text: &str| {
+        json!({"content":[{"type":"text","text":format!("{}\n\n{text}", dsh_prompt::CONTEXT_PREAMBLE)}],
+               "source":{"kind":"plugin","plugin":"@deepseek-ai/dsh-system-prompt","form":"snapshot","sections":[{"name":"test:fact","text":text}]},
+               "role":"user"})
+    };
+    let with_id = |mut v: serde_json::Value, id: &str| {
+        v["id"] = json!(id);
+        v
+    };
+    assert_eq!(
+        normalized,
+        [
+            json!({"content":[{"type":"text","text":"go"}],"source":{"kind":"user"},"role":"user","id":"<id 0>"}),
+            with_id(ctx("mode A"), "<id 1>"),
+            json!({"role":"assistant","content":[{"type":"tool-call","id":"c1","name":"echo","arguments":"{\"text\":\"work\",\"delayMs\":50}"}],"source":{"kind":"model","provider":"test","model":"m"},"id":"<id 2>"}),
+            json!({"source":{"kind":"tool","callId":"c1"},"content":[{"type":"tool-result","toolCallId":"c1","content":[{"type":"text","text":"work"}],"isError":false}],"role":"user","id":"<id 3>"}),
+            json!({"content":[{"type":"text","text":"also this"}],"source":{"kind":"user"},"role":"user","id":"<id 4>"}),
+            with_id(ctx("mode B"), "<id 5>"),
+        ]
+    );
+    // And the log can rebuild exactly this request.
+    let derived: Vec<serde_json::Value> = agent.session().derive_messages().iter().take(6).map(|m| m.to_value()).collect();
+    let sent: Vec<serde_json::Value> = requests[1].messages.iter().map(|m| m.to_value()).collect();
+    assert_eq!(derived, sent);
+}
