@@ -57,9 +57,14 @@ fn kind_of(v: Option<&Value>) -> &'static str {
 }
 
 /// zod-style parameter checks: `(field, expected type)`.
-fn check_params(params: Option<&Value>, fields: &[(&str, &str)]) -> Result<Map<String, Value>, RpcError> {
+fn check_params(
+    params: Option<&Value>,
+    fields: &[(&str, &str)],
+) -> Result<Map<String, Value>, RpcError> {
     let Some(Value::Object(map)) = params else {
-        return Err(RpcError::schema(json!({"_errors": [format!("Invalid input: expected object, received {}", kind_of(params))]})));
+        return Err(RpcError::schema(
+            json!({"_errors": [format!("Invalid input: expected object, received {}", kind_of(params))]}),
+        ));
     };
     let mut tree = Map::new();
     tree.insert("_errors".into(), json!([]));
@@ -67,11 +72,17 @@ fn check_params(params: Option<&Value>, fields: &[(&str, &str)]) -> Result<Map<S
         let got = kind_of(map.get(*field));
         let ok = match *expected {
             "string" | "array" | "object" => got == *expected,
-            "number" => map.get(*field).and_then(Value::as_f64).is_some_and(|f| f.fract() == 0.0),
+            "number" => map
+                .get(*field)
+                .and_then(Value::as_f64)
+                .is_some_and(|f| f.fract() == 0.0),
             _ => true,
         };
         if !ok {
-            tree.insert(field.to_string(), json!({"_errors": [format!("Invalid input: expected {expected}, received {got}")]}));
+            tree.insert(
+                field.to_string(),
+                json!({"_errors": [format!("Invalid input: expected {expected}, received {got}")]}),
+            );
         }
     }
     if tree.len() > 1 {
@@ -96,10 +107,26 @@ fn prompt_content(blocks: &[Value]) -> Result<Vec<ContentBlock>, RpcError> {
                     serde_json::to_string(uri).unwrap_or_default()
                 ));
             }
-            Some("image") => return Err(RpcError::invalid_params("inline image prompts were not advertised by this connection")),
-            Some("audio") => return Err(RpcError::invalid_params("audio prompt content is not supported")),
-            Some("resource") => return Err(RpcError::invalid_params("embedded resource prompt content is not supported")),
-            _ => return Err(RpcError::schema(json!({"_errors": [], "prompt": {"_errors": ["Invalid input"]}}))),
+            Some("image") => {
+                return Err(RpcError::invalid_params(
+                    "inline image prompts were not advertised by this connection",
+                ));
+            }
+            Some("audio") => {
+                return Err(RpcError::invalid_params(
+                    "audio prompt content is not supported",
+                ));
+            }
+            Some("resource") => {
+                return Err(RpcError::invalid_params(
+                    "embedded resource prompt content is not supported",
+                ));
+            }
+            _ => {
+                return Err(RpcError::schema(
+                    json!({"_errors": [], "prompt": {"_errors": ["Invalid input"]}}),
+                ));
+            }
         }
     }
     if run.trim().is_empty() {
@@ -147,24 +174,40 @@ impl Bridge {
         let claims = bridge.claims.clone();
         root.on_emit::<InboxClaimed>(ListenOptions::GLOBAL, move |p| {
             if let Some(turn) = p.turn {
-                claims.lock().unwrap_or_else(|e| e.into_inner()).insert(p.message.id.clone(), turn);
+                claims
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(p.message.id.clone(), turn);
             }
             Ok(())
         })
         .map_err(|e| e.to_string())?;
         if let Some(approvals) = root.get::<Approvals>() {
-            let answerer = Arc::new(Answerer { peer: peer.clone(), sessions: bridge.sessions.clone() });
-            approvals.register_answerer(&root, answerer).map_err(|e| e.to_string())?;
+            let answerer = Arc::new(Answerer {
+                peer: peer.clone(),
+                sessions: bridge.sessions.clone(),
+            });
+            approvals
+                .register_answerer(&root, answerer)
+                .map_err(|e| e.to_string())?;
         }
         Ok(bridge)
     }
 
     fn session(&self, id: &str) -> Option<Arc<AcpSession>> {
-        self.sessions.lock().unwrap_or_else(|e| e.into_inner()).get(id).cloned()
+        self.sessions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(id)
+            .cloned()
     }
 
     /// Answers one request.
-    pub async fn handle(self: &Arc<Self>, method: &str, params: Option<Value>) -> Result<Value, RpcError> {
+    pub async fn handle(
+        self: &Arc<Self>,
+        method: &str,
+        params: Option<Value>,
+    ) -> Result<Value, RpcError> {
         match method {
             "initialize" => {
                 check_params(params.as_ref(), &[("protocolVersion", "number")])?;
@@ -183,15 +226,32 @@ impl Bridge {
     }
 
     async fn new_session(self: &Arc<Self>, params: Option<Value>) -> Result<Value, RpcError> {
-        let p = check_params(params.as_ref(), &[("cwd", "string"), ("mcpServers", "array")])?;
-        let cwd = p.get("cwd").and_then(Value::as_str).unwrap_or("").to_string();
+        let p = check_params(
+            params.as_ref(),
+            &[("cwd", "string"), ("mcpServers", "array")],
+        )?;
+        let cwd = p
+            .get("cwd")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
         if !Path::new(&cwd).is_absolute() {
-            return Err(RpcError::invalid_params(format!("cwd must be an absolute path: {cwd}")));
+            return Err(RpcError::invalid_params(format!(
+                "cwd must be an absolute path: {cwd}"
+            )));
         }
-        if p.get("additionalDirectories").and_then(Value::as_array).is_some_and(|a| !a.is_empty()) {
-            return Err(RpcError::invalid_params("additionalDirectories is not supported"));
+        if p.get("additionalDirectories")
+            .and_then(Value::as_array)
+            .is_some_and(|a| !a.is_empty())
+        {
+            return Err(RpcError::invalid_params(
+                "additionalDirectories is not supported",
+            ));
         }
-        if p.get("mcpServers").and_then(Value::as_array).is_some_and(|a| !a.is_empty()) {
+        if p.get("mcpServers")
+            .and_then(Value::as_array)
+            .is_some_and(|a| !a.is_empty())
+        {
             return Err(RpcError::invalid_params("mcpServers is not supported"));
         }
         if self.closed.load(Ordering::Acquire) {
@@ -206,16 +266,27 @@ impl Bridge {
         });
         request.session_id = Some(id.clone());
         request.cwd = Some(PathBuf::from(&cwd));
-        let agent = agents.create(&self.root, request).map_err(RpcError::internal)?;
+        let agent = agents
+            .create(&self.root, request)
+            .map_err(RpcError::internal)?;
         self.sessions
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .insert(id.clone(), Arc::new(AcpSession { agent, prompt: Mutex::new(None) }));
+            .insert(
+                id.clone(),
+                Arc::new(AcpSession {
+                    agent,
+                    prompt: Mutex::new(None),
+                }),
+            );
         Ok(json!({"sessionId": id}))
     }
 
     async fn prompt(self: &Arc<Self>, params: Option<Value>) -> Result<Value, RpcError> {
-        let p = check_params(params.as_ref(), &[("sessionId", "string"), ("prompt", "array")])?;
+        let p = check_params(
+            params.as_ref(),
+            &[("sessionId", "string"), ("prompt", "array")],
+        )?;
         let id = p.get("sessionId").and_then(Value::as_str).unwrap_or("");
         if self.closed.load(Ordering::Acquire) {
             return Err(RpcError::internal("the ACP bridge has been disposed"));
@@ -227,17 +298,30 @@ impl Bridge {
         {
             let mut slot = session.prompt.lock().unwrap_or_else(|e| e.into_inner());
             if slot.is_some() {
-                return Err(RpcError::invalid_params("a prompt is already in flight for this session"));
+                return Err(RpcError::invalid_params(
+                    "a prompt is already in flight for this session",
+                ));
             }
-            *slot = Some(Prompt { cancel_requested: cancel_requested.clone() });
+            *slot = Some(Prompt {
+                cancel_requested: cancel_requested.clone(),
+            });
         }
         let result = self.run_prompt(&session, &p, &cancel_requested).await;
         *session.prompt.lock().unwrap_or_else(|e| e.into_inner()) = None;
         result
     }
 
-    async fn run_prompt(&self, session: &AcpSession, p: &Map<String, Value>, cancel_requested: &AtomicBool) -> Result<Value, RpcError> {
-        let blocks = p.get("prompt").and_then(Value::as_array).cloned().unwrap_or_default();
+    async fn run_prompt(
+        &self,
+        session: &AcpSession,
+        p: &Map<String, Value>,
+        cancel_requested: &AtomicBool,
+    ) -> Result<Value, RpcError> {
+        let blocks = p
+            .get("prompt")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
         let content = prompt_content(&blocks)?;
         let message = Message::user(content, MessageSource::User);
         let message_id = message.id.clone();
@@ -249,8 +333,14 @@ impl Bridge {
         if cancel_requested.load(Ordering::Acquire) {
             return Ok(json!({"stopReason": "cancelled"}));
         }
-        let turn = self.claims.lock().unwrap_or_else(|e| e.into_inner()).remove(&message_id);
-        let Some(turn) = turn else { return Ok(json!({"stopReason": "cancelled"})) };
+        let turn = self
+            .claims
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&message_id);
+        let Some(turn) = turn else {
+            return Ok(json!({"stopReason": "cancelled"}));
+        };
         let reason = agent.session().read(|s| {
             s.events()
                 .iter()
@@ -260,7 +350,9 @@ impl Bridge {
         });
         match reason {
             None => Ok(json!({"stopReason": "cancelled"})),
-            Some(TurnEndReason::Error(f)) => Err(RpcError::internal(format!("turn failed: {}", f.message))),
+            Some(TurnEndReason::Error(f)) => {
+                Err(RpcError::internal(format!("turn failed: {}", f.message)))
+            }
             Some(TurnEndReason::Interrupted) => Ok(json!({"stopReason": "cancelled"})),
             Some(_) => Ok(json!({"stopReason": "end_turn"})),
         }
@@ -271,9 +363,22 @@ impl Bridge {
         if method != "session/cancel" {
             return;
         }
-        let Some(id) = params.as_ref().and_then(|p| p.get("sessionId")).and_then(Value::as_str) else { return };
-        let Some(session) = self.session(id) else { return };
-        if let Some(prompt) = session.prompt.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
+        let Some(id) = params
+            .as_ref()
+            .and_then(|p| p.get("sessionId"))
+            .and_then(Value::as_str)
+        else {
+            return;
+        };
+        let Some(session) = self.session(id) else {
+            return;
+        };
+        if let Some(prompt) = session
+            .prompt
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .as_ref()
+        {
             prompt.cancel_requested.store(true, Ordering::Release);
         }
         session.agent.cancel(CancelCause::User, false);
@@ -282,8 +387,13 @@ impl Bridge {
     /// Stdin closed: cancel running turns, wait for quiescence, flush and dispose.
     pub async fn quiesce(&self) {
         self.closed.store(true, Ordering::Release);
-        let sessions: Vec<Arc<AcpSession>> =
-            self.sessions.lock().unwrap_or_else(|e| e.into_inner()).drain().map(|(_, s)| s).collect();
+        let sessions: Vec<Arc<AcpSession>> = self
+            .sessions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .drain()
+            .map(|(_, s)| s)
+            .collect();
         for s in &sessions {
             if let Some(prompt) = s.prompt.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
                 prompt.cancel_requested.store(true, Ordering::Release);
@@ -309,11 +419,15 @@ impl ApprovalAnswerer for Answerer {
     fn ask(&self, request: ApprovalRequest) -> BoxFuture<'static, ApprovalOutcome> {
         let peer = self.peer.clone();
         let session_id = request.session.as_ref().map(|s| s.id());
-        let owned = session_id
-            .as_ref()
-            .is_some_and(|id| self.sessions.lock().unwrap_or_else(|e| e.into_inner()).contains_key(id));
+        let owned = session_id.as_ref().is_some_and(|id| {
+            self.sessions
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .contains_key(id)
+        });
         Box::pin(async move {
-            let Some(session_id) = session_id.filter(|_| owned && !request.call_id.is_empty()) else {
+            let Some(session_id) = session_id.filter(|_| owned && !request.call_id.is_empty())
+            else {
                 return ApprovalOutcome::Unavailable;
             };
             let params = json!({
@@ -329,7 +443,10 @@ impl ApprovalAnswerer for Answerer {
                 _ = request.cancel.cancelled() => return ApprovalOutcome::Cancelled,
             };
             match answer {
-                Ok(v) => match (v.pointer("/outcome/outcome").and_then(Value::as_str), v.pointer("/outcome/optionId").and_then(Value::as_str)) {
+                Ok(v) => match (
+                    v.pointer("/outcome/outcome").and_then(Value::as_str),
+                    v.pointer("/outcome/optionId").and_then(Value::as_str),
+                ) {
                     (Some("cancelled"), _) => ApprovalOutcome::Cancelled,
                     (Some("selected"), Some("allow-once")) => ApprovalOutcome::AllowedOnce,
                     (Some("selected"), _) => ApprovalOutcome::Rejected,

@@ -27,10 +27,14 @@ const INSTRUCTIONS_PATCH: &str = include_str!("../compositions/agent-instruction
 /// The layers of the ACP composition selected by `DSH_SNAPSHOT_CONFIG` (upstream's
 /// composition file name); unknown names use the default composition.
 pub fn composition_layers(config: Option<&str>) -> Result<Vec<Layer>, String> {
-    let parse = |label: &str, text: &str| Layer::parse(label, label, text).map_err(|e| e.to_string());
+    let parse =
+        |label: &str, text: &str| Layer::parse(label, label, text).map_err(|e| e.to_string());
     let name = config.unwrap_or("cordis.yml");
     Ok(match name {
-        "tests/fs-search.cordis.yml" => vec![parse("dsh-acp/fs-search.cordis.yml", FS_SEARCH_COMPOSITION)?],
+        "tests/fs-search.cordis.yml" => vec![parse(
+            "dsh-acp/fs-search.cordis.yml",
+            FS_SEARCH_COMPOSITION,
+        )?],
         "retry.cordis.yml" => vec![
             parse("dsh-acp/acp.cordis.yml", ACP_COMPOSITION)?,
             parse("dsh-acp/retry.patch.yml", RETRY_PATCH)?,
@@ -59,12 +63,18 @@ impl Plugin for AcpAgentPlugin {
 
     fn apply(&self, ctx: &Context, config: &PluginConfig) -> Result<(), BoxError> {
         let c: AgentConfig = config.parse()?;
-        ctx.provide(Arc::new(AcpConfig { provider: c.provider, model: c.model }))?;
+        ctx.provide(Arc::new(AcpConfig {
+            provider: c.provider,
+            model: c.model,
+        }))?;
         Ok(())
     }
 }
 
-async fn write_loop<W: AsyncWrite + Unpin>(mut rx: tokio::sync::mpsc::UnboundedReceiver<String>, mut out: W) {
+async fn write_loop<W: AsyncWrite + Unpin>(
+    mut rx: tokio::sync::mpsc::UnboundedReceiver<String>,
+    mut out: W,
+) {
     while let Some(line) = rx.recv().await {
         if line.is_empty() {
             break;
@@ -82,7 +92,10 @@ where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin + Send + 'static,
 {
-    let config = root.get::<AcpConfig>().map(|c| (*c).clone()).ok_or("the composition has no acp-agent row")?;
+    let config = root
+        .get::<AcpConfig>()
+        .map(|c| (*c).clone())
+        .ok_or("the composition has no acp-agent row")?;
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
     let writer = tokio::spawn(write_loop(rx, output));
     let peer = Peer::new(tx.clone());

@@ -18,19 +18,35 @@ pub struct RpcError {
 
 impl RpcError {
     pub fn invalid_params(detail: impl std::fmt::Display) -> Self {
-        Self { code: -32602, message: format!("Invalid params: {detail}"), data: None }
+        Self {
+            code: -32602,
+            message: format!("Invalid params: {detail}"),
+            data: None,
+        }
     }
 
     pub fn internal(detail: impl std::fmt::Display) -> Self {
-        Self { code: -32603, message: format!("Internal error: {detail}"), data: None }
+        Self {
+            code: -32603,
+            message: format!("Internal error: {detail}"),
+            data: None,
+        }
     }
 
     pub fn method_not_found(method: &str) -> Self {
-        Self { code: -32601, message: format!("\"Method not found\": {method}"), data: Some(json!({"method": method})) }
+        Self {
+            code: -32601,
+            message: format!("\"Method not found\": {method}"),
+            data: Some(json!({"method": method})),
+        }
     }
 
     pub fn schema(data: Value) -> Self {
-        Self { code: -32602, message: "Invalid params".into(), data: Some(data) }
+        Self {
+            code: -32602,
+            message: "Invalid params".into(),
+            data: Some(data),
+        }
     }
 
     fn to_value(&self) -> Value {
@@ -105,14 +121,21 @@ impl Peer {
         }
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = oneshot::channel();
-        self.pending.lock().unwrap_or_else(|p| p.into_inner()).insert(id, tx);
+        self.pending
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(id, tx);
         let mut m = Map::new();
         m.insert("jsonrpc".into(), Value::from("2.0"));
         m.insert("id".into(), Value::from(id));
         m.insert("method".into(), Value::from(method));
         m.insert("params".into(), params);
         self.send(Value::Object(m));
-        rx.await.unwrap_or_else(|_| Err(RpcError::internal("the connection closed before the client answered")))
+        rx.await.unwrap_or_else(|_| {
+            Err(RpcError::internal(
+                "the connection closed before the client answered",
+            ))
+        })
     }
 
     /// Routes a response frame from the client.
@@ -121,14 +144,23 @@ impl Peer {
             tracing::warn!("acp: got a response with an unknown id");
             return;
         };
-        let Some(tx) = self.pending.lock().unwrap_or_else(|p| p.into_inner()).remove(&id) else {
+        let Some(tx) = self
+            .pending
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&id)
+        else {
             tracing::warn!("acp: got a response to unknown request {id}");
             return;
         };
         let result = match (frame.get("result"), frame.get("error")) {
             (_, Some(e)) => Err(RpcError {
                 code: e.get("code").and_then(Value::as_i64).unwrap_or(-32603),
-                message: e.get("message").and_then(Value::as_str).unwrap_or("").to_string(),
+                message: e
+                    .get("message")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_string(),
                 data: e.get("data").cloned(),
             }),
             (Some(r), None) => Ok(r.clone()),
@@ -140,14 +172,24 @@ impl Peer {
     /// Marks the connection closed: no more notifications; pending requests fail.
     pub fn close(&self) {
         self.closed.store(true, Ordering::Release);
-        self.pending.lock().unwrap_or_else(|p| p.into_inner()).clear();
+        self.pending
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clear();
     }
 }
 
 /// What one incoming line is.
 pub enum Incoming {
-    Request { id: Value, method: String, params: Option<Value> },
-    Notification { method: String, params: Option<Value> },
+    Request {
+        id: Value,
+        method: String,
+        params: Option<Value>,
+    },
+    Notification {
+        method: String,
+        params: Option<Value>,
+    },
     Response(Map<String, Value>),
     /// Logged and ignored.
     Invalid(String),
@@ -161,7 +203,11 @@ pub fn classify(line: &str) -> Option<Incoming> {
     }
     let value: Value = match serde_json::from_str(line) {
         Ok(v) => v,
-        Err(e) => return Some(Incoming::Invalid(format!("Failed to parse JSON message: {line} {e}"))),
+        Err(e) => {
+            return Some(Incoming::Invalid(format!(
+                "Failed to parse JSON message: {line} {e}"
+            )));
+        }
     };
     let Value::Object(map) = value else {
         return match value {
@@ -171,13 +217,19 @@ pub fn classify(line: &str) -> Option<Incoming> {
             other => Some(Incoming::Invalid(format!("Invalid message: {other}"))),
         };
     };
-    match (map.get("method").and_then(Value::as_str).map(str::to_owned), map.contains_key("id")) {
+    match (
+        map.get("method").and_then(Value::as_str).map(str::to_owned),
+        map.contains_key("id"),
+    ) {
         (Some(method), true) => Some(Incoming::Request {
             id: map.get("id").cloned().unwrap_or(Value::Null),
             method,
             params: map.get("params").cloned(),
         }),
-        (Some(method), false) => Some(Incoming::Notification { method, params: map.get("params").cloned() }),
+        (Some(method), false) => Some(Incoming::Notification {
+            method,
+            params: map.get("params").cloned(),
+        }),
         (None, true) => Some(Incoming::Response(map)),
         (None, false) => Some(Incoming::Invalid("Invalid message".into())),
     }

@@ -20,16 +20,25 @@ fn main() {
 /// divide by `STEPS + 1` for the per-step overhead.
 #[divan::bench(sample_count = 30)]
 fn turn_of_20_tool_steps(bencher: divan::Bencher) {
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
     bencher
         .with_inputs(|| {
             let _guard = rt.enter();
             let h = Harness::with(
                 dsh_kernel::Catalog::new(),
-                &[("agent-loop", "@deepseek-ai/dsh-agent-loop", json!({"checkInvariants": false}))],
+                &[(
+                    "agent-loop",
+                    "@deepseek-ai/dsh-agent-loop",
+                    json!({"checkInvariants": false}),
+                )],
             );
             for i in 0..STEPS {
-                h.model.push(calls(&[(&format!("c{i}"), "echo", json!({"text": "x"}))]));
+                h.model
+                    .push(calls(&[(&format!("c{i}"), "echo", json!({"text": "x"}))]));
             }
             h.model.push(text("done"));
             let agent = h.agent();

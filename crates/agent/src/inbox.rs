@@ -61,7 +61,10 @@ impl Inbox {
     /// Replays every splice at or after `from_seq` (the fork boundary).
     pub fn replay(events: &[Arc<Event>], from_seq: u64) -> Result<Self, String> {
         let mut inbox = Inbox::default();
-        for e in events.iter().filter(|e| e.seq >= from_seq && e.is(types::INBOX_SPLICED)) {
+        for e in events
+            .iter()
+            .filter(|e| e.seq >= from_seq && e.is(types::INBOX_SPLICED))
+        {
             let bad = || format!("invalid persisted inbox splice at session seq {}", e.seq);
             let data: InboxSplice = serde_json::from_value(e.data.to_value()).map_err(|_| bad())?;
             let start = data.start as usize;
@@ -99,7 +102,13 @@ impl Inbox {
         if delete == 0 && inserted.is_empty() {
             return None;
         }
-        Some(Splice { target, start, removed: list[start..start + delete].to_vec(), inserted, canceled })
+        Some(Splice {
+            target,
+            start,
+            removed: list[start..start + delete].to_vec(),
+            inserted,
+            canceled,
+        })
     }
 
     /// Message ids must be unique across both lists after the splice.
@@ -114,7 +123,10 @@ impl Inbox {
         let mut seen: Vec<&str> = existing.collect();
         for m in &splice.inserted {
             if seen.contains(&m.id.as_str()) {
-                return Err(format!("inbox already holds a message with id \"{}\"", m.id));
+                return Err(format!(
+                    "inbox already holds a message with id \"{}\"",
+                    m.id
+                ));
             }
             seen.push(&m.id);
         }
@@ -142,19 +154,34 @@ mod tests {
     #[test]
     fn splices_normalize_and_validate() {
         let mut inbox = Inbox::default();
-        let s = inbox.plan(InboxTarget::NextTurn, None, 0, vec![m("a"), m("b")], false).unwrap();
+        let s = inbox
+            .plan(InboxTarget::NextTurn, None, 0, vec![m("a"), m("b")], false)
+            .unwrap();
         inbox.apply(&s);
-        assert_eq!(inbox.plan(InboxTarget::NextTurn, Some(9), 5, vec![], false), None, "nothing to do");
-        let dup = inbox.plan(InboxTarget::NextStep, None, 0, vec![m("a")], false).unwrap();
-        assert!(inbox.validate(&dup).is_err(), "ids are unique across both lists");
-        let claim = inbox.plan(InboxTarget::NextTurn, Some(0), 1, vec![], false).unwrap();
+        assert_eq!(
+            inbox.plan(InboxTarget::NextTurn, Some(9), 5, vec![], false),
+            None,
+            "nothing to do"
+        );
+        let dup = inbox
+            .plan(InboxTarget::NextStep, None, 0, vec![m("a")], false)
+            .unwrap();
+        assert!(
+            inbox.validate(&dup).is_err(),
+            "ids are unique across both lists"
+        );
+        let claim = inbox
+            .plan(InboxTarget::NextTurn, Some(0), 1, vec![], false)
+            .unwrap();
         assert_eq!(
             dsh_kernel::json::to_string(&claim.to_data()),
             r#"{"target":"next-turn","start":0,"removedCount":1,"inserted":[]}"#
         );
         inbox.apply(&claim);
         assert_eq!(inbox.next_turn, [m("b")]);
-        let cancel = inbox.plan(InboxTarget::NextTurn, Some(0), 1, vec![], true).unwrap();
+        let cancel = inbox
+            .plan(InboxTarget::NextTurn, Some(0), 1, vec![], true)
+            .unwrap();
         assert_eq!(
             dsh_kernel::json::to_string(&cancel.to_data()),
             r#"{"target":"next-turn","start":0,"removedCount":1,"inserted":[],"outcome":"canceled"}"#

@@ -11,10 +11,11 @@ mod registry;
 
 pub use driver::{LoopAgent, LoopConfig, RuntimeContextProjection};
 pub use events::{
-    AgentCreated, AgentDisposed, AgentErrorEvent, AgentErrorPayload, AgentPayload, AgentStatusChanged,
-    InboxClaimed, InboxDiscarded, InboxInserted, InboxPayload, PreStep, PreStepDecision, PreStepPayload,
-    Request, RequestError, RequestErrorAction, RequestErrorPayload, RequestPayload, SessionStart,
-    SessionStartPayload, SessionStartSource, StatusPayload, TurnStopping, TurnStoppingPayload,
+    AgentCreated, AgentDisposed, AgentErrorEvent, AgentErrorPayload, AgentPayload,
+    AgentStatusChanged, InboxClaimed, InboxDiscarded, InboxInserted, InboxPayload, PreStep,
+    PreStepDecision, PreStepPayload, Request, RequestError, RequestErrorAction,
+    RequestErrorPayload, RequestPayload, SessionStart, SessionStartPayload, SessionStartSource,
+    StatusPayload, TurnStopping, TurnStoppingPayload,
 };
 pub use handle::{Agent, AgentOptions, AgentRef, AgentStatus, InboxSnapshot, SendError};
 pub use inbox::{Inbox, Splice};

@@ -3,9 +3,7 @@
 
 use std::sync::Arc;
 
-use dsh_kernel::{
-    BoxError, Catalog, Context, HarnessError, ListenOptions, Plugin, PluginConfig,
-};
+use dsh_kernel::{BoxError, Catalog, Context, HarnessError, ListenOptions, Plugin, PluginConfig};
 use dsh_llm::{LlmRuntime, LlmStreamEvent};
 use dsh_prompt::{PromptConfig, SystemPrompt};
 use dsh_session::{SessionStore, system_clock};
@@ -131,7 +129,9 @@ impl Plugin for AgentLoopPlugin {
     fn apply(&self, ctx: &Context, config: &PluginConfig) -> Result<(), BoxError> {
         let c: AgentLoopConfig = config.parse()?;
         if !c.agents.is_empty() {
-            return Err("declarative `agents` are not supported yet; create agents from a frontend".into());
+            return Err(
+                "declarative `agents` are not supported yet; create agents from a frontend".into(),
+            );
         }
         let services = Services {
             llm: ctx.require::<LlmRuntime>()?,
@@ -141,7 +141,9 @@ impl Plugin for AgentLoopPlugin {
             sessions: ctx.require::<SessionStore>()?,
         };
         let tools = services.tools.clone();
-        services.prompt.tools(ctx, Arc::new(move |a| tools.schemas(&a.ctx)))?;
+        services
+            .prompt
+            .tools(ctx, Arc::new(move |a| tools.schemas(&a.ctx)))?;
         let config = LoopConfig {
             max_parallel_tool_calls: c.max_parallel_tool_calls.max(1),
             check_invariants: c.check_invariants.unwrap_or(cfg!(debug_assertions)),
@@ -149,7 +151,9 @@ impl Plugin for AgentLoopPlugin {
         if config.check_invariants {
             install_request_invariant(ctx, services.sessions.clone())?;
         }
-        services.agents.set_factory(ctx, Arc::new(LoopFactory::new(services.clone(), config)))?;
+        services
+            .agents
+            .set_factory(ctx, Arc::new(LoopFactory::new(services.clone(), config)))?;
         Ok(())
     }
 }
@@ -157,44 +161,69 @@ impl Plugin for AgentLoopPlugin {
 /// "Model-visible means logged": before any loop-built request reaches an adapter, its
 /// messages must equal `derive_messages()` and its model/system/limits/tools the latest
 /// logged `request/header`. A violation fails the request (the turn ends with an error).
-pub fn install_request_invariant(ctx: &Context, sessions: Arc<SessionStore>) -> Result<(), BoxError> {
-    ctx.on_waterfall::<LlmStreamEvent>(ListenOptions { prepend: true, global: true }, move |req, next| {
-        let sessions = sessions.clone();
-        Box::pin(async move {
-            let options = &req.options;
-            if options.agent_loop_request {
-                let violation = |what: String| -> BoxError {
-                    Box::new(HarnessError::new(
-                        "InvariantError",
-                        "INVARIANT",
-                        format!("invariant violated by \"@deepseek-ai/dsh-agent-loop\": {what}"),
-                    ))
-                };
-                let id = options.session_id.as_deref().ok_or_else(|| violation("request has no sessionId".into()))?;
-                let session = sessions.get(id).ok_or_else(|| violation(format!("session \"{id}\" is not live")))?;
-                let derived = session.derive_messages();
-                let same = derived.len() == options.messages.len()
-                    && derived.iter().zip(&options.messages).all(|(a, b)| a == b);
-                if !same {
-                    return Err(violation("request messages differ from the session's derived history".into()));
+pub fn install_request_invariant(
+    ctx: &Context,
+    sessions: Arc<SessionStore>,
+) -> Result<(), BoxError> {
+    ctx.on_waterfall::<LlmStreamEvent>(
+        ListenOptions {
+            prepend: true,
+            global: true,
+        },
+        move |req, next| {
+            let sessions = sessions.clone();
+            Box::pin(async move {
+                let options = &req.options;
+                if options.agent_loop_request {
+                    let violation = |what: String| -> BoxError {
+                        Box::new(HarnessError::new(
+                            "InvariantError",
+                            "INVARIANT",
+                            format!(
+                                "invariant violated by \"@deepseek-ai/dsh-agent-loop\": {what}"
+                            ),
+                        ))
+                    };
+                    let id = options
+                        .session_id
+                        .as_deref()
+                        .ok_or_else(|| violation("request has no sessionId".into()))?;
+                    let session = sessions
+                        .get(id)
+                        .ok_or_else(|| violation(format!("session \"{id}\" is not live")))?;
+                    let derived = session.derive_messages();
+                    let same = derived.len() == options.messages.len()
+                        && derived.iter().zip(&options.messages).all(|(a, b)| a == b);
+                    if !same {
+                        return Err(violation(
+                            "request messages differ from the session's derived history".into(),
+                        ));
+                    }
+                    let header =
+                        session
+                            .read(|s| s.request_header().cloned())
+                            .ok_or_else(|| {
+                                violation("no request/header was logged before the request".into())
+                            })?;
+                    let c = &options.config;
+                    if header.config.model != c.model
+                        || header.config.max_tokens != c.max_tokens
+                        || header.config.temperature != c.temperature
+                        || header.config.stop != c.stop
+                        || header.system != options.system
+                        || header.tools.clone().unwrap_or_default()
+                            != options.tools.clone().unwrap_or_default()
+                    {
+                        return Err(violation(
+                            "request config/system/tools differ from the logged request/header"
+                                .into(),
+                        ));
+                    }
                 }
-                let header = session
-                    .read(|s| s.request_header().cloned())
-                    .ok_or_else(|| violation("no request/header was logged before the request".into()))?;
-                let c = &options.config;
-                if header.config.model != c.model
-                    || header.config.max_tokens != c.max_tokens
-                    || header.config.temperature != c.temperature
-                    || header.config.stop != c.stop
-                    || header.system != options.system
-                    || header.tools.clone().unwrap_or_default() != options.tools.clone().unwrap_or_default()
-                {
-                    return Err(violation("request config/system/tools differ from the logged request/header".into()));
-                }
-            }
-            next.run().await
-        })
-    })?;
+                next.run().await
+            })
+        },
+    )?;
     Ok(())
 }
 

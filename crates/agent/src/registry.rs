@@ -13,9 +13,16 @@ pub enum AgentSource {
     /// A fresh session.
     Fresh,
     /// A child seeded with a prefix of another session (fork).
-    Seeded { prefix: Vec<Arc<Event>>, parent: String },
+    Seeded {
+        prefix: Vec<Arc<Event>>,
+        parent: String,
+    },
     /// A stored session being resumed (events already include any repair closers).
-    Resume { header: SessionHeader, events: Vec<Arc<Event>>, stored_len: u64 },
+    Resume {
+        header: SessionHeader,
+        events: Vec<Arc<Event>>,
+        stored_len: u64,
+    },
 }
 
 /// Composes an agent's scoped registrations before it is published.
@@ -33,7 +40,13 @@ pub struct CreateAgent {
 
 impl CreateAgent {
     pub fn fresh(options: AgentOptions) -> Self {
-        Self { session_id: None, cwd: None, options, source: AgentSource::Fresh, setup: None }
+        Self {
+            session_id: None,
+            cwd: None,
+            options,
+            source: AgentSource::Fresh,
+            setup: None,
+        }
     }
 }
 
@@ -55,7 +68,11 @@ impl Agents {
     }
 
     /// Installs the driver factory as an effect of `ctx` (its plugin).
-    pub fn set_factory(self: &Arc<Self>, ctx: &Context, factory: Arc<dyn AgentFactory>) -> Result<EffectHandle, BoxError> {
+    pub fn set_factory(
+        self: &Arc<Self>,
+        ctx: &Context,
+        factory: Arc<dyn AgentFactory>,
+    ) -> Result<EffectHandle, BoxError> {
         {
             let mut slot = self.factory.write().unwrap_or_else(|p| p.into_inner());
             if let Some((owner, _)) = slot.as_ref() {
@@ -79,7 +96,9 @@ impl Agents {
             .unwrap_or_else(|p| p.into_inner())
             .as_ref()
             .map(|(_, f)| f.clone())
-            .ok_or("no agent driver is installed (compose the agent-loop plugin or another driver)")?;
+            .ok_or(
+                "no agent driver is installed (compose the agent-loop plugin or another driver)",
+            )?;
         factory.create(owner, request)
     }
 
@@ -95,11 +114,19 @@ impl Agents {
 
     /// Removes an agent (drivers call this during disposal).
     pub fn leave(&self, id: &str) {
-        self.live.write().unwrap_or_else(|p| p.into_inner()).retain(|a| a.id() != id);
+        self.live
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .retain(|a| a.id() != id);
     }
 
     pub fn get(&self, id: &str) -> Option<AgentRef> {
-        self.live.read().unwrap_or_else(|p| p.into_inner()).iter().find(|a| a.id() == id).cloned()
+        self.live
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .find(|a| a.id() == id)
+            .cloned()
     }
 
     pub fn list(&self) -> Vec<AgentRef> {

@@ -13,11 +13,23 @@ use dsh_session::{SessionHeader, interrupted_turn_closers};
 use pretty_assertions::assert_eq;
 use support::*;
 
-fn resume(h: &Harness, header: SessionHeader, events: Vec<Arc<dsh_session::Event>>) -> dsh_agent::AgentRef {
+fn resume(
+    h: &Harness,
+    header: SessionHeader,
+    events: Vec<Arc<dsh_session::Event>>,
+) -> dsh_agent::AgentRef {
     let stored_len = events.len() as u64;
     let agents = h.root.get::<Agents>().unwrap();
-    let mut request = CreateAgent::fresh(AgentOptions { provider: Some("test".into()), model: Some("m".into()), max_tokens: None });
-    request.source = AgentSource::Resume { header, events, stored_len };
+    let mut request = CreateAgent::fresh(AgentOptions {
+        provider: Some("test".into()),
+        model: Some("m".into()),
+        max_tokens: None,
+    });
+    request.source = AgentSource::Resume {
+        header,
+        events,
+        stored_len,
+    };
     agents.create(&h.root, request).unwrap()
 }
 
@@ -38,8 +50,16 @@ async fn resume_continues_numbering_and_relogs_the_header() {
     let h2 = Harness::new();
     h2.model.push(text("two"));
     let agent = resume(&h2, header, events.clone());
-    assert_eq!(agent.status(), dsh_agent::AgentStatus::Idle, "pending input does not wake a resumed agent");
-    assert_eq!(agent.inbox().next_step.len(), 1, "pending inbox items survive");
+    assert_eq!(
+        agent.status(),
+        dsh_agent::AgentStatus::Idle,
+        "pending input does not wake a resumed agent"
+    );
+    assert_eq!(
+        agent.inbox().next_step.len(),
+        1,
+        "pending inbox items survive"
+    );
     agent.followup(Message::user_text("second")).unwrap();
     idle(&agent).await;
     let t: Vec<String> = trace(agent.session()).into_iter().skip(before).collect();
@@ -61,7 +81,11 @@ async fn resume_continues_numbering_and_relogs_the_header() {
         ]
     );
     // The model sees the whole history.
-    let texts: Vec<String> = h2.model.requests()[0].messages.iter().map(|m| m.text()).collect();
+    let texts: Vec<String> = h2.model.requests()[0]
+        .messages
+        .iter()
+        .map(|m| m.text())
+        .collect();
     assert_eq!(texts, ["first", "one", "pending context", "second"]);
 }
 
@@ -72,7 +96,13 @@ async fn an_interrupted_turn_is_closed_and_the_next_one_follows() {
     let first = h.agent();
     first.followup(Message::user_text("crash here")).unwrap();
     let session = first.session().clone();
-    wait_for(|| session.events().iter().any(|e| e.is(dsh_session::types::REQUEST_HEADER))).await;
+    wait_for(|| {
+        session
+            .events()
+            .iter()
+            .any(|e| e.is(dsh_session::types::REQUEST_HEADER))
+    })
+    .await;
     // Simulate a crash: take the log as it is, with the turn open, and repair it.
     let mut events = session.events();
     let header = session.header();
@@ -86,6 +116,9 @@ async fn an_interrupted_turn_is_closed_and_the_next_one_follows() {
     agent.followup(Message::user_text("again")).unwrap();
     idle(&agent).await;
     let t = trace(agent.session());
-    assert!(t.contains(&"turn/end 1 {\"kind\":\"interrupted\"}".to_string()), "{t:?}");
+    assert!(
+        t.contains(&"turn/end 1 {\"kind\":\"interrupted\"}".to_string()),
+        "{t:?}"
+    );
     assert_eq!(t.last().unwrap(), "turn/end 2 {\"kind\":\"completed\"}");
 }

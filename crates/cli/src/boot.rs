@@ -29,7 +29,11 @@ pub fn eval_env(home: &Path, ctx_values: serde_json::Map<String, Value>) -> Eval
 }
 
 /// Evaluates and loads `composition` under `root`. Errors are one line, ready to print.
-pub fn load(root: &Context, composition: &Composition, env: &EvalEnv) -> Result<LoadedTree, String> {
+pub fn load(
+    root: &Context,
+    composition: &Composition,
+    env: &EvalEnv,
+) -> Result<LoadedTree, String> {
     let rows = to_load_rows(&composition.rows, env).map_err(|e| format!("dsh: {e}"))?;
     load_tree(root, &catalog(), &rows).map_err(|e| format!("dsh: plugin tree failed to load: {e}"))
 }

@@ -41,7 +41,11 @@ pub enum OutputFormat {
 #[derive(Debug, PartialEq, Eq)]
 pub enum Startup {
     Help,
-    Run { task: String, format: OutputFormat, resume: Option<String> },
+    Run {
+        task: String,
+        format: OutputFormat,
+        resume: Option<String>,
+    },
 }
 
 /// Parses the app arguments; `Err` is a usage error line (exit 1).
@@ -64,20 +68,28 @@ pub fn parse_args(args: &[String]) -> Result<Startup, String> {
                 Some((_, v)) => v.to_string(),
                 None => {
                     i += 1;
-                    args.get(i).cloned().ok_or("error: option '--output-format <format>' argument missing")?
+                    args.get(i)
+                        .cloned()
+                        .ok_or("error: option '--output-format <format>' argument missing")?
                 }
             };
             format = match value.as_str() {
                 "text" => OutputFormat::Text,
                 "stream-json" => OutputFormat::StreamJson,
-                other => return Err(format!("error: unknown output format '{other}' (expected text or stream-json)")),
+                other => {
+                    return Err(format!(
+                        "error: unknown output format '{other}' (expected text or stream-json)"
+                    ));
+                }
             };
         } else if a == "--resume" || a.starts_with("--resume=") {
             resume = Some(match a.split_once('=') {
                 Some((_, v)) => v.to_string(),
                 None => {
                     i += 1;
-                    args.get(i).cloned().ok_or("error: option '--resume <session-id>' argument missing")?
+                    args.get(i)
+                        .cloned()
+                        .ok_or("error: option '--resume <session-id>' argument missing")?
                 }
             });
         } else if a.starts_with('-') && a.len() > 1 {
@@ -89,9 +101,16 @@ pub fn parse_args(args: &[String]) -> Result<Startup, String> {
     }
     let task = words.join(" ");
     if task.trim().is_empty() {
-        return Err("error: a task is required, for example: dsh --profile headless \"run the tests\"".into());
+        return Err(
+            "error: a task is required, for example: dsh --profile headless \"run the tests\""
+                .into(),
+        );
     }
-    Ok(Startup::Run { task, format, resume })
+    Ok(Startup::Run {
+        task,
+        format,
+        resume,
+    })
 }
 
 /// The task given to the runner row.
@@ -112,13 +131,18 @@ impl Plugin for HeadlessPlugin {
 
     fn apply(&self, ctx: &Context, config: &PluginConfig) -> Result<(), BoxError> {
         let c: RunnerConfig = config.parse()?;
-        let task = c.task.ok_or("headless-runner: no task (run `dsh --profile headless \"<task>\"`)")?;
+        let task = c
+            .task
+            .ok_or("headless-runner: no task (run `dsh --profile headless \"<task>\"`)")?;
         ctx.provide(Arc::new(HeadlessTask(task)))?;
         Ok(())
     }
 }
 
-fn summarize(events: &[Arc<dsh_session::Event>], first_seq: u64) -> (String, Option<TurnEndReason>) {
+fn summarize(
+    events: &[Arc<dsh_session::Event>],
+    first_seq: u64,
+) -> (String, Option<TurnEndReason>) {
     let mut text = String::new();
     let mut reason = None;
     let mut started = false;
@@ -157,11 +181,14 @@ pub async fn run(root: &Context, format: OutputFormat, resume: Option<String>) -
             return ExitCode::from(1);
         }
     };
-    let model = root.get::<DefaultModel>().map(|m| (*m).clone()).unwrap_or(DefaultModel {
-        provider: "deepseek-official".into(),
-        model: "deepseek-v4-flash".into(),
-        reasoning_effort: None,
-    });
+    let model = root
+        .get::<DefaultModel>()
+        .map(|m| (*m).clone())
+        .unwrap_or(DefaultModel {
+            provider: "deepseek-official".into(),
+            model: "deepseek-v4-flash".into(),
+            reasoning_effort: None,
+        });
     let cwd = std::env::current_dir().ok();
     let mut request = CreateAgent::fresh(AgentOptions {
         provider: Some(model.provider.clone()),
@@ -172,7 +199,9 @@ pub async fn run(root: &Context, format: OutputFormat, resume: Option<String>) -
     request.cwd = cwd;
     if let Some(id) = resume {
         let Some(files) = root.get::<dsh_persistence::SessionFiles>() else {
-            eprintln!("dsh: --resume needs session persistence (the session-persistence-jsonl row is disabled)");
+            eprintln!(
+                "dsh: --resume needs session persistence (the session-persistence-jsonl row is disabled)"
+            );
             return ExitCode::from(1);
         };
         let loaded = match tokio::task::spawn_blocking(move || files.load(&id)).await {
@@ -187,8 +216,17 @@ pub async fn run(root: &Context, format: OutputFormat, resume: Option<String>) -
             }
         };
         request.session_id = Some(loaded.header.id.clone());
-        request.cwd = loaded.header.cwd.as_ref().map(std::path::PathBuf::from).or(request.cwd);
-        request.source = dsh_agent::AgentSource::Resume { header: loaded.header, events: loaded.events, stored_len: loaded.stored_len };
+        request.cwd = loaded
+            .header
+            .cwd
+            .as_ref()
+            .map(std::path::PathBuf::from)
+            .or(request.cwd);
+        request.source = dsh_agent::AgentSource::Resume {
+            header: loaded.header,
+            events: loaded.events,
+            stored_len: loaded.stored_len,
+        };
     }
     let agent = match agents.create(root, request) {
         Ok(a) => a,
@@ -220,7 +258,8 @@ pub async fn run(root: &Context, format: OutputFormat, resume: Option<String>) -
         return ExitCode::from(1);
     }
     let mut code = None;
-    let mut sigterm = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+    let mut sigterm =
+        tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
     let term = async {
         match sigterm.as_mut() {
             Some(s) => {
@@ -275,18 +314,49 @@ mod tests {
 
     #[test]
     fn task_words_join_and_options_parse() {
-        assert_eq!(p(&["fix", "the", "test"]), Ok(Startup::Run { task: "fix the test".into(), format: OutputFormat::Text, resume: None }));
+        assert_eq!(
+            p(&["fix", "the", "test"]),
+            Ok(Startup::Run {
+                task: "fix the test".into(),
+                format: OutputFormat::Text,
+                resume: None
+            })
+        );
         assert_eq!(
             p(&["--output-format", "stream-json", "go"]),
-            Ok(Startup::Run { task: "go".into(), format: OutputFormat::StreamJson, resume: None })
+            Ok(Startup::Run {
+                task: "go".into(),
+                format: OutputFormat::StreamJson,
+                resume: None
+            })
         );
-        assert_eq!(p(&["a", "--", "--b"]), Ok(Startup::Run { task: "a --b".into(), format: OutputFormat::Text, resume: None }));
+        assert_eq!(
+            p(&["a", "--", "--b"]),
+            Ok(Startup::Run {
+                task: "a --b".into(),
+                format: OutputFormat::Text,
+                resume: None
+            })
+        );
         assert_eq!(
             p(&["--resume", "s-1", "more"]),
-            Ok(Startup::Run { task: "more".into(), format: OutputFormat::Text, resume: Some("s-1".into()) })
+            Ok(Startup::Run {
+                task: "more".into(),
+                format: OutputFormat::Text,
+                resume: Some("s-1".into())
+            })
         );
         assert_eq!(p(&["--help"]), Ok(Startup::Help));
-        assert_eq!(p(&["  "]), Err("error: a task is required, for example: dsh --profile headless \"run the tests\"".into()));
-        assert_eq!(p(&["x", "--bogus"]), Err("error: unknown option '--bogus'".into()));
+        assert_eq!(
+            p(&["  "]),
+            Err(
+                "error: a task is required, for example: dsh --profile headless \"run the tests\""
+                    .into()
+            )
+        );
+        assert_eq!(
+            p(&["x", "--bogus"]),
+            Err("error: unknown option '--bogus'".into())
+        );
     }
 }

@@ -7,10 +7,22 @@
 pub enum Mode {
     Version,
     Help,
-    Profile { profile: String, patches: Vec<String>, args: Vec<String> },
-    Dump { profile: String, default_only: bool, patches: Vec<String> },
-    Acp { args: Vec<String> },
-    Sessions { args: Vec<String> },
+    Profile {
+        profile: String,
+        patches: Vec<String>,
+        args: Vec<String>,
+    },
+    Dump {
+        profile: String,
+        default_only: bool,
+        patches: Vec<String>,
+    },
+    Acp {
+        args: Vec<String>,
+    },
+    Sessions {
+        args: Vec<String>,
+    },
 }
 
 /// A usage error (printed as `error: <message>`, exit 1).
@@ -54,15 +66,18 @@ pub fn parse(argv: &[String]) -> Result<Mode, UsageError> {
     let mut patches = Vec::new();
     let (mut dump, mut dump_default, mut version) = (false, false, false);
     let mut i = 0;
-    let take_value = |i: &mut usize, flag: &str, inline: Option<&str>| -> Result<String, UsageError> {
-        match inline {
-            Some(v) => Ok(v.to_string()),
-            None => {
-                *i += 1;
-                argv.get(*i).cloned().ok_or_else(|| usage(format!("option '{flag}' argument missing")))
+    let take_value =
+        |i: &mut usize, flag: &str, inline: Option<&str>| -> Result<String, UsageError> {
+            match inline {
+                Some(v) => Ok(v.to_string()),
+                None => {
+                    *i += 1;
+                    argv.get(*i)
+                        .cloned()
+                        .ok_or_else(|| usage(format!("option '{flag}' argument missing")))
+                }
             }
-        }
-    };
+        };
     while i < argv.len() {
         let tok = argv[i].as_str();
         let (flag, inline) = match tok.split_once('=') {
@@ -99,8 +114,16 @@ pub fn parse(argv: &[String]) -> Result<Mode, UsageError> {
         rest.remove(0);
     } else if profile.is_none() && !dump && !dump_default && patches.is_empty() {
         match rest.first().map(String::as_str) {
-            Some("acp") => return Ok(Mode::Acp { args: rest[1..].to_vec() }),
-            Some("sessions") => return Ok(Mode::Sessions { args: rest[1..].to_vec() }),
+            Some("acp") => {
+                return Ok(Mode::Acp {
+                    args: rest[1..].to_vec(),
+                });
+            }
+            Some("sessions") => {
+                return Ok(Mode::Sessions {
+                    args: rest[1..].to_vec(),
+                });
+            }
             Some("web") => {
                 profile = Some("web".into());
                 rest.remove(0);
@@ -108,10 +131,15 @@ pub fn parse(argv: &[String]) -> Result<Mode, UsageError> {
             _ => {}
         }
     } else if matches!(rest.first().map(String::as_str), Some("acp" | "sessions")) {
-        return Err(usage(format!("{} takes none of --profile, --patch, --dump-config or --dump-default-config", rest[0])));
+        return Err(usage(format!(
+            "{} takes none of --profile, --patch, --dump-config or --dump-default-config",
+            rest[0]
+        )));
     }
     if dump && dump_default {
-        return Err(usage("--dump-config and --dump-default-config are mutually exclusive"));
+        return Err(usage(
+            "--dump-config and --dump-default-config are mutually exclusive",
+        ));
     }
     let Some(profile) = profile else {
         if rest.iter().any(|a| a == "-h" || a == "--help") || argv.is_empty() {
@@ -121,15 +149,31 @@ pub fn parse(argv: &[String]) -> Result<Mode, UsageError> {
     };
     if dump || dump_default {
         if !rest.is_empty() {
-            let quoted: Vec<String> = rest.iter().map(|a| serde_json::to_string(a).unwrap_or_default()).collect();
-            return Err(usage(format!("config dumps take no app arguments, got {}", quoted.join(" "))));
+            let quoted: Vec<String> = rest
+                .iter()
+                .map(|a| serde_json::to_string(a).unwrap_or_default())
+                .collect();
+            return Err(usage(format!(
+                "config dumps take no app arguments, got {}",
+                quoted.join(" ")
+            )));
         }
         if dump_default && !patches.is_empty() {
-            return Err(usage("--dump-default-config prints the bundle layers and takes no --patch"));
+            return Err(usage(
+                "--dump-default-config prints the bundle layers and takes no --patch",
+            ));
         }
-        return Ok(Mode::Dump { profile, default_only: dump_default, patches });
+        return Ok(Mode::Dump {
+            profile,
+            default_only: dump_default,
+            patches,
+        });
     }
-    Ok(Mode::Profile { profile, patches, args: rest })
+    Ok(Mode::Profile {
+        profile,
+        patches,
+        args: rest,
+    })
 }
 
 #[cfg(test)]
@@ -145,20 +189,37 @@ mod tests {
     fn launcher_flags_then_app_args() {
         assert_eq!(
             p(&["--profile", "headless", "--patch=a.yml", "fix", "--it"]),
-            Ok(Mode::Profile { profile: "headless".into(), patches: vec!["a.yml".into()], args: vec!["fix".into(), "--it".into()] })
+            Ok(Mode::Profile {
+                profile: "headless".into(),
+                patches: vec!["a.yml".into()],
+                args: vec!["fix".into(), "--it".into()]
+            })
         );
         assert_eq!(
             p(&["--profile", "x", "--", "--foo"]),
-            Ok(Mode::Profile { profile: "x".into(), patches: vec![], args: vec!["--foo".into()] })
+            Ok(Mode::Profile {
+                profile: "x".into(),
+                patches: vec![],
+                args: vec!["--foo".into()]
+            })
         );
         assert_eq!(
             p(&["--profile", "x", "a", "--", "b"]),
-            Ok(Mode::Profile { profile: "x".into(), patches: vec![], args: vec!["a".into(), "--".into(), "b".into()] })
+            Ok(Mode::Profile {
+                profile: "x".into(),
+                patches: vec![],
+                args: vec!["a".into(), "--".into(), "b".into()]
+            })
         );
         assert_eq!(p(&["-V"]), Ok(Mode::Version));
         assert_eq!(p(&["-h"]), Ok(Mode::Help));
         assert_eq!(p(&["acp"]), Ok(Mode::Acp { args: vec![] }));
-        assert_eq!(p(&["sessions", "list"]), Ok(Mode::Sessions { args: vec!["list".into()] }));
+        assert_eq!(
+            p(&["sessions", "list"]),
+            Ok(Mode::Sessions {
+                args: vec!["list".into()]
+            })
+        );
     }
 
     #[test]
@@ -166,18 +227,27 @@ mod tests {
         assert_eq!(p(&["task"]), Err(usage("--profile <name> is required")));
         assert_eq!(p(&["--profile", ""]), Err(usage("--profile needs a name")));
         assert_eq!(p(&["--patch="]), Err(usage("--patch needs a path")));
-        assert_eq!(p(&["--profile"]), Err(usage("option '--profile <name>' argument missing")));
+        assert_eq!(
+            p(&["--profile"]),
+            Err(usage("option '--profile <name>' argument missing"))
+        );
         assert_eq!(
             p(&["--profile", "h", "--dump-config", "--dump-default-config"]),
-            Err(usage("--dump-config and --dump-default-config are mutually exclusive"))
+            Err(usage(
+                "--dump-config and --dump-default-config are mutually exclusive"
+            ))
         );
         assert_eq!(
             p(&["--profile", "h", "--dump-config", "task", "a b"]),
-            Err(usage("config dumps take no app arguments, got \"task\" \"a b\""))
+            Err(usage(
+                "config dumps take no app arguments, got \"task\" \"a b\""
+            ))
         );
         assert_eq!(
             p(&["--profile", "h", "--dump-default-config", "--patch", "x"]),
-            Err(usage("--dump-default-config prints the bundle layers and takes no --patch"))
+            Err(usage(
+                "--dump-default-config prints the bundle layers and takes no --patch"
+            ))
         );
     }
 }

@@ -25,7 +25,10 @@ fn init_tracing() {
 }
 
 fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
 }
 
 fn main() -> ExitCode {
@@ -48,30 +51,43 @@ fn main() -> ExitCode {
             print!("{}", launcher::HELP);
             ExitCode::SUCCESS
         }
-        Mode::Dump { profile, default_only, patches } => {
-            match profile::compose_profile(&home, &profile, &patches, default_only) {
-                Ok(c) => {
-                    for w in &c.warnings {
-                        eprintln!("dsh: {w}");
-                    }
-                    print!("{}", dsh_kernel::config::render_dump(&c));
-                    ExitCode::SUCCESS
+        Mode::Dump {
+            profile,
+            default_only,
+            patches,
+        } => match profile::compose_profile(&home, &profile, &patches, default_only) {
+            Ok(c) => {
+                for w in &c.warnings {
+                    eprintln!("dsh: {w}");
                 }
-                Err(e) => {
-                    eprintln!("{e}");
-                    ExitCode::from(CONFIG_ERROR)
-                }
+                print!("{}", dsh_kernel::config::render_dump(&c));
+                ExitCode::SUCCESS
             }
-        }
-        Mode::Profile { profile, patches, args } => run_profile(&home, &profile, &patches, &args),
+            Err(e) => {
+                eprintln!("{e}");
+                ExitCode::from(CONFIG_ERROR)
+            }
+        },
+        Mode::Profile {
+            profile,
+            patches,
+            args,
+        } => run_profile(&home, &profile, &patches, &args),
         Mode::Acp { args } => run_acp(&home, &args),
         Mode::Sessions { args } => sessions::run(&home, &args),
     }
 }
 
-fn run_profile(home: &std::path::Path, profile: &str, patches: &[String], args: &[String]) -> ExitCode {
+fn run_profile(
+    home: &std::path::Path,
+    profile: &str,
+    patches: &[String],
+    args: &[String],
+) -> ExitCode {
     if profile == "web" {
-        eprintln!("dsh: the web profile's app (the web UI) is not part of this build yet; use --profile headless or dsh acp");
+        eprintln!(
+            "dsh: the web profile's app (the web UI) is not part of this build yet; use --profile headless or dsh acp"
+        );
         return ExitCode::from(CONFIG_ERROR);
     }
     let startup = match headless::parse_args(args) {
@@ -86,7 +102,11 @@ fn run_profile(home: &std::path::Path, profile: &str, patches: &[String], args: 
             print!("{}", headless::HELP);
             return ExitCode::SUCCESS;
         }
-        headless::Startup::Run { task, format, resume } => (task, format, resume),
+        headless::Startup::Run {
+            task,
+            format,
+            resume,
+        } => (task, format, resume),
     };
     let composition = match profile::compose_profile(home, profile, patches, false) {
         Ok(c) => c,
@@ -123,14 +143,18 @@ fn run_profile(home: &std::path::Path, profile: &str, patches: &[String], args: 
 fn run_acp(home: &std::path::Path, args: &[String]) -> ExitCode {
     if let Some(a) = args.first() {
         if a == "-h" || a == "--help" {
-            println!("Usage: dsh acp\n\nServe the Agent Client Protocol (JSON-RPC 2.0, one JSON object per line) on stdin/stdout.\nThe composition is chosen by DSH_SNAPSHOT_CONFIG (default: the built-in ACP composition);\n$DSH_HOME/cordis.patch.yml is applied on top outside snapshot mode.");
+            println!(
+                "Usage: dsh acp\n\nServe the Agent Client Protocol (JSON-RPC 2.0, one JSON object per line) on stdin/stdout.\nThe composition is chosen by DSH_SNAPSHOT_CONFIG (default: the built-in ACP composition);\n$DSH_HOME/cordis.patch.yml is applied on top outside snapshot mode."
+            );
             return ExitCode::SUCCESS;
         }
         eprintln!("error: dsh acp takes no arguments, got {a:?}");
         return ExitCode::from(1);
     }
     let snapshot = std::env::var("DSH_SNAPSHOT").ok().filter(|v| !v.is_empty());
-    let config = std::env::var("DSH_SNAPSHOT_CONFIG").ok().filter(|v| !v.is_empty());
+    let config = std::env::var("DSH_SNAPSHOT_CONFIG")
+        .ok()
+        .filter(|v| !v.is_empty());
     let mut layers = match dsh_acp::composition_layers(config.as_deref()) {
         Ok(l) => l,
         Err(e) => {
@@ -141,7 +165,11 @@ fn run_acp(home: &std::path::Path, args: &[String]) -> ExitCode {
     if snapshot.is_none() {
         let patch = home.join("cordis.patch.yml");
         if let Ok(text) = std::fs::read_to_string(&patch) {
-            match dsh_kernel::config::Layer::parse(patch.display().to_string(), patch.display().to_string(), &text) {
+            match dsh_kernel::config::Layer::parse(
+                patch.display().to_string(),
+                patch.display().to_string(),
+                &text,
+            ) {
                 Ok(l) => layers.push(l),
                 Err(e) => {
                     eprintln!("dsh: {e}");

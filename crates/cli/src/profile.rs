@@ -17,12 +17,19 @@ pub struct Bundle {
     pub patch: &'static str,
 }
 
-pub const BASE: Bundle = Bundle { package: "@deepseek-ai/dsh-base", patch: include_str!("../bundles/base.cordis.patch.yml") };
-pub const HEADLESS: Bundle =
-    Bundle { package: "@deepseek-ai/dsh-headless", patch: include_str!("../bundles/headless.cordis.patch.yml") };
+pub const BASE: Bundle = Bundle {
+    package: "@deepseek-ai/dsh-base",
+    patch: include_str!("../bundles/base.cordis.patch.yml"),
+};
+pub const HEADLESS: Bundle = Bundle {
+    package: "@deepseek-ai/dsh-headless",
+    patch: include_str!("../bundles/headless.cordis.patch.yml"),
+};
 
 fn bundle(package: &str) -> Option<&'static Bundle> {
-    [&BASE, &HEADLESS].into_iter().find(|b| b.package == package)
+    [&BASE, &HEADLESS]
+        .into_iter()
+        .find(|b| b.package == package)
 }
 
 const USER_PATCH_TEMPLATE: &str = "\
@@ -56,7 +63,13 @@ fn template_bundles(name: &str) -> Option<Vec<&'static str>> {
 
 /// Creates `profiles/<name>` from its template when it has no manifest yet.
 pub fn prepare_profile(home: &Path, name: &str) -> Result<PathBuf, ProfileError> {
-    if name.is_empty() || name.contains('/') || name.contains('\\') || name == "." || name == ".." || name == "node_modules" {
+    if name.is_empty()
+        || name.contains('/')
+        || name.contains('\\')
+        || name == "."
+        || name == ".."
+        || name == "node_modules"
+    {
         return Err(err(format!("dsh: invalid profile name \"{name}\"")));
     }
     let dir = home.join("profiles").join(name);
@@ -68,7 +81,8 @@ pub fn prepare_profile(home: &Path, name: &str) -> Result<PathBuf, ProfileError>
                 manifest.display()
             )));
         };
-        std::fs::create_dir_all(&dir).map_err(|e| err(format!("dsh: cannot create profile {}: {e}", dir.display())))?;
+        std::fs::create_dir_all(&dir)
+            .map_err(|e| err(format!("dsh: cannot create profile {}: {e}", dir.display())))?;
         let doc = json!({
             "name": format!("dsh-profile-{name}"),
             "private": true,
@@ -86,23 +100,39 @@ pub fn prepare_profile(home: &Path, name: &str) -> Result<PathBuf, ProfileError>
 }
 
 fn write_new(path: &Path, text: &str) -> Result<(), ProfileError> {
-    std::fs::write(path, text).map_err(|e| err(format!("dsh: cannot write {}: {e}", path.display())))
+    std::fs::write(path, text)
+        .map_err(|e| err(format!("dsh: cannot write {}: {e}", path.display())))
 }
 
 /// The bundle packages a profile stacks.
 pub fn profile_bundles(dir: &Path) -> Result<Vec<String>, ProfileError> {
     let manifest = dir.join("package.json");
-    let text = std::fs::read_to_string(&manifest)
-        .map_err(|e| err(format!("dsh: failed to read profile manifest {}: {e}", manifest.display())))?;
-    let doc: Value = serde_json::from_str(&text)
-        .map_err(|e| err(format!("dsh: failed to read profile manifest {}: {e}", manifest.display())))?;
+    let text = std::fs::read_to_string(&manifest).map_err(|e| {
+        err(format!(
+            "dsh: failed to read profile manifest {}: {e}",
+            manifest.display()
+        ))
+    })?;
+    let doc: Value = serde_json::from_str(&text).map_err(|e| {
+        err(format!(
+            "dsh: failed to read profile manifest {}: {e}",
+            manifest.display()
+        ))
+    })?;
     if !doc.is_object() {
-        return Err(err(format!("dsh: profile manifest {} must hold a JSON object", manifest.display())));
+        return Err(err(format!(
+            "dsh: profile manifest {} must hold a JSON object",
+            manifest.display()
+        )));
     }
     Ok(doc
         .pointer("/dsh/profile/bundles")
         .and_then(Value::as_array)
-        .map(|a| a.iter().filter_map(|v| v.as_str().map(str::to_owned)).collect())
+        .map(|a| {
+            a.iter()
+                .filter_map(|v| v.as_str().map(str::to_owned))
+                .collect()
+        })
         .unwrap_or_default())
 }
 
@@ -110,32 +140,58 @@ fn read_layer(label: &str, path: &Path, required: bool) -> Result<Option<Layer>,
     let text = match std::fs::read_to_string(path) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound && !required => return Ok(None),
-        Err(e) => return Err(err(format!("dsh: failed to read patch layer {}: {e}", path.display()))),
+        Err(e) => {
+            return Err(err(format!(
+                "dsh: failed to read patch layer {}: {e}",
+                path.display()
+            )));
+        }
     };
     let shown = path.display().to_string();
-    Layer::parse(label, shown, &text).map(Some).map_err(|e| err(format!("dsh: {e}")))
+    Layer::parse(label, shown, &text)
+        .map(Some)
+        .map_err(|e| err(format!("dsh: {e}")))
 }
 
 /// Every layer of a profile, in application order.
-pub fn layers(home: &Path, profile: &str, patches: &[String], default_only: bool) -> Result<Vec<Layer>, ProfileError> {
+pub fn layers(
+    home: &Path,
+    profile: &str,
+    patches: &[String],
+    default_only: bool,
+) -> Result<Vec<Layer>, ProfileError> {
     let dir = prepare_profile(home, profile)?;
     let mut out = Vec::new();
     for package in profile_bundles(&dir)? {
         let Some(b) = bundle(&package) else {
             return Err(err(format!(
                 "dsh: cannot resolve profile bundle \"{package}\": it is not part of this build{}",
-                if package == "@deepseek-ai/dsh-web-app" { " (the web app is not implemented yet)" } else { "" }
+                if package == "@deepseek-ai/dsh-web-app" {
+                    " (the web app is not implemented yet)"
+                } else {
+                    ""
+                }
             )));
         };
-        out.push(Layer::parse(b.package, b.package, b.patch).map_err(|e| err(format!("dsh: {e}")))?);
+        out.push(
+            Layer::parse(b.package, b.package, b.patch).map_err(|e| err(format!("dsh: {e}")))?,
+        );
     }
     if default_only {
         return Ok(out);
     }
     let profile_patch = dir.join("cordis.patch.yml");
-    out.extend(read_layer(&profile_patch.display().to_string(), &profile_patch, false)?);
+    out.extend(read_layer(
+        &profile_patch.display().to_string(),
+        &profile_patch,
+        false,
+    )?);
     let home_patch = home.join("cordis.patch.yml");
-    out.extend(read_layer(&home_patch.display().to_string(), &home_patch, false)?);
+    out.extend(read_layer(
+        &home_patch.display().to_string(),
+        &home_patch,
+        false,
+    )?);
     let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
     for p in patches {
         let abs = cwd.join(p);
@@ -145,7 +201,12 @@ pub fn layers(home: &Path, profile: &str, patches: &[String], default_only: bool
 }
 
 /// Composes a profile.
-pub fn compose_profile(home: &Path, profile: &str, patches: &[String], default_only: bool) -> Result<Composition, ProfileError> {
+pub fn compose_profile(
+    home: &Path,
+    profile: &str,
+    patches: &[String],
+    default_only: bool,
+) -> Result<Composition, ProfileError> {
     let layers = layers(home, profile, patches, default_only)?;
     compose(&layers).map_err(|e| err(format!("dsh: {e}")))
 }

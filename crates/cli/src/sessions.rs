@@ -40,9 +40,13 @@ fn files(root: &Path, compression: Compression) -> SessionFiles {
 /// Every stored log file under `root`.
 fn all_logs(root: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
-    let Ok(projects) = std::fs::read_dir(root) else { return out };
+    let Ok(projects) = std::fs::read_dir(root) else {
+        return out;
+    };
     for project in projects.flatten() {
-        let Ok(sessions) = std::fs::read_dir(project.path()) else { continue };
+        let Ok(sessions) = std::fs::read_dir(project.path()) else {
+            continue;
+        };
         for s in sessions.flatten() {
             for name in ["session.jsonl.zstd", "session.jsonl"] {
                 let p = s.path().join(name);
@@ -65,11 +69,16 @@ fn locate(root: &Path, id_or_file: &str) -> Result<PathBuf, String> {
             return Ok(p);
         }
     }
-    Err(format!("no stored session \"{id_or_file}\" under {}", root.display()))
+    Err(format!(
+        "no stored session \"{id_or_file}\" under {}",
+        root.display()
+    ))
 }
 
 fn inspect(root: &Path, path: &Path) -> Result<Loaded, String> {
-    files(root, Compression::Zstd).inspect_file(path).map_err(|e| e.to_string())
+    files(root, Compression::Zstd)
+        .inspect_file(path)
+        .map_err(|e| e.to_string())
 }
 
 fn title_of(events: &[Arc<Event>]) -> String {
@@ -77,7 +86,12 @@ fn title_of(events: &[Arc<Event>]) -> String {
         .iter()
         .rev()
         .find(|e| e.is(types::SESSION_TITLE))
-        .and_then(|e| e.data.get("title").and_then(Value::as_str).map(str::to_owned))
+        .and_then(|e| {
+            e.data
+                .get("title")
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+        })
         .unwrap_or_default()
 }
 
@@ -85,7 +99,10 @@ fn updated_at(header: &SessionHeader, events: &[Arc<Event>]) -> i64 {
     events
         .iter()
         .rev()
-        .find(|e| e.is(types::USER_MESSAGE) && e.data.pointer("/source/kind").and_then(Value::as_str) == Some("user"))
+        .find(|e| {
+            e.is(types::USER_MESSAGE)
+                && e.data.pointer("/source/kind").and_then(Value::as_str) == Some("user")
+        })
         .map(|e| e.time)
         .unwrap_or(0)
         .max(header.created_at as i64)
@@ -106,11 +123,17 @@ fn format_time(ms: i64) -> String {
     let d = doy - (153 * mp + 2) / 5 + 1;
     let m = if mp < 10 { mp + 3 } else { mp - 9 };
     let y = if m <= 2 { y + 1 } else { y };
-    format!("{y:04}-{m:02}-{d:02} {:02}:{:02}Z", rem / 3600, (rem % 3600) / 60)
+    format!(
+        "{y:04}-{m:02}-{d:02} {:02}:{:02}Z",
+        rem / 3600,
+        (rem % 3600) / 60
+    )
 }
 
 fn list(root: &Path, all: bool) -> ExitCode {
-    let cwd = std::env::current_dir().map(|p| p.display().to_string()).unwrap_or_default();
+    let cwd = std::env::current_dir()
+        .map(|p| p.display().to_string())
+        .unwrap_or_default();
     let mut rows = Vec::new();
     for path in all_logs(root) {
         match inspect(root, &path) {
@@ -119,7 +142,12 @@ fn list(root: &Path, all: bool) -> ExitCode {
                     continue;
                 }
                 let turns = l.events.iter().filter(|e| e.is(types::TURN_START)).count();
-                rows.push((updated_at(&l.header, &l.events), l.header, turns, title_of(&l.events)));
+                rows.push((
+                    updated_at(&l.header, &l.events),
+                    l.header,
+                    turns,
+                    title_of(&l.events),
+                ));
             }
             Err(e) => eprintln!("dsh sessions: skipping {}: {e}", path.display()),
         }
@@ -127,8 +155,17 @@ fn list(root: &Path, all: bool) -> ExitCode {
     rows.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.id.cmp(&b.1.id)));
     let mut out = std::io::stdout().lock();
     for (updated, header, turns, title) in rows {
-        let cwd = if all { format!("  {}", header.cwd.as_deref().unwrap_or("-")) } else { String::new() };
-        let _ = writeln!(out, "{}  {}  {turns:>3} turns  {title}{cwd}", header.id, format_time(updated));
+        let cwd = if all {
+            format!("  {}", header.cwd.as_deref().unwrap_or("-"))
+        } else {
+            String::new()
+        };
+        let _ = writeln!(
+            out,
+            "{}  {}  {turns:>3} turns  {title}{cwd}",
+            header.id,
+            format_time(updated)
+        );
     }
     ExitCode::SUCCESS
 }
@@ -137,12 +174,27 @@ fn block_line(b: &ContentBlock) -> Option<String> {
     match b {
         ContentBlock::Text { text } if !text.is_empty() => Some(text.clone()),
         ContentBlock::Text { .. } | ContentBlock::Reasoning { .. } => None,
-        ContentBlock::ToolCall { name, arguments, .. } => Some(format!("→ {name} {arguments}")),
-        ContentBlock::ToolResult { content, is_error, .. } => {
+        ContentBlock::ToolCall {
+            name, arguments, ..
+        } => Some(format!("→ {name} {arguments}")),
+        ContentBlock::ToolResult {
+            content, is_error, ..
+        } => {
             let text: String = content.iter().filter_map(ContentBlock::as_text).collect();
-            Some(format!("{} {}", if *is_error == Some(true) { "✗" } else { "←" }, text.trim_end()))
+            Some(format!(
+                "{} {}",
+                if *is_error == Some(true) {
+                    "✗"
+                } else {
+                    "←"
+                },
+                text.trim_end()
+            ))
         }
-        ContentBlock::Other(m) => Some(format!("[{}]", m.get("type").and_then(Value::as_str).unwrap_or("block"))),
+        ContentBlock::Other(m) => Some(format!(
+            "[{}]",
+            m.get("type").and_then(Value::as_str).unwrap_or("block")
+        )),
     }
 }
 
@@ -170,12 +222,24 @@ fn show(root: &Path, target: &str, mode: &str) -> ExitCode {
                     // Compact deltas answer without building their JSON.
                     types::ASSISTANT_CHUNK => match e.data.delta() {
                         Some(d) => d.chunk_type().to_string(),
-                        None => e.data.pointer("/chunk/type").and_then(Value::as_str).unwrap_or("").to_string(),
+                        None => e
+                            .data
+                            .pointer("/chunk/type")
+                            .and_then(Value::as_str)
+                            .unwrap_or("")
+                            .to_string(),
                     },
                     types::TURN_END => dsh_kernel::json::to_string(&e.data["reason"]),
                     types::TURN_START => format!("turn {}", e.data["turn"]),
-                    types::STEP_START | types::STEP_END => format!("{}.{}", e.data["turn"], e.data["step"]),
-                    types::TOOL_CALL => e.data.get("name").and_then(Value::as_str).unwrap_or("").to_string(),
+                    types::STEP_START | types::STEP_END => {
+                        format!("{}.{}", e.data["turn"], e.data["step"])
+                    }
+                    types::TOOL_CALL => e
+                        .data
+                        .get("name")
+                        .and_then(Value::as_str)
+                        .unwrap_or("")
+                        .to_string(),
                     _ => String::new(),
                 };
                 let _ = writeln!(out, "{:>6}  {:<22} {brief}", e.seq, e.event_type);
@@ -194,12 +258,21 @@ fn show(root: &Path, target: &str, mode: &str) -> ExitCode {
         }
         _ => {
             let h = &loaded.header;
-            let _ = writeln!(out, "session {}  {}", h.id, format_time(h.created_at as i64));
+            let _ = writeln!(
+                out,
+                "session {}  {}",
+                h.id,
+                format_time(h.created_at as i64)
+            );
             if let Some(cwd) = &h.cwd {
                 let _ = writeln!(out, "cwd {cwd}");
             }
             if let Some(p) = &h.parent_session {
-                let _ = writeln!(out, "forked from {p} (first {} events)", h.seed_length.unwrap_or(0));
+                let _ = writeln!(
+                    out,
+                    "forked from {p} (first {} events)",
+                    h.seed_length.unwrap_or(0)
+                );
             }
             let title = title_of(&loaded.events);
             if !title.is_empty() {
@@ -210,13 +283,30 @@ fn show(root: &Path, target: &str, mode: &str) -> ExitCode {
                 let (who, message) = match e.event_type.as_str() {
                     types::USER_MESSAGE => {
                         let m = Message::from_value(e.data.to_value()).ok();
-                        let who = if m.as_ref().is_some_and(|m| m.source.kind() == "user") { "user" } else { "context" };
+                        let who = if m.as_ref().is_some_and(|m| m.source.kind() == "user") {
+                            "user"
+                        } else {
+                            "context"
+                        };
                         (who, m)
                     }
-                    types::ASSISTANT_MESSAGE => ("assistant", Message::from_value(e.data["message"].clone()).ok()),
-                    types::TOOL_RESULT => ("tool", Message::from_value(e.data["message"].clone()).ok()),
+                    types::ASSISTANT_MESSAGE => (
+                        "assistant",
+                        Message::from_value(e.data["message"].clone()).ok(),
+                    ),
+                    types::TOOL_RESULT => {
+                        ("tool", Message::from_value(e.data["message"].clone()).ok())
+                    }
                     types::TURN_END => {
-                        let _ = writeln!(out, "-- turn {} {}", e.data["turn"], e.data.pointer("/reason/kind").and_then(Value::as_str).unwrap_or(""));
+                        let _ = writeln!(
+                            out,
+                            "-- turn {} {}",
+                            e.data["turn"],
+                            e.data
+                                .pointer("/reason/kind")
+                                .and_then(Value::as_str)
+                                .unwrap_or("")
+                        );
                         continue;
                     }
                     _ => continue,
@@ -236,14 +326,24 @@ fn show(root: &Path, target: &str, mode: &str) -> ExitCode {
 /// The fork cut of upstream's web UI: the end of the turn containing `at` (the first
 /// `turn/end` at or after it; default the last one), extended to the next `turn/start`.
 pub fn fork_cut(events: &[Arc<Event>], at: Option<u64>) -> Result<usize, String> {
-    let ends: Vec<u64> = events.iter().filter(|e| e.is(types::TURN_END)).map(|e| e.seq).collect();
+    let ends: Vec<u64> = events
+        .iter()
+        .filter(|e| e.is(types::TURN_END))
+        .map(|e| e.seq)
+        .collect();
     let last_seq = events.last().map(|e| e.seq).unwrap_or(0);
     let boundary = match at {
         Some(at) if at <= last_seq => match ends.iter().find(|s| **s >= at) {
             Some(b) => *b,
-            None => return Err(format!("the turn containing event {at} has not completed; nothing to fork")),
+            None => {
+                return Err(format!(
+                    "the turn containing event {at} has not completed; nothing to fork"
+                ));
+            }
         },
-        _ => *ends.last().ok_or("the session has no completed turn to fork from")?,
+        _ => *ends
+            .last()
+            .ok_or("the session has no completed turn to fork from")?,
     };
     let mut cut = boundary as usize + 1;
     while cut < events.len() && !events[cut].is(types::TURN_START) {
@@ -265,8 +365,14 @@ fn fork(root: &Path, id: &str, at: Option<u64>) -> ExitCode {
         Ok(c) => c,
         Err(e) => return fail(format!("session \"{}\": {e}", loaded.header.id)),
     };
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0);
-    let mut header = SessionHeader::new(format!("session-{}", uuid::Uuid::new_v4()), now.max(0) as u64);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0);
+    let mut header = SessionHeader::new(
+        format!("session-{}", uuid::Uuid::new_v4()),
+        now.max(0) as u64,
+    );
     header.cwd = loaded.header.cwd.clone();
     header.parent_session = Some(loaded.header.id.clone());
     header.seed_length = Some(cut as u64);
@@ -275,7 +381,11 @@ fn fork(root: &Path, id: &str, at: Option<u64>) -> ExitCode {
         Ok(s) => s,
         Err(e) => return fail(e),
     };
-    let compression = if path.extension().is_some_and(|e| e == "zstd") { Compression::Zstd } else { Compression::None };
+    let compression = if path.extension().is_some_and(|e| e == "zstd") {
+        Compression::Zstd
+    } else {
+        Compression::None
+    };
     if let Err(e) = files(root, compression).create(&header, child.events()) {
         return fail(e);
     }
@@ -311,7 +421,9 @@ pub fn run(home: &Path, args: &[String]) -> ExitCode {
         (Some("list"), Some("--all")) if args.len() == 2 => list(&root, true),
         (Some("show"), Some(target)) => match arg(2) {
             None => show(&root, target, ""),
-            Some(m @ ("--messages" | "--events" | "--json")) if args.len() == 3 => show(&root, target, m),
+            Some(m @ ("--messages" | "--events" | "--json")) if args.len() == 3 => {
+                show(&root, target, m)
+            }
             Some(other) => fail(format!("unknown option {other:?} for show")),
         },
         (Some("fork"), Some(id)) => match (arg(2), arg(3)) {

@@ -30,7 +30,10 @@ struct Run {
 
 impl Run {
     fn new() -> Self {
-        Self { home: tempfile::tempdir().unwrap(), work: tempfile::tempdir().unwrap() }
+        Self {
+            home: tempfile::tempdir().unwrap(),
+            work: tempfile::tempdir().unwrap(),
+        }
     }
 
     fn cmd(&self, server: &MockServer, args: &[&str]) -> Command {
@@ -47,7 +50,9 @@ impl Run {
     }
 
     fn headless(&self, server: &MockServer, task: &str) -> Output {
-        self.cmd(server, &["--profile", "headless", task]).output().unwrap()
+        self.cmd(server, &["--profile", "headless", task])
+            .output()
+            .unwrap()
     }
 
     fn settings(&self, yaml: &str) {
@@ -62,7 +67,11 @@ impl Run {
         let list = files.list().unwrap();
         assert_eq!(list.len(), 1, "one session stored");
         let loaded = files.inspect(&list[0].0.id).unwrap();
-        assert!(loaded.repair.is_none(), "the stored log is complete: {:?}", loaded.repair);
+        assert!(
+            loaded.repair.is_none(),
+            "the stored log is complete: {:?}",
+            loaded.repair
+        );
         loaded.events
     }
 }
@@ -80,7 +89,10 @@ fn types_of(events: &[std::sync::Arc<Event>]) -> Vec<String> {
     events
         .iter()
         .filter(|e| !e.is(types::ASSISTANT_CHUNK) && !e.is("session/title-llm-request"))
-        .filter(|e| !(e.is(types::SESSION_TITLE) && e.data.pointer("/source/kind") != Some(&Value::from("fallback"))))
+        .filter(|e| {
+            !(e.is(types::SESSION_TITLE)
+                && e.data.pointer("/source/kind") != Some(&Value::from("fallback")))
+        })
         .map(|e| e.event_type.to_string())
         .collect()
 }
@@ -91,32 +103,65 @@ fn tool_results(events: &[std::sync::Arc<Event>]) -> Vec<String> {
         .filter(|e| e.is(types::TOOL_RESULT))
         .map(|e| {
             let block = &e.data["message"]["content"][0];
-            let text: String = block["content"].as_array().unwrap().iter().filter_map(|b| b["text"].as_str()).collect();
-            let code = e.data.pointer("/error/code").and_then(Value::as_str).map(|c| format!("{c}: ")).unwrap_or_default();
+            let text: String = block["content"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter_map(|b| b["text"].as_str())
+                .collect();
+            let code = e
+                .data
+                .pointer("/error/code")
+                .and_then(Value::as_str)
+                .map(|c| format!("{c}: "))
+                .unwrap_or_default();
             format!("{code}{text}")
         })
         .collect()
 }
 
 fn last_reason(events: &[std::sync::Arc<Event>]) -> Value {
-    events.iter().rev().find(|e| e.is(types::TURN_END)).unwrap().data["reason"].clone()
+    events
+        .iter()
+        .rev()
+        .find(|e| e.is(types::TURN_END))
+        .unwrap()
+        .data["reason"]
+        .clone()
 }
 
 #[test]
 fn a_text_answer_goes_to_stdout_and_the_session_is_saved() {
-    let server = MockServer::with_title_replies([Reply::reasoning_and_text("think", "Hello there.")]);
+    let server =
+        MockServer::with_title_replies([Reply::reasoning_and_text("think", "Hello there.")]);
     let run = Run::new();
     let out = run.headless(&server, "say hello");
-    assert_eq!((out.status.code(), stdout(&out), stderr(&out)), (Some(0), "Hello there.\n".to_string(), String::new()));
+    assert_eq!(
+        (out.status.code(), stdout(&out), stderr(&out)),
+        (Some(0), "Hello there.\n".to_string(), String::new())
+    );
     let events = run.session();
     assert_eq!(
         types_of(&events),
         [
-            "agent/inbox/spliced", "turn/start", "agent/inbox/spliced", "step/start", "user/message", "user/message",
-            "session/title", "request/header", "request/context", "assistant/message", "step/end", "turn/end"
+            "agent/inbox/spliced",
+            "turn/start",
+            "agent/inbox/spliced",
+            "step/start",
+            "user/message",
+            "user/message",
+            "session/title",
+            "request/header",
+            "request/context",
+            "assistant/message",
+            "step/end",
+            "turn/end"
         ]
     );
-    assert!(events.iter().any(|e| e.is("session/title-llm-request")), "the auxiliary title request is logged");
+    assert!(
+        events.iter().any(|e| e.is("session/title-llm-request")),
+        "the auxiliary title request is logged"
+    );
     let req = &server.requests()[0];
     assert_eq!(req.header("authorization"), Some("Bearer sk-test"));
     let body = req.json.clone().unwrap();
@@ -127,7 +172,11 @@ fn a_text_answer_goes_to_stdout_and_the_session_is_saved() {
 #[test]
 fn a_bash_tool_round_trip() {
     let server = MockServer::with_title_replies([
-        Reply::tool_call("c1", "bash", r#"{"command":"echo from-bash","description":"echo a marker"}"#),
+        Reply::tool_call(
+            "c1",
+            "bash",
+            r#"{"command":"echo from-bash","description":"echo a marker"}"#,
+        ),
         Reply::echo_tool_output(),
     ]);
     let run = Run::new();
@@ -147,39 +196,72 @@ fn read_then_edit_changes_the_file_on_disk() {
     std::fs::write(run.work.path().join("notes.txt"), "alpha\nbeta\n").unwrap();
     let server = MockServer::with_title_replies([
         Reply::tool_call("r", "read", r#"{"file_path":"notes.txt"}"#),
-        Reply::tool_call("e", "edit", r#"{"file_path":"notes.txt","old_string":"beta","new_string":"gamma"}"#),
+        Reply::tool_call(
+            "e",
+            "edit",
+            r#"{"file_path":"notes.txt","old_string":"beta","new_string":"gamma"}"#,
+        ),
         Reply::text("Edited."),
     ]);
     let out = run.headless(&server, "change beta to gamma");
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    assert_eq!(std::fs::read_to_string(run.work.path().join("notes.txt")).unwrap(), "alpha\ngamma\n");
+    assert_eq!(
+        std::fs::read_to_string(run.work.path().join("notes.txt")).unwrap(),
+        "alpha\ngamma\n"
+    );
     let results = tool_results(&run.session());
-    assert!(results[1].starts_with("The file notes.txt has been updated") || results[1].contains("notes.txt"), "{results:?}");
+    assert!(
+        results[1].starts_with("The file notes.txt has been updated")
+            || results[1].contains("notes.txt"),
+        "{results:?}"
+    );
 }
 
 #[test]
 fn a_twenty_step_tool_loop() {
     let mut replies: Vec<Reply> = (0..20)
-        .map(|i| Reply::tool_call(&format!("c{i}"), "bash", &format!(r#"{{"command":"echo step {i}","description":"loop step"}}"#)))
+        .map(|i| {
+            Reply::tool_call(
+                &format!("c{i}"),
+                "bash",
+                &format!(r#"{{"command":"echo step {i}","description":"loop step"}}"#),
+            )
+        })
         .collect();
     replies.push(Reply::text("All twenty done."));
     let server = MockServer::with_title_replies(replies);
     let run = Run::new();
     let out = run.headless(&server, "loop");
-    assert_eq!((out.status.code(), stdout(&out)), (Some(0), "All twenty done.\n".to_string()), "{}", stderr(&out));
+    assert_eq!(
+        (out.status.code(), stdout(&out)),
+        (Some(0), "All twenty done.\n".to_string()),
+        "{}",
+        stderr(&out)
+    );
     let events = run.session();
-    assert_eq!(events.iter().filter(|e| e.is(types::STEP_START)).count(), 21);
+    assert_eq!(
+        events.iter().filter(|e| e.is(types::STEP_START)).count(),
+        21
+    );
     assert_eq!(tool_results(&events)[19], "step 19\n");
 }
 
 #[test]
 fn an_auth_error_is_one_line_and_exit_1() {
-    let server = MockServer::with_title_replies([Reply::error_json(401, "Authentication Fails (no such user)", "authentication_error", None)]);
+    let server = MockServer::with_title_replies([Reply::error_json(
+        401,
+        "Authentication Fails (no such user)",
+        "authentication_error",
+        None,
+    )]);
     let run = Run::new();
     let out = run.headless(&server, "hi");
     assert_eq!(out.status.code(), Some(1));
     let err = stderr(&out);
-    assert!(err.starts_with("dsh: AUTH: ") && err.lines().count() == 1, "{err}");
+    assert!(
+        err.starts_with("dsh: AUTH: ") && err.lines().count() == 1,
+        "{err}"
+    );
     assert_eq!(last_reason(&run.session())["kind"], "error");
 }
 
@@ -187,49 +269,97 @@ fn an_auth_error_is_one_line_and_exit_1() {
 fn a_missing_api_key_says_what_to_set() {
     let server = MockServer::start().answer_untooled("Mock title");
     let run = Run::new();
-    let out = run.cmd(&server, &["--profile", "headless", "hi"]).env_remove("DEEPSEEK_API_KEY").output().unwrap();
+    let out = run
+        .cmd(&server, &["--profile", "headless", "hi"])
+        .env_remove("DEEPSEEK_API_KEY")
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(1));
     let err = stderr(&out);
-    assert!(err.starts_with("dsh: MISSING_CREDENTIAL: ") && err.contains("DEEPSEEK_API_KEY"), "{err}");
+    assert!(
+        err.starts_with("dsh: MISSING_CREDENTIAL: ") && err.contains("DEEPSEEK_API_KEY"),
+        "{err}"
+    );
     assert!(server.requests().is_empty());
 }
 
 #[test]
 fn rate_limits_and_server_errors_are_retried_honouring_retry_after() {
-    let server = MockServer::with_title_replies([Reply::rate_limited(1), Reply::http_error(500, "boom"), Reply::text("recovered")]);
+    let server = MockServer::with_title_replies([
+        Reply::rate_limited(1),
+        Reply::http_error(500, "boom"),
+        Reply::text("recovered"),
+    ]);
     let run = Run::new();
     let out = run.headless(&server, "hi");
-    assert_eq!((out.status.code(), stdout(&out)), (Some(0), "recovered\n".to_string()), "{}", stderr(&out));
+    assert_eq!(
+        (out.status.code(), stdout(&out)),
+        (Some(0), "recovered\n".to_string()),
+        "{}",
+        stderr(&out)
+    );
     let events = run.session();
     let retries: Vec<(String, u64)> = events
         .iter()
         .filter(|e| e.is(types::LLM_RETRY))
-        .map(|e| (e.data["failure"]["code"].as_str().unwrap().to_string(), e.data["delayMs"].as_u64().unwrap()))
+        .map(|e| {
+            (
+                e.data["failure"]["code"].as_str().unwrap().to_string(),
+                e.data["delayMs"].as_u64().unwrap(),
+            )
+        })
         .collect();
-    assert_eq!(retries[0], ("RATE_LIMIT".to_string(), 1000), "Retry-After: 1 replaces the backoff");
+    assert_eq!(
+        retries[0],
+        ("RATE_LIMIT".to_string(), 1000),
+        "Retry-After: 1 replaces the backoff"
+    );
     assert_eq!(retries[1].0, "SERVER");
-    assert_eq!(events.iter().filter(|e| e.is(types::STEP_START)).count(), 1, "retries stay in the step");
+    assert_eq!(
+        events.iter().filter(|e| e.is(types::STEP_START)).count(),
+        1,
+        "retries stay in the step"
+    );
 }
 
 #[test]
 fn a_stall_past_the_idle_timeout_is_retried() {
-    let server = MockServer::with_title_replies([Reply::stall(Duration::from_secs(5)), Reply::text("after stall")]);
+    let server = MockServer::with_title_replies([
+        Reply::stall(Duration::from_secs(5)),
+        Reply::text("after stall"),
+    ]);
     let run = Run::new();
     run.settings("llm-deepseek:\n  streamIdleTimeoutMs: 300\n");
     let out = run.headless(&server, "hi");
-    assert_eq!((out.status.code(), stdout(&out)), (Some(0), "after stall\n".to_string()), "{}", stderr(&out));
-    let retry = run.session().into_iter().find(|e| e.is(types::LLM_RETRY)).unwrap();
+    assert_eq!(
+        (out.status.code(), stdout(&out)),
+        (Some(0), "after stall\n".to_string()),
+        "{}",
+        stderr(&out)
+    );
+    let retry = run
+        .session()
+        .into_iter()
+        .find(|e| e.is(types::LLM_RETRY))
+        .unwrap();
     assert_eq!(retry.data["failure"]["code"], "TIMEOUT");
 }
 
 #[test]
 fn a_stream_cut_mid_event_and_a_malformed_chunk_end_with_logged_errors() {
-    for (reply, code) in [(Reply::cut_mid_event(), "STREAM_CLOSED"), (Reply::malformed_chunk(), "MALFORMED_RESPONSE")] {
+    for (reply, code) in [
+        (Reply::cut_mid_event(), "STREAM_CLOSED"),
+        (Reply::malformed_chunk(), "MALFORMED_RESPONSE"),
+    ] {
         let server = MockServer::with_title_replies([reply]);
         let run = Run::new();
         let out = run.headless(&server, "hi");
         assert_eq!(out.status.code(), Some(1), "{code}");
-        assert!(stderr(&out).starts_with(&format!("dsh: {code}: ")), "{}", stderr(&out));
+        assert!(
+            stderr(&out).starts_with(&format!("dsh: {code}: ")),
+            "{}",
+            stderr(&out)
+        );
         assert_eq!(last_reason(&run.session())["error"]["code"], code);
     }
 }
@@ -240,46 +370,104 @@ fn bad_tool_calls_become_tool_errors_and_the_run_continues() {
     // Only the workspace is writable (no temp areas), so any other directory is outside.
     let outside_dir = tempfile::tempdir().unwrap();
     let outside = outside_dir.path().join("outside.txt");
-    std::fs::write(run.work.path().join("strict.yml"), "- id: fs-sandbox\n  config:\n    tempRoots: []\n").unwrap();
+    std::fs::write(
+        run.work.path().join("strict.yml"),
+        "- id: fs-sandbox\n  config:\n    tempRoots: []\n",
+    )
+    .unwrap();
     let server = MockServer::with_title_replies([
         Reply::tool_calls(vec![
             ToolCall::new("a", "bash", "{not json"),
             ToolCall::new("b", "teleport", "{}"),
-            ToolCall::new("c", "write", &format!(r#"{{"file_path":{},"content":"x"}}"#, serde_json::to_string(&outside.display().to_string()).unwrap())),
+            ToolCall::new(
+                "c",
+                "write",
+                &format!(
+                    r#"{{"file_path":{},"content":"x"}}"#,
+                    serde_json::to_string(&outside.display().to_string()).unwrap()
+                ),
+            ),
         ]),
         Reply::text("I see the errors."),
     ]);
-    let out = run.cmd(&server, &["--profile", "headless", "--patch", "strict.yml", "try things"]).output().unwrap();
+    let out = run
+        .cmd(
+            &server,
+            &[
+                "--profile",
+                "headless",
+                "--patch",
+                "strict.yml",
+                "try things",
+            ],
+        )
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let results = tool_results(&run.session());
-    assert!(results[0].starts_with("INVALID_ARGS: Error: invalid arguments"), "{results:?}");
+    assert!(
+        results[0].starts_with("INVALID_ARGS: Error: invalid arguments"),
+        "{results:?}"
+    );
     assert_eq!(results[1], "UNKNOWN_TOOL: Error: unknown tool \"teleport\"");
-    assert!(results[2].contains("sandbox") || results[2].contains("denied"), "{results:?}");
-    assert!(!outside.exists(), "nothing was written outside the workspace");
+    assert!(
+        results[2].contains("sandbox") || results[2].contains("denied"),
+        "{results:?}"
+    );
+    assert!(
+        !outside.exists(),
+        "nothing was written outside the workspace"
+    );
 }
 
 #[test]
 fn a_command_that_never_ends_is_killed_at_its_timeout() {
     let server = MockServer::with_title_replies([
-        Reply::tool_call("s", "bash", r#"{"command":"sleep 600","description":"never ends","timeoutMs":300}"#),
+        Reply::tool_call(
+            "s",
+            "bash",
+            r#"{"command":"sleep 600","description":"never ends","timeoutMs":300}"#,
+        ),
         Reply::text("It timed out."),
     ]);
     let run = Run::new();
     let out = run.headless(&server, "wait forever");
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let results = tool_results(&run.session());
-    assert!(results[0].contains("[timed out after 300ms]"), "{results:?}");
+    assert!(
+        results[0].contains("[timed out after 300ms]"),
+        "{results:?}"
+    );
 }
 
 #[test]
 fn stream_json_prints_every_durable_event() {
     let server = MockServer::with_title_replies([Reply::text("ok")]);
     let run = Run::new();
-    let out = run.cmd(&server, &["--profile", "headless", "--output-format", "stream-json", "hi"]).output().unwrap();
+    let out = run
+        .cmd(
+            &server,
+            &[
+                "--profile",
+                "headless",
+                "--output-format",
+                "stream-json",
+                "hi",
+            ],
+        )
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(0));
-    let lines: Vec<Value> = stdout(&out).lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let lines: Vec<Value> = stdout(&out)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
     let seqs: Vec<u64> = lines.iter().map(|v| v["seq"].as_u64().unwrap()).collect();
-    assert_eq!(seqs, (0..lines.len() as u64).collect::<Vec<_>>(), "every event, in order");
+    assert_eq!(
+        seqs,
+        (0..lines.len() as u64).collect::<Vec<_>>(),
+        "every event, in order"
+    );
     assert!(lines.iter().any(|l| l["type"] == "turn/end"));
     // The log may grow after the answer (the model title lands on its own time).
     assert!(lines.len() <= run.session().len());
@@ -289,28 +477,58 @@ fn stream_json_prints_every_durable_event() {
 fn sigint_exits_130_and_the_log_stays_complete() {
     let server = MockServer::with_title_replies([Reply::stall(Duration::from_secs(30))]);
     let run = Run::new();
-    let child = run.cmd(&server, &["--profile", "headless", "hang"]).stdout(std::process::Stdio::piped()).spawn().unwrap();
+    let child = run
+        .cmd(&server, &["--profile", "headless", "hang"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
     server.wait_for_requests(1, Duration::from_secs(10));
-    Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap();
+    Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
     let out = child.wait_with_output().unwrap();
     assert_eq!(out.status.code(), Some(130));
-    assert_eq!(last_reason(&run.session()), serde_json::json!({"kind": "aborted", "reason": {"kind": "user"}}));
+    assert_eq!(
+        last_reason(&run.session()),
+        serde_json::json!({"kind": "aborted", "reason": {"kind": "user"}})
+    );
 }
-
 
 #[test]
 fn resume_continues_a_stored_session() {
-    let server = MockServer::with_title_replies([Reply::text("first answer"), Reply::text("second answer")]);
+    let server =
+        MockServer::with_title_replies([Reply::text("first answer"), Reply::text("second answer")]);
     let run = Run::new();
     assert_eq!(run.headless(&server, "first").status.code(), Some(0));
     let id = {
         let root = run.home.path().join(".dsh/sessions");
-        SessionFiles::new(&root, Compression::Zstd, ChunkPacking::Packed).list().unwrap()[0].0.id.clone()
+        SessionFiles::new(&root, Compression::Zstd, ChunkPacking::Packed)
+            .list()
+            .unwrap()[0]
+            .0
+            .id
+            .clone()
     };
-    let out = run.cmd(&server, &["--profile", "headless", "--resume", &id, "second"]).output().unwrap();
-    assert_eq!((out.status.code(), stdout(&out)), (Some(0), "second answer\n".to_string()), "{}", stderr(&out));
+    let out = run
+        .cmd(
+            &server,
+            &["--profile", "headless", "--resume", &id, "second"],
+        )
+        .output()
+        .unwrap();
+    assert_eq!(
+        (out.status.code(), stdout(&out)),
+        (Some(0), "second answer\n".to_string()),
+        "{}",
+        stderr(&out)
+    );
     let events = run.session();
-    let turns: Vec<u64> = events.iter().filter(|e| e.is(types::TURN_START)).map(|e| e.data["turn"].as_u64().unwrap()).collect();
+    let turns: Vec<u64> = events
+        .iter()
+        .filter(|e| e.is(types::TURN_START))
+        .map(|e| e.data["turn"].as_u64().unwrap())
+        .collect();
     assert_eq!(turns, [1, 2]);
     // The second request carried the whole history.
     let texts: Vec<String> = server.requests()[1].json.clone().unwrap()["messages"]
@@ -320,8 +538,22 @@ fn resume_continues_a_stored_session() {
         .filter_map(|m| m["content"].as_str().map(str::to_owned))
         .filter(|t| !t.is_empty())
         .collect();
-    assert_eq!(texts.iter().filter(|t| *t == "first" || *t == "first answer" || *t == "second").count(), 3, "{texts:?}");
-    let missing = run.cmd(&server, &["--profile", "headless", "--resume", "nope", "x"]).output().unwrap();
+    assert_eq!(
+        texts
+            .iter()
+            .filter(|t| *t == "first" || *t == "first answer" || *t == "second")
+            .count(),
+        3,
+        "{texts:?}"
+    );
+    let missing = run
+        .cmd(&server, &["--profile", "headless", "--resume", "nope", "x"])
+        .output()
+        .unwrap();
     assert_eq!(missing.status.code(), Some(1));
-    assert!(stderr(&missing).starts_with("dsh: cannot resume: "), "{}", stderr(&missing));
+    assert!(
+        stderr(&missing).starts_with("dsh: cannot resume: "),
+        "{}",
+        stderr(&missing)
+    );
 }

@@ -35,42 +35,138 @@ fn list_show_fork_and_export() {
     let server = MockServer::start().answer_untooled("Greeting test");
     server.push_all([Reply::text("Hi there."), Reply::text("Second.")]);
     let url = server.url();
-    out(&dsh(home.path(), work.path(), &url, &["--profile", "headless", "say hi"]));
+    out(&dsh(
+        home.path(),
+        work.path(),
+        &url,
+        &["--profile", "headless", "say hi"],
+    ));
     let listing = out(&dsh(home.path(), work.path(), &url, &["sessions", "list"]));
     let id = listing.split_whitespace().next().unwrap().to_string();
     assert!(listing.contains("1 turns"), "{listing}");
     let elsewhere = tempfile::tempdir().unwrap();
-    assert_eq!(out(&dsh(home.path(), elsewhere.path(), &url, &["sessions", "list"])), "", "list shows this directory's sessions");
-    assert!(out(&dsh(home.path(), elsewhere.path(), &url, &["sessions", "list", "--all"])).contains(&id));
+    assert_eq!(
+        out(&dsh(
+            home.path(),
+            elsewhere.path(),
+            &url,
+            &["sessions", "list"]
+        )),
+        "",
+        "list shows this directory's sessions"
+    );
+    assert!(
+        out(&dsh(
+            home.path(),
+            elsewhere.path(),
+            &url,
+            &["sessions", "list", "--all"]
+        ))
+        .contains(&id)
+    );
 
-    let shown = out(&dsh(home.path(), work.path(), &url, &["sessions", "show", &id]));
-    assert!(shown.contains("[user] say hi") && shown.contains("[assistant] Hi there.") && shown.contains("-- turn 1 completed"), "{shown}");
+    let shown = out(&dsh(
+        home.path(),
+        work.path(),
+        &url,
+        &["sessions", "show", &id],
+    ));
+    assert!(
+        shown.contains("[user] say hi")
+            && shown.contains("[assistant] Hi there.")
+            && shown.contains("-- turn 1 completed"),
+        "{shown}"
+    );
 
-    let messages: Vec<Value> = out(&dsh(home.path(), work.path(), &url, &["sessions", "show", &id, "--messages"]))
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
+    let messages: Vec<Value> = out(&dsh(
+        home.path(),
+        work.path(),
+        &url,
+        &["sessions", "show", &id, "--messages"],
+    ))
+    .lines()
+    .map(|l| serde_json::from_str(l).unwrap())
+    .collect();
+    let roles: Vec<&str> = messages
+        .iter()
+        .map(|m| m["role"].as_str().unwrap())
         .collect();
-    let roles: Vec<&str> = messages.iter().map(|m| m["role"].as_str().unwrap()).collect();
-    assert_eq!(roles, ["user", "user", "assistant"], "prompt, runtime context, answer");
+    assert_eq!(
+        roles,
+        ["user", "user", "assistant"],
+        "prompt, runtime context, answer"
+    );
 
-    let events = out(&dsh(home.path(), work.path(), &url, &["sessions", "show", &id, "--json"]));
-    let exported = out(&dsh(home.path(), work.path(), &url, &["sessions", "export", &id]));
-    assert!(exported.lines().count() <= events.lines().count() + 1, "export = header + (packed) records");
+    let events = out(&dsh(
+        home.path(),
+        work.path(),
+        &url,
+        &["sessions", "show", &id, "--json"],
+    ));
+    let exported = out(&dsh(
+        home.path(),
+        work.path(),
+        &url,
+        &["sessions", "export", &id],
+    ));
+    assert!(
+        exported.lines().count() <= events.lines().count() + 1,
+        "export = header + (packed) records"
+    );
     assert!(exported.starts_with("{\"type\":\"session\""));
 
-    let child = out(&dsh(home.path(), work.path(), &url, &["sessions", "fork", &id])).trim().to_string();
-    let child_view = out(&dsh(home.path(), work.path(), &url, &["sessions", "show", &child]));
-    assert!(child_view.contains(&format!("forked from {id}")) && child_view.contains("[assistant] Hi there."), "{child_view}");
+    let child = out(&dsh(
+        home.path(),
+        work.path(),
+        &url,
+        &["sessions", "fork", &id],
+    ))
+    .trim()
+    .to_string();
+    let child_view = out(&dsh(
+        home.path(),
+        work.path(),
+        &url,
+        &["sessions", "show", &child],
+    ));
+    assert!(
+        child_view.contains(&format!("forked from {id}"))
+            && child_view.contains("[assistant] Hi there."),
+        "{child_view}"
+    );
     // The fork resumes where the parent's turn ended.
-    out(&dsh(home.path(), work.path(), &url, &["--profile", "headless", "--resume", &child, "again"]));
-    let child_events = out(&dsh(home.path(), work.path(), &url, &["sessions", "show", &child, "--events"]));
+    out(&dsh(
+        home.path(),
+        work.path(),
+        &url,
+        &["--profile", "headless", "--resume", &child, "again"],
+    ));
+    let child_events = out(&dsh(
+        home.path(),
+        work.path(),
+        &url,
+        &["sessions", "show", &child, "--events"],
+    ));
     assert!(child_events.contains("turn 2"), "{child_events}");
 
-    let bad = dsh(home.path(), work.path(), &url, &["sessions", "show", "no-such-session"]);
+    let bad = dsh(
+        home.path(),
+        work.path(),
+        &url,
+        &["sessions", "show", "no-such-session"],
+    );
     assert_eq!(bad.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&bad.stderr).contains("no stored session \"no-such-session\""));
-    let early = dsh(home.path(), work.path(), &url, &["sessions", "fork", &id, "--at", "1"]);
-    assert!(early.status.success(), "forking at a completed turn's event works");
+    let early = dsh(
+        home.path(),
+        work.path(),
+        &url,
+        &["sessions", "fork", &id, "--at", "1"],
+    );
+    assert!(
+        early.status.success(),
+        "forking at a completed turn's event works"
+    );
 }
 
 #[test]
@@ -82,8 +178,25 @@ fn upstream_logs_open_by_path() {
     }
     let home = tempfile::tempdir().unwrap();
     let file = root.join("bash-tool-turn/session.jsonl");
-    let shown = out(&dsh(home.path(), home.path(), "http://127.0.0.1:9", &["sessions", "show", file.to_str().unwrap()]));
-    assert!(shown.contains("[assistant] DONE") && shown.contains("← TERMINAL_OK"), "{shown}");
-    let messages = out(&dsh(home.path(), home.path(), "http://127.0.0.1:9", &["sessions", "show", file.to_str().unwrap(), "--messages"]));
-    assert_eq!(messages.lines().count(), 5, "prompt, context, call, result, answer");
+    let shown = out(&dsh(
+        home.path(),
+        home.path(),
+        "http://127.0.0.1:9",
+        &["sessions", "show", file.to_str().unwrap()],
+    ));
+    assert!(
+        shown.contains("[assistant] DONE") && shown.contains("← TERMINAL_OK"),
+        "{shown}"
+    );
+    let messages = out(&dsh(
+        home.path(),
+        home.path(),
+        "http://127.0.0.1:9",
+        &["sessions", "show", file.to_str().unwrap(), "--messages"],
+    ));
+    assert_eq!(
+        messages.lines().count(),
+        5,
+        "prompt, context, call, result, answer"
+    );
 }

@@ -28,7 +28,9 @@ fn main() {
 }
 
 fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread().build().unwrap()
+    tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap()
 }
 
 #[divan::bench(args = [1, 10])]
@@ -43,7 +45,9 @@ fn emit(bencher: divan::Bencher, listeners: usize) {
         })
         .unwrap();
     }
-    bencher.counter(divan::counter::ItemsCount::new(1usize)).bench_local(|| ctx.emit::<Ping>(divan::black_box(&1)));
+    bencher
+        .counter(divan::counter::ItemsCount::new(1usize))
+        .bench_local(|| ctx.emit::<Ping>(divan::black_box(&1)));
 }
 
 #[divan::bench(args = [1, 10])]
@@ -62,13 +66,18 @@ fn waterfall(bencher: divan::Bencher, listeners: usize) {
     };
     // 100 dispatches per sample inside one `block_on`, so the runtime entry does not count;
     // divan reports the time per dispatch (item).
-    bencher.counter(divan::counter::ItemsCount::new(100usize)).bench_local(|| {
-        rt.block_on(async {
-            let mut total = 0;
-            for _ in 0..100 {
-                total += ctx.waterfall::<Decide, _>(divan::black_box(&1), &default).await.unwrap();
-            }
-            total
-        })
-    });
+    bencher
+        .counter(divan::counter::ItemsCount::new(100usize))
+        .bench_local(|| {
+            rt.block_on(async {
+                let mut total = 0;
+                for _ in 0..100 {
+                    total += ctx
+                        .waterfall::<Decide, _>(divan::black_box(&1), &default)
+                        .await
+                        .unwrap();
+                }
+                total
+            })
+        });
 }

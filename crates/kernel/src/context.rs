@@ -41,7 +41,10 @@ pub struct Context {
 
 impl std::fmt::Debug for Context {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Context").field("fiber", &self.fiber.name()).field("scope", &self.scope).finish()
+        f.debug_struct("Context")
+            .field("fiber", &self.fiber.name())
+            .field("scope", &self.scope)
+            .finish()
     }
 }
 
@@ -79,7 +82,11 @@ impl Context {
         let child = fiber.clone();
         // If our fiber is already gone, the child is disposed immediately as well.
         let _ = self.fiber.add("fiber", Box::new(move || child.dispose()));
-        Context { rt: self.rt.clone(), fiber, scope: self.scope.clone() }
+        Context {
+            rt: self.rt.clone(),
+            fiber,
+            scope: self.scope.clone(),
+        }
     }
 
     /// A child fiber tagged with a new scope below the current one (e.g. an agent scope).
@@ -95,7 +102,11 @@ impl Context {
     /// The same fiber with an explicit scope tag (for dispatching or registering on behalf
     /// of a scope owned elsewhere).
     pub fn with_scope(&self, scope: Option<Scope>) -> Context {
-        Context { rt: self.rt.clone(), fiber: self.fiber.clone(), scope }
+        Context {
+            rt: self.rt.clone(),
+            fiber: self.fiber.clone(),
+            scope,
+        }
     }
 
     /// Unloads this context's fiber: every registration it made, in reverse order.
@@ -104,13 +115,19 @@ impl Context {
     }
 
     fn disposed_error(&self, what: &'static str) -> KernelError {
-        KernelError::Disposed { plugin: self.owner().to_string(), what }
+        KernelError::Disposed {
+            plugin: self.owner().to_string(),
+            what,
+        }
     }
 
     // ---------------------------------------------------------------- services
 
     /// Provides service `T` until this fiber unloads (or the handle is disposed).
-    pub fn provide<T: Any + Send + Sync>(&self, service: Arc<T>) -> Result<EffectHandle, KernelError> {
+    pub fn provide<T: Any + Send + Sync>(
+        &self,
+        service: Arc<T>,
+    ) -> Result<EffectHandle, KernelError> {
         let key = TypeId::of::<T>();
         {
             let mut services = self.rt.services.write().unwrap_or_else(|p| p.into_inner());
@@ -121,7 +138,13 @@ impl Context {
                     plugin: self.owner().to_string(),
                 });
             }
-            services.insert(key, ServiceEntry { value: service, owner: self.owner().to_string() });
+            services.insert(
+                key,
+                ServiceEntry {
+                    value: service,
+                    owner: self.owner().to_string(),
+                },
+            );
         }
         let rt = Arc::downgrade(&self.rt);
         self.fiber
@@ -129,7 +152,10 @@ impl Context {
                 "service",
                 Box::new(move || {
                     if let Some(rt) = rt.upgrade() {
-                        rt.services.write().unwrap_or_else(|p| p.into_inner()).remove(&key);
+                        rt.services
+                            .write()
+                            .unwrap_or_else(|p| p.into_inner())
+                            .remove(&key);
                     }
                 }),
             )
@@ -139,7 +165,9 @@ impl Context {
     /// The current provider of service `T`, if any.
     pub fn get<T: Any + Send + Sync>(&self) -> Option<Arc<T>> {
         let services = self.rt.services.read().unwrap_or_else(|p| p.into_inner());
-        services.get(&TypeId::of::<T>()).and_then(|e| e.value.clone().downcast::<T>().ok())
+        services
+            .get(&TypeId::of::<T>())
+            .and_then(|e| e.value.clone().downcast::<T>().ok())
     }
 
     /// Like [`Context::get`], but a missing service is an error naming this plugin and `T`.
@@ -152,7 +180,11 @@ impl Context {
 
     /// Number of services currently provided.
     pub fn service_count(&self) -> usize {
-        self.rt.services.read().unwrap_or_else(|p| p.into_inner()).len()
+        self.rt
+            .services
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .len()
     }
 
     // ---------------------------------------------------------------- listeners
@@ -169,7 +201,15 @@ impl Context {
         let slot = self.rt.bus.slot::<F>(key);
         let id = NEXT_HOOK.fetch_add(1, Ordering::Relaxed);
         let scope = self.scope.as_ref().map(Scope::id);
-        slot.insert(Hook { id, scope, global: options.global, callback }, options.prepend);
+        slot.insert(
+            Hook {
+                id,
+                scope,
+                global: options.global,
+                callback,
+            },
+            options.prepend,
+        );
         self.rt.bus.listeners.fetch_add(1, Ordering::Relaxed);
         let rt = Arc::downgrade(&self.rt);
         self.fiber
@@ -199,7 +239,10 @@ impl Context {
     pub fn on_serial<E: SerialEvent>(
         &self,
         options: ListenOptions,
-        f: impl for<'a> Fn(&'a E::Payload) -> BoxFuture<'a, Result<(), BoxError>> + Send + Sync + 'static,
+        f: impl for<'a> Fn(&'a E::Payload) -> BoxFuture<'a, Result<(), BoxError>>
+        + Send
+        + Sync
+        + 'static,
     ) -> Result<EffectHandle, KernelError> {
         let cb: Arc<AsyncFn<E>> = Arc::new(f);
         self.listen(TypeId::of::<E>(), cb, options)
@@ -209,7 +252,10 @@ impl Context {
     pub fn on_parallel<E: ParallelEvent>(
         &self,
         options: ListenOptions,
-        f: impl for<'a> Fn(&'a E::Payload) -> BoxFuture<'a, Result<(), BoxError>> + Send + Sync + 'static,
+        f: impl for<'a> Fn(&'a E::Payload) -> BoxFuture<'a, Result<(), BoxError>>
+        + Send
+        + Sync
+        + 'static,
     ) -> Result<EffectHandle, KernelError> {
         let cb: Arc<AsyncFn<E>> = Arc::new(f);
         self.listen(TypeId::of::<E>(), cb, options)
@@ -280,7 +326,11 @@ impl Context {
     }
 
     /// Runs the waterfall of `E` with `default` as the innermost `next`.
-    pub async fn waterfall<'a, E, D>(&self, payload: &'a E::Payload, default: &'a D) -> Result<E::Output, BoxError>
+    pub async fn waterfall<'a, E, D>(
+        &self,
+        payload: &'a E::Payload,
+        default: &'a D,
+    ) -> Result<E::Output, BoxError>
     where
         E: WaterfallEvent,
         D: Fn(&'a E::Payload) -> BoxFuture<'a, Result<E::Output, BoxError>> + Send + Sync + 'a,
@@ -290,7 +340,9 @@ impl Context {
             Some(slot) => slot.snapshot(),
             None => return default(payload).await,
         };
-        Next::new(chain, self.scope.clone(), payload, default).run().await
+        Next::new(chain, self.scope.clone(), payload, default)
+            .run()
+            .await
     }
 
     // ---------------------------------------------------------------- tasks
@@ -328,7 +380,9 @@ impl Context {
         label: &'static str,
         undo: impl FnOnce() + Send + 'static,
     ) -> Result<EffectHandle, KernelError> {
-        self.fiber.add(label, Box::new(undo)).ok_or_else(|| self.disposed_error("an effect"))
+        self.fiber
+            .add(label, Box::new(undo))
+            .ok_or_else(|| self.disposed_error("an effect"))
     }
 }
 

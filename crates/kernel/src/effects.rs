@@ -24,7 +24,10 @@ impl Fiber {
     pub(crate) fn new(name: impl Into<String>) -> Arc<Self> {
         Arc::new(Self {
             name: name.into(),
-            state: Mutex::new(FiberState { effects: Vec::new(), disposed: false }),
+            state: Mutex::new(FiberState {
+                effects: Vec::new(),
+                disposed: false,
+            }),
         })
     }
 
@@ -49,12 +52,20 @@ impl Fiber {
 
     /// Labels of the live effects, in registration order.
     pub fn effect_labels(&self) -> Vec<&'static str> {
-        self.lock().effects.iter().map(|(_, label, _)| *label).collect()
+        self.lock()
+            .effects
+            .iter()
+            .map(|(_, label, _)| *label)
+            .collect()
     }
 
     /// Records `disposer` as an effect. When the fiber is already disposed the disposer runs
     /// at once and `None` is returned.
-    pub(crate) fn add(self: &Arc<Self>, label: &'static str, disposer: Disposer) -> Option<EffectHandle> {
+    pub(crate) fn add(
+        self: &Arc<Self>,
+        label: &'static str,
+        disposer: Disposer,
+    ) -> Option<EffectHandle> {
         let id = NEXT_EFFECT.fetch_add(1, Ordering::Relaxed);
         let mut state = self.lock();
         if state.disposed {
@@ -63,7 +74,10 @@ impl Fiber {
             return None;
         }
         state.effects.push((id, label, disposer));
-        Some(EffectHandle { fiber: Arc::downgrade(self), id })
+        Some(EffectHandle {
+            fiber: Arc::downgrade(self),
+            id,
+        })
     }
 
     /// Unwinds every effect in reverse order. Idempotent.
@@ -84,7 +98,11 @@ impl Fiber {
     fn dispose_one(&self, id: u64) {
         let found = {
             let mut state = self.lock();
-            state.effects.iter().position(|(eid, _, _)| *eid == id).map(|i| state.effects.remove(i))
+            state
+                .effects
+                .iter()
+                .position(|(eid, _, _)| *eid == id)
+                .map(|i| state.effects.remove(i))
         };
         if let Some((_, _, disposer)) = found {
             disposer();
@@ -94,7 +112,10 @@ impl Fiber {
 
 impl std::fmt::Debug for Fiber {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Fiber").field("name", &self.name).field("effects", &self.live_effects()).finish()
+        f.debug_struct("Fiber")
+            .field("name", &self.name)
+            .field("effects", &self.live_effects())
+            .finish()
     }
 }
 

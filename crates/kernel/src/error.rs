@@ -24,7 +24,12 @@ impl HarnessError {
         code: impl Into<Cow<'static, str>>,
         message: impl Into<String>,
     ) -> Self {
-        Self { name: name.into(), code: code.into(), message: message.into(), source: None }
+        Self {
+            name: name.into(),
+            code: code.into(),
+            message: message.into(),
+            source: None,
+        }
     }
 
     pub fn with_source(mut self, source: BoxError) -> Self {
@@ -53,7 +58,9 @@ impl fmt::Display for HarnessError {
 
 impl std::error::Error for HarnessError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        self.source.as_ref().map(|e| e.as_ref() as &(dyn std::error::Error + 'static))
+        self.source
+            .as_ref()
+            .map(|e| e.as_ref() as &(dyn std::error::Error + 'static))
     }
 }
 
@@ -83,10 +90,19 @@ pub fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
 pub enum KernelError {
     /// A plugin asked for a service nobody provides (not retryable: fix the composition).
     #[error("plugin \"{plugin}\" requires service {service}, which no loaded plugin provides")]
-    MissingService { plugin: String, service: &'static str },
+    MissingService {
+        plugin: String,
+        service: &'static str,
+    },
     /// Two plugins tried to provide the same service.
-    #[error("service {service} is already provided by \"{owner}\"; \"{plugin}\" cannot provide it again")]
-    DuplicateService { service: &'static str, owner: String, plugin: String },
+    #[error(
+        "service {service} is already provided by \"{owner}\"; \"{plugin}\" cannot provide it again"
+    )]
+    DuplicateService {
+        service: &'static str,
+        owner: String,
+        plugin: String,
+    },
     /// A registration was attempted through a context whose plugin was already unloaded.
     #[error("plugin \"{plugin}\" is unloaded; it cannot register {what}")]
     Disposed { plugin: String, what: &'static str },

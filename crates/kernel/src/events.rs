@@ -71,8 +71,14 @@ pub struct ListenOptions {
 }
 
 impl ListenOptions {
-    pub const PREPEND: Self = Self { prepend: true, global: false };
-    pub const GLOBAL: Self = Self { prepend: false, global: true };
+    pub const PREPEND: Self = Self {
+        prepend: true,
+        global: false,
+    };
+    pub const GLOBAL: Self = Self {
+        prepend: false,
+        global: true,
+    };
 }
 
 pub(crate) struct Hook<F: ?Sized> {
@@ -84,7 +90,12 @@ pub(crate) struct Hook<F: ?Sized> {
 
 impl<F: ?Sized> Clone for Hook<F> {
     fn clone(&self) -> Self {
-        Self { id: self.id, scope: self.scope, global: self.global, callback: self.callback.clone() }
+        Self {
+            id: self.id,
+            scope: self.scope,
+            global: self.global,
+            callback: self.callback.clone(),
+        }
     }
 }
 
@@ -104,7 +115,9 @@ pub(crate) struct Slot<F: ?Sized> {
 
 impl<F: ?Sized> Slot<F> {
     fn new() -> Self {
-        Self { hooks: RwLock::new(Arc::new(Vec::new())) }
+        Self {
+            hooks: RwLock::new(Arc::new(Vec::new())),
+        }
     }
 
     pub(crate) fn insert(&self, hook: Hook<F>, prepend: bool) {
@@ -133,7 +146,11 @@ impl<F: ?Sized> Slot<F> {
     /// The callbacks admitted by `carrier`, in order.
     pub(crate) fn select(&self, carrier: Option<&Scope>) -> Vec<Arc<F>> {
         let snapshot = self.snapshot();
-        snapshot.iter().filter(|h| h.admitted_by(carrier)).map(|h| h.callback.clone()).collect()
+        snapshot
+            .iter()
+            .filter(|h| h.admitted_by(carrier))
+            .map(|h| h.callback.clone())
+            .collect()
     }
 }
 
@@ -146,13 +163,19 @@ pub(crate) struct EventBus {
 
 impl EventBus {
     pub(crate) fn slot<F: ?Sized + Send + Sync + 'static>(&self, key: TypeId) -> Arc<Slot<F>> {
-        if let Some(existing) = self.slots.read().unwrap_or_else(|p| p.into_inner()).get(&key)
+        if let Some(existing) = self
+            .slots
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(&key)
             && let Ok(slot) = existing.clone().downcast::<Slot<F>>()
         {
             return slot;
         }
         let mut slots = self.slots.write().unwrap_or_else(|p| p.into_inner());
-        let entry = slots.entry(key).or_insert_with(|| Arc::new(Slot::<F>::new()));
+        let entry = slots
+            .entry(key)
+            .or_insert_with(|| Arc::new(Slot::<F>::new()));
         match entry.clone().downcast::<Slot<F>>() {
             Ok(slot) => slot,
             // Each event type has exactly one listener type, so the downcast cannot fail;
@@ -161,7 +184,10 @@ impl EventBus {
         }
     }
 
-    pub(crate) fn existing<F: ?Sized + Send + Sync + 'static>(&self, key: TypeId) -> Option<Arc<Slot<F>>> {
+    pub(crate) fn existing<F: ?Sized + Send + Sync + 'static>(
+        &self,
+        key: TypeId,
+    ) -> Option<Arc<Slot<F>>> {
         self.slots
             .read()
             .unwrap_or_else(|p| p.into_inner())
@@ -176,8 +202,16 @@ impl EventBus {
 }
 
 /// Runs the emit listeners admitted by `carrier`, with containment.
-pub(crate) fn run_emit<E: EmitEvent>(hooks: &[Hook<EmitFn<E>>], carrier: Option<&Scope>, payload: &E::Payload) {
-    for cb in hooks.iter().filter(|h| h.admitted_by(carrier)).map(|h| &h.callback) {
+pub(crate) fn run_emit<E: EmitEvent>(
+    hooks: &[Hook<EmitFn<E>>],
+    carrier: Option<&Scope>,
+    payload: &E::Payload,
+) {
+    for cb in hooks
+        .iter()
+        .filter(|h| h.admitted_by(carrier))
+        .map(|h| &h.callback)
+    {
         match std::panic::catch_unwind(AssertUnwindSafe(|| cb(payload))) {
             Ok(Ok(())) => {}
             Ok(Err(error)) => {
@@ -208,7 +242,13 @@ impl<'a, E: WaterfallEvent> Next<'a, E> {
         payload: &'a E::Payload,
         default: &'a DefaultFn<'a, E>,
     ) -> Self {
-        Self { chain, index: 0, carrier, payload, default }
+        Self {
+            chain,
+            index: 0,
+            carrier,
+            payload,
+            default,
+        }
     }
 
     /// Runs the remaining listeners and, innermost, the default decision.
@@ -217,7 +257,13 @@ impl<'a, E: WaterfallEvent> Next<'a, E> {
         while let Some(h) = self.chain.get(i) {
             if h.admitted_by(self.carrier.as_ref()) {
                 let head = h.callback.clone();
-                let next = Next { chain: self.chain, index: i + 1, carrier: self.carrier, payload: self.payload, default: self.default };
+                let next = Next {
+                    chain: self.chain,
+                    index: i + 1,
+                    carrier: self.carrier,
+                    payload: self.payload,
+                    default: self.default,
+                };
                 return head(self.payload, next);
             }
             i += 1;

@@ -200,7 +200,10 @@ mod tests {
     #[test]
     fn strings_escape_like_javascript() {
         let v = json!({"a": "q\"b\\s\n\t\u{1}\u{7f}é\u{2028}"});
-        assert_eq!(to_string(&v), "{\"a\":\"q\\\"b\\\\s\\n\\t\\u0001\u{7f}é\u{2028}\"}");
+        assert_eq!(
+            to_string(&v),
+            "{\"a\":\"q\\\"b\\\\s\\n\\t\\u0001\u{7f}é\u{2028}\"}"
+        );
     }
 
     #[test]

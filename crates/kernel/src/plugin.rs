@@ -41,8 +41,16 @@ pub struct ConfigFieldError {
 }
 
 impl PluginConfig {
-    pub fn new(row_id: impl Into<String>, source: impl Into<String>, value: serde_json::Value) -> Self {
-        Self { row_id: row_id.into(), source: source.into(), value }
+    pub fn new(
+        row_id: impl Into<String>,
+        source: impl Into<String>,
+        value: serde_json::Value,
+    ) -> Self {
+        Self {
+            row_id: row_id.into(),
+            source: source.into(),
+            value,
+        }
     }
 
     /// Deserializes the config; a missing config (`null`) is treated as `{}`.
@@ -56,7 +64,11 @@ impl PluginConfig {
             ConfigFieldError {
                 source_file: self.source.clone(),
                 row_id: self.row_id.clone(),
-                field: if path == "." { "(root)".to_string() } else { path },
+                field: if path == "." {
+                    "(root)".to_string()
+                } else {
+                    path
+                },
                 message: e.into_inner().to_string(),
             }
         })
@@ -91,7 +103,9 @@ impl Catalog {
             .iter()
             .find(|p| {
                 short_plugin_name(p.name()) == wanted
-                    || p.aliases().iter().any(|a| *a == name || short_plugin_name(a) == wanted)
+                    || p.aliases()
+                        .iter()
+                        .any(|a| *a == name || short_plugin_name(a) == wanted)
             })
             .cloned()
     }
@@ -116,9 +130,18 @@ pub struct LoadRow {
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
     #[error("{source_file}: row \"{row_id}\": unknown plugin \"{name}\"")]
-    UnknownPlugin { source_file: String, row_id: String, name: String },
+    UnknownPlugin {
+        source_file: String,
+        row_id: String,
+        name: String,
+    },
     #[error("{source_file}: row \"{row_id}\" ({name}): {error}")]
-    Apply { source_file: String, row_id: String, name: String, error: BoxError },
+    Apply {
+        source_file: String,
+        row_id: String,
+        name: String,
+        error: BoxError,
+    },
 }
 
 /// The plugins of one loaded tree. Unloading disposes them in reverse order.
@@ -144,17 +167,29 @@ impl LoadedTree {
 /// Loads `rows` in order, each as a child fiber named by its row id under a fresh tree
 /// fiber of `parent`. On the first failure the partially loaded tree is unloaded and the
 /// error names the file, the row and the plugin.
-pub fn load_tree(parent: &Context, catalog: &Catalog, rows: &[LoadRow]) -> Result<LoadedTree, LoadError> {
+pub fn load_tree(
+    parent: &Context,
+    catalog: &Catalog,
+    rows: &[LoadRow],
+) -> Result<LoadedTree, LoadError> {
     let tree = parent.child("tree");
     let mut loaded = Vec::with_capacity(rows.len());
     if let Err(e) = load_rows(&tree, catalog, rows, &mut loaded) {
         tree.dispose();
         return Err(e);
     }
-    Ok(LoadedTree { ctx: tree, rows: loaded })
+    Ok(LoadedTree {
+        ctx: tree,
+        rows: loaded,
+    })
 }
 
-fn load_rows(parent: &Context, catalog: &Catalog, rows: &[LoadRow], loaded: &mut Vec<String>) -> Result<(), LoadError> {
+fn load_rows(
+    parent: &Context,
+    catalog: &Catalog,
+    rows: &[LoadRow],
+    loaded: &mut Vec<String>,
+) -> Result<(), LoadError> {
     // Resolve every name first so an unknown plugin registers nothing at all.
     for row in rows {
         if row.name != "cordis:group" && catalog.lookup(&row.name).is_none() {
@@ -179,14 +214,21 @@ fn load_rows(parent: &Context, catalog: &Catalog, rows: &[LoadRow], loaded: &mut
                 progressed = true;
                 continue;
             }
-            let Some(plugin) = catalog.lookup(&row.name) else { continue };
+            let Some(plugin) = catalog.lookup(&row.name) else {
+                continue;
+            };
             let config = PluginConfig::new(row.id.clone(), row.source.clone(), row.config.clone());
             match plugin.apply(&ctx, &config) {
                 Ok(()) => {
                     loaded.push(row.id.clone());
                     progressed = true;
                 }
-                Err(error) if matches!(error.downcast_ref::<KernelError>(), Some(KernelError::MissingService { .. })) => {
+                Err(error)
+                    if matches!(
+                        error.downcast_ref::<KernelError>(),
+                        Some(KernelError::MissingService { .. })
+                    ) =>
+                {
                     ctx.dispose();
                     deferred.push((row, error));
                 }
@@ -215,4 +257,3 @@ fn load_rows(parent: &Context, catalog: &Catalog, rows: &[LoadRow], loaded: &mut
         pending = deferred.into_iter().map(|(r, _)| r).collect();
     }
 }
-

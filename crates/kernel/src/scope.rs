@@ -19,7 +19,9 @@ pub struct Scope {
 impl Scope {
     /// A new root scope.
     pub fn new_root() -> Self {
-        Self { chain: Arc::from([ScopeId(NEXT_SCOPE.fetch_add(1, Ordering::Relaxed))]) }
+        Self {
+            chain: Arc::from([ScopeId(NEXT_SCOPE.fetch_add(1, Ordering::Relaxed))]),
+        }
     }
 
     /// A new scope whose parent is `self`. Events dispatched for the child also reach
@@ -28,7 +30,9 @@ impl Scope {
         let mut chain = Vec::with_capacity(self.chain.len() + 1);
         chain.push(ScopeId(NEXT_SCOPE.fetch_add(1, Ordering::Relaxed)));
         chain.extend_from_slice(&self.chain);
-        Self { chain: chain.into() }
+        Self {
+            chain: chain.into(),
+        }
     }
 
     pub fn id(&self) -> ScopeId {

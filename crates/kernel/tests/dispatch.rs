@@ -83,8 +83,10 @@ fn emit_contains_failing_and_panicking_listeners() {
     let ctx = Context::new_root();
     let t = trace();
     on_note(&ctx, &t, "a", ListenOptions::default());
-    ctx.on_emit::<Note>(ListenOptions::default(), |_| Err("boom".into())).unwrap();
-    ctx.on_emit::<Note>(ListenOptions::default(), |_| panic!("listener panic")).unwrap();
+    ctx.on_emit::<Note>(ListenOptions::default(), |_| Err("boom".into()))
+        .unwrap();
+    ctx.on_emit::<Note>(ListenOptions::default(), |_| panic!("listener panic"))
+        .unwrap();
     on_note(&ctx, &t, "c", ListenOptions::default());
     ctx.emit::<Note>(&"y".to_string());
     assert_eq!(taken(&t), ["a:y", "c:y"]);
@@ -106,8 +108,10 @@ async fn serial_awaits_in_order_and_stops_at_first_error() {
         })
         .unwrap();
     }
-    ctx.on_serial::<Step>(ListenOptions::default(), |_| Box::pin(async { Err("stop".into()) }))
-        .unwrap();
+    ctx.on_serial::<Step>(ListenOptions::default(), |_| {
+        Box::pin(async { Err("stop".into()) })
+    })
+    .unwrap();
     {
         let t = t.clone();
         ctx.on_serial::<Step>(ListenOptions::default(), move |_| {
@@ -127,10 +131,15 @@ async fn serial_awaits_in_order_and_stops_at_first_error() {
 #[tokio::test]
 async fn parallel_awaits_all_then_reports_first_failure() {
     let ctx = Context::new_root();
-    assert!(!ctx.parallel::<Flush>(&()).await.unwrap(), "no listener: nobody participated");
+    assert!(
+        !ctx.parallel::<Flush>(&()).await.unwrap(),
+        "no listener: nobody participated"
+    );
     let t = trace();
-    ctx.on_parallel::<Flush>(ListenOptions::default(), |_| Box::pin(async { Err("first".into()) }))
-        .unwrap();
+    ctx.on_parallel::<Flush>(ListenOptions::default(), |_| {
+        Box::pin(async { Err("first".into()) })
+    })
+    .unwrap();
     {
         let t = t.clone();
         ctx.on_parallel::<Flush>(ListenOptions::default(), move |_| {
@@ -145,7 +154,11 @@ async fn parallel_awaits_all_then_reports_first_failure() {
     }
     let err = ctx.parallel::<Flush>(&()).await.unwrap_err();
     assert_eq!(err.to_string(), "first");
-    assert_eq!(taken(&t), ["settled"], "the other listener still ran to completion");
+    assert_eq!(
+        taken(&t),
+        ["settled"],
+        "the other listener still ran to completion"
+    );
 }
 
 fn wrap(ctx: &Context, name: &'static str, options: ListenOptions) {
@@ -163,7 +176,9 @@ fn wrap(ctx: &Context, name: &'static str, options: ListenOptions) {
 async fn waterfall_is_an_onion_ending_in_the_default() {
     let ctx = Context::new_root();
     assert_eq!(
-        ctx.waterfall::<Decide, _>(&"p".to_string(), &default_decision).await.unwrap(),
+        ctx.waterfall::<Decide, _>(&"p".to_string(), &default_decision)
+            .await
+            .unwrap(),
         ["default:p"],
         "no listener: the default decides"
     );
@@ -171,7 +186,9 @@ async fn waterfall_is_an_onion_ending_in_the_default() {
     wrap(&ctx, "inner", ListenOptions::default());
     wrap(&ctx, "outermost", ListenOptions::PREPEND);
     assert_eq!(
-        ctx.waterfall::<Decide, _>(&"p".to_string(), &default_decision).await.unwrap(),
+        ctx.waterfall::<Decide, _>(&"p".to_string(), &default_decision)
+            .await
+            .unwrap(),
         ["outermost", "outer", "inner", "default:p"]
     );
 }
@@ -186,7 +203,9 @@ async fn waterfall_listener_that_skips_next_short_circuits() {
     .unwrap();
     wrap(&ctx, "unreached", ListenOptions::default());
     assert_eq!(
-        ctx.waterfall::<Decide, _>(&"p".to_string(), &default_decision).await.unwrap(),
+        ctx.waterfall::<Decide, _>(&"p".to_string(), &default_decision)
+            .await
+            .unwrap(),
         ["outer", "veto:p"]
     );
 }
@@ -199,7 +218,10 @@ async fn waterfall_errors_propagate_to_the_dispatcher() {
         Box::pin(async move { Err("listener threw".into()) })
     })
     .unwrap();
-    let err = ctx.waterfall::<Decide, _>(&"p".to_string(), &default_decision).await.unwrap_err();
+    let err = ctx
+        .waterfall::<Decide, _>(&"p".to_string(), &default_decision)
+        .await
+        .unwrap_err();
     assert_eq!(err.to_string(), "listener threw");
 }
 
@@ -222,14 +244,25 @@ fn scoped_listeners_only_see_their_scope_and_descendants() {
     child_of_a.emit::<Note>(&"for-child".to_string());
     assert_eq!(
         taken(&t),
-        ["unscoped:for-child", "a:for-child", "child:for-child", "b-global:for-child"],
+        [
+            "unscoped:for-child",
+            "a:for-child",
+            "child:for-child",
+            "b-global:for-child"
+        ],
         "events flow up the chain: the parent scope sees its child's events"
     );
 
     root.emit::<Note>(&"registry".to_string());
     assert_eq!(
         taken(&t),
-        ["unscoped:registry", "a:registry", "b:registry", "child:registry", "b-global:registry"],
+        [
+            "unscoped:registry",
+            "a:registry",
+            "b:registry",
+            "child:registry",
+            "b-global:registry"
+        ],
         "an event without a carrier reaches everyone"
     );
 }
@@ -250,26 +283,44 @@ async fn unloading_a_plugin_unwinds_everything_it_registered() {
     plugin.spawn(std::future::pending()).unwrap();
     {
         let t = t.clone();
-        plugin.effect("custom", move || push(&t, "undo-custom")).unwrap();
+        plugin
+            .effect("custom", move || push(&t, "undo-custom"))
+            .unwrap();
     }
     assert_eq!(root.listener_count(), 3);
     assert_eq!(root.service_count(), 1);
     assert_eq!(root.live_tasks(), 1);
-    assert_eq!(plugin.fiber().effect_labels(), ["fiber", "listener", "listener", "service", "task", "custom"]);
+    assert_eq!(
+        plugin.fiber().effect_labels(),
+        ["fiber", "listener", "listener", "service", "task", "custom"]
+    );
 
     plugin.dispose();
     tokio::task::yield_now().await; // let the aborted task drop
-    assert_eq!(taken(&t), ["undo-custom"], "effects unwind in reverse order");
+    assert_eq!(
+        taken(&t),
+        ["undo-custom"],
+        "effects unwind in reverse order"
+    );
     assert_eq!(root.listener_count(), 0, "no listener remains");
     assert_eq!(root.service_count(), 0, "no service remains");
     assert_eq!(root.live_tasks(), 0, "no task remains");
     assert_eq!(plugin.fiber().live_effects(), 0);
-    assert_eq!(nested.fiber().live_effects(), 0, "children unload with their parent");
+    assert_eq!(
+        nested.fiber().live_effects(),
+        0,
+        "children unload with their parent"
+    );
     assert!(root.get::<Store>().is_none());
 
     root.emit::<Note>(&"after".to_string());
     assert_eq!(taken(&t), Vec::<String>::new());
-    assert!(plugin.on_emit::<Note>(ListenOptions::default(), |_| Ok(())).is_err(), "an unloaded plugin cannot register");
+    assert!(
+        plugin
+            .on_emit::<Note>(ListenOptions::default(), |_| Ok(()))
+            .is_err(),
+        "an unloaded plugin cannot register"
+    );
 }
 
 #[test]
@@ -302,7 +353,10 @@ fn missing_and_duplicate_services_are_clear_errors() {
         "plugin \"consumer-plugin\" requires service dispatch::Store, which no loaded plugin provides"
     );
     root.child("first").provide(Arc::new(Store("a"))).unwrap();
-    let err = root.child("second").provide(Arc::new(Store("b"))).unwrap_err();
+    let err = root
+        .child("second")
+        .provide(Arc::new(Store("b")))
+        .unwrap_err();
     assert_eq!(
         err.to_string(),
         "service dispatch::Store is already provided by \"first\"; \"second\" cannot provide it again"

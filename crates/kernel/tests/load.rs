@@ -4,7 +4,10 @@
 
 use std::sync::Arc;
 
-use dsh_kernel::{BoxError, Catalog, Context, EmitEvent, Event, ListenOptions, LoadRow, Plugin, PluginConfig, load_tree};
+use dsh_kernel::{
+    BoxError, Catalog, Context, EmitEvent, Event, ListenOptions, LoadRow, Plugin, PluginConfig,
+    load_tree,
+};
 use pretty_assertions::assert_eq;
 
 struct Ping;
@@ -59,7 +62,13 @@ impl Plugin for Failing {
 }
 
 fn row(id: &str, name: &str, config: serde_json::Value) -> LoadRow {
-    LoadRow { id: id.into(), name: name.into(), source: "test.yml".into(), config, children: vec![] }
+    LoadRow {
+        id: id.into(),
+        name: name.into(),
+        source: "test.yml".into(),
+        config,
+        children: vec![],
+    }
 }
 
 fn catalog() -> Catalog {
@@ -71,7 +80,10 @@ fn catalog() -> Catalog {
 #[test]
 fn a_row_waiting_for_a_service_loads_after_its_provider() {
     let root = Context::new_root();
-    let rows = [row("consumer", "consumer", serde_json::Value::Null), row("store", "@deepseek-ai/dsh-store", serde_json::Value::Null)];
+    let rows = [
+        row("consumer", "consumer", serde_json::Value::Null),
+        row("store", "@deepseek-ai/dsh-store", serde_json::Value::Null),
+    ];
     let tree = load_tree(&root, &catalog(), &rows).unwrap();
     assert_eq!(tree.row_ids(), ["store", "consumer"]);
     assert_eq!(root.listener_count(), 2);
@@ -83,11 +95,29 @@ fn a_row_waiting_for_a_service_loads_after_its_provider() {
 fn failures_name_the_row_and_leave_nothing_registered() {
     let root = Context::new_root();
     let cases = [
-        (vec![row("store", "dsh-store", serde_json::Value::Null), row("x", "nope", serde_json::Value::Null)], "test.yml: row \"x\": unknown plugin \"nope\""),
-        (vec![row("store", "store", serde_json::Value::Null), row("bad", "failing", serde_json::Value::Null)], "test.yml: row \"bad\" (failing): refused"),
-        (vec![row("c", "consumer", serde_json::Value::Null)], "requires service"),
         (
-            vec![row("store", "store", serde_json::Value::Null), row("c", "consumer", serde_json::json!({"limit": "many"}))],
+            vec![
+                row("store", "dsh-store", serde_json::Value::Null),
+                row("x", "nope", serde_json::Value::Null),
+            ],
+            "test.yml: row \"x\": unknown plugin \"nope\"",
+        ),
+        (
+            vec![
+                row("store", "store", serde_json::Value::Null),
+                row("bad", "failing", serde_json::Value::Null),
+            ],
+            "test.yml: row \"bad\" (failing): refused",
+        ),
+        (
+            vec![row("c", "consumer", serde_json::Value::Null)],
+            "requires service",
+        ),
+        (
+            vec![
+                row("store", "store", serde_json::Value::Null),
+                row("c", "consumer", serde_json::json!({"limit": "many"})),
+            ],
             "test.yml: row \"c\": config field `limit`: invalid type: string \"many\", expected u32",
         ),
     ];
@@ -97,6 +127,10 @@ fn failures_name_the_row_and_leave_nothing_registered() {
             Err(e) => e.to_string(),
         };
         assert!(err.contains(expected), "{err}");
-        assert_eq!((root.listener_count(), root.service_count()), (0, 0), "{expected}: nothing half-loaded");
+        assert_eq!(
+            (root.listener_count(), root.service_count()),
+            (0, 0),
+            "{expected}: nothing half-loaded"
+        );
     }
 }

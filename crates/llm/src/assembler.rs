@@ -72,7 +72,12 @@ impl BlockAssembler {
                     p.text.push_str(text);
                 }
             }
-            StreamChunk::ToolCallDelta { index, id, name, arguments_delta } => {
+            StreamChunk::ToolCallDelta {
+                index,
+                id,
+                name,
+                arguments_delta,
+            } => {
                 let p = self.partial(*index, "tool-call");
                 if p.closed.is_none() {
                     p.call_id = Some(id.clone());
@@ -89,7 +94,10 @@ impl BlockAssembler {
                 }
             }
             StreamChunk::Usage { usage } => self.usage = Some(usage.clone()),
-            StreamChunk::Finish { reason, replay_state } => {
+            StreamChunk::Finish {
+                reason,
+                replay_state,
+            } => {
                 self.finish = Some(reason.clone());
                 self.replay_state = replay_state.clone();
             }
@@ -110,14 +118,24 @@ impl BlockAssembler {
             return Ok(block.clone());
         }
         match p.block_type.as_str() {
-            "text" => Ok(ContentBlock::Text { text: p.text.clone() }),
-            "reasoning" => Ok(ContentBlock::Reasoning { text: p.text.clone() }),
+            "text" => Ok(ContentBlock::Text {
+                text: p.text.clone(),
+            }),
+            "reasoning" => Ok(ContentBlock::Reasoning {
+                text: p.text.clone(),
+            }),
             "tool-call" => Ok(ContentBlock::ToolCall {
-                id: p.call_id.clone().unwrap_or_else(|| format!("call-{}", p.index)),
+                id: p
+                    .call_id
+                    .clone()
+                    .unwrap_or_else(|| format!("call-{}", p.index)),
                 name: p.call_name.clone().unwrap_or_default(),
                 arguments: p.text.clone(),
             }),
-            other => Err(OpenUnknownBlock { index: p.index, block_type: other.to_string() }),
+            other => Err(OpenUnknownBlock {
+                index: p.index,
+                block_type: other.to_string(),
+            }),
         }
     }
 
@@ -149,9 +167,7 @@ impl BlockAssembler {
                 let keep: Vec<bool> = self
                     .partials
                     .iter()
-                    .map(|p| {
-                        !matches!(Self::assemble(p), Ok(ContentBlock::ToolCall { .. }))
-                    })
+                    .map(|p| !matches!(Self::assemble(p), Ok(ContentBlock::ToolCall { .. })))
                     .collect();
                 let mut i = 0;
                 entries.retain(|_| {
@@ -171,7 +187,9 @@ impl BlockAssembler {
             .iter()
             .filter_map(|p| Self::assemble(p).ok())
             .filter(|b| match b {
-                ContentBlock::Text { text } | ContentBlock::Reasoning { text } => !text.trim().is_empty(),
+                ContentBlock::Text { text } | ContentBlock::Reasoning { text } => {
+                    !text.trim().is_empty()
+                }
                 _ => false,
             })
             .collect()
@@ -195,19 +213,49 @@ mod tests {
     #[test]
     fn deltas_and_block_ends_assemble() {
         let a = feed(&[
-            StreamChunk::BlockStart { index: 0, block_type: "reasoning".into() },
-            StreamChunk::ReasoningDelta { index: 0, text: "thi".into() },
-            StreamChunk::ReasoningDelta { index: 0, text: "nk".into() },
-            StreamChunk::ToolCallDelta { index: 1, id: "c1".into(), name: Some("bash".into()), arguments_delta: "{\"a\"".into() },
-            StreamChunk::ToolCallDelta { index: 1, id: "c1".into(), name: None, arguments_delta: ":1}".into() },
-            StreamChunk::BlockEnd { index: 0, block: ContentBlock::Reasoning { text: "final".into() } },
+            StreamChunk::BlockStart {
+                index: 0,
+                block_type: "reasoning".into(),
+            },
+            StreamChunk::ReasoningDelta {
+                index: 0,
+                text: "thi".into(),
+            },
+            StreamChunk::ReasoningDelta {
+                index: 0,
+                text: "nk".into(),
+            },
+            StreamChunk::ToolCallDelta {
+                index: 1,
+                id: "c1".into(),
+                name: Some("bash".into()),
+                arguments_delta: "{\"a\"".into(),
+            },
+            StreamChunk::ToolCallDelta {
+                index: 1,
+                id: "c1".into(),
+                name: None,
+                arguments_delta: ":1}".into(),
+            },
+            StreamChunk::BlockEnd {
+                index: 0,
+                block: ContentBlock::Reasoning {
+                    text: "final".into(),
+                },
+            },
             StreamChunk::finish(FinishReason::ToolCalls),
         ]);
         assert_eq!(
             a.blocks().unwrap(),
             [
-                ContentBlock::Reasoning { text: "final".into() },
-                ContentBlock::ToolCall { id: "c1".into(), name: "bash".into(), arguments: "{\"a\":1}".into() }
+                ContentBlock::Reasoning {
+                    text: "final".into()
+                },
+                ContentBlock::ToolCall {
+                    id: "c1".into(),
+                    name: "bash".into(),
+                    arguments: "{\"a\":1}".into()
+                }
             ]
         );
         assert_eq!(a.finish(), FinishReason::ToolCalls);
@@ -216,8 +264,16 @@ mod tests {
     #[test]
     fn max_tokens_drops_tool_calls() {
         let a = feed(&[
-            StreamChunk::TextDelta { index: 0, text: "partial".into() },
-            StreamChunk::ToolCallDelta { index: 1, id: "c".into(), name: Some("x".into()), arguments_delta: "{".into() },
+            StreamChunk::TextDelta {
+                index: 0,
+                text: "partial".into(),
+            },
+            StreamChunk::ToolCallDelta {
+                index: 1,
+                id: "c".into(),
+                name: Some("x".into()),
+                arguments_delta: "{".into(),
+            },
             StreamChunk::finish(FinishReason::MaxTokens),
         ]);
         assert_eq!(a.blocks().unwrap(), [ContentBlock::text("partial")]);
@@ -226,20 +282,47 @@ mod tests {
     #[test]
     fn interrupted_prefix_keeps_non_blank_text_only() {
         let a = feed(&[
-            StreamChunk::TextDelta { index: 0, text: "  ".into() },
-            StreamChunk::ReasoningDelta { index: 1, text: "why".into() },
-            StreamChunk::ToolCallDelta { index: 2, id: "c".into(), name: None, arguments_delta: "{".into() },
-            StreamChunk::TextDelta { index: 3, text: "seen".into() },
+            StreamChunk::TextDelta {
+                index: 0,
+                text: "  ".into(),
+            },
+            StreamChunk::ReasoningDelta {
+                index: 1,
+                text: "why".into(),
+            },
+            StreamChunk::ToolCallDelta {
+                index: 2,
+                id: "c".into(),
+                name: None,
+                arguments_delta: "{".into(),
+            },
+            StreamChunk::TextDelta {
+                index: 3,
+                text: "seen".into(),
+            },
         ]);
-        assert_eq!(a.interrupted_blocks(), [ContentBlock::Reasoning { text: "why".into() }, ContentBlock::text("seen")]);
-        assert_eq!(a.finish(), FinishReason::Stop, "no finish chunk defaults to stop");
+        assert_eq!(
+            a.interrupted_blocks(),
+            [
+                ContentBlock::Reasoning { text: "why".into() },
+                ContentBlock::text("seen")
+            ]
+        );
+        assert_eq!(
+            a.finish(),
+            FinishReason::Stop,
+            "no finish chunk defaults to stop"
+        );
         let e = feed(&[StreamChunk::error(LlmFailure::new("AUTH", "no"))]);
         assert_eq!(e.finish().kind(), "error");
     }
 
     #[test]
     fn an_open_block_of_unknown_type_is_an_error() {
-        let a = feed(&[StreamChunk::BlockStart { index: 0, block_type: "image".into() }]);
+        let a = feed(&[StreamChunk::BlockStart {
+            index: 0,
+            block_type: "image".into(),
+        }]);
         assert!(a.blocks().is_err());
     }
 }

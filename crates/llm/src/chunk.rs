@@ -101,10 +101,16 @@ impl<'de> Deserialize<'de> for FinishReason {
         let Value::Object(mut map) = Value::deserialize(d)? else {
             return Err(serde::de::Error::custom("finish reason must be an object"));
         };
-        let kind = map.get("kind").and_then(Value::as_str).unwrap_or("").to_string();
+        let kind = map
+            .get("kind")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
         let only_kind = map.len() == 1;
         let failure = |map: &mut Map<String, Value>| -> Result<LlmFailure, D::Error> {
-            let v = map.remove("failure").ok_or_else(|| serde::de::Error::custom("missing failure"))?;
+            let v = map
+                .remove("failure")
+                .ok_or_else(|| serde::de::Error::custom("missing failure"))?;
             serde_json::from_value(v).map_err(serde::de::Error::custom)
         };
         Ok(match kind.as_str() {
@@ -113,7 +119,11 @@ impl<'de> Deserialize<'de> for FinishReason {
             "max-tokens" if only_kind => FinishReason::MaxTokens,
             "error" if map.len() == 2 => FinishReason::Error(failure(&mut map)?),
             "aborted" if map.len() == 2 => FinishReason::Aborted(failure(&mut map)?),
-            "" => return Err(serde::de::Error::custom("finish reason needs a string `kind`")),
+            "" => {
+                return Err(serde::de::Error::custom(
+                    "finish reason needs a string `kind`",
+                ));
+            }
             _ => FinishReason::Other(map),
         })
     }
@@ -153,14 +163,21 @@ pub enum StreamChunk {
     },
     Finish {
         reason: FinishReason,
-        #[serde(rename = "replayState", default, skip_serializing_if = "Option::is_none")]
+        #[serde(
+            rename = "replayState",
+            default,
+            skip_serializing_if = "Option::is_none"
+        )]
         replay_state: Option<Value>,
     },
 }
 
 impl StreamChunk {
     pub fn finish(reason: FinishReason) -> Self {
-        StreamChunk::Finish { reason, replay_state: None }
+        StreamChunk::Finish {
+            reason,
+            replay_state: None,
+        }
     }
 
     pub fn error(failure: LlmFailure) -> Self {
@@ -186,7 +203,10 @@ mod tests {
             r#"{"type":"finish","reason":{"kind":"custom","x":1}}"#,
         ] {
             let chunk: StreamChunk = serde_json::from_str(text).unwrap();
-            assert_eq!(dsh_kernel::json::to_string(&serde_json::to_value(&chunk).unwrap()), text);
+            assert_eq!(
+                dsh_kernel::json::to_string(&serde_json::to_value(&chunk).unwrap()),
+                text
+            );
         }
     }
 }

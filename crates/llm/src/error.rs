@@ -47,7 +47,8 @@ pub mod codes {
     pub const UNKNOWN: &str = "UNKNOWN";
 
     /// Codes the default retry policy retries.
-    pub const DEFAULT_RETRYABLE: [&str; 5] = [EMPTY_RESPONSE, RATE_LIMIT, SERVER, TIMEOUT, TRANSPORT];
+    pub const DEFAULT_RETRYABLE: [&str; 5] =
+        [EMPTY_RESPONSE, RATE_LIMIT, SERVER, TIMEOUT, TRANSPORT];
 }
 
 /// A provider or routing failure carrying an [`LlmFailure`].
@@ -58,7 +59,9 @@ pub struct LlmError {
 
 impl LlmError {
     pub fn new(code: impl Into<String>, message: impl Into<String>) -> Self {
-        Self { failure: LlmFailure::new(code, message) }
+        Self {
+            failure: LlmFailure::new(code, message),
+        }
     }
 
     pub fn from_failure(failure: LlmFailure) -> Self {

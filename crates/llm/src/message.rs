@@ -30,11 +30,23 @@ impl Role {
 /// One block of message content (open set).
 #[derive(Clone, Debug, PartialEq)]
 pub enum ContentBlock {
-    Text { text: String },
-    Reasoning { text: String },
+    Text {
+        text: String,
+    },
+    Reasoning {
+        text: String,
+    },
     /// A tool call; `arguments` is the raw JSON text the model produced.
-    ToolCall { id: String, name: String, arguments: String },
-    ToolResult { tool_call_id: String, content: Vec<ContentBlock>, is_error: Option<bool> },
+    ToolCall {
+        id: String,
+        name: String,
+        arguments: String,
+    },
+    ToolResult {
+        tool_call_id: String,
+        content: Vec<ContentBlock>,
+        is_error: Option<bool>,
+    },
     /// Any other block type (images, plugin blocks), kept verbatim.
     Other(Map<String, Value>),
 }
@@ -69,21 +81,38 @@ impl ContentBlock {
         let Some(kind) = kind else {
             return Err("content block needs a string `type`".into());
         };
-        let known_keys = |map: &Map<String, Value>, keys: &[&str]| map.keys().all(|k| keys.contains(&k.as_str()));
+        let known_keys = |map: &Map<String, Value>, keys: &[&str]| {
+            map.keys().all(|k| keys.contains(&k.as_str()))
+        };
         let block = match kind.as_str() {
             "text" | "reasoning" if known_keys(&map, &["type", "text"]) => {
                 let Some(Value::String(text)) = map.remove("text") else {
                     return Err(format!("{kind} block needs a string `text`"));
                 };
-                if kind == "text" { ContentBlock::Text { text } } else { ContentBlock::Reasoning { text } }
+                if kind == "text" {
+                    ContentBlock::Text { text }
+                } else {
+                    ContentBlock::Reasoning { text }
+                }
             }
             "tool-call" if known_keys(&map, &["type", "id", "name", "arguments"]) => {
-                let (Some(Value::String(id)), Some(Value::String(name)), Some(Value::String(arguments))) =
-                    (map.remove("id"), map.remove("name"), map.remove("arguments"))
+                let (
+                    Some(Value::String(id)),
+                    Some(Value::String(name)),
+                    Some(Value::String(arguments)),
+                ) = (
+                    map.remove("id"),
+                    map.remove("name"),
+                    map.remove("arguments"),
+                )
                 else {
                     return Err("tool-call block needs string `id`, `name` and `arguments`".into());
                 };
-                ContentBlock::ToolCall { id, name, arguments }
+                ContentBlock::ToolCall {
+                    id,
+                    name,
+                    arguments,
+                }
             }
             "tool-result" if known_keys(&map, &["type", "toolCallId", "content", "isError"]) => {
                 let Some(Value::String(tool_call_id)) = map.remove("toolCallId") else {
@@ -92,13 +121,20 @@ impl ContentBlock {
                 let Some(Value::Array(items)) = map.remove("content") else {
                     return Err("tool-result block needs an array `content`".into());
                 };
-                let content = items.into_iter().map(ContentBlock::from_value).collect::<Result<_, _>>()?;
+                let content = items
+                    .into_iter()
+                    .map(ContentBlock::from_value)
+                    .collect::<Result<_, _>>()?;
                 let is_error = match map.remove("isError") {
                     None => None,
                     Some(Value::Bool(b)) => Some(b),
                     Some(_) => return Err("tool-result `isError` must be a boolean".into()),
                 };
-                ContentBlock::ToolResult { tool_call_id, content, is_error }
+                ContentBlock::ToolResult {
+                    tool_call_id,
+                    content,
+                    is_error,
+                }
             }
             _ => ContentBlock::Other(map),
         };
@@ -115,7 +151,11 @@ impl Serialize for ContentBlock {
                 m.serialize_entry("text", text)?;
                 m.end()
             }
-            ContentBlock::ToolCall { id, name, arguments } => {
+            ContentBlock::ToolCall {
+                id,
+                name,
+                arguments,
+            } => {
                 let mut m = s.serialize_map(Some(4))?;
                 m.serialize_entry("type", "tool-call")?;
                 m.serialize_entry("id", id)?;
@@ -123,7 +163,11 @@ impl Serialize for ContentBlock {
                 m.serialize_entry("arguments", arguments)?;
                 m.end()
             }
-            ContentBlock::ToolResult { tool_call_id, content, is_error } => {
+            ContentBlock::ToolResult {
+                tool_call_id,
+                content,
+                is_error,
+            } => {
                 let mut m = s.serialize_map(None)?;
                 m.serialize_entry("type", "tool-result")?;
                 m.serialize_entry("toolCallId", tool_call_id)?;
@@ -148,8 +192,14 @@ impl<'de> Deserialize<'de> for ContentBlock {
 #[derive(Clone, Debug, PartialEq)]
 pub enum MessageSource {
     User,
-    Model { provider: String, model: String, replay_state: Option<Value> },
-    Tool { call_id: String },
+    Model {
+        provider: String,
+        model: String,
+        replay_state: Option<Value>,
+    },
+    Tool {
+        call_id: String,
+    },
     /// Plugin sources and every other kind, kept verbatim (`kind` is always present).
     Other(Map<String, Value>),
 }
@@ -176,7 +226,9 @@ impl MessageSource {
     /// The `plugin` field of a plugin source.
     pub fn plugin_name(&self) -> Option<&str> {
         match self {
-            MessageSource::Other(map) if self.kind() == "plugin" => map.get("plugin").and_then(Value::as_str),
+            MessageSource::Other(map) if self.kind() == "plugin" => {
+                map.get("plugin").and_then(Value::as_str)
+            }
             _ => None,
         }
     }
@@ -189,13 +241,19 @@ impl MessageSource {
             Some(Value::String(k)) if !k.is_empty() => k.clone(),
             _ => return Err("message source needs a non-empty string `kind`".into()),
         };
-        let only = |map: &Map<String, Value>, keys: &[&str]| map.keys().all(|k| keys.contains(&k.as_str()));
+        let only = |map: &Map<String, Value>, keys: &[&str]| {
+            map.keys().all(|k| keys.contains(&k.as_str()))
+        };
         Ok(match kind.as_str() {
             "user" if map.len() == 1 => MessageSource::User,
             "model" if only(&map, &["kind", "provider", "model", "replayState"]) => {
                 match (map.remove("provider"), map.remove("model")) {
                     (Some(Value::String(provider)), Some(Value::String(model))) => {
-                        MessageSource::Model { provider, model, replay_state: map.remove("replayState") }
+                        MessageSource::Model {
+                            provider,
+                            model,
+                            replay_state: map.remove("replayState"),
+                        }
                     }
                     _ => return Err("model source needs string `provider` and `model`".into()),
                 }
@@ -217,7 +275,11 @@ impl Serialize for MessageSource {
                 m.serialize_entry("kind", "user")?;
                 m.end()
             }
-            MessageSource::Model { provider, model, replay_state } => {
+            MessageSource::Model {
+                provider,
+                model,
+                replay_state,
+            } => {
                 let mut m = s.serialize_map(None)?;
                 m.serialize_entry("kind", "model")?;
                 m.serialize_entry("provider", provider)?;
@@ -261,7 +323,12 @@ pub fn new_message_id() -> String {
 impl Message {
     /// A user-role message with a fresh id.
     pub fn user(content: Vec<ContentBlock>, source: MessageSource) -> Self {
-        Self { id: new_message_id(), role: Role::User, content, source }
+        Self {
+            id: new_message_id(),
+            role: Role::User,
+            content,
+            source,
+        }
     }
 
     /// A user-role text message from the user.
@@ -270,12 +337,21 @@ impl Message {
     }
 
     /// An assistant message with a fresh id.
-    pub fn assistant(content: Vec<ContentBlock>, provider: &str, model: &str, replay_state: Option<Value>) -> Self {
+    pub fn assistant(
+        content: Vec<ContentBlock>,
+        provider: &str,
+        model: &str,
+        replay_state: Option<Value>,
+    ) -> Self {
         Self {
             id: new_message_id(),
             role: Role::Assistant,
             content,
-            source: MessageSource::Model { provider: provider.into(), model: model.into(), replay_state },
+            source: MessageSource::Model {
+                provider: provider.into(),
+                model: model.into(),
+                replay_state,
+            },
         }
     }
 
@@ -289,18 +365,27 @@ impl Message {
                 content,
                 is_error: Some(is_error),
             }],
-            source: MessageSource::Tool { call_id: call_id.into() },
+            source: MessageSource::Tool {
+                call_id: call_id.into(),
+            },
         }
     }
 
     /// Concatenated text of the `text` blocks.
     pub fn text(&self) -> String {
-        self.content.iter().filter_map(ContentBlock::as_text).collect()
+        self.content
+            .iter()
+            .filter_map(ContentBlock::as_text)
+            .collect()
     }
 
     pub fn tool_calls(&self) -> impl Iterator<Item = (&str, &str, &str)> {
         self.content.iter().filter_map(|b| match b {
-            ContentBlock::ToolCall { id, name, arguments } => Some((id.as_str(), name.as_str(), arguments.as_str())),
+            ContentBlock::ToolCall {
+                id,
+                name,
+                arguments,
+            } => Some((id.as_str(), name.as_str(), arguments.as_str())),
             _ => None,
         })
     }
@@ -323,14 +408,22 @@ impl Message {
             _ => return Err("message needs a string `role`".into()),
         };
         let content = match map.remove("content") {
-            Some(Value::Array(items)) => items.into_iter().map(ContentBlock::from_value).collect::<Result<_, _>>()?,
+            Some(Value::Array(items)) => items
+                .into_iter()
+                .map(ContentBlock::from_value)
+                .collect::<Result<_, _>>()?,
             _ => return Err("message needs an array `content`".into()),
         };
         let source = match map.remove("source") {
             Some(v) => MessageSource::from_value(v)?,
             None => return Err("message needs a `source`".into()),
         };
-        Ok(Self { id, role, content, source })
+        Ok(Self {
+            id,
+            role,
+            content,
+            source,
+        })
     }
 
     pub fn to_value(&self) -> Value {
@@ -382,17 +475,34 @@ mod tests {
 
     #[test]
     fn upstream_key_orders_roundtrip() {
-        roundtrip(r#"{"content":[{"type":"text","text":"hi"}],"source":{"kind":"user"},"role":"user","id":"u1"}"#);
-        roundtrip(r#"{"role":"assistant","content":[{"type":"reasoning","text":"r"},{"type":"tool-call","id":"c","name":"bash","arguments":"{}"}],"source":{"kind":"model","provider":"p","model":"m"},"id":"a1"}"#);
-        roundtrip(r#"{"source":{"kind":"tool","callId":"c"},"content":[{"type":"tool-result","toolCallId":"c","content":[{"type":"text","text":"ok"}],"isError":false}],"role":"user","id":"t1"}"#);
-        roundtrip(r#"{"content":[{"type":"text","text":"ctx"}],"source":{"kind":"plugin","plugin":"x","form":"snapshot","sections":[{"name":"a","text":"b"}]},"role":"user","id":"p1"}"#);
-        roundtrip(r#"{"content":[{"type":"image","attachment":{"sha256":"ab"}}],"source":{"kind":"user"},"role":"user","id":"i1"}"#);
+        roundtrip(
+            r#"{"content":[{"type":"text","text":"hi"}],"source":{"kind":"user"},"role":"user","id":"u1"}"#,
+        );
+        roundtrip(
+            r#"{"role":"assistant","content":[{"type":"reasoning","text":"r"},{"type":"tool-call","id":"c","name":"bash","arguments":"{}"}],"source":{"kind":"model","provider":"p","model":"m"},"id":"a1"}"#,
+        );
+        roundtrip(
+            r#"{"source":{"kind":"tool","callId":"c"},"content":[{"type":"tool-result","toolCallId":"c","content":[{"type":"text","text":"ok"}],"isError":false}],"role":"user","id":"t1"}"#,
+        );
+        roundtrip(
+            r#"{"content":[{"type":"text","text":"ctx"}],"source":{"kind":"plugin","plugin":"x","form":"snapshot","sections":[{"name":"a","text":"b"}]},"role":"user","id":"p1"}"#,
+        );
+        roundtrip(
+            r#"{"content":[{"type":"image","attachment":{"sha256":"ab"}}],"source":{"kind":"user"},"role":"user","id":"i1"}"#,
+        );
     }
 
     #[test]
     fn malformed_messages_are_errors() {
-        for bad in [r#"{"role":"user","content":[],"source":{"kind":"user"}}"#, r#"{"id":"x","role":"robot","content":[],"source":{"kind":"user"}}"#, r#"{"id":"x","role":"user","content":[{"text":"no type"}],"source":{"kind":"user"}}"#] {
-            assert!(Message::from_value(serde_json::from_str(bad).unwrap()).is_err(), "{bad}");
+        for bad in [
+            r#"{"role":"user","content":[],"source":{"kind":"user"}}"#,
+            r#"{"id":"x","role":"robot","content":[],"source":{"kind":"user"}}"#,
+            r#"{"id":"x","role":"user","content":[{"text":"no type"}],"source":{"kind":"user"}}"#,
+        ] {
+            assert!(
+                Message::from_value(serde_json::from_str(bad).unwrap()).is_err(),
+                "{bad}"
+            );
         }
     }
 }

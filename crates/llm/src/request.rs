@@ -26,7 +26,11 @@ pub struct LlmCallConfig {
 
 impl LlmCallConfig {
     pub fn route(provider: impl Into<String>, model: impl Into<String>) -> Self {
-        Self { provider: provider.into(), model: model.into(), ..Self::default() }
+        Self {
+            provider: provider.into(),
+            model: model.into(),
+            ..Self::default()
+        }
     }
 }
 
@@ -132,7 +136,10 @@ impl Default for RetryPolicy {
         Self {
             mode: RetryMode::Normal,
             max_retries: 5,
-            retryable_codes: crate::error::codes::DEFAULT_RETRYABLE.iter().map(|s| s.to_string()).collect(),
+            retryable_codes: crate::error::codes::DEFAULT_RETRYABLE
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
             initial_delay_ms: 500,
             max_delay_ms: 10_000,
             jitter_ratio: 0.1,
@@ -160,7 +167,12 @@ impl RetryPolicy {
                 self.jitter_ratio
             ]),
             RetryMode::Always => {
-                serde_json::json!([mode, self.initial_delay_ms, self.max_delay_ms, self.jitter_ratio])
+                serde_json::json!([
+                    mode,
+                    self.initial_delay_ms,
+                    self.max_delay_ms,
+                    self.jitter_ratio
+                ])
             }
         };
         dsh_kernel::json::to_string(&value)

@@ -72,7 +72,9 @@ pub struct PreparedCall {
 
 impl std::fmt::Debug for PreparedCall {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("PreparedCall").field("config", &self.config).finish_non_exhaustive()
+        f.debug_struct("PreparedCall")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
     }
 }
 
@@ -86,7 +88,11 @@ pub struct LlmRuntime {
 impl LlmRuntime {
     /// A runtime dispatching `llm/stream` through `ctx`.
     pub fn new(ctx: Context) -> Arc<Self> {
-        Arc::new(Self { ctx, registrations: RwLock::new(Vec::new()), next_id: 1.into() })
+        Arc::new(Self {
+            ctx,
+            registrations: RwLock::new(Vec::new()),
+            next_id: 1.into(),
+        })
     }
 
     /// Registers `adapter` for `routes` as an effect of `owner`. Routes are unique.
@@ -96,27 +102,41 @@ impl LlmRuntime {
         routes: Vec<String>,
         adapter: Arc<dyn LlmAdapter>,
     ) -> Result<EffectHandle, BoxError> {
-        let id = self.next_id.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let id = self
+            .next_id
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         {
-            let mut regs = self.registrations.write().unwrap_or_else(|p| p.into_inner());
+            let mut regs = self
+                .registrations
+                .write()
+                .unwrap_or_else(|p| p.into_inner());
             for route in &routes {
                 if regs.iter().any(|r| r.routes.contains(route)) {
                     return Err(format!("LLM route \"{route}\" is already registered").into());
                 }
             }
-            regs.push(Registration { id, routes, adapter });
+            regs.push(Registration {
+                id,
+                routes,
+                adapter,
+            });
         }
         let this = Arc::downgrade(self);
         Ok(owner.effect("llm adapter", move || {
             if let Some(this) = this.upgrade() {
-                this.registrations.write().unwrap_or_else(|p| p.into_inner()).retain(|r| r.id != id);
+                this.registrations
+                    .write()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .retain(|r| r.id != id);
             }
         })?)
     }
 
     fn adapter_for(&self, provider: &str) -> Option<Arc<dyn LlmAdapter>> {
         let regs = self.registrations.read().unwrap_or_else(|p| p.into_inner());
-        regs.iter().find(|r| r.routes.iter().any(|x| x == provider)).map(|r| r.adapter.clone())
+        regs.iter()
+            .find(|r| r.routes.iter().any(|x| x == provider))
+            .map(|r| r.adapter.clone())
     }
 
     /// The registered routes.
@@ -127,7 +147,9 @@ impl LlmRuntime {
 
     /// Model information for a route.
     pub fn model_info(&self, provider: &str, model: &str) -> Result<ModelInfo, LlmError> {
-        let adapter = self.adapter_for(provider).ok_or_else(|| no_adapter(provider))?;
+        let adapter = self
+            .adapter_for(provider)
+            .ok_or_else(|| no_adapter(provider))?;
         adapter.model_info(provider, model)
     }
 
@@ -135,7 +157,9 @@ impl LlmRuntime {
     /// `maxTokens` and reasoning effort (marking them as adapter defaults) and validates an
     /// explicit effort. Fails with `NO_ADAPTER` when nothing serves the route.
     pub fn prepare_call(&self, config: &LlmCallConfig) -> Result<PreparedCall, LlmError> {
-        let adapter = self.adapter_for(&config.provider).ok_or_else(|| no_adapter(&config.provider))?;
+        let adapter = self
+            .adapter_for(&config.provider)
+            .ok_or_else(|| no_adapter(&config.provider))?;
         let info = adapter.model_info(&config.provider, &config.model)?;
         let mut resolved = config.clone();
         if resolved.max_tokens.is_none() {
@@ -148,7 +172,10 @@ impl LlmRuntime {
                 }
             }
             Some(reasoning) => {
-                let effective = config.reasoning_effort.clone().or_else(|| reasoning.default_effort.clone());
+                let effective = config
+                    .reasoning_effort
+                    .clone()
+                    .or_else(|| reasoning.default_effort.clone());
                 if let Some(effective) = effective {
                     if !reasoning.efforts.contains(&effective) {
                         return Err(unsupported_effort(config, &effective));
@@ -158,7 +185,8 @@ impl LlmRuntime {
             }
         }
         let adapter_defaults = AdapterDefaults {
-            reasoning_effort: config.reasoning_effort.is_none() && resolved.reasoning_effort.is_some(),
+            reasoning_effort: config.reasoning_effort.is_none()
+                && resolved.reasoning_effort.is_some(),
             max_tokens: config.max_tokens.is_none() && resolved.max_tokens.is_some(),
         };
         Ok(PreparedCall {
@@ -184,17 +212,23 @@ impl LlmRuntime {
             None => self.adapter_for(&options.config.provider),
         };
         let request = LlmStreamRequest { options };
-        let default = move |req: &LlmStreamRequest| -> BoxFuture<'_, Result<ChunkStream, BoxError>> {
-            let options = req.options.clone();
-            let adapter = adapter.clone();
-            Box::pin(async move { Ok(adapter_stream(adapter, options)) })
-        };
-        self.ctx.waterfall::<LlmStreamEvent, _>(&request, &default).await
+        let default =
+            move |req: &LlmStreamRequest| -> BoxFuture<'_, Result<ChunkStream, BoxError>> {
+                let options = req.options.clone();
+                let adapter = adapter.clone();
+                Box::pin(async move { Ok(adapter_stream(adapter, options)) })
+            };
+        self.ctx
+            .waterfall::<LlmStreamEvent, _>(&request, &default)
+            .await
     }
 }
 
 fn no_adapter(provider: &str) -> LlmError {
-    LlmError::new(codes::NO_ADAPTER, format!("no LLM adapter is registered for provider \"{provider}\""))
+    LlmError::new(
+        codes::NO_ADAPTER,
+        format!("no LLM adapter is registered for provider \"{provider}\""),
+    )
 }
 
 fn unsupported_effort(config: &LlmCallConfig, effort: &str) -> LlmError {
@@ -209,7 +243,10 @@ fn unsupported_effort(config: &LlmCallConfig, effort: &str) -> LlmError {
 
 /// The final adapter boundary: adapter failures (and a missing adapter) become exactly one
 /// terminal `finish {error|aborted}` chunk; nothing is yielded after a finish.
-pub fn adapter_stream(adapter: Option<Arc<dyn LlmAdapter>>, options: Arc<GenerateOptions>) -> ChunkStream {
+pub fn adapter_stream(
+    adapter: Option<Arc<dyn LlmAdapter>>,
+    options: Arc<GenerateOptions>,
+) -> ChunkStream {
     let Some(adapter) = adapter else {
         let chunk = failure_chunk(&options, no_adapter(&options.config.provider).failure);
         return futures::stream::iter([Ok(chunk)]).boxed();

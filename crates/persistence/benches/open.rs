@@ -131,7 +131,8 @@ fn encode_batch_of_64(bencher: Bencher, encoding: &str) {
         let text = dsh_session::encode_batch(batches[next], true);
         if encoding == "zstd" {
             let mut c = zstd::bulk::Compressor::new(3).unwrap();
-            c.set_parameter(zstd::zstd_safe::CParameter::ChecksumFlag(true)).unwrap();
+            c.set_parameter(zstd::zstd_safe::CParameter::ChecksumFlag(true))
+                .unwrap();
             c.compress(text.as_bytes()).unwrap().len()
         } else {
             text.len()

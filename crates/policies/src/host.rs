@@ -24,7 +24,9 @@ pub fn dsh_home() -> PathBuf {
             if expanded.is_absolute() {
                 expanded
             } else {
-                std::env::current_dir().map(|d| d.join(&expanded)).unwrap_or(expanded)
+                std::env::current_dir()
+                    .map(|d| d.join(&expanded))
+                    .unwrap_or(expanded)
             }
         }
         _ => Path::new(&home).join(".dsh"),
@@ -36,10 +38,17 @@ fn node_to_json(node: &Node) -> Value {
         Node::Null => Value::Null,
         Node::Bool(b) => Value::Bool(*b),
         Node::Int(i) => Value::from(*i),
-        Node::Float(f) => serde_json::Number::from_f64(*f).map(Value::Number).unwrap_or(Value::Null),
+        Node::Float(f) => serde_json::Number::from_f64(*f)
+            .map(Value::Number)
+            .unwrap_or(Value::Null),
         Node::Str(s) | Node::Js(s) => Value::String(s.clone()),
         Node::Seq(items) => Value::Array(items.iter().map(node_to_json).collect()),
-        Node::Map(entries) => Value::Object(entries.iter().map(|(k, v)| (k.clone(), node_to_json(v))).collect()),
+        Node::Map(entries) => Value::Object(
+            entries
+                .iter()
+                .map(|(k, v)| (k.clone(), node_to_json(v)))
+                .collect(),
+        ),
     }
 }
 
@@ -68,11 +77,18 @@ impl Settings {
         let sections = match read_yaml_file(&path).map_err(|e| format!("settings-file: {e}"))? {
             None | Some(Value::Null) => Map::new(),
             Some(Value::Object(m)) => m,
-            Some(_) => return Err(format!("settings-file: {} must be a map of namespace sections", path.display())),
+            Some(_) => {
+                return Err(format!(
+                    "settings-file: {} must be a map of namespace sections",
+                    path.display()
+                ));
+            }
         };
         for (ns, v) in &sections {
             if !v.is_object() && !v.is_null() {
-                return Err(format!("settings section \"{ns}\" must be an object of keys"));
+                return Err(format!(
+                    "settings section \"{ns}\" must be an object of keys"
+                ));
             }
         }
         Ok(Self { path, sections })
@@ -115,7 +131,10 @@ impl Plugin for SettingsPlugin {
 
     fn apply(&self, ctx: &Context, config: &PluginConfig) -> Result<(), BoxError> {
         let c: SettingsConfig = config.parse()?;
-        let path = c.path.map(PathBuf::from).unwrap_or_else(|| dsh_home().join("settings.yaml"));
+        let path = c
+            .path
+            .map(PathBuf::from)
+            .unwrap_or_else(|| dsh_home().join("settings.yaml"));
         ctx.provide(Arc::new(Settings::load(path)?))?;
         Ok(())
     }
@@ -130,9 +149,13 @@ pub fn parse_dotenv(text: &str) -> HashMap<String, String> {
             continue;
         }
         let line = line.strip_prefix("export ").unwrap_or(line);
-        let Some((k, v)) = line.split_once('=') else { continue };
+        let Some((k, v)) = line.split_once('=') else {
+            continue;
+        };
         let v = v.trim();
-        let v = if (v.starts_with('"') && v.ends_with('"') && v.len() >= 2) || (v.starts_with('\'') && v.ends_with('\'') && v.len() >= 2) {
+        let v = if (v.starts_with('"') && v.ends_with('"') && v.len() >= 2)
+            || (v.starts_with('\'') && v.ends_with('\'') && v.len() >= 2)
+        {
             v[1..v.len() - 1].to_string()
         } else {
             v.split(" #").next().unwrap_or(v).trim().to_string()
@@ -174,7 +197,12 @@ impl Credentials {
                 }
                 match doc.get("version") {
                     Some(v) if v == &Value::from(1) => {}
-                    Some(_) => return Err(format!("credentials-local: {} has an unsupported version (expected 1)", file.display())),
+                    Some(_) => {
+                        return Err(format!(
+                            "credentials-local: {} has an unsupported version (expected 1)",
+                            file.display()
+                        ));
+                    }
                     None => {
                         return Err(format!(
                             "credentials-local: {} has no `version: 1`; put `version: 1` at the top and nest keys under `refs:`",
@@ -182,8 +210,14 @@ impl Credentials {
                         ));
                     }
                 }
-                if let Some(k) = doc.keys().find(|k| !matches!(k.as_str(), "version" | "refs" | "records")) {
-                    return Err(format!("credentials-local: {}: unknown top-level key \"{k}\"", file.display()));
+                if let Some(k) = doc
+                    .keys()
+                    .find(|k| !matches!(k.as_str(), "version" | "refs" | "records"))
+                {
+                    return Err(format!(
+                        "credentials-local: {}: unknown top-level key \"{k}\"",
+                        file.display()
+                    ));
                 }
                 let mut refs = HashMap::new();
                 if let Some(Value::Object(r)) = doc.get("refs") {
@@ -192,18 +226,40 @@ impl Credentials {
                             Some(s) if !s.trim().is_empty() => {
                                 refs.insert(k.clone(), s.to_string());
                             }
-                            _ => return Err(format!("credentials-local: {}: refs.{k} is empty; remove the key instead", file.display())),
+                            _ => {
+                                return Err(format!(
+                                    "credentials-local: {}: refs.{k} is empty; remove the key instead",
+                                    file.display()
+                                ));
+                            }
                         }
                     }
                 }
                 refs
             }
-            Some(_) => return Err(format!("credentials-local: {} must be a mapping", file.display())),
+            Some(_) => {
+                return Err(format!(
+                    "credentials-local: {} must be a mapping",
+                    file.display()
+                ));
+            }
         };
-        let read_env = |p: PathBuf| std::fs::read_to_string(p).map(|t| parse_dotenv(&t)).unwrap_or_default();
+        let read_env = |p: PathBuf| {
+            std::fs::read_to_string(p)
+                .map(|t| parse_dotenv(&t))
+                .unwrap_or_default()
+        };
         let project_env = read_env(cwd.join(".env"));
-        let user_env = if home == cwd { HashMap::new() } else { read_env(home.join(".env")) };
-        Ok(Self { refs, project_env, user_env })
+        let user_env = if home == cwd {
+            HashMap::new()
+        } else {
+            read_env(home.join(".env"))
+        };
+        Ok(Self {
+            refs,
+            project_env,
+            user_env,
+        })
     }
 
     /// Resolves a credential reference name (e.g. `DEEPSEEK_API_KEY`).
@@ -263,7 +319,8 @@ impl Plugin for DefaultModelPlugin {
         {
             layer(&mut value, section);
         }
-        let model = PluginConfig::new(config.row_id.clone(), config.source.clone(), value).parse::<DefaultModel>()?;
+        let model = PluginConfig::new(config.row_id.clone(), config.source.clone(), value)
+            .parse::<DefaultModel>()?;
         ctx.provide(Arc::new(model))?;
         Ok(())
     }

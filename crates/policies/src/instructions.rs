@@ -77,7 +77,9 @@ fn frame(body: &str) -> String {
 }
 
 fn rel(root: &Path, p: &Path) -> String {
-    p.strip_prefix(root).map(|r| r.to_string_lossy().replace('\\', "/")).unwrap_or_else(|_| p.display().to_string())
+    p.strip_prefix(root)
+        .map(|r| r.to_string_lossy().replace('\\', "/"))
+        .unwrap_or_else(|_| p.display().to_string())
 }
 
 struct Workspace {
@@ -89,13 +91,27 @@ struct Workspace {
 
 impl Workspace {
     fn new(config: Config, cwd: PathBuf) -> Self {
-        let home = config.dsh_home.clone().map(PathBuf::from).unwrap_or_else(dsh_home);
+        let home = config
+            .dsh_home
+            .clone()
+            .map(PathBuf::from)
+            .unwrap_or_else(dsh_home);
         let root = cwd
             .ancestors()
-            .find(|d| config.project_root_markers.iter().any(|m| d.join(m).exists()))
+            .find(|d| {
+                config
+                    .project_root_markers
+                    .iter()
+                    .any(|m| d.join(m).exists())
+            })
             .map(Path::to_path_buf)
             .unwrap_or_else(|| cwd.clone());
-        Self { config, cwd, root, home }
+        Self {
+            config,
+            cwd,
+            root,
+            home,
+        }
     }
 
     fn identity(&self) -> String {
@@ -113,17 +129,29 @@ impl Workspace {
     /// Instruction files of one directory, de-duplicated by trimmed content.
     fn files_in(&self, dir: &Path) -> Vec<Source> {
         let rel_dir = rel(&self.root, dir);
-        let scope_dir = if rel_dir.is_empty() { ".".to_string() } else { rel_dir.clone() };
+        let scope_dir = if rel_dir.is_empty() {
+            ".".to_string()
+        } else {
+            rel_dir.clone()
+        };
         let mut seen: Vec<String> = Vec::new();
         let mut out = Vec::new();
-        let names = self.config.instruction_file_candidates.iter().chain(&self.config.local_instruction_file_candidates);
+        let names = self
+            .config
+            .instruction_file_candidates
+            .iter()
+            .chain(&self.config.local_instruction_file_candidates);
         for name in names {
             let path = dir.join(name);
-            let Ok(meta) = std::fs::metadata(&path) else { continue };
+            let Ok(meta) = std::fs::metadata(&path) else {
+                continue;
+            };
             if !meta.is_file() || meta.len() > self.config.max_source_bytes {
                 continue;
             }
-            let Ok(content) = std::fs::read_to_string(&path) else { continue };
+            let Ok(content) = std::fs::read_to_string(&path) else {
+                continue;
+            };
             let trimmed_digest = sha1_hex(content.trim());
             if seen.contains(&trimmed_digest) {
                 continue;
@@ -145,7 +173,9 @@ impl Workspace {
         let mut out = Vec::new();
         let global = self.home.join("AGENTS.md");
         if let Ok(content) = std::fs::read_to_string(&global) {
-            let display = if std::env::var("DSH_HOME").is_ok_and(|v| !v.trim().is_empty()) || self.config.dsh_home.is_some() {
+            let display = if std::env::var("DSH_HOME").is_ok_and(|v| !v.trim().is_empty())
+                || self.config.dsh_home.is_some()
+            {
                 "$DSH_HOME/AGENTS.md".to_string()
             } else {
                 "~/.dsh/AGENTS.md".to_string()
@@ -158,7 +188,11 @@ impl Workspace {
                 content,
             });
         }
-        let mut dirs: Vec<&Path> = self.cwd.ancestors().take_while(|d| d.starts_with(&self.root)).collect();
+        let mut dirs: Vec<&Path> = self
+            .cwd
+            .ancestors()
+            .take_while(|d| d.starts_with(&self.root))
+            .collect();
         dirs.reverse();
         for d in dirs {
             out.extend(self.files_in(d));
@@ -168,12 +202,21 @@ impl Workspace {
 
     /// Nested instruction files between the cwd and the directory of `touched`.
     fn nested_sources(&self, touched: &Path) -> Vec<Source> {
-        let abs = if touched.is_absolute() { touched.to_path_buf() } else { self.cwd.join(touched) };
-        let Some(parent) = abs.parent() else { return Vec::new() };
+        let abs = if touched.is_absolute() {
+            touched.to_path_buf()
+        } else {
+            self.cwd.join(touched)
+        };
+        let Some(parent) = abs.parent() else {
+            return Vec::new();
+        };
         if !parent.starts_with(&self.cwd) || parent == self.cwd {
             return Vec::new();
         }
-        let mut dirs: Vec<&Path> = parent.ancestors().take_while(|d| d.starts_with(&self.cwd) && *d != self.cwd).collect();
+        let mut dirs: Vec<&Path> = parent
+            .ancestors()
+            .take_while(|d| d.starts_with(&self.cwd) && *d != self.cwd)
+            .collect();
         dirs.reverse();
         dirs.into_iter().flat_map(|d| self.files_in(d)).collect()
     }
@@ -207,7 +250,11 @@ struct AgentState {
     touched: Vec<PathBuf>,
 }
 
-fn instruction_message(content: Vec<ContentBlock>, baseline: Option<String>, changes: Vec<Value>) -> Message {
+fn instruction_message(
+    content: Vec<ContentBlock>,
+    baseline: Option<String>,
+    changes: Vec<Value>,
+) -> Message {
     let mut extra: Vec<(String, Value)> = vec![("form".into(), Value::from("instructions"))];
     if let Some(identity) = baseline {
         extra.push(("baseline".into(), Value::Bool(true)));
@@ -232,7 +279,10 @@ fn baseline_visible(agent: &AgentRef, id: &str) -> bool {
 /// Decides what to enter before a step: `(message, via_inbox)`.
 fn desired(ws: &Workspace, state: &mut AgentState, agent: &AgentRef) -> Option<(Message, bool)> {
     let touched = std::mem::take(&mut state.touched);
-    let visible = state.baseline_id.as_deref().is_some_and(|id| baseline_visible(agent, id));
+    let visible = state
+        .baseline_id
+        .as_deref()
+        .is_some_and(|id| baseline_visible(agent, id));
     let mut nested: Vec<Source> = Vec::new();
     for t in &touched {
         for s in ws.nested_sources(t) {
@@ -253,9 +303,16 @@ fn desired(ws: &Workspace, state: &mut AgentState, agent: &AgentRef) -> Option<(
         }
         for (scope, _) in state.shown.clone() {
             if !sources.iter().chain(&extra).any(|s| s.scope == scope)
-                && let Some(dir) = scope.split('\u{0}').next().filter(|d| *d != "." && *d != "user-global")
+                && let Some(dir) = scope
+                    .split('\u{0}')
+                    .next()
+                    .filter(|d| *d != "." && *d != "user-global")
             {
-                extra.extend(ws.files_in(&ws.root.join(dir)).into_iter().filter(|s| s.scope == scope));
+                extra.extend(
+                    ws.files_in(&ws.root.join(dir))
+                        .into_iter()
+                        .filter(|s| s.scope == scope),
+                );
             }
         }
         if sources.is_empty() && extra.is_empty() {
@@ -267,20 +324,33 @@ fn desired(ws: &Workspace, state: &mut AgentState, agent: &AgentRef) -> Option<(
         }
         content.extend(extra.iter().map(|s| ContentBlock::text(addition_text(s))));
         let changes: Vec<Value> = sources.iter().chain(&extra).map(change).collect();
-        state.shown = sources.iter().chain(&extra).map(|s| (s.scope.clone(), s.digest.clone())).collect();
+        state.shown = sources
+            .iter()
+            .chain(&extra)
+            .map(|s| (s.scope.clone(), s.digest.clone()))
+            .collect();
         let message = instruction_message(content, Some(ws.identity()), changes);
         state.baseline_id = Some(message.id.clone());
         return Some((message, !touched.is_empty()));
     }
-    let fresh: Vec<Source> = nested.into_iter().filter(|s| state.shown.get(&s.scope) != Some(&s.digest)).collect();
+    let fresh: Vec<Source> = nested
+        .into_iter()
+        .filter(|s| state.shown.get(&s.scope) != Some(&s.digest))
+        .collect();
     if fresh.is_empty() {
         return None;
     }
     for s in &fresh {
         state.shown.insert(s.scope.clone(), s.digest.clone());
     }
-    let content = fresh.iter().map(|s| ContentBlock::text(addition_text(s))).collect();
-    Some((instruction_message(content, None, fresh.iter().map(change).collect()), true))
+    let content = fresh
+        .iter()
+        .map(|s| ContentBlock::text(addition_text(s)))
+        .collect();
+    Some((
+        instruction_message(content, None, fresh.iter().map(change).collect()),
+        true,
+    ))
 }
 
 /// `@deepseek-ai/dsh-agent-instructions`.
@@ -300,11 +370,20 @@ impl Plugin for InstructionsPlugin {
         {
             let states = states.clone();
             ctx.on_emit::<ToolResultEvent>(ListenOptions::default(), move |p| {
-                let touched = matches!(p.exec.name.as_str(), "read" | "write" | "edit") && !p.result.is_error;
-                if let (true, Some(session), Some(path)) =
-                    (touched, &p.exec.session, p.exec.arguments.get("file_path").and_then(Value::as_str))
-                {
-                    states.lock().unwrap_or_else(|e| e.into_inner()).entry(session.id()).or_default().touched.push(PathBuf::from(path));
+                let touched =
+                    matches!(p.exec.name.as_str(), "read" | "write" | "edit") && !p.result.is_error;
+                if let (true, Some(session), Some(path)) = (
+                    touched,
+                    &p.exec.session,
+                    p.exec.arguments.get("file_path").and_then(Value::as_str),
+                ) {
+                    states
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .entry(session.id())
+                        .or_default()
+                        .touched
+                        .push(PathBuf::from(path));
                 }
                 Ok(())
             })?;
@@ -314,9 +393,13 @@ impl Plugin for InstructionsPlugin {
             let config = config.clone();
             Box::pin(async move {
                 let decision = next.run().await?;
-                let PreStepDecision::Enter(mut messages) = decision else { return Ok(decision) };
+                let PreStepDecision::Enter(mut messages) = decision else {
+                    return Ok(decision);
+                };
                 let agent = p.agent.clone();
-                let Some(cwd) = agent.cwd() else { return Ok(PreStepDecision::Enter(messages)) };
+                let Some(cwd) = agent.cwd() else {
+                    return Ok(PreStepDecision::Enter(messages));
+                };
                 let ws = Workspace::new(config, cwd);
                 let wanted = {
                     let mut map = states.lock().unwrap_or_else(|e| e.into_inner());
@@ -356,7 +439,8 @@ impl Plugin for CompactionFixturePlugin {
                 let decision = next.run().await?;
                 let hit = p.exec.name == "read"
                     && !p.result.is_error
-                    && p.exec.arguments.get("file_path").and_then(Value::as_str) == Some("nested/task.txt");
+                    && p.exec.arguments.get("file_path").and_then(Value::as_str)
+                        == Some("nested/task.txt");
                 if let (true, Some(session)) = (hit, &p.exec.session) {
                     let baseline = session.read(|s| {
                         s.events()
@@ -364,8 +448,10 @@ impl Plugin for CompactionFixturePlugin {
                             .rev()
                             .find(|e| {
                                 e.is(types::USER_MESSAGE)
-                                    && e.data.pointer("/source/kind").and_then(Value::as_str) == Some(SOURCE_KIND)
-                                    && e.data.pointer("/source/baseline") == Some(&Value::Bool(true))
+                                    && e.data.pointer("/source/kind").and_then(Value::as_str)
+                                        == Some(SOURCE_KIND)
+                                    && e.data.pointer("/source/baseline")
+                                        == Some(&Value::Bool(true))
                                     && s.surface().nodes().contains(&e.seq)
                             })
                             .map(|e| e.seq)
@@ -374,8 +460,16 @@ impl Plugin for CompactionFixturePlugin {
                         let mut source = Map::new();
                         source.insert("kind".into(), Value::from("plugin"));
                         source.insert("plugin".into(), Value::from("compact"));
-                        source.insert("compactionId".into(), Value::from("workspace-context-fixture"));
-                        let m = Message::user(vec![ContentBlock::text("Earlier context was compacted for this snapshot.")], MessageSource::Other(source));
+                        source.insert(
+                            "compactionId".into(),
+                            Value::from("workspace-context-fixture"),
+                        );
+                        let m = Message::user(
+                            vec![ContentBlock::text(
+                                "Earlier context was compacted for this snapshot.",
+                            )],
+                            MessageSource::Other(source),
+                        );
                         session.append(
                             types::USER_MESSAGE,
                             m.to_value(),

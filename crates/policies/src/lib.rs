@@ -8,7 +8,9 @@ pub mod permissions;
 pub mod retry;
 pub mod title;
 
-pub use host::{Credentials, DefaultModel, Settings, dsh_home, layer, parse_dotenv, read_yaml_file};
+pub use host::{
+    Credentials, DefaultModel, Settings, dsh_home, layer, parse_dotenv, read_yaml_file,
+};
 pub use permissions::{ApprovalAnswerer, ApprovalPolicy, Approvals, PermissionMode, SandboxPolicy};
 
 /// Adds every plugin of this crate to `catalog`.

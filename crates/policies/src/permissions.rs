@@ -79,7 +79,12 @@ impl Plugin for SandboxPolicyPlugin {
             "sandbox:policy",
             110.0,
             Arc::new(move |a| {
-                let cwd = a.cwd.as_ref().map(|p| std::fs::canonicalize(p).unwrap_or_else(|_| p.clone()).display().to_string());
+                let cwd = a.cwd.as_ref().map(|p| {
+                    std::fs::canonicalize(p)
+                        .unwrap_or_else(|_| p.clone())
+                        .display()
+                        .to_string()
+                });
                 policy_text(mode, cwd.as_deref())
             }),
         )?;
@@ -113,13 +118,23 @@ impl Approvals {
     }
 
     /// Registers a frontend answerer as an effect of `ctx`.
-    pub fn register_answerer(self: &Arc<Self>, ctx: &Context, answerer: Arc<dyn ApprovalAnswerer>) -> Result<EffectHandle, BoxError> {
+    pub fn register_answerer(
+        self: &Arc<Self>,
+        ctx: &Context,
+        answerer: Arc<dyn ApprovalAnswerer>,
+    ) -> Result<EffectHandle, BoxError> {
         let id = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        self.answerers.write().unwrap_or_else(|p| p.into_inner()).push((id, answerer));
+        self.answerers
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .push((id, answerer));
         let this = Arc::downgrade(self);
         Ok(ctx.effect("approval answerer", move || {
             if let Some(this) = this.upgrade() {
-                this.answerers.write().unwrap_or_else(|p| p.into_inner()).retain(|(i, _)| *i != id);
+                this.answerers
+                    .write()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .retain(|(i, _)| *i != id);
             }
         })?)
     }
@@ -136,7 +151,12 @@ fn outcome_name(o: ApprovalOutcome) -> &'static str {
 
 impl ApprovalService for Approvals {
     fn request(&self, request: ApprovalRequest) -> BoxFuture<'static, ApprovalOutcome> {
-        let answerer = self.answerers.read().unwrap_or_else(|p| p.into_inner()).first().map(|(_, a)| a.clone());
+        let answerer = self
+            .answerers
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .first()
+            .map(|(_, a)| a.clone());
         let policy = self.policy;
         Box::pin(async move {
             // Every ask is audited in the session log: `approval/asked` then `approval/decided`.
@@ -162,7 +182,11 @@ impl ApprovalService for Approvals {
                 (ApprovalPolicy::Ask, Some(a)) => a.ask(request).await,
             };
             if let Some(s) = &session
-                && let Err(e) = s.append("approval/decided", serde_json::json!({"id": id, "outcome": outcome_name(outcome)}), None)
+                && let Err(e) = s.append(
+                    "approval/decided",
+                    serde_json::json!({"id": id, "outcome": outcome_name(outcome)}),
+                    None,
+                )
             {
                 tracing::warn!("approval: cannot log the decision: {e}");
             }
@@ -195,15 +219,28 @@ impl Plugin for ApprovalPlugin {
     fn apply(&self, ctx: &Context, config: &PluginConfig) -> Result<(), BoxError> {
         let c: ApprovalConfig = config.parse()?;
         let policy = c.policy.unwrap_or(ApprovalPolicy::Ask);
-        let approvals = Arc::new(Approvals { policy, answerers: RwLock::new(Vec::new()), next: 1.into() });
+        let approvals = Arc::new(Approvals {
+            policy,
+            answerers: RwLock::new(Vec::new()),
+            next: 1.into(),
+        });
         ctx.provide(approvals.clone())?;
         ctx.provide(Arc::new(Approval(Arc::new(Forward(approvals)))))?;
         let prompt = ctx.require::<dsh_prompt::SystemPrompt>()?;
         let text = match policy {
-            ApprovalPolicy::Never => "Approval prompts are off for this session: anything that needs approval is refused automatically, so do not ask for sandbox escalation (leave `sandbox_permissions` unset).",
-            ApprovalPolicy::Ask => "Approval policy: ask. Operations that need approval go to the user when a way to ask is available; if none is, they are refused.",
+            ApprovalPolicy::Never => {
+                "Approval prompts are off for this session: anything that needs approval is refused automatically, so do not ask for sandbox escalation (leave `sandbox_permissions` unset)."
+            }
+            ApprovalPolicy::Ask => {
+                "Approval policy: ask. Operations that need approval go to the user when a way to ask is available; if none is, they are refused."
+            }
         };
-        prompt.context(ctx, "approval:policy", 115.0, Arc::new(move |_| text.to_string()))?;
+        prompt.context(
+            ctx,
+            "approval:policy",
+            115.0,
+            Arc::new(move |_| text.to_string()),
+        )?;
         Ok(())
     }
 }

@@ -25,14 +25,28 @@ pub fn backoff_ms(policy: &RetryPolicy, retry: u32, unit: f64) -> u64 {
 }
 
 /// The previous `llm/retry` for the same turn/step/provider/policy, if any.
-fn previous<'a>(events: &'a [std::sync::Arc<Event>], p: &RequestErrorPayload, key: &str) -> Option<&'a Value> {
-    events.iter().rev().filter(|e| e.is(types::LLM_RETRY)).map(|e| e.data.as_value()).find(|d| {
-        d["turn"] == json!(p.turn) && d["step"] == json!(p.step) && d["provider"] == json!(p.provider) && d["policyKey"] == json!(key)
-    })
+fn previous<'a>(
+    events: &'a [std::sync::Arc<Event>],
+    p: &RequestErrorPayload,
+    key: &str,
+) -> Option<&'a Value> {
+    events
+        .iter()
+        .rev()
+        .filter(|e| e.is(types::LLM_RETRY))
+        .map(|e| e.data.as_value())
+        .find(|d| {
+            d["turn"] == json!(p.turn)
+                && d["step"] == json!(p.step)
+                && d["provider"] == json!(p.provider)
+                && d["policyKey"] == json!(key)
+        })
 }
 
 async fn decide(p: &RequestErrorPayload) -> Result<Option<RequestErrorAction>, BoxError> {
-    let Some(policy) = &p.retry_policy else { return Ok(None) };
+    let Some(policy) = &p.retry_policy else {
+        return Ok(None);
+    };
     if policy.mode == RetryMode::Normal && !policy.retryable_codes.contains(&p.failure.code) {
         return Ok(None);
     }
@@ -46,7 +60,13 @@ async fn decide(p: &RequestErrorPayload) -> Result<Option<RequestErrorAction>, B
                 if policy.mode == RetryMode::Normal && n >= policy.max_retries {
                     return Ok(None);
                 }
-                (n + 1, prev["retryId"].as_str().map(str::to_owned).unwrap_or_default())
+                (
+                    n + 1,
+                    prev["retryId"]
+                        .as_str()
+                        .map(str::to_owned)
+                        .unwrap_or_default(),
+                )
             }
             None => {
                 if policy.mode == RetryMode::Normal && policy.max_retries == 0 {
@@ -125,8 +145,17 @@ mod tests {
         assert_eq!(backoff_ms(&p, 2, 0.5), 1000);
         assert_eq!(backoff_ms(&p, 6, 0.5), 10_000);
         assert_eq!(backoff_ms(&p, 1, 0.0), 450);
-        assert_eq!(backoff_ms(&p, 6, 1.0), 10_000, "jitter never exceeds the cap");
-        let strict = RetryPolicy { initial_delay_ms: 1, max_delay_ms: 1, jitter_ratio: 0.0, ..RetryPolicy::default() };
+        assert_eq!(
+            backoff_ms(&p, 6, 1.0),
+            10_000,
+            "jitter never exceeds the cap"
+        );
+        let strict = RetryPolicy {
+            initial_delay_ms: 1,
+            max_delay_ms: 1,
+            jitter_ratio: 0.0,
+            ..RetryPolicy::default()
+        };
         assert_eq!(backoff_ms(&strict, 3, 0.9), 1);
     }
 }

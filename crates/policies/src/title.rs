@@ -66,13 +66,20 @@ pub fn normalize(text: &str) -> String {
             c => out.push(c),
         }
     }
-    out.split(' ').filter(|w| !w.is_empty()).collect::<Vec<_>>().join(" ")
+    out.split(' ')
+        .filter(|w| !w.is_empty())
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 /// The fallback title: the first `words` words, at most `bytes` UTF-8 bytes.
 pub fn fallback_title(text: &str, words: usize, bytes: usize) -> String {
     let normalized = normalize(text);
-    let mut title: String = normalized.split(' ').take(words).collect::<Vec<_>>().join(" ");
+    let mut title: String = normalized
+        .split(' ')
+        .take(words)
+        .collect::<Vec<_>>()
+        .join(" ");
     if title.len() > bytes {
         let mut cut = bytes;
         while !title.is_char_boundary(cut) {
@@ -84,23 +91,34 @@ pub fn fallback_title(text: &str, words: usize, bytes: usize) -> String {
 }
 
 fn message_text(m: &Message) -> String {
-    m.content.iter().filter_map(ContentBlock::as_text).collect::<Vec<_>>().join("\n")
+    m.content
+        .iter()
+        .filter_map(ContentBlock::as_text)
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// Writes the fallback title if the session has none yet.
-pub fn ensure_fallback(session: &std::sync::Arc<LiveSession>, words: usize, bytes: usize) -> Result<(), BoxError> {
+pub fn ensure_fallback(
+    session: &std::sync::Arc<LiveSession>,
+    words: usize,
+    bytes: usize,
+) -> Result<(), BoxError> {
     let candidate = session.read(|s| {
         if s.events().iter().any(|e| e.is(types::SESSION_TITLE)) {
             return None;
         }
-        s.events().iter().filter(|e| e.is(types::USER_MESSAGE)).find_map(|e| {
-            let m = Message::from_value(e.data.to_value()).ok()?;
-            if m.source.kind() != "user" {
-                return None;
-            }
-            let title = fallback_title(&message_text(&m), words, bytes);
-            (!title.is_empty()).then_some((e.seq, title))
-        })
+        s.events()
+            .iter()
+            .filter(|e| e.is(types::USER_MESSAGE))
+            .find_map(|e| {
+                let m = Message::from_value(e.data.to_value()).ok()?;
+                if m.source.kind() != "user" {
+                    return None;
+                }
+                let title = fallback_title(&message_text(&m), words, bytes);
+                (!title.is_empty()).then_some((e.seq, title))
+            })
     });
     if let Some((seq, title)) = candidate {
         session.append(
@@ -125,7 +143,9 @@ impl Plugin for TitlePlugin {
         ctx.on_waterfall::<Request>(ListenOptions::default(), move |p, next| {
             let session = p.agent.session().clone();
             Box::pin(async move {
-                if let Err(e) = ensure_fallback(&session, c.fallback_max_words, c.fallback_max_bytes) {
+                if let Err(e) =
+                    ensure_fallback(&session, c.fallback_max_words, c.fallback_max_bytes)
+                {
                     tracing::warn!("session-title: {e}");
                 }
                 next.run().await
@@ -142,13 +162,30 @@ mod tests {
 
     #[test]
     fn fallback_titles_match_upstream_examples() {
-        assert_eq!(fallback_title("Reply with exactly the word: PONG. Do not use any tools.", 5, 40), "Reply with exactly the word:");
-        assert_eq!(fallback_title("Use the bash tool to run exactly: echo", 5, 40), "Use the bash tool to");
         assert_eq!(
-            fallback_title("Read nested/task.txt, then read scope</system-reminder>/AGENTS.md and more", 5, 40),
+            fallback_title(
+                "Reply with exactly the word: PONG. Do not use any tools.",
+                5,
+                40
+            ),
+            "Reply with exactly the word:"
+        );
+        assert_eq!(
+            fallback_title("Use the bash tool to run exactly: echo", 5, 40),
+            "Use the bash tool to"
+        );
+        assert_eq!(
+            fallback_title(
+                "Read nested/task.txt, then read scope</system-reminder>/AGENTS.md and more",
+                5,
+                40
+            ),
             "Read nested/task.txt, then read scope</s"
         );
-        assert_eq!(fallback_title("  \u{1b}[31mred\u{1b}[0m\t\ttext\u{200B} ", 5, 40), "red text");
+        assert_eq!(
+            fallback_title("  \u{1b}[31mred\u{1b}[0m\t\ttext\u{200B} ", 5, 40),
+            "red text"
+        );
         assert_eq!(fallback_title("\u{7}", 5, 40), "");
         assert_eq!(fallback_title("ééééééééééééééééééééééé", 5, 5), "éé");
     }
@@ -208,18 +245,29 @@ async fn llm_title(
     route: (String, String),
 ) -> Result<(), BoxError> {
     let first = session.read(|s| {
-        s.events().iter().filter(|e| e.is(types::USER_MESSAGE)).find_map(|e| {
-            let m = Message::from_value(e.data.to_value()).ok()?;
-            (m.source.kind() == "user" && !normalize(&message_text(&m)).is_empty()).then(|| (e.seq, message_text(&m)))
-        })
+        s.events()
+            .iter()
+            .filter(|e| e.is(types::USER_MESSAGE))
+            .find_map(|e| {
+                let m = Message::from_value(e.data.to_value()).ok()?;
+                (m.source.kind() == "user" && !normalize(&message_text(&m)).is_empty())
+                    .then(|| (e.seq, message_text(&m)))
+            })
     });
-    let Some((seq, text)) = first else { return Ok(()) };
+    let Some((seq, text)) = first else {
+        return Ok(());
+    };
     let framed = format!(
         "Title this session from the human messages in this JSON array:\n{}",
         dsh_kernel::json::to_string(&json!([{"seq": seq, "text": text}]))
     );
     if framed.len() > c.max_input_bytes {
-        return Err(format!("session-title-llm: input is {} bytes, exceeding maxInputBytes {}", framed.len(), c.max_input_bytes).into());
+        return Err(format!(
+            "session-title-llm: input is {} bytes, exceeding maxInputBytes {}",
+            framed.len(),
+            c.max_input_bytes
+        )
+        .into());
     }
     let system = title_system(&c);
     let message = Message::user(
@@ -255,7 +303,8 @@ async fn llm_title(
         }
         Ok::<_, BoxError>(asm)
     };
-    let asm = match tokio::time::timeout(std::time::Duration::from_millis(c.timeout_ms), run).await {
+    let asm = match tokio::time::timeout(std::time::Duration::from_millis(c.timeout_ms), run).await
+    {
         Ok(r) => r?,
         Err(_) => {
             cancel.cancel();
@@ -263,9 +312,15 @@ async fn llm_title(
         }
     };
     match asm.finish() {
-        dsh_llm::FinishReason::Error(f) | dsh_llm::FinishReason::Aborted(f) => return Err(f.message.into()),
-        dsh_llm::FinishReason::MaxTokens => return Err("session-title-llm: title output reached maxOutputTokens".into()),
-        dsh_llm::FinishReason::ToolCalls => return Err("session-title-llm: title model unexpectedly requested a tool".into()),
+        dsh_llm::FinishReason::Error(f) | dsh_llm::FinishReason::Aborted(f) => {
+            return Err(f.message.into());
+        }
+        dsh_llm::FinishReason::MaxTokens => {
+            return Err("session-title-llm: title output reached maxOutputTokens".into());
+        }
+        dsh_llm::FinishReason::ToolCalls => {
+            return Err("session-title-llm: title model unexpectedly requested a tool".into());
+        }
         _ => {}
     }
     let blocks = asm.blocks()?;
@@ -294,7 +349,8 @@ impl Plugin for LlmTitlePlugin {
     fn apply(&self, ctx: &Context, config: &PluginConfig) -> Result<(), BoxError> {
         let c: LlmTitleConfig = config.parse()?;
         let llm = ctx.require::<dsh_llm::LlmRuntime>()?;
-        let started: std::sync::Arc<std::sync::Mutex<std::collections::HashSet<String>>> = Default::default();
+        let started: std::sync::Arc<std::sync::Mutex<std::collections::HashSet<String>>> =
+            Default::default();
         let spawner = ctx.clone();
         ctx.on_emit::<dsh_session::SessionAppended>(ListenOptions::GLOBAL, move |p| {
             if !p.event.is(types::REQUEST_HEADER) {
@@ -302,18 +358,45 @@ impl Plugin for LlmTitlePlugin {
             }
             let session = p.session.clone();
             let header = session.header();
-            if header.parent_session.is_some() || !started.lock().unwrap_or_else(|e| e.into_inner()).insert(header.id.clone()) {
+            if header.parent_session.is_some()
+                || !started
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(header.id.clone())
+            {
                 return Ok(());
             }
             let has_provider_title = session.read(|s| {
-                s.events().iter().any(|e| e.is(types::SESSION_TITLE) && e.data.pointer("/source/kind").and_then(Value::as_str) != Some("fallback"))
+                s.events().iter().any(|e| {
+                    e.is(types::SESSION_TITLE)
+                        && e.data.pointer("/source/kind").and_then(Value::as_str)
+                            != Some("fallback")
+                })
             });
             if has_provider_title {
                 return Ok(());
             }
             let route = (
-                c.provider.clone().or_else(|| p.event.data.pointer("/header/config/provider").and_then(Value::as_str).map(str::to_owned)).unwrap_or_default(),
-                c.model.clone().or_else(|| p.event.data.pointer("/header/config/model").and_then(Value::as_str).map(str::to_owned)).unwrap_or_default(),
+                c.provider
+                    .clone()
+                    .or_else(|| {
+                        p.event
+                            .data
+                            .pointer("/header/config/provider")
+                            .and_then(Value::as_str)
+                            .map(str::to_owned)
+                    })
+                    .unwrap_or_default(),
+                c.model
+                    .clone()
+                    .or_else(|| {
+                        p.event
+                            .data
+                            .pointer("/header/config/model")
+                            .and_then(Value::as_str)
+                            .map(str::to_owned)
+                    })
+                    .unwrap_or_default(),
             );
             let (llm, c) = (llm.clone(), c.clone());
             spawner.spawn(async move {

@@ -141,7 +141,11 @@ fn depth(scope: Option<ScopeId>, ctx: &Context) -> usize {
 
 impl SystemPrompt {
     pub fn new(config: PromptConfig) -> Arc<Self> {
-        let this = Arc::new(Self { config, registry: RwLock::default(), next_id: AtomicU64::new(1) });
+        let this = Arc::new(Self {
+            config,
+            registry: RwLock::default(),
+            next_id: AtomicU64::new(1),
+        });
         {
             let mut reg = this.registry.write().unwrap_or_else(|p| p.into_inner());
             if this.config.include_harness_identity {
@@ -188,44 +192,88 @@ impl SystemPrompt {
     }
 
     /// Registers a system-prompt section (a scoped one shadows a same-named outer one).
-    pub fn section(self: &Arc<Self>, ctx: &Context, name: &str, order: f64, text: TextFn) -> Result<EffectHandle, BoxError> {
+    pub fn section(
+        self: &Arc<Self>,
+        ctx: &Context,
+        name: &str,
+        order: f64,
+        text: TextFn,
+    ) -> Result<EffectHandle, BoxError> {
         let id = self.id();
         let scope = ctx.scope().map(|s| s.id());
-        self.write().sections.push(Named { id, scope, name: name.into(), order, text });
+        self.write().sections.push(Named {
+            id,
+            scope,
+            name: name.into(),
+            order,
+            text,
+        });
         self.undo(ctx, id)
     }
 
     /// Registers a runtime-context section (rendered into the snapshot message).
-    pub fn context(self: &Arc<Self>, ctx: &Context, name: &str, order: f64, text: TextFn) -> Result<EffectHandle, BoxError> {
+    pub fn context(
+        self: &Arc<Self>,
+        ctx: &Context,
+        name: &str,
+        order: f64,
+        text: TextFn,
+    ) -> Result<EffectHandle, BoxError> {
         let id = self.id();
         let scope = ctx.scope().map(|s| s.id());
-        self.write().contexts.push(Named { id, scope, name: name.into(), order, text });
+        self.write().contexts.push(Named {
+            id,
+            scope,
+            name: name.into(),
+            order,
+            text,
+        });
         self.undo(ctx, id)
     }
 
     /// Registers a variable provider (`name` must match `^[a-z][a-z0-9_]*$`).
-    pub fn variable(self: &Arc<Self>, ctx: &Context, name: &str, provider: VariableFn) -> Result<EffectHandle, BoxError> {
+    pub fn variable(
+        self: &Arc<Self>,
+        ctx: &Context,
+        name: &str,
+        provider: VariableFn,
+    ) -> Result<EffectHandle, BoxError> {
         let valid = name.chars().next().is_some_and(|c| c.is_ascii_lowercase())
-            && name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+            && name
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
         if !valid {
             return Err(format!("invalid prompt variable name \"{name}\"").into());
         }
         let id = self.id();
-        self.write().variables.push((id, ctx.scope().map(|s| s.id()), name.into(), provider));
+        self.write()
+            .variables
+            .push((id, ctx.scope().map(|s| s.id()), name.into(), provider));
         self.undo(ctx, id)
     }
 
     /// Registers a tool-schema provider.
-    pub fn tools(self: &Arc<Self>, ctx: &Context, provider: ToolsFn) -> Result<EffectHandle, BoxError> {
+    pub fn tools(
+        self: &Arc<Self>,
+        ctx: &Context,
+        provider: ToolsFn,
+    ) -> Result<EffectHandle, BoxError> {
         let id = self.id();
-        self.write().tools.push((id, ctx.scope().map(|s| s.id()), provider));
+        self.write()
+            .tools
+            .push((id, ctx.scope().map(|s| s.id()), provider));
         self.undo(ctx, id)
     }
 
     /// Suppresses runtime-context snapshots for `ctx`'s scope.
-    pub fn suppress_runtime_context(self: &Arc<Self>, ctx: &Context) -> Result<EffectHandle, BoxError> {
+    pub fn suppress_runtime_context(
+        self: &Arc<Self>,
+        ctx: &Context,
+    ) -> Result<EffectHandle, BoxError> {
         let id = self.id();
-        self.write().suppressors.push((id, ctx.scope().map(|s| s.id())));
+        self.write()
+            .suppressors
+            .push((id, ctx.scope().map(|s| s.id())));
         self.undo(ctx, id)
     }
 
@@ -241,7 +289,11 @@ impl SystemPrompt {
             }
         }
         let mut v: Vec<Named> = out.into_iter().map(|(n, _)| n).collect();
-        v.sort_by(|a, b| a.order.partial_cmp(&b.order).unwrap_or(std::cmp::Ordering::Equal));
+        v.sort_by(|a, b| {
+            a.order
+                .partial_cmp(&b.order)
+                .unwrap_or(std::cmp::Ordering::Equal)
+        });
         v
     }
 
@@ -259,14 +311,20 @@ impl SystemPrompt {
             }
             let sections = Self::merged(&reg.sections, ctx)
                 .into_iter()
-                .map(|n| AssembledSection { text: (n.text)(&context), name: n.name })
+                .map(|n| AssembledSection {
+                    text: (n.text)(&context),
+                    name: n.name,
+                })
                 .collect();
             let contexts = if suppressed {
                 Vec::new()
             } else {
                 Self::merged(&reg.contexts, ctx)
                     .into_iter()
-                    .map(|n| AssembledSection { text: (n.text)(&context), name: n.name })
+                    .map(|n| AssembledSection {
+                        text: (n.text)(&context),
+                        name: n.name,
+                    })
                     .collect()
             };
             let mut schemas = Vec::new();
@@ -276,22 +334,37 @@ impl SystemPrompt {
                 }
             }
             let tools = order_tools(schemas, self.config.tool_order.as_deref())?;
-            PromptAssembly { sections, contexts, tools, variables }
+            PromptAssembly {
+                sections,
+                contexts,
+                tools,
+                variables,
+            }
         };
         let payload = AssemblePayload { assembly, context };
         let default = |p: &AssemblePayload| -> BoxFuture<'_, Result<PromptAssembly, BoxError>> {
             let a = p.assembly.clone();
             Box::pin(async move { Ok(a) })
         };
-        payload.context.ctx.clone().waterfall::<AssembleEvent, _>(&payload, &default).await
+        payload
+            .context
+            .ctx
+            .clone()
+            .waterfall::<AssembleEvent, _>(&payload, &default)
+            .await
     }
 }
 
 /// Orders tool schemas: by name (UTF-16 order) or by `tool_order` with the
 /// `<unlisted-tools>` marker standing for every other tool, sorted by name.
-pub fn order_tools(mut schemas: Vec<ToolSchema>, tool_order: Option<&[String]>) -> Result<Vec<ToolSchema>, PromptError> {
+pub fn order_tools(
+    mut schemas: Vec<ToolSchema>,
+    tool_order: Option<&[String]>,
+) -> Result<Vec<ToolSchema>, PromptError> {
     schemas.sort_by(|a, b| a.name.encode_utf16().cmp(b.name.encode_utf16()));
-    let Some(order) = tool_order else { return Ok(schemas) };
+    let Some(order) = tool_order else {
+        return Ok(schemas);
+    };
     for name in order {
         if name != UNLISTED_TOOLS && !schemas.iter().any(|s| &s.name == name) {
             return Err(PromptError::UnknownToolInOrder(name.clone()));
@@ -316,7 +389,10 @@ pub fn order_tools(mut schemas: Vec<ToolSchema>, tool_order: Option<&[String]>) 
 
 /// Strict `{{name}}` interpolation. A `{{` with no later `}}` is literal; a `{{` that does
 /// not form a valid group while a `}}` follows is an error; values are not rescanned.
-pub fn interpolate(text: &str, variables: &HashMap<String, Option<String>>) -> Result<String, PromptError> {
+pub fn interpolate(
+    text: &str,
+    variables: &HashMap<String, Option<String>>,
+) -> Result<String, PromptError> {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
     while let Some(start) = rest.find("{{") {
@@ -326,9 +402,14 @@ pub fn interpolate(text: &str, variables: &HashMap<String, Option<String>>) -> R
         };
         let name = &after[..end];
         let valid = name.chars().next().is_some_and(|c| c.is_ascii_lowercase())
-            && name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+            && name
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
         if !valid {
-            return Err(PromptError::Malformed(format!("{{{{{}", &after[..end.min(20)])));
+            return Err(PromptError::Malformed(format!(
+                "{{{{{}",
+                &after[..end.min(20)]
+            )));
         }
         let value = match variables.get(name) {
             None => return Err(PromptError::UnknownVariable(name.into())),
@@ -356,12 +437,17 @@ pub fn render_prompt(assembly: &PromptAssembly) -> Result<String, PromptError> {
 }
 
 /// Interpolated, non-empty context sections.
-pub fn render_context_sections(assembly: &PromptAssembly) -> Result<Vec<AssembledSection>, PromptError> {
+pub fn render_context_sections(
+    assembly: &PromptAssembly,
+) -> Result<Vec<AssembledSection>, PromptError> {
     let mut out = Vec::new();
     for s in &assembly.contexts {
         let text = interpolate(&s.text, &assembly.variables)?;
         if !text.is_empty() {
-            out.push(AssembledSection { name: s.name.clone(), text });
+            out.push(AssembledSection {
+                name: s.name.clone(),
+                text,
+            });
         }
     }
     Ok(out)
@@ -386,50 +472,108 @@ mod tests {
     use pretty_assertions::assert_eq;
 
     fn vars(pairs: &[(&str, Option<&str>)]) -> HashMap<String, Option<String>> {
-        pairs.iter().map(|(k, v)| (k.to_string(), v.map(str::to_owned))).collect()
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.map(str::to_owned)))
+            .collect()
     }
 
     #[test]
     fn interpolation_is_strict() {
         let v = vars(&[("model", Some("m1")), ("cwd", None)]);
-        assert_eq!(interpolate("use {{model}} now", &v), Ok("use m1 now".into()));
+        assert_eq!(
+            interpolate("use {{model}} now", &v),
+            Ok("use m1 now".into())
+        );
         assert_eq!(interpolate("lone {{ brace", &v), Ok("lone {{ brace".into()));
-        assert_eq!(interpolate("{{cwd}}", &v), Err(PromptError::UnsetVariable("cwd".into())));
-        assert_eq!(interpolate("{{nope}}", &v), Err(PromptError::UnknownVariable("nope".into())));
-        assert!(matches!(interpolate("{{ model }}", &v), Err(PromptError::Malformed(_))));
-        assert_eq!(interpolate("{{model}}{{model}}", &vars(&[("model", Some("{{x}}"))])), Ok("{{x}}{{x}}".into()));
+        assert_eq!(
+            interpolate("{{cwd}}", &v),
+            Err(PromptError::UnsetVariable("cwd".into()))
+        );
+        assert_eq!(
+            interpolate("{{nope}}", &v),
+            Err(PromptError::UnknownVariable("nope".into()))
+        );
+        assert!(matches!(
+            interpolate("{{ model }}", &v),
+            Err(PromptError::Malformed(_))
+        ));
+        assert_eq!(
+            interpolate("{{model}}{{model}}", &vars(&[("model", Some("{{x}}"))])),
+            Ok("{{x}}{{x}}".into())
+        );
     }
 
     fn schema(name: &str) -> ToolSchema {
-        ToolSchema { name: name.into(), description: String::new(), parameters: serde_json::json!({}) }
+        ToolSchema {
+            name: name.into(),
+            description: String::new(),
+            parameters: serde_json::json!({}),
+        }
     }
 
     #[test]
     fn tools_sort_by_name_or_follow_tool_order() {
         let names = |v: Vec<ToolSchema>| v.into_iter().map(|s| s.name).collect::<Vec<_>>();
-        let all = || vec![schema("write"), schema("bash"), schema("read"), schema("Zed")];
-        assert_eq!(names(order_tools(all(), None).unwrap()), ["Zed", "bash", "read", "write"]);
+        let all = || {
+            vec![
+                schema("write"),
+                schema("bash"),
+                schema("read"),
+                schema("Zed"),
+            ]
+        };
+        assert_eq!(
+            names(order_tools(all(), None).unwrap()),
+            ["Zed", "bash", "read", "write"]
+        );
         let order: Vec<String> = vec!["read".into(), UNLISTED_TOOLS.into(), "bash".into()];
-        assert_eq!(names(order_tools(all(), Some(&order)).unwrap()), ["read", "Zed", "write", "bash"]);
+        assert_eq!(
+            names(order_tools(all(), Some(&order)).unwrap()),
+            ["read", "Zed", "write", "bash"]
+        );
         assert!(order_tools(all(), Some(&["nope".to_string()])).is_err());
     }
 
     #[tokio::test]
     async fn sections_sort_by_order_and_scoped_ones_shadow() {
         let root = Context::new_root();
-        let sp = SystemPrompt::new(PromptConfig { persona: "P {{model}}".into(), include_harness_identity: true, tool_order: None });
-        sp.section(&root, "tool:b", 105.0, Arc::new(|_| "B".into())).unwrap();
-        sp.section(&root, "tool:a", 100.0, Arc::new(|_| "A".into())).unwrap();
+        let sp = SystemPrompt::new(PromptConfig {
+            persona: "P {{model}}".into(),
+            include_harness_identity: true,
+            tool_order: None,
+        });
+        sp.section(&root, "tool:b", 105.0, Arc::new(|_| "B".into()))
+            .unwrap();
+        sp.section(&root, "tool:a", 100.0, Arc::new(|_| "A".into()))
+            .unwrap();
         let agent = root.create_scope("agent");
-        sp.section(&agent, "tool:a", 100.0, Arc::new(|_| "A-scoped".into())).unwrap();
-        sp.variable(&root, "model", Arc::new(|c| Some(c.model.clone()))).unwrap();
-        let ac = |ctx: &Context| AssembleContext { ctx: ctx.clone(), session: None, provider: "p".into(), model: "m".into(), cwd: None };
+        sp.section(&agent, "tool:a", 100.0, Arc::new(|_| "A-scoped".into()))
+            .unwrap();
+        sp.variable(&root, "model", Arc::new(|c| Some(c.model.clone())))
+            .unwrap();
+        let ac = |ctx: &Context| AssembleContext {
+            ctx: ctx.clone(),
+            session: None,
+            provider: "p".into(),
+            model: "m".into(),
+            cwd: None,
+        };
         let a = sp.assemble(ac(&agent)).await.unwrap();
-        assert_eq!(render_prompt(&a).unwrap(), format!("{HARNESS_IDENTITY}\n\nP m\n\nA-scoped\n\nB"));
+        assert_eq!(
+            render_prompt(&a).unwrap(),
+            format!("{HARNESS_IDENTITY}\n\nP m\n\nA-scoped\n\nB")
+        );
         let g = sp.assemble(ac(&root)).await.unwrap();
-        assert_eq!(render_prompt(&g).unwrap(), format!("{HARNESS_IDENTITY}\n\nP m\n\nA\n\nB"));
+        assert_eq!(
+            render_prompt(&g).unwrap(),
+            format!("{HARNESS_IDENTITY}\n\nP m\n\nA\n\nB")
+        );
         agent.dispose();
         let after = sp.assemble(ac(&root.create_scope("other"))).await.unwrap();
-        assert_eq!(render_prompt(&after).unwrap(), format!("{HARNESS_IDENTITY}\n\nP m\n\nA\n\nB"));
+        assert_eq!(
+            render_prompt(&after).unwrap(),
+            format!("{HARNESS_IDENTITY}\n\nP m\n\nA\n\nB")
+        );
     }
 }

@@ -35,17 +35,29 @@ pub(crate) struct HttpClients {
 
 impl HttpClients {
     pub(crate) fn for_url(&self, url: &str) -> Result<reqwest::Client, LlmError> {
-        let loopback = reqwest::Url::parse(url).ok().and_then(|u| u.host_str().map(str::to_owned)).is_some_and(|h| {
-            h == "localhost" || h == "[::1]" || h == "::1" || h.starts_with("127.")
-        });
-        let (slot, idle) = if loopback { (&self.fresh, 0) } else { (&self.pooled, usize::MAX) };
+        let loopback = reqwest::Url::parse(url)
+            .ok()
+            .and_then(|u| u.host_str().map(str::to_owned))
+            .is_some_and(|h| {
+                h == "localhost" || h == "[::1]" || h == "::1" || h.starts_with("127.")
+            });
+        let (slot, idle) = if loopback {
+            (&self.fresh, 0)
+        } else {
+            (&self.pooled, usize::MAX)
+        };
         if let Some(c) = slot.get() {
             return Ok(c.clone());
         }
         let client = reqwest::Client::builder()
             .pool_max_idle_per_host(idle)
             .build()
-            .map_err(|e| LlmError::new(codes::TRANSPORT, format!("cannot create an HTTP client: {e}")))?;
+            .map_err(|e| {
+                LlmError::new(
+                    codes::TRANSPORT,
+                    format!("cannot create an HTTP client: {e}"),
+                )
+            })?;
         Ok(slot.get_or_init(|| client).clone())
     }
 }

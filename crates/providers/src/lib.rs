@@ -37,11 +37,11 @@ pub use error::ProviderError;
 pub use http::user_agent;
 pub use live::layer_settings;
 pub use openai_compat::OpenAiCompatAdapter;
-pub use plugins::{DeepSeekPlugin, OpenAiCompatPlugin, register_catalog};
 pub use openai_compat_config::{
     MaxTokensField, OPENAI_COMPAT_DEFAULT_CONTEXT_WINDOW, OPENAI_COMPAT_DEFAULT_MAX_TOKENS,
     OPENAI_COMPAT_PLUGIN, OpenAiCompatConfig, OpenAiCompatModel, OpenAiCompatProfile,
     OpenAiCompatSwitches, ResolvedOpenAiCompat, ResolvedProfile,
 };
+pub use plugins::{DeepSeekPlugin, OpenAiCompatPlugin, register_catalog};
 pub use retry_policy::{MAX_TIMER_DELAY_MS, resolve_retry_policy};
 pub use serialize::{DeepSeekEffort, Thinking};

@@ -9,7 +9,9 @@ use dsh_llm::LlmRuntime;
 use dsh_policies::{Credentials, Settings, dsh_home};
 use serde_json::Value;
 
-use crate::{DeepSeekAdapter, DeepSeekConfig, OpenAiCompatAdapter, OpenAiCompatConfig, ProviderDeps};
+use crate::{
+    DeepSeekAdapter, DeepSeekConfig, OpenAiCompatAdapter, OpenAiCompatConfig, ProviderDeps,
+};
 
 fn deps(ctx: &Context, section: &'static str) -> ProviderDeps {
     let credentials = ctx.get::<Credentials>();
@@ -19,10 +21,15 @@ fn deps(ctx: &Context, section: &'static str) -> ProviderDeps {
     });
     let settings = ctx.get::<Settings>();
     let source = Arc::new(move || {
-        settings.as_ref().and_then(|s| s.section(section).cloned()).unwrap_or(Value::Null)
+        settings
+            .as_ref()
+            .and_then(|s| s.section(section).cloned())
+            .unwrap_or(Value::Null)
     });
     let user_id = Arc::new(anonymous_user_id);
-    ProviderDeps::new(resolver).with_settings(source).with_user_id(user_id)
+    ProviderDeps::new(resolver)
+        .with_settings(source)
+        .with_user_id(user_id)
 }
 
 /// The install's anonymous id (`$DSH_HOME/.anonymous-user-id`), created once.
@@ -98,5 +105,7 @@ impl Plugin for OpenAiCompatPlugin {
 
 /// Adds the provider plugins to `catalog`.
 pub fn register_catalog(catalog: &mut dsh_kernel::Catalog) {
-    catalog.register(DeepSeekPlugin).register(OpenAiCompatPlugin);
+    catalog
+        .register(DeepSeekPlugin)
+        .register(OpenAiCompatPlugin);
 }

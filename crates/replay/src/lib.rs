@@ -16,8 +16,8 @@ use std::sync::{Arc, Mutex};
 
 use dsh_kernel::{BoxError, Context, Plugin, PluginConfig};
 use dsh_llm::{
-    AdapterStream, GenerateOptions, LlmAdapter, LlmError, LlmRuntime, ModelInfo, RetryMode, RetryPolicy,
-    StreamChunk, codes,
+    AdapterStream, GenerateOptions, LlmAdapter, LlmError, LlmRuntime, ModelInfo, RetryMode,
+    RetryPolicy, StreamChunk, codes,
 };
 use dsh_session::{Event, parse_log, types};
 use futures::StreamExt;
@@ -28,8 +28,14 @@ use serde_json::{Value, json};
 #[derive(Clone, Debug, PartialEq)]
 pub enum Entry {
     Chunks(Vec<Value>),
-    Throw { chunks: Vec<Value>, message: String, code: String },
-    Hang { ready_file: Option<String> },
+    Throw {
+        chunks: Vec<Value>,
+        message: String,
+        code: String,
+    },
+    Hang {
+        ready_file: Option<String>,
+    },
 }
 
 impl Entry {
@@ -45,10 +51,23 @@ impl Entry {
             Some("chunks") => Ok(Entry::Chunks(chunks(v)?)),
             Some("throw") => Ok(Entry::Throw {
                 chunks: chunks(v)?,
-                message: v.get("message").and_then(Value::as_str).unwrap_or("replayed failure").to_string(),
-                code: v.get("code").and_then(Value::as_str).unwrap_or(codes::UNKNOWN).to_string(),
+                message: v
+                    .get("message")
+                    .and_then(Value::as_str)
+                    .unwrap_or("replayed failure")
+                    .to_string(),
+                code: v
+                    .get("code")
+                    .and_then(Value::as_str)
+                    .unwrap_or(codes::UNKNOWN)
+                    .to_string(),
             }),
-            Some("hang") => Ok(Entry::Hang { ready_file: v.get("readyFile").and_then(Value::as_str).map(str::to_owned) }),
+            Some("hang") => Ok(Entry::Hang {
+                ready_file: v
+                    .get("readyFile")
+                    .and_then(Value::as_str)
+                    .map(str::to_owned),
+            }),
             other => Err(format!("unknown replay entry kind {other:?}")),
         }
     }
@@ -74,7 +93,10 @@ pub fn derive_script(events: &[Arc<Event>], seed_length: u64) -> (Vec<Entry>, Op
         if e.is(types::ASSISTANT_CHUNK) {
             let k = (e.turn().unwrap_or(0), e.step().unwrap_or(0));
             if key.is_some_and(|old| old != k) && !current.is_empty() {
-                error.get_or_insert(format!("recorded model call at turn {} step {} ends without a finish chunk", k.0, k.1));
+                error.get_or_insert(format!(
+                    "recorded model call at turn {} step {} ends without a finish chunk",
+                    k.0, k.1
+                ));
                 current.clear();
             }
             key = Some(k);
@@ -110,36 +132,55 @@ pub fn derive_script(events: &[Arc<Event>], seed_length: u64) -> (Vec<Entry>, Op
 
 /// Loads a recorded log file into a script.
 pub fn load_script(path: &Path) -> Result<Script, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("llm-replay: cannot read {}: {e}", path.display()))?;
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("llm-replay: cannot read {}: {e}", path.display()))?;
     let parsed = parse_log(&text).map_err(|e| format!("llm-replay: {}: {e}", path.display()))?;
     let seed = parsed.header.seed_length.unwrap_or(0);
     let (entries, derive_error) = derive_script(&parsed.events, seed);
-    Ok(Script { session_id: parsed.header.id, created_at: parsed.header.created_at, entries, derive_error })
+    Ok(Script {
+        session_id: parsed.header.id,
+        created_at: parsed.header.created_at,
+        entries,
+        derive_error,
+    })
 }
 
 /// Applies an override document to the primary script.
 pub fn apply_override(script: &mut Script, doc: &Value) -> Result<(), String> {
     match doc {
         Value::Array(items) => {
-            script.entries = items.iter().map(Entry::from_value).collect::<Result<_, _>>()?;
+            script.entries = items
+                .iter()
+                .map(Entry::from_value)
+                .collect::<Result<_, _>>()?;
             script.derive_error = None;
         }
         Value::Object(m) => {
-            let patches = m.get("patches").and_then(Value::as_array).ok_or("override `patches` must be an array")?;
+            let patches = m
+                .get("patches")
+                .and_then(Value::as_array)
+                .ok_or("override `patches` must be an array")?;
             let mut seen = Vec::new();
             for p in patches {
-                let at = p.get("at").and_then(Value::as_u64).ok_or("override patch needs a numeric `at`")? as usize;
+                let at =
+                    p.get("at")
+                        .and_then(Value::as_u64)
+                        .ok_or("override patch needs a numeric `at`")? as usize;
                 if seen.contains(&at) {
                     return Err(format!("override patch index {at} appears twice"));
                 }
                 seen.push(at);
-                let entry = Entry::from_value(p.get("entry").ok_or("override patch needs an `entry`")?)?;
+                let entry =
+                    Entry::from_value(p.get("entry").ok_or("override patch needs an `entry`")?)?;
                 if at < script.entries.len() {
                     script.entries[at] = entry;
                 } else if at == script.entries.len() {
                     script.entries.push(entry);
                 } else {
-                    return Err(format!("override patch index {at} is past the end of the script ({})", script.entries.len()));
+                    return Err(format!(
+                        "override patch index {at} is past the end of the script ({})",
+                        script.entries.len()
+                    ));
                 }
             }
         }
@@ -171,7 +212,11 @@ pub fn resolve_placeholders(value: &Value, options: &GenerateOptions) -> Result<
     fn walk(v: &Value, corpus: &str) -> Result<Value, String> {
         Ok(match v {
             Value::String(s) => Value::String(resolve_string(s, corpus)?),
-            Value::Array(a) => Value::Array(a.iter().map(|x| walk(x, corpus)).collect::<Result<_, _>>()?),
+            Value::Array(a) => Value::Array(
+                a.iter()
+                    .map(|x| walk(x, corpus))
+                    .collect::<Result<_, _>>()?,
+            ),
             Value::Object(m) => {
                 let mut out = serde_json::Map::new();
                 for (k, x) in m {
@@ -211,11 +256,22 @@ fn resolve_string(s: &str, corpus: &str) -> Result<String, String> {
                 i += 1;
             }
         }
-        let Some(end) = end else { return Err(format!("llm-replay: unterminated {{{{fromRequest:…}}}} in {s:?}")) };
+        let Some(end) = end else {
+            return Err(format!(
+                "llm-replay: unterminated {{{{fromRequest:…}}}} in {s:?}"
+            ));
+        };
         let pattern = &after[..end];
-        let re = regex::Regex::new(pattern).map_err(|e| format!("llm-replay: invalid fromRequest regex {pattern:?}: {e}"))?;
-        let caps = re.captures_iter(corpus).last().ok_or_else(|| format!("llm-replay: fromRequest pattern {pattern:?} matched nothing in the request"))?;
-        let value = caps.get(1).or_else(|| caps.get(0)).map(|m| m.as_str()).unwrap_or("");
+        let re = regex::Regex::new(pattern)
+            .map_err(|e| format!("llm-replay: invalid fromRequest regex {pattern:?}: {e}"))?;
+        let caps = re.captures_iter(corpus).last().ok_or_else(|| {
+            format!("llm-replay: fromRequest pattern {pattern:?} matched nothing in the request")
+        })?;
+        let value = caps
+            .get(1)
+            .or_else(|| caps.get(0))
+            .map(|m| m.as_str())
+            .unwrap_or("");
         out.push_str(value);
         rest = &after[end + 2..];
     }
@@ -238,11 +294,26 @@ pub struct ReplayAdapter {
 }
 
 impl ReplayAdapter {
-    pub fn new(mut scripts: Vec<Script>, models: Vec<String>, retry_policy: Option<RetryPolicy>, cwd: PathBuf) -> Self {
+    pub fn new(
+        mut scripts: Vec<Script>,
+        models: Vec<String>,
+        retry_policy: Option<RetryPolicy>,
+        cwd: PathBuf,
+    ) -> Self {
         if scripts.len() > 1 {
-            scripts[1..].sort_by(|a, b| a.created_at.cmp(&b.created_at).then_with(|| a.session_id.cmp(&b.session_id)));
+            scripts[1..].sort_by(|a, b| {
+                a.created_at
+                    .cmp(&b.created_at)
+                    .then_with(|| a.session_id.cmp(&b.session_id))
+            });
         }
-        Self { scripts, models, retry_policy, bindings: Mutex::new((HashMap::new(), 0)), cwd }
+        Self {
+            scripts,
+            models,
+            retry_policy,
+            bindings: Mutex::new((HashMap::new(), 0)),
+            cwd,
+        }
     }
 
     fn next_entry(&self, session: &str) -> Result<Entry, String> {
@@ -256,10 +327,18 @@ impl ReplayAdapter {
                     self.scripts.len()
                 ));
             }
-            map.insert(session.to_string(), Binding { script: *claimed, cursor: 0 });
+            map.insert(
+                session.to_string(),
+                Binding {
+                    script: *claimed,
+                    cursor: 0,
+                },
+            );
             *claimed += 1;
         }
-        let Some(binding) = map.get_mut(session) else { return Err("llm-replay: binding lost".into()) };
+        let Some(binding) = map.get_mut(session) else {
+            return Err("llm-replay: binding lost".into());
+        };
         let script = &self.scripts[binding.script];
         let n = binding.cursor;
         binding.cursor += 1;
@@ -282,14 +361,19 @@ fn parse_chunks(values: &[Value], options: &GenerateOptions) -> Result<Vec<Strea
         .iter()
         .map(|v| {
             let v = resolve_placeholders(v, options)?;
-            serde_json::from_value(v).map_err(|e| format!("llm-replay: invalid recorded chunk: {e}"))
+            serde_json::from_value(v)
+                .map_err(|e| format!("llm-replay: invalid recorded chunk: {e}"))
         })
         .collect()
 }
 
 impl LlmAdapter for ReplayAdapter {
     fn model_info(&self, _provider: &str, model: &str) -> Result<ModelInfo, LlmError> {
-        Ok(ModelInfo { id: model.to_string(), input_modalities: vec!["text".into()], ..ModelInfo::default() })
+        Ok(ModelInfo {
+            id: model.to_string(),
+            input_modalities: vec!["text".into()],
+            ..ModelInfo::default()
+        })
     }
 
     fn retry_policy(&self, _provider: &str) -> RetryPolicy {
@@ -297,20 +381,30 @@ impl LlmAdapter for ReplayAdapter {
     }
 
     fn stream(&self, options: Arc<GenerateOptions>) -> AdapterStream {
-        let session = options.session_id.clone().unwrap_or_else(|| "<anonymous>".into());
+        let session = options
+            .session_id
+            .clone()
+            .unwrap_or_else(|| "<anonymous>".into());
         let entry = match self.next_entry(&session) {
             Ok(e) => e,
-            Err(msg) => return futures::stream::iter([Err(LlmError::new(codes::UNKNOWN, msg))]).boxed(),
+            Err(msg) => {
+                return futures::stream::iter([Err(LlmError::new(codes::UNKNOWN, msg))]).boxed();
+            }
         };
         let cancel = options.cancel.clone();
-        let fail = |msg: String| futures::stream::iter([Err(LlmError::new(codes::UNKNOWN, msg))]).boxed();
+        let fail =
+            |msg: String| futures::stream::iter([Err(LlmError::new(codes::UNKNOWN, msg))]).boxed();
         let _ = &self.models;
         match entry {
             Entry::Chunks(values) => match parse_chunks(&values, &options) {
                 Ok(chunks) => abortable(chunks, cancel).boxed(),
                 Err(msg) => fail(msg),
             },
-            Entry::Throw { chunks, message, code } => match parse_chunks(&chunks, &options) {
+            Entry::Throw {
+                chunks,
+                message,
+                code,
+            } => match parse_chunks(&chunks, &options) {
                 Ok(chunks) => abortable(chunks, cancel)
                     .chain(futures::stream::iter([Err(LlmError::new(code, message))]))
                     .boxed(),
@@ -319,8 +413,14 @@ impl LlmAdapter for ReplayAdapter {
             Entry::Hang { ready_file } => {
                 let cwd = self.cwd.clone();
                 let prefix = vec![
-                    Ok(StreamChunk::BlockStart { index: 0, block_type: "text".into() }),
-                    Ok(StreamChunk::TextDelta { index: 0, text: "partial".into() }),
+                    Ok(StreamChunk::BlockStart {
+                        index: 0,
+                        block_type: "text".into(),
+                    }),
+                    Ok(StreamChunk::TextDelta {
+                        index: 0,
+                        text: "partial".into(),
+                    }),
                 ];
                 futures::stream::iter(prefix)
                     .chain(futures::stream::once(async move {
@@ -330,7 +430,10 @@ impl LlmAdapter for ReplayAdapter {
                             tracing::warn!("llm-replay: cannot create ready file {f}: {e}");
                         }
                         cancel.cancelled().await;
-                        Err(LlmError::new(codes::ABORTED, "the replayed call was cancelled"))
+                        Err(LlmError::new(
+                            codes::ABORTED,
+                            "the replayed call was cancelled",
+                        ))
                     }))
                     .boxed()
             }
@@ -343,7 +446,14 @@ fn abortable(
     cancel: tokio_util::sync::CancellationToken,
 ) -> impl futures::Stream<Item = Result<StreamChunk, LlmError>> {
     futures::stream::iter(chunks).map(move |c| {
-        if cancel.is_cancelled() { Err(LlmError::new(codes::ABORTED, "the replayed call was cancelled")) } else { Ok(c) }
+        if cancel.is_cancelled() {
+            Err(LlmError::new(
+                codes::ABORTED,
+                "the replayed call was cancelled",
+            ))
+        } else {
+            Ok(c)
+        }
     })
 }
 
@@ -397,20 +507,32 @@ pub struct ReplayPlugin;
 impl ReplayPlugin {
     fn build(config: &ReplayConfig) -> Result<(ReplayAdapter, Vec<String>), String> {
         let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
-        let primary = config.file.clone().or_else(|| env("DSH_SNAPSHOT_FILE")).ok_or("llm-replay: no recorded session (set DSH_SNAPSHOT_FILE)")?;
+        let primary = config
+            .file
+            .clone()
+            .or_else(|| env("DSH_SNAPSHOT_FILE"))
+            .ok_or("llm-replay: no recorded session (set DSH_SNAPSHOT_FILE)")?;
         let mut scripts = vec![load_script(Path::new(&primary))?];
         let children: Vec<String> = match &config.child_files {
             Some(c) => c.clone(),
-            None => env("DSH_SNAPSHOT_CHILD_FILES").map(|v| v.split(':').map(str::to_owned).collect()).unwrap_or_default(),
+            None => env("DSH_SNAPSHOT_CHILD_FILES")
+                .map(|v| v.split(':').map(str::to_owned).collect())
+                .unwrap_or_default(),
         };
         for c in children.iter().filter(|c| !c.is_empty()) {
             scripts.push(load_script(Path::new(c))?);
         }
-        if let Some(o) = config.override_file.clone().or_else(|| env("DSH_SNAPSHOT_OVERRIDE")) {
+        if let Some(o) = config
+            .override_file
+            .clone()
+            .or_else(|| env("DSH_SNAPSHOT_OVERRIDE"))
+        {
             match std::fs::read_to_string(&o) {
                 Ok(text) => {
-                    let doc: Value = serde_json::from_str(&text).map_err(|e| format!("llm-replay: override {o}: {e}"))?;
-                    apply_override(&mut scripts[0], &doc).map_err(|e| format!("llm-replay: override {o}: {e}"))?;
+                    let doc: Value = serde_json::from_str(&text)
+                        .map_err(|e| format!("llm-replay: override {o}: {e}"))?;
+                    apply_override(&mut scripts[0], &doc)
+                        .map_err(|e| format!("llm-replay: override {o}: {e}"))?;
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
                 Err(e) => return Err(format!("llm-replay: override {o}: {e}")),
@@ -421,15 +543,25 @@ impl ReplayPlugin {
         } else {
             config.providers.iter().map(|p| p.id.clone()).collect()
         };
-        let models = config.providers.iter().flat_map(|p| p.models.clone()).collect();
+        let models = config
+            .providers
+            .iter()
+            .flat_map(|p| p.models.clone())
+            .collect();
         let retry = config.retry_policy.as_ref().map(|r| {
             let d = RetryPolicy::default();
             let b = r.backoff.as_ref();
             RetryPolicy {
-                mode: if r.mode.as_deref() == Some("always") { RetryMode::Always } else { RetryMode::Normal },
+                mode: if r.mode.as_deref() == Some("always") {
+                    RetryMode::Always
+                } else {
+                    RetryMode::Normal
+                },
                 max_retries: r.max_retries.unwrap_or(d.max_retries),
                 retryable_codes: d.retryable_codes.clone(),
-                initial_delay_ms: b.and_then(|b| b.initial_delay_ms).unwrap_or(d.initial_delay_ms),
+                initial_delay_ms: b
+                    .and_then(|b| b.initial_delay_ms)
+                    .unwrap_or(d.initial_delay_ms),
                 max_delay_ms: b.and_then(|b| b.max_delay_ms).unwrap_or(d.max_delay_ms),
                 jitter_ratio: b.and_then(|b| b.jitter_ratio).unwrap_or(d.jitter_ratio),
             }
@@ -460,7 +592,10 @@ mod tests {
     use pretty_assertions::assert_eq;
 
     fn opts(texts: &[&str]) -> GenerateOptions {
-        let messages = texts.iter().map(|t| Arc::new(Message::user_text(*t))).collect();
+        let messages = texts
+            .iter()
+            .map(|t| Arc::new(Message::user_text(*t)))
+            .collect();
         GenerateOptions::new(LlmCallConfig::route("p", "m"), messages)
     }
 
@@ -468,17 +603,30 @@ mod tests {
     fn placeholders_take_the_last_match_and_its_first_group() {
         let o = opts(&["path is /tmp/a", "path is /tmp/b"]);
         let v = json!({"text": "see {{fromRequest:path is (\\S+)}} now"});
-        assert_eq!(resolve_placeholders(&v, &o).unwrap(), json!({"text": "see /tmp/b now"}));
+        assert_eq!(
+            resolve_placeholders(&v, &o).unwrap(),
+            json!({"text": "see /tmp/b now"})
+        );
         let braces = json!("{{fromRequest:x{2}}}");
         assert!(resolve_placeholders(&braces, &opts(&["xx"])).is_ok());
-        assert!(resolve_placeholders(&json!("{{fromRequest:zzz}}"), &o).is_err(), "no match is an error");
-        assert!(resolve_placeholders(&json!("{{fromRequest:(}}"), &o).is_err(), "bad regex is an error");
-        assert!(resolve_placeholders(&json!("{{fromRequest:abc"), &o).is_err(), "unterminated is an error");
+        assert!(
+            resolve_placeholders(&json!("{{fromRequest:zzz}}"), &o).is_err(),
+            "no match is an error"
+        );
+        assert!(
+            resolve_placeholders(&json!("{{fromRequest:(}}"), &o).is_err(),
+            "bad regex is an error"
+        );
+        assert!(
+            resolve_placeholders(&json!("{{fromRequest:abc"), &o).is_err(),
+            "unterminated is an error"
+        );
     }
 
     #[test]
     fn fixture_scripts_derive() {
-        let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/conformance/acp");
+        let root =
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/conformance/acp");
         let Ok(dirs) = std::fs::read_dir(&root) else {
             eprintln!("skipping: ../shared is absent");
             return;

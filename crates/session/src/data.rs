@@ -1,6 +1,9 @@
 //! Typed payloads of the core events, declared in upstream's key order.
 
-use dsh_llm::{ContentBlock, LlmCallConfig, LlmFailure, Message, StreamChunk, TokenUsage, ToolSchema, AdapterDefaults};
+use dsh_llm::{
+    AdapterDefaults, ContentBlock, LlmCallConfig, LlmFailure, Message, StreamChunk, TokenUsage,
+    ToolSchema,
+};
 use serde::ser::SerializeMap;
 use serde::{Deserialize, Serialize, Serializer};
 use serde_json::{Map, Value};
@@ -53,7 +56,9 @@ impl TurnEndReason {
             "blocked" => TurnEndReason::Blocked,
             "max-tokens" => TurnEndReason::MaxTokens,
             "interrupted" => TurnEndReason::Interrupted,
-            "aborted" => TurnEndReason::Aborted(serde_json::from_value(m.get("reason")?.clone()).ok()?),
+            "aborted" => {
+                TurnEndReason::Aborted(serde_json::from_value(m.get("reason")?.clone()).ok()?)
+            }
             "error" => TurnEndReason::Error(serde_json::from_value(m.get("error")?.clone()).ok()?),
             _ => TurnEndReason::Other(m.clone()),
         })
@@ -161,7 +166,11 @@ impl EpochHeader {
         if self.tools.as_ref().is_some_and(Vec::is_empty) {
             self.tools = None;
         }
-        if self.adapter_defaults.as_ref().is_some_and(AdapterDefaults::is_empty) {
+        if self
+            .adapter_defaults
+            .as_ref()
+            .is_some_and(AdapterDefaults::is_empty)
+        {
             self.adapter_defaults = None;
         }
         self

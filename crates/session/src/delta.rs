@@ -61,17 +61,35 @@ impl<'a> ChunkDelta<'a> {
     /// `turn, step, chunk`; chunk `type, index, text` or `type, index, id[, name],
     /// argumentsDelta`; safe-integer numbers).
     pub fn from_value(data: &'a Value) -> Option<Self> {
-        let Value::Object(data) = data else { return None };
+        let Value::Object(data) = data else {
+            return None;
+        };
         if !keys_are(data, &["turn", "step", "chunk"]) {
             return None;
         }
         let (turn, step) = (safe_int(data.get("turn")?)?, safe_int(data.get("step")?)?);
-        let Value::Object(chunk) = data.get("chunk")? else { return None };
+        let Value::Object(chunk) = data.get("chunk")? else {
+            return None;
+        };
         let index = safe_int(chunk.get("index")?)?;
-        let delta = |kind, part, call_id, call_name| ChunkDelta { kind, turn, step, index, part, call_id, call_name };
+        let delta = |kind, part, call_id, call_name| ChunkDelta {
+            kind,
+            turn,
+            step,
+            index,
+            part,
+            call_id,
+            call_name,
+        };
         match chunk.get("type")?.as_str()? {
-            t @ ("text-delta" | "reasoning-delta") if keys_are(chunk, &["type", "index", "text"]) => {
-                let kind = if t == "text-delta" { RowKind::Text } else { RowKind::Reasoning };
+            t @ ("text-delta" | "reasoning-delta")
+                if keys_are(chunk, &["type", "index", "text"]) =>
+            {
+                let kind = if t == "text-delta" {
+                    RowKind::Text
+                } else {
+                    RowKind::Reasoning
+                };
                 Some(delta(kind, chunk.get("text")?.as_str()?, None, None))
             }
             "tool-call-delta" => {
@@ -79,7 +97,11 @@ impl<'a> ChunkDelta<'a> {
                 if !with_name && !keys_are(chunk, &["type", "index", "id", "argumentsDelta"]) {
                     return None;
                 }
-                let name = if with_name { Some(chunk.get("name")?.as_str()?) } else { None };
+                let name = if with_name {
+                    Some(chunk.get("name")?.as_str()?)
+                } else {
+                    None
+                };
                 Some(delta(
                     RowKind::ToolCall,
                     chunk.get("argumentsDelta")?.as_str()?,

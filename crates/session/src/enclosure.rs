@@ -49,7 +49,10 @@ impl Enclosure {
                 }
                 match e.turn() {
                     Some(t) if t == self.last_turn + 1 => Ok(()),
-                    other => Err(format!("turn/start {other:?} does not follow turn {}", self.last_turn)),
+                    other => Err(format!(
+                        "turn/start {other:?} does not follow turn {}",
+                        self.last_turn
+                    )),
                 }
             }
             types::TURN_END => {
@@ -58,7 +61,10 @@ impl Enclosure {
                 }
                 match (self.open_turn, e.turn()) {
                     (Some(t), Some(et)) if t == et => Ok(()),
-                    _ => Err(format!("turn/end does not match the open turn {:?}", self.open_turn)),
+                    _ => Err(format!(
+                        "turn/end does not match the open turn {:?}",
+                        self.open_turn
+                    )),
                 }
             }
             types::STEP_START => {
@@ -67,23 +73,38 @@ impl Enclosure {
                 }
                 match (self.open_turn, e.turn(), e.step()) {
                     (Some(t), Some(et), Some(s)) if t == et && s == self.last_step + 1 => Ok(()),
-                    _ => Err(format!("step/start does not follow step {} of the open turn", self.last_step)),
+                    _ => Err(format!(
+                        "step/start does not follow step {} of the open turn",
+                        self.last_step
+                    )),
                 }
             }
-            types::STEP_END | types::ASSISTANT_CHUNK | types::ASSISTANT_MESSAGE | types::TOOL_CALL => {
-                self.names_open_step(e)
-            }
+            types::STEP_END
+            | types::ASSISTANT_CHUNK
+            | types::ASSISTANT_MESSAGE
+            | types::TOOL_CALL => self.names_open_step(e),
             types::TOOL_RESULT => {
                 if matches!(e.surface_op, Some(crate::event::SurfaceOp::Replace { .. })) {
-                    return if self.open_turn.is_some() { Ok(()) } else { Err("tool/result replacement outside a turn".into()) };
+                    return if self.open_turn.is_some() {
+                        Ok(())
+                    } else {
+                        Err("tool/result replacement outside a turn".into())
+                    };
                 }
                 self.names_open_step(e)?;
-                let call_id = e.data.pointer("/message/source/callId").and_then(Value::as_str).unwrap_or("");
-                let synthetic = e.data.pointer("/error/code").and_then(Value::as_str) == Some("TOOL_NOT_STARTED");
+                let call_id = e
+                    .data
+                    .pointer("/message/source/callId")
+                    .and_then(Value::as_str)
+                    .unwrap_or("");
+                let synthetic = e.data.pointer("/error/code").and_then(Value::as_str)
+                    == Some("TOOL_NOT_STARTED");
                 if self.pending_calls.contains(call_id) || synthetic {
                     Ok(())
                 } else {
-                    Err(format!("tool/result for \"{call_id}\" has no pending tool/call in this step"))
+                    Err(format!(
+                        "tool/result for \"{call_id}\" has no pending tool/call in this step"
+                    ))
                 }
             }
             types::TODO_WRITE | types::REQUEST_HEADER | types::REQUEST_CONTEXT => {
@@ -128,7 +149,11 @@ impl Enclosure {
                 }
             }
             types::TOOL_RESULT => {
-                if let Some(id) = e.data.pointer("/message/source/callId").and_then(Value::as_str) {
+                if let Some(id) = e
+                    .data
+                    .pointer("/message/source/callId")
+                    .and_then(Value::as_str)
+                {
                     self.pending_calls.remove(id);
                 }
             }

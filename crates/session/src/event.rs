@@ -13,7 +13,10 @@ use crate::payload::EventData;
 pub enum SurfaceOp {
     Append,
     /// Replace the surface nodes from `start` to `end` (positional, inclusive).
-    Replace { start: u64, end: u64 },
+    Replace {
+        start: u64,
+        end: u64,
+    },
 }
 
 impl SurfaceOp {
@@ -35,7 +38,11 @@ impl SurfaceOp {
             Value::String(s) if s == "append" => Ok(SurfaceOp::Append),
             Value::Object(m) => {
                 let ok = m.len() == 3 && m.get("op").and_then(Value::as_str) == Some("replace");
-                match (ok, m.get("start").and_then(Value::as_u64), m.get("end").and_then(Value::as_u64)) {
+                match (
+                    ok,
+                    m.get("start").and_then(Value::as_u64),
+                    m.get("end").and_then(Value::as_u64),
+                ) {
                     (true, Some(start), Some(end)) => Ok(SurfaceOp::Replace { start, end }),
                     _ => Err("carries an invalid replace surfaceOp".into()),
                 }
@@ -215,7 +222,11 @@ impl Event {
     pub fn turn(&self) -> Option<u64> {
         match self.data.delta() {
             Some(d) => Some(d.turn),
-            None => self.data.json().and_then(|v| v.get("turn")).and_then(Value::as_u64),
+            None => self
+                .data
+                .json()
+                .and_then(|v| v.get("turn"))
+                .and_then(Value::as_u64),
         }
     }
 
@@ -223,7 +234,11 @@ impl Event {
     pub fn step(&self) -> Option<u64> {
         match self.data.delta() {
             Some(d) => Some(d.step),
-            None => self.data.json().and_then(|v| v.get("step")).and_then(Value::as_u64),
+            None => self
+                .data
+                .json()
+                .and_then(|v| v.get("step"))
+                .and_then(Value::as_u64),
         }
     }
 }

@@ -65,26 +65,46 @@ impl SessionHeader {
     /// version before checking the shape (so a newer log is refused, not called corrupt).
     pub fn from_value(value: &Value) -> Result<Self, HeaderError> {
         let Value::Object(m) = value else {
-            return Err(HeaderError::Shape("first line is not a session header".into()));
+            return Err(HeaderError::Shape(
+                "first line is not a session header".into(),
+            ));
         };
         if m.get("type").and_then(Value::as_str) != Some("session") {
-            return Err(HeaderError::Shape("first line is not a session header".into()));
+            return Err(HeaderError::Shape(
+                "first line is not a session header".into(),
+            ));
         }
         let version = m.get("version").and_then(Value::as_f64);
         if let Some(v) = version
             && v != SESSION_FORMAT_VERSION as f64
         {
             return Err(HeaderError::Version {
-                id: m.get("id").map(|v| v.as_str().map(str::to_owned).unwrap_or_else(|| v.to_string())).unwrap_or_default(),
+                id: m
+                    .get("id")
+                    .map(|v| {
+                        v.as_str()
+                            .map(str::to_owned)
+                            .unwrap_or_else(|| v.to_string())
+                    })
+                    .unwrap_or_default(),
                 version: v,
             });
         }
         if m.contains_key("sandboxMode") || m.contains_key("approvalPolicy") {
-            return Err(HeaderError::Shape("session header uses retired policy baseline fields".into()));
+            return Err(HeaderError::Shape(
+                "session header uses retired policy baseline fields".into(),
+            ));
         }
         let shape = || HeaderError::Shape("first line is not a session header".into());
-        let id = m.get("id").and_then(Value::as_str).ok_or_else(shape)?.to_string();
-        let created_at = m.get("createdAt").and_then(Value::as_u64).ok_or_else(shape)?;
+        let id = m
+            .get("id")
+            .and_then(Value::as_str)
+            .ok_or_else(shape)?
+            .to_string();
+        let created_at = m
+            .get("createdAt")
+            .and_then(Value::as_u64)
+            .ok_or_else(shape)?;
         let delegation_depth = match m.get("delegationDepth") {
             None => 0,
             Some(v) => v.as_u64().ok_or_else(shape)?,
@@ -93,13 +113,17 @@ impl SessionHeader {
             match m.get(key) {
                 None => Ok(None),
                 Some(Value::String(s)) => Ok(Some(s.clone())),
-                Some(_) => Err(HeaderError::Shape(format!("session header field `{key}` must be a string"))),
+                Some(_) => Err(HeaderError::Shape(format!(
+                    "session header field `{key}` must be a string"
+                ))),
             }
         };
         let seed_length = match m.get("seedLength") {
             None => None,
             Some(v) => Some(v.as_u64().ok_or_else(|| {
-                HeaderError::Shape("session header field `seedLength` must be a non-negative integer".into())
+                HeaderError::Shape(
+                    "session header field `seedLength` must be a non-negative integer".into(),
+                )
             })?),
         };
         let origin = opt_str("origin")?;

@@ -7,11 +7,11 @@ mod delta;
 mod enclosure;
 mod event;
 mod header;
+mod lineparse;
 mod log;
 mod payload;
 mod records;
 mod repair;
-mod lineparse;
 mod storage;
 mod store;
 mod surface;
@@ -35,8 +35,8 @@ pub use storage::{
     ParsedLog, StorageError, encode_batch, encode_records, header_line, parse_header_line,
     parse_log,
 };
-pub use surface::{Surface, SurfacePlan};
 pub use store::{
     AppendedEvent, Clock, LiveSession, SessionAppended, SessionCreated, SessionDisposed,
     SessionFlush, SessionSource, SessionStore, StoreError, system_clock,
 };
+pub use surface::{Surface, SurfacePlan};

@@ -28,7 +28,13 @@ use crate::records::{PackedRow, Record, RecordFormat, RowKind};
 pub(crate) fn decode_row_line(line: &str, next_seq: u64) -> Option<(Record, RecordFormat)> {
     let kind = row_kind_of(line)?;
     let mut de = serde_json::Deserializer::from_str(line);
-    let (row, format) = (&mut de).deserialize_map(RowVisitor { kind, next_seq, text_capacity: line.len() }).ok()?;
+    let (row, format) = (&mut de)
+        .deserialize_map(RowVisitor {
+            kind,
+            next_seq,
+            text_capacity: line.len(),
+        })
+        .ok()?;
     de.end().ok()?;
     Some((Record::Row(Box::new(row)), format))
 }
@@ -37,7 +43,10 @@ const ROW_KINDS: [RowKind; 3] = [RowKind::Text, RowKind::Reasoning, RowKind::Too
 
 fn row_kind_of(line: &str) -> Option<RowKind> {
     let rest = line.strip_prefix("{\"type\":\"")?;
-    ROW_KINDS.into_iter().find(|k| rest.strip_prefix(k.record_type()).is_some_and(|r| r.starts_with('"')))
+    ROW_KINDS.into_iter().find(|k| {
+        rest.strip_prefix(k.record_type())
+            .is_some_and(|r| r.starts_with('"'))
+    })
 }
 
 fn row_kind_of_type(t: &str) -> Option<RowKind> {
@@ -89,11 +98,15 @@ impl<'de> Visitor<'de> for RowVisitor {
             Some("data") => (self.next_seq, 0, RecordFormat::Projected),
             _ => return Err(A::Error::custom("row envelope")),
         };
-        let (run, dt) = map.next_value_seed(DataSeed { kind: self.kind, text_capacity: self.text_capacity })?;
+        let (run, dt) = map.next_value_seed(DataSeed {
+            kind: self.kind,
+            text_capacity: self.text_capacity,
+        })?;
         if map.next_key::<&str>()?.is_some() {
             return Err(A::Error::custom("row envelope"));
         }
-        let row = PackedRow::new(seq0, time0, dt, Arc::new(run)).ok_or_else(|| A::Error::custom("row members"))?;
+        let row = PackedRow::new(seq0, time0, dt, Arc::new(run))
+            .ok_or_else(|| A::Error::custom("row members"))?;
         Ok((row, format))
     }
 }
@@ -182,7 +195,10 @@ impl<'de> Visitor<'de> for Parts<'_> {
     }
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
-        while seq.next_element_seed(AppendStr(self.0.text_mut()))?.is_some() {
+        while seq
+            .next_element_seed(AppendStr(self.0.text_mut()))?
+            .is_some()
+        {
             self.0.end_part();
         }
         Ok(())
@@ -214,9 +230,18 @@ impl<'de> Visitor<'de> for AppendStr<'_> {
 }
 
 /// Decodes an event line whose envelope keys are plain (unescaped) and unique, or `None`.
-pub(crate) fn decode_event_line(line: &str, next_seq: u64, negative_zero: NegativeZero) -> Option<(Event, RecordFormat)> {
+pub(crate) fn decode_event_line(
+    line: &str,
+    next_seq: u64,
+    negative_zero: NegativeZero,
+) -> Option<(Event, RecordFormat)> {
     let mut de = serde_json::Deserializer::from_str(line);
-    let decoded = (&mut de).deserialize_map(EventVisitor { next_seq, negative_zero }).ok()?;
+    let decoded = (&mut de)
+        .deserialize_map(EventVisitor {
+            next_seq,
+            negative_zero,
+        })
+        .ok()?;
     de.end().ok()?;
     Some(decoded)
 }
@@ -292,7 +317,11 @@ impl<'de> Visitor<'de> for EventVisitor {
         let (Some(event_type), Some(data)) = (event_type, data) else {
             return Err(A::Error::custom("incomplete event"));
         };
-        let format = if seq.is_some() { RecordFormat::Full } else { RecordFormat::Projected };
+        let format = if seq.is_some() {
+            RecordFormat::Full
+        } else {
+            RecordFormat::Projected
+        };
         let event = Event {
             event_type,
             seq: seq.unwrap_or(self.next_seq),
@@ -324,10 +353,20 @@ mod tests {
             r#"{"type":"tool/result","seq":9,"time":1,"data":{},"surfaceOp":"append","sourceEventSeqs":[4]}"#,
             r#"{"type":"x","data":null,"ignorable":true}"#,
         ] {
-            assert!(decode_event_line(line, 0, NegativeZero::Impossible).is_some(), "{line}");
+            assert!(
+                decode_event_line(line, 0, NegativeZero::Impossible).is_some(),
+                "{line}"
+            );
         }
         // Duplicate keys keep the generic decoder's last-wins meaning.
-        assert!(decode_event_line(r#"{"type":"a","type":"b","data":1}"#, 0, NegativeZero::Impossible).is_none());
+        assert!(
+            decode_event_line(
+                r#"{"type":"a","type":"b","data":1}"#,
+                0,
+                NegativeZero::Impossible
+            )
+            .is_none()
+        );
         assert!(decode_row_line(r#"{"type":"text-chunks","data":{"step":1,"turn":1,"index":0,"dt":[0],"texts":["a","b"]}}"#, 0).is_none());
     }
 }

@@ -10,8 +10,8 @@ use serde_json::Value;
 use crate::data::{EpochHeader, RequestContext};
 use crate::enclosure::Enclosure;
 use crate::event::{Event, EventType, SurfaceKeyOrder, SurfaceOp, types};
-use crate::payload::EventData;
 use crate::header::SessionHeader;
+use crate::payload::EventData;
 use crate::surface::Surface;
 
 /// The surface marker a surface event is appended with.
@@ -23,11 +23,17 @@ pub struct SurfaceIntent {
 
 impl SurfaceIntent {
     pub fn append() -> Self {
-        Self { op: SurfaceOp::Append, sources: None }
+        Self {
+            op: SurfaceOp::Append,
+            sources: None,
+        }
     }
 
     pub fn append_citing(sources: Vec<u64>) -> Self {
-        Self { op: SurfaceOp::Append, sources: Some(sources) }
+        Self {
+            op: SurfaceOp::Append,
+            sources: Some(sources),
+        }
     }
 }
 
@@ -83,18 +89,30 @@ impl Session {
     /// A session over `seed` (validated like appends: envelope, contiguity, surface). When a
     /// seed is given (even an empty one) and it does not already end with
     /// `session/end-seed`, one is appended at `time` — the durable seed boundary.
-    pub fn with_seed(header: SessionHeader, seed: Vec<Arc<Event>>, time: i64) -> Result<Self, AppendError> {
+    pub fn with_seed(
+        header: SessionHeader,
+        seed: Vec<Arc<Event>>,
+        time: i64,
+    ) -> Result<Self, AppendError> {
         let mut s = Self::new(header);
         s.log.reserve_exact(seed.len() + 1);
         for (i, e) in seed.into_iter().enumerate() {
             if e.seq != i as u64 {
-                return Err(AppendError(format!("seed event at index {i} has seq {}", e.seq)));
+                return Err(AppendError(format!(
+                    "seed event at index {i} has seq {}",
+                    e.seq
+                )));
             }
             s.admit(e, false)?;
         }
         s.first_live_seq = s.log.len() as u64;
         if s.log.last().is_none_or(|e| !e.is(types::END_SEED)) {
-            s.append_at(types::END_SEED, Value::Object(Default::default()), None, time)?;
+            s.append_at(
+                types::END_SEED,
+                Value::Object(Default::default()),
+                None,
+                time,
+            )?;
         }
         Ok(s)
     }
@@ -167,7 +185,11 @@ impl Session {
     /// Appends an already-built event (restores, repair closers). Its seq must be next.
     pub fn push_event(&mut self, event: Arc<Event>) -> Result<(), AppendError> {
         if event.seq != self.next_seq() {
-            return Err(AppendError(format!("event seq {} is not the next seq {}", event.seq, self.next_seq())));
+            return Err(AppendError(format!(
+                "event seq {} is not the next seq {}",
+                event.seq,
+                self.next_seq()
+            )));
         }
         self.admit(event, false)
     }
@@ -176,16 +198,28 @@ impl Session {
     /// nesting and numbering). Used to verify foreign logs.
     pub fn push_event_checked(&mut self, event: Arc<Event>) -> Result<(), AppendError> {
         if event.seq != self.next_seq() {
-            return Err(AppendError(format!("event seq {} is not the next seq {}", event.seq, self.next_seq())));
+            return Err(AppendError(format!(
+                "event seq {} is not the next seq {}",
+                event.seq,
+                self.next_seq()
+            )));
         }
         self.admit(event, true)
     }
 
     /// Validates an event and commits it. `live` adds the enclosure invariant.
     fn admit(&mut self, event: Arc<Event>, live: bool) -> Result<(), AppendError> {
-        let fail = |m: String| AppendError(format!("session \"{}\": event at seq {}: {m}", self.header.id, event.seq));
+        let fail = |m: String| {
+            AppendError(format!(
+                "session \"{}\": event at seq {}: {m}",
+                self.header.id, event.seq
+            ))
+        };
         if !event.data.is_lossless() {
-            return Err(fail(format!("session event \"{}\" carries non-JSON-serializable data", event.event_type)));
+            return Err(fail(format!(
+                "session event \"{}\" carries non-JSON-serializable data",
+                event.event_type
+            )));
         }
         let message = validate_shape(&event).map_err(fail)?;
         let plan = self.surface.plan(&event, &self.log).map_err(fail)?;
@@ -196,7 +230,11 @@ impl Session {
         self.surface.apply(event.seq, &plan);
         match event.event_type.as_str() {
             types::REQUEST_HEADER => {
-                if let Some(h) = event.data.get("header").and_then(|h| EpochHeader::deserialize(h).ok()) {
+                if let Some(h) = event
+                    .data
+                    .get("header")
+                    .and_then(|h| EpochHeader::deserialize(h).ok())
+                {
                     self.request_header = Some(h.canonical());
                 }
             }
@@ -254,7 +292,10 @@ impl Session {
             return Err(ForkError::InvalidBoundary(b));
         }
         let prefix = &self.log[..=b as usize];
-        let last_bracket = prefix.iter().rev().find(|e| e.is(types::TURN_START) || e.is(types::TURN_END));
+        let last_bracket = prefix
+            .iter()
+            .rev()
+            .find(|e| e.is(types::TURN_START) || e.is(types::TURN_END));
         if last_bracket.is_some_and(|e| e.is(types::TURN_START)) {
             return Err(ForkError::OpenTurn(b));
         }
@@ -268,22 +309,32 @@ fn validate_shape(event: &Event) -> Result<Option<Message>, String> {
     let message_value = match t {
         types::USER_MESSAGE => Some(event.data.as_value()),
         types::ASSISTANT_MESSAGE | types::TOOL_RESULT => Some(
-            event.data.get("message").ok_or_else(|| format!("\"{t}\" data has no message"))?,
+            event
+                .data
+                .get("message")
+                .ok_or_else(|| format!("\"{t}\" data has no message"))?,
         ),
         types::REQUEST_HEADER => {
             let config = event.data.pointer("/header/config");
             let non_empty = |k: &str| {
-                config.and_then(|c| c.get(k)).and_then(Value::as_str).is_some_and(|s| !s.is_empty())
+                config
+                    .and_then(|c| c.get(k))
+                    .and_then(Value::as_str)
+                    .is_some_and(|s| !s.is_empty())
             };
             if !non_empty("provider") || !non_empty("model") {
-                return Err("request/header needs a non-empty config.provider and config.model".into());
+                return Err(
+                    "request/header needs a non-empty config.provider and config.model".into(),
+                );
             }
             if event.data.get("reason").and_then(Value::as_str) == Some("fallback") {
                 return Err("unsupported legacy request/header reason \"fallback\"".into());
             }
             None
         }
-        "request/header-delta" => return Err("unsupported legacy request/header-delta event".into()),
+        "request/header-delta" => {
+            return Err("unsupported legacy request/header-delta event".into());
+        }
         _ => None,
     };
     let Some(value) = message_value else {
@@ -292,10 +343,16 @@ fn validate_shape(event: &Event) -> Result<Option<Message>, String> {
     let message = Message::from_value(value.clone())?;
     match (t, &message.role, message.source.kind()) {
         (types::ASSISTANT_MESSAGE, Role::Assistant, "model") => {}
-        (types::ASSISTANT_MESSAGE, _, _) => return Err("assistant/message needs an assistant message from a model".into()),
+        (types::ASSISTANT_MESSAGE, _, _) => {
+            return Err("assistant/message needs an assistant message from a model".into());
+        }
         (types::TOOL_RESULT, Role::User, "tool") => {}
-        (types::TOOL_RESULT, _, _) => return Err("tool/result needs a user-role message with a tool source".into()),
-        (_, Role::Assistant, _) => return Err("user/message cannot carry an assistant message".into()),
+        (types::TOOL_RESULT, _, _) => {
+            return Err("tool/result needs a user-role message with a tool source".into());
+        }
+        (_, Role::Assistant, _) => {
+            return Err("user/message cannot carry an assistant message".into());
+        }
         _ => {}
     }
     Ok(Some(message))

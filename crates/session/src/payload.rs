@@ -49,7 +49,11 @@ impl NegativeZero {
     /// What JSON text can hold: any `-` followed by a digit may be a number that parses to
     /// `-0` (`-0`, `-0.0`, or a negative number that underflows, such as `-1e-400`).
     pub fn in_text(text: &str) -> Self {
-        match text.as_bytes().windows(2).any(|w| w[0] == b'-' && w[1].is_ascii_digit()) {
+        match text
+            .as_bytes()
+            .windows(2)
+            .any(|w| w[0] == b'-' && w[1].is_ascii_digit())
+        {
             true => NegativeZero::Possible,
             false => NegativeZero::Impossible,
         }
@@ -68,12 +72,19 @@ impl EventData {
             return Self::from_run(Arc::new(DeltaRun::single(&delta)), 0);
         }
         let lossless = negative_zero == NegativeZero::Impossible;
-        EventData(Repr::Json { value: Box::new(value), lossless })
+        EventData(Repr::Json {
+            value: Box::new(value),
+            lossless,
+        })
     }
 
     /// Member `member` of a shared run.
     pub(crate) fn from_run(run: Arc<DeltaRun>, member: usize) -> Self {
-        EventData(Repr::Delta { run, member, json: OnceLock::new() })
+        EventData(Repr::Delta {
+            run,
+            member,
+            json: OnceLock::new(),
+        })
     }
 
     /// The stream delta this data is, without building its JSON.
@@ -104,7 +115,9 @@ impl EventData {
     pub fn as_value(&self) -> &Value {
         match &self.0 {
             Repr::Json { value, .. } => value,
-            Repr::Delta { run, member, json } => json.get_or_init(|| Box::new(run.member(*member).to_value())),
+            Repr::Delta { run, member, json } => {
+                json.get_or_init(|| Box::new(run.member(*member).to_value()))
+            }
         }
     }
 
@@ -133,7 +146,10 @@ impl EventData {
     pub fn is_lossless(&self) -> bool {
         match &self.0 {
             Repr::Json { lossless: true, .. } | Repr::Delta { .. } => true,
-            Repr::Json { value, lossless: false } => dsh_kernel::json::is_lossless(value),
+            Repr::Json {
+                value,
+                lossless: false,
+            } => dsh_kernel::json::is_lossless(value),
         }
     }
 
@@ -169,8 +185,13 @@ fn json_mut(repr: &mut Repr) -> &mut Value {
             value
         }
         Repr::Delta { run, member, json } => {
-            let value = json.take().unwrap_or_else(|| Box::new(run.member(*member).to_value()));
-            *repr = Repr::Json { value, lossless: false };
+            let value = json
+                .take()
+                .unwrap_or_else(|| Box::new(run.member(*member).to_value()));
+            *repr = Repr::Json {
+                value,
+                lossless: false,
+            };
             json_mut(repr)
         }
     }
@@ -203,7 +224,10 @@ impl Default for EventData {
 impl Clone for EventData {
     fn clone(&self) -> Self {
         match &self.0 {
-            Repr::Json { value, lossless } => EventData(Repr::Json { value: value.clone(), lossless: *lossless }),
+            Repr::Json { value, lossless } => EventData(Repr::Json {
+                value: value.clone(),
+                lossless: *lossless,
+            }),
             Repr::Delta { run, member, .. } => Self::from_run(run.clone(), *member),
         }
     }

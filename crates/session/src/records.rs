@@ -60,7 +60,12 @@ impl PackedRow {
         }
         dt.iter().try_fold(time0, |t, d| t.checked_add(*d))?;
         seq0.checked_add(run.len() as u64)?;
-        Some(Self { seq0, time0, dt, run })
+        Some(Self {
+            seq0,
+            time0,
+            dt,
+            run,
+        })
     }
 
     pub fn kind(&self) -> RowKind {
@@ -168,7 +173,11 @@ fn keys_are(map: &Map<String, Value>, keys: &[&str]) -> bool {
 
 /// The delta an event contributes to a run, if it may be packed.
 fn delta_shape(e: &Event) -> Option<ChunkDelta<'_>> {
-    if e.event_type != types::ASSISTANT_CHUNK || e.surface_op.is_some() || e.source_event_seqs.is_some() || e.ignorable {
+    if e.event_type != types::ASSISTANT_CHUNK
+        || e.surface_op.is_some()
+        || e.source_event_seqs.is_some()
+        || e.ignorable
+    {
         return None;
     }
     e.data.delta()
@@ -180,7 +189,9 @@ fn whole_run(events: &[Arc<Event>]) -> Option<Arc<DeltaRun>> {
     let (run, _) = events.first()?.data.delta_member()?;
     let covers = run.len() == events.len()
         && events.iter().enumerate().all(|(k, e)| {
-            e.data.delta_member().is_some_and(|(r, member)| Arc::ptr_eq(r, run) && member == k)
+            e.data
+                .delta_member()
+                .is_some_and(|(r, member)| Arc::ptr_eq(r, run) && member == k)
         });
     covers.then(|| run.clone())
 }
@@ -201,7 +212,9 @@ pub fn pack(events: &[Arc<Event>]) -> Vec<Record> {
             let (prev, next) = (&events[j - 1], &events[j]);
             let gap = next.time.checked_sub(prev.time);
             match (delta_shape(next), gap) {
-                (Some(s), Some(gap)) if first.same_stream(&s) && prev.seq.checked_add(1) == Some(next.seq) => {
+                (Some(s), Some(gap))
+                    if first.same_stream(&s) && prev.seq.checked_add(1) == Some(next.seq) =>
+                {
                     dt.push(gap);
                     j += 1;
                 }
@@ -288,7 +301,13 @@ pub fn write_record(out: &mut String, record: &Record, format: RecordFormat) {
             if format == RecordFormat::Full {
                 let _ = write!(out, ",\"seq0\":{},\"time0\":{}", r.seq0, r.time0);
             }
-            let _ = write!(out, ",\"data\":{{\"turn\":{},\"step\":{},\"index\":{},\"dt\":[", r.turn(), r.step(), r.index());
+            let _ = write!(
+                out,
+                ",\"data\":{{\"turn\":{},\"step\":{},\"index\":{},\"dt\":[",
+                r.turn(),
+                r.step(),
+                r.index()
+            );
             for (i, d) in r.dt.iter().enumerate() {
                 if i > 0 {
                     out.push(',');
@@ -321,7 +340,15 @@ pub fn write_record(out: &mut String, record: &Record, format: RecordFormat) {
 
 // ------------------------------------------------------------------ decoding
 
-const ENVELOPE_KEYS: [&str; 7] = ["type", "seq", "time", "data", "surfaceOp", "sourceEventSeqs", "ignorable"];
+const ENVELOPE_KEYS: [&str; 7] = [
+    "type",
+    "seq",
+    "time",
+    "data",
+    "surfaceOp",
+    "sourceEventSeqs",
+    "ignorable",
+];
 
 /// Decodes one record line (JSON text). Equivalent to parsing the line and calling
 /// [`decode_record_with_format`], but packed rows are read without building their JSON and
@@ -331,10 +358,13 @@ pub fn decode_line(line: &str, next_seq: u64) -> Result<(Record, RecordFormat), 
         return Ok(decoded);
     }
     let negative_zero = NegativeZero::in_text(line);
-    if let Some((event, format)) = crate::lineparse::decode_event_line(line, next_seq, negative_zero) {
+    if let Some((event, format)) =
+        crate::lineparse::decode_event_line(line, next_seq, negative_zero)
+    {
         return Ok((Record::Event(Arc::new(event)), format));
     }
-    let value: Value = serde_json::from_str(line).map_err(|e| err(format!("record is not valid JSON: {e}")))?;
+    let value: Value =
+        serde_json::from_str(line).map_err(|e| err(format!("record is not valid JSON: {e}")))?;
     decode_value(value, next_seq, negative_zero)
 }
 
@@ -345,11 +375,18 @@ pub fn decode_record(value: Value, next_seq: u64) -> Result<Record, RecordError>
 }
 
 /// Like [`decode_record`], also telling whether the record carried `seq`/`seq0`.
-pub fn decode_record_with_format(value: Value, next_seq: u64) -> Result<(Record, RecordFormat), RecordError> {
+pub fn decode_record_with_format(
+    value: Value,
+    next_seq: u64,
+) -> Result<(Record, RecordFormat), RecordError> {
     decode_value(value, next_seq, NegativeZero::Possible)
 }
 
-fn decode_value(value: Value, next_seq: u64, negative_zero: NegativeZero) -> Result<(Record, RecordFormat), RecordError> {
+fn decode_value(
+    value: Value,
+    next_seq: u64,
+    negative_zero: NegativeZero,
+) -> Result<(Record, RecordFormat), RecordError> {
     let Value::Object(map) = value else {
         return Err(err("record is not a JSON object"));
     };
@@ -368,7 +405,11 @@ fn decode_value(value: Value, next_seq: u64, negative_zero: NegativeZero) -> Res
     Ok((record, format))
 }
 
-fn decode_event(mut map: Map<String, Value>, next_seq: u64, negative_zero: NegativeZero) -> Result<Event, RecordError> {
+fn decode_event(
+    mut map: Map<String, Value>,
+    next_seq: u64,
+    negative_zero: NegativeZero,
+) -> Result<Event, RecordError> {
     if let Some(k) = map.keys().find(|k| !ENVELOPE_KEYS.contains(&k.as_str())) {
         return Err(err(format!("event envelope has unexpected key \"{k}\"")));
     }
@@ -385,23 +426,34 @@ fn decode_event(mut map: Map<String, Value>, next_seq: u64, negative_zero: Negat
     };
     let seq = match map.remove("seq") {
         None => next_seq,
-        Some(v) => v.as_u64().ok_or_else(|| err("event `seq` is not a non-negative integer"))?,
+        Some(v) => v
+            .as_u64()
+            .ok_or_else(|| err("event `seq` is not a non-negative integer"))?,
     };
     let time = match map.remove("time") {
         None => 0,
-        Some(v) => v.as_i64().ok_or_else(|| err("event `time` is not an integer"))?,
+        Some(v) => v
+            .as_i64()
+            .ok_or_else(|| err("event `time` is not an integer"))?,
     };
-    let data = map.remove("data").ok_or_else(|| err(format!("event \"{event_type}\" has no `data`")))?;
+    let data = map
+        .remove("data")
+        .ok_or_else(|| err(format!("event \"{event_type}\" has no `data`")))?;
     let surface_op = match map.remove("surfaceOp") {
         None => None,
-        Some(v) => Some(SurfaceOp::from_value(&v).map_err(|m| err(format!("event \"{event_type}\" {m}")))?),
+        Some(v) => Some(
+            SurfaceOp::from_value(&v).map_err(|m| err(format!("event \"{event_type}\" {m}")))?,
+        ),
     };
     let source_event_seqs = match map.remove("sourceEventSeqs") {
         None => None,
         Some(Value::Array(items)) => Some(
             items
                 .iter()
-                .map(|v| v.as_u64().ok_or_else(|| err("sourceEventSeqs must hold non-negative integers")))
+                .map(|v| {
+                    v.as_u64()
+                        .ok_or_else(|| err("sourceEventSeqs must hold non-negative integers"))
+                })
                 .collect::<Result<Vec<_>, _>>()?,
         ),
         Some(_) => return Err(err("sourceEventSeqs must be an array")),
@@ -412,14 +464,31 @@ fn decode_event(mut map: Map<String, Value>, next_seq: u64, negative_zero: Negat
         Some(_) => return Err(err("`ignorable` may only be true")),
     };
     let data = EventData::from_json(data, negative_zero);
-    Ok(Event { event_type, seq, time, data, source_event_seqs, surface_op, ignorable, key_order })
+    Ok(Event {
+        event_type,
+        seq,
+        time,
+        data,
+        source_event_seqs,
+        surface_op,
+        ignorable,
+        key_order,
+    })
 }
 
-fn decode_row(map: Map<String, Value>, kind: RowKind, next_seq: u64) -> Result<Record, RecordError> {
+fn decode_row(
+    map: Map<String, Value>,
+    kind: RowKind,
+    next_seq: u64,
+) -> Result<Record, RecordError> {
     let name = kind.record_type();
     let bad = |what: &str| err(format!("invalid {name} row: {what}"));
     let projected = !map.contains_key("seq0");
-    let expected: &[&str] = if projected { &["type", "data"] } else { &["type", "seq0", "time0", "data"] };
+    let expected: &[&str] = if projected {
+        &["type", "data"]
+    } else {
+        &["type", "seq0", "time0", "data"]
+    };
     if !keys_are(&map, expected) {
         return Err(bad("unexpected envelope keys"));
     }
@@ -427,15 +496,22 @@ fn decode_row(map: Map<String, Value>, kind: RowKind, next_seq: u64) -> Result<R
         (next_seq, 0)
     } else {
         (
-            map.get("seq0").and_then(Value::as_u64).ok_or_else(|| bad("seq0"))?,
-            map.get("time0").and_then(Value::as_i64).ok_or_else(|| bad("time0"))?,
+            map.get("seq0")
+                .and_then(Value::as_u64)
+                .ok_or_else(|| bad("seq0"))?,
+            map.get("time0")
+                .and_then(Value::as_i64)
+                .ok_or_else(|| bad("time0"))?,
         )
     };
-    let Some(Value::Object(data)) = map.get("data") else { return Err(bad("data")) };
+    let Some(Value::Object(data)) = map.get("data") else {
+        return Err(bad("data"));
+    };
     let (parts_key, ok_keys) = match kind {
-        RowKind::Text | RowKind::Reasoning => {
-            ("texts", keys_are(data, &["turn", "step", "index", "dt", "texts"]))
-        }
+        RowKind::Text | RowKind::Reasoning => (
+            "texts",
+            keys_are(data, &["turn", "step", "index", "dt", "texts"]),
+        ),
         RowKind::ToolCall => (
             "args",
             keys_are(data, &["turn", "step", "index", "dt", "id", "args"])
@@ -445,11 +521,20 @@ fn decode_row(map: Map<String, Value>, kind: RowKind, next_seq: u64) -> Result<R
     if !ok_keys {
         return Err(bad("unexpected data keys"));
     }
-    let field = |k: &str| data.get(k).and_then(Value::as_u64).filter(|n| *n <= MAX_SAFE_INT).ok_or_else(|| bad(k));
+    let field = |k: &str| {
+        data.get(k)
+            .and_then(Value::as_u64)
+            .filter(|n| *n <= MAX_SAFE_INT)
+            .ok_or_else(|| bad(k))
+    };
     let (turn, step, index) = (field("turn")?, field("step")?, field("index")?);
     let (call_id, call_name) = match kind {
         RowKind::ToolCall => (
-            Some(data.get("id").and_then(Value::as_str).ok_or_else(|| bad("id"))?),
+            Some(
+                data.get("id")
+                    .and_then(Value::as_str)
+                    .ok_or_else(|| bad("id"))?,
+            ),
             match data.get("name") {
                 None => None,
                 Some(v) => Some(v.as_str().ok_or_else(|| bad("name"))?),
@@ -457,7 +542,15 @@ fn decode_row(map: Map<String, Value>, kind: RowKind, next_seq: u64) -> Result<R
         ),
         _ => (None, None),
     };
-    let shape = ChunkDelta { kind, turn, step, index, part: "", call_id, call_name };
+    let shape = ChunkDelta {
+        kind,
+        turn,
+        step,
+        index,
+        part: "",
+        call_id,
+        call_name,
+    };
     let mut run = DeltaRun::new(&shape, 0);
     match data.get(parts_key) {
         Some(Value::Array(items)) => {
@@ -468,15 +561,17 @@ fn decode_row(map: Map<String, Value>, kind: RowKind, next_seq: u64) -> Result<R
         _ => return Err(bad(parts_key)),
     }
     let dt: Vec<i64> = match data.get("dt") {
-        Some(Value::Array(items)) => {
-            items.iter().map(|v| v.as_i64().ok_or_else(|| bad("dt"))).collect::<Result<_, _>>()?
-        }
+        Some(Value::Array(items)) => items
+            .iter()
+            .map(|v| v.as_i64().ok_or_else(|| bad("dt")))
+            .collect::<Result<_, _>>()?,
         _ => return Err(bad("dt")),
     };
     if run.len() < 2 || dt.len() + 1 != run.len() {
         return Err(bad("dt length must be one less than the number of members"));
     }
-    let row = PackedRow::new(seq0, time0, dt, Arc::new(run)).ok_or_else(|| bad("member times overflow"))?;
+    let row = PackedRow::new(seq0, time0, dt, Arc::new(run))
+        .ok_or_else(|| bad("member times overflow"))?;
     Ok(Record::Row(Box::new(row)))
 }
 
@@ -488,7 +583,11 @@ mod tests {
     fn roundtrip(line: &str) {
         let rec = decode_record(serde_json::from_str(line).unwrap(), 7).unwrap();
         let mut out = String::new();
-        let format = if line.contains("\"seq") { RecordFormat::Full } else { RecordFormat::Projected };
+        let format = if line.contains("\"seq") {
+            RecordFormat::Full
+        } else {
+            RecordFormat::Projected
+        };
         write_record(&mut out, &rec, format);
         assert_eq!(out, line);
     }
@@ -496,11 +595,21 @@ mod tests {
     #[test]
     fn records_roundtrip() {
         roundtrip(r#"{"type":"turn/start","seq":3,"time":17,"data":{"turn":1}}"#);
-        roundtrip(r#"{"type":"tool/result","data":{"turn":1},"sourceEventSeqs":[65],"surfaceOp":"append"}"#);
-        roundtrip(r#"{"type":"tool/result","seq":9,"time":1,"data":{},"surfaceOp":"append","sourceEventSeqs":[4]}"#);
-        roundtrip(r#"{"type":"user/message","data":{},"surfaceOp":{"op":"replace","start":5,"end":5}}"#);
-        roundtrip(r#"{"type":"reasoning-chunks","data":{"turn":1,"step":1,"index":0,"dt":[0,33],"texts":["The"," user","!"]}}"#);
-        roundtrip(r#"{"type":"tool-call-chunks","seq0":4,"time0":100,"data":{"turn":1,"step":1,"index":1,"dt":[0,2],"id":"c","name":"bash","args":["","{","}"]}}"#);
+        roundtrip(
+            r#"{"type":"tool/result","data":{"turn":1},"sourceEventSeqs":[65],"surfaceOp":"append"}"#,
+        );
+        roundtrip(
+            r#"{"type":"tool/result","seq":9,"time":1,"data":{},"surfaceOp":"append","sourceEventSeqs":[4]}"#,
+        );
+        roundtrip(
+            r#"{"type":"user/message","data":{},"surfaceOp":{"op":"replace","start":5,"end":5}}"#,
+        );
+        roundtrip(
+            r#"{"type":"reasoning-chunks","data":{"turn":1,"step":1,"index":0,"dt":[0,33],"texts":["The"," user","!"]}}"#,
+        );
+        roundtrip(
+            r#"{"type":"tool-call-chunks","seq0":4,"time0":100,"data":{"turn":1,"step":1,"index":1,"dt":[0,2],"id":"c","name":"bash","args":["","{","}"]}}"#,
+        );
     }
 
     #[test]
@@ -513,7 +622,10 @@ mod tests {
             r#"{"type":"turn/start","seq":-1,"time":1,"data":{}}"#,
             r#"[1,2]"#,
         ] {
-            assert!(decode_record(serde_json::from_str(line).unwrap(), 0).is_err(), "{line}");
+            assert!(
+                decode_record(serde_json::from_str(line).unwrap(), 0).is_err(),
+                "{line}"
+            );
         }
     }
 

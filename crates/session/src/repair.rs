@@ -10,8 +10,7 @@ use crate::event::{Event, EventType, SurfaceKeyOrder, SurfaceOp, types};
 /// Text of a synthetic result for a call that was recorded but never answered.
 pub const OUTCOME_UNKNOWN_TEXT: &str = "This tool call was recorded as started, but the session ended before its result was saved, so its outcome is unknown. Only repeat it if it is read-only or idempotent; otherwise check the current state (or ask the user) before trying again.";
 /// Text of a synthetic result for a call the model requested but that never started.
-pub const NOT_STARTED_TEXT: &str =
-    "This tool call never started: the session ended before it was dispatched. Call it again if it is still needed.";
+pub const NOT_STARTED_TEXT: &str = "This tool call never started: the session ended before it was dispatched. Call it again if it is still needed.";
 
 mod indexmap_lite {
     /// Pending calls in insertion order.
@@ -81,7 +80,11 @@ pub fn interrupted_turn_closers(events: &[Arc<Event>]) -> Vec<Event> {
                 }
             }
             types::TOOL_RESULT => {
-                if let Some(id) = e.data.pointer("/message/source/callId").and_then(Value::as_str) {
+                if let Some(id) = e
+                    .data
+                    .pointer("/message/source/callId")
+                    .and_then(Value::as_str)
+                {
                     pending.remove(id);
                 }
             }
@@ -125,7 +128,11 @@ pub fn interrupted_turn_closers(events: &[Arc<Event>]) -> Vec<Event> {
             source_event_seqs: call_seq.map(|s| vec![s]),
             surface_op: Some(SurfaceOp::Append),
             ignorable: false,
-            key_order: if call_seq.is_some() { SurfaceKeyOrder::OpFirst } else { SurfaceKeyOrder::SourcesFirst },
+            key_order: if call_seq.is_some() {
+                SurfaceKeyOrder::OpFirst
+            } else {
+                SurfaceKeyOrder::SourcesFirst
+            },
         });
         seq += 1;
     }
@@ -140,9 +147,17 @@ pub fn interrupted_turn_closers(events: &[Arc<Event>]) -> Vec<Event> {
         key_order: SurfaceKeyOrder::SourcesFirst,
     };
     if let Some(step) = open_step {
-        closers.push(plain(types::STEP_END, seq, json!({"turn": turn, "step": step})));
+        closers.push(plain(
+            types::STEP_END,
+            seq,
+            json!({"turn": turn, "step": step}),
+        ));
         seq += 1;
     }
-    closers.push(plain(types::TURN_END, seq, json!({"turn": turn, "reason": {"kind": "interrupted"}})));
+    closers.push(plain(
+        types::TURN_END,
+        seq,
+        json!({"turn": turn, "reason": {"kind": "interrupted"}}),
+    ));
     closers
 }

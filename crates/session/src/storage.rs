@@ -63,7 +63,9 @@ fn contains_turn_end(record: &Record) -> bool {
 /// Parses a whole log text (header + records).
 pub fn parse_log(text: &str) -> Result<ParsedLog, StorageError> {
     let Some(header_end) = text.find('\n') else {
-        return Err(StorageError::Corrupt("empty or header-less session log".into()));
+        return Err(StorageError::Corrupt(
+            "empty or header-less session log".into(),
+        ));
     };
     let header = parse_header_line(&text[..header_end])?;
     let mut pos = header_end + 1;
@@ -85,7 +87,8 @@ pub fn parse_log(text: &str) -> Result<ParsedLog, StorageError> {
         let (record, record_format) = match decode_line(line, next_seq) {
             Ok(r) => r,
             Err(_) => {
-                issue.get_or_insert_with(|| format!("unparsable committed event at line {line_no}"));
+                issue
+                    .get_or_insert_with(|| format!("unparsable committed event at line {line_no}"));
                 continue;
             }
         };
@@ -100,7 +103,9 @@ pub fn parse_log(text: &str) -> Result<ParsedLog, StorageError> {
             Record::Row(r) => r.seq0,
         };
         if first_seq != next_seq {
-            let msg = format!("seq gap in committed region at line {line_no} (expected {next_seq}, got {first_seq})");
+            let msg = format!(
+                "seq gap in committed region at line {line_no} (expected {next_seq}, got {first_seq})"
+            );
             if contains_turn_end(&record) {
                 return Err(StorageError::Corrupt(msg));
             }
@@ -115,7 +120,10 @@ pub fn parse_log(text: &str) -> Result<ParsedLog, StorageError> {
         records.push(record);
         committed_bytes = line_end;
     }
-    if let Some(e) = events.iter().find(|e| !e.ignorable && !e.event_type.is_known()) {
+    if let Some(e) = events
+        .iter()
+        .find(|e| !e.ignorable && !e.event_type.is_known())
+    {
         return Err(StorageError::Unsupported(format!(
             "session \"{}\" contains event type \"{}\" (seq {}) unknown to this harness and not marked ignorable; refusing to interpret the log — it was likely written by a newer harness",
             header.id, e.event_type, e.seq

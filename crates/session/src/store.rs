@@ -43,7 +43,9 @@ pub struct LiveSession {
 
 impl std::fmt::Debug for LiveSession {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LiveSession").field("id", &self.id()).finish_non_exhaustive()
+        f.debug_struct("LiveSession")
+            .field("id", &self.id())
+            .finish_non_exhaustive()
     }
 }
 
@@ -128,7 +130,10 @@ impl LiveSession {
 
     pub fn events_from(&self, from: u64) -> Vec<Arc<Event>> {
         let s = self.lock();
-        s.events().get(from as usize..).map(<[_]>::to_vec).unwrap_or_default()
+        s.events()
+            .get(from as usize..)
+            .map(<[_]>::to_vec)
+            .unwrap_or_default()
     }
 
     pub fn derive_messages(&self) -> Vec<Arc<Message>> {
@@ -155,7 +160,10 @@ impl LiveSession {
             s.append_at(event_type, data, surface, (self.clock)())?
         };
         PUBLISHING.with(|p| p.borrow_mut().push(key));
-        self.ctx.emit::<SessionAppended>(&AppendedEvent { session: self.clone(), event: event.clone() });
+        self.ctx.emit::<SessionAppended>(&AppendedEvent {
+            session: self.clone(),
+            event: event.clone(),
+        });
         PUBLISHING.with(|p| {
             let mut p = p.borrow_mut();
             if let Some(i) = p.iter().rposition(|k| *k == key) {
@@ -193,7 +201,10 @@ pub enum SessionSource {
     Seeded(Vec<Arc<Event>>),
     /// A restored log (already durable, repair closers included); gets `session/end-seed`
     /// unless it already ends with one.
-    Restored { events: Vec<Arc<Event>>, stored_len: u64 },
+    Restored {
+        events: Vec<Arc<Event>>,
+        stored_len: u64,
+    },
 }
 
 /// The `ctx.sessions` service.
@@ -204,7 +215,10 @@ pub struct SessionStore {
 
 impl SessionStore {
     pub fn new(clock: Clock) -> Arc<Self> {
-        Arc::new(Self { clock, live: RwLock::new(HashMap::new()) })
+        Arc::new(Self {
+            clock,
+            live: RwLock::new(HashMap::new()),
+        })
     }
 
     pub fn clock(&self) -> &Clock {
@@ -231,7 +245,9 @@ impl SessionStore {
         let (session, stored_len) = match source {
             SessionSource::Fresh => (Session::new(header), 0),
             SessionSource::Seeded(seed) => (Session::with_seed(header, seed, now)?, 0),
-            SessionSource::Restored { events, stored_len } => (Session::with_seed(header, events, now)?, stored_len),
+            SessionSource::Restored { events, stored_len } => {
+                (Session::with_seed(header, events, now)?, stored_len)
+            }
         };
         let live = Arc::new(LiveSession {
             state: Mutex::new(session),
@@ -252,11 +268,20 @@ impl SessionStore {
     }
 
     pub fn get(&self, id: &str) -> Option<Arc<LiveSession>> {
-        self.live.read().unwrap_or_else(|p| p.into_inner()).get(id).cloned()
+        self.live
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(id)
+            .cloned()
     }
 
     pub fn list(&self) -> Vec<Arc<LiveSession>> {
-        self.live.read().unwrap_or_else(|p| p.into_inner()).values().cloned().collect()
+        self.live
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .cloned()
+            .collect()
     }
 
     /// Forks a live session at `boundary` (default: its last event) into a new live child.
@@ -278,7 +303,11 @@ impl SessionStore {
 
     /// Removes a session from the store and announces `session/disposed`.
     pub fn dispose(&self, id: &str) {
-        let removed = self.live.write().unwrap_or_else(|p| p.into_inner()).remove(id);
+        let removed = self
+            .live
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(id);
         if let Some(s) = removed {
             s.ctx.emit::<SessionDisposed>(&s);
         }

@@ -32,11 +32,17 @@ impl Surface {
 
     /// Validates `event` as the next transition. `log` is the log so far (to inspect
     /// shadowed tool results).
-    pub fn plan(&self, event: &Event, log: &[std::sync::Arc<Event>]) -> Result<SurfacePlan, String> {
+    pub fn plan(
+        &self,
+        event: &Event,
+        log: &[std::sync::Arc<Event>],
+    ) -> Result<SurfacePlan, String> {
         let t = event.event_type.as_str();
         if !types::is_surface(t) {
             if event.surface_op.is_some() {
-                return Err(format!("session event \"{t}\" is not surface-eligible and cannot carry surfaceOp"));
+                return Err(format!(
+                    "session event \"{t}\" is not surface-eligible and cannot carry surfaceOp"
+                ));
             }
             if event.source_event_seqs.is_some() {
                 return Err(format!(
@@ -46,7 +52,9 @@ impl Surface {
             return Ok(SurfacePlan::None);
         }
         let Some(op) = event.surface_op else {
-            return Err(format!("session event \"{t}\" is surface-eligible and requires a surfaceOp marker"));
+            return Err(format!(
+                "session event \"{t}\" is surface-eligible and requires a surfaceOp marker"
+            ));
         };
         if let Some(sources) = &event.source_event_seqs {
             if sources.is_empty() && t != types::ASSISTANT_MESSAGE {
@@ -75,15 +83,21 @@ impl Surface {
                     self.nodes.iter().position(|n| *n == start),
                     self.nodes.iter().position(|n| *n == end),
                 ) else {
-                    return Err(format!("replace range {start}..{end} does not name live surface nodes"));
+                    return Err(format!(
+                        "replace range {start}..{end} does not name live surface nodes"
+                    ));
                 };
                 if start_idx > end_idx {
-                    return Err(format!("replace range {start}..{end} is reversed on the surface"));
+                    return Err(format!(
+                        "replace range {start}..{end} is reversed on the surface"
+                    ));
                 }
                 let shadowed = &self.nodes[start_idx..=end_idx];
                 let sources = event.source_event_seqs.as_deref().unwrap_or(&[]);
                 if let Some(missing) = shadowed.iter().find(|s| !sources.contains(s)) {
-                    return Err(format!("replacement must cite shadowed surface node {missing} in sourceEventSeqs"));
+                    return Err(format!(
+                        "replacement must cite shadowed surface node {missing} in sourceEventSeqs"
+                    ));
                 }
                 if t == types::TOOL_RESULT {
                     validate_tool_result_replacement(event, shadowed, log)?;
@@ -114,7 +128,9 @@ fn validate_tool_result_replacement(
     let [only] = shadowed else {
         return Err("a tool/result replacement must shadow exactly one node".into());
     };
-    let original = log.get(*only as usize).ok_or("shadowed node is not in the log")?;
+    let original = log
+        .get(*only as usize)
+        .ok_or("shadowed node is not in the log")?;
     if !original.is(types::TOOL_RESULT) {
         return Err("a tool/result replacement must shadow a tool/result".into());
     }

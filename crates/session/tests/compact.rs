@@ -81,7 +81,11 @@ fn fast_line_decoding_agrees_with_the_generic_decoder() {
         if let Ok((record, format)) = a {
             // Whatever was accepted writes back as the generic decoder's record would.
             let (generic_record, _) = b.unwrap();
-            assert_eq!(reserialize(&record, format), reserialize(&generic_record, format), "{line}");
+            assert_eq!(
+                reserialize(&record, format),
+                reserialize(&generic_record, format),
+                "{line}"
+            );
         }
     }
 }
@@ -91,8 +95,14 @@ fn stream_deltas_are_held_compactly_and_read_like_json() {
     let value = json!({"turn": 2, "step": 1, "chunk": {"type": "tool-call-delta", "index": 1, "id": "c1", "name": "bash", "argumentsDelta": "{\"a\""}});
     let data = EventData::new(value.clone());
     let delta = data.delta().expect("compact");
-    assert_eq!((delta.kind, delta.turn, delta.step, delta.index), (RowKind::ToolCall, 2, 1, 1));
-    assert_eq!((delta.part, delta.call_id, delta.call_name), ("{\"a\"", Some("c1"), Some("bash")));
+    assert_eq!(
+        (delta.kind, delta.turn, delta.step, delta.index),
+        (RowKind::ToolCall, 2, 1, 1)
+    );
+    assert_eq!(
+        (delta.part, delta.call_id, delta.call_name),
+        ("{\"a\"", Some("c1"), Some("bash"))
+    );
     assert_eq!(delta.chunk_type(), "tool-call-delta");
     assert_eq!(data, value);
     assert_eq!(data.to_value(), value);
@@ -133,11 +143,17 @@ fn event_types_are_interned_and_compare_like_strings() {
     assert!(!other.is_known());
     assert_eq!(String::from(other.clone()), "plugin/thing");
     assert_eq!(serde_json::to_value(&other).unwrap(), json!("plugin/thing"));
-    assert!(std::mem::size_of::<Event>() <= 128, "Event grew to {} bytes", std::mem::size_of::<Event>());
+    assert!(
+        std::mem::size_of::<Event>() <= 128,
+        "Event grew to {} bytes",
+        std::mem::size_of::<Event>()
+    );
 }
 
 fn log_text(lines: &[&str]) -> String {
-    let mut text = String::from("{\"type\":\"session\",\"version\":0,\"id\":\"s\",\"createdAt\":1,\"delegationDepth\":0}\n");
+    let mut text = String::from(
+        "{\"type\":\"session\",\"version\":0,\"id\":\"s\",\"createdAt\":1,\"delegationDepth\":0}\n",
+    );
     for l in lines {
         text.push_str(l);
         text.push('\n');
@@ -148,13 +164,16 @@ fn log_text(lines: &[&str]) -> String {
 #[test]
 fn stored_negative_zero_is_still_refused_on_restore() {
     for number in ["-0", "-0.0", "-1e-400"] {
-        let line = format!(r#"{{"type":"plugin/x","seq":0,"time":1,"data":{{"n":{number}}},"ignorable":true}}"#);
+        let line = format!(
+            r#"{{"type":"plugin/x","seq":0,"time":1,"data":{{"n":{number}}},"ignorable":true}}"#
+        );
         let parsed = parse_log(&log_text(&[&line])).unwrap();
         let err = Session::with_seed(parsed.header, parsed.events, 0).unwrap_err();
         assert!(err.0.contains("non-JSON-serializable"), "{number}: {err}");
     }
     // A minus in text (ids, dates) is no number.
-    let line = r#"{"type":"plugin/x","seq":0,"time":1,"data":{"id":"a-0b","n":-3},"ignorable":true}"#;
+    let line =
+        r#"{"type":"plugin/x","seq":0,"time":1,"data":{"id":"a-0b","n":-3},"ignorable":true}"#;
     let parsed = parse_log(&log_text(&[line])).unwrap();
     assert!(Session::with_seed(parsed.header, parsed.events, 0).is_ok());
 }
@@ -169,8 +188,20 @@ fn packed_and_unpacked_deltas_load_compact_and_repack_identically() {
     ];
     let text = log_text(&lines);
     let parsed = parse_log(&text).unwrap();
-    let deltas: Vec<_> = parsed.events.iter().filter_map(|e| e.data.delta().map(|d| (e.seq, e.time, d.part.to_string()))).collect();
-    assert_eq!(deltas, [(2, 5, "a".into()), (3, 6, "b".into()), (4, 6, "c".into()), (5, 7, "d".into())]);
+    let deltas: Vec<_> = parsed
+        .events
+        .iter()
+        .filter_map(|e| e.data.delta().map(|d| (e.seq, e.time, d.part.to_string())))
+        .collect();
+    assert_eq!(
+        deltas,
+        [
+            (2, 5, "a".into()),
+            (3, 6, "b".into()),
+            (4, 6, "c".into()),
+            (5, 7, "d".into())
+        ]
+    );
     let mut again = String::new();
     for r in pack(&parsed.events) {
         write_record(&mut again, &r, RecordFormat::Full);
@@ -183,10 +214,23 @@ fn packed_and_unpacked_deltas_load_compact_and_repack_identically() {
 
 fn arb_line() -> impl Strategy<Value = String> {
     let text = "[a-z\"\\\\é\n\u{1}]{0,3}";
-    let num = prop_oneof![Just("1".to_string()), Just("0".to_string()), Just("-2".to_string()), Just("1.5".to_string()), Just("9007199254740993".to_string())];
-    let parts = proptest::collection::vec(text.prop_map(|t| serde_json::to_string(&t).unwrap()), 0..4);
+    let num = prop_oneof![
+        Just("1".to_string()),
+        Just("0".to_string()),
+        Just("-2".to_string()),
+        Just("1.5".to_string()),
+        Just("9007199254740993".to_string())
+    ];
+    let parts =
+        proptest::collection::vec(text.prop_map(|t| serde_json::to_string(&t).unwrap()), 0..4);
     let dts = proptest::collection::vec(num.clone(), 0..4);
-    let kind = prop_oneof![Just("text-chunks"), Just("reasoning-chunks"), Just("tool-call-chunks"), Just("assistant/chunk"), Just("turn/start")];
+    let kind = prop_oneof![
+        Just("text-chunks"),
+        Just("reasoning-chunks"),
+        Just("tool-call-chunks"),
+        Just("assistant/chunk"),
+        Just("turn/start")
+    ];
     (kind, num.clone(), num, dts, parts, any::<bool>(), any::<bool>()).prop_map(|(kind, turn, seq, dt, parts, name, projected)| {
         let parts = parts.join(",");
         let dt = dt.join(",");
@@ -219,12 +263,17 @@ proptest! {
 #[test]
 fn row_members_share_one_run() {
     let line = r#"{"type":"text-chunks","seq0":0,"time0":0,"data":{"turn":1,"step":1,"index":0,"dt":[0,0],"texts":["a","b","c"]}}"#;
-    let (Record::Row(row), _) = decode_line(line, 0).unwrap() else { panic!("a row") };
+    let (Record::Row(row), _) = decode_line(line, 0).unwrap() else {
+        panic!("a row")
+    };
     let mut events = Vec::new();
     row.expand_into(&mut events);
     // Repacking members of one run reuses it: the record is equal and the text is shared.
     let repacked = pack(&events);
     assert_eq!(repacked, [Record::Row(row)]);
-    let parts: Vec<&str> = events.iter().map(|e: &Arc<Event>| e.data.delta().unwrap().part).collect();
+    let parts: Vec<&str> = events
+        .iter()
+        .map(|e: &Arc<Event>| e.data.delta().unwrap().part)
+        .collect();
     assert_eq!(parts, ["a", "b", "c"]);
 }

@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use dsh_llm::{ContentBlock, Message, StreamChunk};
 use dsh_session::{
-    Event, ForkError, RecordFormat, Session, SessionHeader, SurfaceIntent, SurfaceKeyOrder, SurfaceOp,
-    interrupted_turn_closers, pack, parse_log, types, write_record,
+    Event, ForkError, RecordFormat, Session, SessionHeader, SurfaceIntent, SurfaceKeyOrder,
+    SurfaceOp, interrupted_turn_closers, pack, parse_log, types, write_record,
 };
 use pretty_assertions::assert_eq;
 use proptest::prelude::*;
@@ -19,28 +19,61 @@ fn session() -> Session {
 
 fn user(s: &mut Session, text: &str) -> u64 {
     let m = Message::user_text(text);
-    s.append_at(types::USER_MESSAGE, m.to_value(), Some(SurfaceIntent::append()), 1).unwrap().seq
+    s.append_at(
+        types::USER_MESSAGE,
+        m.to_value(),
+        Some(SurfaceIntent::append()),
+        1,
+    )
+    .unwrap()
+    .seq
 }
 
 fn open_step(s: &mut Session, turn: u64, step: u64) {
     if step == 1 {
-        s.append_at(types::TURN_START, json!({"turn": turn}), None, 1).unwrap();
+        s.append_at(types::TURN_START, json!({"turn": turn}), None, 1)
+            .unwrap();
     }
-    s.append_at(types::STEP_START, json!({"turn": turn, "step": step}), None, 1).unwrap();
+    s.append_at(
+        types::STEP_START,
+        json!({"turn": turn, "step": step}),
+        None,
+        1,
+    )
+    .unwrap();
 }
 
 fn close_step(s: &mut Session, turn: u64, step: u64) {
-    s.append_at(types::STEP_END, json!({"turn": turn, "step": step}), None, 1).unwrap();
+    s.append_at(
+        types::STEP_END,
+        json!({"turn": turn, "step": step}),
+        None,
+        1,
+    )
+    .unwrap();
 }
 
 fn end_turn(s: &mut Session, turn: u64) {
-    s.append_at(types::TURN_END, json!({"turn": turn, "reason": {"kind": "completed"}}), None, 1).unwrap();
+    s.append_at(
+        types::TURN_END,
+        json!({"turn": turn, "reason": {"kind": "completed"}}),
+        None,
+        1,
+    )
+    .unwrap();
 }
 
 fn assistant(s: &mut Session, turn: u64, step: u64, content: Vec<ContentBlock>) -> u64 {
     let m = Message::assistant(content, "p", "m", None);
     let data = json!({"turn": turn, "step": step, "message": m.to_value()});
-    s.append_at(types::ASSISTANT_MESSAGE, data, Some(SurfaceIntent::append_citing(vec![])), 1).unwrap().seq
+    s.append_at(
+        types::ASSISTANT_MESSAGE,
+        data,
+        Some(SurfaceIntent::append_citing(vec![])),
+        1,
+    )
+    .unwrap()
+    .seq
 }
 
 fn texts(s: &mut Session) -> Vec<String> {
@@ -54,15 +87,41 @@ fn seq_equals_index_and_invalid_appends_leave_the_log_unchanged() {
     user(&mut s, "hi");
     let before = s.events().len();
     // surface fields on a non-surface event
-    let err = s.append_at(types::TODO_WRITE, json!({"todos": []}), Some(SurfaceIntent::append()), 1).unwrap_err();
+    let err = s
+        .append_at(
+            types::TODO_WRITE,
+            json!({"todos": []}),
+            Some(SurfaceIntent::append()),
+            1,
+        )
+        .unwrap_err();
     assert!(err.0.contains("not surface-eligible"), "{err}");
     // surface event without surfaceOp
-    assert!(s.append_at(types::USER_MESSAGE, Message::user_text("x").to_value(), None, 1).is_err());
+    assert!(
+        s.append_at(
+            types::USER_MESSAGE,
+            Message::user_text("x").to_value(),
+            None,
+            1
+        )
+        .is_err()
+    );
     // a step/start while one is open
-    assert!(s.append_at(types::STEP_START, json!({"turn": 1, "step": 2}), None, 1).is_err());
+    assert!(
+        s.append_at(types::STEP_START, json!({"turn": 1, "step": 2}), None, 1)
+            .is_err()
+    );
     // a tool result for a call that was never made
     let r = Message::tool_result("nope", vec![ContentBlock::text("x")], false);
-    assert!(s.append_at(types::TOOL_RESULT, json!({"turn":1,"step":1,"message": r.to_value()}), Some(SurfaceIntent::append()), 1).is_err());
+    assert!(
+        s.append_at(
+            types::TOOL_RESULT,
+            json!({"turn":1,"step":1,"message": r.to_value()}),
+            Some(SurfaceIntent::append()),
+            1
+        )
+        .is_err()
+    );
     // -0 is not lossless JSON
     let neg_zero: Value = serde_json::from_str("{\"x\":-0.0}").unwrap();
     assert!(s.append_at("plugin/thing", neg_zero, None, 1).is_err());
@@ -86,7 +145,10 @@ fn derive_skips_empty_assistant_messages_and_follows_replacements() {
     let bad = s.append_at(
         types::USER_MESSAGE,
         summary.to_value(),
-        Some(SurfaceIntent { op: SurfaceOp::Replace { start: a, end: b }, sources: Some(vec![a]) }),
+        Some(SurfaceIntent {
+            op: SurfaceOp::Replace { start: a, end: b },
+            sources: Some(vec![a]),
+        }),
         1,
     );
     assert!(bad.is_err(), "every shadowed node must be cited");
@@ -95,7 +157,10 @@ fn derive_skips_empty_assistant_messages_and_follows_replacements() {
         .append_at(
             types::USER_MESSAGE,
             summary.to_value(),
-            Some(SurfaceIntent { op: SurfaceOp::Replace { start: a, end: b }, sources: Some(shadow) }),
+            Some(SurfaceIntent {
+                op: SurfaceOp::Replace { start: a, end: b },
+                sources: Some(shadow),
+            }),
             1,
         )
         .unwrap();
@@ -106,7 +171,13 @@ fn derive_skips_empty_assistant_messages_and_follows_replacements() {
         .append_at(
             types::USER_MESSAGE,
             Message::user_text("all").to_value(),
-            Some(SurfaceIntent { op: SurfaceOp::Replace { start: r.seq, end: c }, sources: Some(vec![r.seq, c]) }),
+            Some(SurfaceIntent {
+                op: SurfaceOp::Replace {
+                    start: r.seq,
+                    end: c,
+                },
+                sources: Some(vec![r.seq, c]),
+            }),
             1,
         )
         .unwrap();
@@ -131,9 +202,22 @@ fn fork_refuses_open_turns_and_seeds_end_with_end_seed() {
     assert_eq!(child.events().last().unwrap().event_type, types::END_SEED);
     assert_eq!(child.first_live_seq(), prefix.len() as u64);
     assert_eq!(texts(&mut child), ["q"]);
-    assert_eq!(child.last_turn(), 1, "turn numbering continues from the seed");
-    let reopened = Session::with_seed(SessionHeader::new("child", 2000), child.events().to_vec(), 9).unwrap();
-    assert_eq!(reopened.events().len(), child.events().len(), "reopening untouched does not grow the log");
+    assert_eq!(
+        child.last_turn(),
+        1,
+        "turn numbering continues from the seed"
+    );
+    let reopened = Session::with_seed(
+        SessionHeader::new("child", 2000),
+        child.events().to_vec(),
+        9,
+    )
+    .unwrap();
+    assert_eq!(
+        reopened.events().len(),
+        child.events().len(),
+        "reopening untouched does not grow the log"
+    );
 }
 
 #[test]
@@ -146,30 +230,61 @@ fn repair_closes_the_open_turn_and_answers_every_call() {
         1,
         1,
         vec![
-            ContentBlock::ToolCall { id: "a".into(), name: "bash".into(), arguments: "{}".into() },
-            ContentBlock::ToolCall { id: "b".into(), name: "bash".into(), arguments: "{}".into() },
+            ContentBlock::ToolCall {
+                id: "a".into(),
+                name: "bash".into(),
+                arguments: "{}".into(),
+            },
+            ContentBlock::ToolCall {
+                id: "b".into(),
+                name: "bash".into(),
+                arguments: "{}".into(),
+            },
         ],
     );
     let call = s
-        .append_at(types::TOOL_CALL, json!({"turn":1,"step":1,"callId":"a","name":"bash","arguments":"{}"}), None, 7)
+        .append_at(
+            types::TOOL_CALL,
+            json!({"turn":1,"step":1,"callId":"a","name":"bash","arguments":"{}"}),
+            None,
+            7,
+        )
         .unwrap();
     let closers = interrupted_turn_closers(s.events());
     let summary: Vec<_> = closers
         .iter()
-        .map(|e| (e.event_type.to_string(), e.data.pointer("/error/code").cloned(), e.source_event_seqs.clone()))
+        .map(|e| {
+            (
+                e.event_type.to_string(),
+                e.data.pointer("/error/code").cloned(),
+                e.source_event_seqs.clone(),
+            )
+        })
         .collect();
     assert_eq!(
         summary,
         [
-            (types::TOOL_RESULT.to_string(), Some(json!("TOOL_OUTCOME_UNKNOWN")), Some(vec![call.seq])),
-            (types::TOOL_RESULT.to_string(), Some(json!("TOOL_NOT_STARTED")), None),
+            (
+                types::TOOL_RESULT.to_string(),
+                Some(json!("TOOL_OUTCOME_UNKNOWN")),
+                Some(vec![call.seq])
+            ),
+            (
+                types::TOOL_RESULT.to_string(),
+                Some(json!("TOOL_NOT_STARTED")),
+                None
+            ),
             (types::STEP_END.to_string(), None, None),
             (types::TURN_END.to_string(), None, None),
         ]
     );
     assert_eq!(closers[0].key_order, SurfaceKeyOrder::OpFirst);
     let mut line = String::new();
-    write_record(&mut line, &dsh_session::Record::Event(Arc::new(closers[0].clone())), RecordFormat::Full);
+    write_record(
+        &mut line,
+        &dsh_session::Record::Event(Arc::new(closers[0].clone())),
+        RecordFormat::Full,
+    );
     assert!(line.starts_with(&format!("{{\"type\":\"tool/result\",\"seq\":{},\"time\":7,\"data\":{{\"turn\":1,\"step\":1,\"message\":{{\"id\":\"interrupted-tool-result-a-", call.seq + 1)), "{line}");
     for c in closers {
         s.push_event_checked(Arc::new(c)).unwrap();
@@ -185,7 +300,8 @@ fn chunk_event(seq: u64, time: i64, turn: u64, chunk: StreamChunk) -> Arc<Event>
         event_type: types::ASSISTANT_CHUNK.into(),
         seq,
         time,
-        data: json!({"turn": turn, "step": 1, "chunk": serde_json::to_value(chunk).unwrap()}).into(),
+        data: json!({"turn": turn, "step": 1, "chunk": serde_json::to_value(chunk).unwrap()})
+            .into(),
         source_event_seqs: None,
         surface_op: None,
         ignorable: false,
@@ -198,13 +314,18 @@ fn arb_chunk() -> impl Strategy<Value = StreamChunk> {
     prop_oneof![
         (0u32..3, text).prop_map(|(index, text)| StreamChunk::TextDelta { index, text }),
         (0u32..3, text).prop_map(|(index, text)| StreamChunk::ReasoningDelta { index, text }),
-        (0u32..2, text, proptest::option::of("[a-z]{1,3}")).prop_map(|(index, d, name)| StreamChunk::ToolCallDelta {
-            index,
-            id: format!("c{index}"),
-            name,
-            arguments_delta: d
+        (0u32..2, text, proptest::option::of("[a-z]{1,3}")).prop_map(|(index, d, name)| {
+            StreamChunk::ToolCallDelta {
+                index,
+                id: format!("c{index}"),
+                name,
+                arguments_delta: d,
+            }
         }),
-        (0u32..3).prop_map(|index| StreamChunk::BlockStart { index, block_type: "text".into() }),
+        (0u32..3).prop_map(|index| StreamChunk::BlockStart {
+            index,
+            block_type: "text".into()
+        }),
     ]
 }
 

@@ -303,10 +303,16 @@ async fn serve(mut stream: TcpStream, shared: Arc<Shared>) {
             .path
             .trim_end_matches('/')
             .ends_with("/chat/completions");
-    let untooled = request.json.as_ref().is_some_and(|j| j.get("tools").is_none());
+    let untooled = request
+        .json
+        .as_ref()
+        .is_some_and(|j| j.get("tools").is_none());
     let mut reply = None;
     shared.update(|s| {
-        if is_chat && untooled && let Some(text) = &s.aux_text {
+        if is_chat
+            && untooled
+            && let Some(text) = &s.aux_text
+        {
             // Auxiliary calls (titles, summaries) are answered without consuming the script.
             reply = Some(Reply::text(text.clone()));
             s.aux_requests.push(request.clone());

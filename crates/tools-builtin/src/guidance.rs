@@ -47,7 +47,12 @@ impl<M: Send + Sync + 'static> Guidance<M> {
         if let Some(prompt) = ctx.get::<dsh_prompt::SystemPrompt>() {
             for s in &sections {
                 let text = s.text.clone();
-                prompt.section(ctx, s.name, f64::from(s.order), Arc::new(move |_| text.clone()))?;
+                prompt.section(
+                    ctx,
+                    s.name,
+                    f64::from(s.order),
+                    Arc::new(move |_| text.clone()),
+                )?;
             }
         }
         ctx.provide(Arc::new(Self {

@@ -81,7 +81,9 @@ impl ExecutionPolicy {
             return Vec::new();
         }
         let mut roots: Vec<PathBuf> = Vec::new();
-        for root in std::iter::once(self.workspace_root.clone()).chain(self.temp_roots.iter().cloned()) {
+        for root in
+            std::iter::once(self.workspace_root.clone()).chain(self.temp_roots.iter().cloned())
+        {
             let root = canonical_path(&root);
             if !roots.contains(&root) {
                 roots.push(root);

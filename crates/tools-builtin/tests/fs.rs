@@ -615,7 +615,10 @@ async fn workspace_write_fences_mutations_but_not_reads() {
     let tmp = base.path().join("tmp-area");
     std::fs::create_dir_all(&tmp).unwrap();
     let mut h = Harness::new(&[
-        ("@deepseek-ai/dsh-fs-sandbox", json!({"cwd": ws, "mode": "workspace-write", "tempRoots": [tmp]})),
+        (
+            "@deepseek-ai/dsh-fs-sandbox",
+            json!({"cwd": ws, "mode": "workspace-write", "tempRoots": [tmp]}),
+        ),
         (OBSERVE, json!(null)),
         (FS, json!(null)),
     ]);

@@ -27,7 +27,12 @@ pub struct ToolExecution {
 }
 
 impl ToolExecution {
-    pub fn new(call_id: impl Into<String>, name: impl Into<String>, arguments: Value, ctx: Context) -> Self {
+    pub fn new(
+        call_id: impl Into<String>,
+        name: impl Into<String>,
+        arguments: Value,
+        ctx: Context,
+    ) -> Self {
         let call_id = call_id.into();
         Self {
             root_call_id: call_id.clone(),
@@ -45,7 +50,10 @@ impl ToolExecution {
 
 impl std::fmt::Debug for ToolExecution {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ToolExecution").field("call_id", &self.call_id).field("name", &self.name).finish()
+        f.debug_struct("ToolExecution")
+            .field("call_id", &self.call_id)
+            .field("name", &self.name)
+            .finish()
     }
 }
 
@@ -79,12 +87,18 @@ pub struct ToolResult {
 
 impl ToolResult {
     pub fn success(content: Vec<ContentBlock>) -> Self {
-        Self { content, ..Self::default() }
+        Self {
+            content,
+            ..Self::default()
+        }
     }
 
     /// `Error: <message>`, with `{name, code}` when `error` is (or wraps) a [`HarnessError`].
     pub fn from_error(error: &(dyn std::error::Error + 'static)) -> Self {
-        let info = HarnessError::find(error).map(|h| ErrorInfo { name: h.name.to_string(), code: h.code.to_string() });
+        let info = HarnessError::find(error).map(|h| ErrorInfo {
+            name: h.name.to_string(),
+            code: h.code.to_string(),
+        });
         Self::failure(error.to_string(), info)
     }
 
@@ -104,25 +118,43 @@ impl ToolResult {
     }
 
     pub fn aborted() -> Self {
-        Self::failure("tool call aborted", Some(ErrorInfo { name: "AbortError".into(), code: "ABORTED".into() }))
+        Self::failure(
+            "tool call aborted",
+            Some(ErrorInfo {
+                name: "AbortError".into(),
+                code: "ABORTED".into(),
+            }),
+        )
     }
 
     pub fn aborted_before_dispatch() -> Self {
         Self::failure(
             "tool call aborted before dispatch",
-            Some(ErrorInfo { name: "AbortError".into(), code: "ABORTED_BEFORE_DISPATCH".into() }),
+            Some(ErrorInfo {
+                name: "AbortError".into(),
+                code: "ABORTED_BEFORE_DISPATCH".into(),
+            }),
         )
     }
 
     pub fn unknown_tool(name: &str) -> Self {
         Self::failure(
             format!("unknown tool \"{name}\""),
-            Some(ErrorInfo { name: "ToolNotFoundError".into(), code: "UNKNOWN_TOOL".into() }),
+            Some(ErrorInfo {
+                name: "ToolNotFoundError".into(),
+                code: "UNKNOWN_TOOL".into(),
+            }),
         )
     }
 
     pub fn invalid_args(message: String) -> Self {
-        Self::failure(message, Some(ErrorInfo { name: "ToolArgsError".into(), code: "INVALID_ARGS".into() }))
+        Self::failure(
+            message,
+            Some(ErrorInfo {
+                name: "ToolArgsError".into(),
+                code: "INVALID_ARGS".into(),
+            }),
+        )
     }
 }
 
@@ -138,14 +170,23 @@ pub enum PreToolDecision {
 #[derive(Clone, Debug, PartialEq)]
 pub enum PostToolDecision {
     /// Keep the result, optionally replacing its content; contexts are added.
-    Accept { content: Option<Vec<ContentBlock>>, additional_contexts: Vec<Message> },
+    Accept {
+        content: Option<Vec<ContentBlock>>,
+        additional_contexts: Vec<Message>,
+    },
     /// Turn the result into an error carrying `feedback`.
-    Block { feedback: Vec<ContentBlock>, additional_contexts: Vec<Message> },
+    Block {
+        feedback: Vec<ContentBlock>,
+        additional_contexts: Vec<Message>,
+    },
 }
 
 impl PostToolDecision {
     pub fn accept() -> Self {
-        PostToolDecision::Accept { content: None, additional_contexts: Vec::new() }
+        PostToolDecision::Accept {
+            content: None,
+            additional_contexts: Vec::new(),
+        }
     }
 }
 

@@ -69,7 +69,11 @@ impl ToolRegistry {
 
     /// Registers `tool` in the layer of `ctx`'s scope (global when unscoped), as an effect
     /// of `ctx`. A scoped registration shadows a global one of the same name.
-    pub fn register(self: &Arc<Self>, ctx: &Context, tool: Arc<dyn Tool>) -> Result<EffectHandle, BoxError> {
+    pub fn register(
+        self: &Arc<Self>,
+        ctx: &Context,
+        tool: Arc<dyn Tool>,
+    ) -> Result<EffectHandle, BoxError> {
         let scope = ctx.scope().map(|s| s.id());
         let name = tool.schema().name.clone();
         if name == "run_code" {
@@ -102,11 +106,19 @@ impl ToolRegistry {
     pub fn guard(self: &Arc<Self>, ctx: &Context, guard: Guard) -> Result<EffectHandle, BoxError> {
         let scope = ctx.scope().map(|s| s.id());
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
-        self.layers.write().unwrap_or_else(|p| p.into_inner()).guards.push((id, scope, guard));
+        self.layers
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .guards
+            .push((id, scope, guard));
         let this = Arc::downgrade(self);
         Ok(ctx.effect("tool guard", move || {
             if let Some(this) = this.upgrade() {
-                this.layers.write().unwrap_or_else(|p| p.into_inner()).guards.retain(|(g, _, _)| *g != id);
+                this.layers
+                    .write()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .guards
+                    .retain(|(g, _, _)| *g != id);
             }
         })?)
     }
@@ -137,17 +149,25 @@ impl ToolRegistry {
 
     /// The model-facing schemas visible from `ctx`, sorted by name.
     pub fn schemas(&self, ctx: &Context) -> Vec<ToolSchema> {
-        self.visible(ctx).iter().map(|t| t.schema().clone()).collect()
+        self.visible(ctx)
+            .iter()
+            .map(|t| t.schema().clone())
+            .collect()
     }
 
     pub fn get(&self, ctx: &Context, name: &str) -> Option<Arc<dyn Tool>> {
-        self.visible(ctx).into_iter().find(|t| t.schema().name == name)
+        self.visible(ctx)
+            .into_iter()
+            .find(|t| t.schema().name == name)
     }
 
     /// Parallel only when the visible tool says exactly yes; anything else is exclusive.
     pub fn execution_mode(&self, exec: &ToolExecution) -> ExecutionMode {
         match self.get(&exec.ctx, &exec.name) {
-            Some(tool) if tool.validate(&exec.arguments).is_ok() && tool.concurrency_safe(&exec.arguments) => {
+            Some(tool)
+                if tool.validate(&exec.arguments).is_ok()
+                    && tool.concurrency_safe(&exec.arguments) =>
+            {
                 ExecutionMode::Parallel
             }
             _ => ExecutionMode::Exclusive,
@@ -157,11 +177,25 @@ impl ToolRegistry {
     fn guard_reason(&self, exec: &ToolExecution) -> Option<String> {
         let guards: Vec<Guard> = {
             let layers = self.layers();
-            let chain: Vec<ScopeId> = exec.ctx.scope().map(|s| s.chain().to_vec()).unwrap_or_default();
-            let mut ordered: Vec<Guard> =
-                layers.guards.iter().filter(|(_, s, _)| s.is_none()).map(|(_, _, g)| g.clone()).collect();
+            let chain: Vec<ScopeId> = exec
+                .ctx
+                .scope()
+                .map(|s| s.chain().to_vec())
+                .unwrap_or_default();
+            let mut ordered: Vec<Guard> = layers
+                .guards
+                .iter()
+                .filter(|(_, s, _)| s.is_none())
+                .map(|(_, _, g)| g.clone())
+                .collect();
             for id in chain.iter().rev() {
-                ordered.extend(layers.guards.iter().filter(|(_, s, _)| *s == Some(*id)).map(|(_, _, g)| g.clone()));
+                ordered.extend(
+                    layers
+                        .guards
+                        .iter()
+                        .filter(|(_, s, _)| *s == Some(*id))
+                        .map(|(_, _, g)| g.clone()),
+                );
             }
             ordered
         };
@@ -171,13 +205,18 @@ impl ToolRegistry {
     /// Policy stage: pre-execute waterfall, approval, guards.
     pub async fn prepare(&self, exec: ToolExecution) -> Prepared {
         if !dsh_kernel::json::is_lossless(&exec.arguments) {
-            let r = ToolResult::failure("tool execution arguments must be losslessly JSON-serializable", None);
+            let r = ToolResult::failure(
+                "tool execution arguments must be losslessly JSON-serializable",
+                None,
+            );
             return Prepared::FinalResult(exec, r);
         }
         if exec.cancel.is_cancelled() {
             return Prepared::FinalResult(exec, ToolResult::aborted_before_dispatch());
         }
-        let allow = |_| -> BoxFuture<'_, Result<PreToolDecision, BoxError>> { Box::pin(async { Ok(PreToolDecision::Allow) }) };
+        let allow = |_| -> BoxFuture<'_, Result<PreToolDecision, BoxError>> {
+            Box::pin(async { Ok(PreToolDecision::Allow) })
+        };
         let decision = match exec.ctx.waterfall::<PreExecute, _>(&exec, &allow).await {
             Ok(d) => d,
             Err(e) => {
@@ -208,7 +247,9 @@ impl ToolRegistry {
     async fn ask(&self, exec: &ToolExecution, reason: Option<String>) -> (PreToolDecision, bool) {
         let name = &exec.name;
         let Some(approval) = exec.ctx.get::<Approval>() else {
-            let reason = reason.unwrap_or_else(|| format!("tool \"{name}\" requires approval (not yet supported)"));
+            let reason = reason.unwrap_or_else(|| {
+                format!("tool \"{name}\" requires approval (not yet supported)")
+            });
             return (PreToolDecision::Deny { reason }, false);
         };
         let outcome = approval
@@ -225,15 +266,23 @@ impl ToolRegistry {
             .await;
         match outcome {
             ApprovalOutcome::AllowedOnce => (PreToolDecision::Allow, false),
-            ApprovalOutcome::Rejected => {
-                (PreToolDecision::Deny { reason: format!("the user rejected tool \"{name}\"") }, false)
-            }
-            ApprovalOutcome::Cancelled => {
-                (PreToolDecision::Deny { reason: format!("approval for tool \"{name}\" was cancelled") }, true)
-            }
+            ApprovalOutcome::Rejected => (
+                PreToolDecision::Deny {
+                    reason: format!("the user rejected tool \"{name}\""),
+                },
+                false,
+            ),
+            ApprovalOutcome::Cancelled => (
+                PreToolDecision::Deny {
+                    reason: format!("approval for tool \"{name}\" was cancelled"),
+                },
+                true,
+            ),
             ApprovalOutcome::Unavailable => (
                 PreToolDecision::Deny {
-                    reason: format!("tool \"{name}\" requires approval, but no approval channel is available"),
+                    reason: format!(
+                        "tool \"{name}\" requires approval, but no approval channel is available"
+                    ),
                 },
                 false,
             ),
@@ -292,7 +341,11 @@ impl ToolRegistry {
             _ if exec.cancel.is_cancelled() => ToolResult::aborted(),
             Ok(output) => ToolResult {
                 content: output.content,
-                meta: if exec.parent.is_none() { output.meta } else { None },
+                meta: if exec.parent.is_none() {
+                    output.meta
+                } else {
+                    None
+                },
                 concludes_turn: concluded,
                 ..ToolResult::default()
             },
@@ -306,12 +359,23 @@ impl ToolRegistry {
 
     /// Post stage + finish: `tools/post-execute`, then [`ToolRegistry::finish`].
     pub async fn finalize(&self, exec: &ToolExecution, result: ToolResult) -> ToolResult {
-        let accept = |_| -> BoxFuture<'_, Result<PostToolDecision, BoxError>> { Box::pin(async { Ok(PostToolDecision::accept()) }) };
-        let payload = PostExecutePayload { exec: exec.clone(), result };
-        let decided = exec.ctx.waterfall::<PostExecute, _>(&payload, &accept).await;
+        let accept = |_| -> BoxFuture<'_, Result<PostToolDecision, BoxError>> {
+            Box::pin(async { Ok(PostToolDecision::accept()) })
+        };
+        let payload = PostExecutePayload {
+            exec: exec.clone(),
+            result,
+        };
+        let decided = exec
+            .ctx
+            .waterfall::<PostExecute, _>(&payload, &accept)
+            .await;
         let PostExecutePayload { result, .. } = payload;
         let mut result = match decided {
-            Ok(PostToolDecision::Accept { content, additional_contexts }) => {
+            Ok(PostToolDecision::Accept {
+                content,
+                additional_contexts,
+            }) => {
                 let mut r = result;
                 if let Some(c) = content {
                     r.content = c;
@@ -319,7 +383,10 @@ impl ToolRegistry {
                 r.additional_contexts.extend(additional_contexts);
                 r
             }
-            Ok(PostToolDecision::Block { feedback, additional_contexts }) => {
+            Ok(PostToolDecision::Block {
+                feedback,
+                additional_contexts,
+            }) => {
                 let text: Vec<String> = feedback
                     .iter()
                     .map(|b| match b {
@@ -328,11 +395,18 @@ impl ToolRegistry {
                     })
                     .collect();
                 let joined = text.join("\n");
-                let message = if joined.is_empty() { "tool result blocked by post-execute policy".to_string() } else { joined };
+                let message = if joined.is_empty() {
+                    "tool result blocked by post-execute policy".to_string()
+                } else {
+                    joined
+                };
                 ToolResult {
                     is_error: true,
                     content: feedback,
-                    error: Some(crate::exec::ToolFailure { message, info: None }),
+                    error: Some(crate::exec::ToolFailure {
+                        message,
+                        info: None,
+                    }),
                     meta: result.meta,
                     additional_contexts,
                     concludes_turn: false,
@@ -354,7 +428,10 @@ impl ToolRegistry {
 
     /// Final stage: emit `tools/result` (contained) and return the result.
     pub fn finish(&self, exec: &ToolExecution, result: ToolResult) -> ToolResult {
-        let payload = ToolResultPayload { exec: exec.clone(), result };
+        let payload = ToolResultPayload {
+            exec: exec.clone(),
+            result,
+        };
         exec.ctx.emit::<ToolResultEvent>(&payload);
         payload.result
     }

@@ -6,17 +6,32 @@ use serde_json::{Map, Value};
 /// One property type.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Prop {
-    String { description: Option<String>, enumeration: Option<Vec<String>> },
-    Number { description: Option<String> },
-    Integer { description: Option<String> },
-    Boolean { description: Option<String> },
-    Array { description: Option<String>, items: Box<Prop> },
+    String {
+        description: Option<String>,
+        enumeration: Option<Vec<String>>,
+    },
+    Number {
+        description: Option<String>,
+    },
+    Integer {
+        description: Option<String>,
+    },
+    Boolean {
+        description: Option<String>,
+    },
+    Array {
+        description: Option<String>,
+        items: Box<Prop>,
+    },
     Object(ObjectSchema),
 }
 
 impl Prop {
     pub fn string(description: &str) -> Self {
-        Prop::String { description: Some(description.into()), enumeration: None }
+        Prop::String {
+            description: Some(description.into()),
+            enumeration: None,
+        }
     }
 
     pub fn enumeration(description: &str, values: &[&str]) -> Self {
@@ -27,19 +42,28 @@ impl Prop {
     }
 
     pub fn number(description: &str) -> Self {
-        Prop::Number { description: Some(description.into()) }
+        Prop::Number {
+            description: Some(description.into()),
+        }
     }
 
     pub fn integer(description: &str) -> Self {
-        Prop::Integer { description: Some(description.into()) }
+        Prop::Integer {
+            description: Some(description.into()),
+        }
     }
 
     pub fn boolean(description: &str) -> Self {
-        Prop::Boolean { description: Some(description.into()) }
+        Prop::Boolean {
+            description: Some(description.into()),
+        }
     }
 
     pub fn array(description: &str, items: Prop) -> Self {
-        Prop::Array { description: Some(description.into()), items: Box::new(items) }
+        Prop::Array {
+            description: Some(description.into()),
+            items: Box::new(items),
+        }
     }
 
     fn to_value(&self) -> Value {
@@ -51,7 +75,10 @@ impl Prop {
             }
         };
         match self {
-            Prop::String { description, enumeration } => {
+            Prop::String {
+                description,
+                enumeration,
+            } => {
                 scalar(&mut m, "string", description);
                 if let Some(e) = enumeration {
                     m.insert("enum".into(), Value::from(e.clone()));
@@ -80,7 +107,10 @@ impl Prop {
                     if let Some(e) = enumeration
                         && !e.iter().any(|x| x == s)
                     {
-                        out.push(format!("\"{path}\" must be one of {}", serde_json::to_string(e).unwrap_or_default()));
+                        out.push(format!(
+                            "\"{path}\" must be one of {}",
+                            serde_json::to_string(e).unwrap_or_default()
+                        ));
                     }
                     return;
                 }
@@ -166,8 +196,12 @@ impl ObjectSchema {
             props.insert(name.clone(), prop.to_value());
         }
         m.insert("properties".into(), Value::Object(props));
-        let required: Vec<Value> =
-            self.properties.iter().filter(|(_, _, r)| *r).map(|(n, _, _)| Value::from(n.clone())).collect();
+        let required: Vec<Value> = self
+            .properties
+            .iter()
+            .filter(|(_, _, r)| *r)
+            .map(|(n, _, _)| Value::from(n.clone()))
+            .collect();
         if !required.is_empty() {
             m.insert("required".into(), Value::Array(required));
         }
@@ -180,7 +214,13 @@ impl ObjectSchema {
             out.push(format!("\"{shown}\" must be an object"));
             return;
         };
-        let join = |name: &str| if path.is_empty() { name.to_string() } else { format!("{path}.{name}") };
+        let join = |name: &str| {
+            if path.is_empty() {
+                name.to_string()
+            } else {
+                format!("{path}.{name}")
+            }
+        };
         for (name, _, required) in &self.properties {
             if *required && !map.contains_key(name) {
                 out.push(format!("missing required property \"{}\"", join(name)));
@@ -194,7 +234,10 @@ impl ObjectSchema {
         if self.closed {
             for key in map.keys() {
                 if !self.properties.iter().any(|(n, _, _)| n == key) {
-                    out.push(format!("\"{}\" is not a declared property (additionalProperties: false)", join(key)));
+                    out.push(format!(
+                        "\"{}\" is not a declared property (additionalProperties: false)",
+                        join(key)
+                    ));
                 }
             }
         }
@@ -204,7 +247,11 @@ impl ObjectSchema {
     pub fn validate(&self, args: &Value) -> Result<(), String> {
         let mut out = Vec::new();
         self.validate_at("", args, &mut out);
-        if out.is_empty() { Ok(()) } else { Err(format!("invalid arguments: {}", out.join("; "))) }
+        if out.is_empty() {
+            Ok(())
+        } else {
+            Err(format!("invalid arguments: {}", out.join("; ")))
+        }
     }
 }
 
@@ -219,7 +266,17 @@ mod tests {
             .required("command", Prop::string("The command"))
             .optional("timeoutMs", Prop::number("Timeout"))
             .optional("mode", Prop::enumeration("Mode", &["a", "b"]))
-            .optional("todos", Prop::array("List", Prop::Object(ObjectSchema::new().required("content", Prop::string("c")).closed())))
+            .optional(
+                "todos",
+                Prop::array(
+                    "List",
+                    Prop::Object(
+                        ObjectSchema::new()
+                            .required("content", Prop::string("c"))
+                            .closed(),
+                    ),
+                ),
+            )
     }
 
     #[test]
@@ -241,6 +298,9 @@ mod tests {
             schema().validate(&json!({"command": "ls", "todos": [{"content": 1, "x": 2}]})),
             Err(r#"invalid arguments: "todos[0].content" must be a string; "todos[0].x" is not a declared property (additionalProperties: false)"#.into())
         );
-        assert_eq!(schema().validate(&json!("raw")), Err(r#"invalid arguments: "arguments" must be an object"#.into()));
+        assert_eq!(
+            schema().validate(&json!("raw")),
+            Err(r#"invalid arguments: "arguments" must be an object"#.into())
+        );
     }
 }

@@ -20,7 +20,10 @@ pub struct ToolOutput {
 
 impl ToolOutput {
     pub fn text(text: impl Into<String>) -> Self {
-        Self { content: vec![ContentBlock::text(text)], meta: None }
+        Self {
+            content: vec![ContentBlock::text(text)],
+            meta: None,
+        }
     }
 }
 
@@ -42,7 +45,10 @@ pub struct ToolRunContext {
 impl ToolRunContext {
     /// Queues a context message for the model's next step (after this step's results).
     pub fn defer_context(&self, message: Message) {
-        self.deferred.lock().unwrap_or_else(|p| p.into_inner()).push(message);
+        self.deferred
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(message);
     }
 
     /// Marks that this call's result concludes the turn.
@@ -72,7 +78,11 @@ pub trait Tool: Send + Sync + 'static {
         None
     }
     /// Runs the tool.
-    fn execute(&self, args: Value, ctx: ToolRunContext) -> BoxFuture<'static, Result<ToolOutput, BoxError>>;
+    fn execute(
+        &self,
+        args: Value,
+        ctx: ToolRunContext,
+    ) -> BoxFuture<'static, Result<ToolOutput, BoxError>>;
 }
 
 /// Errors with upstream's codes.

@@ -17,7 +17,10 @@ enum Retained {
     Unset,
     /// A snapshot existed but is no longer model-visible (or was the cleared marker).
     None,
-    Some { seq: u64, text: String },
+    Some {
+        seq: u64,
+        text: String,
+    },
 }
 
 /// What the last snapshot said, and whether it is still on the surface.
@@ -60,24 +63,39 @@ impl RuntimeContextProjection {
 
     /// The snapshot message to enter now, if the facts changed since the retained one.
     /// `surface` tells whether the retained snapshot is still model-visible.
-    pub fn project(&self, current: &str, sections: &[AssembledSection], surface: &[u64]) -> Option<Message> {
+    pub fn project(
+        &self,
+        current: &str,
+        sections: &[AssembledSection],
+        surface: &[u64],
+    ) -> Option<Message> {
         let retained = match &self.retained {
             Retained::Some { seq, text } if surface.contains(seq) => Some(text.as_str()),
             Retained::Some { .. } | Retained::None => None,
             Retained::Unset if current.is_empty() => return None,
             Retained::Unset => None,
         };
-        let text = if current.is_empty() { CONTEXT_CLEARED } else { current };
+        let text = if current.is_empty() {
+            CONTEXT_CLEARED
+        } else {
+            current
+        };
         if retained == Some(text) {
             return None;
         }
         let source = if current.is_empty() {
             MessageSource::plugin(SNAPSHOT_PLUGIN, [])
         } else {
-            let sections: Vec<Value> = sections.iter().map(|s| json!({"name": s.name, "text": s.text})).collect();
+            let sections: Vec<Value> = sections
+                .iter()
+                .map(|s| json!({"name": s.name, "text": s.text}))
+                .collect();
             MessageSource::plugin(
                 SNAPSHOT_PLUGIN,
-                [("form".to_string(), Value::from("snapshot")), ("sections".to_string(), Value::Array(sections))],
+                [
+                    ("form".to_string(), Value::from("snapshot")),
+                    ("sections".to_string(), Value::Array(sections)),
+                ],
             )
         };
         Some(Message::user(vec![ContentBlock::text(text)], source))
@@ -86,7 +104,10 @@ impl RuntimeContextProjection {
     /// Records that a snapshot message was entered at `seq`.
     pub fn entered(&mut self, seq: u64, message: &Message) {
         if message.source.plugin_name() == Some(SNAPSHOT_PLUGIN) {
-            self.retained = Retained::Some { seq, text: message.text() };
+            self.retained = Retained::Some {
+                seq,
+                text: message.text(),
+            };
         }
     }
 }

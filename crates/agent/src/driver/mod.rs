@@ -14,13 +14,16 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use dsh_kernel::{BoxError, BoxFuture, Context};
 use dsh_llm::{LlmRuntime, Message};
 use dsh_prompt::SystemPrompt;
-use dsh_session::{CancelCause, InboxTarget, LiveSession, SessionHeader, SessionSource, SessionStore, types};
+use dsh_session::{
+    CancelCause, InboxTarget, LiveSession, SessionHeader, SessionSource, SessionStore, types,
+};
 use dsh_tools::ToolRegistry;
 use tokio_util::sync::CancellationToken;
 
 use crate::events::{
     AgentCreated, AgentDisposed, AgentPayload, AgentStatusChanged, InboxClaimed, InboxDiscarded,
-    InboxInserted, InboxPayload, SessionStart, SessionStartPayload, SessionStartSource, StatusPayload,
+    InboxInserted, InboxPayload, SessionStart, SessionStartPayload, SessionStartSource,
+    StatusPayload,
 };
 use crate::handle::{Agent, AgentOptions, AgentRef, AgentStatus, InboxSnapshot, SendError};
 use crate::inbox::Inbox;
@@ -38,7 +41,10 @@ pub struct LoopConfig {
 
 impl Default for LoopConfig {
     fn default() -> Self {
-        Self { max_parallel_tool_calls: 10, check_invariants: cfg!(debug_assertions) }
+        Self {
+            max_parallel_tool_calls: 10,
+            check_invariants: cfg!(debug_assertions),
+        }
     }
 }
 
@@ -62,7 +68,13 @@ pub(crate) struct Run {
 
 impl Run {
     fn new(turn: u64) -> Self {
-        Self { abort: CancellationToken::new(), cause: None, turn, step: 0, wake_requested: false }
+        Self {
+            abort: CancellationToken::new(),
+            cause: None,
+            turn,
+            step: 0,
+            wake_requested: false,
+        }
     }
 }
 
@@ -116,14 +128,21 @@ impl LoopAgent {
         }
         self.idle.send_replace(now_idle);
         if let Some(agent) = self.agent_ref() {
-            self.ctx.emit::<AgentStatusChanged>(&StatusPayload { agent, status });
+            self.ctx
+                .emit::<AgentStatusChanged>(&StatusPayload { agent, status });
         }
     }
 
     fn notify(&self, kind: Notification, messages: &[Arc<Message>], turn: Option<u64>) {
-        let Some(agent) = self.agent_ref() else { return };
+        let Some(agent) = self.agent_ref() else {
+            return;
+        };
         for message in messages {
-            let payload = InboxPayload { agent: agent.clone(), message: message.clone(), turn };
+            let payload = InboxPayload {
+                agent: agent.clone(),
+                message: message.clone(),
+                turn,
+            };
             match kind {
                 Notification::Inserted => self.ctx.emit::<InboxInserted>(&payload),
                 Notification::Claimed => self.ctx.emit::<InboxClaimed>(&payload),
@@ -164,11 +183,22 @@ impl LoopAgent {
 
     /// The claim rule: all of `next-step`, plus the head of `next-turn` at a turn boundary.
     /// Pure deletions; the claimed messages never return to the inbox.
-    pub(crate) fn claim(&self, target: InboxTarget, turn: u64) -> Result<Vec<Arc<Message>>, SendError> {
+    pub(crate) fn claim(
+        &self,
+        target: InboxTarget,
+        turn: u64,
+    ) -> Result<Vec<Arc<Message>>, SendError> {
         let steps = self.state().inbox.next_step.len();
-        let mut claimed = self.mutate_inbox(InboxTarget::NextStep, Some(0), steps, Vec::new(), false)?;
+        let mut claimed =
+            self.mutate_inbox(InboxTarget::NextStep, Some(0), steps, Vec::new(), false)?;
         if target == InboxTarget::NextTurn {
-            claimed.extend(self.mutate_inbox(InboxTarget::NextTurn, Some(0), 1, Vec::new(), false)?);
+            claimed.extend(self.mutate_inbox(
+                InboxTarget::NextTurn,
+                Some(0),
+                1,
+                Vec::new(),
+                false,
+            )?);
         }
         self.notify(Notification::Claimed, &claimed, Some(turn));
         Ok(claimed)
@@ -217,7 +247,10 @@ impl LoopAgent {
                 h.spawn(async move { this.drive(opened).await });
             }
             Err(_) => {
-                tracing::error!("agent {} woke outside a tokio runtime; the turn cannot run", self.id);
+                tracing::error!(
+                    "agent {} woke outside a tokio runtime; the turn cannot run",
+                    self.id
+                );
                 self.go_idle();
             }
         }
@@ -254,9 +287,20 @@ impl LoopAgent {
     fn register_variables(&self) {
         let prompt = self.services.prompt.clone();
         let vars: [(&str, dsh_prompt::VariableFn); 3] = [
-            ("provider", Arc::new(|a: &dsh_prompt::AssembleContext| Some(a.provider.clone()))),
-            ("model", Arc::new(|a: &dsh_prompt::AssembleContext| Some(a.model.clone()))),
-            ("cwd", Arc::new(|a: &dsh_prompt::AssembleContext| a.cwd.as_ref().map(|p| p.display().to_string()))),
+            (
+                "provider",
+                Arc::new(|a: &dsh_prompt::AssembleContext| Some(a.provider.clone())),
+            ),
+            (
+                "model",
+                Arc::new(|a: &dsh_prompt::AssembleContext| Some(a.model.clone())),
+            ),
+            (
+                "cwd",
+                Arc::new(|a: &dsh_prompt::AssembleContext| {
+                    a.cwd.as_ref().map(|p| p.display().to_string())
+                }),
+            ),
         ];
         for (name, f) in vars {
             if let Err(e) = prompt.variable(&self.ctx, name, f) {
@@ -303,7 +347,10 @@ impl Agent for LoopAgent {
 
     fn inbox(&self) -> InboxSnapshot {
         let s = self.state();
-        InboxSnapshot { next_turn: s.inbox.next_turn.clone(), next_step: s.inbox.next_step.clone() }
+        InboxSnapshot {
+            next_turn: s.inbox.next_turn.clone(),
+            next_step: s.inbox.next_step.clone(),
+        }
     }
 
     fn send(&self, message: Message, target: InboxTarget, wakeup: bool) -> Result<(), SendError> {
@@ -315,7 +362,11 @@ impl Agent for LoopAgent {
         if self.state().disposed {
             return Err(SendError(format!("agent \"{}\" is disposed", self.id)));
         }
-        let target = if waking_after_abort { InboxTarget::NextTurn } else { target };
+        let target = if waking_after_abort {
+            InboxTarget::NextTurn
+        } else {
+            target
+        };
         self.mutate_inbox(target, None, 0, vec![Arc::new(message)], false)?;
         if wakeup {
             self.wake_driver(waking_after_abort);
@@ -331,10 +382,18 @@ impl Agent for LoopAgent {
                 .iter()
                 .position(|m| m.id == message_id)
                 .map(|i| (InboxTarget::NextTurn, i))
-                .or_else(|| s.inbox.next_step.iter().position(|m| m.id == message_id).map(|i| (InboxTarget::NextStep, i)))
+                .or_else(|| {
+                    s.inbox
+                        .next_step
+                        .iter()
+                        .position(|m| m.id == message_id)
+                        .map(|i| (InboxTarget::NextStep, i))
+                })
         };
         match position {
-            Some((target, i)) => self.mutate_inbox(target, Some(i), 1, Vec::new(), true).is_ok_and(|r| !r.is_empty()),
+            Some((target, i)) => self
+                .mutate_inbox(target, Some(i), 1, Vec::new(), true)
+                .is_ok_and(|r| !r.is_empty()),
             None => false,
         }
     }
@@ -342,11 +401,15 @@ impl Agent for LoopAgent {
     fn cancel(&self, cause: CancelCause, keep_inbox: bool) {
         if !keep_inbox {
             let steps = self.state().inbox.next_step.len();
-            if let Err(e) = self.mutate_inbox(InboxTarget::NextStep, Some(0), steps, Vec::new(), true) {
+            if let Err(e) =
+                self.mutate_inbox(InboxTarget::NextStep, Some(0), steps, Vec::new(), true)
+            {
                 tracing::warn!("agent {}: could not clear next-step inbox: {e}", self.id);
             }
             let turns = self.state().inbox.next_turn.len();
-            if let Err(e) = self.mutate_inbox(InboxTarget::NextTurn, Some(0), turns, Vec::new(), true) {
+            if let Err(e) =
+                self.mutate_inbox(InboxTarget::NextTurn, Some(0), turns, Vec::new(), true)
+            {
                 tracing::warn!("agent {}: could not clear next-turn inbox: {e}", self.id);
             }
         }
@@ -420,13 +483,25 @@ impl AgentFactory for LoopFactory {
                 h.cwd = cwd_string;
                 h.parent_session = Some(parent);
                 h.seed_length = Some(prefix.len() as u64);
-                (h, SessionSource::Seeded(prefix), SessionStartSource::Startup)
+                (
+                    h,
+                    SessionSource::Seeded(prefix),
+                    SessionStartSource::Startup,
+                )
             }
-            AgentSource::Resume { header, events, stored_len } => {
-                (header, SessionSource::Restored { events, stored_len }, SessionStartSource::Resume)
-            }
+            AgentSource::Resume {
+                header,
+                events,
+                stored_len,
+            } => (
+                header,
+                SessionSource::Restored { events, stored_len },
+                SessionStartSource::Resume,
+            ),
         };
-        let cwd = request.cwd.or_else(|| header.cwd.as_ref().map(PathBuf::from));
+        let cwd = request
+            .cwd
+            .or_else(|| header.cwd.as_ref().map(PathBuf::from));
         if let Some(setup) = request.setup
             && let Err(e) = setup(&scope)
         {
@@ -440,7 +515,8 @@ impl AgentFactory for LoopFactory {
                 return Err(Box::new(e));
             }
         };
-        let (events, seed_length) = session.read(|s| (s.events().to_vec(), s.header().seed_length.unwrap_or(0)));
+        let (events, seed_length) =
+            session.read(|s| (s.events().to_vec(), s.header().seed_length.unwrap_or(0)));
         let inbox = match Inbox::replay(&events, seed_length) {
             Ok(i) => i,
             Err(e) => {
@@ -450,7 +526,10 @@ impl AgentFactory for LoopFactory {
             }
         };
         let last_turn = session.read(|s| s.last_turn());
-        let projection = RuntimeContextProjection::from_log(&events, session.read(|s| s.surface().nodes().to_vec()));
+        let projection = RuntimeContextProjection::from_log(
+            &events,
+            session.read(|s| s.surface().nodes().to_vec()),
+        );
         let (idle, _) = tokio::sync::watch::channel(true);
         let agent = Arc::new_cyclic(|me| LoopAgent {
             id: id.clone(),
@@ -461,7 +540,12 @@ impl AgentFactory for LoopFactory {
             cwd,
             services: self.services.clone(),
             config: self.config.clone(),
-            state: Mutex::new(State { phase: Phase::Idle, inbox, last_turn, disposed: false }),
+            state: Mutex::new(State {
+                phase: Phase::Idle,
+                inbox,
+                last_turn,
+                disposed: false,
+            }),
             inbox_op: Mutex::new(()),
             idle,
             header_logged: AtomicBool::new(false),
@@ -474,8 +558,13 @@ impl AgentFactory for LoopFactory {
             return Err(e);
         }
         agent.register_variables();
-        scope.emit::<AgentCreated>(&AgentPayload { agent: agent_ref.clone() });
-        scope.emit::<SessionStart>(&SessionStartPayload { agent: agent_ref.clone(), source: start });
+        scope.emit::<AgentCreated>(&AgentPayload {
+            agent: agent_ref.clone(),
+        });
+        scope.emit::<SessionStart>(&SessionStartPayload {
+            agent: agent_ref.clone(),
+            source: start,
+        });
         Ok(agent_ref)
     }
 }

@@ -4,7 +4,9 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use dsh_kernel::{BoxError, BoxFuture};
-use dsh_llm::{CallPurpose, GenerateOptions, LlmCallConfig, Message, PreparedCall, ToolSchema, codes};
+use dsh_llm::{
+    CallPurpose, GenerateOptions, LlmCallConfig, Message, PreparedCall, ToolSchema, codes,
+};
 use dsh_session::{EpochHeader, HeaderReason, RequestContext, RequestHeaderData, types};
 use tokio_util::sync::CancellationToken;
 
@@ -30,12 +32,17 @@ impl LoopAgent {
             return h.proposal();
         }
         let options = self.options();
-        let mut config =
-            LlmCallConfig::route(options.provider.unwrap_or_default(), options.model.unwrap_or_default());
+        let mut config = LlmCallConfig::route(
+            options.provider.unwrap_or_default(),
+            options.model.unwrap_or_default(),
+        );
         if let Some(h) = &persisted
             && h.config.provider == config.provider
             && h.config.model == config.model
-            && !h.adapter_defaults.as_ref().is_some_and(|d| d.reasoning_effort)
+            && !h
+                .adapter_defaults
+                .as_ref()
+                .is_some_and(|d| d.reasoning_effort)
         {
             config.reasoning_effort = h.config.reasoning_effort.clone();
         }
@@ -52,18 +59,32 @@ impl LoopAgent {
         messages: Vec<Arc<Message>>,
         token: &CancellationToken,
     ) -> Result<BuiltRequest, Fail> {
-        let Some(agent) = self.agent_ref() else { return Err(Fail::Aborted) };
+        let Some(agent) = self.agent_ref() else {
+            return Err(Fail::Aborted);
+        };
         let seed = self.seed_config();
-        let payload = RequestPayload { agent, turn, step, cancel: token.clone() };
+        let payload = RequestPayload {
+            agent,
+            turn,
+            step,
+            cancel: token.clone(),
+        };
         let default = move |_: &RequestPayload| -> BoxFuture<'_, Result<LlmCallConfig, BoxError>> {
             let seed = seed.clone();
             Box::pin(async move { Ok(seed) })
         };
-        let proposed = self.ctx().waterfall::<Request, _>(&payload, &default).await?;
+        let proposed = self
+            .ctx()
+            .waterfall::<Request, _>(&payload, &default)
+            .await?;
         check(token)?;
         if proposed.provider.is_empty() || proposed.model.is_empty() {
             return Err(Fail::Error(
-                format!("agent \"{}\" has no provider/model configured for its requests", self.id()).into(),
+                format!(
+                    "agent \"{}\" has no provider/model configured for its requests",
+                    self.id()
+                )
+                .into(),
             ));
         }
         let (config, prepared) = match self.services.llm.prepare_call(&proposed) {
@@ -81,15 +102,24 @@ impl LoopAgent {
         .canonical();
         let baseline = self.session().read(|s| s.request_header().cloned());
         let reason = if !self.header_logged.load(Ordering::Acquire) {
-            Some(if baseline.is_none() { HeaderReason::Initial } else { HeaderReason::Resume })
+            Some(if baseline.is_none() {
+                HeaderReason::Initial
+            } else {
+                HeaderReason::Resume
+            })
         } else if baseline.as_ref() != Some(&header) {
             Some(HeaderReason::Change)
         } else {
             None
         };
         if let Some(reason) = reason {
-            let data = dsh_session::to_data(&RequestHeaderData { header: header.clone(), reason });
-            self.session().append(types::REQUEST_HEADER, data, None).map_err(|e| Fail::Error(Box::new(e)))?;
+            let data = dsh_session::to_data(&RequestHeaderData {
+                header: header.clone(),
+                reason,
+            });
+            self.session()
+                .append(types::REQUEST_HEADER, data, None)
+                .map_err(|e| Fail::Error(Box::new(e)))?;
             self.header_logged.store(true, Ordering::Release);
         }
         let context = RequestContext {
@@ -113,10 +143,17 @@ impl LoopAgent {
             cancel: token.clone(),
             agent_loop_request: true,
         };
-        Ok(BuiltRequest { options: Arc::new(options), prepared })
+        Ok(BuiltRequest {
+            options: Arc::new(options),
+            prepared,
+        })
     }
 }
 
 pub(crate) fn check(token: &CancellationToken) -> Result<(), Fail> {
-    if token.is_cancelled() { Err(Fail::Aborted) } else { Ok(()) }
+    if token.is_cancelled() {
+        Err(Fail::Aborted)
+    } else {
+        Ok(())
+    }
 }

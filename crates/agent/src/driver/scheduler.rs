@@ -31,7 +31,12 @@ struct GroupOutcome {
 
 impl LoopAgent {
     fn make_exec(&self, call: &Call, token: &CancellationToken) -> ToolExecution {
-        let mut exec = ToolExecution::new(call.0.clone(), call.1.clone(), parse_arguments(&call.2), self.ctx().clone());
+        let mut exec = ToolExecution::new(
+            call.0.clone(),
+            call.1.clone(),
+            parse_arguments(&call.2),
+            self.ctx().clone(),
+        );
         exec.session = Some(self.session().clone());
         exec.cwd = self.cwd();
         exec.cancel = token.clone();
@@ -39,19 +44,42 @@ impl LoopAgent {
     }
 
     fn append_tool_call(&self, turn: u64, step: u64, call: &Call) -> Result<u64, Fail> {
-        let data = ToolCallData { turn, step, call_id: call.0.clone(), name: call.1.clone(), arguments: call.2.clone() };
+        let data = ToolCallData {
+            turn,
+            step,
+            call_id: call.0.clone(),
+            name: call.1.clone(),
+            arguments: call.2.clone(),
+        };
         self.session()
             .append(types::TOOL_CALL, dsh_session::to_data(&data), None)
             .map(|e| e.seq)
             .map_err(|e| Fail::Error(Box::new(e)))
     }
 
-    fn append_tool_result(&self, turn: u64, step: u64, call_id: &str, result: &ToolResult, call_seq: u64) -> Result<(), Fail> {
+    fn append_tool_result(
+        &self,
+        turn: u64,
+        step: u64,
+        call_id: &str,
+        result: &ToolResult,
+        call_seq: u64,
+    ) -> Result<(), Fail> {
         let message = Message::tool_result(call_id, result.content.clone(), result.is_error);
         let info = result.error.as_ref().and_then(|e| e.info.as_ref());
-        let data = ToolResultData { turn, step, message: &message, error: info, meta: result.meta.as_ref() };
+        let data = ToolResultData {
+            turn,
+            step,
+            message: &message,
+            error: info,
+            meta: result.meta.as_ref(),
+        };
         self.session()
-            .append(types::TOOL_RESULT, dsh_session::to_data(&data), Some(SurfaceIntent::append_citing(vec![call_seq])))
+            .append(
+                types::TOOL_RESULT,
+                dsh_session::to_data(&data),
+                Some(SurfaceIntent::append_citing(vec![call_seq])),
+            )
             .map(|_| ())
             .map_err(|e| Fail::Error(Box::new(e)))
     }
@@ -60,7 +88,13 @@ impl LoopAgent {
     /// bypasses the pipeline.
     fn append_skipped(&self, turn: u64, step: u64, call: &Call) -> Result<(), Fail> {
         let seq = self.append_tool_call(turn, step, call)?;
-        self.append_tool_result(turn, step, &call.0, &ToolResult::aborted_before_dispatch(), seq)
+        self.append_tool_result(
+            turn,
+            step,
+            &call.0,
+            &ToolResult::aborted_before_dispatch(),
+            seq,
+        )
     }
 
     /// Runs the calls of one assistant message; returns whether a result concluded the turn.
@@ -74,7 +108,10 @@ impl LoopAgent {
         let mut next = 0;
         let mut concluded = false;
         while next < calls.len() {
-            let mode = self.services.tools.execution_mode(&self.make_exec(&calls[next], token));
+            let mode = self
+                .services
+                .tools
+                .execution_mode(&self.make_exec(&calls[next], token));
             let group = match mode {
                 ExecutionMode::Parallel => &calls[next..],
                 ExecutionMode::Exclusive => &calls[next..=next],
@@ -104,17 +141,31 @@ impl LoopAgent {
         concluded: &mut bool,
     ) -> Result<(), Fail> {
         while *committed < slots.len() {
-            let Some(slot) = slots[*committed].take() else { break };
+            let Some(slot) = slots[*committed].take() else {
+                break;
+            };
             let tools = &self.services.tools;
             let result = if slot.needs_post {
                 tools.finalize(&slot.exec, slot.result).await
             } else {
                 tools.finish(&slot.exec, slot.result)
             };
-            self.append_tool_result(turn, step, &group[*committed].0, &result, call_seqs[*committed])?;
+            self.append_tool_result(
+                turn,
+                step,
+                &group[*committed].0,
+                &result,
+                call_seqs[*committed],
+            )?;
             for context in &result.additional_contexts {
-                self.mutate_inbox(InboxTarget::NextStep, None, 0, vec![Arc::new(context.clone())], false)
-                    .map_err(|e| Fail::Error(Box::new(e)))?;
+                self.mutate_inbox(
+                    InboxTarget::NextStep,
+                    None,
+                    0,
+                    vec![Arc::new(context.clone())],
+                    false,
+                )
+                .map_err(|e| Fail::Error(Box::new(e)))?;
             }
             *concluded |= result.concludes_turn;
             *committed += 1;
@@ -167,12 +218,33 @@ impl LoopAgent {
                         });
                         in_flight.push(async move { (i, handle.await) });
                     }
-                    Prepared::PostResult(exec, result) => slots[i] = Some(Slot { exec, result, needs_post: true }),
-                    Prepared::FinalResult(exec, result) => slots[i] = Some(Slot { exec, result, needs_post: false }),
+                    Prepared::PostResult(exec, result) => {
+                        slots[i] = Some(Slot {
+                            exec,
+                            result,
+                            needs_post: true,
+                        })
+                    }
+                    Prepared::FinalResult(exec, result) => {
+                        slots[i] = Some(Slot {
+                            exec,
+                            result,
+                            needs_post: false,
+                        })
+                    }
                 }
                 next_to_start += 1;
-                if let Err(e) =
-                    self.commit_ready(turn, step, group, &mut slots, &call_seqs, &mut committed, &mut concluded).await
+                if let Err(e) = self
+                    .commit_ready(
+                        turn,
+                        step,
+                        group,
+                        &mut slots,
+                        &call_seqs,
+                        &mut committed,
+                        &mut concluded,
+                    )
+                    .await
                 {
                     fill_failure = Some(e);
                     break;
@@ -184,17 +256,37 @@ impl LoopAgent {
             if let Some(f) = fill_failure {
                 break Some(f);
             }
-            let Some((i, joined)) = in_flight.next().await else { break None };
+            let Some((i, joined)) = in_flight.next().await else {
+                break None;
+            };
             slots[i] = Some(match joined {
-                Ok((exec, result)) => Slot { exec, result, needs_post: true },
+                Ok((exec, result)) => Slot {
+                    exec,
+                    result,
+                    needs_post: true,
+                },
                 Err(join_error) => {
                     let exec = self.make_exec(&group[i], token);
-                    let result = ToolResult::failure(format!("tool body failed: {join_error}"), None);
-                    Slot { exec, result, needs_post: true }
+                    let result =
+                        ToolResult::failure(format!("tool body failed: {join_error}"), None);
+                    Slot {
+                        exec,
+                        result,
+                        needs_post: true,
+                    }
                 }
             });
-            if let Err(e) =
-                self.commit_ready(turn, step, group, &mut slots, &call_seqs, &mut committed, &mut concluded).await
+            if let Err(e) = self
+                .commit_ready(
+                    turn,
+                    step,
+                    group,
+                    &mut slots,
+                    &call_seqs,
+                    &mut committed,
+                    &mut concluded,
+                )
+                .await
             {
                 break Some(e);
             }
@@ -211,8 +303,16 @@ impl LoopAgent {
             for call in &group[started..] {
                 self.append_skipped(turn, step, call)?;
             }
-            return Ok(GroupOutcome { consumed: n, aborted: true, concluded });
+            return Ok(GroupOutcome {
+                consumed: n,
+                aborted: true,
+                concluded,
+            });
         }
-        Ok(GroupOutcome { consumed: started, aborted: false, concluded })
+        Ok(GroupOutcome {
+            consumed: started,
+            aborted: false,
+            concluded,
+        })
     }
 }

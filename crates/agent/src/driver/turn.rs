@@ -4,8 +4,12 @@
 use std::sync::Arc;
 
 use dsh_kernel::{BoxError, BoxFuture, error_chain};
-use dsh_llm::{BlockAssembler, ContentBlock, FinishReason, LlmError, LlmFailure, Message, StreamChunk, codes};
-use dsh_prompt::{AssembleContext, PromptAssembly, join_context_sections, render_context_sections, render_prompt};
+use dsh_llm::{
+    BlockAssembler, ContentBlock, FinishReason, LlmError, LlmFailure, Message, StreamChunk, codes,
+};
+use dsh_prompt::{
+    AssembleContext, PromptAssembly, join_context_sections, render_context_sections, render_prompt,
+};
 use dsh_session::{AssistantMessageData, InboxTarget, SurfaceIntent, TurnEndReason, types};
 use futures::StreamExt;
 use serde_json::json;
@@ -74,7 +78,10 @@ impl LoopAgent {
         if token.is_cancelled() {
             return Err(());
         }
-        if let Err(e) = self.session().append(types::TURN_START, json!({"turn": turn}), None) {
+        if let Err(e) = self
+            .session()
+            .append(types::TURN_START, json!({"turn": turn}), None)
+        {
             self.report_error(turn, 0, &e.to_string());
             return Err(());
         }
@@ -96,12 +103,21 @@ impl LoopAgent {
                 return Err(());
             }
         };
-        Ok(OpenedTurn { turn, token, claimed })
+        Ok(OpenedTurn {
+            turn,
+            token,
+            claimed,
+        })
     }
 
     fn report_error(&self, turn: u64, step: u64, message: &str) {
         if let Some(agent) = self.agent_ref() {
-            self.ctx().emit::<AgentErrorEvent>(&AgentErrorPayload { agent, turn, step, message: message.into() });
+            self.ctx().emit::<AgentErrorEvent>(&AgentErrorPayload {
+                agent,
+                turn,
+                step,
+                message: message.into(),
+            });
         }
     }
 
@@ -132,7 +148,11 @@ impl LoopAgent {
 
     /// One turn. Returns whether the driver should continue with another turn.
     async fn run_turn(&self, opened: OpenedTurn) -> bool {
-        let OpenedTurn { turn, token, claimed } = opened;
+        let OpenedTurn {
+            turn,
+            token,
+            claimed,
+        } = opened;
         let mut turn_ends: Option<StepEnd> = None;
         let outcome = self.turn_body(turn, &token, claimed, &mut turn_ends).await;
         let reason = match &outcome {
@@ -152,9 +172,11 @@ impl LoopAgent {
                 TurnEndReason::Error(failure)
             }
         };
-        if let Err(e) =
-            self.session().append(types::TURN_END, json!({"turn": turn, "reason": reason.to_value()}), None)
-        {
+        if let Err(e) = self.session().append(
+            types::TURN_END,
+            json!({"turn": turn, "reason": reason.to_value()}),
+            None,
+        ) {
             self.report_error(turn, self.current_step(), &e.to_string());
             return false;
         }
@@ -182,7 +204,9 @@ impl LoopAgent {
             let step = self.current_step() + 1;
             let claimed = match first.take() {
                 Some(c) => c,
-                None => self.claim(InboxTarget::NextStep, turn).map_err(|e| Fail::Error(Box::new(e)))?,
+                None => self
+                    .claim(InboxTarget::NextStep, turn)
+                    .map_err(|e| Fail::Error(Box::new(e)))?,
             };
             let (decision, assembly) = self.pre_step(claimed, turn, step, token).await?;
             let messages = match decision {
@@ -200,8 +224,12 @@ impl LoopAgent {
                 .append(types::STEP_START, json!({"turn": turn, "step": step}), None)
                 .map_err(|e| self.fail_append(e))?;
             self.set_step(step);
-            let result = self.enter_and_run(turn, step, &messages, &assembly, token).await;
-            let end = self.session().append(types::STEP_END, json!({"turn": turn, "step": step}), None);
+            let result = self
+                .enter_and_run(turn, step, &messages, &assembly, token)
+                .await;
+            let end =
+                self.session()
+                    .append(types::STEP_END, json!({"turn": turn, "step": step}), None);
             let step_end = result?;
             end.map_err(|e| self.fail_append(e))?;
             if *turn_ends != Some(StepEnd::MaxTokens) {
@@ -209,9 +237,15 @@ impl LoopAgent {
             }
             check(token)?;
             if turn_ends.is_some() && !self.next_step_pending() {
-                let Some(agent) = self.agent_ref() else { return Err(Fail::Aborted) };
+                let Some(agent) = self.agent_ref() else {
+                    return Err(Fail::Aborted);
+                };
                 self.ctx()
-                    .serial::<TurnStopping>(&TurnStoppingPayload { agent, turn, cancel: token.clone() })
+                    .serial::<TurnStopping>(&TurnStoppingPayload {
+                        agent,
+                        turn,
+                        cancel: token.clone(),
+                    })
                     .await?;
                 check(token)?;
             }
@@ -233,9 +267,16 @@ impl LoopAgent {
         for m in messages {
             let event = self
                 .session()
-                .append(types::USER_MESSAGE, m.to_value(), Some(SurfaceIntent::append()))
+                .append(
+                    types::USER_MESSAGE,
+                    m.to_value(),
+                    Some(SurfaceIntent::append()),
+                )
                 .map_err(|e| self.fail_append(e))?;
-            self.runtime_context.lock().unwrap_or_else(|p| p.into_inner()).entered(event.seq, m);
+            self.runtime_context
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .entered(event.seq, m);
         }
         self.step_body(turn, step, assembly, token).await
     }
@@ -258,7 +299,11 @@ impl LoopAgent {
         step: u64,
         token: &CancellationToken,
     ) -> Result<(PreStepDecision, PromptAssembly), Fail> {
-        let assembly = self.services.prompt.assemble(self.assemble_context()).await?;
+        let assembly = self
+            .services
+            .prompt
+            .assemble(self.assemble_context())
+            .await?;
         check(token)?;
         let sections = render_context_sections(&assembly).map_err(|e| Fail::Error(Box::new(e)))?;
         let current = join_context_sections(&sections);
@@ -270,13 +315,25 @@ impl LoopAgent {
             .project(&current, &sections, &surface);
         let mut entered = claimed.clone();
         entered.extend(snapshot.map(Arc::new));
-        let Some(agent) = self.agent_ref() else { return Err(Fail::Aborted) };
-        let payload = PreStepPayload { agent, messages: claimed, turn, step, cancel: token.clone() };
-        let default = move |_: &PreStepPayload| -> BoxFuture<'_, Result<PreStepDecision, BoxError>> {
-            let entered = entered.clone();
-            Box::pin(async move { Ok(PreStepDecision::Enter(entered)) })
+        let Some(agent) = self.agent_ref() else {
+            return Err(Fail::Aborted);
         };
-        let decision = self.ctx().waterfall::<PreStep, _>(&payload, &default).await?;
+        let payload = PreStepPayload {
+            agent,
+            messages: claimed,
+            turn,
+            step,
+            cancel: token.clone(),
+        };
+        let default =
+            move |_: &PreStepPayload| -> BoxFuture<'_, Result<PreStepDecision, BoxError>> {
+                let entered = entered.clone();
+                Box::pin(async move { Ok(PreStepDecision::Enter(entered)) })
+            };
+        let decision = self
+            .ctx()
+            .waterfall::<PreStep, _>(&payload, &default)
+            .await?;
         check(token)?;
         Ok((decision, assembly))
     }
@@ -292,7 +349,9 @@ impl LoopAgent {
         let system = render_prompt(assembly).map_err(|e| Fail::Error(Box::new(e)))?;
         loop {
             let history = self.session().derive_messages();
-            let built = self.build_request(turn, step, &assembly.tools, &system, history, token).await?;
+            let built = self
+                .build_request(turn, step, &assembly.tools, &system, history, token)
+                .await?;
             let provider = built.options.config.provider.clone();
             let model = built.options.config.model.clone();
             let mut asm = BlockAssembler::new();
@@ -347,7 +406,9 @@ impl LoopAgent {
             }
             let finish = asm.finish();
             if let Some(failure) = finish.failure() {
-                let Some(agent) = self.agent_ref() else { return Err(Fail::Aborted) };
+                let Some(agent) = self.agent_ref() else {
+                    return Err(Fail::Aborted);
+                };
                 let payload = RequestErrorPayload {
                     agent,
                     turn,
@@ -360,16 +421,27 @@ impl LoopAgent {
                 let default = |_: &RequestErrorPayload| -> BoxFuture<'_, Result<Option<RequestErrorAction>, BoxError>> {
                     Box::pin(async { Ok(None) })
                 };
-                let action = self.ctx().waterfall::<RequestError, _>(&payload, &default).await?;
+                let action = self
+                    .ctx()
+                    .waterfall::<RequestError, _>(&payload, &default)
+                    .await?;
                 check(token)?;
                 if action != Some(RequestErrorAction::Retry) {
-                    return Err(Fail::Error(Box::new(LlmError::from_failure(failure.clone()))));
+                    return Err(Fail::Error(Box::new(LlmError::from_failure(
+                        failure.clone(),
+                    ))));
                 }
                 continue;
             }
             let blocks = asm.blocks().map_err(|e| Fail::Error(Box::new(e)))?;
             let message = Message::assistant(blocks, &provider, &model, asm.replay_state());
-            let data = AssistantMessageData { turn, step, message: &message, usage: asm.usage(), interrupted: None };
+            let data = AssistantMessageData {
+                turn,
+                step,
+                message: &message,
+                usage: asm.usage(),
+                interrupted: None,
+            };
             self.session()
                 .append(
                     types::ASSISTANT_MESSAGE,
@@ -384,7 +456,11 @@ impl LoopAgent {
                 .content
                 .iter()
                 .filter_map(|b| match b {
-                    ContentBlock::ToolCall { id, name, arguments } => Some((id.clone(), name.clone(), arguments.clone())),
+                    ContentBlock::ToolCall {
+                        id,
+                        name,
+                        arguments,
+                    } => Some((id.clone(), name.clone(), arguments.clone())),
                     _ => None,
                 })
                 .collect();
@@ -392,7 +468,11 @@ impl LoopAgent {
                 return Ok(Some(StepEnd::Completed));
             }
             let concluded = self.execute_tool_calls(turn, step, calls, token).await?;
-            return Ok(if concluded { Some(StepEnd::Completed) } else { None });
+            return Ok(if concluded {
+                Some(StepEnd::Completed)
+            } else {
+                None
+            });
         }
     }
 }

@@ -30,10 +30,25 @@ pub enum Reply {
 
 pub fn text(t: &str) -> Reply {
     Reply::Chunks(vec![
-        StreamChunk::BlockStart { index: 0, block_type: "text".into() },
-        StreamChunk::TextDelta { index: 0, text: t.into() },
-        StreamChunk::BlockEnd { index: 0, block: ContentBlock::text(t) },
-        StreamChunk::Usage { usage: TokenUsage { input_tokens: 10, output_tokens: 2, ..Default::default() } },
+        StreamChunk::BlockStart {
+            index: 0,
+            block_type: "text".into(),
+        },
+        StreamChunk::TextDelta {
+            index: 0,
+            text: t.into(),
+        },
+        StreamChunk::BlockEnd {
+            index: 0,
+            block: ContentBlock::text(t),
+        },
+        StreamChunk::Usage {
+            usage: TokenUsage {
+                input_tokens: 10,
+                output_tokens: 2,
+                ..Default::default()
+            },
+        },
         StreamChunk::finish(FinishReason::Stop),
     ])
 }
@@ -42,9 +57,24 @@ pub fn calls(list: &[(&str, &str, Value)]) -> Reply {
     let mut chunks = Vec::new();
     for (i, (id, name, args)) in list.iter().enumerate() {
         let args = args.to_string();
-        chunks.push(StreamChunk::BlockStart { index: i as u32, block_type: "tool-call".into() });
-        chunks.push(StreamChunk::ToolCallDelta { index: i as u32, id: id.to_string(), name: Some(name.to_string()), arguments_delta: args.clone() });
-        chunks.push(StreamChunk::BlockEnd { index: i as u32, block: ContentBlock::ToolCall { id: id.to_string(), name: name.to_string(), arguments: args } });
+        chunks.push(StreamChunk::BlockStart {
+            index: i as u32,
+            block_type: "tool-call".into(),
+        });
+        chunks.push(StreamChunk::ToolCallDelta {
+            index: i as u32,
+            id: id.to_string(),
+            name: Some(name.to_string()),
+            arguments_delta: args.clone(),
+        });
+        chunks.push(StreamChunk::BlockEnd {
+            index: i as u32,
+            block: ContentBlock::ToolCall {
+                id: id.to_string(),
+                name: name.to_string(),
+                arguments: args,
+            },
+        });
     }
     chunks.push(StreamChunk::finish(FinishReason::ToolCalls));
     Reply::Chunks(chunks)
@@ -52,13 +82,21 @@ pub fn calls(list: &[(&str, &str, Value)]) -> Reply {
 
 pub fn raw_call(id: &str, name: &str, args: &str) -> Reply {
     Reply::Chunks(vec![
-        StreamChunk::ToolCallDelta { index: 0, id: id.into(), name: Some(name.into()), arguments_delta: args.into() },
+        StreamChunk::ToolCallDelta {
+            index: 0,
+            id: id.into(),
+            name: Some(name.into()),
+            arguments_delta: args.into(),
+        },
         StreamChunk::finish(FinishReason::ToolCalls),
     ])
 }
 
 pub fn failure(code: &str) -> Reply {
-    Reply::Chunks(vec![StreamChunk::error(LlmFailure::new(code, format!("simulated {code}")))])
+    Reply::Chunks(vec![StreamChunk::error(LlmFailure::new(
+        code,
+        format!("simulated {code}"),
+    ))])
 }
 
 /// An adapter serving a script, recording every request.
@@ -79,19 +117,28 @@ impl Scripted {
 
 impl LlmAdapter for Scripted {
     fn model_info(&self, _p: &str, model: &str) -> Result<ModelInfo, LlmError> {
-        Ok(ModelInfo { id: model.into(), context_window: Some(100_000), ..Default::default() })
+        Ok(ModelInfo {
+            id: model.into(),
+            context_window: Some(100_000),
+            ..Default::default()
+        })
     }
     fn stream(&self, options: Arc<GenerateOptions>) -> AdapterStream {
         self.requests.lock().unwrap().push(options.clone());
         let reply = self.script.lock().unwrap().pop_front();
         let cancel = options.cancel.clone();
         match reply {
-            None => futures::stream::iter([Err(LlmError::new("UNKNOWN", "script exhausted"))]).boxed(),
+            None => {
+                futures::stream::iter([Err(LlmError::new("UNKNOWN", "script exhausted"))]).boxed()
+            }
             Some(Reply::Chunks(c)) => futures::stream::iter(c.into_iter().map(Ok)).boxed(),
-            Some(Reply::Throw(c, code)) => futures::stream::iter(
-                c.into_iter().map(Ok).chain([Err(LlmError::new(code.clone(), format!("simulated {code}")))]),
-            )
-            .boxed(),
+            Some(Reply::Throw(c, code)) => {
+                futures::stream::iter(c.into_iter().map(Ok).chain([Err(LlmError::new(
+                    code.clone(),
+                    format!("simulated {code}"),
+                ))]))
+                .boxed()
+            }
             Some(Reply::Hang(c)) => futures::stream::iter(c.into_iter().map(Ok))
                 .chain(futures::stream::once(async move {
                     cancel.cancelled().await;
@@ -116,7 +163,11 @@ impl Echo {
             .required("text", Prop::string("what to echo"))
             .optional("delayMs", Prop::number("sleep first"));
         Self {
-            schema: dsh_llm::ToolSchema { name: name.into(), description: "echo".into(), parameters: params.to_value() },
+            schema: dsh_llm::ToolSchema {
+                name: name.into(),
+                description: "echo".into(),
+                parameters: params.to_value(),
+            },
             params,
             parallel,
             log,
@@ -134,7 +185,11 @@ impl Tool for Echo {
     fn concurrency_safe(&self, _args: &Value) -> bool {
         self.parallel
     }
-    fn execute(&self, args: Value, ctx: ToolRunContext) -> BoxFuture<'static, Result<ToolOutput, BoxError>> {
+    fn execute(
+        &self,
+        args: Value,
+        ctx: ToolRunContext,
+    ) -> BoxFuture<'static, Result<ToolOutput, BoxError>> {
         let log = self.log.clone();
         Box::pin(async move {
             let text = args["text"].as_str().unwrap_or("").to_string();
@@ -170,17 +225,36 @@ pub fn rows(extra: &[(&str, &str, Value)]) -> Vec<LoadRow> {
         ("agent", "@deepseek-ai/dsh-agent"),
     ]
     .iter()
-    .map(|(id, name)| LoadRow { id: id.to_string(), name: name.to_string(), source: "test".into(), config: Value::Null, children: vec![] })
+    .map(|(id, name)| LoadRow {
+        id: id.to_string(),
+        name: name.to_string(),
+        source: "test".into(),
+        config: Value::Null,
+        children: vec![],
+    })
     .collect();
     for (id, name, config) in extra {
-        rows.push(LoadRow { id: id.to_string(), name: name.to_string(), source: "test".into(), config: config.clone(), children: vec![] });
+        rows.push(LoadRow {
+            id: id.to_string(),
+            name: name.to_string(),
+            source: "test".into(),
+            config: config.clone(),
+            children: vec![],
+        });
     }
     rows
 }
 
 impl Harness {
     pub fn new() -> Self {
-        Self::with(Catalog::new(), &[("agent-loop", "@deepseek-ai/dsh-agent-loop", json!({"maxParallelToolCalls": 4}))])
+        Self::with(
+            Catalog::new(),
+            &[(
+                "agent-loop",
+                "@deepseek-ai/dsh-agent-loop",
+                json!({"maxParallelToolCalls": 4}),
+            )],
+        )
     }
 
     pub fn with(mut catalog: Catalog, extra: &[(&str, &str, Value)]) -> Self {
@@ -189,60 +263,124 @@ impl Harness {
         let tree = load_tree(&root, &catalog, &rows(extra)).expect("tree loads");
         let model = Arc::new(Scripted::default());
         let llm = root.get::<LlmRuntime>().unwrap();
-        llm.register_adapter(&root, vec!["test".into()], model.clone()).unwrap();
+        llm.register_adapter(&root, vec!["test".into()], model.clone())
+            .unwrap();
         let tool_log = Arc::new(Mutex::new(Vec::new()));
         let tools = root.get::<ToolRegistry>().unwrap();
-        tools.register(&root, Arc::new(Echo::new("echo", false, tool_log.clone()))).unwrap();
-        tools.register(&root, Arc::new(Echo::new("peek", true, tool_log.clone()))).unwrap();
-        Self { root, tree, model, tool_log }
+        tools
+            .register(&root, Arc::new(Echo::new("echo", false, tool_log.clone())))
+            .unwrap();
+        tools
+            .register(&root, Arc::new(Echo::new("peek", true, tool_log.clone())))
+            .unwrap();
+        Self {
+            root,
+            tree,
+            model,
+            tool_log,
+        }
     }
 
     pub fn agent(&self) -> AgentRef {
         let agents = self.root.get::<Agents>().unwrap();
         agents
-            .create(&self.root, CreateAgent::fresh(AgentOptions { provider: Some("test".into()), model: Some("m".into()), max_tokens: None }))
+            .create(
+                &self.root,
+                CreateAgent::fresh(AgentOptions {
+                    provider: Some("test".into()),
+                    model: Some("m".into()),
+                    max_tokens: None,
+                }),
+            )
             .unwrap()
     }
 }
 
 /// A compact trace of a session: one line per durable event (chunks omitted).
 pub fn trace(session: &LiveSession) -> Vec<String> {
-    session.events().iter().filter(|e| !e.is(types::ASSISTANT_CHUNK)).map(|e| describe(e)).collect()
+    session
+        .events()
+        .iter()
+        .filter(|e| !e.is(types::ASSISTANT_CHUNK))
+        .map(|e| describe(e))
+        .collect()
 }
 
 pub fn describe(e: &Event) -> String {
     let d = &e.data;
     match e.event_type.as_str() {
         types::TURN_START => format!("turn/start {}", d["turn"]),
-        types::TURN_END => format!("turn/end {} {}", d["turn"], dsh_kernel::json::to_string(&d["reason"])),
+        types::TURN_END => format!(
+            "turn/end {} {}",
+            d["turn"],
+            dsh_kernel::json::to_string(&d["reason"])
+        ),
         types::STEP_START => format!("step/start {}.{}", d["turn"], d["step"]),
         types::STEP_END => format!("step/end {}.{}", d["turn"], d["step"]),
         types::USER_MESSAGE => format!("user {}", text_of(d)),
         types::ASSISTANT_MESSAGE => {
             let m = Message::from_value(d["message"].clone()).unwrap();
-            let parts: Vec<String> = m.content.iter().map(|b| match b {
-                ContentBlock::Text { text } => text.clone(),
-                ContentBlock::ToolCall { name, .. } => format!("call:{name}"),
-                other => other.block_type().to_string(),
-            }).collect();
-            let interrupted = if d.get("interrupted").is_some() { " (interrupted)" } else { "" };
-            format!("assistant {}.{} [{}]{interrupted}", d["turn"], d["step"], parts.join(","))
+            let parts: Vec<String> = m
+                .content
+                .iter()
+                .map(|b| match b {
+                    ContentBlock::Text { text } => text.clone(),
+                    ContentBlock::ToolCall { name, .. } => format!("call:{name}"),
+                    other => other.block_type().to_string(),
+                })
+                .collect();
+            let interrupted = if d.get("interrupted").is_some() {
+                " (interrupted)"
+            } else {
+                ""
+            };
+            format!(
+                "assistant {}.{} [{}]{interrupted}",
+                d["turn"],
+                d["step"],
+                parts.join(",")
+            )
         }
         types::TOOL_CALL => format!("tool/call {}", d["name"].as_str().unwrap()),
         types::TOOL_RESULT => {
             let block = &d["message"]["content"][0];
-            let code = d.pointer("/error/code").map(|c| format!(" {}", c.as_str().unwrap())).unwrap_or_default();
-            format!("tool/result {}{} {}", if block["isError"] == json!(true) { "error" } else { "ok" }, code, text_of(block))
+            let code = d
+                .pointer("/error/code")
+                .map(|c| format!(" {}", c.as_str().unwrap()))
+                .unwrap_or_default();
+            format!(
+                "tool/result {}{} {}",
+                if block["isError"] == json!(true) {
+                    "error"
+                } else {
+                    "ok"
+                },
+                code,
+                text_of(block)
+            )
         }
         types::INBOX_SPLICED => {
-            let inserted: Vec<String> = d["inserted"].as_array().unwrap().iter().map(text_of).collect();
+            let inserted: Vec<String> = d["inserted"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(text_of)
+                .collect();
             format!(
                 "inbox {} @{}{}{}{}",
                 d["target"].as_str().unwrap(),
                 d["start"],
-                d.get("removedCount").map(|c| format!(" -{c}")).unwrap_or_default(),
-                if inserted.is_empty() { String::new() } else { format!(" +[{}]", inserted.join("|")) },
-                d.get("outcome").map(|o| format!(" {}", o.as_str().unwrap())).unwrap_or_default()
+                d.get("removedCount")
+                    .map(|c| format!(" -{c}"))
+                    .unwrap_or_default(),
+                if inserted.is_empty() {
+                    String::new()
+                } else {
+                    format!(" +[{}]", inserted.join("|"))
+                },
+                d.get("outcome")
+                    .map(|o| format!(" {}", o.as_str().unwrap()))
+                    .unwrap_or_default()
             )
         }
         types::REQUEST_HEADER => format!("request/header {}", d["reason"].as_str().unwrap()),
@@ -251,11 +389,21 @@ pub fn describe(e: &Event) -> String {
 }
 
 fn text_of(v: &Value) -> String {
-    v["content"].as_array().map(|c| c.iter().filter_map(|b| b["text"].as_str()).collect::<Vec<_>>().join("")).unwrap_or_default()
+    v["content"]
+        .as_array()
+        .map(|c| {
+            c.iter()
+                .filter_map(|b| b["text"].as_str())
+                .collect::<Vec<_>>()
+                .join("")
+        })
+        .unwrap_or_default()
 }
 
 pub async fn idle(agent: &AgentRef) {
-    tokio::time::timeout(Duration::from_secs(10), agent.when_idle()).await.expect("agent went idle");
+    tokio::time::timeout(Duration::from_secs(10), agent.when_idle())
+        .await
+        .expect("agent went idle");
 }
 
 /// Polls until `f` holds (bounded).

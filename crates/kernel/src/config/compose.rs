@@ -36,21 +36,43 @@ pub enum ConfigError {
     #[error("entry {index} in {file} must be a mapping (a patch entry)")]
     EntryNotMapping { file: String, index: usize },
     #[error("{file}: row {index} needs a string `{field}`")]
-    RowField { file: String, index: usize, field: &'static str },
+    RowField {
+        file: String,
+        index: usize,
+        field: &'static str,
+    },
     #[error("{file}: duplicate row id \"{id}\"")]
     DuplicateId { file: String, id: String },
     #[error("{file}: row \"{row}\": field `{field}`: {message}")]
-    Expression { file: String, row: String, field: String, message: String },
+    Expression {
+        file: String,
+        row: String,
+        field: String,
+        message: String,
+    },
     #[error("{file}: row \"{row}\": `{field}` must be {expected}, not {found}")]
-    RowType { file: String, row: String, field: String, expected: &'static str, found: &'static str },
+    RowType {
+        file: String,
+        row: String,
+        field: String,
+        expected: &'static str,
+        found: &'static str,
+    },
 }
 
 impl Layer {
     /// Parses a patch file's text. Empty or comment-only text is an error (write `[]` for an
     /// empty layer).
-    pub fn parse(label: impl Into<String>, file: impl Into<String>, text: &str) -> Result<Self, ConfigError> {
+    pub fn parse(
+        label: impl Into<String>,
+        file: impl Into<String>,
+        text: &str,
+    ) -> Result<Self, ConfigError> {
         let file = file.into();
-        let node = parse(text).map_err(|e| ConfigError::Parse { file: file.clone(), message: e.to_string() })?;
+        let node = parse(text).map_err(|e| ConfigError::Parse {
+            file: file.clone(),
+            message: e.to_string(),
+        })?;
         let Some(Node::Seq(entries)) = node else {
             return Err(ConfigError::NotAList { file });
         };
@@ -59,7 +81,11 @@ impl Layer {
                 return Err(ConfigError::EntryNotMapping { file, index: i + 1 });
             }
         }
-        Ok(Self { label: label.into(), file, entries })
+        Ok(Self {
+            label: label.into(),
+            file,
+            entries,
+        })
     }
 }
 
@@ -97,7 +123,10 @@ impl ComposedRow {
     pub fn to_node(&self) -> Node {
         let mut node = self.node.clone();
         if self.is_group() {
-            node.set("config", Node::Seq(self.children.iter().map(ComposedRow::to_node).collect()));
+            node.set(
+                "config",
+                Node::Seq(self.children.iter().map(ComposedRow::to_node).collect()),
+            );
         }
         node
     }
@@ -116,7 +145,11 @@ fn make_row(node: &Node, layer: &Layer, index: usize) -> Result<ComposedRow, Con
             .and_then(Node::as_str)
             .filter(|s| !s.is_empty())
             .map(str::to_owned)
-            .ok_or(ConfigError::RowField { file: layer.file.clone(), index: index + 1, field })
+            .ok_or(ConfigError::RowField {
+                file: layer.file.clone(),
+                index: index + 1,
+                field,
+            })
     };
     let id = str_field("id")?;
     let _name = str_field("name")?;
@@ -142,7 +175,11 @@ fn make_row(node: &Node, layer: &Layer, index: usize) -> Result<ComposedRow, Con
                 });
             }
         };
-        row.children = children.iter().enumerate().map(|(i, c)| make_row(c, layer, i)).collect::<Result<_, _>>()?;
+        row.children = children
+            .iter()
+            .enumerate()
+            .map(|(i, c)| make_row(c, layer, i))
+            .collect::<Result<_, _>>()?;
         check_unique(&row.children, &layer.file)?;
     }
     Ok(row)
@@ -151,7 +188,10 @@ fn make_row(node: &Node, layer: &Layer, index: usize) -> Result<ComposedRow, Con
 fn check_unique(rows: &[ComposedRow], file: &str) -> Result<(), ConfigError> {
     for (i, r) in rows.iter().enumerate() {
         if rows[..i].iter().any(|o| o.id() == r.id()) {
-            return Err(ConfigError::DuplicateId { file: file.to_string(), id: r.id().to_string() });
+            return Err(ConfigError::DuplicateId {
+                file: file.to_string(),
+                id: r.id().to_string(),
+            });
         }
     }
     Ok(())
@@ -193,8 +233,14 @@ pub fn compose(layers: &[Layer]) -> Result<Composition, ConfigError> {
                             g.patched_by.push(layer.label.clone());
                         }
                     }
-                    Some(_) => out.warnings.push(format!("[{}] patch insert: entry \"{group}\" is not a group", layer.label)),
-                    None => out.warnings.push(format!("[{}] patch insert: entry \"{group}\" not found", layer.label)),
+                    Some(_) => out.warnings.push(format!(
+                        "[{}] patch insert: entry \"{group}\" is not a group",
+                        layer.label
+                    )),
+                    None => out.warnings.push(format!(
+                        "[{}] patch insert: entry \"{group}\" not found",
+                        layer.label
+                    )),
                 },
                 (_, Some(other)) => {
                     return Err(ConfigError::RowType {
@@ -205,10 +251,14 @@ pub fn compose(layers: &[Layer]) -> Result<Composition, ConfigError> {
                         found: other.kind(),
                     });
                 }
-                (None, None) => out.warnings.push(format!("[{}] patch: id is required for non-insert patches", layer.label)),
+                (None, None) => out.warnings.push(format!(
+                    "[{}] patch: id is required for non-insert patches",
+                    layer.label
+                )),
                 (Some(id), None) => {
                     let Some(row) = find_mut(&mut out.rows, &id) else {
-                        out.warnings.push(format!("[{}] patch: entry \"{id}\" not found", layer.label));
+                        out.warnings
+                            .push(format!("[{}] patch: entry \"{id}\" not found", layer.label));
                         continue;
                     };
                     if let Some(name) = entry.get("name").and_then(Node::as_str)
@@ -286,7 +336,9 @@ fn to_json(node: &Node, env: &EvalEnv) -> Result<Option<Value>, String> {
         Node::Null => Value::Null,
         Node::Bool(b) => Value::Bool(*b),
         Node::Int(i) => Value::from(*i),
-        Node::Float(f) => Number::from_f64(*f).map(Value::Number).ok_or("numbers must be finite")?,
+        Node::Float(f) => Number::from_f64(*f)
+            .map(Value::Number)
+            .ok_or("numbers must be finite")?,
         Node::Str(s) => Value::String(s.clone()),
         Node::Seq(items) => {
             let mut out = Vec::with_capacity(items.len());
@@ -324,11 +376,20 @@ pub fn to_load_rows(rows: &[ComposedRow], env: &EvalEnv) -> Result<Vec<LoadRow>,
         let disabled = match row.node.get("disabled") {
             None | Some(Node::Null) => false,
             Some(Node::Bool(b)) => *b,
-            Some(Node::Js(expr)) => match evaluate(expr, env).map_err(|e| expr_err("disabled", e))? {
-                JsValue::Undefined | JsValue::Json(Value::Null) | JsValue::Json(Value::Bool(false)) => false,
-                JsValue::Json(Value::Bool(true)) => true,
-                JsValue::Json(other) => return Err(expr_err("disabled", format!("evaluated to {other}, not a boolean"))),
-            },
+            Some(Node::Js(expr)) => {
+                match evaluate(expr, env).map_err(|e| expr_err("disabled", e))? {
+                    JsValue::Undefined
+                    | JsValue::Json(Value::Null)
+                    | JsValue::Json(Value::Bool(false)) => false,
+                    JsValue::Json(Value::Bool(true)) => true,
+                    JsValue::Json(other) => {
+                        return Err(expr_err(
+                            "disabled",
+                            format!("evaluated to {other}, not a boolean"),
+                        ));
+                    }
+                }
+            }
             Some(other) => {
                 return Err(ConfigError::RowType {
                     file: row.origin_file.clone(),
@@ -354,7 +415,9 @@ pub fn to_load_rows(rows: &[ComposedRow], env: &EvalEnv) -> Result<Vec<LoadRow>,
         }
         let config = match row.node.get("config") {
             None => Value::Null,
-            Some(node) => to_json(node, env).map_err(|e| expr_err("config", e))?.unwrap_or(Value::Null),
+            Some(node) => to_json(node, env)
+                .map_err(|e| expr_err("config", e))?
+                .unwrap_or(Value::Null),
         };
         out.push(LoadRow {
             id: row.id().to_string(),

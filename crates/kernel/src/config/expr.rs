@@ -27,7 +27,9 @@ impl EvalEnv {
     pub fn from_process(home: PathBuf) -> Self {
         Self {
             env: std::env::vars().collect(),
-            cwd: std::env::current_dir().map(|p| p.display().to_string()).unwrap_or_default(),
+            cwd: std::env::current_dir()
+                .map(|p| p.display().to_string())
+                .unwrap_or_default(),
             platform: match std::env::consts::OS {
                 "macos" => "darwin".into(),
                 "windows" => "win32".into(),
@@ -71,7 +73,9 @@ enum Tok {
 }
 
 fn tokenize(src: &str) -> Result<Vec<Tok>, String> {
-    const PUNCT: [&str; 16] = ["===", "!==", "==", "!=", "&&", "||", "??", "?", ":", "!", "(", ")", ".", ",", "[", "+"];
+    const PUNCT: [&str; 16] = [
+        "===", "!==", "==", "!=", "&&", "||", "??", "?", ":", "!", "(", ")", ".", ",", "[", "+",
+    ];
     let chars: Vec<char> = src.chars().collect();
     let mut i = 0;
     let mut out = Vec::new();
@@ -83,13 +87,17 @@ fn tokenize(src: &str) -> Result<Vec<Tok>, String> {
             let mut s = String::new();
             i += 1;
             loop {
-                let Some(&ch) = chars.get(i) else { return Err("unterminated string literal".into()) };
+                let Some(&ch) = chars.get(i) else {
+                    return Err("unterminated string literal".into());
+                };
                 i += 1;
                 if ch == c {
                     break;
                 }
                 if ch == '\\' {
-                    let Some(&esc) = chars.get(i) else { return Err("unterminated string literal".into()) };
+                    let Some(&esc) = chars.get(i) else {
+                        return Err("unterminated string literal".into());
+                    };
                     i += 1;
                     s.push(match esc {
                         'n' => '\n',
@@ -108,10 +116,14 @@ fn tokenize(src: &str) -> Result<Vec<Tok>, String> {
                 i += 1;
             }
             let text: String = chars[start..i].iter().collect();
-            out.push(Tok::Num(text.parse().map_err(|_| format!("bad number {text}"))?));
+            out.push(Tok::Num(
+                text.parse().map_err(|_| format!("bad number {text}"))?,
+            ));
         } else if c.is_alphabetic() || c == '_' || c == '$' {
             let start = i;
-            while i < chars.len() && (chars[i].is_alphanumeric() || chars[i] == '_' || chars[i] == '$') {
+            while i < chars.len()
+                && (chars[i].is_alphanumeric() || chars[i] == '_' || chars[i] == '$')
+            {
                 i += 1;
             }
             out.push(Tok::Ident(chars[start..i].iter().collect()));
@@ -151,7 +163,11 @@ impl Eval<'_> {
     }
 
     fn expect(&mut self, p: &str) -> Result<(), String> {
-        if self.eat(p) { Ok(()) } else { Err(format!("expected '{p}'")) }
+        if self.eat(p) {
+            Ok(())
+        } else {
+            Err(format!("expected '{p}'"))
+        }
     }
 
     fn expr(&mut self) -> Result<JsValue, String> {
@@ -226,7 +242,11 @@ impl Eval<'_> {
             v = match (&v, &rhs) {
                 (JsValue::Json(Value::Number(a)), JsValue::Json(Value::Number(b))) => {
                     let sum = a.as_f64().unwrap_or(0.0) + b.as_f64().unwrap_or(0.0);
-                    JsValue::Json(serde_json::Number::from_f64(sum).map(Value::Number).unwrap_or(Value::Null))
+                    JsValue::Json(
+                        serde_json::Number::from_f64(sum)
+                            .map(Value::Number)
+                            .unwrap_or(Value::Null),
+                    )
                 }
                 _ => JsValue::Json(Value::String(text(&v) + &text(&rhs))),
             };
@@ -243,12 +263,22 @@ impl Eval<'_> {
     }
 
     fn primary(&mut self) -> Result<JsValue, String> {
-        let tok = self.toks.get(self.pos).cloned().ok_or("unexpected end of expression")?;
+        let tok = self
+            .toks
+            .get(self.pos)
+            .cloned()
+            .ok_or("unexpected end of expression")?;
         self.pos += 1;
         match tok {
             Tok::Str(s) => Ok(JsValue::Json(Value::String(s))),
-            Tok::Num(n) if n.fract() == 0.0 && n.abs() < 9_007_199_254_740_992.0 => Ok(JsValue::Json(Value::from(n as i64))),
-            Tok::Num(n) => Ok(JsValue::Json(serde_json::Number::from_f64(n).map(Value::Number).unwrap_or(Value::Null))),
+            Tok::Num(n) if n.fract() == 0.0 && n.abs() < 9_007_199_254_740_992.0 => {
+                Ok(JsValue::Json(Value::from(n as i64)))
+            }
+            Tok::Num(n) => Ok(JsValue::Json(
+                serde_json::Number::from_f64(n)
+                    .map(Value::Number)
+                    .unwrap_or(Value::Null),
+            )),
             Tok::Punct("(") => {
                 let v = self.expr()?;
                 self.expect(")")?;
@@ -317,7 +347,9 @@ impl Eval<'_> {
                 return match member.as_str() {
                     "env" => {
                         let name = self.member()?.ok_or("expected process.env.<NAME>")?;
-                        Ok(self.env.env.get(&name).map_or(JsValue::Undefined, |v| JsValue::Json(Value::String(v.clone()))))
+                        Ok(self.env.env.get(&name).map_or(JsValue::Undefined, |v| {
+                            JsValue::Json(Value::String(v.clone()))
+                        }))
                     }
                     "cwd" => {
                         self.expect("(")?;
@@ -332,7 +364,10 @@ impl Eval<'_> {
                 let mut current = JsValue::Json(Value::Object(self.env.ctx.clone()));
                 while let Some(key) = self.member()? {
                     current = match current {
-                        JsValue::Json(Value::Object(m)) => m.get(&key).cloned().map_or(JsValue::Undefined, JsValue::Json),
+                        JsValue::Json(Value::Object(m)) => m
+                            .get(&key)
+                            .cloned()
+                            .map_or(JsValue::Undefined, JsValue::Json),
                         _ => return Err(format!("cannot read property \"{key}\" of undefined")),
                     };
                 }
@@ -362,11 +397,18 @@ mod tests {
 
     fn env() -> EvalEnv {
         EvalEnv {
-            env: [("DSH_PERMISSION_MODE".to_string(), "danger-full-access".to_string())].into(),
+            env: [(
+                "DSH_PERMISSION_MODE".to_string(),
+                "danger-full-access".to_string(),
+            )]
+            .into(),
             cwd: "/work".into(),
             platform: "linux".into(),
             home: "/home/u/.dsh".into(),
-            ctx: serde_json::json!({"headlessStartup": {"task": "fix it"}}).as_object().unwrap().clone(),
+            ctx: serde_json::json!({"headlessStartup": {"task": "fix it"}})
+                .as_object()
+                .unwrap()
+                .clone(),
         }
     }
 
@@ -377,19 +419,43 @@ mod tests {
     #[test]
     fn the_expressions_bundles_use() {
         let e = env();
-        assert_eq!(evaluate("dshHomePath('sessions')", &e), Ok(s("/home/u/.dsh/sessions")));
-        assert_eq!(evaluate("process.env.DSH_TELEMETRY_MODE || 'DISABLED'", &e), Ok(s("DISABLED")));
-        assert_eq!(evaluate("process.env.DSH_PERMISSION_MODE ?? 'workspace-write'", &e), Ok(s("danger-full-access")));
-        assert_eq!(evaluate("process.cwd()", &e), Ok(s("/work")));
-        assert_eq!(evaluate("process.platform === 'win32'", &e), Ok(JsValue::Json(Value::Bool(false))));
-        assert_eq!(evaluate("process.platform !== 'win32'", &e), Ok(JsValue::Json(Value::Bool(true))));
         assert_eq!(
-            evaluate("(process.env.DSH_PERMISSION_MODE ?? 'workspace-write') === 'danger-full-access' ? 'never' : 'ask'", &e),
+            evaluate("dshHomePath('sessions')", &e),
+            Ok(s("/home/u/.dsh/sessions"))
+        );
+        assert_eq!(
+            evaluate("process.env.DSH_TELEMETRY_MODE || 'DISABLED'", &e),
+            Ok(s("DISABLED"))
+        );
+        assert_eq!(
+            evaluate("process.env.DSH_PERMISSION_MODE ?? 'workspace-write'", &e),
+            Ok(s("danger-full-access"))
+        );
+        assert_eq!(evaluate("process.cwd()", &e), Ok(s("/work")));
+        assert_eq!(
+            evaluate("process.platform === 'win32'", &e),
+            Ok(JsValue::Json(Value::Bool(false)))
+        );
+        assert_eq!(
+            evaluate("process.platform !== 'win32'", &e),
+            Ok(JsValue::Json(Value::Bool(true)))
+        );
+        assert_eq!(
+            evaluate(
+                "(process.env.DSH_PERMISSION_MODE ?? 'workspace-write') === 'danger-full-access' ? 'never' : 'ask'",
+                &e
+            ),
             Ok(s("never"))
         );
-        assert_eq!(evaluate("process.env.DSH_TOOLS_MODE", &e), Ok(JsValue::Undefined));
+        assert_eq!(
+            evaluate("process.env.DSH_TOOLS_MODE", &e),
+            Ok(JsValue::Undefined)
+        );
         assert_eq!(evaluate("ctx.headlessStartup.task", &e), Ok(s("fix it")));
-        assert_eq!(evaluate("process.env['DSH_PERMISSION_MODE']", &e), Ok(s("danger-full-access")));
+        assert_eq!(
+            evaluate("process.env['DSH_PERMISSION_MODE']", &e),
+            Ok(s("danger-full-access"))
+        );
         assert_eq!(evaluate("process.cwd() + '/.dsh'", &e), Ok(s("/work/.dsh")));
     }
 

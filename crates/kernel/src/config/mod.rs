@@ -4,6 +4,8 @@ mod compose;
 mod expr;
 mod yaml;
 
-pub use compose::{ComposedRow, Composition, ConfigError, Layer, compose, render_dump, to_load_rows};
+pub use compose::{
+    ComposedRow, Composition, ConfigError, Layer, compose, render_dump, to_load_rows,
+};
 pub use expr::{EvalEnv, JsValue, evaluate};
 pub use yaml::{Node, YamlError, emit, parse};

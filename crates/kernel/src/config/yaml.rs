@@ -76,7 +76,11 @@ pub struct YamlError {
 }
 
 fn at(span: &Span, message: impl Into<String>) -> YamlError {
-    YamlError { message: message.into(), line: span.start.line(), column: span.start.col() + 1 }
+    YamlError {
+        message: message.into(),
+        line: span.start.line(),
+        column: span.start.col() + 1,
+    }
 }
 
 fn resolve_plain(text: &str) -> Node {
@@ -99,7 +103,9 @@ fn resolve_plain(text: &str) -> Node {
         return Node::Int(i);
     }
     let looks_float = text.bytes().any(|b| b.is_ascii_digit())
-        && text.bytes().all(|b| b.is_ascii_digit() || matches!(b, b'.' | b'e' | b'E' | b'-' | b'+'));
+        && text
+            .bytes()
+            .all(|b| b.is_ascii_digit() || matches!(b, b'.' | b'e' | b'E' | b'-' | b'+'));
     if looks_float && let Ok(f) = text.parse::<f64>() {
         return Node::Float(f);
     }
@@ -139,17 +145,30 @@ pub fn parse(text: &str) -> Result<Option<Node>, YamlError> {
                 None
             }
             Event::Alias(id) => {
-                let node = anchors.get(&id).cloned().ok_or_else(|| at(&span, "unknown alias"))?;
+                let node = anchors
+                    .get(&id)
+                    .cloned()
+                    .ok_or_else(|| at(&span, "unknown alias"))?;
                 Some((node, 0))
             }
             Event::Scalar(value, style, anchor, tag) => {
                 let node = match tag.as_deref() {
                     Some(t) if t.suffix == "js" => Node::Js(value.to_string()),
                     Some(t) if t.suffix == "str" => Node::Str(value.to_string()),
-                    Some(t) if t.suffix == "int" || t.suffix == "float" || t.suffix == "bool" || t.suffix == "null" => {
+                    Some(t)
+                        if t.suffix == "int"
+                            || t.suffix == "float"
+                            || t.suffix == "bool"
+                            || t.suffix == "null" =>
+                    {
                         resolve_plain(&value)
                     }
-                    Some(t) => return Err(at(&span, format!("unsupported YAML tag \"{}{}\"", t.handle, t.suffix))),
+                    Some(t) => {
+                        return Err(at(
+                            &span,
+                            format!("unsupported YAML tag \"{}{}\"", t.handle, t.suffix),
+                        ));
+                    }
                     None if style == ScalarStyle::Plain => resolve_plain(&value),
                     None => Node::Str(value.to_string()),
                 };
@@ -172,7 +191,9 @@ pub fn parse(text: &str) -> Result<Option<Node>, YamlError> {
                 _ => return Err(at(&span, "unbalanced mapping")),
             },
         };
-        let Some((node, anchor)) = completed else { continue };
+        let Some((node, anchor)) = completed else {
+            continue;
+        };
         if anchor != 0 {
             anchors.insert(anchor, node.clone());
         }
@@ -211,7 +232,9 @@ fn needs_quotes(s: &str) -> bool {
         return true;
     }
     let first = s.chars().next().unwrap_or(' ');
-    if "@`!&*?|>-'\"%{}[],#:~".contains(first) && !(first == '-' && s.len() > 1 && !s[1..].starts_with(' ')) {
+    if "@`!&*?|>-'\"%{}[],#:~".contains(first)
+        && !(first == '-' && s.len() > 1 && !s[1..].starts_with(' '))
+    {
         return true;
     }
     s.contains(": ") || s.contains(" #") || s.ends_with(':') || s.chars().any(|c| c.is_control())
@@ -291,7 +314,8 @@ fn write_inline(out: &mut String, node: &Node, indent: usize) {
 }
 
 fn is_collection(node: &Node) -> bool {
-    matches!(node, Node::Seq(items) if !items.is_empty()) || matches!(node, Node::Map(e) if !e.is_empty())
+    matches!(node, Node::Seq(items) if !items.is_empty())
+        || matches!(node, Node::Map(e) if !e.is_empty())
 }
 
 /// Writes `node` in block style at `indent` spaces.
@@ -326,7 +350,12 @@ fn write_block(out: &mut String, node: &Node, indent: usize) {
     }
 }
 
-fn write_map_entries(out: &mut String, entries: &[(String, Node)], indent: usize, first_inline: bool) {
+fn write_map_entries(
+    out: &mut String,
+    entries: &[(String, Node)],
+    indent: usize,
+    first_inline: bool,
+) {
     let pad = " ".repeat(indent);
     for (i, (key, value)) in entries.iter().enumerate() {
         if i > 0 || !first_inline {
@@ -369,8 +398,14 @@ mod tests {
         let cfg = rows[0].get("config").unwrap();
         assert_eq!(cfg.get("n"), Some(&Node::Int(3)));
         assert_eq!(cfg.get("f"), Some(&Node::Float(1.5)));
-        assert_eq!(cfg.get("list"), Some(&Node::Seq(vec![Node::Int(1), Node::Str("two".into())])));
-        assert_eq!(cfg.get("expr"), Some(&Node::Js("process.env.X ?? 'd'".into())));
+        assert_eq!(
+            cfg.get("list"),
+            Some(&Node::Seq(vec![Node::Int(1), Node::Str("two".into())]))
+        );
+        assert_eq!(
+            cfg.get("expr"),
+            Some(&Node::Js("process.env.X ?? 'd'".into()))
+        );
         assert_eq!(cfg.get("none"), Some(&Node::Null));
         assert_eq!(rows[0].get("name").and_then(Node::as_str), Some("@x/y"));
     }

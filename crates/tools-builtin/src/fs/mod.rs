@@ -128,7 +128,8 @@ impl Plugin for FsSandboxPlugin {
                     &backend.cwd,
                 );
                 if let Some(roots) = &c.temp_roots {
-                    policy = policy.with_temp_roots(roots.iter().map(std::path::PathBuf::from).collect());
+                    policy = policy
+                        .with_temp_roots(roots.iter().map(std::path::PathBuf::from).collect());
                 }
                 let policy = Arc::new(policy);
                 ctx.provide(policy.clone())?;

@@ -1,7 +1,6 @@
 //! Shared test harness: a kernel root with a tool registry, plugins loaded from catalog
 //! rows, an optional live session, and calls through the full tool pipeline.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
-
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
