@@ -17,14 +17,21 @@ fn main() {
 }
 
 /// One turn of `STEPS` tool steps plus a final answer; divan reports the time per turn,
-/// divide by `STEPS + 1` for the per-step overhead.
-#[divan::bench(sample_count = 30)]
-fn turn_of_20_tool_steps(bencher: divan::Bencher) {
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+/// divide by `STEPS + 1` for the per-step overhead. `threads` is the runtime's worker
+/// count: 0 is tokio's current-thread runtime (what the headless `dsh` uses), 2 the
+/// multi-thread runtime `dsh acp` serves on.
+#[divan::bench(args = [0, 2], sample_count = 100)]
+fn turn_of_20_tool_steps(bencher: divan::Bencher, threads: usize) {
+    let rt = if threads == 0 {
+        tokio::runtime::Builder::new_current_thread()
+    } else {
+        let mut b = tokio::runtime::Builder::new_multi_thread();
+        b.worker_threads(threads);
+        b
+    }
+    .enable_all()
+    .build()
+    .unwrap();
     bencher
         .with_inputs(|| {
             let _guard = rt.enter();
@@ -49,6 +56,7 @@ fn turn_of_20_tool_steps(bencher: divan::Bencher) {
                 agent.followup(Message::user_text("go")).unwrap();
                 agent.when_idle().await;
             });
-            drop(h);
+            // Returned, so divan drops the harness outside the timed region.
+            (h, agent)
         });
 }

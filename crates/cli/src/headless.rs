@@ -154,7 +154,7 @@ fn summarize(
             continue;
         }
         if e.is(types::ASSISTANT_MESSAGE)
-            && let Ok(m) = Message::from_value(e.data["message"].clone())
+            && let Ok(m) = Message::from_json(&e.data["message"])
         {
             let t = m.text();
             if !t.is_empty() {

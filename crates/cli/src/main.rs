@@ -24,11 +24,19 @@ fn init_tracing() {
         .try_init();
 }
 
-fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
+/// The async runtime. A headless run drives one agent: a current-thread runtime keeps the
+/// loop, its tool tasks and the provider stream on one thread (no cross-thread wake-ups per
+/// step; blocking filesystem work still goes to the blocking pool). The ACP server can
+/// host several sessions at once and gets two workers.
+fn runtime(single_session: bool) -> std::io::Result<tokio::runtime::Runtime> {
+    let mut builder = if single_session {
+        tokio::runtime::Builder::new_current_thread()
+    } else {
+        let mut b = tokio::runtime::Builder::new_multi_thread();
+        b.worker_threads(2);
+        b
+    };
+    builder.enable_all().build()
 }
 
 fn main() -> ExitCode {
@@ -115,7 +123,7 @@ fn run_profile(
             return ExitCode::from(CONFIG_ERROR);
         }
     };
-    let rt = match runtime() {
+    let rt = match runtime(true) {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("dsh: cannot start the async runtime: {e}");
@@ -185,7 +193,7 @@ fn run_acp(home: &std::path::Path, args: &[String]) -> ExitCode {
             return ExitCode::from(CONFIG_ERROR);
         }
     };
-    let rt = match runtime() {
+    let rt = match runtime(false) {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("dsh: cannot start the async runtime: {e}");

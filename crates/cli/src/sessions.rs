@@ -282,7 +282,7 @@ fn show(root: &Path, target: &str, mode: &str) -> ExitCode {
             for e in &loaded.events {
                 let (who, message) = match e.event_type.as_str() {
                     types::USER_MESSAGE => {
-                        let m = Message::from_value(e.data.to_value()).ok();
+                        let m = Message::from_json(e.data.as_value()).ok();
                         let who = if m.as_ref().is_some_and(|m| m.source.kind() == "user") {
                             "user"
                         } else {
@@ -290,13 +290,10 @@ fn show(root: &Path, target: &str, mode: &str) -> ExitCode {
                         };
                         (who, m)
                     }
-                    types::ASSISTANT_MESSAGE => (
-                        "assistant",
-                        Message::from_value(e.data["message"].clone()).ok(),
-                    ),
-                    types::TOOL_RESULT => {
-                        ("tool", Message::from_value(e.data["message"].clone()).ok())
+                    types::ASSISTANT_MESSAGE => {
+                        ("assistant", Message::from_json(&e.data["message"]).ok())
                     }
+                    types::TOOL_RESULT => ("tool", Message::from_json(&e.data["message"]).ok()),
                     types::TURN_END => {
                         let _ = writeln!(
                             out,

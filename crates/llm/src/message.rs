@@ -74,19 +74,22 @@ impl ContentBlock {
     }
 
     pub fn from_value(value: Value) -> Result<Self, String> {
-        let Value::Object(mut map) = value else {
+        Self::from_json(&value)
+    }
+
+    /// Parses a block from borrowed JSON, copying only the strings it keeps.
+    pub fn from_json(value: &Value) -> Result<Self, String> {
+        let Value::Object(map) = value else {
             return Err("content block must be an object".into());
         };
-        let kind = map.get("type").and_then(Value::as_str).map(str::to_owned);
-        let Some(kind) = kind else {
+        let Some(kind) = map.get("type").and_then(Value::as_str) else {
             return Err("content block needs a string `type`".into());
         };
-        let known_keys = |map: &Map<String, Value>, keys: &[&str]| {
-            map.keys().all(|k| keys.contains(&k.as_str()))
-        };
-        let block = match kind.as_str() {
-            "text" | "reasoning" if known_keys(&map, &["type", "text"]) => {
-                let Some(Value::String(text)) = map.remove("text") else {
+        let known_keys = |keys: &[&str]| map.keys().all(|k| keys.contains(&k.as_str()));
+        let string = |key: &str| map.get(key).and_then(Value::as_str).map(str::to_owned);
+        let block = match kind {
+            "text" | "reasoning" if known_keys(&["type", "text"]) => {
+                let Some(text) = string("text") else {
                     return Err(format!("{kind} block needs a string `text`"));
                 };
                 if kind == "text" {
@@ -95,16 +98,9 @@ impl ContentBlock {
                     ContentBlock::Reasoning { text }
                 }
             }
-            "tool-call" if known_keys(&map, &["type", "id", "name", "arguments"]) => {
-                let (
-                    Some(Value::String(id)),
-                    Some(Value::String(name)),
-                    Some(Value::String(arguments)),
-                ) = (
-                    map.remove("id"),
-                    map.remove("name"),
-                    map.remove("arguments"),
-                )
+            "tool-call" if known_keys(&["type", "id", "name", "arguments"]) => {
+                let (Some(id), Some(name), Some(arguments)) =
+                    (string("id"), string("name"), string("arguments"))
                 else {
                     return Err("tool-call block needs string `id`, `name` and `arguments`".into());
                 };
@@ -114,20 +110,20 @@ impl ContentBlock {
                     arguments,
                 }
             }
-            "tool-result" if known_keys(&map, &["type", "toolCallId", "content", "isError"]) => {
-                let Some(Value::String(tool_call_id)) = map.remove("toolCallId") else {
+            "tool-result" if known_keys(&["type", "toolCallId", "content", "isError"]) => {
+                let Some(tool_call_id) = string("toolCallId") else {
                     return Err("tool-result block needs a string `toolCallId`".into());
                 };
-                let Some(Value::Array(items)) = map.remove("content") else {
+                let Some(Value::Array(items)) = map.get("content") else {
                     return Err("tool-result block needs an array `content`".into());
                 };
                 let content = items
-                    .into_iter()
-                    .map(ContentBlock::from_value)
+                    .iter()
+                    .map(ContentBlock::from_json)
                     .collect::<Result<_, _>>()?;
-                let is_error = match map.remove("isError") {
+                let is_error = match map.get("isError") {
                     None => None,
-                    Some(Value::Bool(b)) => Some(b),
+                    Some(Value::Bool(b)) => Some(*b),
                     Some(_) => return Err("tool-result `isError` must be a boolean".into()),
                 };
                 ContentBlock::ToolResult {
@@ -136,7 +132,7 @@ impl ContentBlock {
                     is_error,
                 }
             }
-            _ => ContentBlock::Other(map),
+            _ => ContentBlock::Other(map.clone()),
         };
         Ok(block)
     }
@@ -234,35 +230,40 @@ impl MessageSource {
     }
 
     pub fn from_value(value: Value) -> Result<Self, String> {
-        let Value::Object(mut map) = value else {
+        Self::from_json(&value)
+    }
+
+    /// Parses a source from borrowed JSON.
+    pub fn from_json(value: &Value) -> Result<Self, String> {
+        let Value::Object(map) = value else {
             return Err("message source must be an object".into());
         };
         let kind = match map.get("kind") {
-            Some(Value::String(k)) if !k.is_empty() => k.clone(),
+            Some(Value::String(k)) if !k.is_empty() => k.as_str(),
             _ => return Err("message source needs a non-empty string `kind`".into()),
         };
-        let only = |map: &Map<String, Value>, keys: &[&str]| {
-            map.keys().all(|k| keys.contains(&k.as_str()))
-        };
-        Ok(match kind.as_str() {
+        let only = |keys: &[&str]| map.keys().all(|k| keys.contains(&k.as_str()));
+        Ok(match kind {
             "user" if map.len() == 1 => MessageSource::User,
-            "model" if only(&map, &["kind", "provider", "model", "replayState"]) => {
-                match (map.remove("provider"), map.remove("model")) {
+            "model" if only(&["kind", "provider", "model", "replayState"]) => {
+                match (map.get("provider"), map.get("model")) {
                     (Some(Value::String(provider)), Some(Value::String(model))) => {
                         MessageSource::Model {
-                            provider,
-                            model,
-                            replay_state: map.remove("replayState"),
+                            provider: provider.clone(),
+                            model: model.clone(),
+                            replay_state: map.get("replayState").cloned(),
                         }
                     }
                     _ => return Err("model source needs string `provider` and `model`".into()),
                 }
             }
-            "tool" if only(&map, &["kind", "callId"]) => match map.remove("callId") {
-                Some(Value::String(call_id)) => MessageSource::Tool { call_id },
+            "tool" if only(&["kind", "callId"]) => match map.get("callId") {
+                Some(Value::String(call_id)) => MessageSource::Tool {
+                    call_id: call_id.clone(),
+                },
                 _ => return Err("tool source needs a string `callId`".into()),
             },
-            _ => MessageSource::Other(map),
+            _ => MessageSource::Other(map.clone()),
         })
     }
 }
@@ -391,31 +392,34 @@ impl Message {
     }
 
     pub fn from_value(value: Value) -> Result<Self, String> {
-        let Value::Object(mut map) = value else {
+        Self::from_json(&value)
+    }
+
+    /// Parses a message from borrowed JSON, copying only what it keeps.
+    pub fn from_json(value: &Value) -> Result<Self, String> {
+        let Value::Object(map) = value else {
             return Err("message must be an object".into());
         };
-        let id = match map.remove("id") {
-            Some(Value::String(id)) if !id.is_empty() => id,
+        let id = match map.get("id") {
+            Some(Value::String(id)) if !id.is_empty() => id.clone(),
             _ => return Err("message needs a non-empty string `id`".into()),
         };
-        let role = match map.remove("role") {
-            Some(Value::String(r)) => match r.as_str() {
-                "user" => Role::User,
-                "assistant" => Role::Assistant,
-                "system" => Role::System,
-                other => return Err(format!("unknown message role \"{other}\"")),
-            },
-            _ => return Err("message needs a string `role`".into()),
+        let role = match map.get("role").and_then(Value::as_str) {
+            Some("user") => Role::User,
+            Some("assistant") => Role::Assistant,
+            Some("system") => Role::System,
+            Some(other) => return Err(format!("unknown message role \"{other}\"")),
+            None => return Err("message needs a string `role`".into()),
         };
-        let content = match map.remove("content") {
+        let content = match map.get("content") {
             Some(Value::Array(items)) => items
-                .into_iter()
-                .map(ContentBlock::from_value)
+                .iter()
+                .map(ContentBlock::from_json)
                 .collect::<Result<_, _>>()?,
             _ => return Err("message needs an array `content`".into()),
         };
-        let source = match map.remove("source") {
-            Some(v) => MessageSource::from_value(v)?,
+        let source = match map.get("source") {
+            Some(v) => MessageSource::from_json(v)?,
             None => return Err("message needs a `source`".into()),
         };
         Ok(Self {

@@ -55,7 +55,8 @@ impl AdapterDefaults {
 pub struct ToolSchema {
     pub name: String,
     pub description: String,
-    pub parameters: Value,
+    /// Shared: schemas are copied into every request and header, never mutated.
+    pub parameters: Arc<Value>,
 }
 
 /// Why an auxiliary (non-conversation) call is made.

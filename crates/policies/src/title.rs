@@ -112,7 +112,7 @@ pub fn ensure_fallback(
             .iter()
             .filter(|e| e.is(types::USER_MESSAGE))
             .find_map(|e| {
-                let m = Message::from_value(e.data.to_value()).ok()?;
+                let m = Message::from_json(e.data.as_value()).ok()?;
                 if m.source.kind() != "user" {
                     return None;
                 }
@@ -249,7 +249,7 @@ async fn llm_title(
             .iter()
             .filter(|e| e.is(types::USER_MESSAGE))
             .find_map(|e| {
-                let m = Message::from_value(e.data.to_value()).ok()?;
+                let m = Message::from_json(e.data.as_value()).ok()?;
                 (m.source.kind() == "user" && !normalize(&message_text(&m)).is_empty())
                     .then(|| (e.seq, message_text(&m)))
             })

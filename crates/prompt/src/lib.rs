@@ -508,7 +508,7 @@ mod tests {
         ToolSchema {
             name: name.into(),
             description: String::new(),
-            parameters: serde_json::json!({}),
+            parameters: serde_json::json!({}).into(),
         }
     }
 

@@ -122,7 +122,7 @@ async fn reasoning_and_tool_call_then_echoed_tool_output() {
     first.tools = Some(vec![ToolSchema {
         name: "bash".into(),
         description: "Run a shell command".into(),
-        parameters: json!({"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]}),
+        parameters: json!({"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]}).into(),
     }]);
     let chunks = run(adapter.clone(), first.clone()).await;
     assert_eq!(

@@ -340,7 +340,7 @@ fn validate_shape(event: &Event) -> Result<Option<Message>, String> {
     let Some(value) = message_value else {
         return Ok(None);
     };
-    let message = Message::from_value(value.clone())?;
+    let message = Message::from_json(value)?;
     match (t, &message.role, message.source.kind()) {
         (types::ASSISTANT_MESSAGE, Role::Assistant, "model") => {}
         (types::ASSISTANT_MESSAGE, _, _) => {

@@ -85,7 +85,7 @@ impl StrReplaceEditorTool {
         let schema = ToolSchema {
             name: "str_replace_editor".into(),
             description: config.description.clone(),
-            parameters: params.to_value(),
+            parameters: params.to_value().into(),
         };
         Self {
             inner: Arc::new(Inner {

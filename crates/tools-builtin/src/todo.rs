@@ -81,7 +81,7 @@ impl TodoWriteTool {
         let schema = ToolSchema {
             name: "todo_write".into(),
             description: format!("{DESCRIPTION_HEAD}{middle}{DESCRIPTION_TAIL}"),
-            parameters: params.to_value(),
+            parameters: params.to_value().into(),
         };
         Self {
             inner: Arc::new(Inner {

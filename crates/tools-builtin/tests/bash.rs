@@ -90,6 +90,8 @@ async fn environment_is_managed() {
     let session_id = h.session.as_ref().unwrap().id();
     let got = text(&h.call("bash", cmd("echo $NO_COLOR $TERM $PAGER $GIT_PAGER $DSH_SHELL $DSH_SESSION_ID; [ -n \"$DSH_HOME\" ] && echo home")).await);
     assert_eq!(got, format!("1 dumb cat cat 1 {session_id}\nhome\n"));
+    // The shell is found on the child's PATH but still sees itself as plain `bash`.
+    assert_eq!(text(&h.call("bash", cmd("echo $0")).await), "bash\n");
 }
 
 #[tokio::test]

@@ -25,29 +25,33 @@ impl LoopAgent {
     /// The config a request starts from: the latest header's proposal once this loop
     /// instance logged one; otherwise the route, a same-route explicit effort, and max tokens.
     fn seed_config(&self) -> LlmCallConfig {
-        let persisted = self.session().read(|s| s.request_header().cloned());
-        if self.header_logged.load(Ordering::Acquire)
-            && let Some(h) = &persisted
-        {
-            return h.proposal();
-        }
+        let logged = self.header_logged.load(Ordering::Acquire);
         let options = self.options();
-        let mut config = LlmCallConfig::route(
+        let route = LlmCallConfig::route(
             options.provider.unwrap_or_default(),
             options.model.unwrap_or_default(),
         );
-        if let Some(h) = &persisted
-            && h.config.provider == config.provider
-            && h.config.model == config.model
-            && !h
-                .adapter_defaults
-                .as_ref()
-                .is_some_and(|d| d.reasoning_effort)
-        {
-            config.reasoning_effort = h.config.reasoning_effort.clone();
-        }
-        config.max_tokens = options.max_tokens;
-        config
+        // Decided under the read lock: the persisted header (with its tool schemas) is
+        // never cloned on this per-step path.
+        self.session().read(|s| {
+            let persisted = s.request_header();
+            if logged && let Some(h) = persisted {
+                return h.proposal();
+            }
+            let mut config = route;
+            if let Some(h) = persisted
+                && h.config.provider == config.provider
+                && h.config.model == config.model
+                && !h
+                    .adapter_defaults
+                    .as_ref()
+                    .is_some_and(|d| d.reasoning_effort)
+            {
+                config.reasoning_effort = h.config.reasoning_effort.clone();
+            }
+            config.max_tokens = options.max_tokens;
+            config
+        })
     }
 
     pub(crate) async fn build_request(
@@ -100,18 +104,21 @@ impl LoopAgent {
             tools: Some(tools.to_vec()),
         }
         .canonical();
-        let baseline = self.session().read(|s| s.request_header().cloned());
-        let reason = if !self.header_logged.load(Ordering::Acquire) {
-            Some(if baseline.is_none() {
-                HeaderReason::Initial
+        let logged = self.header_logged.load(Ordering::Acquire);
+        let reason = self.session().read(|s| {
+            let baseline = s.request_header();
+            if !logged {
+                Some(if baseline.is_none() {
+                    HeaderReason::Initial
+                } else {
+                    HeaderReason::Resume
+                })
+            } else if baseline != Some(&header) {
+                Some(HeaderReason::Change)
             } else {
-                HeaderReason::Resume
-            })
-        } else if baseline.as_ref() != Some(&header) {
-            Some(HeaderReason::Change)
-        } else {
-            None
-        };
+                None
+            }
+        });
         if let Some(reason) = reason {
             let data = dsh_session::to_data(&RequestHeaderData {
                 header: header.clone(),
@@ -136,8 +143,8 @@ impl LoopAgent {
         let options = GenerateOptions {
             config,
             messages,
-            system: header.system.clone(),
-            tools: header.tools.clone(),
+            system: header.system,
+            tools: header.tools,
             session_id: Some(self.id().to_string()),
             purpose: CallPurpose::Conversation,
             cancel: token.clone(),

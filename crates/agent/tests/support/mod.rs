@@ -166,7 +166,7 @@ impl Echo {
             schema: dsh_llm::ToolSchema {
                 name: name.into(),
                 description: "echo".into(),
-                parameters: params.to_value(),
+                parameters: params.to_value().into(),
             },
             params,
             parallel,
@@ -319,7 +319,7 @@ pub fn describe(e: &Event) -> String {
         types::STEP_END => format!("step/end {}.{}", d["turn"], d["step"]),
         types::USER_MESSAGE => format!("user {}", text_of(d)),
         types::ASSISTANT_MESSAGE => {
-            let m = Message::from_value(d["message"].clone()).unwrap();
+            let m = Message::from_json(&d["message"]).unwrap();
             let parts: Vec<String> = m
                 .content
                 .iter()

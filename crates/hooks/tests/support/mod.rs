@@ -111,7 +111,7 @@ impl Echo {
             schema: dsh_llm::ToolSchema {
                 name: "echo".into(),
                 description: "echo".into(),
-                parameters: params.to_value(),
+                parameters: params.to_value().into(),
             },
             params,
             runs: Arc::default(),
@@ -329,7 +329,7 @@ pub fn describe(e: &Event) -> String {
         types::STEP_END => format!("step/end {}.{}", d["turn"], d["step"]),
         types::USER_MESSAGE => format!("user {}{}", text_of(d), source_of(d)),
         types::ASSISTANT_MESSAGE => {
-            let m = Message::from_value(d["message"].clone()).unwrap();
+            let m = Message::from_json(&d["message"]).unwrap();
             let parts: Vec<String> = m
                 .content
                 .iter()

@@ -87,7 +87,7 @@ fn full_request_snapshot() {
     options.tools = Some(vec![ToolSchema {
         name: "bash".into(),
         description: "Run a command".into(),
-        parameters: json!({"type": "object", "properties": {"command": {"type": "string"}}}),
+        parameters: json!({"type": "object", "properties": {"command": {"type": "string"}}}).into(),
     }]);
     options.config.reasoning_effort = Some("max".into());
     options.config.temperature = Some(0.7);

@@ -303,7 +303,7 @@ impl BashTool {
         let schema = ToolSchema {
             name: "bash".into(),
             description,
-            parameters: params.to_value(),
+            parameters: params.to_value().into(),
         };
         Self {
             inner: Arc::new(BashInner {

@@ -8,7 +8,7 @@ use std::fs::File;
 use std::io::Write as _;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::os::unix::process::ExitStatusExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -300,10 +300,36 @@ impl Drop for GroupGuard {
     }
 }
 
+/// The program to execute: a bare name is looked up on the child's `PATH` here, so the
+/// standard library can use `posix_spawn` (a child `PATH` that differs from ours makes it
+/// fall back to `fork`, which copies our page tables on every call). A name not found is
+/// returned unchanged and the spawn reports the usual "not found" error.
+fn resolve_program(program: &str, env: &[(String, String)], cwd: &Path) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    if program.contains('/') {
+        return PathBuf::from(program);
+    }
+    let Some((_, path)) = env.iter().rev().find(|(k, _)| k == "PATH") else {
+        return PathBuf::from(program);
+    };
+    for dir in path.split(':') {
+        let dir = if dir.is_empty() { cwd } else { Path::new(dir) };
+        let candidate = dir.join(program);
+        let executable = std::fs::metadata(&candidate)
+            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0);
+        if executable {
+            return candidate;
+        }
+    }
+    PathBuf::from(program)
+}
+
 /// Runs one process to settlement. Errors only when the process could not be spawned.
 pub(crate) async fn run(spec: SpawnSpec, cancel: CancellationToken) -> std::io::Result<RunOutcome> {
-    let mut command = tokio::process::Command::new(&spec.program);
+    let program = resolve_program(&spec.program, &spec.env, &spec.cwd);
+    let mut command = tokio::process::Command::new(&program);
     command
+        .arg0(&spec.program)
         .args(&spec.args)
         .current_dir(&spec.cwd)
         .env_clear()
@@ -426,6 +452,38 @@ pub(crate) fn signal_name(signal: i32) -> String {
 mod tests {
     use super::*;
     use pretty_assertions::assert_eq;
+
+    #[test]
+    fn programs_resolve_on_the_child_path() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("dsh-resolve-test-{}", random_hex(8)));
+        std::fs::create_dir(&dir).unwrap();
+        let tool = dir.join("tool");
+        std::fs::write(&tool, "#!/bin/sh\n").unwrap();
+        std::fs::write(dir.join("plain"), "").unwrap();
+        std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let env = |path: &str| vec![("PATH".to_string(), path.to_string())];
+        let path = format!("/nonexistent:{}", dir.display());
+        let cwd = Path::new("/");
+        assert_eq!(resolve_program("tool", &env(&path), cwd), tool);
+        // Not executable, absent, no PATH at all, or already a path: left to the spawn.
+        assert_eq!(
+            resolve_program("plain", &env(&path), cwd),
+            PathBuf::from("plain")
+        );
+        assert_eq!(
+            resolve_program("absent", &env(&path), cwd),
+            PathBuf::from("absent")
+        );
+        assert_eq!(resolve_program("tool", &[], cwd), PathBuf::from("tool"));
+        assert_eq!(
+            resolve_program("./tool", &env(&path), cwd),
+            PathBuf::from("./tool")
+        );
+        // An empty entry means the child's working directory.
+        assert_eq!(resolve_program("tool", &env("/nonexistent:"), &dir), tool);
+        std::fs::remove_dir_all(dir).unwrap();
+    }
 
     #[test]
     fn collector_keeps_a_byte_exact_tail_and_spills_the_whole_stream() {

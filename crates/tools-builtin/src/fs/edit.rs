@@ -44,7 +44,7 @@ impl EditTool {
         let schema = ToolSchema {
             name: "edit".into(),
             description: "Swaps one exact snippet of an existing UTF-8 file for new text (or every copy of it with replace_all).".into(),
-            parameters: params.to_value(),
+            parameters: params.to_value().into(),
         };
         Self {
             inner: Arc::new(Inner {

@@ -71,7 +71,7 @@ impl ReadTool {
             name: "read".into(),
             description: "Returns lines of a UTF-8 text file, each prefixed by its line number."
                 .into(),
-            parameters: params.to_value(),
+            parameters: params.to_value().into(),
         };
         Self {
             inner: Arc::new(Inner {

@@ -46,7 +46,7 @@ impl WriteTool {
             name: "write".into(),
             description: "Writes a whole UTF-8 text file: makes it if it is missing, otherwise overwrites all of it."
                 .into(),
-            parameters: params.to_value(),
+            parameters: params.to_value().into(),
         };
         Self {
             inner: Arc::new(Inner {

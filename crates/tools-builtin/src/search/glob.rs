@@ -60,7 +60,7 @@ impl GlobTool {
         let schema = ToolSchema {
             name: "glob".into(),
             description,
-            parameters: params.to_value(),
+            parameters: params.to_value().into(),
         };
         Self {
             inner: Arc::new(Inner {

@@ -60,7 +60,7 @@ impl GrepTool {
         let schema = ToolSchema {
             name: "grep".into(),
             description,
-            parameters: params.to_value(),
+            parameters: params.to_value().into(),
         };
         Self {
             inner: Arc::new(Inner {

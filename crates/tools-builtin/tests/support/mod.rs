@@ -115,6 +115,7 @@ impl Harness {
             .expect("tool registered")
             .schema()
             .parameters
+            .as_ref()
             .clone()
     }
 }
