@@ -4,6 +4,7 @@
 //! cancellation — becomes one result.
 
 mod exec;
+pub mod process;
 mod registry;
 mod schema;
 mod tool;

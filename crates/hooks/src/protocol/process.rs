@@ -3,17 +3,18 @@
 //! SIGTERM, then SIGKILL after a grace period; a run whose future is dropped before it
 //! settles kills its group too.
 //!
-//! These are the mechanics of the `bash` executor in `dsh-tools-builtin` (private there);
-//! upstream runs hooks through that same executor (`ctx.shell`).
+//! The group, reader and program-lookup mechanics are the ones the `bash` tool uses
+//! (`dsh_tools::process`); upstream runs hooks through its shell executor (`ctx.shell`).
 
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use rustix::process::{Pid, Signal, kill_process_group, test_kill_process_group};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
-use tokio::task::JoinHandle;
+use dsh_tools::process::{
+    AbortOnDrop, OutputSink, ProcessGroup, drain, resolve_program, spawn_reader,
+};
+use tokio::io::AsyncWriteExt;
 use tokio_util::sync::CancellationToken;
 
 /// Per-stream in-memory tail (the executor's `maxOutputBytes` default).
@@ -57,78 +58,9 @@ impl Tail {
     }
 }
 
-struct AbortOnDrop(JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
-
-fn spawn_reader<R: AsyncRead + Unpin + Send + 'static>(
-    mut stream: R,
-    tail: Arc<Mutex<Tail>>,
-) -> AbortOnDrop {
-    AbortOnDrop(tokio::spawn(async move {
-        let mut buf = vec![0u8; 16 * 1024];
-        loop {
-            match stream.read(&mut buf).await {
-                Ok(0) | Err(_) => break,
-                Ok(n) => tail
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .push(&buf[..n]),
-            }
-        }
-    }))
-}
-
-/// Owns the process group: dropping it armed (a run dropped before settling) terminates
-/// the group; termination is idempotent.
-struct GroupGuard {
-    pgid: Option<Pid>,
-    terminated: bool,
-    armed: bool,
-}
-
-impl GroupGuard {
-    /// SIGTERM now, SIGKILL after [`GRACE`] if any member survives. The escalation runs on
-    /// its own thread so a TERM-trapping survivor dies even when this run is dropped.
-    fn terminate(&mut self) {
-        if std::mem::replace(&mut self.terminated, true) {
-            return;
-        }
-        let Some(pgid) = self.pgid else { return };
-        if test_kill_process_group(pgid).is_err() {
-            return;
-        }
-        let _ = kill_process_group(pgid, Signal::TERM);
-        let spawned = std::thread::Builder::new()
-            .name("dsh-hook-kill".into())
-            .spawn(move || {
-                let deadline = Instant::now() + GRACE;
-                loop {
-                    if test_kill_process_group(pgid).is_err() {
-                        return;
-                    }
-                    if Instant::now() >= deadline {
-                        let _ = kill_process_group(pgid, Signal::KILL);
-                        return;
-                    }
-                    std::thread::sleep(Duration::from_millis(15));
-                }
-            });
-        if spawned.is_err() {
-            let _ = kill_process_group(pgid, Signal::KILL);
-        }
-    }
-}
-
-impl Drop for GroupGuard {
-    fn drop(&mut self) {
-        if self.armed {
-            self.terminate();
-        }
+impl OutputSink for Tail {
+    fn push(&mut self, chunk: &[u8]) {
+        Tail::push(self, chunk);
     }
 }
 
@@ -137,7 +69,8 @@ pub async fn run_process(
     spec: ProcessSpec,
     cancel: &CancellationToken,
 ) -> std::io::Result<ProcessOutcome> {
-    let mut child = tokio::process::Command::new("bash")
+    let mut child = tokio::process::Command::new(resolve_program("bash", &spec.env, &spec.cwd))
+        .arg0("bash")
         .arg("-c")
         .arg(&spec.command)
         .current_dir(&spec.cwd)
@@ -148,14 +81,7 @@ pub async fn run_process(
         .stderr(Stdio::piped())
         .process_group(0)
         .spawn()?;
-    let mut guard = GroupGuard {
-        pgid: child
-            .id()
-            .and_then(|id| i32::try_from(id).ok())
-            .and_then(Pid::from_raw),
-        terminated: false,
-        armed: true,
-    };
+    let mut guard = ProcessGroup::new(child.id(), GRACE);
     let out = Arc::new(Mutex::new(Tail { bytes: Vec::new() }));
     let err = Arc::new(Mutex::new(Tail { bytes: Vec::new() }));
     let mut readers = Vec::new();
@@ -190,16 +116,11 @@ pub async fn run_process(
         }
     };
     // A descendant that inherited a pipe must not hold the result open.
-    let drain = async {
-        for reader in &mut readers {
-            let _ = (&mut reader.0).await;
-        }
-    };
-    if tokio::time::timeout(GRACE, drain).await.is_err() {
+    if !drain(&mut readers, GRACE).await {
         guard.terminate();
     }
     drop(readers);
-    guard.armed = false;
+    guard.disarm();
     let text = |tail: &Arc<Mutex<Tail>>| {
         String::from_utf8_lossy(&tail.lock().unwrap_or_else(|p| p.into_inner()).bytes).into_owned()
     };

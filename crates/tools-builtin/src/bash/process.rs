@@ -8,15 +8,13 @@ use std::fs::File;
 use std::io::Write as _;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::os::unix::process::ExitStatusExt;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use rustix::process::{Pid, Signal, kill_process_group, test_kill_process_group};
-use tokio::io::{AsyncRead, AsyncReadExt};
-use tokio::task::JoinHandle;
+use dsh_tools::process::{OutputSink, ProcessGroup, drain, resolve_program, spawn_reader};
 use tokio_util::sync::CancellationToken;
 
 /// Everything one run needs, fully resolved.
@@ -219,109 +217,10 @@ impl OutputCollector {
     }
 }
 
-/// Aborts the task when dropped.
-struct AbortOnDrop<T>(JoinHandle<T>);
-
-impl<T> Drop for AbortOnDrop<T> {
-    fn drop(&mut self) {
-        self.0.abort();
+impl OutputSink for OutputCollector {
+    fn push(&mut self, chunk: &[u8]) {
+        OutputCollector::push(self, chunk);
     }
-}
-
-fn spawn_reader<R: AsyncRead + Unpin + Send + 'static>(
-    mut stream: R,
-    collector: Arc<Mutex<OutputCollector>>,
-) -> AbortOnDrop<()> {
-    AbortOnDrop(tokio::spawn(async move {
-        let mut buf = vec![0u8; 64 * 1024];
-        loop {
-            match stream.read(&mut buf).await {
-                Ok(0) | Err(_) => break,
-                Ok(n) => collector
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .push(&buf[..n]),
-            }
-        }
-    }))
-}
-
-/// Owns the process group of a run: terminating it is idempotent, and dropping an armed
-/// guard (a run future dropped before settling) terminates the group.
-struct GroupGuard {
-    pgid: Option<Pid>,
-    grace: Duration,
-    terminated: bool,
-    armed: bool,
-}
-
-impl GroupGuard {
-    /// SIGTERM to the whole group now; SIGKILL after the grace period if any member is
-    /// still alive. The escalation runs on its own thread so it outlives this run (a
-    /// TERM-trapping survivor is still killed) and polls liveness so it never signals a
-    /// group id that has gone away.
-    fn terminate(&mut self) {
-        if self.terminated {
-            return;
-        }
-        self.terminated = true;
-        let Some(pgid) = self.pgid else { return };
-        if test_kill_process_group(pgid).is_err() {
-            return;
-        }
-        let _ = kill_process_group(pgid, Signal::TERM);
-        let grace = self.grace;
-        let spawned = std::thread::Builder::new()
-            .name("dsh-bash-kill".into())
-            .spawn(move || {
-                let deadline = Instant::now() + grace;
-                loop {
-                    if test_kill_process_group(pgid).is_err() {
-                        return;
-                    }
-                    if Instant::now() >= deadline {
-                        let _ = kill_process_group(pgid, Signal::KILL);
-                        return;
-                    }
-                    std::thread::sleep(Duration::from_millis(15));
-                }
-            });
-        if spawned.is_err() {
-            let _ = kill_process_group(pgid, Signal::KILL);
-        }
-    }
-}
-
-impl Drop for GroupGuard {
-    fn drop(&mut self) {
-        if self.armed {
-            self.terminate();
-        }
-    }
-}
-
-/// The program to execute: a bare name is looked up on the child's `PATH` here, so the
-/// standard library can use `posix_spawn` (a child `PATH` that differs from ours makes it
-/// fall back to `fork`, which copies our page tables on every call). A name not found is
-/// returned unchanged and the spawn reports the usual "not found" error.
-fn resolve_program(program: &str, env: &[(String, String)], cwd: &Path) -> PathBuf {
-    use std::os::unix::fs::PermissionsExt;
-    if program.contains('/') {
-        return PathBuf::from(program);
-    }
-    let Some((_, path)) = env.iter().rev().find(|(k, _)| k == "PATH") else {
-        return PathBuf::from(program);
-    };
-    for dir in path.split(':') {
-        let dir = if dir.is_empty() { cwd } else { Path::new(dir) };
-        let candidate = dir.join(program);
-        let executable = std::fs::metadata(&candidate)
-            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0);
-        if executable {
-            return candidate;
-        }
-    }
-    PathBuf::from(program)
 }
 
 /// Runs one process to settlement. Errors only when the process could not be spawned.
@@ -339,13 +238,7 @@ pub(crate) async fn run(spec: SpawnSpec, cancel: CancellationToken) -> std::io::
         .stderr(Stdio::piped())
         .process_group(0);
     let mut child = command.spawn()?;
-    let pgid = child.id().and_then(|id| Pid::from_raw(id as i32));
-    let mut guard = GroupGuard {
-        pgid,
-        grace: spec.grace,
-        terminated: false,
-        armed: true,
-    };
+    let mut guard = ProcessGroup::new(child.id(), spec.grace);
 
     let out = Arc::new(Mutex::new(OutputCollector::new(
         spec.max_output_bytes,
@@ -388,16 +281,9 @@ pub(crate) async fn run(spec: SpawnSpec, cancel: CancellationToken) -> std::io::
         }
     };
 
-    // A descendant that inherited a pipe must not hold the result open: after the child
-    // exits, wait at most the grace period for the pipes to close, then stop reading.
-    let drain = async {
-        for reader in &mut readers {
-            let _ = (&mut reader.0).await;
-        }
-    };
-    let _ = tokio::time::timeout(spec.grace, drain).await;
+    drain(&mut readers, spec.grace).await;
     drop(readers);
-    guard.armed = false;
+    guard.disarm();
 
     let stdout = out.lock().unwrap_or_else(|p| p.into_inner()).finish();
     let stderr = err.lock().unwrap_or_else(|p| p.into_inner()).finish();
@@ -452,38 +338,6 @@ pub(crate) fn signal_name(signal: i32) -> String {
 mod tests {
     use super::*;
     use pretty_assertions::assert_eq;
-
-    #[test]
-    fn programs_resolve_on_the_child_path() {
-        use std::os::unix::fs::PermissionsExt;
-        let dir = std::env::temp_dir().join(format!("dsh-resolve-test-{}", random_hex(8)));
-        std::fs::create_dir(&dir).unwrap();
-        let tool = dir.join("tool");
-        std::fs::write(&tool, "#!/bin/sh\n").unwrap();
-        std::fs::write(dir.join("plain"), "").unwrap();
-        std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let env = |path: &str| vec![("PATH".to_string(), path.to_string())];
-        let path = format!("/nonexistent:{}", dir.display());
-        let cwd = Path::new("/");
-        assert_eq!(resolve_program("tool", &env(&path), cwd), tool);
-        // Not executable, absent, no PATH at all, or already a path: left to the spawn.
-        assert_eq!(
-            resolve_program("plain", &env(&path), cwd),
-            PathBuf::from("plain")
-        );
-        assert_eq!(
-            resolve_program("absent", &env(&path), cwd),
-            PathBuf::from("absent")
-        );
-        assert_eq!(resolve_program("tool", &[], cwd), PathBuf::from("tool"));
-        assert_eq!(
-            resolve_program("./tool", &env(&path), cwd),
-            PathBuf::from("./tool")
-        );
-        // An empty entry means the child's working directory.
-        assert_eq!(resolve_program("tool", &env("/nonexistent:"), &dir), tool);
-        std::fs::remove_dir_all(dir).unwrap();
-    }
 
     #[test]
     fn collector_keeps_a_byte_exact_tail_and_spills_the_whole_stream() {

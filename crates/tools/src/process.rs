@@ -1,0 +1,193 @@
+//! Process-group mechanics shared by everything that runs a shell command for the agent
+//! (the `bash` tool, hook commands): resolving the program on the child's `PATH`, a guard
+//! that owns the group (SIGTERM, then SIGKILL after a grace period; a guard dropped while
+//! armed terminates), and pipe readers that stop when the run is dropped.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use rustix::process::{Pid, Signal, kill_process_group, test_kill_process_group};
+use tokio::io::{AsyncRead, AsyncReadExt};
+use tokio::task::JoinHandle;
+
+/// The program to execute: a bare name is looked up on the child's `PATH` here, so the
+/// standard library can use `posix_spawn` (a child `PATH` that differs from ours makes it
+/// fall back to `fork`, which copies our page tables on every call). A name that is not
+/// found, or no `PATH` at all, is returned unchanged and the spawn reports its usual error.
+/// Pair it with `arg0(program)` so the child still sees the name it was asked for.
+pub fn resolve_program(program: &str, env: &[(String, String)], cwd: &Path) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    if program.contains('/') {
+        return PathBuf::from(program);
+    }
+    let Some((_, path)) = env.iter().rev().find(|(k, _)| k == "PATH") else {
+        return PathBuf::from(program);
+    };
+    for dir in path.split(':') {
+        // An empty entry means the working directory (of the child).
+        let dir = if dir.is_empty() { cwd } else { Path::new(dir) };
+        let candidate = dir.join(program);
+        let executable = std::fs::metadata(&candidate)
+            .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0);
+        if executable {
+            return candidate;
+        }
+    }
+    PathBuf::from(program)
+}
+
+/// Owns a process group (spawned with `process_group(0)`, so its id is the child's pid).
+/// Terminating is idempotent; dropping the guard while armed (a run future dropped before
+/// it settled) terminates the group.
+pub struct ProcessGroup {
+    pgid: Option<Pid>,
+    grace: Duration,
+    terminated: bool,
+    armed: bool,
+}
+
+impl ProcessGroup {
+    /// `pid` is the group leader's pid (`Child::id()`); `None` leaves nothing to signal.
+    pub fn new(pid: Option<u32>, grace: Duration) -> Self {
+        Self {
+            pgid: pid
+                .and_then(|id| i32::try_from(id).ok())
+                .and_then(Pid::from_raw),
+            grace,
+            terminated: false,
+            armed: true,
+        }
+    }
+
+    /// SIGTERM to the whole group now; SIGKILL after the grace period if any member is
+    /// still alive. The escalation runs on its own thread so it outlives the run (a
+    /// TERM-trapping survivor is still killed) and polls liveness so it never signals a
+    /// group id that has gone away.
+    pub fn terminate(&mut self) {
+        if std::mem::replace(&mut self.terminated, true) {
+            return;
+        }
+        let Some(pgid) = self.pgid else { return };
+        if test_kill_process_group(pgid).is_err() {
+            return;
+        }
+        let _ = kill_process_group(pgid, Signal::TERM);
+        let grace = self.grace;
+        let spawned = std::thread::Builder::new()
+            .name("dsh-group-kill".into())
+            .spawn(move || {
+                let deadline = Instant::now() + grace;
+                loop {
+                    if test_kill_process_group(pgid).is_err() {
+                        return;
+                    }
+                    if Instant::now() >= deadline {
+                        let _ = kill_process_group(pgid, Signal::KILL);
+                        return;
+                    }
+                    std::thread::sleep(Duration::from_millis(15));
+                }
+            });
+        if spawned.is_err() {
+            let _ = kill_process_group(pgid, Signal::KILL);
+        }
+    }
+
+    /// The run settled: dropping the guard no longer terminates the group.
+    pub fn disarm(&mut self) {
+        self.armed = false;
+    }
+}
+
+impl Drop for ProcessGroup {
+    fn drop(&mut self) {
+        if self.armed {
+            self.terminate();
+        }
+    }
+}
+
+/// A task that is aborted when its handle is dropped.
+pub struct AbortOnDrop<T>(pub JoinHandle<T>);
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// Where a pipe reader puts what it reads.
+pub trait OutputSink: Send + 'static {
+    fn push(&mut self, chunk: &[u8]);
+}
+
+/// Reads `stream` to its end into `sink`.
+pub fn spawn_reader<R, S>(mut stream: R, sink: Arc<Mutex<S>>) -> AbortOnDrop<()>
+where
+    R: AsyncRead + Unpin + Send + 'static,
+    S: OutputSink,
+{
+    AbortOnDrop(tokio::spawn(async move {
+        let mut buf = vec![0u8; 32 * 1024];
+        loop {
+            match stream.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => sink
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .push(&buf[..n]),
+            }
+        }
+    }))
+}
+
+/// After the child exited, waits at most `grace` for the readers to reach the end of their
+/// pipes (a descendant that inherited a pipe must not hold the result open). False when
+/// the wait ran out.
+pub async fn drain(readers: &mut [AbortOnDrop<()>], grace: Duration) -> bool {
+    let all = async {
+        for reader in readers.iter_mut() {
+            let _ = (&mut reader.0).await;
+        }
+    };
+    tokio::time::timeout(grace, all).await.is_ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn programs_resolve_on_the_child_path() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("dsh-resolve-test-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir(&dir).unwrap();
+        let tool = dir.join("tool");
+        std::fs::write(&tool, "#!/bin/sh\n").unwrap();
+        std::fs::write(dir.join("plain"), "").unwrap();
+        std::fs::set_permissions(&tool, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let env = |path: &str| vec![("PATH".to_string(), path.to_string())];
+        let path = format!("/nonexistent:{}", dir.display());
+        let cwd = Path::new("/");
+        assert_eq!(resolve_program("tool", &env(&path), cwd), tool);
+        // Not executable, absent, no PATH at all, or already a path: left to the spawn.
+        assert_eq!(
+            resolve_program("plain", &env(&path), cwd),
+            PathBuf::from("plain")
+        );
+        assert_eq!(
+            resolve_program("absent", &env(&path), cwd),
+            PathBuf::from("absent")
+        );
+        assert_eq!(resolve_program("tool", &[], cwd), PathBuf::from("tool"));
+        assert_eq!(
+            resolve_program("./tool", &env(&path), cwd),
+            PathBuf::from("./tool")
+        );
+        // An empty entry means the child's working directory.
+        assert_eq!(resolve_program("tool", &env("/nonexistent:"), &dir), tool);
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+}
