@@ -199,16 +199,7 @@ impl SystemPrompt {
         order: f64,
         text: TextFn,
     ) -> Result<EffectHandle, BoxError> {
-        let id = self.id();
-        let scope = ctx.scope().map(|s| s.id());
-        self.write().sections.push(Named {
-            id,
-            scope,
-            name: name.into(),
-            order,
-            text,
-        });
-        self.undo(ctx, id)
+        self.register_text(ctx, name, order, text, |r| &mut r.sections)
     }
 
     /// Registers a runtime-context section (rendered into the snapshot message).
@@ -219,9 +210,21 @@ impl SystemPrompt {
         order: f64,
         text: TextFn,
     ) -> Result<EffectHandle, BoxError> {
+        self.register_text(ctx, name, order, text, |r| &mut r.contexts)
+    }
+
+    /// Adds a named text to one of the registry's lists, undone with `ctx`'s scope.
+    fn register_text(
+        self: &Arc<Self>,
+        ctx: &Context,
+        name: &str,
+        order: f64,
+        text: TextFn,
+        list: fn(&mut Registry) -> &mut Vec<Named>,
+    ) -> Result<EffectHandle, BoxError> {
         let id = self.id();
         let scope = ctx.scope().map(|s| s.id());
-        self.write().contexts.push(Named {
+        list(&mut self.write()).push(Named {
             id,
             scope,
             name: name.into(),
