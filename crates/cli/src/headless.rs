@@ -30,6 +30,9 @@ Examples:
   dsh --profile headless \"run the tests and fix what fails\"
 ";
 
+/// Exit status after SIGTERM (128 + 15, as shells report a process ended by the signal).
+const SIGTERM_EXIT: u8 = 143;
+
 /// How results are printed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum OutputFormat {
@@ -271,21 +274,26 @@ pub async fn run(root: &Context, format: OutputFormat, resume: Option<String>) -
     tokio::select! {
         _ = agent.when_idle() => {}
         _ = tokio::signal::ctrl_c() => { code = Some(130u8); }
-        _ = term => { code = Some(0u8); }
+        _ = term => { code = Some(SIGTERM_EXIT); }
     }
     if code.is_some() {
         agent.cancel(CancelCause::User, false);
         let _ = tokio::time::timeout(std::time::Duration::from_secs(5), agent.when_idle()).await;
     }
+    let mut saved = true;
     if let Err(e) = agent.session().flush().await {
         eprintln!("dsh: the session could not be saved completely: {e}");
+        saved = false;
     }
     let (text, reason) = summarize(&agent.session().events(), first_seq);
     agent.dispose().await;
     if let Some(writers) = root.get::<dsh_persistence::SessionWriters>()
         && let Err(e) = writers.flush_all().await
     {
-        eprintln!("dsh: the session could not be saved completely: {e}");
+        if saved {
+            eprintln!("dsh: the session could not be saved completely: {e}");
+        }
+        saved = false;
     }
     if let Some(c) = code {
         return ExitCode::from(c);
@@ -294,7 +302,9 @@ pub async fn run(root: &Context, format: OutputFormat, resume: Option<String>) -
         println!("{text}");
     }
     match reason {
-        Some(TurnEndReason::Completed) => ExitCode::SUCCESS,
+        // A completed turn whose log could not be stored is not a success.
+        Some(TurnEndReason::Completed) if saved => ExitCode::SUCCESS,
+        Some(TurnEndReason::Completed) => ExitCode::from(1),
         Some(TurnEndReason::Error(f)) => {
             eprintln!("dsh: {}: {}", f.code, f.message);
             ExitCode::from(1)

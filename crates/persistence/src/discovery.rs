@@ -14,6 +14,9 @@ use crate::fsio;
 use crate::layout::{self, Compression};
 use crate::scan;
 
+/// Largest header line or header frame a listing reads.
+const MAX_HEADER_BYTES: usize = 1 << 20;
+
 impl SessionFiles {
     /// The log of `id` in any project directory. Errors on an id present in several
     /// project directories, on a log of the other encoding, and on a flat legacy file.
@@ -109,27 +112,35 @@ impl SessionFiles {
     fn read_header(&self, path: &Path) -> Result<Option<SessionHeader>, PersistenceError> {
         let first_line = match self.compression {
             Compression::None => {
-                let prefix = fsio::read_prefix(path, |buf| buf.contains(&b'\n'))?;
+                let prefix = fsio::read_prefix(path, |buf| buf.contains(&b'\n'), MAX_HEADER_BYTES)?;
                 let Some(end) = prefix.iter().position(|b| *b == b'\n') else {
+                    if prefix.len() >= MAX_HEADER_BYTES {
+                        return Err(PersistenceError::corrupt(
+                            path,
+                            format!("the header line is longer than {MAX_HEADER_BYTES} bytes"),
+                        ));
+                    }
                     return Ok(None);
                 };
                 prefix[..end].to_vec()
             }
             Compression::Zstd => {
                 let one_frame = |buf: &[u8]| matches!(frames::scan_frames(buf, 1), Ok(s) if !s.frames.is_empty());
-                let prefix = fsio::read_prefix(path, one_frame)?;
+                let prefix = fsio::read_prefix(path, one_frame, MAX_HEADER_BYTES)?;
                 let scan = frames::scan_frames(&prefix, 1)
-                    .map_err(|e| PersistenceError::corrupt(path, e))?;
+                    .map_err(|e| PersistenceError::corrupt(path, e.message))?;
                 let Some(&(start, end)) = scan.frames.first() else {
                     return Ok(None);
                 };
                 let mut plain = Vec::new();
-                frames::decompress_complete(&prefix[start..end], &mut plain).map_err(|e| {
-                    PersistenceError::corrupt(
-                        path,
-                        format!("Zstandard header frame failed validation: {e}"),
-                    )
-                })?;
+                frames::decode_bounded(&prefix[..end], &[(start, end)], &mut plain).map_err(
+                    |e| match e {
+                        frames::DecodeError::Invalid { message, .. }
+                        | frames::DecodeError::TooLarge { message } => {
+                            PersistenceError::corrupt(path, message)
+                        }
+                    },
+                )?;
                 match plain.iter().position(|b| *b == b'\n') {
                     Some(i) if i + 1 == plain.len() => plain.truncate(i),
                     _ => {

@@ -33,6 +33,14 @@ pub enum PersistenceError {
         write: io::Error,
         rollback: io::Error,
     },
+    /// Another process holds the session's writer lock (it is live there). Retryable once
+    /// that process is done with it.
+    #[error("session \"{id}\" is in use by {holder} (lock \"{}\"); wait for it to finish, or fork the session to continue separately", path.display())]
+    Locked {
+        id: String,
+        path: PathBuf,
+        holder: String,
+    },
     /// No stored log has this id. Not retryable.
     #[error("session \"{id}\" not found under \"{}\"", root.display())]
     NotFound { id: String, root: PathBuf },

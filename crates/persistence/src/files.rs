@@ -12,6 +12,7 @@ use crate::error::PersistenceError;
 use crate::frames;
 use crate::fsio;
 use crate::layout::{self, Compression};
+use crate::lock::HeldLocks;
 use crate::scan::{self, ScannedLog};
 
 /// Whether runs of ≥ 3 stream deltas are written as packed chunk rows.
@@ -70,6 +71,8 @@ pub struct SessionFiles {
     pub(crate) root: PathBuf,
     pub(crate) compression: Compression,
     packing: ChunkPacking,
+    /// Writer locks this process holds (shared by clones).
+    locks: HeldLocks,
 }
 
 impl SessionFiles {
@@ -82,7 +85,18 @@ impl SessionFiles {
             root,
             compression,
             packing,
+            locks: HeldLocks::default(),
         }
+    }
+
+    /// Releases the writer lock of session `id` (its writer retired).
+    pub fn release(&self, id: &str) {
+        self.locks.release(id);
+    }
+
+    /// Whether this process holds the writer lock of session `id`.
+    pub fn holds_lock(&self, id: &str) -> bool {
+        self.locks.holds(id)
     }
 
     pub fn root(&self) -> &Path {
@@ -159,6 +173,7 @@ impl SessionFiles {
         fsio::ensure_private_dir(&self.root)?;
         fsio::ensure_private_dir(project_dir)?;
         fsio::ensure_private_dir(session_dir)?;
+        self.locks.acquire(&header.id, session_dir)?;
         if fsio::exists(path)? {
             return Err(PersistenceError::AlreadyPersisted {
                 id: header.id.clone(),
@@ -204,9 +219,18 @@ impl SessionFiles {
     /// Loads a stored session for resuming: a torn or damaged tail (after the last
     /// committed `turn/end`) is cut, whole records salvaged from a torn zstd frame are
     /// re-appended, and an interrupted turn is closed — all durably, before returning.
+    ///
+    /// The session's writer lock is taken first (and kept: the caller is about to append):
+    /// a session another process has live is refused with [`PersistenceError::Locked`].
     pub fn load(&self, id: &str) -> Result<Loaded, PersistenceError> {
         let path = self.require(id)?;
-        self.open(&path, Some(self.compression), Some(id), RepairMode::Durable)
+        let dir = path.parent().unwrap_or(&self.root);
+        self.locks.acquire(id, dir)?;
+        let loaded = self.open(&path, Some(self.compression), Some(id), RepairMode::Durable);
+        if loaded.is_err() {
+            self.locks.release(id);
+        }
+        loaded
     }
 
     /// Like [`SessionFiles::load`], but the repair happens only in the returned events; the
@@ -254,19 +278,26 @@ impl SessionFiles {
             Compression::None => Ok(String::from_utf8_lossy(&bytes).into_owned()),
             Compression::Zstd => {
                 let scan = frames::scan_frames(&bytes, usize::MAX)
+                    .map(|s| s.frames)
+                    .or_else(
+                        |d| match frames::valid_frame_follows(&bytes[d.frame_start..]) {
+                            None => Ok(d.frames),
+                            Some(_) => Err(d.message),
+                        },
+                    )
                     .map_err(|e| PersistenceError::corrupt(path, e))?;
-                let (Some(first), Some(last)) = (scan.frames.first(), scan.frames.last()) else {
+                if scan.is_empty() {
                     return Err(PersistenceError::corrupt(
                         path,
                         "empty or header-less Zstandard session log",
                     ));
-                };
+                }
                 let mut plain = Vec::new();
-                frames::decompress_complete(&bytes[first.0..last.1], &mut plain).map_err(|e| {
-                    PersistenceError::corrupt(
-                        path,
-                        format!("Zstandard frame failed validation: {e}"),
-                    )
+                frames::decode_bounded(&bytes, &scan, &mut plain).map_err(|e| match e {
+                    frames::DecodeError::Invalid { message, .. }
+                    | frames::DecodeError::TooLarge { message } => {
+                        PersistenceError::corrupt(path, message)
+                    }
                 })?;
                 Ok(String::from_utf8_lossy(&plain).into_owned())
             }

@@ -24,12 +24,33 @@ pub(crate) fn has_magic(bytes: &[u8]) -> bool {
     bytes.starts_with(&MAGIC)
 }
 
+/// Structural damage found by [`scan_frames`]: the frames complete before it, and the start
+/// of the frame that holds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct FrameDamage {
+    pub frames: Vec<(usize, usize)>,
+    pub frame_start: usize,
+    pub message: String,
+}
+
+impl std::fmt::Display for FrameDamage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
 /// Scans frame boundaries. Errors (invalid magic, reserved bits or block types, skippable
 /// frames) are structural damage; EOF inside a frame marks it torn. Stops after
 /// `max_frames` complete frames.
-pub(crate) fn scan_frames(buf: &[u8], max_frames: usize) -> Result<FrameScan, String> {
+pub(crate) fn scan_frames(buf: &[u8], max_frames: usize) -> Result<FrameScan, FrameDamage> {
     let mut frames = Vec::new();
     let mut offset = 0usize;
+    let mut start: usize;
+    macro_rules! damage {
+        ($($arg:tt)*) => {
+            return Err(FrameDamage { frames, frame_start: start, message: format!($($arg)*) })
+        };
+    }
     let torn = |frames: Vec<(usize, usize)>, start: usize| {
         Ok(FrameScan {
             frames,
@@ -37,21 +58,19 @@ pub(crate) fn scan_frames(buf: &[u8], max_frames: usize) -> Result<FrameScan, St
         })
     };
     while offset < buf.len() {
-        let start = offset;
+        start = offset;
         if buf.len() - offset < 4 {
             return torn(frames, start);
         }
         if buf[offset..offset + 4] != MAGIC {
-            return Err(format!("invalid Zstandard frame magic at byte {offset}"));
+            damage!("invalid Zstandard frame magic at byte {offset}");
         }
         offset += 4;
         let Some(&descriptor) = buf.get(offset) else {
             return torn(frames, start);
         };
         if descriptor & 0x18 != 0 {
-            return Err(format!(
-                "reserved Zstandard frame-header bit at byte {offset}"
-            ));
+            damage!("reserved Zstandard frame-header bit at byte {offset}");
         }
         offset += 1;
         let content_size_flag = descriptor >> 6;
@@ -81,7 +100,7 @@ pub(crate) fn scan_frames(buf: &[u8], max_frames: usize) -> Result<FrameScan, St
             let block_type = (header >> 1) & 0x03;
             let size = (header >> 3) as usize;
             if block_type == 3 {
-                return Err(format!("reserved Zstandard block type at byte {offset}"));
+                damage!("reserved Zstandard block type at byte {offset}");
             }
             offset += 3;
             let payload = if block_type == 1 { 1 } else { size };
@@ -128,6 +147,65 @@ pub(crate) fn declared_size(buf: &[u8], frames: &[(usize, usize)]) -> usize {
             },
         )
         .fold(0usize, usize::saturating_add)
+}
+
+/// Smallest plaintext budget of a compressed log, whatever its size.
+pub(crate) const MIN_PLAIN_BUDGET: u64 = 64 << 20;
+/// Largest plaintext budget of a compressed log.
+pub(crate) const MAX_PLAIN_BUDGET: u64 = 4 << 30;
+/// Plaintext bytes allowed per compressed byte. Session JSONL compresses 5–30×; a
+/// decompression bomb, thousands of times.
+const PLAIN_PER_COMPRESSED: u64 = 256;
+
+/// How much plaintext a compressed log of `compressed_len` bytes may inflate to.
+pub(crate) fn plain_budget(compressed_len: usize) -> u64 {
+    (compressed_len as u64)
+        .saturating_mul(PLAIN_PER_COMPRESSED)
+        .clamp(MIN_PLAIN_BUDGET, MAX_PLAIN_BUDGET)
+}
+
+/// Why [`decode_bounded`] stopped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum DecodeError {
+    /// Frame `frame` (an index into the given frames) failed validation.
+    Invalid { frame: usize, message: String },
+    /// The plaintext would exceed the budget.
+    TooLarge { message: String },
+}
+
+/// Decompresses `frames` of `buf` one by one (checksums verified), appending to `out`, and
+/// stops once `out` would exceed the budget of a log of `buf.len()` bytes.
+pub(crate) fn decode_bounded(
+    buf: &[u8],
+    frames: &[(usize, usize)],
+    out: &mut Vec<u8>,
+) -> Result<(), DecodeError> {
+    let budget = plain_budget(buf.len());
+    for (i, &(start, end)) in frames.iter().enumerate() {
+        let room = budget.saturating_sub(out.len() as u64);
+        let invalid = |e: std::io::Error| DecodeError::Invalid {
+            frame: i,
+            message: format!("Zstandard frame at byte {start} failed validation: {e}"),
+        };
+        let decoder = zstd::stream::read::Decoder::with_buffer(&buf[start..end])
+            .map_err(invalid)?
+            .single_frame();
+        let before = out.len();
+        decoder
+            .take(room.saturating_add(1))
+            .read_to_end(out)
+            .map_err(invalid)?;
+        if (out.len() - before) as u64 > room {
+            out.truncate(before);
+            return Err(DecodeError::TooLarge {
+                message: format!(
+                    "the log inflates to more than {budget} bytes from {} compressed bytes; refusing it as a likely decompression bomb",
+                    buf.len()
+                ),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// Decompresses complete frames (checksums verified), appending to `out`.
@@ -206,11 +284,10 @@ mod tests {
         }
         let mut bad = buf.clone();
         bad[a.len()] ^= 1;
-        assert!(
-            scan_frames(&bad, usize::MAX)
-                .unwrap_err()
-                .contains(&format!("at byte {}", a.len()))
-        );
+        let damage = scan_frames(&bad, usize::MAX).unwrap_err();
+        assert!(damage.message.contains(&format!("at byte {}", a.len())));
+        assert_eq!(damage.frames, vec![(0, a.len())]);
+        assert_eq!(damage.frame_start, a.len());
         let mut out = Vec::new();
         decompress_complete(&buf, &mut out).unwrap();
         assert_eq!(out, b"header\none\ntwo\n");

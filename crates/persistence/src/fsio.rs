@@ -172,11 +172,12 @@ pub(crate) fn read_stable(path: &Path) -> Result<Vec<u8>, PersistenceError> {
     ))
 }
 
-/// Reads the beginning of a file until `enough` says the prefix suffices (or EOF). Used to
-/// read only a log's header line or header frame.
+/// Reads the beginning of a file until `enough` says the prefix suffices, EOF, or `limit`
+/// bytes were read. Used to read only a log's header line or header frame.
 pub(crate) fn read_prefix(
     path: &Path,
     enough: impl Fn(&[u8]) -> bool,
+    limit: usize,
 ) -> Result<Vec<u8>, PersistenceError> {
     let mut file =
         File::open(path).map_err(|e| PersistenceError::io("cannot open log", path, e))?;
@@ -190,7 +191,7 @@ pub(crate) fn read_prefix(
             return Ok(buf);
         }
         buf.extend_from_slice(&chunk[..n]);
-        if enough(&buf) {
+        if enough(&buf) || buf.len() >= limit {
             return Ok(buf);
         }
     }

@@ -19,6 +19,7 @@ mod files;
 mod frames;
 mod fsio;
 pub mod layout;
+mod lock;
 mod plugin;
 mod scan;
 mod writer;
@@ -26,6 +27,7 @@ mod writer;
 pub use error::PersistenceError;
 pub use files::{ChunkPacking, Loaded, Repair, SessionFiles};
 pub use layout::{Compression, encode_segment, project_key};
+pub use lock::LOCK_FILE;
 pub use plugin::{
     DEFAULT_WRITE_BATCH_MAX_DELAY_MS, JsonlPersistencePlugin, MAX_WRITE_BATCH_DELAY_MS,
     PLUGIN_NAME, PersistenceConfig, SessionWriters,

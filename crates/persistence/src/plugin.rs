@@ -19,7 +19,7 @@ use std::time::Duration;
 use dsh_kernel::{BoxError, ConfigFieldError, Context, ListenOptions, Plugin, PluginConfig};
 use dsh_session::{
     AppendedEvent, Event, LiveSession, SessionAppended, SessionCreated, SessionDisposed,
-    SessionFlush,
+    SessionFlush, SessionWriteFailed, WriteFailure,
 };
 use serde::Deserialize;
 use tokio::runtime::Handle;
@@ -239,7 +239,11 @@ impl SessionWriters {
         first
     }
 
-    fn new_writer(&self, session: &LiveSession, durable: u64) -> (SessionWriter, Vec<Arc<Event>>) {
+    fn new_writer(
+        &self,
+        session: &Arc<LiveSession>,
+        durable: u64,
+    ) -> (SessionWriter, Vec<Arc<Event>>) {
         let stored_len = session.stored_len().max(durable);
         let start = match stored_len {
             0 => WriterStart::Fresh,
@@ -252,11 +256,20 @@ impl SessionWriters {
             self.timing,
             self.runtime.clone(),
         );
+        let weak = Arc::downgrade(session);
+        writer.on_failure(Arc::new(move |error| {
+            if let Some(session) = weak.upgrade() {
+                session.context().emit::<SessionWriteFailed>(&WriteFailure {
+                    session: session.clone(),
+                    message: error.to_string(),
+                });
+            }
+        }));
         (writer, session.events_from(stored_len))
     }
 
     /// Installs a fresh writer for `session` (a previous writer of the id goes first).
-    fn install(&self, session: &LiveSession) -> (SessionWriter, Vec<Arc<Event>>) {
+    fn install(&self, session: &Arc<LiveSession>) -> (SessionWriter, Vec<Arc<Event>>) {
         let (writer, backlog) = self.new_writer(session, 0);
         let id = writer.header().id.clone();
         let previous = {
@@ -272,7 +285,7 @@ impl SessionWriters {
 
     /// The writer of `session`, created on first use (a session that went live before the
     /// plugin loaded): then everything after its stored prefix is queued.
-    pub fn writer_for(&self, session: &LiveSession) -> SessionWriter {
+    pub fn writer_for(&self, session: &Arc<LiveSession>) -> SessionWriter {
         let id = session.id();
         let retired = {
             let registry = self.registry();
@@ -303,7 +316,7 @@ impl SessionWriters {
         }
     }
 
-    fn on_appended(&self, session: &LiveSession, event: &Arc<Event>) {
+    fn on_appended(&self, session: &Arc<LiveSession>, event: &Arc<Event>) {
         let writer = self.writer_for(session);
         let cursor = writer.cursor();
         if event.seq > cursor {
@@ -350,6 +363,7 @@ impl SessionWriters {
             registry
                 .retired
                 .insert(id.to_string(), writer.durable_len());
+            self.files.release(id);
         }
     }
 

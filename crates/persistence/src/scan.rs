@@ -61,22 +61,71 @@ fn scan_plain(bytes: &[u8]) -> Result<ScannedLog, StorageError> {
 }
 
 fn scan_zstd(bytes: &[u8]) -> Result<ScannedLog, StorageError> {
-    let scan = frames::scan_frames(bytes, usize::MAX).map_err(corrupt)?;
-    let Some(&(header_start, header_end)) = scan.frames.first() else {
-        return Err(corrupt("empty or header-less Zstandard session log"));
+    // Structural damage with no valid frame after it is what a crash or power loss leaves
+    // (a torn write, a zero-filled tail): it is cut like a torn frame. Damage followed by a
+    // valid frame is inside the log and refused.
+    let (complete_frames, mut torn_start, mut tail_issue) =
+        match frames::scan_frames(bytes, usize::MAX) {
+            Ok(scan) => (scan.frames, scan.torn_start, None),
+            Err(damage) => (
+                damage.frames,
+                Some(damage.frame_start),
+                Some(damage.message),
+            ),
+        };
+    if let Some(torn) = torn_start
+        && let Some(at) = frames::valid_frame_follows(&bytes[torn..])
+    {
+        return Err(corrupt(format!(
+            "damaged Zstandard frame at byte {torn} is followed by a valid frame at byte {}",
+            torn + at
+        )));
+    }
+    let Some(&(header_start, header_end)) = complete_frames.first() else {
+        return Err(corrupt(match tail_issue {
+            Some(issue) if torn_start == Some(0) && bytes.iter().any(|b| *b != 0) => issue,
+            _ if bytes.is_empty() || bytes.iter().all(|b| *b == 0) => {
+                "empty or header-less Zstandard session log".to_string()
+            }
+            _ => "the log was cut inside its header frame; it holds no session header".to_string(),
+        }));
     };
     // Size the plaintext once (frames declare their content size); a bogus declaration
-    // only costs a capacity hint, capped at a sane multiple of the input.
-    let hint = frames::declared_size(bytes, &scan.frames).min(bytes.len().saturating_mul(64));
+    // only costs a capacity hint, capped by the plaintext budget.
+    let hint = frames::declared_size(bytes, &complete_frames)
+        .min(usize::try_from(frames::plain_budget(bytes.len())).unwrap_or(usize::MAX));
     let mut plain = Vec::with_capacity(hint + 1);
-    frames::decompress_complete(&bytes[header_start..header_end], &mut plain)
-        .map_err(|e| corrupt(format!("Zstandard header frame failed validation: {e}")))?;
+    frames::decode_bounded(bytes, &[(header_start, header_end)], &mut plain).map_err(|e| {
+        corrupt(match e {
+            frames::DecodeError::Invalid { message, .. } => {
+                format!("Zstandard header frame failed validation: {message}")
+            }
+            frames::DecodeError::TooLarge { message } => message,
+        })
+    })?;
     check_header_frame(&plain)?;
-    let header_len = plain.len();
-    let complete_end = scan.frames.last().map_or(header_end, |f| f.1);
-    frames::decompress_complete(&bytes[header_end..complete_end], &mut plain)
-        .map_err(|e| corrupt(format!("Zstandard frame failed validation: {e}")))?;
-    debug_assert!(header_len <= plain.len());
+    let mut body_frames = &complete_frames[1..];
+    // A last complete frame that fails validation (with nothing valid after it) was not
+    // fully written before a power loss: it is torn, not damage inside the log.
+    match frames::decode_bounded(bytes, body_frames, &mut plain) {
+        Ok(()) => {}
+        Err(frames::DecodeError::TooLarge { message }) => return Err(corrupt(message)),
+        Err(frames::DecodeError::Invalid { frame, message }) => {
+            // Only the last complete frame can be a power-loss artifact (whatever follows
+            // it is already known to hold no valid frame).
+            if frame + 1 != body_frames.len() {
+                return Err(corrupt(message));
+            }
+            torn_start = Some(body_frames[frame].0);
+            tail_issue = Some(message);
+            body_frames = &body_frames[..frame];
+            plain.truncate(header_end_plain(&plain));
+            frames::decode_bounded(bytes, body_frames, &mut plain).map_err(|e| match e {
+                frames::DecodeError::Invalid { message, .. }
+                | frames::DecodeError::TooLarge { message } => corrupt(message),
+            })?;
+        }
+    }
     let complete = parse_bytes(&plain)?;
     if complete.committed_bytes != plain.len() {
         // Checksummed frames are written whole; damage inside one is not a crash artifact.
@@ -85,8 +134,8 @@ fn scan_zstd(bytes: &[u8]) -> Result<ScannedLog, StorageError> {
             None => "complete Zstandard frame contains a torn JSONL record".to_string(),
         }));
     }
-    let Some(torn_start) = scan.torn_start else {
-        let intact = complete.events.len();
+    let intact = complete.events.len();
+    let Some(torn_start) = torn_start else {
         return Ok(ScannedLog {
             header: complete.header,
             events: complete.events,
@@ -95,13 +144,6 @@ fn scan_zstd(bytes: &[u8]) -> Result<ScannedLog, StorageError> {
             tail_issue: None,
         });
     };
-    let intact = complete.events.len();
-    if let Some(at) = frames::valid_frame_follows(&bytes[torn_start..]) {
-        return Err(corrupt(format!(
-            "damaged Zstandard frame at byte {torn_start} is followed by a valid frame at byte {}",
-            torn_start + at
-        )));
-    }
     let salvaged = frames::salvage_torn(&bytes[torn_start..]);
     // Only whole lines of the salvaged text can be records; the rest is dropped.
     let whole_lines = salvaged
@@ -114,7 +156,7 @@ fn scan_zstd(bytes: &[u8]) -> Result<ScannedLog, StorageError> {
             events: complete.events,
             intact,
             truncate_to: Some(torn_start as u64),
-            tail_issue: None,
+            tail_issue,
         });
     }
     plain.extend_from_slice(&salvaged[..whole_lines]);
@@ -124,8 +166,16 @@ fn scan_zstd(bytes: &[u8]) -> Result<ScannedLog, StorageError> {
         events: with_salvage.events,
         intact,
         truncate_to: Some(torn_start as u64),
-        tail_issue: with_salvage.tail_issue,
+        tail_issue: with_salvage.tail_issue.or(tail_issue),
     })
+}
+
+/// Length of the header line at the start of `plain`.
+fn header_end_plain(plain: &[u8]) -> usize {
+    plain
+        .iter()
+        .position(|b| *b == b'\n')
+        .map_or(plain.len(), |i| i + 1)
 }
 
 /// The header frame holds exactly one newline-terminated line.

@@ -43,6 +43,10 @@ pub enum WriteTiming {
     EveryEvent,
 }
 
+/// Called with every failed write (background, inline or flush), after the batch was put
+/// back in the queue.
+pub type FailureHook = Arc<dyn Fn(&PersistenceError) + Send + Sync>;
+
 /// The write-behind queue of one session. Cheap to clone (a handle).
 #[derive(Clone)]
 pub struct SessionWriter {
@@ -69,6 +73,7 @@ struct Shared {
     durable: watch::Sender<u64>,
     /// A retiring writer of the same id whose queue must reach the file first.
     predecessor: Mutex<Option<SessionWriter>>,
+    on_failure: Mutex<Option<FailureHook>>,
 }
 
 struct Queue {
@@ -135,8 +140,14 @@ impl SessionWriter {
                 io: Mutex::new(Io { materialized }),
                 durable: watch::Sender::new(stored),
                 predecessor: Mutex::new(None),
+                on_failure: Mutex::new(None),
             }),
         }
+    }
+
+    /// Installs the hook told about every failed write.
+    pub fn on_failure(&self, hook: FailureHook) {
+        *lock(&self.shared.on_failure) = Some(hook);
     }
 
     /// Whether both handles are the same writer.
@@ -362,11 +373,17 @@ fn write_once(shared: &Shared, trigger: Trigger) -> Result<Outcome, PersistenceE
             Ok(Outcome::Wrote)
         }
         Err(e) => {
-            let mut q = lock(&shared.queue);
-            let newer = std::mem::replace(&mut q.pending, batch);
-            q.pending.extend(newer);
-            q.timer = None;
-            q.paused = true;
+            {
+                let mut q = lock(&shared.queue);
+                let newer = std::mem::replace(&mut q.pending, batch);
+                q.pending.extend(newer);
+                q.timer = None;
+                q.paused = true;
+            }
+            let hook = lock(&shared.on_failure).clone();
+            if let Some(hook) = hook {
+                hook(&e);
+            }
             Err(e)
         }
     }

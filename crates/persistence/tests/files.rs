@@ -187,15 +187,19 @@ fn creation_is_lazy_private_and_never_overwrites() {
     assert_eq!(mode(path.parent().unwrap()), 0o700);
     assert_eq!(mode(path.parent().unwrap().parent().unwrap()), 0o700);
     assert_eq!(mode(&root), 0o700);
-    let leftovers: Vec<_> = std::fs::read_dir(path.parent().unwrap())
+    let mut leftovers: Vec<_> = std::fs::read_dir(path.parent().unwrap())
         .unwrap()
         .flatten()
         .map(|e| e.file_name())
         .collect();
+    leftovers.sort();
     assert_eq!(
         leftovers,
-        vec![std::ffi::OsString::from("session.jsonl")],
-        "temp file removed"
+        vec![
+            std::ffi::OsString::from("session.jsonl"),
+            std::ffi::OsString::from("session.lock")
+        ],
+        "temp file removed; the writer lock is held beside the log"
     );
 
     // The same id cannot be created again, in any project directory.

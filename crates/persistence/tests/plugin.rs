@@ -10,8 +10,8 @@ use std::sync::Arc;
 use dsh_kernel::{Context, Plugin, PluginConfig};
 use dsh_llm::Message;
 use dsh_persistence::{
-    ChunkPacking, Compression, JsonlPersistencePlugin, PersistenceConfig, SessionFiles,
-    SessionWriters, WriteTiming,
+    ChunkPacking, Compression, JsonlPersistencePlugin, PersistenceConfig, PersistenceError,
+    SessionFiles, SessionWriters, WriteTiming,
 };
 use dsh_session::{
     LiveSession, SessionHeader, SessionSource, SessionStore, SurfaceIntent, system_clock, types,
@@ -252,6 +252,14 @@ async fn resumed_sessions_append_after_their_stored_prefix() {
     live.append(types::STEP_START, json!({"turn": 2, "step": 1}), None)
         .unwrap();
     live.flush().await.unwrap();
+    // While the session is live here, another process cannot take it over.
+    let other = SessionFiles::new(h.files.root(), Compression::Zstd, ChunkPacking::Packed);
+    let err = other.load("r").unwrap_err();
+    assert!(
+        matches!(&err, PersistenceError::Locked { holder, .. } if holder.contains(&std::process::id().to_string())),
+        "{err}"
+    );
+    h.store.dispose("r");
     drop(live);
     let h2 = {
         // A new process: a new runtime context and store over the same root.

@@ -29,8 +29,11 @@ struct Written {
     bytes: Vec<u8>,
     /// (end offset, events fully present once the file reaches it)
     units: Vec<(usize, usize)>,
-    /// End of the first durable write (header + first batch): crashes cannot cut before it.
+    /// End of the first durable write (header + first batch): our own crashes cannot cut
+    /// before it, but a power loss or a copy can.
     first_write_end: usize,
+    /// End of the header line or header frame.
+    header_end: usize,
 }
 
 fn write_log(compression: Compression, packing: ChunkPacking) -> Written {
@@ -74,6 +77,10 @@ fn write_log(compression: Compression, packing: ChunkPacking) -> Written {
         }
         Compression::Zstd => units[0].0,
     };
+    let header_end = match compression {
+        Compression::None => header_line(&h).len(),
+        Compression::Zstd => zstd::zstd_safe::find_frame_compressed_size(&bytes).unwrap(),
+    };
     Written {
         _dir: dir,
         files,
@@ -82,6 +89,7 @@ fn write_log(compression: Compression, packing: ChunkPacking) -> Written {
         bytes,
         units,
         first_write_end,
+        header_end,
     }
 }
 
@@ -247,6 +255,10 @@ fn the_open_turn_is_closed_with_synthetic_tool_results() {
 fn every_batch_boundary_reopens() {
     for compression in [Compression::None, Compression::Zstd] {
         let w = write_log(compression, ChunkPacking::Packed);
+        check_cut(&w, w.header_end, b"");
+        for cut in (w.header_end..w.first_write_end).step_by(29) {
+            check_cut(&w, cut, b"");
+        }
         for &(end, _) in &w.units {
             if end >= w.first_write_end {
                 check_cut(&w, end, b"");
@@ -269,10 +281,20 @@ proptest! {
     fn any_cut_reopens_with_every_complete_event((zstd, at, junk) in cut_strategy()) {
         let compression = if zstd { Compression::Zstd } else { Compression::None };
         let w = cached(compression);
-        let cut = w.first_write_end + ((w.bytes.len() - w.first_write_end) as f64 * at) as usize;
+        let cut = w.header_end + ((w.bytes.len() - w.header_end) as f64 * at) as usize;
         // A torn write may leave garbage without a newline after the cut (plain) — it is cut.
         let junk: &[u8] = if junk && compression == Compression::None { b"{\"type\":\"turn/e\xC3" } else { b"" };
         check_cut(w, cut, junk);
+    }
+
+    /// A power loss keeps the file's new length but not its last data: the tail reads as
+    /// zeros. Every complete event before the zeroed region survives.
+    #[test]
+    fn a_zero_filled_tail_is_cut((zstd, at, _j) in cut_strategy(), zeros in 1usize..5000) {
+        let compression = if zstd { Compression::Zstd } else { Compression::None };
+        let w = cached(compression);
+        let cut = w.header_end + ((w.bytes.len() - w.header_end) as f64 * at) as usize;
+        check_cut(w, cut, &vec![0u8; zeros]);
     }
 }
 
@@ -534,4 +556,101 @@ fn a_damaged_block_header_in_a_middle_frame_is_not_taken_for_a_torn_tail() {
         )),
         "{err}"
     );
+}
+
+#[test]
+fn a_log_cut_inside_its_header_is_refused_as_headerless() {
+    for compression in [Compression::None, Compression::Zstd] {
+        let w = write_log(compression, ChunkPacking::Packed);
+        for cut in [1, w.header_end / 2, w.header_end - 1] {
+            let (_dir, files, path) = w.damaged_copy(cut, b"");
+            let err = expect_err(&files, "crash-me").to_string();
+            assert!(
+                err.starts_with(&format!("corrupt session log \"{}\"", path.display())),
+                "{err}"
+            );
+            assert!(err.contains("header"), "{err}");
+        }
+    }
+}
+
+#[test]
+fn a_zero_filled_last_frame_is_cut_keeping_every_earlier_frame() {
+    let w = write_log(Compression::Zstd, ChunkPacking::Packed);
+    let last_start = w.units[w.units.len() - 2].0;
+    let mut bytes = w.bytes.clone();
+    for b in &mut bytes[last_start..] {
+        *b = 0;
+    }
+    let (_dir, files, _path) = w.damaged_copy(0, &bytes);
+    let loaded = files.load("crash-me").unwrap();
+    let kept = kept_prefix(&loaded.events, &w.events).unwrap();
+    assert_eq!(kept, w.units[w.units.len() - 2].1);
+    assert_eq!(files.load("crash-me").unwrap().repair, None);
+}
+
+#[test]
+fn a_last_frame_failing_its_checksum_is_torn_not_fatal() {
+    let w = write_log(Compression::Zstd, ChunkPacking::Packed);
+    let mut bytes = w.bytes.clone();
+    let n = bytes.len();
+    bytes[n - 1] ^= 0xFF; // the content checksum of the last frame
+    let (_dir, files, _path) = w.damaged_copy(0, &bytes);
+    let loaded = files.load("crash-me").unwrap();
+    let kept = kept_prefix(&loaded.events, &w.events).unwrap();
+    assert!(kept >= w.units[w.units.len() - 2].1, "kept {kept}");
+    assert!(loaded.repair.unwrap().tail_issue.is_some());
+}
+
+#[test]
+fn a_decompression_bomb_is_refused_quickly_and_bounded() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = SessionFiles::new(dir.path(), Compression::Zstd, ChunkPacking::Packed);
+    let h = header("bomb", None);
+    let path = files.path_for(&h).unwrap();
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    let mut bytes = zstd::bulk::compress(header_line(&h).as_bytes(), 3).unwrap();
+    // 200 MiB of one repeated line compresses to a few kilobytes.
+    let line = b"{\"type\":\"session/title\",\"seq\":0,\"time\":0,\"data\":{}}\n";
+    let mut encoder = zstd::stream::Encoder::new(Vec::new(), 1).unwrap();
+    for _ in 0..(200 << 20) / line.len() {
+        std::io::Write::write_all(&mut encoder, line).unwrap();
+    }
+    bytes.extend(encoder.finish().unwrap());
+    assert!(bytes.len() < 1 << 20, "{}", bytes.len());
+    std::fs::write(&path, &bytes).unwrap();
+    let err = files.inspect("bomb").unwrap_err().to_string();
+    assert!(err.contains("decompression bomb"), "{err}");
+    assert!(
+        files
+            .read_raw("bomb")
+            .unwrap_err()
+            .to_string()
+            .contains("decompression bomb")
+    );
+    // The header alone still lists.
+    assert_eq!(files.list().unwrap().len(), 1);
+}
+
+#[test]
+fn an_overlong_record_line_is_damage_not_parsed() {
+    let dir = tempfile::tempdir().unwrap();
+    let h = header("long", None);
+    let events = session_events(&h, 1, 2, false);
+    let mut lines = lines_of(&h, &events);
+    lines.push(format!(
+        "{{\"type\":\"x\",\"pad\":\"{}\"}}",
+        "a".repeat(dsh_session::MAX_LINE_BYTES)
+    ));
+    let (files, _path) = plain_log(dir.path(), &h, &lines);
+    let loaded = files.inspect("long").unwrap();
+    assert!(
+        loaded
+            .repair
+            .unwrap()
+            .tail_issue
+            .unwrap()
+            .contains("longer than"),
+    );
+    assert_eq!(loaded.events[..events.len()], events[..]);
 }

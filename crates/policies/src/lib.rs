@@ -2,6 +2,7 @@
 //! titles, permission mode and approval policy (with their runtime-context sections),
 //! settings, credentials and the default model.
 
+pub mod checkpoint;
 pub mod host;
 pub mod instructions;
 pub mod permissions;
@@ -16,6 +17,7 @@ pub use permissions::{ApprovalAnswerer, ApprovalPolicy, Approvals, PermissionMod
 /// Adds every plugin of this crate to `catalog`.
 pub fn register_catalog(catalog: &mut dsh_kernel::Catalog) {
     catalog
+        .register(checkpoint::CheckpointPolicyPlugin)
         .register(retry::RetryPlugin)
         .register(title::TitlePlugin)
         .register(title::LlmTitlePlugin)

@@ -32,11 +32,12 @@ pub use records::{
 };
 pub use repair::{NOT_STARTED_TEXT, OUTCOME_UNKNOWN_TEXT, interrupted_turn_closers};
 pub use storage::{
-    ParsedLog, StorageError, encode_batch, encode_records, header_line, parse_header_line,
-    parse_log,
+    MAX_LINE_BYTES, ParsedLog, StorageError, encode_batch, encode_records, header_line,
+    parse_header_line, parse_log,
 };
 pub use store::{
     AppendedEvent, Clock, LiveSession, SessionAppended, SessionCreated, SessionDisposed,
-    SessionFlush, SessionSource, SessionStore, StoreError, system_clock,
+    SessionFlush, SessionSource, SessionStore, SessionWriteFailed, StoreError, WriteFailure,
+    system_clock,
 };
 pub use surface::{Surface, SurfacePlan};

@@ -11,6 +11,9 @@ use crate::event::{Event, types};
 use crate::header::{HeaderError, SessionHeader};
 use crate::records::{Record, RecordFormat, decode_line, pack, write_event, write_record};
 
+/// Longest record line a log may hold (a longer one is damage, never parsed).
+pub const MAX_LINE_BYTES: usize = 64 << 20;
+
 /// A stored log could not be read.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum StorageError {
@@ -64,7 +67,11 @@ fn contains_turn_end(record: &Record) -> bool {
 pub fn parse_log(text: &str) -> Result<ParsedLog, StorageError> {
     let Some(header_end) = text.find('\n') else {
         return Err(StorageError::Corrupt(
-            "empty or header-less session log".into(),
+            if text.trim_matches('\0').is_empty() {
+                "empty or header-less session log".into()
+            } else {
+                "the file ends inside its header line; it holds no complete session header".into()
+            },
         ));
     };
     let header = parse_header_line(&text[..header_end])?;
@@ -84,6 +91,12 @@ pub fn parse_log(text: &str) -> Result<ParsedLog, StorageError> {
         pos = line_end;
         line_no += 1;
         let next_seq = events.len() as u64;
+        if line.len() > MAX_LINE_BYTES {
+            issue.get_or_insert_with(|| {
+                format!("line {line_no} is longer than {MAX_LINE_BYTES} bytes")
+            });
+            continue;
+        }
         let (record, record_format) = match decode_line(line, next_seq) {
             Ok(r) => r,
             Err(_) => {

@@ -80,6 +80,22 @@ impl KernelEvent for SessionFlush {
 }
 impl ParallelEvent for SessionFlush {}
 
+/// `session/write-failed` (emit, contained): a persistence backend could not store events of
+/// a session (disk full, IO error, permissions). The events stay queued in the backend; the
+/// next durability barrier fails too. Listeners stop work that would outrun the log.
+pub struct SessionWriteFailed;
+/// Payload of [`SessionWriteFailed`].
+pub struct WriteFailure {
+    pub session: Arc<LiveSession>,
+    /// What failed, naming the file.
+    pub message: String,
+}
+impl KernelEvent for SessionWriteFailed {
+    const NAME: &'static str = "session/write-failed";
+    type Payload = WriteFailure;
+}
+impl EmitEvent for SessionWriteFailed {}
+
 /// `session/disposed` (emit): a session left the store.
 pub struct SessionDisposed;
 impl KernelEvent for SessionDisposed {
