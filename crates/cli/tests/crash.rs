@@ -1,0 +1,201 @@
+//! Crash safety of the real binary: `dsh --profile headless` is killed with SIGKILL at random
+//! points of a tool loop against the mock LLM (default persistence: 200 ms write batching).
+//! For every run, each tool result the model was shown must be in the log (the checkpoint
+//! policy makes it durable before the request leaves), and the log must reopen and resume.
+//!
+//! `DSH_CRASH_POINTS` sets the number of kill points (default 50; the benchmark job runs 500)
+//! and `DSH_CRASH_SEED` replays one sequence.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
+
+use std::collections::BTreeMap;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use dsh_llm::{ContentBlock, Message};
+use dsh_persistence::{ChunkPacking, Compression, SessionFiles};
+use dsh_session::types;
+use dsh_test_support::mock_server::{MockServer, Reply};
+use serde_json::Value;
+
+const STEPS: usize = 8;
+
+struct XorShift(u64);
+
+impl XorShift {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+}
+
+fn script() -> Vec<Reply> {
+    let mut replies: Vec<Reply> = (0..STEPS)
+        .map(|i| {
+            Reply::tool_call(
+                &format!("call_{i}"),
+                "bash",
+                &format!(r#"{{"command":"echo output-{i}","description":"step {i}"}}"#),
+            )
+        })
+        .collect();
+    replies.push(Reply::text("All steps done."));
+    replies
+}
+
+fn dsh(home: &std::path::Path, work: &std::path::Path, server: &MockServer) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_dsh"));
+    c.env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", home)
+        .env("DSH_HOME", home.join(".dsh"))
+        .env("DEEPSEEK_API_KEY", "sk-test")
+        .env("DEEPSEEK_BASE_URL", server.url())
+        .current_dir(work)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    c
+}
+
+/// Tool results (call id → text) the model was shown across all recorded requests.
+fn results_seen_by_model(server: &MockServer) -> BTreeMap<String, String> {
+    let mut seen = BTreeMap::new();
+    for r in server.requests() {
+        for m in r.messages() {
+            if m.get("role").and_then(Value::as_str) == Some("tool") {
+                let id = m["tool_call_id"].as_str().unwrap_or_default().to_string();
+                let text = m["content"]
+                    .as_str()
+                    .map_or_else(|| m["content"].to_string(), str::to_owned);
+                seen.insert(id, text);
+            }
+        }
+    }
+    seen
+}
+
+/// Tool results (call id → text) stored in a log.
+fn results_in_log(events: &[std::sync::Arc<dsh_session::Event>]) -> BTreeMap<String, String> {
+    let mut stored = BTreeMap::new();
+    for e in events.iter().filter(|e| e.is(types::TOOL_RESULT)) {
+        let Ok(m) = Message::from_json(&e.data["message"]) else {
+            continue;
+        };
+        for b in &m.content {
+            if let ContentBlock::ToolResult {
+                tool_call_id,
+                content,
+                ..
+            } = b
+            {
+                let text: String = content.iter().filter_map(ContentBlock::as_text).collect();
+                stored.insert(tool_call_id.clone(), text);
+            }
+        }
+    }
+    stored
+}
+
+fn full_run_time() -> Duration {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let server = MockServer::with_replies(script()).answer_untooled("Title");
+    let start = Instant::now();
+    let out = dsh(home.path(), work.path(), &server)
+        .args(["--profile", "headless", "loop"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    start.elapsed()
+}
+
+#[test]
+fn sigkill_at_random_points_never_loses_what_the_model_saw() {
+    let points: usize = std::env::var("DSH_CRASH_POINTS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(50);
+    let seed: u64 = std::env::var("DSH_CRASH_SEED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos() as u64
+                | 1
+        });
+    let full = full_run_time();
+    let mut rng = XorShift(seed);
+    let (mut lost, mut seen_total, mut resumed) = (0usize, 0usize, 0usize);
+    for point in 0..points {
+        let home = tempfile::tempdir().unwrap();
+        let work = tempfile::tempdir().unwrap();
+        let server = MockServer::with_replies(script()).answer_untooled("Title");
+        let delay = Duration::from_micros(rng.next() % (full.as_micros() as u64 + 1));
+        let mut child = dsh(home.path(), work.path(), &server)
+            .args(["--profile", "headless", "loop"])
+            .spawn()
+            .unwrap();
+        std::thread::sleep(delay);
+        let _ = child.kill();
+        let _ = child.wait();
+
+        let seen = results_seen_by_model(&server);
+        seen_total += seen.len();
+        let files = SessionFiles::new(
+            home.path().join(".dsh/sessions"),
+            Compression::Zstd,
+            ChunkPacking::Packed,
+        );
+        let list = files.list().unwrap();
+        if list.is_empty() {
+            assert!(
+                seen.is_empty(),
+                "seed {seed} point {point}: the model saw {seen:?} but no log exists"
+            );
+            continue;
+        }
+        let id = list[0].0.id.clone();
+        let loaded = files
+            .inspect(&id)
+            .unwrap_or_else(|e| panic!("seed {seed} point {point}: the log does not open: {e}"));
+        let stored = results_in_log(&loaded.events);
+        for (call, text) in &seen {
+            if stored.get(call) != Some(text) {
+                lost += 1;
+                eprintln!(
+                    "seed {seed} point {point} ({delay:?}): the model saw {call} = {text:?}, the log has {:?}",
+                    stored.get(call)
+                );
+            }
+        }
+        // Every tenth run also resumes the crashed session to a completed turn.
+        if point % 10 == 0 {
+            let again = MockServer::with_replies([Reply::text("Resumed.")]).answer_untooled("T");
+            let out = dsh(home.path(), work.path(), &again)
+                .args(["--profile", "headless", "--resume", &id, "continue"])
+                .output()
+                .unwrap();
+            assert_eq!(
+                out.status.code(),
+                Some(0),
+                "seed {seed} point {point}: resume failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let after = files.inspect(&id).unwrap();
+            assert_eq!(after.repair, None, "seed {seed} point {point}");
+            resumed += 1;
+        }
+    }
+    eprintln!(
+        "crash test: {points} kill points (seed {seed}), {seen_total} tool results shown to the model, {lost} lost, {resumed} resumed"
+    );
+    assert_eq!(lost, 0, "seed {seed}: tool results the model saw were lost");
+}
