@@ -10,7 +10,7 @@ use dsh_session::{Event, SessionHeader, encode_batch, header_line, interrupted_t
 
 use crate::error::PersistenceError;
 use crate::frames;
-use crate::fsio;
+use crate::fsio::{self, Durability};
 use crate::layout::{self, Compression};
 use crate::lock::HeldLocks;
 use crate::scan::{self, ScannedLog};
@@ -73,6 +73,7 @@ pub struct SessionFiles {
     packing: ChunkPacking,
     /// Writer locks this process holds (shared by clones).
     locks: HeldLocks,
+    durability: Durability,
 }
 
 impl SessionFiles {
@@ -86,6 +87,27 @@ impl SessionFiles {
             compression,
             packing,
             locks: HeldLocks::default(),
+            durability: Durability::Fsync,
+        }
+    }
+
+    /// The same store with another durability policy for appends.
+    pub fn with_durability(mut self, durability: Durability) -> Self {
+        self.durability = durability;
+        self
+    }
+
+    pub fn durability(&self) -> Durability {
+        self.durability
+    }
+
+    /// fsyncs a session's log (a no-op without one). Under [`Durability::Os`] this is what
+    /// makes a closed session power-loss safe.
+    pub fn sync(&self, header: &SessionHeader) -> Result<(), PersistenceError> {
+        let path = self.path_for(header)?;
+        match fsio::exists(&path)? {
+            true => fsio::sync_file(&path),
+            false => Ok(()),
         }
     }
 
@@ -211,7 +233,7 @@ impl SessionFiles {
             Compression::Zstd => frames::compress_frame(text.as_bytes())
                 .map_err(|e| PersistenceError::io("cannot compress batch for", path, e))?,
         };
-        fsio::append_durably(path, &content)
+        fsio::append_durably(path, &content, self.durability)
     }
 
     // ------------------------------------------------------------------ reading

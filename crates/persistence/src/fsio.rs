@@ -92,9 +92,34 @@ pub(crate) fn publish_new_file(
     Ok(())
 }
 
-/// Appends `content` to an existing file and fsyncs it. On failure the file is truncated
-/// back to its previous length so a retry cannot duplicate records.
-pub(crate) fn append_durably(path: &Path, content: &[u8]) -> Result<(), PersistenceError> {
+/// When an append counts as durable.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Durability {
+    /// After `fdatasync`: survives a power loss (upstream's behaviour; the default).
+    Fsync,
+    /// After `write` reached the kernel: survives any crash or kill of the process, not a
+    /// power loss. The log is fsynced when its session closes.
+    Os,
+}
+
+impl Durability {
+    /// The config spelling (`"fsync"` / `"os"`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Durability::Fsync => "fsync",
+            Durability::Os => "os",
+        }
+    }
+}
+
+/// Appends `content` to an existing file (and fsyncs it under [`Durability::Fsync`]). On
+/// failure the file is truncated back to its previous length so a retry cannot duplicate
+/// records.
+pub(crate) fn append_durably(
+    path: &Path,
+    content: &[u8],
+    durability: Durability,
+) -> Result<(), PersistenceError> {
     let mut file = OpenOptions::new()
         .append(true)
         .open(path)
@@ -103,7 +128,11 @@ pub(crate) fn append_durably(path: &Path, content: &[u8]) -> Result<(), Persiste
         .metadata()
         .map_err(|e| PersistenceError::io("cannot stat log", path, e))?
         .len();
-    let Err(write) = file.write_all(content).and_then(|()| file.sync_data()) else {
+    let written = file.write_all(content).and_then(|()| match durability {
+        Durability::Fsync => file.sync_data(),
+        Durability::Os => Ok(()),
+    });
+    let Err(write) = written else {
         return Ok(());
     };
     drop(file);
@@ -195,4 +224,11 @@ pub(crate) fn read_prefix(
             return Ok(buf);
         }
     }
+}
+
+/// fsyncs an existing file's data.
+pub(crate) fn sync_file(path: &Path) -> Result<(), PersistenceError> {
+    File::open(path)
+        .and_then(|f| f.sync_data())
+        .map_err(|e| PersistenceError::io("cannot fsync log", path, e))
 }

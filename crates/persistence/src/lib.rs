@@ -26,6 +26,7 @@ mod writer;
 
 pub use error::PersistenceError;
 pub use files::{ChunkPacking, Loaded, Repair, SessionFiles};
+pub use fsio::Durability;
 pub use layout::{Compression, encode_segment, project_key};
 pub use lock::LOCK_FILE;
 pub use plugin::{

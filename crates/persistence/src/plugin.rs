@@ -25,6 +25,7 @@ use serde::Deserialize;
 use tokio::runtime::Handle;
 
 use crate::files::{ChunkPacking, SessionFiles};
+use crate::fsio::Durability;
 use crate::layout::Compression;
 use crate::writer::{SessionWriter, WriteTiming, WriterStart};
 
@@ -48,6 +49,7 @@ pub struct PersistenceConfig {
     pub compression: Compression,
     pub packing: ChunkPacking,
     pub timing: WriteTiming,
+    pub durability: Durability,
 }
 
 #[derive(Deserialize)]
@@ -60,10 +62,21 @@ struct RawConfig {
     pack_chunks: bool,
     #[serde(default = "default_delay")]
     write_batch_max_delay_ms: u64,
+    /// `fsync` (default) or `os`: see [`Durability`].
+    #[serde(default)]
+    durability: DurabilitySetting,
     /// Accepted for config compatibility; this implementation keeps no prepared cache.
     #[serde(default)]
     #[allow(dead_code)]
     prepared_session_cache_size: Option<u64>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+enum DurabilitySetting {
+    #[default]
+    Fsync,
+    Os,
 }
 
 #[derive(Deserialize, Default)]
@@ -124,6 +137,10 @@ impl PersistenceConfig {
                 ChunkPacking::Unpacked
             },
             timing,
+            durability: match raw.durability {
+                DurabilitySetting::Fsync => Durability::Fsync,
+                DurabilitySetting::Os => Durability::Os,
+            },
         })
     }
 }
@@ -141,11 +158,10 @@ impl Plugin for JsonlPersistencePlugin {
         let config = PersistenceConfig::from_plugin_config(config)?;
         let runtime = Handle::try_current()
             .map_err(|_| format!("{PLUGIN_NAME} must be loaded inside a tokio runtime (it runs timers and blocking writes)"))?;
-        let files = Arc::new(SessionFiles::new(
-            &config.root,
-            config.compression,
-            config.packing,
-        ));
+        let files = Arc::new(
+            SessionFiles::new(&config.root, config.compression, config.packing)
+                .with_durability(config.durability),
+        );
         let writers = Arc::new(SessionWriters::new(files.clone(), config.timing, runtime));
         ctx.provide(files)?;
         ctx.provide(writers.clone())?;
@@ -363,6 +379,13 @@ impl SessionWriters {
             registry
                 .retired
                 .insert(id.to_string(), writer.durable_len());
+            drop(registry);
+            if self.files.durability() == Durability::Os {
+                // Appends only reached the kernel: make the closed log power-loss safe.
+                if let Err(e) = self.files.sync(writer.header()) {
+                    tracing::warn!(session = %id, "cannot fsync a closed session log: {e}");
+                }
+            }
             self.files.release(id);
         }
     }

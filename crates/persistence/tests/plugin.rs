@@ -10,7 +10,7 @@ use std::sync::Arc;
 use dsh_kernel::{Context, Plugin, PluginConfig};
 use dsh_llm::Message;
 use dsh_persistence::{
-    ChunkPacking, Compression, JsonlPersistencePlugin, PersistenceConfig, PersistenceError,
+    ChunkPacking, Compression, Durability, JsonlPersistencePlugin, PersistenceConfig, PersistenceError,
     SessionFiles, SessionWriters, WriteTiming,
 };
 use dsh_session::{
@@ -106,20 +106,26 @@ fn config_defaults_and_validation() {
             compression: Compression::Zstd,
             packing: ChunkPacking::Packed,
             timing: WriteTiming::Batched(std::time::Duration::from_millis(200)),
+            durability: Durability::Fsync,
         }
     );
     let c = parse(
-        json!({"root": "r", "compression": "none", "packChunks": false, "writeBatchMaxDelayMs": 0}),
+        json!({"root": "r", "compression": "none", "packChunks": false, "writeBatchMaxDelayMs": 0, "durability": "os"}),
     )
     .unwrap();
     assert_eq!(
-        (c.compression, c.packing, c.timing),
+        (c.compression, c.packing, c.timing, c.durability),
         (
             Compression::None,
             ChunkPacking::Unpacked,
-            WriteTiming::EveryEvent
+            WriteTiming::EveryEvent,
+            Durability::Os
         )
     );
+    let err = parse(json!({"root": "r", "durability": "sometimes"}))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("durability"), "{err}");
     let err = parse(json!({})).unwrap_err().to_string();
     assert!(err.contains("agent.yaml") && err.contains("root"), "{err}");
     let err = parse(json!({"root": "r", "compression": "gzip"}))
