@@ -323,6 +323,51 @@ fn rate_limits_and_server_errors_are_retried_honouring_retry_after() {
 }
 
 #[test]
+fn keep_alive_comments_cannot_hold_a_request_past_its_deadline() {
+    // Comments every 50 ms keep the idle timer happy; the request deadline still ends each
+    // attempt, and a TIMEOUT is retried only once.
+    let server = MockServer::with_title_replies([
+        Reply::keep_alive_only(Duration::from_millis(50), Duration::from_secs(20)),
+        Reply::keep_alive_only(Duration::from_millis(50), Duration::from_secs(20)),
+        Reply::text("never reached"),
+    ]);
+    let run = Run::new();
+    run.settings("llm-deepseek:\n  streamIdleTimeoutMs: 400\n  requestTimeoutMs: 700\n");
+    let started = std::time::Instant::now();
+    let out = run.headless(&server, "hi");
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("TIMEOUT: DeepSeek request exceeded its 700ms deadline"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(
+        server.requests().len(),
+        2,
+        "one retry of a TIMEOUT, no more"
+    );
+    assert_eq!(server.pending_replies(), 1);
+}
+
+#[test]
+fn a_stream_closed_before_done_is_retried() {
+    let server = MockServer::with_title_replies([Reply::cut_mid_event(), Reply::text("again")]);
+    let run = Run::new();
+    let out = run.headless(&server, "hi");
+    assert_eq!(
+        (out.status.code(), stdout(&out)),
+        (Some(0), "again\n".to_string()),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
 fn a_stall_past_the_idle_timeout_is_retried() {
     let server = MockServer::with_title_replies([
         Reply::stall(Duration::from_secs(5)),
@@ -353,6 +398,8 @@ fn a_stream_cut_mid_event_and_a_malformed_chunk_end_with_logged_errors() {
     ] {
         let server = MockServer::with_title_replies([reply]);
         let run = Run::new();
+        // No retries: STREAM_CLOSED is retryable by default.
+        run.settings("llm-deepseek:\n  retryPolicy:\n    mode: normal\n    maxRetries: 0\n");
         let out = run.headless(&server, "hi");
         assert_eq!(out.status.code(), Some(1), "{code}");
         assert!(

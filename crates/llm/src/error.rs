@@ -31,7 +31,7 @@ pub mod codes {
     pub const ABORTED: &str = "ABORTED";
     /// No adapter serves the route.
     pub const NO_ADAPTER: &str = "NO_ADAPTER";
-    /// The stream ended without its terminal marker.
+    /// The stream ended without its terminal marker. Retryable (a dropped connection).
     pub const STREAM_CLOSED: &str = "STREAM_CLOSED";
     /// The provider sent something that is not valid protocol.
     pub const MALFORMED_RESPONSE: &str = "MALFORMED_RESPONSE";
@@ -47,8 +47,14 @@ pub mod codes {
     pub const UNKNOWN: &str = "UNKNOWN";
 
     /// Codes the default retry policy retries.
-    pub const DEFAULT_RETRYABLE: [&str; 5] =
-        [EMPTY_RESPONSE, RATE_LIMIT, SERVER, TIMEOUT, TRANSPORT];
+    pub const DEFAULT_RETRYABLE: [&str; 6] = [
+        EMPTY_RESPONSE,
+        RATE_LIMIT,
+        SERVER,
+        STREAM_CLOSED,
+        TIMEOUT,
+        TRANSPORT,
+    ];
 }
 
 /// A provider or routing failure carrying an [`LlmFailure`].

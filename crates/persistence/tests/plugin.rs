@@ -10,8 +10,8 @@ use std::sync::Arc;
 use dsh_kernel::{Context, Plugin, PluginConfig};
 use dsh_llm::Message;
 use dsh_persistence::{
-    ChunkPacking, Compression, Durability, JsonlPersistencePlugin, PersistenceConfig, PersistenceError,
-    SessionFiles, SessionWriters, WriteTiming,
+    ChunkPacking, Compression, Durability, JsonlPersistencePlugin, PersistenceConfig,
+    PersistenceError, SessionFiles, SessionWriters, WriteTiming,
 };
 use dsh_session::{
     LiveSession, SessionHeader, SessionSource, SessionStore, SurfaceIntent, system_clock, types,

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use dsh_agent::{RequestError, RequestErrorAction, RequestErrorPayload};
 use dsh_kernel::{BoxError, Context, ListenOptions, Plugin, PluginConfig};
-use dsh_llm::{RetryMode, RetryPolicy};
+use dsh_llm::{RetryMode, RetryPolicy, codes};
 use dsh_session::{Event, types};
 use serde_json::{Value, json};
 
@@ -43,11 +43,36 @@ fn previous<'a>(
         })
 }
 
+/// How many times one step retries a TIMEOUT under a normal policy: a provider that stops
+/// answering fails the step after two idle periods, not after every retry waited one out.
+pub const MAX_TIMEOUT_RETRIES: usize = 1;
+
+/// How many earlier attempts of this step failed with TIMEOUT.
+fn timeouts_so_far(events: &[std::sync::Arc<Event>], p: &RequestErrorPayload) -> usize {
+    events
+        .iter()
+        .filter(|e| e.is(types::LLM_RETRY))
+        .map(|e| e.data.as_value())
+        .filter(|d| {
+            d["turn"] == json!(p.turn)
+                && d["step"] == json!(p.step)
+                && d["provider"] == json!(p.provider)
+                && d["failure"]["code"] == json!(codes::TIMEOUT)
+        })
+        .count()
+}
+
 async fn decide(p: &RequestErrorPayload) -> Result<Option<RequestErrorAction>, BoxError> {
     let Some(policy) = &p.retry_policy else {
         return Ok(None);
     };
     if policy.mode == RetryMode::Normal && !policy.retryable_codes.contains(&p.failure.code) {
+        return Ok(None);
+    }
+    if policy.mode == RetryMode::Normal
+        && p.failure.code == codes::TIMEOUT
+        && timeouts_so_far(&p.agent.session().events(), p) >= MAX_TIMEOUT_RETRIES
+    {
         return Ok(None);
     }
     let key = policy.policy_key();

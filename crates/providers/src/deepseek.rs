@@ -133,6 +133,7 @@ impl DeepSeekAdapter {
             headers,
             body: dsh_kernel::json::to_string(&body),
             idle_timeout_ms: config.stream_idle_timeout_ms,
+            request_timeout_ms: config.request_timeout_ms,
             cancel: options.cancel.clone(),
             vendor: VENDOR.into(),
             reasoning_field: ReasoningField::ReasoningContent,

@@ -16,7 +16,11 @@ pub const BASE_URL_ENV: &str = "DEEPSEEK_BASE_URL";
 pub const PUBLIC_BASE_URL: &str = "https://api.deepseek.com";
 pub const DEFAULT_MAX_TOKENS: u64 = 256_000;
 pub const DEFAULT_CONTEXT_WINDOW: u64 = 1_000_000;
-pub const DEFAULT_STREAM_IDLE_TIMEOUT_MS: u64 = 300_000;
+/// Two minutes of provider silence fail an attempt (upstream waits five; with one TIMEOUT
+/// retry a dead provider now fails a step within about four minutes, not thirty).
+pub const DEFAULT_STREAM_IDLE_TIMEOUT_MS: u64 = 120_000;
+/// The overall deadline of one attempt; keep-alive comments do not extend it.
+pub const DEFAULT_REQUEST_TIMEOUT_MS: u64 = 900_000;
 const MAX_SAFE_INTEGER: u64 = 9_007_199_254_740_991;
 
 /// One catalog entry. Image knobs (`imagePixelBudget`, `imageMaxBytes`, `imageDetail`) are
@@ -99,9 +103,12 @@ pub struct DeepSeekConfig {
     /// The catalog; an explicit list replaces the defaults.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub models: Option<Vec<DeepSeekModelEntry>>,
-    /// Maximum provider silence while one read is outstanding (300,000 ms).
+    /// Maximum provider silence while one read is outstanding (120,000 ms).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stream_idle_timeout_ms: Option<u64>,
+    /// Overall deadline of one attempt (900,000 ms); nothing resets it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_timeout_ms: Option<u64>,
     /// `{mode: normal|always, maxRetries?, retryableCodes?, backoff?}`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry_policy: Option<Value>,
@@ -120,6 +127,7 @@ pub struct ResolvedDeepSeek {
     pub default_context_window: u64,
     pub models: Vec<DeepSeekModelEntry>,
     pub stream_idle_timeout_ms: u64,
+    pub request_timeout_ms: u64,
     pub retry_policy: RetryPolicy,
 }
 
@@ -166,6 +174,14 @@ impl DeepSeekConfig {
                 "llm-deepseek: streamIdleTimeoutMs must be a positive finite number no greater than {MAX_TIMER_DELAY_MS}"
             ));
         }
+        let request_timeout_ms = self
+            .request_timeout_ms
+            .unwrap_or(DEFAULT_REQUEST_TIMEOUT_MS);
+        if !(1..=MAX_TIMER_DELAY_MS).contains(&request_timeout_ms) {
+            return Err(format!(
+                "llm-deepseek: requestTimeoutMs must be a positive finite number no greater than {MAX_TIMER_DELAY_MS}"
+            ));
+        }
         let models = match &self.models {
             None => default_models(),
             Some(models) => {
@@ -195,6 +211,7 @@ impl DeepSeekConfig {
                 .unwrap_or(DEFAULT_CONTEXT_WINDOW),
             models,
             stream_idle_timeout_ms,
+            request_timeout_ms,
             retry_policy: resolve_retry_policy(
                 self.retry_policy.as_ref(),
                 "llm-deepseek: retryPolicy",
@@ -270,7 +287,8 @@ mod tests {
                 max_tokens: 256_000,
                 default_context_window: 1_000_000,
                 models: default_models(),
-                stream_idle_timeout_ms: 300_000,
+                stream_idle_timeout_ms: 120_000,
+                request_timeout_ms: 900_000,
                 retry_policy: RetryPolicy::default(),
             }
         );

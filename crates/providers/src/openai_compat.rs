@@ -139,6 +139,7 @@ impl OpenAiCompatAdapter {
             headers,
             body: dsh_kernel::json::to_string(&body),
             idle_timeout_ms: profile.stream_idle_timeout_ms,
+            request_timeout_ms: profile.request_timeout_ms,
             cancel: options.cancel.clone(),
             vendor,
             reasoning_field: ReasoningField::ReasoningContentOrReasoning,

@@ -48,9 +48,12 @@ pub struct OpenAiCompatProfile {
     /// Default 32,768.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub default_max_tokens: Option<u64>,
-    /// Default 300,000.
+    /// Default 120,000.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stream_idle_timeout_ms: Option<u64>,
+    /// Overall deadline of one attempt; default 900,000.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_timeout_ms: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry_policy: Option<Value>,
 }
@@ -125,6 +128,7 @@ impl Default for OpenAiCompatSwitches {
 pub struct ResolvedProfile {
     pub profile: OpenAiCompatProfile,
     pub stream_idle_timeout_ms: u64,
+    pub request_timeout_ms: u64,
     pub retry_policy: RetryPolicy,
 }
 
@@ -212,15 +216,26 @@ fn resolve_profile(route: &str, profile: &OpenAiCompatProfile) -> Result<Resolve
             ));
         }
     }
-    let stream_idle_timeout_ms = profile.stream_idle_timeout_ms.unwrap_or(300_000);
+    let stream_idle_timeout_ms = profile
+        .stream_idle_timeout_ms
+        .unwrap_or(crate::deepseek_config::DEFAULT_STREAM_IDLE_TIMEOUT_MS);
     if !(1..=MAX_TIMER_DELAY_MS).contains(&stream_idle_timeout_ms) {
         return Err(format!(
             "{at} streamIdleTimeoutMs must be a positive finite number no greater than {MAX_TIMER_DELAY_MS}"
         ));
     }
+    let request_timeout_ms = profile
+        .request_timeout_ms
+        .unwrap_or(crate::deepseek_config::DEFAULT_REQUEST_TIMEOUT_MS);
+    if !(1..=MAX_TIMER_DELAY_MS).contains(&request_timeout_ms) {
+        return Err(format!(
+            "{at} requestTimeoutMs must be a positive finite number no greater than {MAX_TIMER_DELAY_MS}"
+        ));
+    }
     Ok(ResolvedProfile {
         profile: profile.clone(),
         stream_idle_timeout_ms,
+        request_timeout_ms,
         retry_policy: resolve_retry_policy(
             profile.retry_policy.as_ref(),
             &format!("{at} retryPolicy"),
@@ -249,7 +264,7 @@ mod tests {
         assert_eq!(local.profile.compat, OpenAiCompatSwitches::default());
         assert_eq!(
             (local.stream_idle_timeout_ms, local.retry_policy.clone()),
-            (300_000, RetryPolicy::default())
+            (120_000, RetryPolicy::default())
         );
         assert_eq!(local.vendor("local"), "local");
     }

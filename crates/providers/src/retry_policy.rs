@@ -129,7 +129,7 @@ mod tests {
         .expect("valid");
         assert_eq!(
             policy.policy_key(),
-            r#"["normal",2,["EMPTY_RESPONSE","RATE_LIMIT","SERVER","TIMEOUT","TRANSPORT"],1,1,0]"#
+            r#"["normal",2,["EMPTY_RESPONSE","RATE_LIMIT","SERVER","STREAM_CLOSED","TIMEOUT","TRANSPORT"],1,1,0]"#
         );
         let always = resolve_retry_policy(Some(&json!({"mode": "always", "maxRetries": 9})), PATH)
             .expect("valid");

@@ -13,6 +13,20 @@ pub(crate) const DONE: &str = "[DONE]";
 
 const BOM: [u8; 3] = [0xEF, 0xBB, 0xBF];
 
+/// Longest SSE line accepted (a provider's delta events are a few hundred bytes).
+pub(crate) const MAX_LINE_BYTES: usize = 4 << 20;
+/// Largest event payload accepted.
+pub(crate) const MAX_EVENT_BYTES: usize = 16 << 20;
+
+/// The stream broke a size limit; the attempt fails as a malformed response.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum SseOverflow {
+    #[error("an SSE line is longer than {MAX_LINE_BYTES} bytes")]
+    Line,
+    #[error("an SSE event is larger than {MAX_EVENT_BYTES} bytes")]
+    Event,
+}
+
 /// Stateful SSE framer; see the module docs.
 #[derive(Debug, Default)]
 pub(crate) struct SseDecoder {
@@ -35,7 +49,7 @@ impl SseDecoder {
     }
 
     /// Feeds one read and returns the payloads of the events it completed, in order.
-    pub(crate) fn feed(&mut self, bytes: &[u8]) -> Vec<String> {
+    pub(crate) fn feed(&mut self, bytes: &[u8]) -> Result<Vec<String>, SseOverflow> {
         let mut out = Vec::new();
         for &byte in bytes {
             if let Some(seen) = self.bom_seen {
@@ -50,45 +64,55 @@ impl SseDecoder {
                 // Not a BOM after all: replay the held prefix as ordinary bytes.
                 self.bom_seen = None;
                 for &held in &BOM[..seen] {
-                    self.push_byte(held, &mut out);
+                    self.push_byte(held, &mut out)?;
                 }
             }
-            self.push_byte(byte, &mut out);
+            self.push_byte(byte, &mut out)?;
         }
-        out
+        Ok(out)
     }
 
-    fn push_byte(&mut self, byte: u8, out: &mut Vec<String>) {
+    fn push_byte(&mut self, byte: u8, out: &mut Vec<String>) -> Result<(), SseOverflow> {
         let after_cr = std::mem::replace(&mut self.after_cr, false);
         match byte {
             b'\n' if after_cr => {}
-            b'\n' => self.end_line(out),
+            b'\n' => self.end_line(out)?,
             b'\r' => {
                 self.after_cr = true;
-                self.end_line(out);
+                self.end_line(out)?;
             }
-            _ => self.line.push(byte),
+            _ => {
+                if self.line.len() >= MAX_LINE_BYTES {
+                    return Err(SseOverflow::Line);
+                }
+                self.line.push(byte);
+            }
         }
+        Ok(())
     }
 
-    fn end_line(&mut self, out: &mut Vec<String>) {
+    fn end_line(&mut self, out: &mut Vec<String>) -> Result<(), SseOverflow> {
         let raw = std::mem::take(&mut self.line);
         let line = String::from_utf8_lossy(&raw);
         if line.is_empty() {
             self.dispatch(out);
-            return;
+            return Ok(());
         }
         if line.starts_with(':') {
-            return;
+            return Ok(());
         }
         let (field, value) = match line.split_once(':') {
             Some((field, value)) => (field, value.strip_prefix(' ').unwrap_or(value)),
             None => (line.as_ref(), ""),
         };
         if field == "data" {
+            if self.data.len() + value.len() >= MAX_EVENT_BYTES {
+                return Err(SseOverflow::Event);
+            }
             self.data.push_str(value);
             self.data.push('\n');
         }
+        Ok(())
     }
 
     fn dispatch(&mut self, out: &mut Vec<String>) {
@@ -103,12 +127,13 @@ impl SseDecoder {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
     use super::*;
     use pretty_assertions::assert_eq;
     use proptest::prelude::*;
 
     fn decode_all(bytes: &[u8]) -> Vec<String> {
-        SseDecoder::new().feed(bytes)
+        SseDecoder::new().feed(bytes).unwrap()
     }
 
     #[test]
@@ -140,9 +165,11 @@ mod tests {
     #[test]
     fn bom_only_at_stream_start_and_partial_bom_is_kept() {
         let mut decoder = SseDecoder::new();
-        assert_eq!(decoder.feed(&[0xEF, 0xBB]), Vec::<String>::new());
+        assert_eq!(decoder.feed(&[0xEF, 0xBB]).unwrap(), Vec::<String>::new());
         assert_eq!(
-            decoder.feed(b"\xBFdata: x\n\ndata: \xEF\xBB\xBFy\n\n"),
+            decoder
+                .feed(b"\xBFdata: x\n\ndata: \xEF\xBB\xBFy\n\n")
+                .unwrap(),
             vec!["x", "\u{feff}y"]
         );
         // A stream starting with a BOM prefix that is not a BOM keeps those bytes.
@@ -174,10 +201,40 @@ mod tests {
             let mut pieces = Vec::new();
             let mut start = 0;
             for cut in cuts.into_iter().chain([bytes.len()]) {
-                pieces.extend(decoder.feed(&bytes[start..cut]));
+                pieces.extend(decoder.feed(&bytes[start..cut]).unwrap());
                 start = cut;
             }
             prop_assert_eq!(pieces, whole);
         }
+    }
+}
+
+#[cfg(test)]
+mod limits {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn oversized_lines_and_events_are_refused_without_buffering_them() {
+        let mut d = SseDecoder::new();
+        let chunk = vec![b'a'; 1 << 20];
+        let mut result = Ok(Vec::new());
+        for _ in 0..5 {
+            result = d.feed(&chunk);
+            if result.is_err() {
+                break;
+            }
+        }
+        assert_eq!(result, Err(SseOverflow::Line));
+        let mut d = SseDecoder::new();
+        let line = format!("data: {}\n", "b".repeat(1 << 20));
+        let mut result = Ok(Vec::new());
+        for _ in 0..20 {
+            result = d.feed(line.as_bytes());
+            if result.is_err() {
+                break;
+            }
+        }
+        assert_eq!(result, Err(SseOverflow::Event));
     }
 }

@@ -1,13 +1,20 @@
 //! One streamed chat-completions attempt: HTTP (reqwest) → SSE framing → translation.
 //!
 //! Every wait on the network — the response head, an error body, each body read — is
-//! bounded by the idle timeout and raced against the caller's cancellation. The timer
-//! covers only the wait inside a poll, never the consumer's time between reads. Nothing is
-//! spawned: dropping the stream drops the response, which closes the connection.
+//! bounded twice and raced against the caller's cancellation:
+//! * the idle timeout: time spent waiting since the last bytes arrived (keep-alive comments
+//!   count, as upstream); it covers only the waits inside polls, never the consumer's time
+//!   between reads;
+//! * the request deadline: wall time since the attempt started, which nothing resets, so a
+//!   provider that keeps a stream open with comments alone cannot hold a turn forever.
+//!
+//! Bodies are bounded too: an error body is read up to [`MAX_ERROR_BODY_BYTES`], SSE lines
+//! and events up to the decoder's limits. Nothing is spawned: dropping the stream drops the
+//! response, which closes the connection.
 
 use std::collections::VecDeque;
 use std::future::Future;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use dsh_llm::{AdapterStream, LlmError, StreamChunk, codes};
 use futures::StreamExt;
@@ -28,6 +35,8 @@ pub(crate) struct HttpCall {
     pub headers: HeaderMap,
     pub body: String,
     pub idle_timeout_ms: u64,
+    /// Overall deadline of the attempt (nothing resets it).
+    pub request_timeout_ms: u64,
     pub cancel: CancellationToken,
     /// The product name in messages (`DeepSeek` → `DeepSeek stream idle timeout after …`).
     pub vendor: String,
@@ -46,15 +55,23 @@ struct BodyPhase {
     translator: Translator,
 }
 
+/// Largest error body read from a failed response; the rest is ignored.
+pub(crate) const MAX_ERROR_BODY_BYTES: usize = 64 * 1024;
+
 struct Attempt {
     call: HttpCall,
     phase: Phase,
     queue: VecDeque<Result<StreamChunk, LlmError>>,
+    /// When the attempt started (the request deadline counts from here).
+    started: Instant,
+    /// Waiting time since bytes last arrived (or since the start).
+    idle_spent: Duration,
 }
 
 enum Waited<T> {
     Ready(T),
     TimedOut,
+    PastDeadline,
     Cancelled,
 }
 
@@ -64,6 +81,8 @@ pub(crate) fn stream_call(call: HttpCall) -> AdapterStream {
         call,
         phase: Phase::Connect,
         queue: VecDeque::new(),
+        started: Instant::now(),
+        idle_spent: Duration::ZERO,
     };
     futures::stream::unfold(attempt, |mut attempt| async move {
         let item = attempt.next_item().await?;
@@ -123,16 +142,54 @@ impl Attempt {
         )
     }
 
-    async fn wait<F: Future>(&self, future: F) -> Waited<F::Output> {
-        let timeout = Duration::from_millis(self.call.idle_timeout_ms);
-        tokio::select! {
+    fn past_deadline(&self) -> LlmError {
+        LlmError::new(
+            codes::TIMEOUT,
+            format!(
+                "{} request exceeded its {}ms deadline",
+                self.call.vendor, self.call.request_timeout_ms
+            ),
+        )
+    }
+
+    /// The error for a wait that did not complete.
+    fn unfinished<T>(&self, waited: &Waited<T>) -> Option<LlmError> {
+        match waited {
+            Waited::Ready(_) => None,
+            Waited::Cancelled => Some(self.aborted()),
+            Waited::TimedOut => Some(self.timed_out()),
+            Waited::PastDeadline => Some(self.past_deadline()),
+        }
+    }
+
+    /// Awaits `future` within what is left of the idle timeout and of the request deadline.
+    /// The time waited counts as idle until [`Attempt::progressed`] resets it.
+    async fn wait<F: Future>(&mut self, future: F) -> Waited<F::Output> {
+        let idle_left =
+            Duration::from_millis(self.call.idle_timeout_ms).saturating_sub(self.idle_spent);
+        let deadline_left = Duration::from_millis(self.call.request_timeout_ms)
+            .saturating_sub(self.started.elapsed());
+        let (limit, on_expiry) = if deadline_left < idle_left {
+            (deadline_left, Waited::PastDeadline)
+        } else {
+            (idle_left, Waited::TimedOut)
+        };
+        let began = Instant::now();
+        let waited = tokio::select! {
             biased;
             () = self.call.cancel.cancelled() => Waited::Cancelled,
-            result = tokio::time::timeout(timeout, future) => match result {
+            result = tokio::time::timeout(limit, future) => match result {
                 Ok(value) => Waited::Ready(value),
-                Err(_) => Waited::TimedOut,
+                Err(_) => on_expiry,
             },
-        }
+        };
+        self.idle_spent += began.elapsed();
+        waited
+    }
+
+    /// Bytes arrived: the idle clock starts over.
+    fn progressed(&mut self) {
+        self.idle_spent = Duration::ZERO;
     }
 
     /// Sends the request; on success moves to the body phase.
@@ -143,9 +200,14 @@ impl Attempt {
             .post(&self.call.url)
             .headers(self.call.headers.clone())
             .body(std::mem::take(&mut self.call.body));
-        let response = match self.wait(request.send()).await {
-            Waited::Cancelled => return Err(self.aborted()),
-            Waited::TimedOut => return Err(self.timed_out()),
+        let waited = self.wait(request.send()).await;
+        if let Some(error) = self.unfinished(&waited) {
+            return Err(error);
+        }
+        let response = match waited {
+            Waited::Cancelled | Waited::TimedOut | Waited::PastDeadline => {
+                return Err(self.aborted());
+            }
             Waited::Ready(Err(error)) => {
                 tracing::debug!(error = %error_chain(&error), "chat-completions request failed");
                 return Err(LlmError::new(
@@ -158,6 +220,8 @@ impl Attempt {
             }
             Waited::Ready(Ok(response)) => response,
         };
+        // The response head is progress: the body gets a fresh idle allowance.
+        self.progressed();
         let status = response.status();
         if !status.is_success() {
             return Err(self.http_failure(response).await);
@@ -176,18 +240,34 @@ impl Attempt {
         Ok(())
     }
 
-    async fn http_failure(&self, response: reqwest::Response) -> LlmError {
+    async fn http_failure(&mut self, mut response: reqwest::Response) -> LlmError {
         let status = response.status().as_u16();
         let headers = response.headers().clone();
-        let body = match self.wait(response.text()).await {
-            Waited::Cancelled => return self.aborted(),
-            Waited::TimedOut => return self.timed_out(),
-            Waited::Ready(Err(error)) => {
-                tracing::debug!(error = %error_chain(&error), "reading the error body failed");
-                return self.stream_failed();
+        let mut raw = Vec::new();
+        loop {
+            let waited = self.wait(response.chunk()).await;
+            if let Some(error) = self.unfinished(&waited) {
+                return error;
             }
-            Waited::Ready(Ok(body)) => body,
-        };
+            match waited {
+                Waited::Ready(Ok(Some(bytes))) => {
+                    let room = MAX_ERROR_BODY_BYTES - raw.len();
+                    raw.extend_from_slice(&bytes[..bytes.len().min(room)]);
+                    if raw.len() >= MAX_ERROR_BODY_BYTES {
+                        break;
+                    }
+                }
+                Waited::Ready(Ok(None)) => break,
+                Waited::Ready(Err(error)) => {
+                    tracing::debug!(error = %error_chain(&error), "reading the error body failed");
+                    return self.stream_failed();
+                }
+                Waited::Cancelled | Waited::TimedOut | Waited::PastDeadline => {
+                    return self.aborted();
+                }
+            }
+        }
+        let body = String::from_utf8_lossy(&raw).into_owned();
         let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
         let error = classify(
             &self.call.vendor,
@@ -220,9 +300,14 @@ impl Attempt {
             decoder,
             translator,
         } = body;
-        let bytes = match self.wait(response.chunk()).await {
-            Waited::Cancelled => return Err(self.aborted()),
-            Waited::TimedOut => return Err(self.timed_out()),
+        let waited = self.wait(response.chunk()).await;
+        if let Some(error) = self.unfinished(&waited) {
+            return Err(error);
+        }
+        let bytes = match waited {
+            Waited::Cancelled | Waited::TimedOut | Waited::PastDeadline => {
+                return Err(self.aborted());
+            }
             Waited::Ready(Err(error)) => {
                 tracing::debug!(error = %error_chain(&error), "chat-completions stream failed");
                 return Err(self.stream_failed());
@@ -235,7 +320,14 @@ impl Attempt {
             }
             Waited::Ready(Ok(Some(bytes))) => bytes,
         };
-        for payload in decoder.feed(&bytes) {
+        self.progressed();
+        let payloads = decoder.feed(&bytes).map_err(|overflow| {
+            LlmError::new(
+                codes::MALFORMED_RESPONSE,
+                format!("{} stream: {overflow}", self.call.vendor),
+            )
+        })?;
+        for payload in payloads {
             if payload == DONE {
                 self.queue.extend(translator.done().into_iter().map(Ok));
                 return Ok(false);

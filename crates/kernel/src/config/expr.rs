@@ -142,10 +142,14 @@ fn tokenize(src: &str) -> Result<Vec<Tok>, String> {
     Ok(out)
 }
 
+/// Deepest nesting of parentheses, conditionals and `!` an expression may have.
+const MAX_DEPTH: usize = 64;
+
 struct Eval<'a> {
     toks: Vec<Tok>,
     pos: usize,
     env: &'a EvalEnv,
+    depth: usize,
 }
 
 impl Eval<'_> {
@@ -170,7 +174,26 @@ impl Eval<'_> {
         }
     }
 
+    /// Runs `f` one nesting level deeper (bounded, so hostile input cannot exhaust the
+    /// stack).
+    fn nested(
+        &mut self,
+        f: impl FnOnce(&mut Self) -> Result<JsValue, String>,
+    ) -> Result<JsValue, String> {
+        if self.depth >= MAX_DEPTH {
+            return Err(format!("expression nests deeper than {MAX_DEPTH} levels"));
+        }
+        self.depth += 1;
+        let v = f(self);
+        self.depth -= 1;
+        v
+    }
+
     fn expr(&mut self) -> Result<JsValue, String> {
+        self.nested(Self::conditional)
+    }
+
+    fn conditional(&mut self) -> Result<JsValue, String> {
         let cond = self.nullish()?;
         if self.eat("?") {
             let a = self.expr()?;
@@ -256,7 +279,7 @@ impl Eval<'_> {
 
     fn unary(&mut self) -> Result<JsValue, String> {
         if self.eat("!") {
-            let v = self.unary()?;
+            let v = self.nested(Self::unary)?;
             return Ok(JsValue::Json(Value::Bool(!v.truthy())));
         }
         self.primary()
@@ -382,7 +405,12 @@ impl Eval<'_> {
 /// Evaluates one expression.
 pub fn evaluate(src: &str, env: &EvalEnv) -> Result<JsValue, String> {
     let toks = tokenize(src)?;
-    let mut e = Eval { toks, pos: 0, env };
+    let mut e = Eval {
+        toks,
+        pos: 0,
+        env,
+        depth: 0,
+    };
     let v = e.expr()?;
     if e.pos != e.toks.len() {
         return Err("unexpected trailing input".into());
@@ -464,5 +492,24 @@ mod tests {
         assert!(evaluate("require('fs')", &env()).is_err());
         assert!(evaluate("1 +", &env()).is_err());
         assert!(evaluate("'open", &env()).is_err());
+    }
+}
+
+#[cfg(test)]
+mod bounds {
+    use super::*;
+
+    #[test]
+    fn hostile_nesting_is_an_error_not_a_stack_overflow() {
+        let env = EvalEnv::from_process(PathBuf::from("/h"));
+        let deep = format!("{}1{}", "(".repeat(5000), ")".repeat(5000));
+        assert_eq!(
+            evaluate(&deep, &env),
+            Err("expression nests deeper than 64 levels".to_string())
+        );
+        let nots = format!("{}true", "!".repeat(100_000));
+        assert!(evaluate(&nots, &env).unwrap_err().contains("deeper than"));
+        let ok = format!("{}1{}", "(".repeat(30), ")".repeat(30));
+        assert_eq!(evaluate(&ok, &env), Ok(JsValue::Json(Value::from(1))));
     }
 }

@@ -116,10 +116,31 @@ fn resolve_plain(text: &str) -> Node {
     }
 }
 
+/// Most nodes a document may expand to, aliases counted at their full size ("billion
+/// laughs" documents are refused, not expanded).
+pub const MAX_NODES: usize = 200_000;
+/// Deepest nesting of collections in a document.
+pub const MAX_DEPTH: usize = 128;
+
+fn node_count(node: &Node) -> usize {
+    match node {
+        Node::Seq(items) => 1 + items.iter().map(node_count).sum::<usize>(),
+        Node::Map(entries) => {
+            1 + entries
+                .iter()
+                .map(|(_, v)| 1 + node_count(v))
+                .sum::<usize>()
+        }
+        _ => 1,
+    }
+}
+
 /// Parses one YAML document. An empty document (or only comments) yields `None`.
 pub fn parse(text: &str) -> Result<Option<Node>, YamlError> {
     let mut parser = Parser::new_from_str(text);
-    let mut anchors: HashMap<usize, Node> = HashMap::new();
+    // Anchored nodes with their expanded size.
+    let mut anchors: HashMap<usize, (Node, usize)> = HashMap::new();
+    let mut nodes = 0usize;
     // Stack of open collections: (node, pending key, anchor id)
     enum Frame {
         Seq(Vec<Node>, usize),
@@ -145,10 +166,17 @@ pub fn parse(text: &str) -> Result<Option<Node>, YamlError> {
                 None
             }
             Event::Alias(id) => {
-                let node = anchors
+                let (node, size) = anchors
                     .get(&id)
                     .cloned()
                     .ok_or_else(|| at(&span, "unknown alias"))?;
+                nodes = nodes.saturating_add(size);
+                if nodes > MAX_NODES {
+                    return Err(at(
+                        &span,
+                        format!("aliases expand the document beyond {MAX_NODES} nodes"),
+                    ));
+                }
                 Some((node, 0))
             }
             Event::Scalar(value, style, anchor, tag) => {
@@ -175,10 +203,22 @@ pub fn parse(text: &str) -> Result<Option<Node>, YamlError> {
                 Some((node, anchor))
             }
             Event::SequenceStart(anchor, _) => {
+                if stack.len() >= MAX_DEPTH {
+                    return Err(at(
+                        &span,
+                        format!("collections nest deeper than {MAX_DEPTH} levels"),
+                    ));
+                }
                 stack.push(Frame::Seq(Vec::new(), anchor));
                 None
             }
             Event::MappingStart(anchor, _) => {
+                if stack.len() >= MAX_DEPTH {
+                    return Err(at(
+                        &span,
+                        format!("collections nest deeper than {MAX_DEPTH} levels"),
+                    ));
+                }
                 stack.push(Frame::Map(Vec::new(), None, anchor));
                 None
             }
@@ -194,8 +234,16 @@ pub fn parse(text: &str) -> Result<Option<Node>, YamlError> {
         let Some((node, anchor)) = completed else {
             continue;
         };
+        nodes = nodes.saturating_add(1);
+        if nodes > MAX_NODES {
+            return Err(at(
+                &span,
+                format!("the document has more than {MAX_NODES} nodes"),
+            ));
+        }
         if anchor != 0 {
-            anchors.insert(anchor, node.clone());
+            let size = node_count(&node);
+            anchors.insert(anchor, (node.clone(), size));
         }
         match stack.last_mut() {
             None => root = Some(node),
@@ -425,5 +473,34 @@ mod tests {
         assert!(err.line >= 2, "{err}");
         assert!(parse("# only a comment\n").unwrap().is_none());
         assert!(parse("a: 1\na: 2\n").is_err());
+    }
+}
+
+#[cfg(test)]
+mod bounds {
+    use super::*;
+
+    #[test]
+    fn alias_bombs_and_deep_nesting_are_refused() {
+        // Nine levels of ten aliases each would expand to 10^9 nodes.
+        let mut doc = String::from("a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n");
+        for i in 1..9 {
+            let refs = vec![format!("*a{}", i - 1); 10].join(", ");
+            doc.push_str(&format!("a{i}: &a{i} [{refs}]\n"));
+        }
+        let err = parse(&doc).unwrap_err();
+        assert!(err.message.contains("aliases expand"), "{err}");
+        let deep = format!("{}x{}", "[".repeat(10_000), "]".repeat(10_000));
+        let err = parse(&deep).unwrap_err();
+        assert!(err.message.contains("recursion limit"), "{err}");
+        let mut block = String::new();
+        for i in 0..200 {
+            block.push_str(&format!("{}k{i}:\n", "  ".repeat(i)));
+        }
+        let err = parse(&block).unwrap_err();
+        assert!(err.message.contains("nest deeper"), "{err}");
+        // Ordinary anchors still work.
+        let node = parse("base: &b {k: 1}\nother: *b\n").unwrap().unwrap();
+        assert_eq!(node.get("other"), node.get("base"));
     }
 }

@@ -73,7 +73,10 @@ fn request_headers_and_url() {
             ("x-deepseek-harness-compact".into(), "1".into()),
         ]
     );
-    assert_eq!(call.idle_timeout_ms, 300_000);
+    assert_eq!(
+        (call.idle_timeout_ms, call.request_timeout_ms),
+        (120_000, 900_000)
+    );
     assert_eq!(
         call.body,
         r#"{"model":"deepseek-v4-flash","messages":[{"role":"user","content":"hi"}],"stream":true,"stream_options":{"include_usage":true}}"#

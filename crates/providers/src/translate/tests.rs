@@ -310,7 +310,7 @@ mod any_split {
         let mut chunks = Vec::new();
         let mut start = 0;
         for &cut in cuts.iter().chain([bytes.len()].iter()) {
-            for payload in decoder.feed(&bytes[start..cut]) {
+            for payload in decoder.feed(&bytes[start..cut]).unwrap() {
                 if payload == DONE {
                     chunks.extend(translator.done());
                 } else {

@@ -125,6 +125,19 @@ impl Reply {
         }
     }
 
+    /// A stream that sends only SSE keep-alive comments, one every `every`, for `total`
+    /// (then ends without `[DONE]`): a provider that holds the connection but never answers.
+    pub fn keep_alive_only(every: Duration, total: Duration) -> Self {
+        let mut steps = vec![sse_head()];
+        let mut elapsed = Duration::ZERO;
+        while elapsed < total {
+            steps.push(Step::Bytes(b": keep-alive\n\n".to_vec()));
+            steps.push(Step::Sleep(every));
+            elapsed += every;
+        }
+        Self::steps(steps)
+    }
+
     /// A reply computed from the recorded request when it arrives.
     pub fn dynamic(f: impl Fn(&RecordedRequest) -> Reply + Send + Sync + 'static) -> Self {
         Self {
