@@ -87,6 +87,56 @@ async fn write_loop<W: AsyncWrite + Unpin>(
 }
 
 /// Serves one connection until `input` ends.
+/// Largest incoming frame (prompts may carry images as base64).
+pub const MAX_FRAME_BYTES: usize = 64 << 20;
+
+enum Frame {
+    Eof,
+    Line,
+    TooLong,
+}
+
+/// Reads one newline-terminated frame into `buf` (cleared first) without ever holding more
+/// than `max` bytes of it: a longer frame is skipped up to its newline and reported.
+async fn read_frame<R: AsyncBufReadExt + Unpin>(
+    reader: &mut R,
+    buf: &mut Vec<u8>,
+    max: usize,
+) -> std::io::Result<Frame> {
+    buf.clear();
+    let mut too_long = false;
+    loop {
+        let available = reader.fill_buf().await?;
+        if available.is_empty() {
+            return Ok(match (too_long, buf.is_empty()) {
+                (true, _) => Frame::TooLong,
+                (false, true) => Frame::Eof,
+                (false, false) => Frame::Line,
+            });
+        }
+        let (take, done) = match available.iter().position(|b| *b == b'\n') {
+            Some(i) => (i + 1, true),
+            None => (available.len(), false),
+        };
+        if !too_long {
+            if buf.len() + take > max {
+                too_long = true;
+                buf.clear();
+            } else {
+                buf.extend_from_slice(&available[..take]);
+            }
+        }
+        reader.consume(take);
+        if done {
+            return Ok(if too_long {
+                Frame::TooLong
+            } else {
+                Frame::Line
+            });
+        }
+    }
+}
+
 pub async fn serve<R, W>(root: &Context, input: R, output: W) -> Result<(), String>
 where
     R: AsyncRead + Unpin,
@@ -104,10 +154,20 @@ where
     let mut tasks = JoinSet::new();
     let mut buf = Vec::new();
     loop {
-        buf.clear();
-        match reader.read_until(b'\n', &mut buf).await {
-            Ok(0) => break,
-            Ok(_) => {}
+        match read_frame(&mut reader, &mut buf, MAX_FRAME_BYTES).await {
+            Ok(Frame::Eof) => break,
+            Ok(Frame::Line) => {}
+            Ok(Frame::TooLong) => {
+                tracing::warn!(
+                    "acp: dropped an incoming frame longer than {MAX_FRAME_BYTES} bytes"
+                );
+                peer.send_error_without_id(rpc::RpcError {
+                    code: -32600,
+                    message: format!("Invalid Request: frame longer than {MAX_FRAME_BYTES} bytes"),
+                    data: None,
+                });
+                continue;
+            }
             Err(e) => {
                 tracing::warn!("acp: reading stdin failed: {e}");
                 break;
@@ -135,4 +195,37 @@ where
     let _ = tx.send(String::new());
     let _ = writer.await;
     Ok(())
+}
+
+#[cfg(test)]
+mod frame_tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[tokio::test]
+    async fn an_oversized_frame_is_skipped_and_the_next_one_reads() {
+        let mut input = Vec::new();
+        input.extend(std::iter::repeat_n(b'x', 100));
+        input.extend(b"\n{\"ok\":1}\n{\"tail\":true}");
+        let mut reader = BufReader::with_capacity(16, &input[..]);
+        let mut buf = Vec::new();
+        assert!(matches!(
+            read_frame(&mut reader, &mut buf, 50).await.unwrap(),
+            Frame::TooLong
+        ));
+        assert!(matches!(
+            read_frame(&mut reader, &mut buf, 50).await.unwrap(),
+            Frame::Line
+        ));
+        assert_eq!(buf, b"{\"ok\":1}\n");
+        assert!(matches!(
+            read_frame(&mut reader, &mut buf, 50).await.unwrap(),
+            Frame::Line
+        ));
+        assert_eq!(buf, b"{\"tail\":true}");
+        assert!(matches!(
+            read_frame(&mut reader, &mut buf, 50).await.unwrap(),
+            Frame::Eof
+        ));
+    }
 }

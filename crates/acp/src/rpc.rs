@@ -72,6 +72,11 @@ pub struct Peer {
 }
 
 impl Peer {
+    /// Sends an error response with `id: null` (a frame whose id could not be read).
+    pub fn send_error_without_id(&self, error: RpcError) {
+        self.respond(Value::Null, Err(error));
+    }
+
     pub fn new(tx: mpsc::UnboundedSender<String>) -> Self {
         Self {
             tx,

@@ -36,6 +36,20 @@ struct Config {
     local_instruction_file_candidates: Vec<String>,
 }
 
+/// A regular file's text when it has at most `max` bytes (read with that bound, so a file
+/// that grows meanwhile cannot make it larger); `None` otherwise.
+fn read_bounded(path: &Path, max: u64) -> Option<String> {
+    use std::io::Read as _;
+    let file = std::fs::File::open(path).ok()?;
+    let meta = file.metadata().ok()?;
+    if !meta.is_file() || meta.len() > max {
+        return None;
+    }
+    let mut text = String::new();
+    file.take(max + 1).read_to_string(&mut text).ok()?;
+    (text.len() as u64 <= max).then_some(text)
+}
+
 fn default_max_bytes() -> usize {
     65536
 }
@@ -143,13 +157,7 @@ impl Workspace {
             .chain(&self.config.local_instruction_file_candidates);
         for name in names {
             let path = dir.join(name);
-            let Ok(meta) = std::fs::metadata(&path) else {
-                continue;
-            };
-            if !meta.is_file() || meta.len() > self.config.max_source_bytes {
-                continue;
-            }
-            let Ok(content) = std::fs::read_to_string(&path) else {
+            let Some(content) = read_bounded(&path, self.config.max_source_bytes) else {
                 continue;
             };
             let trimmed_digest = sha1_hex(content.trim());
@@ -172,7 +180,7 @@ impl Workspace {
     fn baseline_sources(&self) -> Vec<Source> {
         let mut out = Vec::new();
         let global = self.home.join("AGENTS.md");
-        if let Ok(content) = std::fs::read_to_string(&global) {
+        if let Some(content) = read_bounded(&global, self.config.max_source_bytes) {
             let display = if std::env::var("DSH_HOME").is_ok_and(|v| !v.trim().is_empty())
                 || self.config.dsh_home.is_some()
             {

@@ -11,7 +11,9 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::errors::{self, js_number};
-use crate::fs::io::{Kind, Probe, blocking, probe, read_whole_text, write_text};
+use crate::fs::io::{
+    Kind, LineWindow, Probe, blocking, probe, read_line_window, read_whole_text, write_text,
+};
 use crate::fs::{
     DenialText, FsBackend, Observation, WriteIntent, edit_intent, observed, remediate, write_intent,
 };
@@ -397,7 +399,13 @@ impl Inner {
                 ),
             )),
             Kind::File => {
-                let content = Self::read(&target).await?;
+                let first = match range.as_deref() {
+                    Some([initial, _]) if *initial >= 1 => *initial as usize,
+                    _ => 1,
+                };
+                let budget = self.config.max_output_chars.saturating_mul(4) + 64;
+                let t = target.clone();
+                let window = blocking(move || read_line_window(&t, first, budget)).await?;
                 observed(
                     &run.ctx,
                     &target,
@@ -408,7 +416,8 @@ impl Inner {
                 );
                 format_file_view(
                     &target.display,
-                    &content,
+                    &window,
+                    first,
                     self.config.max_output_chars,
                     range.as_deref(),
                 )
@@ -417,18 +426,21 @@ impl Inner {
     }
 }
 
+/// Formats a view from the streamed window (lines `first..` of a file of `window.total`
+/// lines, kept while they could still be shown).
 fn format_file_view(
     path: &str,
-    content: &str,
+    window: &LineWindow,
+    first: usize,
     max: usize,
     range: Option<&[i64]>,
 ) -> Result<String, BoxError> {
-    let all: Vec<&str> = content.split('\n').collect();
-    let n = all.len() as i64;
+    let kept: Vec<&str> = window.lines.iter().map(String::as_str).collect();
+    let n = window.total as i64;
     let mut prompt =
         format!("Here's the content of {path} with line numbers (which has a total of {n} lines)");
     let (lines, first) = match range {
-        None => (&all[..], 1),
+        None => (&kept[..], first as i64),
         Some(r) => {
             let [initial, last] = r else {
                 return Err(errors::plain(
@@ -453,13 +465,13 @@ fn format_file_view(
                 )));
             }
             prompt.push_str(&format!(" with view_range={shown}"));
-            let start = (initial - 1) as usize;
-            let slice = if last == -1 {
-                &all[start..]
+            // `kept` starts at line `initial`; lines past the output budget were not kept.
+            let wanted = if last == -1 {
+                kept.len()
             } else {
-                &all[start..last as usize]
+                ((last - initial + 1) as usize).min(kept.len())
             };
-            (slice, initial)
+            (&kept[..wanted], initial)
         }
     };
     let rows: Vec<String> = lines

@@ -237,3 +237,43 @@ async fn directory_view_lists_two_levels_and_output_clips() {
         )
     );
 }
+
+#[tokio::test]
+async fn view_streams_large_files_keeping_only_the_window() {
+    let dir = tempfile::tempdir().unwrap();
+    let h = harness(dir.path(), json!({"maxOutputChars": 1000}));
+    let path = dir.path().join("big.txt");
+    // ~60 MiB, 1,000,000 lines; a BOM and CRLF endings kept as upstream shows them.
+    let mut text = String::from("\u{feff}");
+    for i in 1..=1_000_000 {
+        text.push_str(&format!("line {i} {}\n", "é".repeat(25)));
+    }
+    std::fs::write(&path, &text).unwrap();
+    drop(text);
+    let file = path.to_string_lossy().into_owned();
+    let out = h
+        .call(
+            "str_replace_editor",
+            json!({"command": "view", "path": file, "view_range": [999_999, 1_000_000]}),
+        )
+        .await;
+    let e = "é".repeat(25);
+    assert_eq!(
+        outcome(&out),
+        ok(&format!(
+            "Here's the content of {file} with line numbers (which has a total of 1000001 lines) with view_range=[999999, 1000000]:\n999999  line 999999 {e}\n1000000  line 1000000 {e}\n"
+        ))
+    );
+    let whole = h
+        .call(
+            "str_replace_editor",
+            json!({"command": "view", "path": file}),
+        )
+        .await;
+    let (is_error, shown, _) = outcome(&whole);
+    assert!(!is_error);
+    assert!(shown.starts_with(&format!(
+        "Here's the content of {file} with line numbers (which has a total of 1000001 lines):\n     1  line 1 {e}\n"
+    )), "{shown}");
+    assert!(shown.contains("<response clipped>") && shown.chars().count() < 1400);
+}

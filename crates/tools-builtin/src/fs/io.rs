@@ -102,6 +102,104 @@ pub(crate) fn normalize_line_endings(text: &str) -> String {
     text.replace("\r\n", "\n")
 }
 
+/// Lines of a text file read as a stream: the total line count (as `split('\n')` counts
+/// them) and the lines from `first` (1-based) on, kept only while `keep` has room for them.
+pub(crate) struct LineWindow {
+    pub total: usize,
+    pub lines: Vec<String>,
+}
+
+/// Streams a regular UTF-8 file (binary sample and fatal decoding as
+/// [`read_whole_text`], a leading BOM dropped) and keeps only the lines of a window, up to
+/// about `budget_bytes` of them: memory stays bounded whatever the file's size.
+pub(crate) fn read_line_window(
+    target: &Target,
+    first: usize,
+    budget_bytes: usize,
+) -> Result<LineWindow, BoxError> {
+    use std::io::BufRead as _;
+    let display = &target.display;
+    let not_text =
+        |why: &str| errors::fs("FS_NOT_TEXT", format!("cannot read \"{display}\": {why}"));
+    let file = std::fs::File::open(&target.key).map_err(|e| io_error(&e, "open", &target.key))?;
+    let mut reader = std::io::BufReader::with_capacity(64 * 1024, file);
+    let mut window = LineWindow {
+        total: 1,
+        lines: Vec::new(),
+    };
+    let mut line: Vec<u8> = Vec::new();
+    let mut kept = 0usize;
+    let mut sampled = 0usize;
+    let mut at_start = true;
+    // Bytes of an incomplete UTF-8 sequence carried into the next read.
+    let mut carry: Vec<u8> = Vec::new();
+    loop {
+        let chunk = reader
+            .fill_buf()
+            .map_err(|e| io_error(&e, "read", &target.key))?;
+        if chunk.is_empty() {
+            break;
+        }
+        let n = chunk.len();
+        if sampled < BINARY_SAMPLE_BYTES {
+            let look = (BINARY_SAMPLE_BYTES - sampled).min(n);
+            if chunk[..look].contains(&0) {
+                return Err(errors::fs(
+                    "FS_NOT_TEXT",
+                    format!("cannot read \"{display}\": binary file"),
+                ));
+            }
+            sampled += look;
+        }
+        let mut bytes = std::mem::take(&mut carry);
+        bytes.extend_from_slice(chunk);
+        reader.consume(n);
+        let valid = match std::str::from_utf8(&bytes) {
+            Ok(_) => bytes.len(),
+            Err(e) if e.error_len().is_none() => e.valid_up_to(),
+            Err(_) => return Err(not_text("invalid UTF-8 text")),
+        };
+        carry.extend_from_slice(&bytes[valid..]);
+        let mut text = &bytes[..valid];
+        if at_start {
+            at_start = false;
+            text = text.strip_prefix(&[0xEF, 0xBB, 0xBF][..]).unwrap_or(text);
+        }
+        for piece in text.split_inclusive(|b| *b == b'\n') {
+            let ends = piece.last() == Some(&b'\n');
+            let body = if ends {
+                &piece[..piece.len() - 1]
+            } else {
+                piece
+            };
+            let in_window = window.total >= first && kept < budget_bytes;
+            if in_window {
+                let room = budget_bytes.saturating_sub(kept + line.len());
+                line.extend_from_slice(&body[..body.len().min(room + 4)]);
+            }
+            if ends {
+                if in_window {
+                    kept += line.len() + 1;
+                    window
+                        .lines
+                        .push(String::from_utf8_lossy(&line).into_owned());
+                }
+                line.clear();
+                window.total += 1;
+            }
+        }
+    }
+    if !carry.is_empty() {
+        return Err(not_text("invalid UTF-8 text"));
+    }
+    if window.total >= first && kept < budget_bytes {
+        window
+            .lines
+            .push(String::from_utf8_lossy(&line).into_owned());
+    }
+    Ok(window)
+}
+
 /// Reads a whole regular UTF-8 file (binary sample and fatal decoding), for `view`.
 pub(crate) fn read_whole_text(target: &Target) -> Result<String, BoxError> {
     let display = &target.display;
