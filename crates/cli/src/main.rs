@@ -39,9 +39,19 @@ fn runtime(single_session: bool) -> std::io::Result<tokio::runtime::Runtime> {
     builder.enable_all().build()
 }
 
+/// The hidden argument that runs this binary as the process reaper.
+const REAPER_ARG: &str = "__dsh-reaper";
+
 fn main() -> ExitCode {
-    init_tracing();
     let argv: Vec<String> = std::env::args().skip(1).collect();
+    if argv.first().map(String::as_str) == Some(REAPER_ARG) {
+        dsh_tools::process::run_reaper();
+        return ExitCode::SUCCESS;
+    }
+    if let Ok(exe) = std::env::current_exe() {
+        dsh_tools::process::set_reaper_command(exe, REAPER_ARG);
+    }
+    init_tracing();
     let mode = match launcher::parse(&argv) {
         Ok(m) => m,
         Err(e) => {

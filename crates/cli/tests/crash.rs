@@ -199,3 +199,81 @@ fn sigkill_at_random_points_never_loses_what_the_model_saw() {
     );
     assert_eq!(lost, 0, "seed {seed}: tool results the model saw were lost");
 }
+
+fn alive(pid: i32) -> bool {
+    // `kill -0` through the shell keeps this test free of unsafe code.
+    Command::new("kill")
+        .args(["-0", &pid.to_string()])
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+fn wait_gone(pid: i32) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < deadline {
+        if !alive(pid) {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    false
+}
+
+fn read_pid(path: &std::path::Path) -> i32 {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Ok(t) = std::fs::read_to_string(path)
+            && let Ok(pid) = t.trim().parse()
+        {
+            return pid;
+        }
+        assert!(Instant::now() < deadline, "no pid file {}", path.display());
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn tool_processes_die_with_dsh_even_on_sigkill() {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let server = MockServer::with_replies([Reply::tool_call(
+        "c1",
+        "bash",
+        r#"{"command":"sleep 300 & echo $! > bg.pid; sh -c 'echo $$ > fg.pid; exec sleep 300'","description":"hang","timeout":600000}"#,
+    )])
+    .answer_untooled("T");
+    let mut child = dsh(home.path(), work.path(), &server)
+        .args(["--profile", "headless", "hang"])
+        .spawn()
+        .unwrap();
+    let fg = read_pid(&work.path().join("fg.pid"));
+    let bg = read_pid(&work.path().join("bg.pid"));
+    assert!(alive(fg) && alive(bg));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(wait_gone(fg), "the foreground tool process survived dsh");
+    assert!(wait_gone(bg), "a background process of the tool survived dsh");
+}
+
+#[test]
+fn background_processes_a_tool_left_behind_die_when_dsh_exits() {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let server = MockServer::with_replies([
+        Reply::tool_call(
+            "c1",
+            "bash",
+            r#"{"command":"nohup sleep 300 >/dev/null 2>&1 & echo $! > bg.pid","description":"start"}"#,
+        ),
+        Reply::text("Started."),
+    ])
+    .answer_untooled("T");
+    let out = dsh(home.path(), work.path(), &server)
+        .args(["--profile", "headless", "start"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let bg = read_pid(&work.path().join("bg.pid"));
+    assert!(wait_gone(bg), "a process the tool left running outlived dsh");
+}

@@ -1,10 +1,15 @@
 //! Process-group mechanics shared by everything that runs a shell command for the agent
 //! (the `bash` tool, hook commands): resolving the program on the child's `PATH`, a guard
 //! that owns the group (SIGTERM, then SIGKILL after a grace period; a guard dropped while
-//! armed terminates), and pipe readers that stop when the run is dropped.
+//! armed terminates), pipe readers that stop when the run is dropped, and the reaper: a
+//! watchdog process that kills every group still registered when this process dies, even
+//! by SIGKILL (nothing in a killed process can clean up after it).
 
+use std::collections::BTreeSet;
+use std::io::{BufRead as _, Write as _};
+use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use rustix::process::{Pid, Signal, kill_process_group, test_kill_process_group};
@@ -37,6 +42,85 @@ pub fn resolve_program(program: &str, env: &[(String, String)], cwd: &Path) -> P
     PathBuf::from(program)
 }
 
+/// The program that runs the reaper (`<program> <arg>`), set once by the binary.
+static REAPER_COMMAND: OnceLock<(PathBuf, String)> = OnceLock::new();
+/// The running reaper's stdin, started on first use.
+static REAPER: OnceLock<Option<Mutex<std::process::ChildStdin>>> = OnceLock::new();
+
+/// Names the program that runs [`run_reaper`] (the binary itself, with a hidden argument).
+/// Without it no reaper runs and groups are cleaned up by their guards only.
+pub fn set_reaper_command(program: PathBuf, arg: &str) {
+    let _ = REAPER_COMMAND.set((program, arg.to_string()));
+}
+
+fn reaper() -> Option<&'static Mutex<std::process::ChildStdin>> {
+    REAPER
+        .get_or_init(|| {
+            let (program, arg) = REAPER_COMMAND.get()?;
+            let spawned = std::process::Command::new(program)
+                .arg(arg)
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                // Its own group: a Ctrl-C for the terminal's group does not reach it.
+                .process_group(0)
+                .spawn();
+            match spawned {
+                Ok(mut child) => child.stdin.take().map(Mutex::new),
+                Err(e) => {
+                    tracing::warn!("cannot start the process reaper ({}): {e}", program.display());
+                    None
+                }
+            }
+        })
+        .as_ref()
+}
+
+fn tell_reaper(line: String) {
+    if let Some(stdin) = reaper() {
+        let mut stdin = stdin.lock().unwrap_or_else(|p| p.into_inner());
+        let _ = stdin.write_all(line.as_bytes());
+    }
+}
+
+/// The reaper's main loop: reads `+<pgid>` / `-<pgid>` lines on stdin; at end of input
+/// (its parent exited or died) it terminates every group still registered: SIGTERM, then
+/// SIGKILL for members alive after a second.
+pub fn run_reaper() {
+    let mut groups: BTreeSet<i32> = BTreeSet::new();
+    for line in std::io::stdin().lock().lines() {
+        let Ok(line) = line else { break };
+        let (sign, id) = line.split_at(line.len().min(1));
+        let Ok(id) = id.trim().parse::<i32>() else {
+            continue;
+        };
+        match sign {
+            "+" => {
+                groups.insert(id);
+            }
+            "-" => {
+                groups.remove(&id);
+            }
+            _ => {}
+        }
+    }
+    let alive: Vec<Pid> = groups
+        .into_iter()
+        .filter_map(Pid::from_raw)
+        .filter(|g| test_kill_process_group(*g).is_ok())
+        .collect();
+    for g in &alive {
+        let _ = kill_process_group(*g, Signal::TERM);
+    }
+    let deadline = Instant::now() + Duration::from_secs(1);
+    while Instant::now() < deadline && alive.iter().any(|g| test_kill_process_group(*g).is_ok()) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    for g in &alive {
+        let _ = kill_process_group(*g, Signal::KILL);
+    }
+}
+
 /// Owns a process group (spawned with `process_group(0)`, so its id is the child's pid).
 /// Terminating is idempotent; dropping the guard while armed (a run future dropped before
 /// it settled) terminates the group.
@@ -49,11 +133,16 @@ pub struct ProcessGroup {
 
 impl ProcessGroup {
     /// `pid` is the group leader's pid (`Child::id()`); `None` leaves nothing to signal.
+    /// The group is registered with the reaper until it is gone.
     pub fn new(pid: Option<u32>, grace: Duration) -> Self {
+        let pgid = pid
+            .and_then(|id| i32::try_from(id).ok())
+            .and_then(Pid::from_raw);
+        if let Some(g) = pgid {
+            tell_reaper(format!("+{}\n", g.as_raw_nonzero()));
+        }
         Self {
-            pgid: pid
-                .and_then(|id| i32::try_from(id).ok())
-                .and_then(Pid::from_raw),
+            pgid,
             grace,
             terminated: false,
             armed: true,
@@ -104,6 +193,13 @@ impl Drop for ProcessGroup {
     fn drop(&mut self) {
         if self.armed {
             self.terminate();
+        }
+        // A group with members left (a background server the command started) stays
+        // registered, so it still dies with this process.
+        if let Some(g) = self.pgid
+            && test_kill_process_group(g).is_err()
+        {
+            tell_reaper(format!("-{}\n", g.as_raw_nonzero()));
         }
     }
 }
