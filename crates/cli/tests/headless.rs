@@ -604,3 +604,31 @@ fn resume_continues_a_stored_session() {
         stderr(&missing)
     );
 }
+
+#[test]
+fn a_spilled_bash_output_lives_beside_the_session_log() {
+    let server = MockServer::with_title_replies([
+        Reply::tool_call(
+            "big",
+            "bash",
+            r#"{"command":"head -c 300000 /dev/zero | tr '\\0' 'x'; echo","description":"big"}"#,
+        ),
+        Reply::text("done"),
+    ]);
+    let run = Run::new();
+    let out = run.headless(&server, "big output");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let shown = server.requests()[1].last_tool_output().unwrap();
+    let path = shown
+        .split("full output: ")
+        .nth(1)
+        .and_then(|rest| rest.split(']').next())
+        .unwrap_or_else(|| panic!("no spill path in {shown:?}"));
+    let sessions = run.home.path().join(".dsh/sessions");
+    assert!(
+        std::path::Path::new(path).starts_with(&sessions),
+        "{path} is not under {}",
+        sessions.display()
+    );
+    assert_eq!(std::fs::read_to_string(path).unwrap().len(), 300_001);
+}

@@ -56,6 +56,15 @@ pub struct Repair {
     pub closers: usize,
 }
 
+impl dsh_session::SessionArtifacts for SessionFiles {
+    /// The session's own directory (beside its log).
+    fn artifact_dir(&self, header: &SessionHeader) -> Option<PathBuf> {
+        self.path_for(header)
+            .ok()
+            .and_then(|p| p.parent().map(Path::to_path_buf))
+    }
+}
+
 /// How a log is opened.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum RepairMode {

@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use dsh_kernel::{BoxError, ConfigFieldError, Context, ListenOptions, Plugin, PluginConfig};
 use dsh_session::{
-    AppendedEvent, Event, LiveSession, SessionAppended, SessionCreated, SessionDisposed,
+    AppendedEvent, Artifacts, Event, LiveSession, SessionAppended, SessionCreated, SessionDisposed,
     SessionFlush, SessionWriteFailed, WriteFailure,
 };
 use serde::Deserialize;
@@ -163,6 +163,7 @@ impl Plugin for JsonlPersistencePlugin {
                 .with_durability(config.durability),
         );
         let writers = Arc::new(SessionWriters::new(files.clone(), config.timing, runtime));
+        ctx.provide(Arc::new(Artifacts(files.clone())))?;
         ctx.provide(files)?;
         ctx.provide(writers.clone())?;
 

@@ -2,6 +2,7 @@
 //! typed payloads, the append-only log with its surface and `derive_messages()`, fork,
 //! crash-repair closers, storage records (chunk-row packing) and the JSONL text form.
 
+mod artifacts;
 mod data;
 mod delta;
 mod enclosure;
@@ -16,6 +17,7 @@ mod storage;
 mod store;
 mod surface;
 
+pub use artifacts::{Artifacts, SessionArtifacts};
 pub use data::{
     AssistantChunk, AssistantMessageData, CancelCause, EpochHeader, ErrorInfo, HeaderReason,
     InboxSplice, InboxTarget, RequestContext, RequestHeaderData, StepMark, ToolCallData,

@@ -424,7 +424,14 @@ impl BashInner {
             max_output_bytes: settings.max_output_bytes as usize,
             max_spill_bytes: settings.max_spill_bytes as u64,
             grace: Duration::from_secs_f64(settings.grace_ms / 1000.0),
-            spill_dir: None,
+            // Full outputs go beside the session's log, not to the temp directory.
+            spill_dir: run.session.as_ref().and_then(|session| {
+                let artifacts = run.ctx.get::<dsh_session::Artifacts>()?;
+                artifacts
+                    .0
+                    .artifact_dir(&session.header())
+                    .map(|dir| dir.join("spill"))
+            }),
         };
         if run.cancel.is_cancelled() {
             return Err(errors::aborted());

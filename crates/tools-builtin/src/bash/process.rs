@@ -151,7 +151,21 @@ impl OutputCollector {
             return;
         }
         if self.spill.is_none() {
-            let Some(dir) = self.spill_dir.clone().or_else(private_spill_dir) else {
+            let dir = match self.spill_dir.clone() {
+                Some(dir) => match std::fs::DirBuilder::new()
+                    .recursive(true)
+                    .mode(0o700)
+                    .create(&dir)
+                {
+                    Ok(()) => Some(dir),
+                    Err(e) => {
+                        tracing::warn!(dir = %dir.display(), error = %e, "bash: cannot create the session spill directory");
+                        None
+                    }
+                },
+                None => private_spill_dir(),
+            };
+            let Some(dir) = dir else {
                 self.spill_disabled = true;
                 return;
             };
