@@ -24,8 +24,17 @@ const RETRY_PATCH: &str = include_str!("../compositions/retry.patch.yml");
 const FS_SEARCH_COMPOSITION: &str = include_str!("../compositions/fs-search.cordis.yml");
 const INSTRUCTIONS_PATCH: &str = include_str!("../compositions/agent-instructions.patch.yml");
 
+/// Upstream composition names (`DSH_SNAPSHOT_CONFIG`) this build has a composition for.
+pub const KNOWN_COMPOSITIONS: [&str; 4] = [
+    "cordis.yml",
+    "tests/fs-search.cordis.yml",
+    "retry.cordis.yml",
+    "agent-instructions.cordis.yml",
+];
+
 /// The layers of the ACP composition selected by `DSH_SNAPSHOT_CONFIG` (upstream's
-/// composition file name); unknown names use the default composition.
+/// composition file name). A name this build has no composition for is an error: running
+/// another composition instead would report results for a feature set nobody asked for.
 pub fn composition_layers(config: Option<&str>) -> Result<Vec<Layer>, String> {
     let parse =
         |label: &str, text: &str| Layer::parse(label, label, text).map_err(|e| e.to_string());
@@ -43,7 +52,13 @@ pub fn composition_layers(config: Option<&str>) -> Result<Vec<Layer>, String> {
             parse("dsh-acp/acp.cordis.yml", ACP_COMPOSITION)?,
             parse("dsh-acp/agent-instructions.patch.yml", INSTRUCTIONS_PATCH)?,
         ],
-        _ => vec![parse("dsh-acp/acp.cordis.yml", ACP_COMPOSITION)?],
+        "cordis.yml" => vec![parse("dsh-acp/acp.cordis.yml", ACP_COMPOSITION)?],
+        other => {
+            return Err(format!(
+                "DSH_SNAPSHOT_CONFIG names \"{other}\", a composition this build does not have (known: {})",
+                KNOWN_COMPOSITIONS.join(", ")
+            ));
+        }
     })
 }
 

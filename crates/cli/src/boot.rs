@@ -6,7 +6,14 @@ use dsh_kernel::config::{Composition, EvalEnv, to_load_rows};
 use dsh_kernel::{Catalog, Context, LoadedTree, load_tree};
 use serde_json::Value;
 
-/// Every plugin compiled into this binary.
+/// The catalog of a replay (snapshot) run: every plugin plus upstream's test fixtures.
+pub fn snapshot_catalog() -> Catalog {
+    let mut c = catalog();
+    dsh_policies::register_snapshot_fixtures(&mut c);
+    c
+}
+
+/// Every production plugin compiled into this binary.
 pub fn catalog() -> Catalog {
     let mut c = Catalog::new();
     dsh_agent::register_core(&mut c);
@@ -28,12 +35,14 @@ pub fn eval_env(home: &Path, ctx_values: serde_json::Map<String, Value>) -> Eval
     env
 }
 
-/// Evaluates and loads `composition` under `root`. Errors are one line, ready to print.
+/// Evaluates and loads `composition` under `root` from `catalog`. Errors are one line,
+/// ready to print.
 pub fn load(
     root: &Context,
+    catalog: &Catalog,
     composition: &Composition,
     env: &EvalEnv,
 ) -> Result<LoadedTree, String> {
     let rows = to_load_rows(&composition.rows, env).map_err(|e| format!("dsh: {e}"))?;
-    load_tree(root, &catalog(), &rows).map_err(|e| format!("dsh: plugin tree failed to load: {e}"))
+    load_tree(root, catalog, &rows).map_err(|e| format!("dsh: plugin tree failed to load: {e}"))
 }

@@ -145,7 +145,7 @@ fn run_profile(
         ctx_values.insert("headlessStartup".into(), serde_json::json!({"task": task}));
         let env = boot::eval_env(home, ctx_values);
         let root = Context::new_root();
-        let tree = match boot::load(&root, &composition, &env) {
+        let tree = match boot::load(&root, &boot::catalog(), &composition, &env) {
             Ok(t) => t,
             Err(e) => {
                 eprintln!("{e}");
@@ -213,7 +213,11 @@ fn run_acp(home: &std::path::Path, args: &[String]) -> ExitCode {
     rt.block_on(async move {
         let env = boot::eval_env(home, serde_json::Map::new());
         let root = Context::new_root();
-        let tree = match boot::load(&root, &composition, &env) {
+        let catalog = match snapshot {
+            Some(_) => boot::snapshot_catalog(),
+            None => boot::catalog(),
+        };
+        let tree = match boot::load(&root, &catalog, &composition, &env) {
             Ok(t) => t,
             Err(e) => {
                 eprintln!("{e}");

@@ -253,7 +253,10 @@ fn tool_processes_die_with_dsh_even_on_sigkill() {
     child.kill().unwrap();
     child.wait().unwrap();
     assert!(wait_gone(fg), "the foreground tool process survived dsh");
-    assert!(wait_gone(bg), "a background process of the tool survived dsh");
+    assert!(
+        wait_gone(bg),
+        "a background process of the tool survived dsh"
+    );
 }
 
 #[test]
@@ -273,7 +276,15 @@ fn background_processes_a_tool_left_behind_die_when_dsh_exits() {
         .args(["--profile", "headless", "start"])
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let bg = read_pid(&work.path().join("bg.pid"));
-    assert!(wait_gone(bg), "a process the tool left running outlived dsh");
+    assert!(
+        wait_gone(bg),
+        "a process the tool left running outlived dsh"
+    );
 }

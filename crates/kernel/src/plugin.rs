@@ -135,13 +135,25 @@ pub enum LoadError {
         row_id: String,
         name: String,
     },
-    #[error("{source_file}: row \"{row_id}\" ({name}): {error}")]
+    #[error("{}", apply_message(.source_file, .row_id, .name, .error))]
     Apply {
         source_file: String,
         row_id: String,
         name: String,
         error: BoxError,
     },
+}
+
+/// `<file>: row "<id>" (<name>): <error>`, without repeating a `<file>: row "<id>"` prefix
+/// the error already carries.
+fn apply_message(source_file: &str, row_id: &str, name: &str, error: &BoxError) -> String {
+    let text = error.to_string();
+    let prefix = format!("{source_file}: row \"{row_id}\"");
+    let rest = text
+        .strip_prefix(&prefix)
+        .map(|r| r.trim_start_matches(':').trim_start())
+        .unwrap_or(&text);
+    format!("{prefix} ({name}): {rest}")
 }
 
 /// The plugins of one loaded tree. Unloading disposes them in reverse order.

@@ -118,7 +118,7 @@ fn failures_name_the_row_and_leave_nothing_registered() {
                 row("store", "store", serde_json::Value::Null),
                 row("c", "consumer", serde_json::json!({"limit": "many"})),
             ],
-            "test.yml: row \"c\": config field `limit`: invalid type: string \"many\", expected u32",
+            "test.yml: row \"c\" (consumer): config field `limit`: invalid type: string \"many\", expected u32",
         ),
     ];
     for (rows, expected) in cases {

@@ -87,7 +87,8 @@ impl Settings {
         for (ns, v) in &sections {
             if !v.is_object() && !v.is_null() {
                 return Err(format!(
-                    "settings section \"{ns}\" must be an object of keys"
+                    "{}: settings section \"{ns}\" must be an object of keys",
+                    path.display()
                 ));
             }
         }
@@ -314,13 +315,22 @@ impl Plugin for DefaultModelPlugin {
             Value::Null => Value::Object(Map::new()),
             v => v.clone(),
         };
+        let base = PluginConfig::new(config.row_id.clone(), config.source.clone(), value.clone());
+        let mut source = config.source.clone();
         if let Some(settings) = ctx.get::<Settings>()
             && let Some(section) = settings.section("agent-default-model")
         {
             layer(&mut value, section);
+            // A failure the row alone does not have comes from the settings file.
+            if base.parse::<DefaultModel>().is_ok() {
+                source = format!(
+                    "{}: section \"agent-default-model\"",
+                    settings.path.display()
+                );
+            }
         }
-        let model = PluginConfig::new(config.row_id.clone(), config.source.clone(), value)
-            .parse::<DefaultModel>()?;
+        let model =
+            PluginConfig::new(config.row_id.clone(), source, value).parse::<DefaultModel>()?;
         ctx.provide(Arc::new(model))?;
         Ok(())
     }

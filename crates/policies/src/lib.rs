@@ -26,6 +26,11 @@ pub fn register_catalog(catalog: &mut dsh_kernel::Catalog) {
         .register(host::SettingsPlugin)
         .register(host::CredentialsPlugin)
         .register(host::DefaultModelPlugin)
-        .register(instructions::InstructionsPlugin)
-        .register(instructions::CompactionFixturePlugin);
+        .register(instructions::InstructionsPlugin);
+}
+
+/// Adds the fixtures of upstream's snapshot suite (never part of a production tree: only
+/// `dsh acp` under `DSH_SNAPSHOT=replay` registers them).
+pub fn register_snapshot_fixtures(catalog: &mut dsh_kernel::Catalog) {
+    catalog.register(instructions::CompactionFixturePlugin);
 }

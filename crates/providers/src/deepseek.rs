@@ -42,6 +42,7 @@ impl DeepSeekAdapter {
         let live = LiveConfig::new(
             base,
             deps.settings.clone(),
+            deps.settings_origin.as_deref(),
             DEEPSEEK_PLUGIN,
             Box::new(move |raw| DeepSeekConfig::from_value(raw)?.resolve(&*env)),
         )

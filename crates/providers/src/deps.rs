@@ -28,6 +28,9 @@ pub struct ProviderDeps {
     pub env: EnvLookup,
     /// The DeepSeek adapter sends `x-deepseek-harness-user-id` when this yields an id.
     pub user_id: Option<UserIdSource>,
+    /// Where the live settings come from (`/home/u/.dsh/settings.yaml: section "llm-deepseek"`),
+    /// named by errors a bad section causes.
+    pub settings_origin: Option<String>,
 }
 
 impl ProviderDeps {
@@ -39,6 +42,7 @@ impl ProviderDeps {
             settings: None,
             env: Arc::new(|name: &str| std::env::var(name).ok()),
             user_id: None,
+            settings_origin: None,
         }
     }
 
@@ -51,6 +55,11 @@ impl ProviderDeps {
 
     pub fn with_settings(mut self, settings: SettingsSource) -> Self {
         self.settings = Some(settings);
+        self
+    }
+
+    pub fn with_settings_origin(mut self, origin: String) -> Self {
+        self.settings_origin = Some(origin);
         self
     }
 

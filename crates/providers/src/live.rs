@@ -52,14 +52,26 @@ pub(crate) struct LiveConfig<T> {
 impl<T> LiveConfig<T> {
     /// Resolves the initial configuration (row config plus the current settings); fails
     /// loudly when that is invalid.
+    /// `origin` names the settings section in errors it causes.
     pub(crate) fn new(
         base: Value,
         source: Option<SettingsSource>,
+        origin: Option<&str>,
         label: &'static str,
         resolve: Resolver<T>,
     ) -> Result<Self, String> {
         let raw = merged(&base, source.as_ref());
-        let good = Arc::new(resolve(&raw)?);
+        let good = match resolve(&raw) {
+            Ok(good) => Arc::new(good),
+            // The row alone is fine: the settings section is what broke it.
+            Err(error) if raw != base && resolve(&base).is_ok() => {
+                return Err(match origin {
+                    Some(origin) => format!("{origin}: {error}"),
+                    None => format!("{error} (from the live settings section)"),
+                });
+            }
+            Err(error) => return Err(error),
+        };
         Ok(Self {
             base,
             source,
@@ -136,6 +148,7 @@ mod tests {
         let live = LiveConfig::new(
             json!({"n": 1}),
             Some(Arc::new(move || source.lock().expect("lock").clone())),
+            None,
             "test",
             Box::new(|v: &Value| {
                 v["n"]

@@ -39,6 +39,7 @@ impl OpenAiCompatAdapter {
         let live = LiveConfig::new(
             base,
             deps.settings.clone(),
+            deps.settings_origin.as_deref(),
             OPENAI_COMPAT_PLUGIN,
             Box::new(|raw| OpenAiCompatConfig::from_value(raw)?.resolve()),
         )

@@ -20,6 +20,9 @@ fn deps(ctx: &Context, section: &'static str) -> ProviderDeps {
         None => std::env::var(name).ok().filter(|v| !v.is_empty()),
     });
     let settings = ctx.get::<Settings>();
+    let origin = settings
+        .as_ref()
+        .map(|s| format!("{}: section \"{section}\"", s.path.display()));
     let source = Arc::new(move || {
         settings
             .as_ref()
@@ -27,9 +30,13 @@ fn deps(ctx: &Context, section: &'static str) -> ProviderDeps {
             .unwrap_or(Value::Null)
     });
     let user_id = Arc::new(anonymous_user_id);
-    ProviderDeps::new(resolver)
+    let deps = ProviderDeps::new(resolver)
         .with_settings(source)
-        .with_user_id(user_id)
+        .with_user_id(user_id);
+    match origin {
+        Some(origin) => deps.with_settings_origin(origin),
+        None => deps,
+    }
 }
 
 /// The install's anonymous id (`$DSH_HOME/.anonymous-user-id`), created once.

@@ -598,20 +598,35 @@ mod tests {
     use super::*;
     use pretty_assertions::assert_eq;
 
+    /// The window `read_line_window` would keep of `text` from line `first` on.
+    fn window(text: &str, first: usize) -> LineWindow {
+        let all: Vec<&str> = text.split('\n').collect();
+        LineWindow {
+            total: all.len(),
+            lines: all[first - 1..].iter().map(|l| l.to_string()).collect(),
+        }
+    }
+
+    fn view(text: &str, max: usize, range: Option<&[i64]>) -> Result<String, BoxError> {
+        let first = match range {
+            Some([initial, _]) if *initial >= 1 && (*initial as usize) <= text.split('\n').count() => *initial as usize,
+            _ => 1,
+        };
+        format_file_view("/f", &window(text, first), first, max, range)
+    }
+
     #[test]
     fn file_view_numbers_lines_and_clips() {
         assert_eq!(
-            format_file_view("/f", "a\nb\n", 16_000, None).unwrap(),
+            view("a\nb\n", 16_000, None).unwrap(),
             "Here's the content of /f with line numbers (which has a total of 3 lines):\n     1  a\n     2  b\n     3  \n"
         );
         assert_eq!(
-            format_file_view("/f", "a\nb\nc", 16_000, Some(&[2, -1])).unwrap(),
+            view("a\nb\nc", 16_000, Some(&[2, -1])).unwrap(),
             "Here's the content of /f with line numbers (which has a total of 3 lines) with view_range=[2, -1]:\n     2  b\n     3  c\n"
         );
         let err = |r: &[i64]| {
-            format_file_view("/f", "a\nb", 100, Some(r))
-                .unwrap_err()
-                .to_string()
+            view("a\nb", 100, Some(r)).unwrap_err().to_string()
         };
         assert_eq!(
             err(&[0, 1]),

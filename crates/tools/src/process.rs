@@ -68,7 +68,10 @@ fn reaper() -> Option<&'static Mutex<std::process::ChildStdin>> {
             match spawned {
                 Ok(mut child) => child.stdin.take().map(Mutex::new),
                 Err(e) => {
-                    tracing::warn!("cannot start the process reaper ({}): {e}", program.display());
+                    tracing::warn!(
+                        "cannot start the process reaper ({}): {e}",
+                        program.display()
+                    );
                     None
                 }
             }
