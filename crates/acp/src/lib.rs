@@ -212,6 +212,30 @@ where
     Ok(())
 }
 
+/// Entry points for the fuzz targets (`fuzz/`).
+#[doc(hidden)]
+pub mod fuzzing {
+    use super::*;
+
+    /// Reads every frame of `input` (frames over `max` bytes skipped) and classifies each
+    /// the way the server does; returns how many frames were read.
+    pub async fn frames(input: &[u8], max: usize) -> std::io::Result<usize> {
+        let mut reader = BufReader::with_capacity(64, input);
+        let mut buf = Vec::new();
+        let mut n = 0;
+        loop {
+            match read_frame(&mut reader, &mut buf, max).await? {
+                Frame::Eof => return Ok(n),
+                Frame::TooLong => {}
+                Frame::Line => {
+                    let _ = classify(&String::from_utf8_lossy(&buf));
+                }
+            }
+            n += 1;
+        }
+    }
+}
+
 #[cfg(test)]
 mod frame_tests {
     #![allow(clippy::unwrap_used)]

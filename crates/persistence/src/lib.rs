@@ -34,3 +34,32 @@ pub use plugin::{
     PLUGIN_NAME, PersistenceConfig, SessionWriters,
 };
 pub use writer::{SessionWriter, WriteTiming, WriterStart};
+
+/// Entry points for the fuzz targets (`fuzz/`): the byte-level readers without any IO.
+#[doc(hidden)]
+pub mod fuzzing {
+    use crate::layout::Compression;
+
+    /// Scans a log's bytes as the loader does; returns the number of events it kept.
+    pub fn scan_log(bytes: &[u8], zstd: bool) -> Result<usize, String> {
+        let compression = if zstd {
+            Compression::Zstd
+        } else {
+            Compression::None
+        };
+        crate::scan::scan(bytes, compression)
+            .map(|s| s.events.len())
+            .map_err(|e| e.to_string())
+    }
+
+    /// Scans Zstandard frame boundaries and decodes them within the plaintext budget.
+    pub fn frames(bytes: &[u8]) -> Result<usize, String> {
+        let frames = crate::frames::scan_frames(bytes, usize::MAX)
+            .map(|s| s.frames)
+            .map_err(|d| d.message)?;
+        let mut out = Vec::new();
+        crate::frames::decode_bounded(bytes, &frames, &mut out).map_err(|e| format!("{e:?}"))?;
+        let _ = crate::frames::salvage_torn(bytes);
+        Ok(out.len())
+    }
+}

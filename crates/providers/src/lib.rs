@@ -45,3 +45,20 @@ pub use openai_compat_config::{
 pub use plugins::{DeepSeekPlugin, OpenAiCompatPlugin, register_catalog};
 pub use retry_policy::{MAX_TIMER_DELAY_MS, resolve_retry_policy};
 pub use serialize::{DeepSeekEffort, Thinking};
+
+/// Entry points for the fuzz targets (`fuzz/`).
+#[doc(hidden)]
+pub mod fuzzing {
+    /// Feeds `bytes` to the SSE decoder in pieces split at `cuts`; returns the payloads.
+    pub fn sse(bytes: &[u8], cuts: &[usize]) -> Result<Vec<String>, String> {
+        let mut decoder = crate::sse::SseDecoder::new();
+        let mut out = Vec::new();
+        let mut start = 0;
+        for &cut in cuts.iter().chain(std::iter::once(&bytes.len())) {
+            let end = cut.clamp(start, bytes.len());
+            out.extend(decoder.feed(&bytes[start..end]).map_err(|e| e.to_string())?);
+            start = end;
+        }
+        Ok(out)
+    }
+}
