@@ -43,13 +43,29 @@ fn runtime(single_session: bool) -> std::io::Result<tokio::runtime::Runtime> {
 const REAPER_ARG: &str = "__dsh-reaper";
 
 fn main() -> ExitCode {
-    let argv: Vec<String> = std::env::args().skip(1).collect();
-    if argv.first().map(String::as_str) == Some(REAPER_ARG) {
-        dsh_tools::process::run_reaper();
-        return ExitCode::SUCCESS;
+    let raw: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+    match raw.first().and_then(|a| a.to_str()) {
+        Some(REAPER_ARG) => {
+            dsh_tools::process::run_reaper();
+            return ExitCode::SUCCESS;
+        }
+        Some(dsh_sandbox::landlock::LAUNCHER_ARG) => {
+            return dsh_sandbox::landlock::launcher_main(&raw[1..]);
+        }
+        _ => {}
     }
+    let argv: Vec<String> = match raw.into_iter().map(|a| a.into_string()).collect() {
+        Ok(v) => v,
+        Err(bad) => {
+            eprintln!("error: argument {bad:?} is not valid UTF-8");
+            return ExitCode::from(1);
+        }
+    };
+    // Still one thread: move credentials out of the environment block before anything else.
+    dsh_sandbox::environ::capture_secrets_from_environment();
     if let Ok(exe) = std::env::current_exe() {
-        dsh_tools::process::set_reaper_command(exe, REAPER_ARG);
+        dsh_tools::process::set_reaper_command(exe.clone(), REAPER_ARG);
+        dsh_sandbox::landlock::set_launcher(exe);
     }
     init_tracing();
     let mode = match launcher::parse(&argv) {

@@ -243,7 +243,10 @@ fn tool_processes_die_with_dsh_even_on_sigkill() {
         r#"{"command":"sleep 300 & echo $! > bg.pid; sh -c 'echo $$ > fg.pid; exec sleep 300'","description":"hang","timeout":600000}"#,
     )])
     .answer_untooled("T");
+    // Unconfined, so the pids the tool writes are host pids (a sandbox has its own pid
+    // namespace, which dies with its runner anyway).
     let mut child = dsh(home.path(), work.path(), &server)
+        .env("DSH_PERMISSION_MODE", "danger-full-access")
         .args(["--profile", "headless", "hang"])
         .spawn()
         .unwrap();
@@ -273,6 +276,7 @@ fn background_processes_a_tool_left_behind_die_when_dsh_exits() {
     ])
     .answer_untooled("T");
     let out = dsh(home.path(), work.path(), &server)
+        .env("DSH_PERMISSION_MODE", "danger-full-access")
         .args(["--profile", "headless", "start"])
         .output()
         .unwrap();

@@ -419,7 +419,7 @@ fn bad_tool_calls_become_tool_errors_and_the_run_continues() {
     let outside = outside_dir.path().join("outside.txt");
     std::fs::write(
         run.work.path().join("strict.yml"),
-        "- id: fs-sandbox\n  config:\n    tempRoots: []\n",
+        "- id: sandbox-policy\n  config:\n    mode: workspace-write\n    tempRoots: []\n",
     )
     .unwrap();
     let server = MockServer::with_title_replies([

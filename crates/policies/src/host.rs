@@ -265,14 +265,20 @@ impl Credentials {
 
     /// Resolves a credential reference name (e.g. `DEEPSEEK_API_KEY`).
     pub fn resolve(&self, name: &str) -> Option<String> {
-        if let Ok(v) = std::env::var(name)
+        if let Some(v) = dsh_sandbox::environ::secret_var(name)
             && !v.is_empty()
         {
+            dsh_sandbox::secrets::remember_secret(&v);
             return Some(v);
         }
-        [&self.refs, &self.project_env, &self.user_env]
+        let found = [&self.refs, &self.project_env, &self.user_env]
             .iter()
-            .find_map(|m| m.get(name).filter(|v| !v.is_empty()).cloned())
+            .find_map(|m| m.get(name).filter(|v| !v.is_empty()).cloned());
+        if let Some(v) = &found {
+            // Whatever a credential resolves to must never reach a child process.
+            dsh_sandbox::secrets::remember_secret(v);
+        }
+        found
     }
 }
 

@@ -12,7 +12,7 @@ pub mod title;
 pub use host::{
     Credentials, DefaultModel, Settings, dsh_home, layer, parse_dotenv, read_yaml_file,
 };
-pub use permissions::{ApprovalAnswerer, ApprovalPolicy, Approvals, PermissionMode, SandboxPolicy};
+pub use permissions::{ApprovalAnswerer, ApprovalPolicy, Approvals};
 
 /// Adds every plugin of this crate to `catalog`.
 pub fn register_catalog(catalog: &mut dsh_kernel::Catalog) {
@@ -21,7 +21,6 @@ pub fn register_catalog(catalog: &mut dsh_kernel::Catalog) {
         .register(retry::RetryPlugin)
         .register(title::TitlePlugin)
         .register(title::LlmTitlePlugin)
-        .register(permissions::SandboxPolicyPlugin)
         .register(permissions::ApprovalPlugin)
         .register(host::SettingsPlugin)
         .register(host::CredentialsPlugin)

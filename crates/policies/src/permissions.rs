@@ -1,96 +1,12 @@
-//! `sandbox-policy` and `user-approval`: the file-permission mode and approval policy of a
-//! session, shown to the model as runtime-context sections, and the approval service that
-//! routes `ask` decisions to whichever answerer a frontend registered.
+//! `user-approval`: the approval policy of a session, shown to the model as a
+//! runtime-context section, and the approval service that routes `ask` decisions to
+//! whichever answerer a frontend registered. (The sandbox policy lives in `dsh-sandbox`.)
 
 use std::sync::{Arc, RwLock};
 
 use dsh_kernel::{BoxError, BoxFuture, Context, EffectHandle, Plugin, PluginConfig};
 use dsh_tools::{Approval, ApprovalOutcome, ApprovalRequest, ApprovalService};
 use serde::Deserialize;
-
-/// File-permission modes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum PermissionMode {
-    ReadOnly,
-    WorkspaceWrite,
-    DangerFullAccess,
-}
-
-impl PermissionMode {
-    pub fn parse(s: &str) -> Option<Self> {
-        match s {
-            "read-only" => Some(Self::ReadOnly),
-            "workspace-write" => Some(Self::WorkspaceWrite),
-            "danger-full-access" => Some(Self::DangerFullAccess),
-            _ => None,
-        }
-    }
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::ReadOnly => "read-only",
-            Self::WorkspaceWrite => "workspace-write",
-            Self::DangerFullAccess => "danger-full-access",
-        }
-    }
-}
-
-/// The current permission mode (`ctx.sandboxPolicy`).
-pub struct SandboxPolicy {
-    pub mode: PermissionMode,
-}
-
-fn policy_text(mode: PermissionMode, workspace: Option<&str>) -> String {
-    match mode {
-        PermissionMode::ReadOnly => "File policy: read-only. Sandboxed operations cannot change files in this mode. Don't decline a needed change on this basis alone: try the tool and follow any denial or escalation guidance it returns.".to_string(),
-        PermissionMode::WorkspaceWrite => format!(
-            "File policy: workspace-write. Sandboxed operations may change files inside the session workspace {} (and some temporary directories).",
-            serde_json::to_string(workspace.unwrap_or(".")).unwrap_or_default()
-        ),
-        PermissionMode::DangerFullAccess => "File policy: danger-full-access. The file sandbox places no limits on changes.".to_string(),
-    }
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct SandboxConfig {
-    mode: Option<String>,
-}
-
-/// `@deepseek-ai/dsh-sandbox-policy`.
-pub struct SandboxPolicyPlugin;
-
-impl Plugin for SandboxPolicyPlugin {
-    fn name(&self) -> &'static str {
-        "@deepseek-ai/dsh-sandbox-policy"
-    }
-
-    fn apply(&self, ctx: &Context, config: &PluginConfig) -> Result<(), BoxError> {
-        let c: SandboxConfig = config.parse()?;
-        let raw = c.mode.unwrap_or_else(|| "workspace-write".into());
-        let mode = PermissionMode::parse(&raw).ok_or_else(|| {
-            format!("{}: row \"{}\": config field `mode`: unknown permission mode \"{raw}\" (read-only, workspace-write, danger-full-access)", config.source, config.row_id)
-        })?;
-        ctx.provide(Arc::new(SandboxPolicy { mode }))?;
-        let prompt = ctx.require::<dsh_prompt::SystemPrompt>()?;
-        prompt.context(
-            ctx,
-            "sandbox:policy",
-            110.0,
-            Arc::new(move |a| {
-                let cwd = a.cwd.as_ref().map(|p| {
-                    std::fs::canonicalize(p)
-                        .unwrap_or_else(|_| p.clone())
-                        .display()
-                        .to_string()
-                });
-                policy_text(mode, cwd.as_deref())
-            }),
-        )?;
-        Ok(())
-    }
-}
 
 /// A frontend that can ask the user.
 pub trait ApprovalAnswerer: Send + Sync + 'static {

@@ -49,7 +49,7 @@ impl ProviderDeps {
     /// Resolves keys from the process environment (non-empty values only).
     pub fn from_process_env() -> Self {
         Self::new(Arc::new(|name: &str| {
-            std::env::var(name).ok().filter(|v| !v.is_empty())
+            dsh_sandbox::environ::secret_var(name).filter(|v| !v.is_empty())
         }))
     }
 

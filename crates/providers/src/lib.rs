@@ -56,7 +56,11 @@ pub mod fuzzing {
         let mut start = 0;
         for &cut in cuts.iter().chain(std::iter::once(&bytes.len())) {
             let end = cut.clamp(start, bytes.len());
-            out.extend(decoder.feed(&bytes[start..end]).map_err(|e| e.to_string())?);
+            out.extend(
+                decoder
+                    .feed(&bytes[start..end])
+                    .map_err(|e| e.to_string())?,
+            );
             start = end;
         }
         Ok(out)

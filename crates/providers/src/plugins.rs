@@ -17,7 +17,7 @@ fn deps(ctx: &Context, section: &'static str) -> ProviderDeps {
     let credentials = ctx.get::<Credentials>();
     let resolver = Arc::new(move |name: &str| match &credentials {
         Some(c) => c.resolve(name),
-        None => std::env::var(name).ok().filter(|v| !v.is_empty()),
+        None => dsh_sandbox::environ::secret_var(name).filter(|v| !v.is_empty()),
     });
     let settings = ctx.get::<Settings>();
     let origin = settings

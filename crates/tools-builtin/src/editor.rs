@@ -609,7 +609,11 @@ mod tests {
 
     fn view(text: &str, max: usize, range: Option<&[i64]>) -> Result<String, BoxError> {
         let first = match range {
-            Some([initial, _]) if *initial >= 1 && (*initial as usize) <= text.split('\n').count() => *initial as usize,
+            Some([initial, _])
+                if *initial >= 1 && (*initial as usize) <= text.split('\n').count() =>
+            {
+                *initial as usize
+            }
             _ => 1,
         };
         format_file_view("/f", &window(text, first), first, max, range)
@@ -625,9 +629,7 @@ mod tests {
             view("a\nb\nc", 16_000, Some(&[2, -1])).unwrap(),
             "Here's the content of /f with line numbers (which has a total of 3 lines) with view_range=[2, -1]:\n     2  b\n     3  c\n"
         );
-        let err = |r: &[i64]| {
-            view("a\nb", 100, Some(r)).unwrap_err().to_string()
-        };
+        let err = |r: &[i64]| view("a\nb", 100, Some(r)).unwrap_err().to_string();
         assert_eq!(
             err(&[0, 1]),
             "Invalid `view_range`: [0, 1]. Its first element `0` should be within the range of lines of the file: [1, 2]"

@@ -56,8 +56,28 @@ fn not_a_directory(display: &str) -> BoxError {
     )
 }
 
-/// Resolves `path` against `base` into its display path and realpath identity.
+/// Resolves `path` against `base` into its display path and realpath identity. The
+/// harness's credential files and the `/proc` files exposing a process's environment or
+/// memory are refused in every mode.
 pub fn resolve_target(base: &Path, path: &str) -> Result<Target, BoxError> {
+    let target = resolve_any_target(base, path)?;
+    if dsh_sandbox::secrets::is_secret_path(&target.key) {
+        return Err(secret_refusal(&target.display));
+    }
+    Ok(target)
+}
+
+/// The refusal of a secret path.
+pub(crate) fn secret_refusal(display: &str) -> BoxError {
+    errors::fs(
+        "FS_SECRET",
+        format!(
+            "cannot access \"{display}\": it holds the harness's credentials or another process's environment, which tools may not read"
+        ),
+    )
+}
+
+fn resolve_any_target(base: &Path, path: &str) -> Result<Target, BoxError> {
     if path.trim().is_empty() {
         return Err(errors::fs(
             "FS_NOT_FOUND",

@@ -190,6 +190,7 @@ async fn schemas_match_the_pinned_shapes() {
         assert_eq!(five, shape(&pinned));
     }
     let sandboxed = Harness::new(&[
+        ("@deepseek-ai/dsh-sandbox-local", json!(null)),
         (
             "@deepseek-ai/dsh-bash-sandbox",
             json!({"timeoutMs": 60000, "sandboxed": true}),

@@ -13,6 +13,7 @@ use support::Harness;
 fn all_rows_load_together() {
     let h = Harness::new(&[
         ("@deepseek-ai/dsh-subprocess-local", json!(null)),
+        ("@deepseek-ai/dsh-sandbox-local", json!(null)),
         ("@deepseek-ai/dsh-bash-sandbox", json!({"timeoutMs": 60000})),
         (
             "@deepseek-ai/dsh-shell-env",

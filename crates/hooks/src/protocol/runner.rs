@@ -56,41 +56,11 @@ pub struct HookRunResult {
     pub duration_ms: f64,
 }
 
-/// Whether an inherited variable must not reach a hook: credential-shaped names (`KEY`,
-/// `PASSWORD`, `SECRET`, `TOKEN`, any case) and every `DSH_*` name — the shell
-/// executor's scrub.
-fn scrubbed(name: &str) -> bool {
-    let upper = name.to_ascii_uppercase();
-    upper.starts_with("DSH_")
-        || ["KEY", "PASSWORD", "SECRET", "TOKEN"]
-            .iter()
-            .any(|w| upper.contains(w))
-}
-
-/// The child environment: the scrubbed parent environment, the terminal overrides (no
-/// colour, no pager), then `trusted`; later layers win.
+/// The child environment: the scrubbed parent environment (credential-shaped names, `DSH_*`
+/// names and secret values removed), the terminal overrides (no colour, no pager), then
+/// `trusted`; later layers win.
 pub fn child_env(trusted: &[(String, String)]) -> Vec<(String, String)> {
-    let mut env: Vec<(String, String)> = std::env::vars_os()
-        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
-        .filter(|(k, _)| !scrubbed(k))
-        .collect();
-    let overrides = [
-        ("NO_COLOR", "1"),
-        ("TERM", "dumb"),
-        ("PAGER", "cat"),
-        ("GIT_PAGER", "cat"),
-    ];
-    let layered = overrides
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .chain(trusted.iter().cloned());
-    for (key, value) in layered {
-        match env.iter_mut().find(|(k, _)| *k == key) {
-            Some(slot) => slot.1 = value,
-            None => env.push((key, value)),
-        }
-    }
-    env
+    dsh_sandbox::secrets::child_env(trusted)
 }
 
 /// The effective timeout: the hook's own (seconds) or the default, capped at
@@ -186,18 +156,7 @@ mod tests {
     }
 
     #[test]
-    fn credentials_and_dsh_names_are_scrubbed() {
-        for name in [
-            "DEEPSEEK_API_KEY",
-            "github_token",
-            "Db_Password",
-            "DSH_HOME",
-        ] {
-            assert!(scrubbed(name), "{name}");
-        }
-        for name in ["PATH", "HOME", "LANG"] {
-            assert!(!scrubbed(name), "{name}");
-        }
+    fn trusted_variables_layer_over_the_terminal_overrides() {
         let env = child_env(&[
             ("TERM".into(), "xterm".into()),
             ("CLAUDE_PROJECT_DIR".into(), "/p".into()),

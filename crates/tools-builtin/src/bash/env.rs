@@ -92,59 +92,8 @@ fn resolve_dsh_home(configured: Option<&str>) -> PathBuf {
     resolve_lexical(&process_cwd(), &chosen)
 }
 
-/// Whether an inherited variable must not reach the child: credential-shaped names
-/// (`KEY`, `PASSWORD`, `SECRET`, `TOKEN`, any case) and every `DSH_*` name.
-fn scrubbed(name: &str) -> bool {
-    let upper = name.to_ascii_uppercase();
-    upper.starts_with("DSH_")
-        || ["KEY", "PASSWORD", "SECRET", "TOKEN"]
-            .iter()
-            .any(|w| upper.contains(w))
-}
-
 /// The complete child environment: the scrubbed parent environment, then the terminal
 /// overrides (no colour, no pager), then the managed `DSH_*` snapshot; later layers win.
 pub(crate) fn child_env(managed: Vec<(String, String)>) -> Vec<(String, String)> {
-    let mut env: Vec<(String, String)> = std::env::vars_os()
-        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)))
-        .filter(|(k, _)| !scrubbed(k))
-        .collect();
-    let mut set = |key: &str, value: &str| match env.iter_mut().find(|(k, _)| k == key) {
-        Some(slot) => slot.1 = value.to_string(),
-        None => env.push((key.to_string(), value.to_string())),
-    };
-    for (k, v) in [
-        ("NO_COLOR", "1"),
-        ("TERM", "dumb"),
-        ("PAGER", "cat"),
-        ("GIT_PAGER", "cat"),
-    ] {
-        set(k, v);
-    }
-    for (k, v) in &managed {
-        set(k, v);
-    }
-    env
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn scrubs_credentials_and_dsh_names() {
-        for name in [
-            "DEEPSEEK_API_KEY",
-            "github_token",
-            "Db_Password",
-            "MY_SECRET_X",
-            "DSH_HOME",
-            "dsh_web_url",
-        ] {
-            assert!(scrubbed(name), "{name}");
-        }
-        for name in ["PATH", "HOME", "LANG", "HTTPS_PROXY"] {
-            assert!(!scrubbed(name), "{name}");
-        }
-    }
+    dsh_sandbox::secrets::child_env(&managed)
 }

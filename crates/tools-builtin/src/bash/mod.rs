@@ -22,7 +22,10 @@ use crate::guidance::{BashGuidance, Guidance, PromptSection};
 use crate::paths::{canonical_path, process_cwd, resolve_lexical, session_cwd};
 use crate::sandbox::{
     ESCALATION_TARGETS, EscalationArgs, SandboxMode, SandboxPolicy, approve_escalation,
+    denial_marker, escalation_hint,
 };
+use dsh_sandbox::runner::{denied, is_runner_spawn_failure, runner_failure, spawn_detail};
+use dsh_sandbox::{Sandbox, SandboxUnavailable};
 
 /// The largest delay one timer may hold (upstream's `MAX_TIMER_DELAY_MS`).
 const MAX_TIMER_DELAY_MS: f64 = 2_147_483_647.0;
@@ -44,6 +47,8 @@ pub struct BashSettings {
     pub grace_ms: f64,
     /// Whether the executor confines commands (advertises sandbox escalation).
     pub confines: bool,
+    /// The row's explicit `sandboxed` value, if any.
+    pub sandboxed_override: Option<bool>,
 }
 
 impl Default for BashSettings {
@@ -56,6 +61,7 @@ impl Default for BashSettings {
             max_spill_bytes: 64.0 * 1024.0 * 1024.0,
             grace_ms: 3_000.0,
             confines: false,
+            sandboxed_override: None,
         }
     }
 }
@@ -111,6 +117,7 @@ fn executor_settings(plugin: &str, config: &PluginConfig) -> Result<BashSettings
         )?,
         grace_ms: positive(plugin, "graceMs", c.grace_ms.unwrap_or(d.grace_ms))?,
         confines: c.sandboxed.unwrap_or(false),
+        sandboxed_override: c.sandboxed,
     };
     if settings.grace_ms > MAX_TIMER_DELAY_MS {
         return Err(errors::plain(format!(
@@ -137,9 +144,9 @@ impl Plugin for BashLocalPlugin {
     }
 }
 
-/// `@deepseek-ai/dsh-bash-sandbox`: upstream's confining executor. This build has no OS
-/// sandbox, so it runs commands like `bash-local`; it takes the same config and advertises
-/// escalation only when `sandboxed: true` says a confining runner is really present.
+/// `@deepseek-ai/dsh-bash-sandbox`: the confining executor (config as `bash-local`, plus
+/// `sandboxed: false` to run unconfined): commands in a confined mode run under the
+/// `sandbox-local` provider's runner, or are refused.
 pub struct BashSandboxPlugin;
 
 impl Plugin for BashSandboxPlugin {
@@ -148,7 +155,14 @@ impl Plugin for BashSandboxPlugin {
     }
 
     fn apply(&self, ctx: &Context, config: &PluginConfig) -> Result<(), BoxError> {
-        let settings = executor_settings("bash-sandbox", config)?;
+        let mut settings = executor_settings("bash-sandbox", config)?;
+        // Confining unless the row says otherwise; a confining executor needs a provider
+        // (the `sandbox-local` row), so a composition without one fails to load instead of
+        // running commands it was meant to confine.
+        settings.confines = settings.sandboxed_override.unwrap_or(true);
+        if settings.confines {
+            ctx.require::<Sandbox>()?;
+        }
         ctx.provide(Arc::new(BashExecutor { settings }))?;
         Ok(())
     }
@@ -358,7 +372,14 @@ impl BashInner {
         let escalation = EscalationArgs::from_args(&args);
         escalation.validate()?;
 
-        let policy = self.sandboxed.then(|| {
+        let settings = run
+            .ctx
+            .get::<BashExecutor>()
+            .map(|e| e.settings.clone())
+            .unwrap_or_default();
+        // The standing policy of a confining executor; an approved escalation widens it for
+        // this one call.
+        let mut policy = (settings.confines || self.sandboxed).then(|| {
             let service = run.ctx.get::<SandboxPolicy>();
             let session = run.session.as_deref();
             match service {
@@ -368,21 +389,15 @@ impl BashInner {
             }
         });
         if let Some((mode, justification)) = escalation.requested() {
-            let Some(policy) = &policy else {
+            let Some(policy) = policy.as_mut() else {
                 return Err(errors::plain(
                     "sandbox_permissions is not available in this composition (no sandboxing executor to escalate)",
                 ));
             };
-            // No OS sandbox runs commands here, so the granted mode changes nothing below;
-            // the approval itself is still required before the command runs.
-            approve_escalation(mode, justification, policy.mode, "command", &run, &args).await?;
+            policy.mode =
+                approve_escalation(mode, justification, policy.mode, "command", &run, &args)
+                    .await?;
         }
-
-        let settings = run
-            .ctx
-            .get::<BashExecutor>()
-            .map(|e| e.settings.clone())
-            .unwrap_or_default();
         let workdir = self.workdir(
             args.get("workdir").and_then(Value::as_str),
             &run,
@@ -413,9 +428,52 @@ impl BashInner {
         let timeout_ms = requested_timeout
             .unwrap_or(default_timeout)
             .min(max_timeout);
+        let confined = match &policy {
+            Some(p) if settings.confines && p.mode.is_confined() => {
+                if !p.workspace_root.is_dir() {
+                    return Err(SandboxUnavailable::new(
+                        p.mode,
+                        Some(format!(
+                            "the workspace root {} does not exist",
+                            p.workspace_root.display()
+                        )),
+                    )
+                    .into_error()
+                    .into());
+                }
+                let Some(sandbox) = run.ctx.get::<Sandbox>() else {
+                    return Err(SandboxUnavailable::new(
+                        p.mode,
+                        Some("no sandbox provider is composed".into()),
+                    )
+                    .into_error()
+                    .into());
+                };
+                let argv = vec!["bash".into(), "-c".into(), command.into()];
+                Some(
+                    sandbox
+                        .0
+                        .confine(argv, p.clone())
+                        .await
+                        .map_err(|e| BoxError::from(e.into_error()))?,
+                )
+            }
+            _ => None,
+        };
+        let (program, argv) = match &confined {
+            Some(c) => (
+                c.program.to_string_lossy().into_owned(),
+                c.args
+                    .iter()
+                    .map(|a| a.to_string_lossy().into_owned())
+                    .collect(),
+            ),
+            None => ("bash".to_string(), vec!["-c".into(), command.to_string()]),
+        };
+        let runner_workdir = workdir.clone();
         let spec = process::SpawnSpec {
-            program: "bash".into(),
-            args: vec!["-c".into(), command.to_string()],
+            program,
+            args: argv,
             cwd: workdir,
             env: env::child_env(managed),
             timeout: Some(Duration::from_secs_f64(
@@ -436,14 +494,50 @@ impl BashInner {
         if run.cancel.is_cancelled() {
             return Err(errors::aborted());
         }
-        let outcome = process::run(spec, run.cancel.clone())
-            .await
-            .map_err(spawn_error)?;
+        let runner_program = PathBuf::from(&spec.program);
+        let outcome = match process::run(spec, run.cancel.clone()).await {
+            Ok(o) => o,
+            Err(e) => {
+                if let (Some(p), Some(_)) = (&policy, &confined)
+                    && is_runner_spawn_failure(&e, &runner_workdir)
+                {
+                    return Err(SandboxUnavailable::new(
+                        p.mode,
+                        Some(spawn_detail(&runner_program, &e)),
+                    )
+                    .into_error()
+                    .into());
+                }
+                return Err(spawn_error(e));
+            }
+        };
         if outcome.aborted {
             return Err(errors::aborted());
         }
+        let mut markers = Vec::new();
+        if let (Some(p), Some(c)) = (&policy, &confined) {
+            if let Some(line) = runner_failure(
+                outcome.exit_code,
+                &outcome.stderr.text,
+                &c.runner_failure_rules,
+            ) {
+                return Err(SandboxUnavailable::new(p.mode, Some(line))
+                    .into_error()
+                    .into());
+            }
+            if denied(
+                outcome.exit_code,
+                &outcome.stderr.text,
+                &c.denial_signatures,
+            ) {
+                markers.push(denial_marker(p.mode));
+                if self.sandboxed {
+                    markers.push(escalation_hint("command"));
+                }
+            }
+        }
         Ok(ToolOutput::text(render::render_result(
-            &outcome, timeout_ms,
+            &outcome, timeout_ms, &markers,
         )))
     }
 

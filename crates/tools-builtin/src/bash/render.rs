@@ -18,10 +18,10 @@ fn stream_text(output: &Collected) -> String {
     )
 }
 
-/// stdout, then a `[stderr]` section, then the timeout / signal / exit-code markers, each on
-/// its own line; `(no output)` when both streams are empty. A non-zero exit is reported,
-/// not raised.
-pub(crate) fn render_result(outcome: &RunOutcome, timeout_ms: f64) -> String {
+/// stdout, then a `[stderr]` section, then the sandbox markers (`sandbox`), then the
+/// timeout / signal / exit-code markers, each on its own line; `(no output)` when both
+/// streams are empty. A non-zero exit is reported, not raised.
+pub(crate) fn render_result(outcome: &RunOutcome, timeout_ms: f64, sandbox: &[String]) -> String {
     let out = stream_text(&outcome.stdout);
     let err = stream_text(&outcome.stderr);
     let mut body = out;
@@ -35,7 +35,7 @@ pub(crate) fn render_result(outcome: &RunOutcome, timeout_ms: f64) -> String {
     if body.is_empty() {
         body = "(no output)".into();
     }
-    let mut markers = Vec::new();
+    let mut markers: Vec<String> = sandbox.to_vec();
     if outcome.timed_out {
         markers.push(format!("[timed out after {}ms]", js_number(timeout_ms)));
     }
@@ -86,41 +86,60 @@ mod tests {
     #[test]
     fn renders_like_upstream() {
         assert_eq!(
-            render_result(&outcome("TERMINAL_OK\n", "", Some(0), None, false), 1.0),
+            render_result(
+                &outcome("TERMINAL_OK\n", "", Some(0), None, false),
+                1.0,
+                &[]
+            ),
             "TERMINAL_OK\n"
         );
         assert_eq!(
-            render_result(&outcome("", "", Some(0), None, false), 1.0),
+            render_result(&outcome("", "", Some(0), None, false), 1.0, &[]),
             "(no output)"
         );
         assert_eq!(
             render_result(
                 &outcome("", "landlock-run: partial\n", Some(1), None, false),
-                1.0
+                1.0,
+                &[]
             ),
             "[stderr]\nlandlock-run: partial\n[exit code: 1]"
         );
         assert_eq!(
-            render_result(&outcome("a", "b", Some(2), None, false), 1.0),
+            render_result(
+                &outcome(
+                    "",
+                    "touch: x: Read-only file system\n",
+                    Some(1),
+                    None,
+                    false
+                ),
+                1.0,
+                &["[sandbox: file access denied under read-only mode]".into()]
+            ),
+            "[stderr]\ntouch: x: Read-only file system\n[sandbox: file access denied under read-only mode]\n[exit code: 1]"
+        );
+        assert_eq!(
+            render_result(&outcome("a", "b", Some(2), None, false), 1.0, &[]),
             "a\n[stderr]\nb\n[exit code: 2]"
         );
         assert_eq!(
-            render_result(&outcome("", "", None, Some("SIGTERM"), true), 60000.0),
+            render_result(&outcome("", "", None, Some("SIGTERM"), true), 60000.0, &[]),
             "(no output)\n[timed out after 60000ms]\n[killed by signal: SIGTERM]"
         );
         assert_eq!(
-            render_result(&outcome("", "", Some(0), None, true), 1500.5),
+            render_result(&outcome("", "", Some(0), None, true), 1500.5, &[]),
             "(no output)\n[timed out after 1500.5ms]"
         );
         let mut truncated = outcome("tail", "", Some(0), None, false);
         truncated.stdout.truncated = true;
         assert_eq!(
-            render_result(&truncated, 1.0),
+            render_result(&truncated, 1.0, &[]),
             "tail\n[output truncated; full output: (unavailable)]"
         );
         truncated.stdout.spill_path = Some(PathBuf::from("/tmp/x.log"));
         assert_eq!(
-            render_result(&truncated, 1.0),
+            render_result(&truncated, 1.0, &[]),
             "tail\n[output truncated; full output: /tmp/x.log]"
         );
     }

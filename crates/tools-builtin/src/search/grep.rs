@@ -259,6 +259,16 @@ impl Sink for Collector<'_> {
 }
 
 /// Searches like `rg --json --regexp=<pattern> [--glob=<include>] [-- <path>]`.
+/// Whether a path could name a secret file (a credential file name, a `/proc` secret, or an
+/// explicitly named path that may be a link to one); only those are canonicalised.
+fn may_be_secret(path: &Path, explicit: bool) -> bool {
+    explicit
+        || matches!(
+            path.file_name().and_then(|n| n.to_str()),
+            Some(".credentials.yaml" | ".env" | "environ" | "mem" | "auxv" | "pagemap")
+        )
+}
+
 fn search(
     workdir: &Path,
     input: &GrepInput,
@@ -319,6 +329,17 @@ fn search(
         let explicit = entry.depth() == 0;
         let is_file = entry.file_type().is_some_and(|t| t.is_file());
         if !(is_file || (explicit && !entry.path().is_dir())) {
+            continue;
+        }
+        if may_be_secret(entry.path(), explicit)
+            && std::fs::canonicalize(entry.path())
+                .is_ok_and(|real| dsh_sandbox::secrets::is_secret_path(&real))
+        {
+            if explicit {
+                return Err(crate::paths::secret_refusal(
+                    &entry.path().to_string_lossy(),
+                ));
+            }
             continue;
         }
         let shown = to_workdir_relative(

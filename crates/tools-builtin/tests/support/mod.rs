@@ -27,6 +27,7 @@ pub struct Harness {
 pub fn catalog() -> Catalog {
     let mut catalog = Catalog::new();
     dsh_tools_builtin::register_catalog(&mut catalog);
+    dsh_sandbox::register_catalog(&mut catalog);
     catalog
 }
 

@@ -1,0 +1,271 @@
+//! `@deepseek-ai/dsh-sandbox-local`: the sandbox provider of this host. On Linux it tries
+//! bubblewrap, then Landlock, probing each at most once (lazily, on the first confined
+//! command) and caching the verdict; with no usable runner every confined command is
+//! refused. A configured `runnerCommand` replaces the chain (it is trusted unprobed).
+
+use std::ffi::OsString;
+use std::io::Read as _;
+use std::path::PathBuf;
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+
+use dsh_kernel::{BoxError, BoxFuture, Context, Plugin, PluginConfig};
+use serde::Deserialize;
+
+use crate::policy::ExecutionPolicy;
+use crate::runner::{Confined, Enforcement, RunnerFailureRule, SandboxUnavailable};
+use crate::{bwrap, landlock};
+
+/// Turns a command into its confined form, or refuses it.
+pub trait SandboxProvider: Send + Sync + 'static {
+    /// `argv` confined under `policy` (whose mode is confined). May probe runners (blocking
+    /// work runs off the async threads).
+    fn confine(
+        &self,
+        argv: Vec<OsString>,
+        policy: ExecutionPolicy,
+    ) -> BoxFuture<'static, Result<Confined, SandboxUnavailable>>;
+}
+
+/// The `ctx.sandbox` service.
+#[derive(Clone)]
+pub struct Sandbox(pub Arc<dyn SandboxProvider>);
+
+/// A runner of the chain.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RunnerKind {
+    Bwrap,
+    Landlock,
+}
+
+/// The provider of this host.
+pub struct LocalSandbox {
+    chain: Vec<RunnerKind>,
+    probe_timeout: Duration,
+    /// A trusted runner prefix and its failure signatures (replaces the chain).
+    runner_command: Option<(Vec<String>, Vec<String>)>,
+    verdict: OnceLock<Result<(RunnerKind, Enforcement), String>>,
+}
+
+/// What a finished probe printed: (stdout, exit code, stderr).
+pub(crate) type ProbeOutput = (Vec<u8>, Option<i32>, Vec<u8>);
+
+/// Waits for `child` at most `timeout` (then kills it).
+pub(crate) fn wait_with_timeout(
+    child: &mut std::process::Child,
+    timeout: Duration,
+) -> Result<ProbeOutput, String> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        match child.try_wait() {
+            Ok(Some(status)) => {
+                let mut out = Vec::new();
+                let mut err = Vec::new();
+                if let Some(s) = child.stdout.as_mut() {
+                    let _ = s.take(64 * 1024).read_to_end(&mut out);
+                }
+                if let Some(s) = child.stderr.as_mut() {
+                    let _ = s.take(64 * 1024).read_to_end(&mut err);
+                }
+                return Ok((out, status.code(), err));
+            }
+            Ok(None) if Instant::now() >= deadline => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(format!(
+                    "the probe did not finish within {}ms",
+                    timeout.as_millis()
+                ));
+            }
+            Ok(None) => std::thread::sleep(Duration::from_millis(2)),
+            Err(e) => return Err(format!("cannot wait for the probe: {e}")),
+        }
+    }
+}
+
+fn probe_bwrap(timeout: Duration) -> Result<Enforcement, String> {
+    let policy = ExecutionPolicy {
+        mode: crate::SandboxMode::ReadOnly,
+        workspace_root: PathBuf::from("/"),
+        temp_roots: Vec::new(),
+        extra_roots: Vec::new(),
+        network: crate::Network::Deny,
+        masked: Vec::new(),
+    };
+    let confined = bwrap::confine(&["true".into()], &policy, Enforcement::Full);
+    let mut child = std::process::Command::new(&confined.program)
+        .args(&confined.args)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot start bwrap: {e}"))?;
+    let (_, code, err) = wait_with_timeout(&mut child, timeout)?;
+    match code {
+        Some(0) => Ok(Enforcement::Full),
+        _ => Err(format!(
+            "bwrap probe failed: {}",
+            String::from_utf8_lossy(&err).trim()
+        )),
+    }
+}
+
+impl LocalSandbox {
+    pub fn new(chain: Vec<RunnerKind>, probe_timeout: Duration) -> Self {
+        Self {
+            chain,
+            probe_timeout,
+            runner_command: None,
+            verdict: OnceLock::new(),
+        }
+    }
+
+    /// Uses `command` (program and leading arguments) in front of the bwrap profile,
+    /// trusted without probing; `signatures` mark its own failures.
+    pub fn with_runner_command(mut self, command: Vec<String>, signatures: Vec<String>) -> Self {
+        self.runner_command = Some((command, signatures));
+        self
+    }
+
+    /// The first usable runner of the chain (probed once).
+    fn select(&self) -> &Result<(RunnerKind, Enforcement), String> {
+        self.verdict.get_or_init(|| {
+            let mut reasons = Vec::new();
+            for kind in &self.chain {
+                let verdict = match kind {
+                    RunnerKind::Bwrap => probe_bwrap(self.probe_timeout),
+                    RunnerKind::Landlock => match landlock::launcher() {
+                        Some(l) => landlock::probe(l, self.probe_timeout),
+                        None => Err("no Landlock launcher in this process".to_string()),
+                    },
+                };
+                match verdict {
+                    Ok(e) => {
+                        tracing::info!("sandbox: confining commands with {kind:?} ({e:?})");
+                        return Ok((*kind, e));
+                    }
+                    Err(reason) => reasons.push(format!("{kind:?}: {reason}")),
+                }
+            }
+            let all = reasons.join("; ");
+            tracing::warn!("sandbox: no runner is usable, confined commands are refused ({all})");
+            Err(all)
+        })
+    }
+
+    /// Confines synchronously (may probe).
+    pub fn confine_blocking(
+        &self,
+        argv: &[OsString],
+        policy: &ExecutionPolicy,
+    ) -> Result<Confined, SandboxUnavailable> {
+        if let Some((command, signatures)) = &self.runner_command {
+            let mut args: Vec<OsString> = command[1..].iter().map(OsString::from).collect();
+            args.extend(bwrap::profile_args(policy));
+            args.push("--".into());
+            args.extend(argv.iter().cloned());
+            return Ok(Confined {
+                program: PathBuf::from(&command[0]),
+                args,
+                enforcement: Enforcement::Full,
+                denial_signatures: vec!["read-only file system".into(), "permission denied".into()],
+                runner_failure_rules: vec![RunnerFailureRule {
+                    allowed_exit_codes: Vec::new(),
+                    fatal_signatures: signatures.clone(),
+                    informational_lines: Vec::new(),
+                }],
+                runner: "runner-command",
+            });
+        }
+        match self.select() {
+            Ok((RunnerKind::Bwrap, e)) => Ok(bwrap::confine(argv, policy, *e)),
+            Ok((RunnerKind::Landlock, e)) => match landlock::launcher() {
+                Some(l) => Ok(landlock::confine(l, argv, policy, *e)),
+                None => Err(SandboxUnavailable::new(policy.mode, None)),
+            },
+            Err(_) => Err(SandboxUnavailable::new(policy.mode, None)),
+        }
+    }
+}
+
+impl SandboxProvider for Arc<LocalSandbox> {
+    fn confine(
+        &self,
+        argv: Vec<OsString>,
+        policy: ExecutionPolicy,
+    ) -> BoxFuture<'static, Result<Confined, SandboxUnavailable>> {
+        let this = self.clone();
+        Box::pin(async move {
+            if this.verdict.get().is_some() || this.runner_command.is_some() {
+                return this.confine_blocking(&argv, &policy);
+            }
+            let mode = policy.mode;
+            // The first call probes runners: off the async threads.
+            match tokio::task::spawn_blocking(move || this.confine_blocking(&argv, &policy)).await {
+                Ok(result) => result,
+                Err(e) => Err(SandboxUnavailable::new(
+                    mode,
+                    Some(format!("the runner probe failed: {e}")),
+                )),
+            }
+        })
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct LocalConfig {
+    #[serde(default)]
+    runner_command: Vec<String>,
+    #[serde(default)]
+    runner_failure_signatures: Vec<String>,
+    probe_timeout_ms: Option<f64>,
+    /// Our extension: the runner chain (default bwrap, then Landlock).
+    runners: Option<Vec<RunnerKind>>,
+}
+
+/// `@deepseek-ai/dsh-sandbox-local` (config `{runnerCommand?, runnerFailureSignatures?,
+/// probeTimeoutMs?, runners?}`): provides [`Sandbox`].
+pub struct LocalSandboxPlugin;
+
+impl Plugin for LocalSandboxPlugin {
+    fn name(&self) -> &'static str {
+        "@deepseek-ai/dsh-sandbox-local"
+    }
+
+    fn apply(&self, ctx: &Context, config: &PluginConfig) -> Result<(), BoxError> {
+        let c: LocalConfig = config.parse()?;
+        if !c.runner_command.is_empty() && c.runner_failure_signatures.is_empty() {
+            return Err(
+                "sandbox-local: runnerCommand requires at least one runnerFailureSignatures entry"
+                    .into(),
+            );
+        }
+        if c.runner_command.is_empty() && !c.runner_failure_signatures.is_empty() {
+            return Err("sandbox-local: runnerFailureSignatures requires runnerCommand".into());
+        }
+        if c.runner_failure_signatures
+            .iter()
+            .any(|s| s.trim().is_empty() || s.contains('\n'))
+        {
+            return Err("sandbox-local: runnerFailureSignatures entries must be non-empty single-line strings".into());
+        }
+        let timeout = match c.probe_timeout_ms {
+            None => 5000.0,
+            Some(t) if t.is_finite() && t > 0.0 => t,
+            Some(_) => {
+                return Err("sandbox-local: probeTimeoutMs must be a positive finite number".into());
+            }
+        };
+        let chain = c
+            .runners
+            .unwrap_or_else(|| vec![RunnerKind::Bwrap, RunnerKind::Landlock]);
+        let mut local = LocalSandbox::new(chain, Duration::from_secs_f64(timeout / 1000.0));
+        if !c.runner_command.is_empty() {
+            local = local.with_runner_command(c.runner_command, c.runner_failure_signatures);
+        }
+        ctx.provide(Arc::new(Sandbox(Arc::new(Arc::new(local)))))?;
+        Ok(())
+    }
+}
