@@ -23,13 +23,17 @@ const ACP_COMPOSITION: &str = include_str!("../compositions/acp.cordis.yml");
 const RETRY_PATCH: &str = include_str!("../compositions/retry.patch.yml");
 const FS_SEARCH_COMPOSITION: &str = include_str!("../compositions/fs-search.cordis.yml");
 const INSTRUCTIONS_PATCH: &str = include_str!("../compositions/agent-instructions.patch.yml");
+const SANDBOX_ROOT_PATCH: &str = include_str!("../compositions/session-sandbox-root.patch.yml");
+const PARTIAL_LANDLOCK_PATCH: &str = include_str!("../compositions/partial-landlock.patch.yml");
 
 /// Upstream composition names (`DSH_SNAPSHOT_CONFIG`) this build has a composition for.
-pub const KNOWN_COMPOSITIONS: [&str; 4] = [
+pub const KNOWN_COMPOSITIONS: [&str; 6] = [
     "cordis.yml",
     "tests/fs-search.cordis.yml",
     "retry.cordis.yml",
     "agent-instructions.cordis.yml",
+    "session-sandbox-root.cordis.yml",
+    "partial-landlock.cordis.yml",
 ];
 
 /// The layers of the ACP composition selected by `DSH_SNAPSHOT_CONFIG` (upstream's
@@ -51,6 +55,14 @@ pub fn composition_layers(config: Option<&str>) -> Result<Vec<Layer>, String> {
         "agent-instructions.cordis.yml" => vec![
             parse("dsh-acp/acp.cordis.yml", ACP_COMPOSITION)?,
             parse("dsh-acp/agent-instructions.patch.yml", INSTRUCTIONS_PATCH)?,
+        ],
+        "session-sandbox-root.cordis.yml" => vec![
+            parse("dsh-acp/acp.cordis.yml", ACP_COMPOSITION)?,
+            parse("dsh-acp/session-sandbox-root.patch.yml", SANDBOX_ROOT_PATCH)?,
+        ],
+        "partial-landlock.cordis.yml" => vec![
+            parse("dsh-acp/acp.cordis.yml", ACP_COMPOSITION)?,
+            parse("dsh-acp/partial-landlock.patch.yml", PARTIAL_LANDLOCK_PATCH)?,
         ],
         "cordis.yml" => vec![parse("dsh-acp/acp.cordis.yml", ACP_COMPOSITION)?],
         other => {

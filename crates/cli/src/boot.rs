@@ -10,6 +10,7 @@ use serde_json::Value;
 pub fn snapshot_catalog() -> Catalog {
     let mut c = catalog();
     dsh_policies::register_snapshot_fixtures(&mut c);
+    dsh_sandbox::register_snapshot_fixtures(&mut c);
     c
 }
 

@@ -255,7 +255,9 @@ impl Plugin for LocalSandboxPlugin {
             None => 5000.0,
             Some(t) if t.is_finite() && t > 0.0 => t,
             Some(_) => {
-                return Err("sandbox-local: probeTimeoutMs must be a positive finite number".into());
+                return Err(
+                    "sandbox-local: probeTimeoutMs must be a positive finite number".into(),
+                );
             }
         };
         let chain = c
