@@ -22,6 +22,18 @@ use crate::rpc::{Peer, RpcError};
 pub struct AcpConfig {
     pub provider: String,
     pub model: String,
+    pub projection: Projection,
+}
+
+/// How much of the agent's work the client sees.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Projection {
+    /// What editors expect: permission requests carry the whole tool call.
+    #[default]
+    Rich,
+    /// Upstream 0.1's projection: committed assistant text, bare permission requests.
+    Committed,
 }
 
 struct Prompt {
@@ -186,6 +198,7 @@ impl Bridge {
             let answerer = Arc::new(Answerer {
                 peer: peer.clone(),
                 sessions: bridge.sessions.clone(),
+                projection: bridge.config.projection,
             });
             approvals
                 .register_answerer(&root, answerer)
@@ -323,6 +336,27 @@ impl Bridge {
             .cloned()
             .unwrap_or_default();
         let content = prompt_content(&blocks)?;
+        // A `/command` line runs the command instead of reaching the model.
+        if let (Some(commands), [ContentBlock::Text { text }]) = (
+            self.root.get::<dsh_commands::CommandRegistry>(),
+            content.as_slice(),
+        ) {
+            let outcome = commands
+                .dispatch_line(
+                    &session.agent,
+                    text,
+                    tokio_util::sync::CancellationToken::new(),
+                )
+                .await;
+            if !matches!(outcome, dsh_commands::LineOutcome::NotACommand) {
+                let id = session.agent.session().id();
+                self.peer.notify(
+                    "session/update",
+                    json!({"sessionId": id, "update": {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": outcome.reply()}}}),
+                );
+                return Ok(json!({"stopReason": "end_turn"}));
+            }
+        }
         let message = Message::user(content, MessageSource::User);
         let message_id = message.id.clone();
         let agent = session.agent.clone();
@@ -413,11 +447,55 @@ impl Bridge {
 struct Answerer {
     peer: Peer,
     sessions: Arc<Mutex<HashMap<String, Arc<AcpSession>>>>,
+    projection: Projection,
+}
+
+/// The ACP tool kind of a tool.
+fn tool_kind(name: &str) -> &'static str {
+    match name {
+        "bash" => "execute",
+        "write" | "edit" | "str_replace_editor" => "edit",
+        "read" => "read",
+        "grep" | "glob" => "search",
+        _ => "other",
+    }
+}
+
+/// The tool call a permission request is about, as editors render it.
+fn permission_tool_call(request: &ApprovalRequest) -> Value {
+    let args = &request.arguments;
+    let title = match request.tool_name.as_str() {
+        "bash" => args
+            .get("command")
+            .and_then(Value::as_str)
+            .map(|c| format!("bash: {c}")),
+        "write" | "edit" => args
+            .get("file_path")
+            .and_then(Value::as_str)
+            .map(|p| format!("{}: {p}", request.tool_name)),
+        _ => None,
+    }
+    .unwrap_or_else(|| request.tool_name.clone());
+    let mut call = json!({
+        "toolCallId": request.call_id,
+        "title": title,
+        "kind": tool_kind(&request.tool_name),
+        "status": "pending",
+        "rawInput": args,
+    });
+    if let Some(reason) = &request.reason {
+        call["content"] = json!([{"type": "content", "content": {"type": "text", "text": reason}}]);
+    }
+    if let Some(path) = args.get("file_path").and_then(Value::as_str) {
+        call["locations"] = json!([{"path": path}]);
+    }
+    call
 }
 
 impl ApprovalAnswerer for Answerer {
     fn ask(&self, request: ApprovalRequest) -> BoxFuture<'static, ApprovalOutcome> {
         let peer = self.peer.clone();
+        let projection = self.projection;
         let session_id = request.session.as_ref().map(|s| s.id());
         let owned = session_id.as_ref().is_some_and(|id| {
             self.sessions
@@ -430,9 +508,13 @@ impl ApprovalAnswerer for Answerer {
             else {
                 return ApprovalOutcome::Unavailable;
             };
+            let tool_call = match projection {
+                Projection::Rich => permission_tool_call(&request),
+                Projection::Committed => json!({"toolCallId": request.call_id}),
+            };
             let params = json!({
                 "sessionId": session_id,
-                "toolCall": {"toolCallId": request.call_id},
+                "toolCall": tool_call,
                 "options": [
                     {"optionId": "allow-once", "name": "Allow once", "kind": "allow_once"},
                     {"optionId": "reject-once", "name": "Reject", "kind": "reject_once"}

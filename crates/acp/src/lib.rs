@@ -16,7 +16,7 @@ use serde::Deserialize;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::task::JoinSet;
 
-pub use bridge::{AcpConfig, Bridge};
+pub use bridge::{AcpConfig, Bridge, Projection};
 pub use rpc::{Incoming, Peer, RpcError, classify};
 
 const ACP_COMPOSITION: &str = include_str!("../compositions/acp.cordis.yml");
@@ -78,6 +78,10 @@ pub fn composition_layers(config: Option<&str>) -> Result<Vec<Layer>, String> {
 struct AgentConfig {
     provider: String,
     model: String,
+    /// `rich` (the default) or `committed` (upstream 0.1's projection, which the recorded
+    /// snapshot scenarios pin).
+    #[serde(default)]
+    projection: Projection,
 }
 
 /// `@deepseek-ai/dsh-acp-demo`: the route ACP sessions use.
@@ -93,6 +97,7 @@ impl Plugin for AcpAgentPlugin {
         ctx.provide(Arc::new(AcpConfig {
             provider: c.provider,
             model: c.model,
+            projection: c.projection,
         }))?;
         Ok(())
     }

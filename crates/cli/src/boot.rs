@@ -20,6 +20,7 @@ pub fn catalog() -> Catalog {
     dsh_agent::register_core(&mut c);
     dsh_policies::register_catalog(&mut c);
     dsh_sandbox::register_catalog(&mut c);
+    c.register(dsh_commands::CommandsPlugin);
     c.register(dsh_replay::ReplayPlugin);
     dsh_providers::register_catalog(&mut c);
     dsh_tools_builtin::register_catalog(&mut c);

@@ -239,6 +239,18 @@ pub async fn run(root: &Context, format: OutputFormat, resume: Option<String>) -
         }
     };
     if format == OutputFormat::StreamJson {
+        // Events the session got while it was created (pinned policy facts, a resumed
+        // log's end-seed) come first; the listener prints the rest as they happen.
+        let mut out = std::io::stdout().lock();
+        let session = agent.session();
+        for event in session.events_from(session.stored_len()) {
+            let mut line = String::new();
+            write_event(&mut line, &event, RecordFormat::Full);
+            line.push('\n');
+            let _ = out.write_all(line.as_bytes());
+        }
+        let _ = out.flush();
+        drop(out);
         let id = agent.id().to_string();
         let printer = root.on_emit::<SessionAppended>(ListenOptions::GLOBAL, move |p| {
             if p.session.id() == id {
@@ -253,6 +265,38 @@ pub async fn run(root: &Context, format: OutputFormat, resume: Option<String>) -
         });
         if let Err(e) = printer {
             eprintln!("dsh: {e}");
+        }
+    }
+    // A `/command` task runs the command instead of reaching the model.
+    if let Some(commands) = root.get::<dsh_commands::CommandRegistry>() {
+        let outcome = commands
+            .dispatch_line(&agent, &task.0, tokio_util::sync::CancellationToken::new())
+            .await;
+        let failed = match &outcome {
+            dsh_commands::LineOutcome::NotACommand => None,
+            dsh_commands::LineOutcome::Executed { result, .. } => Some(result.is_error()),
+            dsh_commands::LineOutcome::Unknown { .. } => Some(true),
+        };
+        if let Some(failed) = failed {
+            let reply = outcome.reply();
+            if failed {
+                eprintln!("dsh: {reply}");
+            } else if format == OutputFormat::Text {
+                println!("{reply}");
+            }
+            let saved = agent.session().flush().await;
+            agent.dispose().await;
+            if let Some(writers) = root.get::<dsh_persistence::SessionWriters>() {
+                let _ = writers.flush_all().await;
+            }
+            return match (failed, saved) {
+                (false, Ok(_)) => ExitCode::SUCCESS,
+                (_, Err(e)) => {
+                    eprintln!("dsh: the session could not be saved completely: {e}");
+                    ExitCode::from(1)
+                }
+                (true, _) => ExitCode::from(1),
+            };
         }
     }
     let first_seq = agent.session().next_seq();

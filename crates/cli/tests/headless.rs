@@ -144,6 +144,9 @@ fn a_text_answer_goes_to_stdout_and_the_session_is_saved() {
     assert_eq!(
         types_of(&events),
         [
+            "permission/preset",
+            "sandbox/mode",
+            "approval/policy",
             "agent/inbox/spliced",
             "turn/start",
             "agent/inbox/spliced",

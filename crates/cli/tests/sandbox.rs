@@ -373,3 +373,101 @@ fn a_confined_mode_without_a_usable_runner_refuses_commands() {
         "the command ran unconfined"
     );
 }
+
+fn headless(world: &World, server: &MockServer, args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_dsh"))
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", &world.home)
+        .env("DSH_HOME", &world.dsh_home)
+        .env("DEEPSEEK_API_KEY", API_KEY)
+        .env("DEEPSEEK_BASE_URL", server.url())
+        .current_dir(&world.work)
+        .args(["--profile", "headless"])
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn permission_presets_switch_a_session_and_the_model_is_told() {
+    let world = World::new();
+    let idle = MockServer::with_replies([]).answer_untooled("T");
+    let out = headless(&world, &idle, &["/permission"]);
+    assert_eq!(
+        (out.status.code(), String::from_utf8_lossy(&out.stdout).to_string()),
+        (
+            Some(0),
+            "current preset workspace-write (available: read-only, workspace-write, danger-full-access)\n".to_string()
+        ),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = headless(&world, &idle, &["/bogus"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .contains("unknown command /bogus; available commands:\n/permission <preset>"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(idle.requests().is_empty(), "no command reached the model");
+
+    // Switch a stored session to read-only, then continue it: the bash write is refused and
+    // the runtime context says read-only.
+    let out = headless(
+        &world,
+        &idle,
+        &["--output-format", "stream-json", "/permission read-only"],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let id = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .next()
+        .and_then(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .and_then(|_| {
+            let root = world.dsh_home.join("sessions");
+            let files = dsh_persistence::SessionFiles::new(
+                root,
+                dsh_persistence::Compression::Zstd,
+                dsh_persistence::ChunkPacking::Packed,
+            );
+            files.list().ok()?.last().map(|(h, _)| h.id.clone())
+        })
+        .unwrap();
+    let server = MockServer::with_replies([
+        Reply::tool_call(
+            "w",
+            "bash",
+            r#"{"command":"touch made.txt","description":"touch"}"#,
+        ),
+        Reply::text("done"),
+    ])
+    .answer_untooled("T");
+    let out = headless(&world, &server, &["--resume", &id, "make a file"]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!world.work.join("made.txt").exists());
+    let first = &server.requests()[0];
+    let context = first
+        .messages()
+        .iter()
+        .filter_map(|m| m["content"].as_str())
+        .any(|t| t.contains("File policy: read-only"));
+    assert!(context, "{:?}", first.messages());
+    assert!(
+        server.requests()[1]
+            .last_tool_output()
+            .unwrap()
+            .contains("[sandbox: file access denied under read-only mode]")
+    );
+}

@@ -6,6 +6,7 @@ pub mod checkpoint;
 pub mod host;
 pub mod instructions;
 pub mod permissions;
+pub mod presets;
 pub mod retry;
 pub mod title;
 
@@ -22,6 +23,7 @@ pub fn register_catalog(catalog: &mut dsh_kernel::Catalog) {
         .register(title::TitlePlugin)
         .register(title::LlmTitlePlugin)
         .register(permissions::ApprovalPlugin)
+        .register(presets::PermissionPresetsPlugin)
         .register(host::SettingsPlugin)
         .register(host::CredentialsPlugin)
         .register(host::DefaultModelPlugin)

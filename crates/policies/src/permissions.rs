@@ -5,6 +5,7 @@
 use std::sync::{Arc, RwLock};
 
 use dsh_kernel::{BoxError, BoxFuture, Context, EffectHandle, Plugin, PluginConfig};
+use dsh_session::LiveSession;
 use dsh_tools::{Approval, ApprovalOutcome, ApprovalRequest, ApprovalService};
 use serde::Deserialize;
 
@@ -21,6 +22,47 @@ pub enum ApprovalPolicy {
     Never,
 }
 
+impl ApprovalPolicy {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ApprovalPolicy::Ask => "ask",
+            ApprovalPolicy::Never => "never",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<Self> {
+        match text {
+            "ask" => Some(ApprovalPolicy::Ask),
+            "never" => Some(ApprovalPolicy::Never),
+            _ => None,
+        }
+    }
+
+    /// The runtime-context text the model reads.
+    fn describe(self) -> &'static str {
+        match self {
+            ApprovalPolicy::Never => {
+                "Approval prompts are off for this session: anything that needs approval is refused automatically, so do not ask for sandbox escalation (leave `sandbox_permissions` unset)."
+            }
+            ApprovalPolicy::Ask => {
+                "Approval policy: ask. Operations that need approval go to the user when a way to ask is available; if none is, they are refused."
+            }
+        }
+    }
+}
+
+/// The policy a session's log sets (its last `approval/policy` event), if any.
+pub fn session_approval_policy(session: &LiveSession) -> Option<ApprovalPolicy> {
+    session.read(|log| {
+        log.events()
+            .iter()
+            .rev()
+            .find(|e| e.event_type == "approval/policy")
+            .and_then(|e| e.data.get("policy").and_then(serde_json::Value::as_str))
+            .and_then(ApprovalPolicy::parse)
+    })
+}
+
 /// The approval service: policy plus the registered answerers (first one answers).
 pub struct Approvals {
     policy: ApprovalPolicy,
@@ -29,8 +71,42 @@ pub struct Approvals {
 }
 
 impl Approvals {
+    /// The configured (deployment) policy.
     pub fn policy(&self) -> ApprovalPolicy {
         self.policy
+    }
+
+    /// The policy in force for `session`: its last `approval/policy`, else the configured one.
+    pub fn effective(&self, session: Option<&LiveSession>) -> ApprovalPolicy {
+        session
+            .and_then(session_approval_policy)
+            .unwrap_or(self.policy)
+    }
+
+    /// Switches `session`'s policy: logs `approval/policy` and tells the model at its next
+    /// step. No-op when it already is `policy`.
+    pub fn set_policy(
+        &self,
+        agent: &dsh_agent::AgentRef,
+        policy: ApprovalPolicy,
+    ) -> Result<(), BoxError> {
+        let previous = self.effective(Some(agent.session()));
+        if previous == policy {
+            return Ok(());
+        }
+        agent.session().append(
+            "approval/policy",
+            serde_json::json!({"policy": policy.as_str()}),
+            None,
+        )?;
+        let mut notice = dsh_llm::Message::user_text(format!(
+            "The approval policy is now \"{}\" (it was \"{}\"; the user changed it).",
+            policy.as_str(),
+            previous.as_str()
+        ));
+        notice.source = dsh_llm::MessageSource::plugin("user-approval", []);
+        agent.inject(notice)?;
+        Ok(())
     }
 
     /// Registers a frontend answerer as an effect of `ctx`.
@@ -73,7 +149,7 @@ impl ApprovalService for Approvals {
             .unwrap_or_else(|p| p.into_inner())
             .first()
             .map(|(_, a)| a.clone());
-        let policy = self.policy;
+        let policy = self.effective(request.session.as_deref());
         Box::pin(async move {
             // Every ask is audited in the session log: `approval/asked` then `approval/decided`.
             let id = uuid::Uuid::new_v4().to_string();
@@ -141,21 +217,19 @@ impl Plugin for ApprovalPlugin {
             next: 1.into(),
         });
         ctx.provide(approvals.clone())?;
-        ctx.provide(Arc::new(Approval(Arc::new(Forward(approvals)))))?;
+        ctx.provide(Arc::new(Approval(Arc::new(Forward(approvals.clone())))))?;
         let prompt = ctx.require::<dsh_prompt::SystemPrompt>()?;
-        let text = match policy {
-            ApprovalPolicy::Never => {
-                "Approval prompts are off for this session: anything that needs approval is refused automatically, so do not ask for sandbox escalation (leave `sandbox_permissions` unset)."
-            }
-            ApprovalPolicy::Ask => {
-                "Approval policy: ask. Operations that need approval go to the user when a way to ask is available; if none is, they are refused."
-            }
-        };
+        let service = approvals;
         prompt.context(
             ctx,
             "approval:policy",
             115.0,
-            Arc::new(move |_| text.to_string()),
+            Arc::new(move |a| {
+                service
+                    .effective(a.session.as_deref())
+                    .describe()
+                    .to_string()
+            }),
         )?;
         Ok(())
     }

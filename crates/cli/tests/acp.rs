@@ -1,0 +1,184 @@
+//! `dsh acp` driven over stdio by a scripted client, against the mock LLM.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use dsh_test_support::mock_server::{MockServer, Reply};
+use serde_json::{Value, json};
+
+struct Client {
+    child: Child,
+    stdin: ChildStdin,
+    frames: mpsc::Receiver<Value>,
+    next_id: u64,
+}
+
+impl Client {
+    fn start(
+        server: &MockServer,
+        home: &std::path::Path,
+        work: &std::path::Path,
+        mode: &str,
+    ) -> Self {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_dsh"))
+            .arg("acp")
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("HOME", home)
+            .env("DSH_HOME", home.join(".dsh"))
+            .env("DEEPSEEK_API_KEY", "sk-test")
+            .env("DEEPSEEK_BASE_URL", server.url())
+            .env("DSH_PERMISSION_MODE", mode)
+            .current_dir(work)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, frames) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if let Ok(v) = serde_json::from_str::<Value>(&line)
+                    && tx.send(v).is_err()
+                {
+                    break;
+                }
+            }
+        });
+        Self {
+            child,
+            stdin,
+            frames,
+            next_id: 0,
+        }
+    }
+
+    fn send(&mut self, frame: Value) {
+        writeln!(self.stdin, "{frame}").unwrap();
+        self.stdin.flush().unwrap();
+    }
+
+    fn request(&mut self, method: &str, params: Value) -> u64 {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        id
+    }
+
+    fn next(&self) -> Value {
+        self.frames
+            .recv_timeout(Duration::from_secs(20))
+            .expect("a frame from dsh acp")
+    }
+
+    /// Reads frames until the response to `id`, handing every other frame to `other`.
+    fn until_response(&mut self, id: u64, mut other: impl FnMut(&mut Self, Value)) -> Value {
+        loop {
+            let f = self.next();
+            if f.get("id") == Some(&json!(id)) && f.get("method").is_none() {
+                return f;
+            }
+            other(self, f);
+        }
+    }
+}
+
+impl Drop for Client {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn a_permission_request_carries_the_whole_tool_call_and_both_answers_work() {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let escalate = |id: &str, file: &str| {
+        Reply::tool_call(
+            id,
+            "bash",
+            &json!({"command": format!("echo hi > {file}"), "description": "write a file",
+                    "sandbox_permissions": "danger-full-access", "justification": "the user asked for it"})
+            .to_string(),
+        )
+    };
+    let server = MockServer::with_replies([
+        escalate("e1", "approved.txt"),
+        Reply::text("first done"),
+        escalate("e2", "rejected.txt"),
+        Reply::text("second done"),
+    ])
+    .answer_untooled("T");
+    let mut c = Client::start(&server, home.path(), work.path(), "read-only");
+    let init = c.request(
+        "initialize",
+        json!({"protocolVersion": 1, "clientCapabilities": {}}),
+    );
+    c.until_response(init, |_, _| {});
+    let new = c.request("session/new", json!({"cwd": work.path(), "mcpServers": []}));
+    let session = c.until_response(new, |_, _| {})["result"]["sessionId"].clone();
+    for (answer, file, exists) in [
+        ("allow-once", "approved.txt", true),
+        ("reject-once", "rejected.txt", false),
+    ] {
+        let prompt = c.request(
+            "session/prompt",
+            json!({"sessionId": session, "prompt": [{"type": "text", "text": "write it"}]}),
+        );
+        let mut asked = None;
+        let done = c.until_response(prompt, |c, f| {
+            if f["method"] == "session/request_permission" {
+                asked = Some(f["params"]["toolCall"].clone());
+                c.send(json!({"jsonrpc": "2.0", "id": f["id"], "result": {"outcome": {"outcome": "selected", "optionId": answer}}}));
+            }
+        });
+        assert_eq!(done["result"]["stopReason"], "end_turn", "{done}");
+        let call = asked.expect("a permission request");
+        assert_eq!(call["title"], format!("bash: echo hi > {file}"));
+        assert_eq!(call["kind"], "execute");
+        assert_eq!(call["rawInput"]["justification"], "the user asked for it");
+        assert_eq!(
+            call["content"][0]["content"]["text"],
+            "escalate sandbox to danger-full-access: the user asked for it"
+        );
+        assert_eq!(work.path().join(file).exists(), exists, "{answer}");
+    }
+}
+
+#[test]
+fn a_slash_command_runs_instead_of_reaching_the_model() {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let server = MockServer::with_replies([]).answer_untooled("T");
+    let mut c = Client::start(&server, home.path(), work.path(), "workspace-write");
+    let init = c.request(
+        "initialize",
+        json!({"protocolVersion": 1, "clientCapabilities": {}}),
+    );
+    c.until_response(init, |_, _| {});
+    let new = c.request("session/new", json!({"cwd": work.path(), "mcpServers": []}));
+    let session = c.until_response(new, |_, _| {})["result"]["sessionId"].clone();
+    let prompt = c.request(
+        "session/prompt",
+        json!({"sessionId": session, "prompt": [{"type": "text", "text": "/nope"}]}),
+    );
+    let mut said = String::new();
+    let done = c.until_response(prompt, |_, f| {
+        if let Some(t) = f
+            .pointer("/params/update/content/text")
+            .and_then(Value::as_str)
+        {
+            said.push_str(t);
+        }
+    });
+    assert_eq!(done["result"]["stopReason"], "end_turn");
+    assert!(said.starts_with("unknown command /nope"), "{said}");
+    assert!(server.requests().is_empty());
+}
