@@ -471,3 +471,42 @@ fn permission_presets_switch_a_session_and_the_model_is_told() {
             .contains("[sandbox: file access denied under read-only mode]")
     );
 }
+
+#[test]
+fn hook_commands_run_confined_under_the_default_mode() {
+    let world = World::new();
+    let outside = world.outside.join("hook-escape");
+    std::fs::write(
+        world.work.join("hooks.json"),
+        json!({"hooks": {"UserPromptSubmit": [{"hooks": [{"type": "command",
+            "command": format!("echo x > {} 2>/dev/null; echo y > hook-inside; exit 0", outside.display())}]}]}})
+        .to_string(),
+    )
+    .unwrap();
+    std::fs::write(
+        world.work.join("hooks.yml"),
+        "- insert:\n    - id: hooks-claude-code\n      name: '@deepseek-ai/dsh-hooks-claude-code'\n      config:\n        configPath: ./hooks.json\n",
+    )
+    .unwrap();
+    let server = MockServer::with_replies([Reply::text("ok")]).answer_untooled("T");
+    let out = Command::new(env!("CARGO_BIN_EXE_dsh"))
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", &world.home)
+        .env("DSH_HOME", &world.dsh_home)
+        .env("DEEPSEEK_API_KEY", API_KEY)
+        .env("DEEPSEEK_BASE_URL", server.url())
+        .env("DSH_PERMISSION_MODE", "workspace-write")
+        .current_dir(&world.work)
+        .args(["--profile", "headless", "--patch", "hooks.yml", "hi"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(world.work.join("hook-inside").exists(), "the hook ran");
+    assert!(!outside.exists(), "the hook wrote outside the workspace");
+}

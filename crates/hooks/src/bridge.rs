@@ -69,6 +69,7 @@ pub(crate) struct Bridge {
     config: HookConfig,
     settings: BridgeSettings,
     next_handler: AtomicU64,
+    confinement: Option<(Arc<dsh_sandbox::Sandbox>, Arc<dsh_sandbox::SandboxPolicy>)>,
 }
 
 impl Bridge {
@@ -78,7 +79,16 @@ impl Bridge {
             config,
             settings,
             next_handler: AtomicU64::new(1),
+            confinement: None,
         }
+    }
+
+    pub(crate) fn with_confinement(
+        mut self,
+        confinement: Option<(Arc<dsh_sandbox::Sandbox>, Arc<dsh_sandbox::SandboxPolicy>)>,
+    ) -> Self {
+        self.confinement = confinement;
+        self
     }
 
     fn plugin_label(&self) -> &'static str {
@@ -156,6 +166,10 @@ impl Bridge {
                     framing: self.framing(),
                     default_timeout_ms: self.settings.default_timeout_ms,
                     expected_event: Some(point.as_str()),
+                    confine: self.confinement.as_ref().and_then(|(sandbox, policy)| {
+                        let policy = policy.resolve(None);
+                        policy.mode.is_confined().then(|| (sandbox.clone(), policy))
+                    }),
                 };
                 let result = run_hook(hook, run).await;
                 let mut output = result.output;

@@ -95,7 +95,15 @@ fn load(
             );
         }
     }
-    install(ctx, Bridge::new(dialect, parsed.config, settings))
+    // Hook commands run confined under the deployment's default mode (upstream runs them
+    // through its shell executor without a session policy).
+    let confinement = ctx
+        .get::<dsh_sandbox::Sandbox>()
+        .zip(ctx.get::<dsh_sandbox::SandboxPolicy>());
+    install(
+        ctx,
+        Bridge::new(dialect, parsed.config, settings).with_confinement(confinement),
+    )
 }
 
 /// `@deepseek-ai/dsh-hooks-claude-code`: unmodified Claude Code command hooks.

@@ -31,6 +31,12 @@ pub trait SandboxProvider: Send + Sync + 'static {
 #[derive(Clone)]
 pub struct Sandbox(pub Arc<dyn SandboxProvider>);
 
+impl std::fmt::Debug for Sandbox {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Sandbox")
+    }
+}
+
 /// A runner of the chain.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]

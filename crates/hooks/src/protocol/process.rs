@@ -26,6 +26,8 @@ pub const GRACE: Duration = Duration::from_secs(3);
 #[derive(Clone, Debug)]
 pub struct ProcessSpec {
     pub command: String,
+    /// A sandbox runner's program and arguments that run `bash -c command` confined.
+    pub runner: Option<(PathBuf, Vec<std::ffi::OsString>)>,
     pub cwd: PathBuf,
     /// The complete child environment (nothing else is inherited).
     pub env: Vec<(String, String)>,
@@ -69,10 +71,20 @@ pub async fn run_process(
     spec: ProcessSpec,
     cancel: &CancellationToken,
 ) -> std::io::Result<ProcessOutcome> {
-    let mut child = tokio::process::Command::new(resolve_program("bash", &spec.env, &spec.cwd))
-        .arg0("bash")
-        .arg("-c")
-        .arg(&spec.command)
+    let mut command = match &spec.runner {
+        Some((program, args)) => {
+            let shown = program.to_string_lossy().into_owned();
+            let mut c = tokio::process::Command::new(resolve_program(&shown, &spec.env, &spec.cwd));
+            c.arg0(&shown).args(args);
+            c
+        }
+        None => {
+            let mut c = tokio::process::Command::new(resolve_program("bash", &spec.env, &spec.cwd));
+            c.arg0("bash").arg("-c").arg(&spec.command);
+            c
+        }
+    };
+    let mut child = command
         .current_dir(&spec.cwd)
         .env_clear()
         .envs(spec.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))

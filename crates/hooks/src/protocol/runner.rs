@@ -3,6 +3,7 @@
 //! that cannot run becomes an outcome with no exit code and the failure on stderr.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -45,6 +46,8 @@ pub struct HookRun<'a> {
     pub framing: StdinFraming,
     /// Used when the hook sets no timeout.
     pub default_timeout_ms: f64,
+    /// Run the command under this sandbox and policy (a confined mode), or refuse it.
+    pub confine: Option<(Arc<dsh_sandbox::Sandbox>, dsh_sandbox::ExecutionPolicy)>,
     /// The firing event; a `hookSpecificOutput` for another event is discarded.
     pub expected_event: Option<&'a str>,
 }
@@ -106,8 +109,24 @@ pub async fn run_hook(hook: &CommandHook, run: HookRun<'_>) -> HookRunResult {
             }
         },
     };
+    let runner = match run.confine {
+        None => None,
+        Some((sandbox, policy)) => {
+            let argv = vec!["bash".into(), "-c".into(), hook.command.clone().into()];
+            match sandbox.0.confine(argv, policy).await {
+                Ok(c) => Some((c.program, c.args)),
+                Err(refused) => {
+                    return HookRunResult {
+                        output: failed(refused.message()),
+                        duration_ms: elapsed(started),
+                    };
+                }
+            }
+        }
+    };
     let spec = ProcessSpec {
         command: hook.command.clone(),
+        runner,
         cwd,
         env: child_env(&run.env),
         stdin: stdin.into_bytes(),
