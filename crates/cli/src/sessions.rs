@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use dsh_llm::{ContentBlock, Message};
-use dsh_persistence::{ChunkPacking, Compression, Loaded, SessionFiles};
+use dsh_persistence::{ChunkPacking, Compression, Loaded, SessionFiles, layout};
 use dsh_session::{Event, RecordFormat, Session, SessionHeader, types, write_event};
 use serde_json::Value;
 
@@ -37,7 +37,8 @@ fn files(root: &Path, compression: Compression) -> SessionFiles {
     SessionFiles::new(root, compression, ChunkPacking::Packed)
 }
 
-/// Every stored log file under `root`.
+/// Every stored session's current log under `root`: per session directory, the newest
+/// format generation (a v4 migration leaves the v0 file beside it, untouched).
 fn all_logs(root: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
     let Ok(projects) = std::fs::read_dir(root) else {
@@ -48,11 +49,12 @@ fn all_logs(root: &Path) -> Vec<PathBuf> {
             continue;
         };
         for s in sessions.flatten() {
-            for name in ["session.jsonl.zstd", "session.jsonl"] {
-                let p = s.path().join(name);
-                if p.is_file() {
-                    out.push(p);
-                }
+            let newest = [Compression::Zstd, Compression::None]
+                .into_iter()
+                .flat_map(|c| layout::generations(&s.path(), c))
+                .max_by_key(|(version, _)| *version);
+            if let Some((_, path)) = newest {
+                out.push(path);
             }
         }
     }

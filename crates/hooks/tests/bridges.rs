@@ -681,7 +681,7 @@ async fn the_transcript_path_names_the_persisted_log() {
         transcript.display()
     );
     assert!(
-        transcript.ends_with(format!("{}/session.jsonl", agent.session().id())),
+        transcript.ends_with(format!("{}/session.v4.jsonl", agent.session().id())),
         "{}",
         transcript.display()
     );

@@ -31,12 +31,13 @@ impl SessionFiles {
                 }
             }
             let dir = project.join(&segment);
-            let opposite = dir.join(self.compression.opposite().file_name());
-            if fsio::exists(&opposite)? {
+            if let Some((_, opposite)) =
+                layout::generations(&dir, self.compression.opposite()).pop()
+            {
                 return Err(self.encoding_mismatch(opposite));
             }
-            let path = dir.join(self.compression.file_name());
-            if fsio::exists(&path)? {
+            // The highest generation is the session's log; older ones are history.
+            if let Some((_, path)) = layout::generations(&dir, self.compression).pop() {
                 hits.push(path);
             }
         }
@@ -72,15 +73,15 @@ impl SessionFiles {
                     }
                     continue;
                 }
-                let opposite = path.join(self.compression.opposite().file_name());
-                if opposite.exists() {
+                if let Some((_, opposite)) =
+                    layout::generations(&path, self.compression.opposite()).pop()
+                {
                     tracing::warn!("skipping session: {}", self.encoding_mismatch(opposite));
                     continue;
                 }
-                let log = path.join(self.compression.file_name());
-                if !log.is_file() {
+                let Some((_, log)) = layout::generations(&path, self.compression).pop() else {
                     continue;
-                }
+                };
                 match self.read_header(&log) {
                     Ok(None) => {} // empty or half-written: not a session yet
                     Ok(Some(header)) => {
@@ -153,9 +154,10 @@ impl SessionFiles {
                 plain
             }
         };
-        scan::header_of(&first_line)
-            .map(Some)
-            .map_err(|e| PersistenceError::from_storage(path, e))
+        let header =
+            scan::header_of(&first_line).map_err(|e| PersistenceError::from_storage(path, e))?;
+        check_generation(path, &header, self.compression)?;
+        Ok(Some(header))
     }
 
     fn project_dirs(&self) -> Result<Vec<PathBuf>, PersistenceError> {
@@ -188,5 +190,29 @@ impl SessionFiles {
             found: self.compression.opposite().suffix(),
             configured: self.compression.as_str(),
         }
+    }
+}
+
+/// The version in a log's file name must be the one its header states.
+pub(crate) fn check_generation(
+    path: &Path,
+    header: &SessionHeader,
+    compression: Compression,
+) -> Result<(), PersistenceError> {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let detected = layout::generation_of(&name, compression)
+        .or_else(|| layout::generation_of(&name, compression.opposite()));
+    match detected {
+        Some(v) if v != header.version => Err(PersistenceError::corrupt(
+            path,
+            format!(
+                "the file name says format v{v} but the header says v{}",
+                header.version
+            ),
+        )),
+        _ => Ok(()),
     }
 }

@@ -6,7 +6,13 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use dsh_session::{Event, SessionHeader, encode_batch, header_line, interrupted_turn_closers};
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use dsh_session::v4::{V4Encoder, header_line_v4};
+use dsh_session::{
+    Event, SESSION_FORMAT_V4, SessionHeader, encode_batch, header_line, interrupted_turn_closers,
+};
 
 use crate::error::PersistenceError;
 use crate::frames;
@@ -74,6 +80,20 @@ enum RepairMode {
     InMemory,
 }
 
+/// How a live session's log is written.
+#[derive(Clone, Debug)]
+enum Encoding {
+    V0,
+    V4(V4Encoder),
+}
+
+/// A log this process appends to: where it is and how its next rows are encoded.
+#[derive(Clone, Debug)]
+struct OpenLog {
+    path: PathBuf,
+    encoding: Encoding,
+}
+
 /// The session logs under one root, in one encoding.
 #[derive(Clone, Debug)]
 pub struct SessionFiles {
@@ -83,6 +103,10 @@ pub struct SessionFiles {
     /// Writer locks this process holds (shared by clones).
     locks: HeldLocks,
     durability: Durability,
+    /// The format new logs are written in (and v0 logs migrate to when appended): 0 or 4.
+    format: u64,
+    /// Logs this process appends to, by session id (shared by clones).
+    open_logs: Arc<Mutex<HashMap<String, OpenLog>>>,
 }
 
 impl SessionFiles {
@@ -97,7 +121,34 @@ impl SessionFiles {
             packing,
             locks: HeldLocks::default(),
             durability: Durability::Fsync,
+            format: SESSION_FORMAT_V4,
+            open_logs: Arc::new(Mutex::new(HashMap::new())),
         }
+    }
+
+    /// The same store writing new logs in format `version` (0 or 4).
+    pub fn with_format(mut self, version: u64) -> Self {
+        self.format = version;
+        self
+    }
+
+    /// The format new logs are written in.
+    pub fn format(&self) -> u64 {
+        self.format
+    }
+
+    fn open_logs(&self) -> std::sync::MutexGuard<'_, HashMap<String, OpenLog>> {
+        self.open_logs.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn remember(&self, id: &str, path: &Path, encoding: Encoding) {
+        self.open_logs().insert(
+            id.to_string(),
+            OpenLog {
+                path: path.to_path_buf(),
+                encoding,
+            },
+        );
     }
 
     /// The same store with another durability policy for appends.
@@ -122,6 +173,7 @@ impl SessionFiles {
 
     /// Releases the writer lock of session `id` (its writer retired).
     pub fn release(&self, id: &str) {
+        self.open_logs().remove(id);
         self.locks.release(id);
     }
 
@@ -142,12 +194,20 @@ impl SessionFiles {
         self.packing
     }
 
-    /// The log path of a session (no IO).
+    /// The log path of a session: the log this process has open for it, else where a new
+    /// log of it goes (no IO).
     pub fn path_for(&self, header: &SessionHeader) -> Result<PathBuf, PersistenceError> {
+        let dir = layout::session_dir(&self.root, header.cwd.as_deref(), &header.id)?;
+        if let Some(open) = self.open_logs().get(&header.id)
+            && open.path.parent() == Some(dir.as_path())
+        {
+            return Ok(open.path.clone());
+        }
         layout::log_path(
             &self.root,
             header.cwd.as_deref(),
             &header.id,
+            self.format,
             self.compression,
         )
     }
@@ -162,7 +222,13 @@ impl SessionFiles {
         header: &SessionHeader,
         events: &[Arc<Event>],
     ) -> Result<PathBuf, PersistenceError> {
-        let path = self.path_for(header)?;
+        let path = layout::log_path(
+            &self.root,
+            header.cwd.as_deref(),
+            &header.id,
+            self.format,
+            self.compression,
+        )?;
         if let Some(existing) = self.find(&header.id)? {
             return Err(PersistenceError::AlreadyPersisted {
                 id: header.id.clone(),
@@ -185,8 +251,36 @@ impl SessionFiles {
         if events.is_empty() {
             return Ok(());
         }
-        let path = self.path_for(header)?;
-        self.append_to(&path, self.compression, events)
+        let open = self.open_log(header)?;
+        let mut encoding = open.encoding;
+        let result = self.append_encoded(&open.path, self.compression, events, &mut encoding);
+        // A failed append rolled the encoder back with the file; keep it either way.
+        self.remember(&header.id, &open.path, encoding);
+        result
+    }
+
+    /// The open log of a session, found (and its v4 state rebuilt) on first use.
+    fn open_log(&self, header: &SessionHeader) -> Result<OpenLog, PersistenceError> {
+        if let Some(open) = self.open_logs().get(&header.id) {
+            return Ok(open.clone());
+        }
+        let path = match self.find(&header.id)? {
+            Some(p) => p,
+            None => self.path_for(header)?,
+        };
+        let encoding = self.encoding_of_file(&path)?;
+        Ok(OpenLog { path, encoding })
+    }
+
+    /// How to continue the stored log at `path`: a v4 log's state is rebuilt by reading it.
+    fn encoding_of_file(&self, path: &Path) -> Result<Encoding, PersistenceError> {
+        let bytes = fsio::read_stable(path)?;
+        let scanned = scan::scan(&bytes, detect(path, &bytes))
+            .map_err(|e| PersistenceError::from_storage(path, e))?;
+        Ok(match scanned.v4 {
+            Some(resume) => Encoding::V4(resume.encoder),
+            None => Encoding::V0,
+        })
     }
 
     fn materialize(
@@ -195,11 +289,12 @@ impl SessionFiles {
         path: &Path,
         events: &[Arc<Event>],
     ) -> Result<(), PersistenceError> {
-        let opposite = path.with_file_name(self.compression.opposite().file_name());
-        if fsio::exists(&opposite)? {
+        let session_dir = path.parent().unwrap_or(&self.root);
+        if let Some((_, opposite)) =
+            layout::generations(session_dir, self.compression.opposite()).pop()
+        {
             return Err(self.encoding_mismatch(opposite));
         }
-        let session_dir = path.parent().unwrap_or(&self.root);
         let project_dir = session_dir.parent().unwrap_or(&self.root);
         fsio::ensure_private_dir(&self.root)?;
         fsio::ensure_private_dir(project_dir)?;
@@ -211,38 +306,86 @@ impl SessionFiles {
                 path: path.to_path_buf(),
             });
         }
-        let head = header_line(header);
-        let body = self.encode_text(events);
+        let (head, body, encoding) = if self.format == SESSION_FORMAT_V4 {
+            let mut encoder = V4Encoder::new(&header.id, header.seed_length);
+            let mut body = String::new();
+            encoder
+                .encode(events, &mut body)
+                .map_err(|e| PersistenceError::corrupt(path, e.to_string()))?;
+            (header_line_v4(header), body, Encoding::V4(encoder))
+        } else {
+            (header_line(header), self.encode_text(events), Encoding::V0)
+        };
+        self.publish(&header.id, path, &head, &body)?;
+        self.remember(&header.id, path, encoding);
+        Ok(())
+    }
+
+    /// Publishes a new log file: the header (alone in its zstd frame) and the first batch.
+    fn publish(
+        &self,
+        id: &str,
+        path: &Path,
+        head: &str,
+        body: &str,
+    ) -> Result<(), PersistenceError> {
         let content = match self.compression {
-            Compression::None => [head.into_bytes(), body.into_bytes()].concat(),
+            Compression::None => [head.as_bytes(), body.as_bytes()].concat(),
             Compression::Zstd => {
                 let compress = |text: &str| {
                     frames::compress_frame(text.as_bytes())
                         .map_err(|e| PersistenceError::io("cannot compress batch for", path, e))
                 };
-                [compress(&head)?, compress(&body)?].concat()
+                let mut content = compress(head)?;
+                if !body.is_empty() {
+                    content.extend(compress(body)?);
+                }
+                content
             }
         };
-        fsio::publish_new_file(&header.id, path, &content)
+        fsio::publish_new_file(id, path, &content)
     }
 
     fn encode_text(&self, events: &[Arc<Event>]) -> String {
         encode_batch(events, self.packing == ChunkPacking::Packed)
     }
 
-    fn append_to(
+    /// Appends `events` to the log at `path` in its encoding (one zstd frame, or lines),
+    /// durably. A v4 batch of stream chunks alone writes nothing yet (they belong to the
+    /// message that follows); a failed write rolls the encoder back.
+    fn append_encoded(
         &self,
         path: &Path,
         compression: Compression,
         events: &[Arc<Event>],
+        encoding: &mut Encoding,
     ) -> Result<(), PersistenceError> {
-        let text = self.encode_text(events);
-        let content = match compression {
-            Compression::None => text.into_bytes(),
-            Compression::Zstd => frames::compress_frame(text.as_bytes())
-                .map_err(|e| PersistenceError::io("cannot compress batch for", path, e))?,
+        let (text, checkpoint) = match encoding {
+            Encoding::V0 => (self.encode_text(events), None),
+            Encoding::V4(encoder) => {
+                let checkpoint = encoder.checkpoint();
+                let mut text = String::new();
+                encoder
+                    .encode(events, &mut text)
+                    .map_err(|e| PersistenceError::corrupt(path, e.to_string()))?;
+                (text, Some(checkpoint))
+            }
         };
-        fsio::append_durably(path, &content, self.durability)
+        if text.is_empty() {
+            return Ok(());
+        }
+        let content = match compression {
+            Compression::None => Ok(text.into_bytes()),
+            Compression::Zstd => frames::compress_frame(text.as_bytes())
+                .map_err(|e| PersistenceError::io("cannot compress batch for", path, e)),
+        };
+        let written = content.and_then(|c| fsio::append_durably(path, &c, self.durability));
+        if written.is_err()
+            && let (Encoding::V4(encoder), Some(cp)) = (encoding, checkpoint)
+        {
+            encoder.rollback(cp);
+        }
+        written
     }
 
     // ------------------------------------------------------------------ reading
@@ -355,6 +498,7 @@ impl SessionFiles {
         let scanned =
             scan::scan(&bytes, compression).map_err(|e| PersistenceError::from_storage(path, e))?;
         drop(bytes);
+        crate::discovery::check_generation(path, &scanned.header, compression)?;
         if let Some(id) = expected_id {
             self.check_identity(path, &scanned.header, id)?;
         }
@@ -369,8 +513,18 @@ impl SessionFiles {
             recovered: scanned.recovered().len(),
             closers: closers.len(),
         });
+        if mode == RepairMode::Durable && scanned.v4.is_none() && self.format == SESSION_FORMAT_V4 {
+            return self.migrate(path, scanned, closers, repair);
+        }
         let Some(repair) = repair else {
             let stored_len = scanned.events.len() as u64;
+            if mode == RepairMode::Durable {
+                let encoding = match scanned.v4 {
+                    Some(resume) => Encoding::V4(resume.encoder),
+                    None => Encoding::V0,
+                };
+                self.remember(&scanned.header.id, path, encoding);
+            }
             return Ok(Loaded {
                 path: path.to_path_buf(),
                 header: scanned.header,
@@ -403,7 +557,12 @@ impl SessionFiles {
                 let batch: Vec<Arc<Event>> =
                     scanned.recovered().iter().cloned().chain(closers).collect();
                 if !batch.is_empty() {
-                    self.append_to(path, compression, &batch)?;
+                    // A v4 log continues from what is stored now (after the cut).
+                    let mut encoding = match scanned.v4 {
+                        Some(_) => self.encoding_of_file(path)?,
+                        None => Encoding::V0,
+                    };
+                    self.append_encoded(path, compression, &batch, &mut encoding)?;
                 }
                 tracing::warn!(
                     path = %path.display(),
@@ -424,6 +583,11 @@ impl SessionFiles {
                         "the log is still unbalanced after its crash repair",
                     ));
                 }
+                let encoding = match again.v4 {
+                    Some(resume) => Encoding::V4(resume.encoder),
+                    None => Encoding::V0,
+                };
+                self.remember(&again.header.id, path, encoding);
                 let stored_len = again.events.len() as u64;
                 Ok(Loaded {
                     path: path.to_path_buf(),
@@ -434,6 +598,52 @@ impl SessionFiles {
                 })
             }
         }
+    }
+
+    /// Opens a v0 log for appending when new logs are v4 (upstream 0.2's migration): the
+    /// repaired history is written as a new `session.v4` log beside it, which is appended
+    /// to from now on. The v0 file is never modified (its repair happens in memory).
+    fn migrate(
+        &self,
+        v0_path: &Path,
+        scanned: ScannedLog,
+        closers: Vec<Arc<Event>>,
+        repair: Option<Repair>,
+    ) -> Result<Loaded, PersistenceError> {
+        let ScannedLog {
+            mut header,
+            mut events,
+            ..
+        } = scanned;
+        events.extend(closers);
+        header.version = SESSION_FORMAT_V4;
+        let path = layout::log_path(
+            &self.root,
+            header.cwd.as_deref(),
+            &header.id,
+            SESSION_FORMAT_V4,
+            self.compression,
+        )?;
+        let mut encoder = V4Encoder::new(&header.id, header.seed_length);
+        let mut body = String::new();
+        encoder.encode(&events, &mut body).map_err(|e| {
+            PersistenceError::corrupt(v0_path, format!("cannot migrate to format v4: {e}"))
+        })?;
+        self.publish(&header.id, &path, &header_line_v4(&header), &body)?;
+        tracing::info!(
+            from = %v0_path.display(),
+            to = %path.display(),
+            "migrated a format v0 session log to v4 (the v0 file is kept unchanged)"
+        );
+        self.remember(&header.id, &path, Encoding::V4(encoder));
+        let stored_len = events.len() as u64;
+        Ok(Loaded {
+            path,
+            header,
+            events,
+            stored_len,
+            repair,
+        })
     }
 
     /// The header must name the file it was read from: its id is the one asked for, and
@@ -457,6 +667,7 @@ impl SessionFiles {
             &self.root,
             header.cwd.as_deref(),
             &header.id,
+            header.version,
             self.compression,
         )
         .map_err(|_| PersistenceError::corrupt(path, "header id cannot name a storage path"))?;

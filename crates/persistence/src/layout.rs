@@ -53,10 +53,37 @@ impl Compression {
         }
     }
 
-    /// The log file name (`session.jsonl` or `session.jsonl.zstd`).
+    /// The v0 log file name (`session.jsonl` or `session.jsonl.zstd`).
     pub fn file_name(self) -> String {
-        format!("{LOG_STEM}{}", self.suffix())
+        log_file_name(0, self)
     }
+}
+
+/// The file name of format `version` in `compression`: `session.jsonl` for v0,
+/// `session.v<N>.jsonl` for later generations, plus `.zstd` when compressed.
+pub fn log_file_name(version: u64, compression: Compression) -> String {
+    match version {
+        0 => format!("{LOG_STEM}{}", compression.suffix()),
+        n => format!("{LOG_STEM}.v{n}{}", compression.suffix()),
+    }
+}
+
+/// The format generation a file name of `compression` holds, when it is a canonical log
+/// name (`session.jsonl` → 0, `session.v4.jsonl` → 4; `session.v0.jsonl`, `session.v04…`,
+/// temporary files → none).
+pub fn generation_of(name: &str, compression: Compression) -> Option<u64> {
+    let base = name.strip_suffix(compression.suffix())?;
+    if base == LOG_STEM {
+        return Some(0);
+    }
+    let digits = base.strip_prefix("session.v")?;
+    let canonical = !digits.is_empty()
+        && !digits.starts_with('0')
+        && digits.bytes().all(|b| b.is_ascii_digit());
+    if !canonical {
+        return None;
+    }
+    digits.parse().ok()
 }
 
 fn is_safe_unit(unit: u16) -> bool {
@@ -132,15 +159,64 @@ pub fn project_dir_name(cwd: Option<&str>) -> Result<String, PersistenceError> {
     }
 }
 
-/// The log path of a session under `root`.
+/// The directory of a session under `root`.
+pub fn session_dir(root: &Path, cwd: Option<&str>, id: &str) -> Result<PathBuf, PersistenceError> {
+    Ok(root.join(project_dir_name(cwd)?).join(encode_segment(id)?))
+}
+
+/// The log path of format `version` of a session under `root`.
 pub fn log_path(
     root: &Path,
     cwd: Option<&str>,
     id: &str,
+    version: u64,
     compression: Compression,
 ) -> Result<PathBuf, PersistenceError> {
-    Ok(root
-        .join(project_dir_name(cwd)?)
-        .join(encode_segment(id)?)
-        .join(compression.file_name()))
+    Ok(session_dir(root, cwd, id)?.join(log_file_name(version, compression)))
+}
+
+/// The canonical log generations present in a session directory: `(version, path)`,
+/// highest version last. A missing directory holds none.
+pub fn generations(dir: &Path, compression: Compression) -> Vec<(u64, PathBuf)> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut out: Vec<(u64, PathBuf)> = entries
+        .flatten()
+        .filter_map(|e| {
+            let name = e.file_name();
+            let v = generation_of(name.to_str()?, compression)?;
+            e.file_type().ok()?.is_file().then(|| (v, e.path()))
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+#[cfg(test)]
+mod generation_tests {
+    use super::*;
+
+    #[test]
+    fn canonical_generation_names() {
+        let z = Compression::Zstd;
+        assert_eq!(generation_of("session.jsonl.zstd", z), Some(0));
+        assert_eq!(generation_of("session.v4.jsonl.zstd", z), Some(4));
+        assert_eq!(generation_of("session.v12.jsonl.zstd", z), Some(12));
+        for bad in [
+            "session.v0.jsonl.zstd",
+            "session.v04.jsonl.zstd",
+            "session.V4.jsonl.zstd",
+            "session.v4.jsonl",
+            "session.jsonl.zstd.abc.tmp",
+            "session.v.jsonl.zstd",
+        ] {
+            assert_eq!(generation_of(bad, z), None, "{bad}");
+        }
+        assert_eq!(
+            generation_of("session.v4.jsonl", Compression::None),
+            Some(4)
+        );
+        assert_eq!(log_file_name(4, z), "session.v4.jsonl.zstd");
+    }
 }

@@ -50,6 +50,8 @@ pub struct PersistenceConfig {
     pub packing: ChunkPacking,
     pub timing: WriteTiming,
     pub durability: Durability,
+    /// The format of new logs (0 or 4; default 4, upstream 0.2's).
+    pub format_version: u64,
 }
 
 #[derive(Deserialize)]
@@ -65,6 +67,9 @@ struct RawConfig {
     /// `fsync` (default) or `os`: see [`Durability`].
     #[serde(default)]
     durability: DurabilitySetting,
+    /// 4 (default) or 0.
+    #[serde(default)]
+    format_version: Option<u64>,
     /// Accepted for config compatibility; this implementation keeps no prepared cache.
     #[serde(default)]
     #[allow(dead_code)]
@@ -141,6 +146,16 @@ impl PersistenceConfig {
                 DurabilitySetting::Fsync => Durability::Fsync,
                 DurabilitySetting::Os => Durability::Os,
             },
+            format_version: match raw.format_version {
+                None => dsh_session::SESSION_FORMAT_V4,
+                Some(v @ (0 | 4)) => v,
+                Some(_) => {
+                    return Err(field_error(
+                        "formatVersion",
+                        "must be 4 (upstream 0.2's format, the default) or 0 (0.1's)",
+                    ));
+                }
+            },
         })
     }
 }
@@ -160,7 +175,8 @@ impl Plugin for JsonlPersistencePlugin {
             .map_err(|_| format!("{PLUGIN_NAME} must be loaded inside a tokio runtime (it runs timers and blocking writes)"))?;
         let files = Arc::new(
             SessionFiles::new(&config.root, config.compression, config.packing)
-                .with_durability(config.durability),
+                .with_durability(config.durability)
+                .with_format(config.format_version),
         );
         let writers = Arc::new(SessionWriters::new(files.clone(), config.timing, runtime));
         ctx.provide(Arc::new(Artifacts(files.clone())))?;

@@ -3,9 +3,9 @@
 
 use std::sync::Arc;
 
+use dsh_session::v4::{V4Resume, parse_any_log};
 use dsh_session::{
-    Event, ParsedLog, Record, SessionHeader, StorageError, decode_record, parse_header_line,
-    parse_log, types,
+    Event, ParsedLog, Record, SessionHeader, StorageError, decode_record, parse_header_line, types,
 };
 use serde_json::Value;
 
@@ -25,6 +25,8 @@ pub(crate) struct ScannedLog {
     pub truncate_to: Option<u64>,
     /// Why the tail was not accepted (a merely torn tail has none).
     pub tail_issue: Option<String>,
+    /// A v4 log's continuation state (as of every event read, salvaged ones included).
+    pub v4: Option<V4Resume>,
 }
 
 impl ScannedLog {
@@ -47,7 +49,7 @@ pub(crate) fn scan(bytes: &[u8], compression: Compression) -> Result<ScannedLog,
 }
 
 fn scan_plain(bytes: &[u8]) -> Result<ScannedLog, StorageError> {
-    let parsed = parse_bytes(bytes)?;
+    let (parsed, v4) = parse_bytes(bytes)?;
     let truncate_to =
         (parsed.committed_bytes < bytes.len()).then_some(parsed.committed_bytes as u64);
     let intact = parsed.events.len();
@@ -57,6 +59,7 @@ fn scan_plain(bytes: &[u8]) -> Result<ScannedLog, StorageError> {
         intact,
         truncate_to,
         tail_issue: parsed.tail_issue,
+        v4,
     })
 }
 
@@ -126,7 +129,7 @@ fn scan_zstd(bytes: &[u8]) -> Result<ScannedLog, StorageError> {
             })?;
         }
     }
-    let complete = parse_bytes(&plain)?;
+    let (complete, complete_v4) = parse_bytes(&plain)?;
     if complete.committed_bytes != plain.len() {
         // Checksummed frames are written whole; damage inside one is not a crash artifact.
         return Err(corrupt(match complete.tail_issue {
@@ -142,6 +145,7 @@ fn scan_zstd(bytes: &[u8]) -> Result<ScannedLog, StorageError> {
             intact,
             truncate_to: None,
             tail_issue: None,
+            v4: complete_v4,
         });
     };
     let salvaged = frames::salvage_torn(&bytes[torn_start..]);
@@ -157,16 +161,18 @@ fn scan_zstd(bytes: &[u8]) -> Result<ScannedLog, StorageError> {
             intact,
             truncate_to: Some(torn_start as u64),
             tail_issue,
+            v4: complete_v4,
         });
     }
     plain.extend_from_slice(&salvaged[..whole_lines]);
-    let with_salvage = parse_bytes(&plain)?;
+    let (with_salvage, salvage_v4) = parse_bytes(&plain)?;
     Ok(ScannedLog {
         header: with_salvage.header,
         events: with_salvage.events,
         intact,
         truncate_to: Some(torn_start as u64),
         tail_issue: with_salvage.tail_issue.or(tail_issue),
+        v4: salvage_v4,
     })
 }
 
@@ -196,9 +202,9 @@ pub(crate) fn header_of(first_line: &[u8]) -> Result<SessionHeader, StorageError
 /// [`parse_log`] over bytes that may not be valid UTF-8. Invalid UTF-8 is damage of the
 /// line that holds it: the log is cut before that line, unless a later line commits a
 /// `turn/end` (then the damage is inside committed history and the log is refused).
-pub(crate) fn parse_bytes(bytes: &[u8]) -> Result<ParsedLog, StorageError> {
+pub(crate) fn parse_bytes(bytes: &[u8]) -> Result<(ParsedLog, Option<V4Resume>), StorageError> {
     let bad_at = match std::str::from_utf8(bytes) {
-        Ok(text) => return parse_log(text),
+        Ok(text) => return parse_any_log(text),
         Err(e) => e.valid_up_to(),
     };
     let line_start = bytes[..bad_at]
@@ -214,10 +220,10 @@ pub(crate) fn parse_bytes(bytes: &[u8]) -> Result<ParsedLog, StorageError> {
     // The prefix before the damaged line is valid UTF-8 and ends with a newline.
     let prefix = std::str::from_utf8(&bytes[..line_start])
         .map_err(|_| StorageError::Corrupt("header line is not valid JSON".into()))?;
-    let mut parsed = parse_log(prefix)?;
+    let (mut parsed, v4) = parse_any_log(prefix)?;
     let rest = &bytes[line_start..];
     let Some(bad_line_len) = rest.iter().position(|b| *b == b'\n') else {
-        return Ok(parsed); // the damaged bytes are a torn final fragment
+        return Ok((parsed, v4)); // the damaged bytes are a torn final fragment
     };
     let line_no = prefix.bytes().filter(|b| *b == b'\n').count(); // header excluded, +1 for this line
     let issue = parsed
@@ -232,7 +238,7 @@ pub(crate) fn parse_bytes(bytes: &[u8]) -> Result<ParsedLog, StorageError> {
         pos += len + 1;
     }
     parsed.tail_issue = Some(issue);
-    Ok(parsed)
+    Ok((parsed, v4))
 }
 
 fn line_commits_turn_end(line: &[u8]) -> bool {

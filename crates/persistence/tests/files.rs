@@ -70,19 +70,21 @@ fn project_keys_match_upstream_vectors() {
 
 #[test]
 fn paths_follow_the_layout() {
-    let files = SessionFiles::new("/srv/sessions", Compression::Zstd, ChunkPacking::Packed);
+    let files =
+        SessionFiles::new("/srv/sessions", Compression::Zstd, ChunkPacking::Packed).with_format(0);
     let h = header("a/b", Some("/home/me/proj"));
     assert_eq!(
         files.path_for(&h).unwrap(),
         Path::new("/srv/sessions/--home-me-proj--/a~002Fb/session.jsonl.zstd")
     );
-    let plain = SessionFiles::new("/srv/sessions", Compression::None, ChunkPacking::Packed);
+    let plain =
+        SessionFiles::new("/srv/sessions", Compression::None, ChunkPacking::Packed).with_format(0);
     assert_eq!(
         plain.path_for(&header("s1", None)).unwrap(),
         Path::new("/srv/sessions/_no-cwd/s1/session.jsonl")
     );
     assert_eq!(
-        layout::log_path(Path::new("/r"), Some("/"), "..", Compression::None).unwrap(),
+        layout::log_path(Path::new("/r"), Some("/"), "..", 0, Compression::None).unwrap(),
         Path::new("/r/--root--/~002E~002E/session.jsonl")
     );
 }
@@ -105,7 +107,7 @@ fn round_trip_in_every_mode() {
     for compression in [Compression::Zstd, Compression::None] {
         for packing in [ChunkPacking::Packed, ChunkPacking::Unpacked] {
             let dir = tempfile::tempdir().unwrap();
-            let files = SessionFiles::new(dir.path(), compression, packing);
+            let files = SessionFiles::new(dir.path(), compression, packing).with_format(0);
             let h = header("session-1", Some("/work/proj"));
             let events = session_events(&h, 3, 12, false);
             let parts = write_in_batches(&files, &h, &events);
@@ -133,7 +135,8 @@ fn round_trip_in_every_mode() {
                 dir.path().join("elsewhere"),
                 compression.opposite(),
                 packing,
-            );
+            )
+            .with_format(0);
             let inspected = other.inspect_file(&loaded.path).unwrap();
             assert_eq!(inspected.events, events);
             assert_eq!(other.read_raw_file(&loaded.path).unwrap(), want);
@@ -144,7 +147,8 @@ fn round_trip_in_every_mode() {
 #[test]
 fn zstd_logs_are_one_frame_per_batch() {
     let dir = tempfile::tempdir().unwrap();
-    let files = SessionFiles::new(dir.path(), Compression::Zstd, ChunkPacking::Packed);
+    let files =
+        SessionFiles::new(dir.path(), Compression::Zstd, ChunkPacking::Packed).with_format(0);
     let h = header("s", None);
     let events = session_events(&h, 2, 8, false);
     let parts = write_in_batches(&files, &h, &events);
@@ -169,7 +173,7 @@ fn zstd_logs_are_one_frame_per_batch() {
 fn creation_is_lazy_private_and_never_overwrites() {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("root");
-    let files = SessionFiles::new(&root, Compression::None, ChunkPacking::Packed);
+    let files = SessionFiles::new(&root, Compression::None, ChunkPacking::Packed).with_format(0);
     let h = header("s1", Some("/p"));
     let events = session_events(&h, 1, 4, false);
 
@@ -221,7 +225,8 @@ fn creation_is_lazy_private_and_never_overwrites() {
 #[test]
 fn list_reads_headers_and_skips_what_it_cannot_read() {
     let dir = tempfile::tempdir().unwrap();
-    let files = SessionFiles::new(dir.path(), Compression::Zstd, ChunkPacking::Packed);
+    let files =
+        SessionFiles::new(dir.path(), Compression::Zstd, ChunkPacking::Packed).with_format(0);
     let mut parent = header("parent", Some("/proj"));
     parent.created_at = 10;
     let events = session_events(&parent, 1, 4, false);
@@ -278,8 +283,10 @@ fn list_reads_headers_and_skips_what_it_cannot_read() {
 #[test]
 fn a_root_holds_one_encoding() {
     let dir = tempfile::tempdir().unwrap();
-    let zstd = SessionFiles::new(dir.path(), Compression::Zstd, ChunkPacking::Packed);
-    let plain = SessionFiles::new(dir.path(), Compression::None, ChunkPacking::Packed);
+    let zstd =
+        SessionFiles::new(dir.path(), Compression::Zstd, ChunkPacking::Packed).with_format(0);
+    let plain =
+        SessionFiles::new(dir.path(), Compression::None, ChunkPacking::Packed).with_format(0);
     let h = header("s", None);
     let events = session_events(&h, 1, 4, false);
     zstd.create(&h, &events).unwrap();
@@ -296,7 +303,8 @@ fn a_root_holds_one_encoding() {
 #[test]
 fn duplicate_ids_across_projects_are_refused() {
     let dir = tempfile::tempdir().unwrap();
-    let files = SessionFiles::new(dir.path(), Compression::None, ChunkPacking::Packed);
+    let files =
+        SessionFiles::new(dir.path(), Compression::None, ChunkPacking::Packed).with_format(0);
     let a = header("dup", Some("/a"));
     let events = session_events(&a, 1, 4, false);
     files.create(&a, &events).unwrap();
@@ -318,7 +326,8 @@ fn upstream_fixture_logs_open_by_path() {
     let Ok(dirs) = std::fs::read_dir(&root) else {
         return; // fixtures not present in this checkout
     };
-    let files = SessionFiles::new("/nonexistent-root", Compression::Zstd, ChunkPacking::Packed);
+    let files = SessionFiles::new("/nonexistent-root", Compression::Zstd, ChunkPacking::Packed)
+        .with_format(0);
     let mut opened = 0;
     for dir in dirs.flatten() {
         for f in std::fs::read_dir(dir.path()).unwrap().flatten() {

@@ -56,14 +56,16 @@ fn run_turn(s: &Arc<LiveSession>, text: &str) {
         Some(SurfaceIntent::append()),
     )
     .unwrap();
+    let mut chunks = Vec::new();
     for word in ["Hel", "lo", " there", "!"] {
         let chunk = json!({"type": "text-delta", "index": 0, "text": word});
-        s.append(
+        let event = s.append(
             types::ASSISTANT_CHUNK,
             json!({"turn": turn, "step": 1, "chunk": chunk}),
             None,
         )
         .unwrap();
+        chunks.push(event.seq);
     }
     let reply = Message::assistant(
         vec![dsh_llm::ContentBlock::text("Hello there!")],
@@ -74,7 +76,7 @@ fn run_turn(s: &Arc<LiveSession>, text: &str) {
     s.append(
         types::ASSISTANT_MESSAGE,
         json!({"turn": turn, "step": 1, "message": reply.to_value()}),
-        Some(SurfaceIntent::append_citing(vec![])),
+        Some(SurfaceIntent::append_citing(chunks)),
     )
     .unwrap();
     s.append(types::STEP_END, json!({"turn": turn, "step": 1}), None)
@@ -107,6 +109,7 @@ fn config_defaults_and_validation() {
             packing: ChunkPacking::Packed,
             timing: WriteTiming::Batched(std::time::Duration::from_millis(200)),
             durability: Durability::Fsync,
+            format_version: 4,
         }
     );
     let c = parse(
@@ -162,7 +165,14 @@ async fn fresh_sessions_write_lazily_and_flush_is_durable() {
     live.flush().await.unwrap();
     let loaded = h.files.load("s1").unwrap();
     assert_eq!(loaded.events, live.events());
-    assert_eq!(loaded.header, live.header());
+    assert_eq!(loaded.header.version, 4, "new sessions are written in format v4");
+    assert_eq!(
+        SessionHeader {
+            version: live.header().version,
+            ..loaded.header
+        },
+        live.header()
+    );
     assert!(
         h.files
             .read_raw("s1")
@@ -331,12 +341,22 @@ async fn every_event_mode_is_visible_before_append_returns() {
     )
     .unwrap();
     let text = std::fs::read_to_string(&path).unwrap();
-    assert_eq!(text.lines().count(), 4);
+    // v4 records the (still empty) system prompt as a surface message right
+    // after the first step opens, so the user message lands at disk seq 3.
+    let types: Vec<&str> = text
+        .lines()
+        .skip(1)
+        .map(|l| l.split('"').nth(3).unwrap())
+        .collect();
+    assert_eq!(
+        types,
+        ["turn/start", "step/start", "system/message", "user/message"]
+    );
     assert!(
         text.lines()
             .last()
             .unwrap()
-            .starts_with("{\"type\":\"user/message\",\"seq\":2,")
+            .starts_with("{\"type\":\"user/message\",\"seq\":3,")
     );
 }
 

@@ -38,7 +38,7 @@ struct Written {
 
 fn write_log(compression: Compression, packing: ChunkPacking) -> Written {
     let dir = tempfile::tempdir().unwrap();
-    let files = SessionFiles::new(dir.path().join("root"), compression, packing);
+    let files = SessionFiles::new(dir.path().join("root"), compression, packing).with_format(0);
     let h = header("crash-me", Some("/work/proj"));
     let events = session_events(&h, 3, 10, true);
     let parts = batches(&events, 25, 5);
@@ -114,7 +114,8 @@ impl Written {
     /// A fresh root holding this log cut at `cut`, followed by `junk`.
     fn damaged_copy(&self, cut: usize, junk: &[u8]) -> (tempfile::TempDir, SessionFiles, PathBuf) {
         let dir = tempfile::tempdir().unwrap();
-        let files = SessionFiles::new(dir.path(), self.files.compression(), self.files.packing());
+        let files = SessionFiles::new(dir.path(), self.files.compression(), self.files.packing())
+            .with_format(0);
         let path = files.path_for(&self.header).unwrap();
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         let mut bytes = self.bytes[..cut].to_vec();
@@ -315,7 +316,8 @@ fn cached(compression: Compression) -> &'static Written {
 fn a_torn_zstd_frame_salvages_its_whole_records() {
     // One big last batch so the torn frame holds several complete blocks.
     let dir = tempfile::tempdir().unwrap();
-    let files = SessionFiles::new(dir.path(), Compression::Zstd, ChunkPacking::Unpacked);
+    let files =
+        SessionFiles::new(dir.path(), Compression::Zstd, ChunkPacking::Unpacked).with_format(0);
     let h = header("big", None);
     let events = common::session_of_size(&h, 6000, 200);
     let split = events.iter().position(|e| e.is(types::TURN_END)).unwrap() + 1;
@@ -340,7 +342,7 @@ fn a_torn_zstd_frame_salvages_its_whole_records() {
 // ---------------------------------------------------------------- refusals
 
 fn plain_log(dir: &Path, h: &SessionHeader, lines: &[String]) -> (SessionFiles, PathBuf) {
-    let files = SessionFiles::new(dir, Compression::None, ChunkPacking::Packed);
+    let files = SessionFiles::new(dir, Compression::None, ChunkPacking::Packed).with_format(0);
     let path = files.path_for(h).unwrap();
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
     let mut text = String::new();
@@ -444,12 +446,21 @@ fn foreign_versions_and_unknown_types_are_unsupported() {
     let events = session_events(&h, 1, 4, false);
     let mut lines = lines_of(&h, &events);
     lines[0] = lines[0].replace("\"version\":0", "\"version\":3");
+    let (files, _) = plain_log(dir.path(), &h, &lines);
+    let err = expect_err(&files, "s");
+    assert!(err.is_unsupported(), "{err}");
+    let msg = err.to_string();
+    assert!(
+        msg.contains("uses log format v3") && msg.contains("intermediate format"),
+        "{msg}"
+    );
+    lines[0] = lines[0].replace("\"version\":3", "\"version\":5");
     let (files, path) = plain_log(dir.path(), &h, &lines);
     let err = expect_err(&files, "s");
     assert!(err.is_unsupported(), "{err}");
     let msg = err.to_string();
     assert!(
-        msg.contains("uses log format v3") && msg.contains("newer harness"),
+        msg.contains("uses log format v5") && msg.contains("newer harness"),
         "{msg}"
     );
     assert!(
@@ -485,7 +496,8 @@ fn foreign_versions_and_unknown_types_are_unsupported() {
 #[test]
 fn non_session_files_are_refused_clearly() {
     let dir = tempfile::tempdir().unwrap();
-    let files = SessionFiles::new(dir.path(), Compression::None, ChunkPacking::Packed);
+    let files =
+        SessionFiles::new(dir.path(), Compression::None, ChunkPacking::Packed).with_format(0);
     let cases: [(&str, &[u8], &str); 5] = [
         (
             "a.jsonl",
@@ -605,7 +617,8 @@ fn a_last_frame_failing_its_checksum_is_torn_not_fatal() {
 #[test]
 fn a_decompression_bomb_is_refused_quickly_and_bounded() {
     let dir = tempfile::tempdir().unwrap();
-    let files = SessionFiles::new(dir.path(), Compression::Zstd, ChunkPacking::Packed);
+    let files =
+        SessionFiles::new(dir.path(), Compression::Zstd, ChunkPacking::Packed).with_format(0);
     let h = header("bomb", None);
     let path = files.path_for(&h).unwrap();
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();

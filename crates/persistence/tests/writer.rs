@@ -40,11 +40,9 @@ struct Fixture {
 
 fn fixture() -> Fixture {
     let dir = tempfile::tempdir().unwrap();
-    let files = Arc::new(SessionFiles::new(
-        dir.path(),
-        Compression::Zstd,
-        ChunkPacking::Packed,
-    ));
+    let files = Arc::new(
+        SessionFiles::new(dir.path(), Compression::Zstd, ChunkPacking::Packed).with_format(0),
+    );
     let h = header("w", Some("/p"));
     let events = session_events(&h, 2, 6, false);
     Fixture {
@@ -166,11 +164,9 @@ async fn a_failed_write_keeps_its_events_queued() {
 #[tokio::test(start_paused = true)]
 async fn every_event_mode_writes_before_enqueue_returns() {
     let dir = tempfile::tempdir().unwrap();
-    let files = Arc::new(SessionFiles::new(
-        dir.path(),
-        Compression::None,
-        ChunkPacking::Packed,
-    ));
+    let files = Arc::new(
+        SessionFiles::new(dir.path(), Compression::None, ChunkPacking::Packed).with_format(0),
+    );
     let h = header("sync", None);
     let events = session_events(&h, 1, 5, false);
     let w = SessionWriter::new(

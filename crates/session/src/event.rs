@@ -265,7 +265,7 @@ pub mod types {
     pub const LLM_RETRY_STARTED: &str = "llm/retry-started";
 
     /// Every known type.
-    pub const KNOWN: [&str; 48] = [
+    pub const KNOWN: [&str; 64] = [
         TURN_START,
         TURN_END,
         STEP_START,
@@ -314,6 +314,23 @@ pub mod types {
         "tool-workflow/agent-end",
         "tool-workflow/run-end",
         "web/deepseek-search-llm-request",
+        // Format v4 (upstream 0.2.x) vocabulary; inert in this build's model.
+        "system/message",
+        "developer/message",
+        "assistant/attempt",
+        "job/registered",
+        "job/settled",
+        "session-log-deepseek/delivery-accepted",
+        "subagent/catalog",
+        "subagent/model-selection-policy",
+        "model/selection",
+        "working-directory/change",
+        "workspace/changes",
+        "image/offload",
+        "deliverables/presented",
+        "feedback/message-put",
+        "feedback/message-delete",
+        "tool/ptc-dispatch",
     ];
 
     /// The three surface (model-visible) types.

@@ -2,8 +2,24 @@
 
 use serde_json::{Map, Value};
 
-/// The only log format version this build reads and writes.
+/// The log format version of upstream 0.1.x (`session.jsonl[.zstd]`).
 pub const SESSION_FORMAT_VERSION: u64 = 0;
+/// The log format version of upstream 0.2.x (`session.v4.jsonl[.zstd]`).
+pub const SESSION_FORMAT_V4: u64 = 4;
+
+/// Header keys a v4 header may carry.
+const V4_KEYS: [&str; 10] = [
+    "type",
+    "version",
+    "id",
+    "createdAt",
+    "cwd",
+    "parentSession",
+    "isSeeded",
+    "origin",
+    "delegationDepth",
+    "agentPreset",
+];
 
 /// `{type:"session", version, id, createdAt, cwd?, parentSession?, seedLength?, origin?,
 /// delegationDepth, agentPreset?}` — the first record of every stored log.
@@ -61,9 +77,109 @@ impl SessionHeader {
         Value::Object(m)
     }
 
+    /// The v4 header (`isSeeded` instead of `seedLength`; `delegationDepth` always; key
+    /// order as upstream writes it).
+    pub fn to_v4_value(&self) -> Value {
+        let mut m = Map::new();
+        m.insert("type".into(), Value::from("session"));
+        m.insert("version".into(), Value::from(SESSION_FORMAT_V4));
+        m.insert("id".into(), Value::from(self.id.clone()));
+        m.insert("createdAt".into(), Value::from(self.created_at));
+        if let Some(cwd) = &self.cwd {
+            m.insert("cwd".into(), Value::from(cwd.clone()));
+        }
+        if let Some(p) = &self.parent_session {
+            m.insert("parentSession".into(), Value::from(p.clone()));
+        }
+        m.insert("isSeeded".into(), Value::from(self.seed_length.is_some()));
+        if let Some(o) = &self.origin {
+            m.insert("origin".into(), Value::from(o.clone()));
+        }
+        m.insert("delegationDepth".into(), Value::from(self.delegation_depth));
+        if let Some(a) = &self.agent_preset {
+            m.insert("agentPreset".into(), Value::from(a.clone()));
+        }
+        Value::Object(m)
+    }
+
+    /// Parses a v4 header strictly: exactly upstream's keys, `isSeeded` and
+    /// `delegationDepth` required, an absolute `cwd`. Returns the header (its seed length
+    /// is known only once the log's inherited end-seed is read) and whether it is seeded.
+    pub fn from_v4_value(value: &Value) -> Result<(Self, bool), HeaderError> {
+        let Value::Object(m) = value else {
+            return Err(HeaderError::Shape(
+                "first line is not a session header".into(),
+            ));
+        };
+        if m.get("type").and_then(Value::as_str) != Some("session")
+            || m.get("version").and_then(Value::as_u64) != Some(SESSION_FORMAT_V4)
+        {
+            return Err(HeaderError::Shape(
+                "first line is not a v4 session header".into(),
+            ));
+        }
+        if let Some(k) = m.keys().find(|k| !V4_KEYS.contains(&k.as_str())) {
+            return Err(HeaderError::Shape(format!(
+                "format v4 header has unexpected field \"{k}\""
+            )));
+        }
+        let field = |k: &str, what: &str| {
+            HeaderError::Shape(format!("format v4 header field `{k}` {what}"))
+        };
+        let id = m
+            .get("id")
+            .and_then(Value::as_str)
+            .ok_or_else(|| field("id", "must be a string"))?
+            .to_string();
+        let created_at = m
+            .get("createdAt")
+            .and_then(Value::as_u64)
+            .ok_or_else(|| field("createdAt", "must be a non-negative integer"))?;
+        let seeded = m
+            .get("isSeeded")
+            .and_then(Value::as_bool)
+            .ok_or_else(|| field("isSeeded", "must be a boolean"))?;
+        let delegation_depth = m
+            .get("delegationDepth")
+            .and_then(Value::as_u64)
+            .ok_or_else(|| field("delegationDepth", "must be a non-negative integer"))?;
+        let text = |k: &str| -> Result<Option<String>, HeaderError> {
+            match m.get(k) {
+                None => Ok(None),
+                Some(Value::String(s)) => Ok(Some(s.clone())),
+                Some(_) => Err(field(k, "must be a string")),
+            }
+        };
+        let cwd = text("cwd")?;
+        if cwd.as_deref().is_some_and(|c| !c.starts_with('/')) {
+            return Err(field("cwd", "must be an absolute path"));
+        }
+        let origin = text("origin")?;
+        if origin.as_deref().is_some_and(|o| o != "subagent") {
+            return Err(field("origin", "must be \"subagent\""));
+        }
+        Ok((
+            Self {
+                version: SESSION_FORMAT_V4,
+                id,
+                created_at,
+                cwd,
+                parent_session: text("parentSession")?,
+                seed_length: None,
+                origin,
+                delegation_depth,
+                agent_preset: text("agentPreset")?,
+            },
+            seeded,
+        ))
+    }
+
     /// Parses a header record. Returns `Err(HeaderError::Version)` for a foreign format
     /// version before checking the shape (so a newer log is refused, not called corrupt).
     pub fn from_value(value: &Value) -> Result<Self, HeaderError> {
+        if value.get("version").and_then(Value::as_u64) == Some(SESSION_FORMAT_V4) {
+            return Self::from_v4_value(value).map(|(h, _)| h);
+        }
         let Value::Object(m) = value else {
             return Err(HeaderError::Shape(
                 "first line is not a session header".into(),
@@ -157,13 +273,13 @@ pub enum HeaderError {
 pub fn version_refusal(id: &str, version: f64) -> String {
     let mut v = String::new();
     dsh_kernel::json::write_f64(&mut v, version);
-    if version > SESSION_FORMAT_VERSION as f64 {
+    if version > SESSION_FORMAT_V4 as f64 {
         format!(
-            "session \"{id}\" uses log format v{v}, but this harness reads only v{SESSION_FORMAT_VERSION}: the log was written by a newer harness — upgrade the harness to open it"
+            "session \"{id}\" uses log format v{v}, but this harness reads only v{SESSION_FORMAT_VERSION} and v{SESSION_FORMAT_V4}: the log was written by a newer harness — upgrade the harness to open it"
         )
     } else {
         format!(
-            "session \"{id}\" uses log format v{v}, older than the supported v{SESSION_FORMAT_VERSION}, and this build ships no upgrade path for it"
+            "session \"{id}\" uses log format v{v}, an intermediate format this build reads no upgrade path for (it reads v{SESSION_FORMAT_VERSION} and v{SESSION_FORMAT_V4})"
         )
     }
 }

@@ -16,6 +16,7 @@ mod repair;
 mod storage;
 mod store;
 mod surface;
+pub mod v4;
 
 pub use artifacts::{Artifacts, SessionArtifacts};
 pub use data::{
@@ -25,7 +26,9 @@ pub use data::{
 };
 pub use delta::ChunkDelta;
 pub use event::{Event, EventType, SurfaceKeyOrder, SurfaceOp, types};
-pub use header::{HeaderError, SESSION_FORMAT_VERSION, SessionHeader, version_refusal};
+pub use header::{
+    HeaderError, SESSION_FORMAT_V4, SESSION_FORMAT_VERSION, SessionHeader, version_refusal,
+};
 pub use log::{AppendError, ForkError, Session, SurfaceIntent};
 pub use payload::EventData;
 pub use records::{

@@ -7,10 +7,12 @@ use serde_json::{Map, Value, json};
 
 use crate::event::{Event, EventType, SurfaceKeyOrder, SurfaceOp, types};
 
-/// Text of a synthetic result for a call that was recorded but never answered.
-pub const OUTCOME_UNKNOWN_TEXT: &str = "This tool call was recorded as started, but the session ended before its result was saved, so its outcome is unknown. Only repeat it if it is read-only or idempotent; otherwise check the current state (or ask the user) before trying again.";
+/// Text of a synthetic result for a call that was recorded but never answered. Upstream's
+/// exact wording: model-visible, and part of what upstream validates in a repaired log.
+pub const OUTCOME_UNKNOWN_TEXT: &str = "The tool call was interrupted after it was recorded, but no result was durably recorded. Its outcome is unknown. Decide whether to retry from the tool semantics: retry only if the operation is read-only or idempotent; if it may have side effects, first verify external state or ask the user. Do not retry blindly.";
 /// Text of a synthetic result for a call the model requested but that never started.
-pub const NOT_STARTED_TEXT: &str = "This tool call never started: the session ended before it was dispatched. Call it again if it is still needed.";
+/// Upstream 0.2 refuses a `TOOL_NOT_STARTED` repair with any other text.
+pub const NOT_STARTED_TEXT: &str = "The tool call was interrupted before the Harness recorded it as started. Retry it if it is still needed.";
 
 mod indexmap_lite {
     /// Pending calls in insertion order.
