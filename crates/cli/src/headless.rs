@@ -12,22 +12,29 @@ use dsh_session::{CancelCause, RecordFormat, SessionAppended, TurnEndReason, typ
 use serde::Deserialize;
 
 pub const HELP: &str = "\
-Usage: dsh --profile headless [options] [task...]
+Usage: dsh headless [options] [task...]
+       dsh --profile headless [options] [task...]
 
 Answer one task, print the final assistant message, and exit.
 
 Arguments:
-  task                         the task text; multiple words are joined by spaces
+  task                         the task text; multiple words are joined by spaces;
+                               `-` reads the task from standard input
 
 Options:
-  --output-format <format>     text (default) or stream-json: also print every durable
-                               session event as one JSON line while it happens
-  --resume <session-id>        continue a stored session (see `dsh sessions list`)
+  --json                       print every durable session event as one JSON line while
+                               it happens (same as --output-format stream-json)
+  --output-format <format>     text (default) or stream-json
+  --session-id <id>            continue a stored session (see `dsh sessions list`)
                                instead of starting a fresh one
+  --resume <id>                the same as --session-id
   -h, --help                   show this help
 
 Examples:
-  dsh --profile headless \"run the tests and fix what fails\"
+  dsh headless \"run the tests and fix what fails\"
+  dsh headless --session-id <id> \"continue\"
+  dsh headless --json \"summarize README.md\" > events.jsonl
+  dsh headless - < task.txt
 ";
 
 /// Exit status after SIGTERM (128 + 15, as shells report a process ended by the signal).
@@ -51,32 +58,50 @@ pub enum Startup {
     },
 }
 
-/// Parses the app arguments; `Err` is a usage error line (exit 1).
+/// Parses the app arguments; `Err` is a usage error line (exit 1). A task of `-` is read
+/// from standard input.
 pub fn parse_args(args: &[String]) -> Result<Startup, String> {
+    parse_args_with(args, || {
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut std::io::stdin(), &mut text)
+            .map_err(|e| format!("error: cannot read the task from standard input: {e}"))?;
+        Ok(text)
+    })
+}
+
+fn parse_args_with(
+    args: &[String],
+    stdin: impl FnOnce() -> Result<String, String>,
+) -> Result<Startup, String> {
     let mut words = Vec::new();
     let mut format = OutputFormat::Text;
     let mut resume = None;
     let mut i = 0;
     let mut literal = false;
+    let value_of = |i: &mut usize, a: &str, flag: &str| -> Result<String, String> {
+        match a.split_once('=') {
+            Some((_, v)) => Ok(v.to_string()),
+            None => {
+                *i += 1;
+                args.get(*i)
+                    .cloned()
+                    .ok_or(format!("error: option '{flag}' argument missing"))
+            }
+        }
+    };
     while i < args.len() {
         let a = args[i].as_str();
+        let name = a.split_once('=').map_or(a, |(n, _)| n);
         if literal {
             words.push(a.to_string());
         } else if a == "--" {
             literal = true;
         } else if a == "-h" || a == "--help" {
             return Ok(Startup::Help);
-        } else if a == "--output-format" || a.starts_with("--output-format=") {
-            let value = match a.split_once('=') {
-                Some((_, v)) => v.to_string(),
-                None => {
-                    i += 1;
-                    args.get(i)
-                        .cloned()
-                        .ok_or("error: option '--output-format <format>' argument missing")?
-                }
-            };
-            format = match value.as_str() {
+        } else if a == "--json" {
+            format = OutputFormat::StreamJson;
+        } else if name == "--output-format" {
+            format = match value_of(&mut i, a, "--output-format <format>")?.as_str() {
                 "text" => OutputFormat::Text,
                 "stream-json" => OutputFormat::StreamJson,
                 other => {
@@ -85,16 +110,12 @@ pub fn parse_args(args: &[String]) -> Result<Startup, String> {
                     ));
                 }
             };
-        } else if a == "--resume" || a.starts_with("--resume=") {
-            resume = Some(match a.split_once('=') {
-                Some((_, v)) => v.to_string(),
-                None => {
-                    i += 1;
-                    args.get(i)
-                        .cloned()
-                        .ok_or("error: option '--resume <session-id>' argument missing")?
-                }
-            });
+        } else if name == "--resume" || name == "--session-id" {
+            let id = value_of(&mut i, a, &format!("{name} <id>"))?;
+            if id.is_empty() {
+                return Err(format!("error: {name} needs a session id"));
+            }
+            resume = Some(id);
         } else if a.starts_with('-') && a.len() > 1 {
             return Err(format!("error: unknown option '{a}'"));
         } else {
@@ -102,11 +123,24 @@ pub fn parse_args(args: &[String]) -> Result<Startup, String> {
         }
         i += 1;
     }
-    let task = words.join(" ");
+    let task = if words.iter().any(|w| w == "-") && !literal {
+        if words.len() > 1 {
+            return Err(
+                "error: `-` (read the task from standard input) must be the only task argument"
+                    .into(),
+            );
+        }
+        let text = stdin()?;
+        if text.trim().is_empty() {
+            return Err("error: the task read from standard input is empty".into());
+        }
+        text.trim_end().to_string()
+    } else {
+        words.join(" ")
+    };
     if task.trim().is_empty() {
         return Err(
-            "error: a task is required, for example: dsh --profile headless \"run the tests\""
-                .into(),
+            "error: a task is required, for example: dsh headless \"run the tests\"".into(),
         );
     }
     Ok(Startup::Run {
@@ -403,14 +437,49 @@ mod tests {
         assert_eq!(p(&["--help"]), Ok(Startup::Help));
         assert_eq!(
             p(&["  "]),
-            Err(
-                "error: a task is required, for example: dsh --profile headless \"run the tests\""
-                    .into()
-            )
+            Err("error: a task is required, for example: dsh headless \"run the tests\"".into())
         );
         assert_eq!(
             p(&["x", "--bogus"]),
             Err("error: unknown option '--bogus'".into())
+        );
+    }
+
+    #[test]
+    fn upstream_02_forms() {
+        let run = |task: &str, format, resume: Option<&str>| {
+            Ok(Startup::Run {
+                task: task.into(),
+                format,
+                resume: resume.map(str::to_owned),
+            })
+        };
+        assert_eq!(
+            p(&["--json", "--session-id", "s-9", "continue"]),
+            run("continue", OutputFormat::StreamJson, Some("s-9"))
+        );
+        assert_eq!(
+            p(&["--session-id=s-9", "go"]),
+            run("go", OutputFormat::Text, Some("s-9"))
+        );
+        let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let from = |text: &'static str| move || Ok(text.to_string());
+        assert_eq!(
+            parse_args_with(&args(&["--json", "-"]), from("fix it\n")),
+            run("fix it", OutputFormat::StreamJson, None)
+        );
+        assert_eq!(
+            parse_args_with(&args(&["-"]), from(" \n")),
+            Err("error: the task read from standard input is empty".into())
+        );
+        assert!(parse_args_with(&args(&["-", "more"]), from("x")).is_err());
+        assert_eq!(
+            parse_args_with(&args(&["--", "-"]), || Err("stdin is not read".into())),
+            run("-", OutputFormat::Text, None)
+        );
+        assert_eq!(
+            p(&["--session-id"]),
+            Err("error: option '--session-id <id>' argument missing".into())
         );
     }
 }

@@ -51,10 +51,15 @@ Options:
 Commands:
   acp [args...]          serve the Agent Client Protocol on stdio
   sessions [args...]     list, show, fork and export stored sessions
+  headless [args...]     the headless app: one task, the answer on stdout (short for
+                         --profile headless; `dsh headless --help` for its options)
+  web [args...]          short for --profile web
 
 Examples:
-  dsh --profile headless \"fix the failing test\"
-  dsh --profile headless --output-format stream-json \"run the tests\"
+  dsh headless \"fix the failing test\"
+  dsh headless --session-id <id> \"continue\"
+  dsh headless --json \"run the tests\"
+  dsh headless - < task.txt
   dsh --dump-config --profile headless
   dsh sessions list
   dsh acp
@@ -124,10 +129,6 @@ pub fn parse(argv: &[String]) -> Result<Mode, UsageError> {
                     args: rest[1..].to_vec(),
                 });
             }
-            Some("web") => {
-                profile = Some("web".into());
-                rest.remove(0);
-            }
             _ => {}
         }
     } else if matches!(rest.first().map(String::as_str), Some("acp" | "sessions")) {
@@ -135,6 +136,13 @@ pub fn parse(argv: &[String]) -> Result<Mode, UsageError> {
             "{} takes none of --profile, --patch, --dump-config or --dump-default-config",
             rest[0]
         )));
+    }
+    // Upstream 0.2's short forms: `dsh headless …`, `dsh web …` (launcher flags may precede).
+    if profile.is_none()
+        && let Some(short @ ("web" | "headless")) = rest.first().map(String::as_str)
+    {
+        profile = Some(short.into());
+        rest.remove(0);
     }
     if dump && dump_default {
         return Err(usage(
@@ -214,6 +222,23 @@ mod tests {
         assert_eq!(p(&["-V"]), Ok(Mode::Version));
         assert_eq!(p(&["-h"]), Ok(Mode::Help));
         assert_eq!(p(&["acp"]), Ok(Mode::Acp { args: vec![] }));
+        assert_eq!(
+            p(&["--patch", "a.yml", "headless", "--json", "go"]),
+            Ok(Mode::Profile {
+                profile: "headless".into(),
+                patches: vec!["a.yml".into()],
+                args: vec!["--json".into(), "go".into()]
+            })
+        );
+        assert_eq!(
+            p(&["--profile", "headless", "headless"]),
+            Ok(Mode::Profile {
+                profile: "headless".into(),
+                patches: vec![],
+                args: vec!["headless".into()]
+            }),
+            "after --profile, `headless` is the task"
+        );
         assert_eq!(
             p(&["sessions", "list"]),
             Ok(Mode::Sessions {

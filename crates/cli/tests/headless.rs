@@ -635,3 +635,67 @@ fn a_spilled_bash_output_lives_beside_the_session_log() {
     );
     assert_eq!(std::fs::read_to_string(path).unwrap().len(), 300_001);
 }
+
+/// A script written for upstream 0.2: `dsh headless --json - < task.txt`, then
+/// `dsh headless --session-id <id> "continue"`.
+#[test]
+fn upstream_02_headless_grammar() {
+    let server =
+        MockServer::with_title_replies([Reply::text("from stdin"), Reply::text("continued")]);
+    let run = Run::new();
+    let task = run.work.path().join("task.txt");
+    std::fs::write(&task, "describe the repository\n").unwrap();
+    let out = run
+        .cmd(&server, &["headless", "--json", "-"])
+        .stdin(std::fs::File::open(&task).unwrap())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let lines: Vec<Value> = stdout(&out)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let user = lines
+        .iter()
+        .find(|l| l["type"] == "user/message")
+        .expect("the task is recorded");
+    assert_eq!(
+        user["data"]["content"][0]["text"], "describe the repository",
+        "the task came from stdin"
+    );
+    let id = {
+        let root = run.home.path().join(".dsh/sessions");
+        SessionFiles::new(&root, Compression::Zstd, ChunkPacking::Packed)
+            .list()
+            .unwrap()[0]
+            .0
+            .id
+            .clone()
+    };
+    let out = run
+        .cmd(&server, &["headless", "--session-id", &id, "continue"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        (out.status.code(), stdout(&out)),
+        (Some(0), "continued\n".to_string()),
+        "{}",
+        stderr(&out)
+    );
+    let empty = run
+        .cmd(&server, &["headless", "-"])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(empty.status.code(), Some(1));
+    assert_eq!(
+        stderr(&empty),
+        "error: the task read from standard input is empty\n"
+    );
+    let missing = run
+        .cmd(&server, &["headless", "--session-id", "nope", "x"])
+        .output()
+        .unwrap();
+    assert_eq!(missing.status.code(), Some(1));
+    assert_eq!(stderr(&missing).lines().count(), 1, "{}", stderr(&missing));
+}

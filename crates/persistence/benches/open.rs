@@ -1,5 +1,6 @@
 //! Opening a 100k-event session (load + build the `Session` + `derive_messages()`), in
-//! both encodings, and durable append throughput in batches of 64 events.
+//! both compressions and both formats (v4, the default, and v0), and durable append
+//! throughput in batches of 64 events.
 //!
 //! `cargo bench -p dsh-persistence`
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -23,12 +24,30 @@ fn main() {
     divan::main();
 }
 
+/// The four stores: `"v4-zstd"`, `"v4-plain"`, `"v0-zstd"`, `"v0-plain"`.
+const STORES: [&str; 4] = ["v4-zstd", "v4-plain", "v0-zstd", "v0-plain"];
+
+fn store(root: &std::path::Path, name: &str) -> SessionFiles {
+    let compression = if name.ends_with("zstd") {
+        Compression::Zstd
+    } else {
+        Compression::None
+    };
+    let format = if name.starts_with("v0") { 0 } else { 4 };
+    SessionFiles::new(root.join(name), compression, ChunkPacking::Packed).with_format(format)
+}
+
 struct Fixture {
     _dir: tempfile::TempDir,
     header: SessionHeader,
     events: Vec<Arc<Event>>,
-    zstd: SessionFiles,
-    plain: SessionFiles,
+    stores: Vec<(&'static str, SessionFiles)>,
+}
+
+impl Fixture {
+    fn store(&self, name: &str) -> &SessionFiles {
+        &self.stores.iter().find(|(n, _)| *n == name).unwrap().1
+    }
 }
 
 fn fixture() -> &'static Fixture {
@@ -37,17 +56,8 @@ fn fixture() -> &'static Fixture {
         let dir = tempfile::tempdir().unwrap();
         let header = common::header("bench-session", Some("/work/bench"));
         let events = common::session_of_size(&header, EVENTS, DELTAS_PER_BLOCK);
-        let zstd = SessionFiles::new(
-            dir.path().join("zstd"),
-            Compression::Zstd,
-            ChunkPacking::Packed,
-        );
-        let plain = SessionFiles::new(
-            dir.path().join("plain"),
-            Compression::None,
-            ChunkPacking::Packed,
-        );
-        for files in [&zstd, &plain] {
+        let stores: Vec<_> = STORES.iter().map(|n| (*n, store(dir.path(), n))).collect();
+        for (_, files) in &stores {
             let mut chunks = events.chunks(WRITE_BATCH);
             files.create(&header, chunks.next().unwrap()).unwrap();
             for batch in chunks {
@@ -58,8 +68,7 @@ fn fixture() -> &'static Fixture {
             _dir: dir,
             header,
             events,
-            zstd,
-            plain,
+            stores,
         }
     })
 }
@@ -73,14 +82,10 @@ fn open_and_derive(files: &SessionFiles, id: &str) -> Session {
     session
 }
 
-#[divan::bench(args = ["zstd", "plain"], sample_count = 10, sample_size = 1)]
+#[divan::bench(args = STORES, sample_count = 10, sample_size = 1)]
 fn open_derive(bencher: Bencher, encoding: &str) {
     let f = fixture();
-    let files = if encoding == "zstd" {
-        &f.zstd
-    } else {
-        &f.plain
-    };
+    let files = f.store(encoding);
     let id = f.header.id.clone();
     bencher
         .counter(ItemsCount::new(f.events.len()))
@@ -88,52 +93,54 @@ fn open_derive(bencher: Bencher, encoding: &str) {
 }
 
 /// Only the load (read, decompress, parse, validate).
-#[divan::bench(args = ["zstd", "plain"], sample_count = 10, sample_size = 1)]
+#[divan::bench(args = STORES, sample_count = 10, sample_size = 1)]
 fn load_only(bencher: Bencher, encoding: &str) {
     let f = fixture();
-    let files = if encoding == "zstd" {
-        &f.zstd
-    } else {
-        &f.plain
-    };
+    let files = f.store(encoding);
     bencher.bench(|| files.load(&f.header.id).unwrap());
 }
 
-/// One durable batch of 64 events (encode, compress, write, fdatasync).
-#[divan::bench(args = ["zstd", "plain"], sample_count = 30, sample_size = 4)]
+/// One durable batch of 64 events (encode, compress, write, fdatasync). Batches follow
+/// each other in order (a v4 log is a dense sequence), never wrapping.
+#[divan::bench(args = STORES, sample_count = 30, sample_size = 4)]
 fn append_batch_of_64(bencher: Bencher, encoding: &str) {
     let f = fixture();
     let dir = tempfile::tempdir().unwrap();
-    let compression = if encoding == "zstd" {
-        Compression::Zstd
-    } else {
-        Compression::None
-    };
-    let files = SessionFiles::new(dir.path(), compression, ChunkPacking::Packed);
+    let files = store(dir.path(), encoding);
     let header = common::header("append-bench", Some("/work/bench"));
     files.create(&header, &f.events[..64]).unwrap();
     let batches: Vec<&[Arc<Event>]> = f.events.chunks(64).collect();
     let mut next = 0usize;
     bencher.counter(ItemsCount::new(64usize)).bench_local(|| {
-        next = (next + 1) % batches.len();
+        next += 1;
         files.append(&header, batches[next]).unwrap();
     });
 }
 
-/// The CPU part of an append of 64 events: encode (packing) and compress one frame.
-#[divan::bench(args = ["zstd", "plain"], sample_count = 30, sample_size = 16)]
+/// The CPU part of an append of 64 events: encode (v4 rows, or v0 with packing) and
+/// compress one frame.
+#[divan::bench(args = STORES, sample_count = 30, sample_size = 16)]
 fn encode_batch_of_64(bencher: Bencher, encoding: &str) {
     let f = fixture();
     let batches: Vec<&[Arc<Event>]> = f.events.chunks(64).collect();
+    let mut encoder = dsh_session::v4::V4Encoder::new(&f.header.id, None);
     let mut next = 0usize;
+    let mut compressor = zstd::bulk::Compressor::new(3).unwrap();
+    compressor
+        .set_parameter(zstd::zstd_safe::CParameter::ChecksumFlag(true))
+        .unwrap();
     bencher.counter(ItemsCount::new(64usize)).bench_local(|| {
-        next = (next + 1) % batches.len();
-        let text = dsh_session::encode_batch(batches[next], true);
-        if encoding == "zstd" {
-            let mut c = zstd::bulk::Compressor::new(3).unwrap();
-            c.set_parameter(zstd::zstd_safe::CParameter::ChecksumFlag(true))
-                .unwrap();
-            c.compress(text.as_bytes()).unwrap().len()
+        let batch = batches[next];
+        next += 1;
+        let text = if encoding.starts_with("v4") {
+            let mut text = String::new();
+            encoder.encode(batch, &mut text).unwrap();
+            text
+        } else {
+            dsh_session::encode_batch(batch, true)
+        };
+        if encoding.ends_with("zstd") {
+            compressor.compress(text.as_bytes()).unwrap().len()
         } else {
             text.len()
         }

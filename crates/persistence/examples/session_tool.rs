@@ -6,6 +6,8 @@
 //! session_tool profile <root> <zstd|none>
 //! /usr/bin/time -v target/release/examples/session_tool open /tmp/s zstd
 //! ```
+//!
+//! `gen` writes format v4 (the default); `FORMAT=0` writes v0. `open` reads either.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
 #[path = "../tests/common/mod.rs"]
@@ -28,7 +30,11 @@ fn main() {
     } else {
         Compression::None
     };
-    let files = SessionFiles::new(root, compression, ChunkPacking::Packed);
+    let format = std::env::var("FORMAT")
+        .ok()
+        .and_then(|f| f.parse().ok())
+        .unwrap_or(4);
+    let files = SessionFiles::new(root, compression, ChunkPacking::Packed).with_format(format);
     match cmd.as_str() {
         "gen" => {
             let n: usize = args.get(4).and_then(|n| n.parse().ok()).expect(usage);

@@ -59,12 +59,13 @@ fn run_turn(s: &Arc<LiveSession>, text: &str) {
     let mut chunks = Vec::new();
     for word in ["Hel", "lo", " there", "!"] {
         let chunk = json!({"type": "text-delta", "index": 0, "text": word});
-        let event = s.append(
-            types::ASSISTANT_CHUNK,
-            json!({"turn": turn, "step": 1, "chunk": chunk}),
-            None,
-        )
-        .unwrap();
+        let event = s
+            .append(
+                types::ASSISTANT_CHUNK,
+                json!({"turn": turn, "step": 1, "chunk": chunk}),
+                None,
+            )
+            .unwrap();
         chunks.push(event.seq);
     }
     let reply = Message::assistant(
@@ -165,7 +166,10 @@ async fn fresh_sessions_write_lazily_and_flush_is_durable() {
     live.flush().await.unwrap();
     let loaded = h.files.load("s1").unwrap();
     assert_eq!(loaded.events, live.events());
-    assert_eq!(loaded.header.version, 4, "new sessions are written in format v4");
+    assert_eq!(
+        loaded.header.version, 4,
+        "new sessions are written in format v4"
+    );
     assert_eq!(
         SessionHeader {
             version: live.header().version,

@@ -58,7 +58,10 @@ fn new_logs_are_v4_and_round_trip() {
         assert_eq!(loaded.events, events, "{compression:?}");
         assert_eq!(messages(&h, &loaded.events), messages(&h, &events));
         let raw = files.read_raw("s").unwrap();
-        assert!(raw.starts_with("{\"type\":\"session\",\"version\":4"), "{raw}");
+        assert!(
+            raw.starts_with("{\"type\":\"session\",\"version\":4"),
+            "{raw}"
+        );
         assert!(
             !raw.contains("\"type\":\"assistant/chunk\""),
             "stream deltas live inside their message"

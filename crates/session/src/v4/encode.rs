@@ -291,8 +291,8 @@ impl V4Encoder {
         let cp = self.checkpoint();
         let start_rows = self.next_disk;
         let start_len = out.len();
-        for e in events {
-            if let Err(err) = self.encode_one(e, out) {
+        for (i, e) in events.iter().enumerate() {
+            if let Err(err) = self.encode_one(e, &events[i + 1..], out) {
                 self.rollback(cp);
                 out.truncate(start_len);
                 return Err(err);
@@ -301,7 +301,15 @@ impl V4Encoder {
         Ok((self.next_disk - start_rows) as usize)
     }
 
-    fn encode_one(&mut self, e: &Event, out: &mut String) -> Result<(), EncodeError> {
+    /// `rest` is what follows `e` in the same batch: the first step's system message takes
+    /// its prompt from the step's request header when that is already in the batch (as
+    /// upstream writes it), else it starts empty and the header replaces it.
+    fn encode_one(
+        &mut self,
+        e: &Event,
+        rest: &[Arc<Event>],
+        out: &mut String,
+    ) -> Result<(), EncodeError> {
         if e.seq != self.map.len() as u64 {
             return Err(EncodeError {
                 seq: e.seq,
@@ -394,7 +402,8 @@ impl V4Encoder {
                 let (turn, step) = (e.turn().unwrap_or(0), e.step().unwrap_or(0));
                 self.open_step = Some((turn, step));
                 if self.head.is_none() {
-                    self.system_message(out, turn, step, e.time, "");
+                    let prompt = first_prompt_of_step(rest).unwrap_or_default();
+                    self.system_message(out, turn, step, e.time, prompt);
                 }
                 d
             }
@@ -543,4 +552,15 @@ fn plain_row(event_type: &'static str, time: i64) -> Row<'static> {
         ignorable: false,
         key_order: SurfaceKeyOrder::SourcesFirst,
     }
+}
+
+/// The system prompt of the first request header in `rest` before the step closes.
+fn first_prompt_of_step(rest: &[Arc<Event>]) -> Option<&str> {
+    rest.iter()
+        .take_while(|e| !e.is(types::STEP_END) && !e.is(types::TURN_END))
+        .find(|e| e.is(types::REQUEST_HEADER))?
+        .data
+        .as_value()
+        .pointer("/header/system")?
+        .as_str()
 }

@@ -1,0 +1,408 @@
+//! Differential tests against upstream dsh 0.2.1 itself (the executable of PyPI
+//! `deepseek-harness-runtime-bin`, which `.ci/run` installs and names in `DSH2_BIN`), over
+//! the shared mock LLM (`../shared/bench/mockllm.py`, which speaks both upstream's
+//! Anthropic route and our OpenAI-compatible one). For the text, bash and 20-step loop
+//! scenarios: both write format v4; each continues the other's session; the durable event
+//! sequences agree apart from what upstream 0.2 records and 0.1 never did; a v0 log of
+//! ours migrates and 0.2.1 continues it. Skips, saying why, when either piece is absent.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
+
+use std::io::Read as _;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use pretty_assertions::assert_eq;
+use serde_json::Value;
+
+fn shared_bench() -> Option<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/bench");
+    dir.join("mockllm.py").is_file().then_some(dir)
+}
+
+fn upstream_bin() -> Option<PathBuf> {
+    let bin = PathBuf::from(std::env::var_os("DSH2_BIN")?);
+    bin.is_file().then_some(bin)
+}
+
+/// Both pieces, or a visible reason to skip.
+fn setup() -> Option<(PathBuf, PathBuf)> {
+    let Some(bench) = shared_bench() else {
+        eprintln!("skipping: ../shared/bench/mockllm.py is not present");
+        return None;
+    };
+    let Some(bin) = upstream_bin() else {
+        eprintln!(
+            "skipping: upstream dsh 0.2.1 is not installed (set DSH2_BIN to the executable of PyPI deepseek-harness-runtime-bin; .ci/run does)"
+        );
+        return None;
+    };
+    Some((bench, bin))
+}
+
+struct Mock {
+    child: Child,
+    url: String,
+    log: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Mock {
+    fn start(bench: &Path, scenario: &str) -> Mock {
+        let dir = tempfile::tempdir().unwrap();
+        let port_file = dir.path().join("port");
+        let log = dir.path().join("requests.jsonl");
+        let child = Command::new("python3")
+            .arg(bench.join("mockllm.py"))
+            .args(["--port", "0", "--port-file"])
+            .arg(&port_file)
+            .arg("--script")
+            .arg(bench.join("scenarios").join(scenario))
+            .arg("--log")
+            .arg(&log)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let port = loop {
+            if let Ok(p) = std::fs::read_to_string(&port_file)
+                && let Ok(p) = p.trim().parse::<u16>()
+            {
+                break p;
+            }
+            assert!(Instant::now() < deadline, "the mock LLM did not start");
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        Mock {
+            child,
+            url: format!("http://127.0.0.1:{port}"),
+            log,
+            _dir: dir,
+        }
+    }
+
+    /// Rewinds the script so the next harness sees the same conversation.
+    fn reset(&self) {
+        let out = Command::new("python3")
+            .args([
+                "-c",
+                "import sys,urllib.request;urllib.request.urlopen(urllib.request.Request(sys.argv[1]+'/_reset',data=b'',method='POST'))",
+                &self.url,
+            ])
+            .status()
+            .unwrap();
+        assert!(out.success());
+    }
+
+    /// The body of the last model request (not title requests).
+    fn last_request_body(&self) -> String {
+        let mut text = String::new();
+        std::fs::File::open(&self.log)
+            .unwrap()
+            .read_to_string(&mut text)
+            .unwrap();
+        text.lines()
+            .rev()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .find(|r| r["aux"] == false)
+            .map(|r| r["body"].to_string())
+            .unwrap_or_default()
+    }
+}
+
+impl Drop for Mock {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// One user's machine: a home and a project directory.
+struct Machine {
+    home: tempfile::TempDir,
+    work: tempfile::TempDir,
+}
+
+impl Machine {
+    fn new() -> Self {
+        Self {
+            home: tempfile::tempdir().unwrap(),
+            work: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    fn command(&self, program: &Path, mock: &Mock, args: &[&str]) -> Output {
+        Command::new(program)
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("HOME", self.home.path())
+            .env("DSH_HOME", self.home.path().join(".dsh"))
+            .env("DSH_TELEMETRY_DISABLED", "1")
+            .env("DEEPSEEK_API_KEY", "sk-mock")
+            .env("DEEPSEEK_BASE_URL", &mock.url)
+            // 0.2.1 refuses confined commands where it finds no sandbox; the sandbox is not
+            // what these tests compare.
+            .env("DSH_PERMISSION_MODE", "danger-full-access")
+            .current_dir(self.work.path())
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    }
+
+    fn ours(&self, mock: &Mock, args: &[&str]) -> Output {
+        self.command(Path::new(env!("CARGO_BIN_EXE_dsh")), mock, args)
+    }
+
+    fn session_id(&self, mock: &Mock) -> String {
+        let listing = ok(self.ours(mock, &["sessions", "list"]));
+        let ids: Vec<&str> = listing
+            .lines()
+            .filter_map(|l| l.split_whitespace().next())
+            .collect();
+        assert_eq!(ids.len(), 1, "one session listed: {listing}");
+        ids[0].to_string()
+    }
+
+    /// The session's events as our reader sees them (`dsh sessions show --json`).
+    fn events(&self, mock: &Mock, id: &str) -> Vec<Value> {
+        ok(self.ours(mock, &["sessions", "show", id, "--json"]))
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+
+    /// The model-visible history (`dsh sessions show --messages`).
+    fn messages(&self, mock: &Mock, id: &str) -> Vec<Value> {
+        ok(self.ours(mock, &["sessions", "show", id, "--messages"]))
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+
+    /// The log files in the session's directory, by name.
+    fn log_files(&self) -> Vec<String> {
+        let mut names = Vec::new();
+        for project in std::fs::read_dir(self.home.path().join(".dsh/sessions"))
+            .unwrap()
+            .flatten()
+        {
+            for session in std::fs::read_dir(project.path()).unwrap().flatten() {
+                for f in std::fs::read_dir(session.path()).unwrap().flatten() {
+                    let name = f.file_name().to_string_lossy().into_owned();
+                    if name.contains(".jsonl") {
+                        names.push(name);
+                    }
+                }
+            }
+        }
+        names.sort();
+        names
+    }
+}
+
+fn ok(out: Output) -> String {
+    assert!(
+        out.status.success(),
+        "exit {:?}\nstdout: {}\nstderr: {}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Event types upstream 0.2 records where 0.1 (and our loop) did not, or records at other
+/// moments (`upstream-0.2.md`): left out of the comparison. Stream chunks are compared
+/// through the messages they form, since the two providers' wire streams differ.
+const NOT_COMPARED: &[&str] = &[
+    "assistant/chunk",
+    "system/message",
+    "developer/message",
+    "session/title",
+    "session/title-llm-request",
+    "session-log-deepseek/delivery-accepted",
+    "job/registered",
+    "job/settled",
+    "permission/preset",
+    "sandbox/mode",
+    "approval/policy",
+];
+
+fn durable_types(events: &[Value]) -> Vec<String> {
+    events
+        .iter()
+        .filter_map(|e| e["type"].as_str())
+        .filter(|t| !NOT_COMPARED.contains(t))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Role, text and tool calls of each model-visible message (ids and prompts differ).
+fn conversation(messages: &[Value]) -> Vec<String> {
+    messages
+        .iter()
+        .filter(|m| m["role"] != "system")
+        .map(|m| {
+            let mut parts = vec![m["role"].as_str().unwrap_or("?").to_string()];
+            for block in m["content"].as_array().into_iter().flatten() {
+                match block["type"].as_str() {
+                    Some("text") if m["role"] == "assistant" => {
+                        parts.push(block["text"].as_str().unwrap_or_default().to_string());
+                    }
+                    Some("tool-call") => {
+                        parts.push(format!("call {}", block["name"].as_str().unwrap_or("?")));
+                    }
+                    Some("tool-result") => parts.push("result".into()),
+                    _ => {}
+                }
+            }
+            parts.join(" | ")
+        })
+        .collect()
+}
+
+fn turns_completed(events: &[Value]) -> usize {
+    events
+        .iter()
+        .filter(|e| e["type"] == "turn/end" && e["data"]["reason"]["kind"] == "completed")
+        .count()
+}
+
+fn differential(scenario: &str, prompt: &str) {
+    let Some((bench, upstream)) = setup() else {
+        return;
+    };
+    let mock = Mock::start(&bench, scenario);
+    let theirs = Machine::new();
+    let ours = Machine::new();
+    ok(theirs.command(&upstream, &mock, &["headless", prompt]));
+    mock.reset();
+    ok(ours.ours(&mock, &["headless", prompt]));
+
+    // Both wrote format v4; our reader opens upstream's log.
+    assert!(
+        theirs
+            .log_files()
+            .iter()
+            .any(|n| n == "session.v4.jsonl.zstd"),
+        "{:?}",
+        theirs.log_files()
+    );
+    assert_eq!(ours.log_files(), ["session.v4.jsonl.zstd"]);
+    let their_id = theirs.session_id(&mock);
+    let our_id = ours.session_id(&mock);
+    let (their_events, our_events) = (theirs.events(&mock, &their_id), ours.events(&mock, &our_id));
+    assert_eq!(
+        durable_types(&their_events),
+        durable_types(&our_events),
+        "{scenario}: durable event sequences"
+    );
+    assert_eq!(
+        conversation(&theirs.messages(&mock, &their_id)),
+        conversation(&ours.messages(&mock, &our_id)),
+        "{scenario}: model-visible conversation"
+    );
+
+    // We continue upstream's session; then upstream continues it again.
+    ok(theirs.ours(&mock, &["headless", "--session-id", &their_id, "continue"]));
+    assert_eq!(turns_completed(&theirs.events(&mock, &their_id)), 2);
+    ok(theirs.command(
+        &upstream,
+        &mock,
+        &["headless", "--session-id", &their_id, "continue"],
+    ));
+    assert_eq!(turns_completed(&theirs.events(&mock, &their_id)), 3);
+    assert!(
+        theirs
+            .log_files()
+            .iter()
+            .all(|n| n.starts_with("session.v4.")),
+        "{:?}",
+        theirs.log_files()
+    );
+
+    // Upstream continues ours, with the whole history in its request.
+    ok(ours.command(
+        &upstream,
+        &mock,
+        &["headless", "--session-id", &our_id, "continue"],
+    ));
+    assert_eq!(turns_completed(&ours.events(&mock, &our_id)), 2);
+    let body = mock.last_request_body();
+    assert!(
+        body.contains(prompt),
+        "{scenario}: upstream sent the history"
+    );
+}
+
+#[test]
+fn a_text_turn_matches_upstream_021() {
+    differential("a-hello.json", "Say hello.");
+}
+
+#[test]
+fn a_bash_turn_matches_upstream_021() {
+    differential(
+        "b-echo.json",
+        "Run the shell command 'echo hi' and tell me what it printed.",
+    );
+}
+
+#[test]
+fn a_twenty_step_loop_matches_upstream_021() {
+    differential(
+        "c-loop20.json",
+        "Run the benchmark loop: twenty shell steps, one after the other.",
+    );
+}
+
+/// A v0 log of ours (written with `formatVersion: 0`) migrates when we append to it: the
+/// v4 file appears beside it, the v0 bytes stay as they were, listing shows one session,
+/// and upstream 0.2.1 continues the migrated log.
+#[test]
+fn a_migrated_v0_log_continues_in_upstream_021() {
+    let Some((bench, upstream)) = setup() else {
+        return;
+    };
+    let mock = Mock::start(&bench, "b-echo.json");
+    let m = Machine::new();
+    let patch = m.work.path().join("v0.yml");
+    std::fs::write(
+        &patch,
+        "- id: session-persistence-jsonl\n  config:\n    root: !!js dshHomePath('sessions')\n    formatVersion: 0\n",
+    )
+    .unwrap();
+    ok(m.ours(&mock, &["--patch", "v0.yml", "headless", "run echo hi"]));
+    assert_eq!(m.log_files(), ["session.jsonl.zstd"]);
+    let id = m.session_id(&mock);
+    let v0_file = || {
+        let dir = m.home.path().join(".dsh/sessions");
+        let project = std::fs::read_dir(&dir).unwrap().flatten().next().unwrap();
+        let session = std::fs::read_dir(project.path())
+            .unwrap()
+            .flatten()
+            .next()
+            .unwrap();
+        std::fs::read(session.path().join("session.jsonl.zstd")).unwrap()
+    };
+    let before = v0_file();
+
+    ok(m.ours(&mock, &["headless", "--session-id", &id, "continue"]));
+    assert_eq!(
+        m.log_files(),
+        ["session.jsonl.zstd", "session.v4.jsonl.zstd"]
+    );
+    assert_eq!(v0_file(), before, "migration never modifies the v0 file");
+    assert_eq!(m.session_id(&mock), id, "listing shows one session");
+    assert_eq!(turns_completed(&m.events(&mock, &id)), 2);
+
+    ok(m.command(
+        &upstream,
+        &mock,
+        &["headless", "--session-id", &id, "continue"],
+    ));
+    assert_eq!(turns_completed(&m.events(&mock, &id)), 3);
+    assert_eq!(v0_file(), before);
+}
