@@ -11,6 +11,9 @@ use dsh_policies::DefaultModel;
 use dsh_session::{CancelCause, RecordFormat, SessionAppended, TurnEndReason, types, write_event};
 use serde::Deserialize;
 
+use crate::progress::Progress;
+pub use crate::progress::Verbosity;
+
 pub const HELP: &str = "\
 Usage: dsh headless [options] [task...]
        dsh --profile headless [options] [task...]
@@ -28,7 +31,13 @@ Options:
   --session-id <id>            continue a stored session (see `dsh sessions list`)
                                instead of starting a fresh one
   --resume <id>                the same as --session-id
+  -q, --quiet                  no progress on stderr (errors only)
+  -v, --verbose                a line per step, tool call and reasoning block on stderr,
+                               also when stderr is not a terminal
   -h, --help                   show this help
+
+On a terminal, stderr shows live progress (turn, step, elapsed time, tokens, each tool
+call and how it ended); stdout holds only the answer.
 
 Examples:
   dsh headless \"run the tests and fix what fails\"
@@ -55,6 +64,7 @@ pub enum Startup {
         task: String,
         format: OutputFormat,
         resume: Option<String>,
+        progress: Verbosity,
     },
 }
 
@@ -76,6 +86,7 @@ fn parse_args_with(
     let mut words = Vec::new();
     let mut format = OutputFormat::Text;
     let mut resume = None;
+    let mut progress = Verbosity::Normal;
     let mut i = 0;
     let mut literal = false;
     let value_of = |i: &mut usize, a: &str, flag: &str| -> Result<String, String> {
@@ -98,6 +109,10 @@ fn parse_args_with(
             literal = true;
         } else if a == "-h" || a == "--help" {
             return Ok(Startup::Help);
+        } else if a == "-q" || a == "--quiet" {
+            progress = Verbosity::Quiet;
+        } else if a == "-v" || a == "--verbose" {
+            progress = Verbosity::Verbose;
         } else if a == "--json" {
             format = OutputFormat::StreamJson;
         } else if name == "--output-format" {
@@ -147,6 +162,7 @@ fn parse_args_with(
         task,
         format,
         resume,
+        progress,
     })
 }
 
@@ -206,7 +222,12 @@ fn summarize(
 }
 
 /// Runs the task on a loaded tree (in a fresh session, or continuing `resume`).
-pub async fn run(root: &Context, format: OutputFormat, resume: Option<String>) -> ExitCode {
+pub async fn run(
+    root: &Context,
+    format: OutputFormat,
+    resume: Option<String>,
+    verbosity: Verbosity,
+) -> ExitCode {
     let Some(task) = root.get::<HeadlessTask>() else {
         eprintln!("dsh: the profile has no headless-runner row; nothing to run");
         return ExitCode::from(1);
@@ -301,6 +322,37 @@ pub async fn run(root: &Context, format: OutputFormat, resume: Option<String>) -
             eprintln!("dsh: {e}");
         }
     }
+    let progress = Progress::for_stderr(verbosity);
+    let mut ticker = None;
+    if let Some(p) = &progress {
+        let id = agent.id().to_string();
+        let observer = p.clone();
+        let listening = root.on_emit::<SessionAppended>(ListenOptions::GLOBAL, move |e| {
+            if e.session.id() == id {
+                observer.observe(&e.event);
+            }
+            Ok(())
+        });
+        if let Err(e) = listening {
+            eprintln!("dsh: {e}");
+        }
+        let p = p.clone();
+        ticker = Some(tokio::spawn(async move {
+            let mut every = tokio::time::interval(std::time::Duration::from_millis(125));
+            loop {
+                every.tick().await;
+                p.tick();
+            }
+        }));
+    }
+    let stop_progress = || {
+        if let Some(t) = &ticker {
+            t.abort();
+        }
+        if let Some(p) = &progress {
+            p.finish();
+        }
+    };
     // A `/command` task runs the command instead of reaching the model.
     if let Some(commands) = root.get::<dsh_commands::CommandRegistry>() {
         let outcome = commands
@@ -312,6 +364,7 @@ pub async fn run(root: &Context, format: OutputFormat, resume: Option<String>) -
             dsh_commands::LineOutcome::Unknown { .. } => Some(true),
         };
         if let Some(failed) = failed {
+            stop_progress();
             let reply = outcome.reply();
             if failed {
                 eprintln!("dsh: {reply}");
@@ -335,6 +388,7 @@ pub async fn run(root: &Context, format: OutputFormat, resume: Option<String>) -
     }
     let first_seq = agent.session().next_seq();
     if let Err(e) = agent.followup(Message::user_text(task.0.clone())) {
+        stop_progress();
         eprintln!("dsh: {e}");
         return ExitCode::from(1);
     }
@@ -364,6 +418,7 @@ pub async fn run(root: &Context, format: OutputFormat, resume: Option<String>) -
         saved = false;
     }
     let (text, reason) = summarize(&agent.session().events(), first_seq);
+    stop_progress();
     agent.dispose().await;
     if let Some(writers) = root.get::<dsh_persistence::SessionWriters>()
         && let Err(e) = writers.flush_all().await
@@ -407,7 +462,8 @@ mod tests {
             Ok(Startup::Run {
                 task: "fix the test".into(),
                 format: OutputFormat::Text,
-                resume: None
+                resume: None,
+                progress: Verbosity::Normal
             })
         );
         assert_eq!(
@@ -415,7 +471,8 @@ mod tests {
             Ok(Startup::Run {
                 task: "go".into(),
                 format: OutputFormat::StreamJson,
-                resume: None
+                resume: None,
+                progress: Verbosity::Normal
             })
         );
         assert_eq!(
@@ -423,7 +480,8 @@ mod tests {
             Ok(Startup::Run {
                 task: "a --b".into(),
                 format: OutputFormat::Text,
-                resume: None
+                resume: None,
+                progress: Verbosity::Normal
             })
         );
         assert_eq!(
@@ -431,7 +489,8 @@ mod tests {
             Ok(Startup::Run {
                 task: "more".into(),
                 format: OutputFormat::Text,
-                resume: Some("s-1".into())
+                resume: Some("s-1".into()),
+                progress: Verbosity::Normal
             })
         );
         assert_eq!(p(&["--help"]), Ok(Startup::Help));
@@ -452,6 +511,7 @@ mod tests {
                 task: task.into(),
                 format,
                 resume: resume.map(str::to_owned),
+                progress: Verbosity::Normal,
             })
         };
         assert_eq!(

@@ -6,6 +6,7 @@ mod boot;
 mod headless;
 mod launcher;
 mod profile;
+mod progress;
 mod sessions;
 
 use std::process::ExitCode;
@@ -131,7 +132,7 @@ fn run_profile(
             return ExitCode::from(1);
         }
     };
-    let (task, format, resume) = match startup {
+    let (task, format, resume, progress) = match startup {
         headless::Startup::Help => {
             print!("{}", headless::HELP);
             return ExitCode::SUCCESS;
@@ -140,7 +141,8 @@ fn run_profile(
             task,
             format,
             resume,
-        } => (task, format, resume),
+            progress,
+        } => (task, format, resume, progress),
     };
     let composition = match profile::compose_profile(home, profile, patches, false) {
         Ok(c) => c,
@@ -168,7 +170,7 @@ fn run_profile(
                 return ExitCode::from(CONFIG_ERROR);
             }
         };
-        let code = headless::run(tree.context(), format, resume).await;
+        let code = headless::run(tree.context(), format, resume, progress).await;
         tree.unload();
         code
     })

@@ -699,3 +699,108 @@ fn upstream_02_headless_grammar() {
     assert_eq!(missing.status.code(), Some(1));
     assert_eq!(stderr(&missing).lines().count(), 1, "{}", stderr(&missing));
 }
+
+/// Runs `dsh` with stderr on a pseudo-terminal (stdout stays a pipe); returns stdout and
+/// everything the terminal received.
+fn run_on_terminal(run: &Run, server: &MockServer, args: &[&str]) -> (Output, String) {
+    use rustix::pty::{OpenptFlags, grantpt, openpt, ptsname, unlockpt};
+    let master = openpt(OpenptFlags::RDWR | OpenptFlags::NOCTTY).unwrap();
+    grantpt(&master).unwrap();
+    unlockpt(&master).unwrap();
+    let name = ptsname(&master, Vec::new()).unwrap();
+    let slave = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(name.to_str().unwrap())
+        .unwrap();
+    let mut master = std::fs::File::from(master);
+    let reader = std::thread::spawn(move || {
+        let mut seen = Vec::new();
+        let mut buf = [0u8; 4096];
+        // Reading fails with EIO once every slave handle is closed (the child exited).
+        while let Ok(n) = std::io::Read::read(&mut master, &mut buf) {
+            if n == 0 {
+                break;
+            }
+            seen.extend_from_slice(&buf[..n]);
+        }
+        String::from_utf8_lossy(&seen).into_owned()
+    });
+    let mut cmd = run.cmd(server, args);
+    cmd.stderr(slave).stdout(std::process::Stdio::piped());
+    let out = cmd.output().unwrap();
+    drop(cmd);
+    (out, reader.join().unwrap())
+}
+
+#[test]
+fn a_terminal_shows_live_progress_and_stdout_only_the_answer() {
+    let server = MockServer::with_title_replies([
+        Reply::tool_call(
+            "c1",
+            "bash",
+            r#"{"command":"echo step-one","description":"first"}"#,
+        ),
+        Reply::tool_call(
+            "c2",
+            "bash",
+            r#"{"command":"exit 3","description":"second"}"#,
+        ),
+        Reply::text("all done"),
+    ]);
+    let run = Run::new();
+    let (out, terminal) = run_on_terminal(&run, &server, &["headless", "do it"]);
+    assert_eq!(out.status.code(), Some(0), "{terminal}");
+    assert_eq!(stdout(&out), "all done\n", "stdout holds only the answer");
+    assert!(
+        terminal.contains("✓ bash echo step-one · ok · "),
+        "{terminal:?}"
+    );
+    assert!(
+        terminal.contains("✗ bash exit 3 · exit code: 3 · "),
+        "{terminal:?}"
+    );
+    assert!(terminal.contains("turn 1 · step 3"), "{terminal:?}");
+    assert!(
+        !terminal.contains("all done"),
+        "the answer is not on stderr"
+    );
+
+    // --quiet: the terminal stays empty.
+    let server = MockServer::with_title_replies([Reply::text("quiet answer")]);
+    let (out, terminal) = run_on_terminal(&run, &server, &["headless", "--quiet", "hi"]);
+    assert_eq!(stdout(&out), "quiet answer\n");
+    assert_eq!(terminal, "");
+}
+
+#[test]
+fn without_a_terminal_stderr_stays_empty_unless_verbose() {
+    let server = MockServer::with_title_replies([
+        Reply::tool_call("c1", "bash", r#"{"command":"echo v","description":"v"}"#),
+        Reply::text("fine"),
+    ]);
+    let run = Run::new();
+    let out = run.headless(&server, "go");
+    assert_eq!(
+        (stdout(&out).as_str(), stderr(&out).as_str()),
+        ("fine\n", "")
+    );
+    let server = MockServer::with_title_replies([
+        Reply::tool_call("c1", "bash", r#"{"command":"echo v","description":"v"}"#),
+        Reply::text("fine"),
+    ]);
+    let out = run
+        .cmd(&server, &["headless", "--verbose", "go"])
+        .output()
+        .unwrap();
+    assert_eq!(stdout(&out), "fine\n");
+    let err = stderr(&out);
+    assert!(!err.contains('\x1b'), "plain lines off a terminal: {err:?}");
+    let lines: Vec<&str> = err.lines().collect();
+    assert!(lines.contains(&"→ bash echo v"), "{err}");
+    assert!(
+        lines.iter().any(|l| l.starts_with("✓ bash echo v · ok · ")),
+        "{err}"
+    );
+    assert!(lines.last().unwrap().starts_with("done in "), "{err}");
+}
