@@ -20,6 +20,7 @@ mod frames;
 mod fsio;
 pub mod layout;
 mod lock;
+mod manage;
 mod plugin;
 mod scan;
 mod writer;
@@ -29,6 +30,7 @@ pub use files::{ChunkPacking, Loaded, Repair, SessionFiles};
 pub use fsio::Durability;
 pub use layout::{Compression, encode_segment, project_key};
 pub use lock::LOCK_FILE;
+pub use manage::{SessionSummary, fork_cut};
 pub use plugin::{
     DEFAULT_WRITE_BATCH_MAX_DELAY_MS, JsonlPersistencePlugin, MAX_WRITE_BATCH_DELAY_MS,
     PLUGIN_NAME, PersistenceConfig, SessionWriters,

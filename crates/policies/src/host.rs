@@ -169,11 +169,17 @@ pub fn parse_dotenv(text: &str) -> HashMap<String, String> {
 /// Credential references resolved on every request (`ctx.credentials`): the launching
 /// environment, then `$DSH_HOME/.credentials.yaml` `refs`, then `<cwd>/.env`, then
 /// `$DSH_HOME/.env`. Values from files are never exported into the process environment.
+/// The stored refs change at runtime through [`Credentials::set`] / [`Credentials::unset`]
+/// (`credentials_store.rs`); every later `resolve` sees the change.
 #[derive(Default)]
 pub struct Credentials {
-    refs: HashMap<String, String>,
-    project_env: HashMap<String, String>,
-    user_env: HashMap<String, String>,
+    pub(crate) refs: std::sync::RwLock<HashMap<String, String>>,
+    pub(crate) project_env: HashMap<String, String>,
+    pub(crate) user_env: HashMap<String, String>,
+    /// `$DSH_HOME/.credentials.yaml`.
+    pub(crate) file: PathBuf,
+    /// Serializes read-modify-write cycles of `file`.
+    pub(crate) write_lock: std::sync::Mutex<()>,
 }
 
 impl Credentials {
@@ -257,9 +263,11 @@ impl Credentials {
             read_env(home.join(".env"))
         };
         Ok(Self {
-            refs,
+            refs: std::sync::RwLock::new(refs),
             project_env,
             user_env,
+            file,
+            write_lock: std::sync::Mutex::new(()),
         })
     }
 
@@ -271,9 +279,18 @@ impl Credentials {
             dsh_sandbox::secrets::remember_secret(&v);
             return Some(v);
         }
-        let found = [&self.refs, &self.project_env, &self.user_env]
-            .iter()
-            .find_map(|m| m.get(name).filter(|v| !v.is_empty()).cloned());
+        let stored = self
+            .refs
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(name)
+            .filter(|v| !v.is_empty())
+            .cloned();
+        let found = stored.or_else(|| {
+            [&self.project_env, &self.user_env]
+                .iter()
+                .find_map(|m| m.get(name).filter(|v| !v.is_empty()).cloned())
+        });
         if let Some(v) = &found {
             // Whatever a credential resolves to must never reach a child process.
             dsh_sandbox::secrets::remember_secret(v);

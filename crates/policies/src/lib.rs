@@ -3,6 +3,7 @@
 //! settings, credentials and the default model.
 
 pub mod checkpoint;
+mod credentials_store;
 pub mod host;
 pub mod instructions;
 pub mod permissions;
@@ -10,6 +11,7 @@ pub mod presets;
 pub mod retry;
 pub mod title;
 
+pub use credentials_store::{CredentialSource, CredentialState, CredentialWriteError};
 pub use host::{
     Credentials, DefaultModel, Settings, dsh_home, layer, parse_dotenv, read_yaml_file,
 };

@@ -142,7 +142,7 @@ fn outcome_name(o: ApprovalOutcome) -> &'static str {
 }
 
 impl ApprovalService for Approvals {
-    fn request(&self, request: ApprovalRequest) -> BoxFuture<'static, ApprovalOutcome> {
+    fn request(&self, mut request: ApprovalRequest) -> BoxFuture<'static, ApprovalOutcome> {
         let answerer = self
             .answerers
             .read()
@@ -153,6 +153,7 @@ impl ApprovalService for Approvals {
         Box::pin(async move {
             // Every ask is audited in the session log: `approval/asked` then `approval/decided`.
             let id = uuid::Uuid::new_v4().to_string();
+            request.approval_id = id.clone();
             let session = request.session.clone();
             if let Some(s) = &session {
                 let mut asked = serde_json::Map::new();

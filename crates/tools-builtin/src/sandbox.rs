@@ -83,6 +83,7 @@ pub(crate) async fn approve_escalation(
     let outcome = approval
         .0
         .request(ApprovalRequest {
+            approval_id: String::new(),
             ctx: run.ctx.clone(),
             session: run.session.clone(),
             tool_name: run.name.clone(),

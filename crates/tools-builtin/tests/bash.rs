@@ -426,3 +426,44 @@ async fn shell_env_supplies_dsh_home_and_the_session_jsonl() {
         format!("/opt/dsh-home /sessions/{}.jsonl\n", session.id())
     );
 }
+
+#[tokio::test]
+async fn output_is_announced_live_per_stream_while_the_command_runs() {
+    use dsh_tools::{OutputStream, ToolOutputEvent};
+    let (h, _dir) = harness(json!({}));
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::<(String, String, String)>::new()));
+    let sink = seen.clone();
+    h.root
+        .on_emit::<ToolOutputEvent>(dsh_kernel::ListenOptions::GLOBAL, move |p| {
+            let stream = match p.stream {
+                OutputStream::Stdout => "stdout",
+                OutputStream::Stderr => "stderr",
+            };
+            sink.lock()
+                .unwrap()
+                .push((p.call_id.clone(), stream.into(), p.text.clone()));
+            Ok(())
+        })
+        .unwrap();
+    let result = h
+        .call(
+            "bash",
+            cmd("printf 'caf\\303'; sleep 0.05; printf '\\251\\n'; echo oops >&2"),
+        )
+        .await;
+    assert_eq!(text(&result), "café\n[stderr]\noops\n");
+    let seen = seen.lock().unwrap().clone();
+    let joined = |s: &str| -> String {
+        seen.iter()
+            .filter(|(_, stream, _)| stream == s)
+            .map(|(_, _, t)| t.as_str())
+            .collect()
+    };
+    assert_eq!(
+        joined("stdout"),
+        "café\n",
+        "a split character arrives whole"
+    );
+    assert_eq!(joined("stderr"), "oops\n");
+    assert!(seen.iter().all(|(id, _, _)| id == "call_0"), "{seen:?}");
+}

@@ -255,6 +255,10 @@ pub enum ApprovalOutcome {
 
 /// A request to the user to approve one call.
 pub struct ApprovalRequest {
+    /// The id the approval service logs in `approval/asked` / `approval/decided`; the
+    /// service mints it before asking (requesters leave it empty), so a frontend can name
+    /// the pending decision the log shows.
+    pub approval_id: String,
     pub ctx: Context,
     pub session: Option<Arc<LiveSession>>,
     pub tool_name: String,

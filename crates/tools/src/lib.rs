@@ -4,6 +4,7 @@
 //! cancellation — becomes one result.
 
 mod exec;
+mod output;
 pub mod process;
 mod registry;
 mod schema;
@@ -14,6 +15,7 @@ pub use exec::{
     PostExecutePayload, PostToolDecision, PreExecute, PreToolDecision, ToolExecution, ToolFailure,
     ToolResult, ToolResultEvent, ToolResultPayload, parse_arguments,
 };
+pub use output::{OutputStream, OutputTap, ToolOutputEvent, ToolOutputPayload};
 pub use registry::{DuplicateTool, ExecutionMode, Guard, Prepared, ToolRegistry, json_text};
 pub use schema::{ObjectSchema, Prop};
 pub use tool::{Tool, ToolOutput, ToolRunContext, args_error};

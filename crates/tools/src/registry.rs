@@ -255,6 +255,7 @@ impl ToolRegistry {
         let outcome = approval
             .0
             .request(ApprovalRequest {
+                approval_id: String::new(),
                 ctx: exec.ctx.clone(),
                 session: exec.session.clone(),
                 tool_name: name.clone(),

@@ -490,6 +490,9 @@ impl BashInner {
                     .artifact_dir(&session.header())
                     .map(|dir| dir.join("spill"))
             }),
+            taps: dsh_tools::OutputTap::for_call(&run, dsh_tools::OutputStream::Stdout).zip(
+                dsh_tools::OutputTap::for_call(&run, dsh_tools::OutputStream::Stderr),
+            ),
         };
         if run.cancel.is_cancelled() {
             return Err(errors::aborted());

@@ -34,6 +34,8 @@ pub(crate) struct SpawnSpec {
     pub grace: Duration,
     /// Where spill files go; `None`: a private per-process directory under the temp dir.
     pub spill_dir: Option<PathBuf>,
+    /// Live `tools/output` announcements of stdout and stderr (a call with a session).
+    pub taps: Option<(dsh_tools::OutputTap, dsh_tools::OutputTap)>,
 }
 
 /// One captured stream.
@@ -98,6 +100,7 @@ struct OutputCollector {
     spill_dir: Option<PathBuf>,
     spill: Option<(File, PathBuf)>,
     spill_disabled: bool,
+    tap: Option<dsh_tools::OutputTap>,
 }
 
 impl OutputCollector {
@@ -118,10 +121,14 @@ impl OutputCollector {
             spill_dir,
             spill: None,
             spill_disabled: false,
+            tap: None,
         }
     }
 
     fn push(&mut self, chunk: &[u8]) {
+        if let Some(tap) = &mut self.tap {
+            tap.push(chunk);
+        }
         self.total += chunk.len() as u64;
         let overflows = self.bytes + chunk.len() > self.max_bytes;
         if !self.spill_disabled && (overflows || self.spill.is_some()) {
@@ -254,18 +261,25 @@ pub(crate) async fn run(spec: SpawnSpec, cancel: CancellationToken) -> std::io::
     let mut child = command.spawn()?;
     let mut guard = ProcessGroup::new(child.id(), spec.grace);
 
-    let out = Arc::new(Mutex::new(OutputCollector::new(
+    let (out_tap, err_tap) = match spec.taps {
+        Some((o, e)) => (Some(o), Some(e)),
+        None => (None, None),
+    };
+    let mut out = OutputCollector::new(
         spec.max_output_bytes,
         spec.max_spill_bytes,
         "stdout",
         spec.spill_dir.clone(),
-    )));
-    let err = Arc::new(Mutex::new(OutputCollector::new(
+    );
+    out.tap = out_tap;
+    let mut err = OutputCollector::new(
         spec.max_output_bytes,
         spec.max_spill_bytes,
         "stderr",
         spec.spill_dir.clone(),
-    )));
+    );
+    err.tap = err_tap;
+    let (out, err) = (Arc::new(Mutex::new(out)), Arc::new(Mutex::new(err)));
     let mut readers = Vec::new();
     if let Some(s) = child.stdout.take() {
         readers.push(spawn_reader(s, out.clone()));
