@@ -1,20 +1,26 @@
 //! The ACP bridge: sessions, prompts, cancellation, permission requests, and the
-//! `session/update` projection (one `agent_message_chunk` per non-empty text block of each
-//! committed `assistant/message`).
+//! `session/update` projection. The rich projection (the default) streams text and
+//! reasoning, announces every tool call and its result, plans and titles, and offers
+//! `session/load|resume|list|close` and `session/set_mode`; the committed projection
+//! (upstream 0.1's, which the recorded conformance scenarios pin) sends one
+//! `agent_message_chunk` per non-empty text block of each committed `assistant/message`.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use dsh_agent::{AgentOptions, AgentRef, Agents, CreateAgent, InboxClaimed};
+use dsh_agent::{AgentOptions, AgentRef, AgentSource, Agents, CreateAgent, InboxClaimed};
 use dsh_kernel::{BoxFuture, Context, ListenOptions};
 use dsh_llm::{ContentBlock, Message, MessageSource};
+use dsh_persistence::{PersistenceError, SessionFiles};
+use dsh_policies::presets::PermissionPresets;
 use dsh_policies::{ApprovalAnswerer, Approvals};
 use dsh_session::{CancelCause, SessionAppended, TurnEndReason, types};
-use dsh_tools::{ApprovalOutcome, ApprovalRequest};
+use dsh_tools::{ApprovalOutcome, ApprovalRequest, Execute, ToolOutputEvent};
 use serde_json::{Map, Value, json};
 
+use crate::project::{Projector, describe_call};
 use crate::rpc::{Peer, RpcError};
 
 /// Route of the sessions this server creates.
@@ -43,6 +49,41 @@ struct Prompt {
 struct AcpSession {
     agent: AgentRef,
     prompt: Mutex<Option<Prompt>>,
+    projector: Mutex<Projector>,
+    /// Tools the user allowed for the rest of the session ("Always allow").
+    always_allowed: Mutex<Vec<String>>,
+}
+
+impl AcpSession {
+    fn new(agent: AgentRef, cwd: PathBuf) -> Arc<Self> {
+        Arc::new(Self {
+            agent,
+            prompt: Mutex::new(None),
+            projector: Mutex::new(Projector::new(cwd)),
+            always_allowed: Mutex::new(Vec::new()),
+        })
+    }
+
+    fn projector(&self) -> std::sync::MutexGuard<'_, Projector> {
+        self.projector.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+type Sessions = Arc<Mutex<HashMap<String, Arc<AcpSession>>>>;
+
+fn owned(sessions: &Sessions, id: &str) -> Option<Arc<AcpSession>> {
+    sessions
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(id)
+        .cloned()
+}
+
+fn update(peer: &Peer, session_id: &str, update: Value) {
+    peer.notify(
+        "session/update",
+        json!({"sessionId": session_id, "update": update}),
+    );
 }
 
 /// One server connection.
@@ -50,10 +91,12 @@ pub struct Bridge {
     root: Context,
     pub(crate) peer: Peer,
     config: AcpConfig,
-    sessions: Arc<Mutex<HashMap<String, Arc<AcpSession>>>>,
+    sessions: Sessions,
     /// Message id → the turn that claimed it.
     claims: Arc<Mutex<HashMap<String, u64>>>,
     closed: AtomicBool,
+    /// What the client said it can do with files (`fs.readTextFile`, `fs.writeTextFile`).
+    client_fs: Mutex<(bool, bool)>,
 }
 
 fn kind_of(v: Option<&Value>) -> &'static str {
@@ -103,8 +146,9 @@ fn check_params(
     Ok(map.clone())
 }
 
-/// Builds the user message content from ACP prompt blocks.
-fn prompt_content(blocks: &[Value]) -> Result<Vec<ContentBlock>, RpcError> {
+/// Builds the user message content from ACP prompt blocks (embedded text resources only
+/// when the connection advertised them, i.e. in the rich projection).
+fn prompt_content(blocks: &[Value], embedded: bool) -> Result<Vec<ContentBlock>, RpcError> {
     let mut content = Vec::new();
     let mut run = String::new();
     for b in blocks {
@@ -127,6 +171,19 @@ fn prompt_content(blocks: &[Value]) -> Result<Vec<ContentBlock>, RpcError> {
             Some("audio") => {
                 return Err(RpcError::invalid_params(
                     "audio prompt content is not supported",
+                ));
+            }
+            Some("resource") if embedded => {
+                let resource = &b["resource"];
+                let uri = resource["uri"].as_str().unwrap_or("");
+                let Some(text) = resource["text"].as_str() else {
+                    return Err(RpcError::invalid_params(
+                        "binary embedded resources are not supported",
+                    ));
+                };
+                run.push_str(&format!(
+                    "\n<resource uri={}>\n{text}\n</resource>\n",
+                    serde_json::to_string(uri).unwrap_or_default()
                 ));
             }
             Some("resource") => {
@@ -157,32 +214,12 @@ impl Bridge {
             sessions: Arc::new(Mutex::new(HashMap::new())),
             claims: Arc::new(Mutex::new(HashMap::new())),
             closed: AtomicBool::new(false),
+            client_fs: Mutex::new((false, false)),
         });
-        // The projection: committed assistant text, one notification per block.
-        let sessions = bridge.sessions.clone();
-        let projector = peer.clone();
-        root.on_emit::<SessionAppended>(ListenOptions::GLOBAL, move |p| {
-            if !p.event.is(types::ASSISTANT_MESSAGE) {
-                return Ok(());
-            }
-            let id = p.session.id();
-            if !sessions.lock().unwrap_or_else(|e| e.into_inner()).contains_key(&id) {
-                return Ok(());
-            }
-            let Some(Value::Array(content)) = p.event.data.pointer("/message/content") else { return Ok(()) };
-            for block in content {
-                if block.get("type").and_then(Value::as_str) == Some("text")
-                    && let Some(text) = block.get("text").and_then(Value::as_str).filter(|t| !t.is_empty())
-                {
-                    projector.notify(
-                        "session/update",
-                        json!({"sessionId": id, "update": {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}}}),
-                    );
-                }
-            }
-            Ok(())
-        })
-        .map_err(|e| e.to_string())?;
+        match bridge.config.projection {
+            Projection::Committed => Self::project_committed(&root, &bridge.sessions, &peer)?,
+            Projection::Rich => Self::project_rich(&root, &bridge.sessions, &peer)?,
+        }
         let claims = bridge.claims.clone();
         root.on_emit::<InboxClaimed>(ListenOptions::GLOBAL, move |p| {
             if let Some(turn) = p.turn {
@@ -207,12 +244,108 @@ impl Bridge {
         Ok(bridge)
     }
 
+    /// Committed assistant text, one notification per block.
+    fn project_committed(root: &Context, sessions: &Sessions, peer: &Peer) -> Result<(), String> {
+        let sessions = sessions.clone();
+        let projector = peer.clone();
+        root.on_emit::<SessionAppended>(ListenOptions::GLOBAL, move |p| {
+            if !p.event.is(types::ASSISTANT_MESSAGE) {
+                return Ok(());
+            }
+            let id = p.session.id();
+            if owned(&sessions, &id).is_none() {
+                return Ok(());
+            }
+            let Some(Value::Array(content)) = p.event.data.pointer("/message/content") else { return Ok(()) };
+            for block in content {
+                if block.get("type").and_then(Value::as_str) == Some("text")
+                    && let Some(text) = block.get("text").and_then(Value::as_str).filter(|t| !t.is_empty())
+                {
+                    update(&projector, &id, json!({"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}}));
+                }
+            }
+            Ok(())
+        })
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+    }
+
+    /// Streams, tool calls, plans and titles (see [`Projector`]); tool calls are marked
+    /// running when their body starts, and their output shows while they run.
+    fn project_rich(root: &Context, sessions: &Sessions, peer: &Peer) -> Result<(), String> {
+        let (s, out) = (sessions.clone(), peer.clone());
+        root.on_emit::<SessionAppended>(ListenOptions::GLOBAL, move |p| {
+            let id = p.session.id();
+            if let Some(session) = owned(&s, &id) {
+                // Projected under the lock so updates leave in log order.
+                let mut projector = session.projector();
+                for u in projector.live(&p.event) {
+                    update(&out, &id, u);
+                }
+            }
+            Ok(())
+        })
+        .map_err(|e| e.to_string())?;
+        let (s, out) = (sessions.clone(), peer.clone());
+        root.on_waterfall::<Execute>(ListenOptions::GLOBAL, move |exec, next| {
+            if exec.parent.is_none()
+                && let Some(session) = exec.session.as_ref().map(|l| l.id())
+                && owned(&s, &session).is_some()
+            {
+                update(&out, &session, Projector::started(&exec.call_id));
+            }
+            next.run()
+        })
+        .map_err(|e| e.to_string())?;
+        let (s, out) = (sessions.clone(), peer.clone());
+        root.on_emit::<ToolOutputEvent>(ListenOptions::GLOBAL, move |p| {
+            if let Some(session) = owned(&s, &p.session_id)
+                && let Some(u) = session.projector().output(&p.call_id, &p.text)
+            {
+                update(&out, &p.session_id, u);
+            }
+            Ok(())
+        })
+        .map_err(|e| e.to_string())?;
+        Ok(())
+    }
+
     fn session(&self, id: &str) -> Option<Arc<AcpSession>> {
+        owned(&self.sessions, id)
+    }
+
+    /// Adds a session to this connection; in the rich projection its file I/O goes through
+    /// the editor when the client advertised `fs` methods.
+    fn adopt(&self, id: &str, session: Arc<AcpSession>) {
+        let (reads, writes) = *self.client_fs.lock().unwrap_or_else(|e| e.into_inner());
+        if self.rich()
+            && (reads || writes)
+            && let Some(routes) = self.root.get::<dsh_tools::ClientFileRoutes>()
+        {
+            routes.route(
+                id,
+                Arc::new(crate::client_fs::EditorFiles {
+                    peer: self.peer.clone(),
+                    session_id: id.to_string(),
+                    reads,
+                    writes,
+                }),
+            );
+        }
         self.sessions
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .get(id)
-            .cloned()
+            .insert(id.to_string(), session);
+    }
+
+    fn unroute(&self, id: &str) {
+        if let Some(routes) = self.root.get::<dsh_tools::ClientFileRoutes>() {
+            routes.unroute(id);
+        }
+    }
+
+    fn rich(&self) -> bool {
+        self.config.projection == Projection::Rich
     }
 
     /// Answers one request.
@@ -223,19 +356,313 @@ impl Bridge {
     ) -> Result<Value, RpcError> {
         match method {
             "initialize" => {
-                check_params(params.as_ref(), &[("protocolVersion", "number")])?;
+                let p = check_params(params.as_ref(), &[("protocolVersion", "number")])?;
+                let fs = p.get("clientCapabilities").and_then(|c| c.get("fs"));
+                let flag =
+                    |k: &str| fs.and_then(|f| f.get(k)).and_then(Value::as_bool) == Some(true);
+                *self.client_fs.lock().unwrap_or_else(|e| e.into_inner()) =
+                    (flag("readTextFile"), flag("writeTextFile"));
+                let capabilities = if self.rich() {
+                    json!({
+                        "loadSession": true,
+                        "promptCapabilities": {"image": false, "audio": false, "embeddedContext": true},
+                        "sessionCapabilities": {"list": {}, "resume": {}, "close": {}}
+                    })
+                } else {
+                    json!({"promptCapabilities": {"image": false, "audio": false, "embeddedContext": false}})
+                };
                 Ok(json!({
                     "protocolVersion": 1,
                     "agentInfo": {"name": "deepseek-harness-acp", "version": "0.0.1"},
-                    "agentCapabilities": {"promptCapabilities": {"image": false, "audio": false, "embeddedContext": false}},
+                    "agentCapabilities": capabilities,
                     "authMethods": []
                 }))
             }
             "authenticate" => Ok(json!({})),
             "session/new" => self.new_session(params).await,
             "session/prompt" => self.prompt(params).await,
+            "session/load" if self.rich() => self.load_session(params, true).await,
+            "session/resume" if self.rich() => self.load_session(params, false).await,
+            "session/list" if self.rich() => self.list_sessions(params).await,
+            "session/close" if self.rich() => self.close_session(params).await,
+            "session/set_mode" if self.rich() => self.set_mode(params),
             other => Err(RpcError::method_not_found(other)),
         }
+    }
+
+    /// Notifications that follow a response: a session's available commands.
+    pub fn after_response(
+        &self,
+        method: &str,
+        params: Option<&Value>,
+        result: &Result<Value, RpcError>,
+    ) {
+        if !self.rich() || !matches!(method, "session/new" | "session/load" | "session/resume") {
+            return;
+        }
+        let Ok(result) = result else { return };
+        let Some(id) = result
+            .get("sessionId")
+            .or_else(|| params.and_then(|p| p.get("sessionId")))
+            .and_then(Value::as_str)
+        else {
+            return;
+        };
+        let commands: Vec<Value> = self
+            .root
+            .get::<dsh_commands::CommandRegistry>()
+            .map(|r| r.list())
+            .unwrap_or_default()
+            .into_iter()
+            .map(|c| {
+                let mut m = Map::new();
+                m.insert("name".into(), json!(c.name));
+                m.insert("description".into(), json!(c.description));
+                if let Some(hint) = c.hint {
+                    m.insert("input".into(), json!({"hint": hint}));
+                }
+                Value::Object(m)
+            })
+            .collect();
+        update(
+            &self.peer,
+            id,
+            json!({"sessionUpdate": "available_commands_update", "availableCommands": commands}),
+        );
+    }
+
+    /// The permission presets as ACP session modes, with the session's current one.
+    fn modes(&self, agent: &AgentRef) -> Option<Value> {
+        let presets = self.root.get::<PermissionPresets>()?;
+        let available: Vec<Value> = presets
+            .list()
+            .into_iter()
+            .map(|(id, description)| {
+                let name = id
+                    .split('-')
+                    .enumerate()
+                    .map(|(i, w)| {
+                        let mut w = w.to_string();
+                        if i == 0
+                            && let Some(first) = w.get_mut(..1)
+                        {
+                            first.make_ascii_uppercase();
+                        }
+                        w
+                    })
+                    .collect::<Vec<_>>()
+                    .join(" ");
+                json!({"id": id, "name": name, "description": description})
+            })
+            .collect();
+        Some(
+            json!({"currentModeId": presets.current(agent.session()), "availableModes": available}),
+        )
+    }
+
+    /// The answer to `session/new|load|resume` in the rich projection.
+    fn session_answer(&self, agent: &AgentRef, mut answer: Map<String, Value>) -> Value {
+        if let Some(modes) = self.modes(agent) {
+            answer.insert("modes".into(), modes);
+        }
+        Value::Object(answer)
+    }
+
+    fn set_mode(&self, params: Option<Value>) -> Result<Value, RpcError> {
+        let p = check_params(
+            params.as_ref(),
+            &[("sessionId", "string"), ("modeId", "string")],
+        )?;
+        let id = p.get("sessionId").and_then(Value::as_str).unwrap_or("");
+        let mode = p.get("modeId").and_then(Value::as_str).unwrap_or("");
+        let Some(session) = self.session(id) else {
+            return Err(RpcError::invalid_params(format!("unknown session: {id}")));
+        };
+        let presets = self
+            .root
+            .get::<PermissionPresets>()
+            .ok_or_else(|| RpcError::invalid_params("this agent offers no session modes"))?;
+        if !presets.list().iter().any(|(name, _)| name == mode) {
+            return Err(RpcError::invalid_params(format!("unknown mode {mode}")));
+        }
+        presets
+            .apply(&session.agent, mode)
+            .map_err(RpcError::internal)?;
+        update(
+            &self.peer,
+            id,
+            json!({"sessionUpdate": "current_mode_update", "currentModeId": mode}),
+        );
+        Ok(json!({}))
+    }
+
+    /// `session/load` (replays the history as updates before answering) and
+    /// `session/resume` (no replay): the agent is rebuilt from the stored log.
+    async fn load_session(
+        self: &Arc<Self>,
+        params: Option<Value>,
+        replay: bool,
+    ) -> Result<Value, RpcError> {
+        let p = check_params(
+            params.as_ref(),
+            &[("sessionId", "string"), ("cwd", "string")],
+        )?;
+        let id = p
+            .get("sessionId")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        let cwd = p
+            .get("cwd")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        if !Path::new(&cwd).is_absolute() {
+            return Err(RpcError::invalid_params(format!(
+                "cwd must be an absolute path: {cwd}"
+            )));
+        }
+        if p.get("mcpServers")
+            .and_then(Value::as_array)
+            .is_some_and(|a| !a.is_empty())
+        {
+            return Err(RpcError::invalid_params("mcpServers is not supported"));
+        }
+        if self.closed.load(Ordering::Acquire) {
+            return Err(RpcError::internal("the ACP bridge has been disposed"));
+        }
+        if let Some(session) = self.session(&id) {
+            // Open in this connection already: replay the live log.
+            if replay {
+                let events = session.agent.session().events();
+                let updates =
+                    Projector::new(session.projector().cwd().to_path_buf()).replay(&events);
+                for u in updates {
+                    update(&self.peer, &id, u);
+                }
+            }
+            return Ok(self.session_answer(&session.agent, Map::new()));
+        }
+        let files = self
+            .root
+            .get::<SessionFiles>()
+            .ok_or_else(|| RpcError::internal("sessions are not persisted in this composition"))?;
+        let wanted = id.clone();
+        let loaded = tokio::task::spawn_blocking(move || files.load(&wanted))
+            .await
+            .map_err(RpcError::internal)?;
+        let loaded = match loaded {
+            Ok(l) => l,
+            Err(PersistenceError::NotFound { .. }) => return Err(RpcError::not_found(&id)),
+            Err(e @ PersistenceError::Locked { .. }) => {
+                return Err(RpcError::internal(format!("session {id} is in use: {e}")));
+            }
+            Err(e) => {
+                return Err(RpcError::internal(format!("cannot load session {id}: {e}")));
+            }
+        };
+        let agents = self.root.require::<Agents>().map_err(RpcError::internal)?;
+        let session_cwd = loaded
+            .header
+            .cwd
+            .as_ref()
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from(&cwd));
+        let mut request = CreateAgent::fresh(AgentOptions {
+            provider: Some(self.config.provider.clone()),
+            model: Some(self.config.model.clone()),
+            max_tokens: None,
+        });
+        request.session_id = Some(id.clone());
+        request.cwd = Some(session_cwd.clone());
+        let events = loaded.events.clone();
+        request.source = AgentSource::Resume {
+            header: loaded.header,
+            events: loaded.events,
+            stored_len: loaded.stored_len,
+        };
+        let agent = agents
+            .create(&self.root, request)
+            .map_err(RpcError::internal)?;
+        let session = AcpSession::new(agent.clone(), session_cwd.clone());
+        if replay {
+            let updates = session.projector().replay(&events);
+            for u in updates {
+                update(&self.peer, &id, u);
+            }
+        }
+        self.adopt(&id, session);
+        Ok(self.session_answer(&agent, Map::new()))
+    }
+
+    async fn list_sessions(&self, params: Option<Value>) -> Result<Value, RpcError> {
+        let cwd = params
+            .as_ref()
+            .and_then(|p| p.get("cwd"))
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        let Some(files) = self.root.get::<SessionFiles>() else {
+            return Ok(json!({"sessions": []}));
+        };
+        let summaries = tokio::task::spawn_blocking(move || {
+            files
+                .log_paths()
+                .into_iter()
+                .filter_map(|path| match files.summarize_file(&path) {
+                    Ok(s) => Some(s),
+                    Err(e) => {
+                        tracing::warn!("acp: session/list skips {}: {e}", path.display());
+                        None
+                    }
+                })
+                .collect::<Vec<_>>()
+        })
+        .await
+        .map_err(RpcError::internal)?;
+        let mut rows: Vec<_> = summaries
+            .into_iter()
+            .filter(|s| !s.blank)
+            .filter(|s| cwd.is_none() || s.header.cwd == cwd)
+            .collect();
+        rows.sort_by_key(|s| std::cmp::Reverse(s.updated_at));
+        let sessions: Vec<Value> = rows
+            .into_iter()
+            .map(|s| {
+                let mut m = Map::new();
+                m.insert("sessionId".into(), json!(s.header.id));
+                m.insert("cwd".into(), json!(s.header.cwd.unwrap_or_default()));
+                if !s.title.is_empty() {
+                    m.insert("title".into(), json!(s.title));
+                }
+                m.insert(
+                    "updatedAt".into(),
+                    json!(crate::project::iso_time(s.updated_at)),
+                );
+                Value::Object(m)
+            })
+            .collect();
+        Ok(json!({"sessions": sessions}))
+    }
+
+    async fn close_session(&self, params: Option<Value>) -> Result<Value, RpcError> {
+        let p = check_params(params.as_ref(), &[("sessionId", "string")])?;
+        let id = p.get("sessionId").and_then(Value::as_str).unwrap_or("");
+        let Some(session) = self
+            .sessions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(id)
+        else {
+            return Err(RpcError::not_found(id));
+        };
+        self.unroute(id);
+        session.agent.cancel(CancelCause::User, false);
+        session.agent.when_idle().await;
+        if let Err(e) = session.agent.session().flush().await {
+            tracing::warn!("acp: flushing session {id} failed: {e}");
+        }
+        session.agent.dispose().await;
+        Ok(json!({}))
     }
 
     async fn new_session(self: &Arc<Self>, params: Option<Value>) -> Result<Value, RpcError> {
@@ -282,17 +709,13 @@ impl Bridge {
         let agent = agents
             .create(&self.root, request)
             .map_err(RpcError::internal)?;
-        self.sessions
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(
-                id.clone(),
-                Arc::new(AcpSession {
-                    agent,
-                    prompt: Mutex::new(None),
-                }),
-            );
-        Ok(json!({"sessionId": id}))
+        self.adopt(&id, AcpSession::new(agent.clone(), PathBuf::from(&cwd)));
+        if !self.rich() {
+            return Ok(json!({"sessionId": id}));
+        }
+        let mut answer = Map::new();
+        answer.insert("sessionId".into(), json!(id));
+        Ok(self.session_answer(&agent, answer))
     }
 
     async fn prompt(self: &Arc<Self>, params: Option<Value>) -> Result<Value, RpcError> {
@@ -335,7 +758,7 @@ impl Bridge {
             .and_then(Value::as_array)
             .cloned()
             .unwrap_or_default();
-        let content = prompt_content(&blocks)?;
+        let content = prompt_content(&blocks, self.rich())?;
         // A `/command` line runs the command instead of reaching the model.
         if let (Some(commands), [ContentBlock::Text { text }]) = (
             self.root.get::<dsh_commands::CommandRegistry>(),
@@ -426,7 +849,10 @@ impl Bridge {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .drain()
-            .map(|(_, s)| s)
+            .map(|(id, s)| {
+                self.unroute(&id);
+                s
+            })
             .collect();
         for s in &sessions {
             if let Some(prompt) = s.prompt.lock().unwrap_or_else(|e| e.into_inner()).as_ref() {
@@ -446,50 +872,27 @@ impl Bridge {
 
 struct Answerer {
     peer: Peer,
-    sessions: Arc<Mutex<HashMap<String, Arc<AcpSession>>>>,
+    sessions: Sessions,
     projection: Projection,
 }
 
-/// The ACP tool kind of a tool.
-fn tool_kind(name: &str) -> &'static str {
-    match name {
-        "bash" => "execute",
-        "write" | "edit" | "str_replace_editor" => "edit",
-        "read" => "read",
-        "grep" | "glob" => "search",
-        _ => "other",
-    }
-}
-
-/// The tool call a permission request is about, as editors render it.
-fn permission_tool_call(request: &ApprovalRequest) -> Value {
-    let args = &request.arguments;
-    let title = match request.tool_name.as_str() {
-        "bash" => args
-            .get("command")
-            .and_then(Value::as_str)
-            .map(|c| format!("bash: {c}")),
-        "write" | "edit" => args
-            .get("file_path")
-            .and_then(Value::as_str)
-            .map(|p| format!("{}: {p}", request.tool_name)),
-        _ => None,
-    }
-    .unwrap_or_else(|| request.tool_name.clone());
-    let mut call = json!({
-        "toolCallId": request.call_id,
-        "title": title,
-        "kind": tool_kind(&request.tool_name),
-        "status": "pending",
-        "rawInput": args,
-    });
+/// The tool call a permission request is about, as editors render it: the call as
+/// announced, plus the reason approval is needed.
+fn permission_tool_call(request: &ApprovalRequest, cwd: &Path) -> Value {
+    let mut call = describe_call(
+        &request.call_id,
+        &request.tool_name,
+        &request.arguments,
+        cwd,
+    );
+    call.insert("status".into(), json!("pending"));
     if let Some(reason) = &request.reason {
-        call["content"] = json!([{"type": "content", "content": {"type": "text", "text": reason}}]);
+        call.insert(
+            "content".into(),
+            json!([{"type": "content", "content": {"type": "text", "text": reason}}]),
+        );
     }
-    if let Some(path) = args.get("file_path").and_then(Value::as_str) {
-        call["locations"] = json!([{"path": path}]);
-    }
-    call
+    Value::Object(call)
 }
 
 impl ApprovalAnswerer for Answerer {
@@ -497,29 +900,56 @@ impl ApprovalAnswerer for Answerer {
         let peer = self.peer.clone();
         let projection = self.projection;
         let session_id = request.session.as_ref().map(|s| s.id());
-        let owned = session_id.as_ref().is_some_and(|id| {
-            self.sessions
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .contains_key(id)
-        });
+        let session = session_id
+            .as_deref()
+            .and_then(|id| owned(&self.sessions, id));
         Box::pin(async move {
-            let Some(session_id) = session_id.filter(|_| owned && !request.call_id.is_empty())
-            else {
+            let (Some(session_id), Some(session)) = (session_id, session) else {
                 return ApprovalOutcome::Unavailable;
             };
-            let tool_call = match projection {
-                Projection::Rich => permission_tool_call(&request),
-                Projection::Committed => json!({"toolCallId": request.call_id}),
+            if request.call_id.is_empty() {
+                return ApprovalOutcome::Unavailable;
+            }
+            let rich = projection == Projection::Rich;
+            let always = session
+                .always_allowed
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .contains(&request.tool_name);
+            if rich && always {
+                return ApprovalOutcome::AllowedOnce;
+            }
+            let (tool_call, options) = if rich {
+                let call = {
+                    let mut projector = session.projector();
+                    let call = permission_tool_call(&request, projector.cwd());
+                    // Editors refuse a permission request about a call they never saw.
+                    if projector.announce(&request.call_id) {
+                        let mut announced = call.clone();
+                        announced["sessionUpdate"] = json!("tool_call");
+                        update(&peer, &session_id, announced);
+                    }
+                    call
+                };
+                (
+                    call,
+                    json!([
+                        {"optionId": "allow-once", "name": "Allow once", "kind": "allow_once"},
+                        {"optionId": "allow-always", "name": "Always allow", "kind": "allow_always"},
+                        {"optionId": "reject-once", "name": "Reject", "kind": "reject_once"}
+                    ]),
+                )
+            } else {
+                (
+                    json!({"toolCallId": request.call_id}),
+                    json!([
+                        {"optionId": "allow-once", "name": "Allow once", "kind": "allow_once"},
+                        {"optionId": "reject-once", "name": "Reject", "kind": "reject_once"}
+                    ]),
+                )
             };
-            let params = json!({
-                "sessionId": session_id,
-                "toolCall": tool_call,
-                "options": [
-                    {"optionId": "allow-once", "name": "Allow once", "kind": "allow_once"},
-                    {"optionId": "reject-once", "name": "Reject", "kind": "reject_once"}
-                ]
-            });
+            let params =
+                json!({"sessionId": session_id, "toolCall": tool_call, "options": options});
             let answer = tokio::select! {
                 a = peer.request("session/request_permission", params) => a,
                 _ = request.cancel.cancelled() => return ApprovalOutcome::Cancelled,
@@ -531,6 +961,14 @@ impl ApprovalAnswerer for Answerer {
                 ) {
                     (Some("cancelled"), _) => ApprovalOutcome::Cancelled,
                     (Some("selected"), Some("allow-once")) => ApprovalOutcome::AllowedOnce,
+                    (Some("selected"), Some("allow-always")) if rich => {
+                        session
+                            .always_allowed
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .push(request.tool_name.clone());
+                        ApprovalOutcome::AllowedOnce
+                    }
                     (Some("selected"), _) => ApprovalOutcome::Rejected,
                     _ => ApprovalOutcome::Unavailable,
                 },

@@ -1,11 +1,17 @@
 //! `dsh acp`: the Agent Client Protocol server (JSON-RPC 2.0 over stdio, NDJSON).
 //!
 //! Stdout carries protocol frames only. The server answers `initialize`, `authenticate`,
-//! `session/new`, `session/prompt` and the `session/cancel` notification; it asks the client
-//! `session/request_permission` when a tool needs approval. On stdin EOF it cancels running
+//! `session/new`, `session/prompt` and the `session/cancel` notification, and in the rich
+//! projection (the default outside the recorded snapshot compositions) also
+//! `session/load|resume|list|close` and `session/set_mode` (the permission presets); it
+//! asks the client `session/request_permission` when a tool needs approval, and reads and
+//! writes text files through `fs/*` when the client offers them. Malformed frames are
+//! answered as the reference SDK does (`-32700`, `-32600`). On stdin EOF it cancels running
 //! turns, flushes every session log and returns.
 
 mod bridge;
+mod client_fs;
+mod project;
 mod rpc;
 
 use std::sync::Arc;
@@ -181,6 +187,7 @@ where
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
     let writer = tokio::spawn(write_loop(rx, output));
     let peer = Peer::new(tx.clone());
+    let config_rich = config.projection == Projection::Rich;
     let bridge = Bridge::new(root.clone(), peer.clone(), config)?;
     let mut reader = BufReader::new(input);
     let mut tasks = JoinSet::new();
@@ -211,13 +218,24 @@ where
             Some(Incoming::Request { id, method, params }) => {
                 let b = bridge.clone();
                 tasks.spawn(async move {
-                    let result = b.handle(&method, params).await;
+                    let result = b.handle(&method, params.clone()).await;
+                    let follow = result.clone();
                     b.peer.respond(id, result);
+                    b.after_response(&method, params.as_ref(), &follow);
                 });
             }
             Some(Incoming::Notification { method, params }) => bridge.notification(&method, params),
             Some(Incoming::Response(frame)) => peer.resolve(&frame),
-            Some(Incoming::Invalid(msg)) => tracing::warn!("acp: {msg}"),
+            Some(Incoming::Invalid { message, answer }) => {
+                if !message.is_empty() {
+                    tracing::warn!("acp: {message}");
+                }
+                // The rich server answers malformed frames as the reference SDK does;
+                // upstream 0.1's (the committed projection) logs and ignores them.
+                if config_rich && let Some(error) = answer {
+                    peer.send_error_without_id(error);
+                }
+            }
         }
     }
     // EOF: no more updates; cancel running work, let pending prompts answer, flush.

@@ -41,6 +41,15 @@ impl RpcError {
         }
     }
 
+    /// `-32002 Resource not found` for a session id nobody knows.
+    pub fn not_found(session_id: &str) -> Self {
+        Self {
+            code: -32002,
+            message: "Resource not found".into(),
+            data: Some(json!({"sessionId": session_id})),
+        }
+    }
+
     pub fn schema(data: Value) -> Self {
         Self {
             code: -32602,
@@ -196,8 +205,23 @@ pub enum Incoming {
         params: Option<Value>,
     },
     Response(Map<String, Value>),
-    /// Logged and ignored.
-    Invalid(String),
+    /// Not a JSON-RPC message: logged, and answered with `answer` (`id: null`) by servers
+    /// that answer malformed frames as the reference SDK does.
+    Invalid {
+        message: String,
+        answer: Option<RpcError>,
+    },
+}
+
+fn invalid(message: String, code: i64, text: &str, data: Option<Value>) -> Option<Incoming> {
+    Some(Incoming::Invalid {
+        message,
+        answer: Some(RpcError {
+            code,
+            message: text.into(),
+            data,
+        }),
+    })
 }
 
 /// Classifies one line of input.
@@ -209,18 +233,43 @@ pub fn classify(line: &str) -> Option<Incoming> {
     let value: Value = match serde_json::from_str(line) {
         Ok(v) => v,
         Err(e) => {
-            return Some(Incoming::Invalid(format!(
-                "Failed to parse JSON message: {line} {e}"
-            )));
+            return invalid(
+                format!("Failed to parse JSON message: {line} {e}"),
+                -32700,
+                "Parse error",
+                None,
+            );
         }
     };
-    let Value::Object(map) = value else {
-        return match value {
-            Value::Null | Value::Bool(false) => None,
-            Value::Number(n) if n.as_f64() == Some(0.0) => None,
-            Value::String(s) if s.is_empty() => None,
-            other => Some(Incoming::Invalid(format!("Invalid message: {other}"))),
-        };
+    let map = match value {
+        Value::Object(map) => map,
+        Value::Array(_) => {
+            return invalid(
+                "Invalid message: a batch".into(),
+                -32600,
+                "Invalid request: JSON-RPC batches are not supported",
+                None,
+            );
+        }
+        // Falsy values were silently ignored by upstream's SDK; they are still answered
+        // by servers that answer malformed frames.
+        other => {
+            let quiet = matches!(&other, Value::Null | Value::Bool(false))
+                || matches!(&other, Value::Number(n) if n.as_f64() == Some(0.0))
+                || matches!(&other, Value::String(s) if s.is_empty());
+            return Some(Incoming::Invalid {
+                message: if quiet {
+                    String::new()
+                } else {
+                    format!("Invalid message: {other}")
+                },
+                answer: Some(RpcError {
+                    code: -32600,
+                    message: "Invalid request".into(),
+                    data: Some(other),
+                }),
+            });
+        }
     };
     match (
         map.get("method").and_then(Value::as_str).map(str::to_owned),
@@ -236,6 +285,11 @@ pub fn classify(line: &str) -> Option<Incoming> {
             params: map.get("params").cloned(),
         }),
         (None, true) => Some(Incoming::Response(map)),
-        (None, false) => Some(Incoming::Invalid("Invalid message".into())),
+        (None, false) => invalid(
+            "Invalid message".into(),
+            -32600,
+            "Invalid request",
+            Some(Value::Object(map)),
+        ),
     }
 }

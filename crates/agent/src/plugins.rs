@@ -57,6 +57,7 @@ impl Plugin for ToolsPlugin {
             }
         }
         ctx.provide(ToolRegistry::new())?;
+        ctx.provide(dsh_tools::ClientFileRoutes::new())?;
         Ok(())
     }
 }

@@ -141,7 +141,7 @@ fn a_permission_request_carries_the_whole_tool_call_and_both_answers_work() {
         });
         assert_eq!(done["result"]["stopReason"], "end_turn", "{done}");
         let call = asked.expect("a permission request");
-        assert_eq!(call["title"], format!("bash: echo hi > {file}"));
+        assert_eq!(call["title"], format!("echo hi > {file}"));
         assert_eq!(call["kind"], "execute");
         assert_eq!(call["rawInput"]["justification"], "the user asked for it");
         assert_eq!(
@@ -181,4 +181,48 @@ fn a_slash_command_runs_instead_of_reaching_the_model() {
     assert_eq!(done["result"]["stopReason"], "end_turn");
     assert!(said.starts_with("unknown command /nope"), "{said}");
     assert!(server.requests().is_empty());
+}
+
+#[test]
+fn malformed_frames_are_answered_as_the_reference_sdk_does() {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let server = MockServer::with_replies([]);
+    let mut c = Client::start(&server, home.path(), work.path(), "workspace-write");
+    for (line, code, message) in [
+        ("not json", -32700, "Parse error"),
+        (
+            "[1,2]",
+            -32600,
+            "Invalid request: JSON-RPC batches are not supported",
+        ),
+        ("42", -32600, "Invalid request"),
+        ("{\"foo\":1}", -32600, "Invalid request"),
+    ] {
+        writeln!(c.stdin, "{line}").unwrap();
+        c.stdin.flush().unwrap();
+        let f = c.next();
+        assert_eq!(
+            (
+                &f["id"],
+                f["error"]["code"].as_i64(),
+                f["error"]["message"].as_str()
+            ),
+            (&Value::Null, Some(code), Some(message)),
+            "{line}: {f}"
+        );
+    }
+    // The connection still serves requests.
+    let init = c.request("initialize", json!({"protocolVersion": 1}));
+    assert_eq!(
+        c.until_response(init, |_, _| {})["result"]["protocolVersion"],
+        1
+    );
+    let load = c.request(
+        "session/load",
+        json!({"sessionId": "nope", "cwd": work.path(), "mcpServers": []}),
+    );
+    let answer = c.until_response(load, |_, _| {});
+    assert_eq!(answer["error"]["code"], -32002, "{answer}");
+    assert_eq!(answer["error"]["data"]["sessionId"], "nope");
 }

@@ -134,8 +134,16 @@ impl PermissionPresets {
         Ok(())
     }
 
+    /// The presets, in order: `(name, description)`.
+    pub fn list(&self) -> Vec<(String, String)> {
+        self.presets
+            .iter()
+            .map(|p| (p.name.clone(), p.description.clone()))
+            .collect()
+    }
+
     /// Switches `agent`'s session to preset `name`.
-    fn apply(&self, agent: &AgentRef, name: &str) -> Result<(), BoxError> {
+    pub fn apply(&self, agent: &AgentRef, name: &str) -> Result<(), BoxError> {
         let Some(p) = self.find(name).cloned() else {
             return Err(format!("unknown preset \"{name}\" (available: {})", self.names()).into());
         };

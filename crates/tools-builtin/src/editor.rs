@@ -212,9 +212,16 @@ impl Inner {
                 let intent = write_intent(&run.ctx, &request)
                     .await?
                     .unwrap_or(WriteIntent::CreateIfAbsent);
-                let outcome = write_text(&target, content, Some(intent), policy.as_ref(), 0)
-                    .await
-                    .map_err(|e| remediate(e, policy.as_ref(), DenialText::Marker))?;
+                let outcome = write_text(
+                    &target,
+                    content,
+                    Some(intent),
+                    policy.as_ref(),
+                    0,
+                    dsh_tools::client_files(&run),
+                )
+                .await
+                .map_err(|e| remediate(e, policy.as_ref(), DenialText::Marker))?;
                 observed(
                     &run.ctx,
                     &target,
@@ -355,6 +362,7 @@ impl Inner {
             Some(WriteIntent::ReplaceIfVersion(version)),
             policy,
             0,
+            dsh_tools::client_files(run),
         )
         .await
         .map_err(|e| remediate(e, policy, DenialText::Marker))?;

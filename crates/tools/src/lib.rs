@@ -3,6 +3,7 @@
 //! by which every outcome — success, denial, unknown tool, bad arguments, failure,
 //! cancellation — becomes one result.
 
+mod client_files;
 mod exec;
 mod output;
 pub mod process;
@@ -10,6 +11,7 @@ mod registry;
 mod schema;
 mod tool;
 
+pub use client_files::{ClientFileRoutes, ClientFiles, client_files};
 pub use exec::{
     Approval, ApprovalOutcome, ApprovalRequest, ApprovalService, Decision, Execute, PostExecute,
     PostExecutePayload, PostToolDecision, PreExecute, PreToolDecision, ToolExecution, ToolFailure,

@@ -105,6 +105,7 @@ impl Inner {
                 },
                 expected,
                 policy.as_ref(),
+                dsh_tools::client_files(&run),
             )
             .await
         }

@@ -15,6 +15,15 @@ use crate::paths::{Target, is_path_under, resolve_target};
 use crate::sandbox::{ExecutionPolicy, SandboxMode};
 
 use super::events::WriteIntent;
+use dsh_tools::ClientFiles;
+
+/// A failure of the client that owns the files, as a tool error.
+pub(crate) fn client_error(op: &str, display: &str, e: &BoxError) -> BoxError {
+    errors::fs(
+        "FS_CLIENT",
+        format!("cannot {op} \"{display}\" through the editor: {e}"),
+    )
+}
 
 /// NUL within this many leading bytes marks a file as binary for `read`.
 pub(crate) const BINARY_SAMPLE_BYTES: usize = 8192;
@@ -412,19 +421,24 @@ fn version_after_write(target: &Target) -> Result<String, BoxError> {
         .unwrap_or_else(|| format!("missing:{}", target.key.display())))
 }
 
-/// Writes a whole file under the target lock, honouring the intent guard.
+/// Writes a whole file under the target lock, honouring the intent guard. With a client
+/// route that writes, the checks stay here and the content goes through the client.
 pub(crate) async fn write_text(
     target: &Target,
     content: String,
     intent: Option<WriteIntent>,
     policy: Option<&ExecutionPolicy>,
     diff_basis_max_bytes: u64,
+    client: Option<Arc<dyn ClientFiles>>,
 ) -> Result<WriteOutcome, BoxError> {
     let target = fence(target, policy)?;
     let _guard = lock_target(&target.key).await;
-    blocking(move || {
-        let display = &target.display;
-        let existing = probe(&target.key)?;
+    let checked = target.clone();
+    let content_len = content.len() as u64;
+    let create_if_absent = matches!(intent, Some(WriteIntent::CreateIfAbsent));
+    let (existing, before) = blocking(move || {
+        let display = &checked.display;
+        let existing = probe(&checked.key)?;
         if let Some(p) = &existing
             && p.kind != Kind::File
         {
@@ -457,27 +471,39 @@ pub(crate) async fn write_text(
             }
         }
         let before = match &existing {
-            Some(_) if (content.len() as u64) < diff_basis_max_bytes => {
-                read_text_for_diff(&target.key, diff_basis_max_bytes)
+            Some(_) if content_len < diff_basis_max_bytes => {
+                read_text_for_diff(&checked.key, diff_basis_max_bytes)
             }
             _ => None,
         };
-        let create_guard =
-            matches!(intent, Some(WriteIntent::CreateIfAbsent)).then_some(display.as_str());
-        write_atomic(
-            &target.key,
-            content.as_bytes(),
-            existing.as_ref().map(|p| p.mode),
-            create_guard,
-        )?;
-        Ok(WriteOutcome {
-            created: existing.is_none(),
-            version: version_after_write(&target)?,
-            before,
-            after: normalize_line_endings(&content),
-        })
+        Ok((existing, before))
     })
-    .await
+    .await?;
+    let after = normalize_line_endings(&content);
+    match client.filter(|c| c.writes()) {
+        Some(client) => client
+            .write_text(&target.key, content)
+            .await
+            .map_err(|e| client_error("write", &target.display, &e))?,
+        None => {
+            let (written, mode) = (target.clone(), existing.as_ref().map(|p| p.mode));
+            blocking(move || {
+                let guard = create_if_absent.then_some(written.display.as_str());
+                write_atomic(&written.key, content.as_bytes(), mode, guard)
+            })
+            .await?;
+        }
+    }
+    let version = {
+        let t = target.clone();
+        blocking(move || version_after_write(&t)).await?
+    };
+    Ok(WriteOutcome {
+        created: existing.is_none(),
+        version,
+        before,
+        after,
+    })
 }
 
 /// The outcome of an `edit`.
@@ -496,55 +522,128 @@ pub(crate) struct EditRequest {
 }
 
 /// Read-match-write under the target lock. Matching runs on LF-normalized text (CRLF in
-/// the file and in both strings); a CRLF-dominant file is written back with CRLF.
+/// the file and in both strings); a CRLF-dominant file is written back with CRLF. With a
+/// client route, the text is read and written through the client (the checks stay here).
 pub(crate) async fn edit_text(
     target: &Target,
     edit: EditRequest,
     expected_version: Option<String>,
     policy: Option<&ExecutionPolicy>,
+    client: Option<Arc<dyn ClientFiles>>,
 ) -> Result<EditOutcome, BoxError> {
     let target = fence(target, policy)?;
     let _guard = lock_target(&target.key).await;
-    blocking(move || {
-        let display = &target.display;
-        let stale = || errors::fs("FS_STALE_VERSION", format!("cannot edit \"{display}\": file changed since it was read"));
-        let Some(existing) = probe(&target.key)? else {
-            return Err(stale());
-        };
-        if existing.kind != Kind::File {
-            return Err(errors::fs("FS_NOT_REGULAR_FILE", format!("cannot edit \"{display}\": not a regular file")));
+    let display = target.display.clone();
+    let stale = {
+        let display = display.clone();
+        move || {
+            errors::fs(
+                "FS_STALE_VERSION",
+                format!("cannot edit \"{display}\": file changed since it was read"),
+            )
         }
-        if expected_version.as_ref().is_some_and(|v| *v != existing.version) {
-            return Err(stale());
+    };
+    let reads_local = !client.as_ref().is_some_and(|c| c.reads());
+    let (existing, raw) = {
+        let (t, stale) = (target.clone(), stale.clone());
+        blocking(move || {
+            let display = &t.display;
+            let Some(existing) = probe(&t.key)? else {
+                return Err(stale());
+            };
+            if existing.kind != Kind::File {
+                return Err(errors::fs(
+                    "FS_NOT_REGULAR_FILE",
+                    format!("cannot edit \"{display}\": not a regular file"),
+                ));
+            }
+            if expected_version
+                .as_ref()
+                .is_some_and(|v| *v != existing.version)
+            {
+                return Err(stale());
+            }
+            let raw = if reads_local {
+                Some(std::fs::read(&t.key).map_err(|e| io_error(&e, "open", &t.key))?)
+            } else {
+                None
+            };
+            Ok((existing, raw))
+        })
+        .await?
+    };
+    let raw = match (raw, &client) {
+        (Some(raw), _) => raw,
+        (None, Some(c)) => c
+            .read_text(&target.key)
+            .await
+            .map_err(|e| client_error("read", &display, &e))?
+            .into_bytes(),
+        (None, None) => Vec::new(),
+    };
+    if raw.contains(&0) {
+        return Err(errors::fs(
+            "FS_NOT_TEXT",
+            format!("cannot edit \"{display}\": binary file"),
+        ));
+    }
+    let raw = decode_utf8(raw).ok_or_else(|| {
+        errors::fs(
+            "FS_NOT_TEXT",
+            format!("cannot edit \"{display}\": invalid UTF-8 text"),
+        )
+    })?;
+    let crlf = crlf_dominant(&raw);
+    let content = normalize_line_endings(&raw);
+    let old = normalize_line_endings(&edit.old);
+    let new = normalize_line_endings(&edit.new);
+    if old.is_empty() {
+        return Err(errors::fs(
+            "FS_EDIT_NOT_FOUND",
+            "old_string must be a non-empty string",
+        ));
+    }
+    let count = content.matches(old.as_str()).count();
+    if count == 0 {
+        return Err(errors::fs(
+            "FS_EDIT_NOT_FOUND",
+            format!("old_string was not found in \"{display}\""),
+        ));
+    }
+    if !edit.replace_all && count > 1 {
+        return Err(errors::fs(
+            "FS_AMBIGUOUS_EDIT",
+            format!(
+                "old_string matched {count} times in \"{display}\"; provide a more specific old_string or set replace_all to true"
+            ),
+        ));
+    }
+    let edited = content.replace(old.as_str(), &new);
+    let written = if crlf {
+        edited.split('\n').collect::<Vec<_>>().join("\r\n")
+    } else {
+        edited.clone()
+    };
+    match client.filter(|c| c.writes()) {
+        Some(c) => c
+            .write_text(&target.key, written)
+            .await
+            .map_err(|e| client_error("write", &display, &e))?,
+        None => {
+            let t = target.clone();
+            blocking(move || write_atomic(&t.key, written.as_bytes(), Some(existing.mode), None))
+                .await?;
         }
-        let raw = std::fs::read(&target.key).map_err(|e| io_error(&e, "open", &target.key))?;
-        if raw.contains(&0) {
-            return Err(errors::fs("FS_NOT_TEXT", format!("cannot edit \"{display}\": binary file")));
-        }
-        let raw = decode_utf8(raw).ok_or_else(|| errors::fs("FS_NOT_TEXT", format!("cannot edit \"{display}\": invalid UTF-8 text")))?;
-        let crlf = crlf_dominant(&raw);
-        let content = normalize_line_endings(&raw);
-        let old = normalize_line_endings(&edit.old);
-        let new = normalize_line_endings(&edit.new);
-        if old.is_empty() {
-            return Err(errors::fs("FS_EDIT_NOT_FOUND", "old_string must be a non-empty string"));
-        }
-        let count = content.matches(old.as_str()).count();
-        if count == 0 {
-            return Err(errors::fs("FS_EDIT_NOT_FOUND", format!("old_string was not found in \"{display}\"")));
-        }
-        if !edit.replace_all && count > 1 {
-            return Err(errors::fs(
-                "FS_AMBIGUOUS_EDIT",
-                format!("old_string matched {count} times in \"{display}\"; provide a more specific old_string or set replace_all to true"),
-            ));
-        }
-        let edited = content.replace(old.as_str(), &new);
-        let written = if crlf { edited.split('\n').collect::<Vec<_>>().join("\r\n") } else { edited.clone() };
-        write_atomic(&target.key, written.as_bytes(), Some(existing.mode), None)?;
-        Ok(EditOutcome { version: version_after_write(&target)?, before: content, after: edited })
+    }
+    let version = {
+        let t = target.clone();
+        blocking(move || version_after_write(&t)).await?
+    };
+    Ok(EditOutcome {
+        version,
+        before: content,
+        after: edited,
     })
-    .await
 }
 
 /// Whether CRLF outnumbers lone LF in the first 4096 UTF-16 units.

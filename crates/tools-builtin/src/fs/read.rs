@@ -1,6 +1,5 @@
 //! `read`: a bounded, line-numbered window of a UTF-8 text file.
 
-use std::io::Read as _;
 use std::sync::Arc;
 
 use dsh_kernel::{BoxError, BoxFuture};
@@ -144,9 +143,27 @@ impl Inner {
             limit,
             limits: self.limits,
         };
-        let result = {
-            let target = target.clone();
-            blocking(move || read_window(&target, &window)).await?
+        let result = match dsh_tools::client_files(&run).filter(|c| c.reads()) {
+            // The editor's text of the file (an unsaved buffer included).
+            Some(client) => {
+                let text = client
+                    .read_text(&target.key)
+                    .await
+                    .map_err(|e| super::io::client_error("read", &display, &e))?;
+                let target = target.clone();
+                blocking(move || {
+                    read_window_from(
+                        &mut std::io::Cursor::new(text.into_bytes()),
+                        &target,
+                        &window,
+                    )
+                })
+                .await?
+            }
+            None => {
+                let target = target.clone();
+                blocking(move || read_window(&target, &window)).await?
+            }
         };
         if run.cancel.is_cancelled() {
             return Err(errors::fs("FS_ABORTED", "read aborted"));
@@ -300,9 +317,18 @@ fn truncate_line(line: String, max_units: usize) -> String {
 /// Streams the file in chunks: NUL in the leading sample → binary; fatal UTF-8 decoding
 /// across chunk boundaries; a leading BOM is dropped.
 fn read_window(target: &Target, request: &WindowRequest) -> Result<WindowResult, BoxError> {
-    let display = &target.display;
     let mut file =
         std::fs::File::open(&target.key).map_err(|e| io_error(&e, "open", &target.key))?;
+    read_window_from(&mut file, target, request)
+}
+
+/// [`read_window`] over any source (the file, or the text a client route returned).
+fn read_window_from(
+    file: &mut dyn std::io::Read,
+    target: &Target,
+    request: &WindowRequest,
+) -> Result<WindowResult, BoxError> {
+    let display = &target.display;
     let mut scanner = LineScanner {
         request: *request,
         acc: WindowResult::default(),
@@ -321,7 +347,7 @@ fn read_window(target: &Target, request: &WindowRequest) -> Result<WindowResult,
     let mut sampled = 0usize;
     let mut first = true;
     loop {
-        let n = fill(&mut file, &mut buf).map_err(|e| io_error(&e, "read", &target.key))?;
+        let n = fill(file, &mut buf).map_err(|e| io_error(&e, "read", &target.key))?;
         if n == 0 {
             break;
         }
@@ -358,7 +384,7 @@ fn read_window(target: &Target, request: &WindowRequest) -> Result<WindowResult,
 }
 
 /// Reads until `buf` is full or the file ends.
-fn fill(file: &mut std::fs::File, buf: &mut [u8]) -> std::io::Result<usize> {
+fn fill(file: &mut dyn std::io::Read, buf: &mut [u8]) -> std::io::Result<usize> {
     let mut filled = 0;
     while filled < buf.len() {
         match file.read(&mut buf[filled..]) {

@@ -96,6 +96,7 @@ impl Inner {
             intent,
             policy.as_ref(),
             self.backend.diff_basis_max_bytes,
+            dsh_tools::client_files(&run),
         )
         .await
         .map_err(|e| remediate(e, policy.as_ref(), DenialText::MarkerAndHint))?;

@@ -1,0 +1,527 @@
+//! The rich projection: what an editor sees of a session, derived from its durable events
+//! (plus live tool output). Streamed text and reasoning as they arrive, every tool call as a
+//! `tool_call` followed by `tool_call_update`s (diffs for edits), the todo list as a `plan`,
+//! the title as `session_info_update`. The same mapping replays a stored log on
+//! `session/load`, from committed messages instead of stream chunks.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use dsh_session::{Event, types};
+use serde_json::{Map, Value, json};
+
+/// Live tool output kept for one running call (the editor shows the tail).
+const LIVE_OUTPUT_TAIL: usize = 16 * 1024;
+/// Shortest interval between two live-output updates of one call.
+const LIVE_OUTPUT_EVERY: Duration = Duration::from_millis(200);
+
+/// The ACP tool kind of a tool.
+pub fn tool_kind(name: &str, args: &Value) -> &'static str {
+    match name {
+        "bash" => "execute",
+        "write" | "edit" => "edit",
+        "str_replace_editor" => match args.get("command").and_then(Value::as_str) {
+            Some("view") => "read",
+            _ => "edit",
+        },
+        "read" | "read_image" => "read",
+        "grep" | "glob" => "search",
+        "todo_write" => "think",
+        "web_fetch" | "web_search" => "fetch",
+        _ => "other",
+    }
+}
+
+fn str_arg<'a>(args: &'a Value, key: &str) -> Option<&'a str> {
+    args.get(key)
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
+}
+
+fn first_line(text: &str, max: usize) -> String {
+    let line = text.lines().next().unwrap_or_default().trim();
+    if line.chars().count() <= max {
+        return line.to_string();
+    }
+    let mut out: String = line.chars().take(max - 1).collect();
+    out.push('…');
+    out
+}
+
+/// The parsed arguments of a call (`""` → `{}`, unparsable → the raw string).
+pub fn parse_arguments(raw: &Value) -> Value {
+    match raw {
+        Value::String(s) if s.trim().is_empty() => json!({}),
+        Value::String(s) => serde_json::from_str(s).unwrap_or_else(|_| raw.clone()),
+        other => other.clone(),
+    }
+}
+
+fn absolute(cwd: &Path, path: &str) -> String {
+    let p = Path::new(path);
+    if p.is_absolute() {
+        path.to_string()
+    } else {
+        cwd.join(p).display().to_string()
+    }
+}
+
+/// The file a call works on, made absolute against the session's directory.
+fn call_path(name: &str, args: &Value, cwd: &Path) -> Option<String> {
+    let key = match name {
+        "read" | "write" | "edit" => "file_path",
+        "str_replace_editor" | "grep" | "glob" => "path",
+        _ => return None,
+    };
+    str_arg(args, key).map(|p| absolute(cwd, p))
+}
+
+/// `title`, `kind`, `rawInput` and `locations` of a call, as editors render it.
+pub fn describe_call(call_id: &str, name: &str, args: &Value, cwd: &Path) -> Map<String, Value> {
+    let path = call_path(name, args, cwd);
+    let title = match name {
+        "bash" => str_arg(args, "command")
+            .map(|c| first_line(c, 120))
+            .or_else(|| str_arg(args, "description").map(str::to_owned)),
+        "read" => path
+            .as_ref()
+            .map(|p| match args.get("offset").and_then(Value::as_u64) {
+                Some(line) if line > 1 => format!("Read {p} (from line {line})"),
+                _ => format!("Read {p}"),
+            }),
+        "write" => path.as_ref().map(|p| format!("Write {p}")),
+        "edit" => path.as_ref().map(|p| format!("Edit {p}")),
+        "str_replace_editor" => {
+            let command = str_arg(args, "command").unwrap_or("edit");
+            let mut verb = command.replace('_', " ");
+            if let Some(first) = verb.get_mut(..1) {
+                first.make_ascii_uppercase();
+            }
+            path.as_ref().map(|p| format!("{verb} {p}"))
+        }
+        "grep" | "glob" => str_arg(args, "pattern").map(|pattern| {
+            let verb = if name == "grep" { "Grep" } else { "Glob" };
+            match str_arg(args, "path") {
+                Some(p) => format!("{verb} {pattern} in {p}"),
+                None => format!("{verb} {pattern}"),
+            }
+        }),
+        "todo_write" => Some("Update plan".to_string()),
+        _ => str_arg(args, "description").map(str::to_owned),
+    }
+    .unwrap_or_else(|| name.to_string());
+    let mut m = Map::new();
+    m.insert("toolCallId".into(), json!(call_id));
+    m.insert("title".into(), json!(title));
+    m.insert("kind".into(), json!(tool_kind(name, args)));
+    m.insert("rawInput".into(), args.clone());
+    if let Some(p) = path {
+        let mut location = Map::new();
+        location.insert("path".into(), json!(p));
+        if name == "read"
+            && let Some(line) = args.get("offset").and_then(Value::as_u64)
+        {
+            location.insert("line".into(), json!(line));
+        }
+        m.insert("locations".into(), json!([Value::Object(location)]));
+    }
+    m
+}
+
+/// The text of a tool result's content blocks.
+fn result_text(result: &Value) -> String {
+    result["content"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|b| b["text"].as_str())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The `tool_call_update` that closes a call, from its `tool/result` event data.
+pub fn result_update(data: &Value, cwd: &Path) -> Option<Map<String, Value>> {
+    let result = data.pointer("/message/content/0")?;
+    let call_id = result["toolCallId"].as_str().or_else(|| {
+        data.pointer("/message/source/callId")
+            .and_then(Value::as_str)
+    })?;
+    let is_error = result["isError"].as_bool().unwrap_or(false);
+    let text = result_text(result);
+    let diffs: Vec<Value> = data
+        .pointer("/meta/diffs")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|d| {
+            let path = d["path"].as_str()?;
+            let mut m = Map::new();
+            m.insert("type".into(), json!("diff"));
+            m.insert("path".into(), json!(absolute(cwd, path)));
+            m.insert("oldText".into(), d["oldText"].clone());
+            m.insert(
+                "newText".into(),
+                json!(d["newText"].as_str().unwrap_or_default()),
+            );
+            Some(Value::Object(m))
+        })
+        .collect();
+    let content = if !diffs.is_empty() && !is_error {
+        diffs
+    } else if text.is_empty() {
+        Vec::new()
+    } else {
+        vec![json!({"type": "content", "content": {"type": "text", "text": text}})]
+    };
+    let mut m = Map::new();
+    m.insert("toolCallId".into(), json!(call_id));
+    m.insert(
+        "status".into(),
+        json!(if is_error { "failed" } else { "completed" }),
+    );
+    m.insert("content".into(), Value::Array(content));
+    m.insert(
+        "rawOutput".into(),
+        json!({"content": text, "isError": is_error}),
+    );
+    Some(m)
+}
+
+/// A `plan` update from a `todo/write` event.
+fn plan(data: &Value) -> Value {
+    let entries: Vec<Value> = data["todos"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|t| {
+            let status = t["status"]
+                .as_str()
+                .filter(|s| matches!(*s, "pending" | "in_progress" | "completed"))
+                .unwrap_or("pending");
+            json!({"content": t["content"].as_str().unwrap_or_default(), "priority": "medium", "status": status})
+        })
+        .collect();
+    json!({"sessionUpdate": "plan", "entries": entries})
+}
+
+/// An ISO 8601 UTC time for epoch milliseconds.
+pub fn iso_time(ms: i64) -> String {
+    let secs = ms.div_euclid(1000);
+    let millis = ms.rem_euclid(1000);
+    let days = secs.div_euclid(86_400);
+    let rem = secs.rem_euclid(86_400);
+    // Civil from days (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = if m <= 2 { y + 1 } else { y };
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{millis:03}Z",
+        rem / 3600,
+        (rem % 3600) / 60,
+        rem % 60
+    )
+}
+
+fn text_chunk(kind: &str, text: &str) -> Value {
+    json!({"sessionUpdate": kind, "content": {"type": "text", "text": text}})
+}
+
+fn with_kind(kind: &str, fields: Map<String, Value>) -> Value {
+    let mut m = Map::new();
+    m.insert("sessionUpdate".into(), json!(kind));
+    m.extend(fields);
+    Value::Object(m)
+}
+
+struct LiveOutput {
+    call_id: String,
+    text: String,
+    last_sent: Option<Instant>,
+}
+
+/// The projection state of one session.
+pub struct Projector {
+    cwd: PathBuf,
+    /// Calls announced with `tool_call` (a permission request announces it first when the
+    /// projection has not yet).
+    announced: Vec<String>,
+    live: Vec<LiveOutput>,
+}
+
+impl Projector {
+    pub fn new(cwd: PathBuf) -> Self {
+        Self {
+            cwd,
+            announced: Vec::new(),
+            live: Vec::new(),
+        }
+    }
+
+    pub fn cwd(&self) -> &Path {
+        &self.cwd
+    }
+
+    /// Marks a call announced; false when it already was.
+    pub fn announce(&mut self, call_id: &str) -> bool {
+        if self.announced.iter().any(|c| c == call_id) {
+            return false;
+        }
+        if self.announced.len() >= 256 {
+            self.announced.remove(0);
+        }
+        self.announced.push(call_id.to_string());
+        true
+    }
+
+    /// The updates one live event produces.
+    pub fn live(&mut self, e: &Event) -> Vec<Value> {
+        let data = e.data.as_value();
+        match e.event_type.as_str() {
+            types::ASSISTANT_CHUNK => {
+                let chunk = &data["chunk"];
+                let text = chunk["text"].as_str().unwrap_or_default();
+                match chunk["type"].as_str() {
+                    Some("text-delta") if !text.is_empty() => {
+                        vec![text_chunk("agent_message_chunk", text)]
+                    }
+                    Some("reasoning-delta") if !text.is_empty() => {
+                        vec![text_chunk("agent_thought_chunk", text)]
+                    }
+                    _ => Vec::new(),
+                }
+            }
+            types::TOOL_CALL => self.tool_call(data),
+            types::TOOL_RESULT => {
+                let Some(update) = result_update(data, &self.cwd) else {
+                    return Vec::new();
+                };
+                if let Some(id) = update["toolCallId"].as_str() {
+                    self.live.retain(|l| l.call_id != id);
+                }
+                vec![with_kind("tool_call_update", update)]
+            }
+            _ => self.common(e),
+        }
+    }
+
+    /// Updates shared by live projection and replay.
+    fn common(&self, e: &Event) -> Vec<Value> {
+        let data = e.data.as_value();
+        match e.event_type.as_str() {
+            types::TODO_WRITE => vec![plan(data)],
+            "session/title" => match data["title"].as_str() {
+                Some(title) if !title.is_empty() => vec![json!({
+                    "sessionUpdate": "session_info_update",
+                    "title": title,
+                    "updatedAt": iso_time(e.time),
+                })],
+                _ => Vec::new(),
+            },
+            _ => Vec::new(),
+        }
+    }
+
+    fn tool_call(&mut self, data: &Value) -> Vec<Value> {
+        let (Some(call_id), Some(name)) = (data["callId"].as_str(), data["name"].as_str()) else {
+            return Vec::new();
+        };
+        if !self.announce(call_id) {
+            return Vec::new();
+        }
+        let args = parse_arguments(&data["arguments"]);
+        let mut fields = describe_call(call_id, name, &args, &self.cwd);
+        fields.insert("status".into(), json!("pending"));
+        vec![with_kind("tool_call", fields)]
+    }
+
+    /// The update marking a call running.
+    pub fn started(call_id: &str) -> Value {
+        json!({"sessionUpdate": "tool_call_update", "toolCallId": call_id, "status": "in_progress"})
+    }
+
+    /// Live output of a running call: an update with the output so far, at most every
+    /// [`LIVE_OUTPUT_EVERY`] per call.
+    pub fn output(&mut self, call_id: &str, text: &str) -> Option<Value> {
+        let idx = match self.live.iter().position(|l| l.call_id == call_id) {
+            Some(i) => i,
+            None => {
+                self.live.push(LiveOutput {
+                    call_id: call_id.to_string(),
+                    text: String::new(),
+                    last_sent: None,
+                });
+                self.live.len() - 1
+            }
+        };
+        let live = &mut self.live[idx];
+        live.text.push_str(text);
+        if live.text.len() > LIVE_OUTPUT_TAIL {
+            let mut cut = live.text.len() - LIVE_OUTPUT_TAIL;
+            while !live.text.is_char_boundary(cut) {
+                cut += 1;
+            }
+            live.text.replace_range(..cut, "");
+        }
+        let now = Instant::now();
+        if live
+            .last_sent
+            .is_some_and(|t| now.duration_since(t) < LIVE_OUTPUT_EVERY)
+        {
+            return None;
+        }
+        live.last_sent = Some(now);
+        Some(json!({
+            "sessionUpdate": "tool_call_update",
+            "toolCallId": call_id,
+            "content": [{"type": "content", "content": {"type": "text", "text": live.text}}],
+        }))
+    }
+
+    /// The history of a stored session as updates, oldest first (`session/load`): what the
+    /// user typed, the committed answers and reasoning, every tool call with its result,
+    /// plans, and the latest title.
+    pub fn replay(&mut self, events: &[std::sync::Arc<Event>]) -> Vec<Value> {
+        let mut out = Vec::new();
+        let mut title = None;
+        for e in events {
+            let data = e.data.as_value();
+            match e.event_type.as_str() {
+                types::USER_MESSAGE => {
+                    if data.pointer("/source/kind").and_then(Value::as_str) != Some("user") {
+                        continue;
+                    }
+                    for block in data["content"].as_array().into_iter().flatten() {
+                        if block["type"] == "text"
+                            && let Some(text) = block["text"].as_str().filter(|t| !t.is_empty())
+                        {
+                            let mut u = text_chunk("user_message_chunk", text);
+                            u["messageId"] = data["id"].clone();
+                            out.push(u);
+                        }
+                    }
+                }
+                types::ASSISTANT_MESSAGE => {
+                    let message = &data["message"];
+                    for block in message["content"].as_array().into_iter().flatten() {
+                        let kind = match block["type"].as_str() {
+                            Some("reasoning") => "agent_thought_chunk",
+                            Some("text") => "agent_message_chunk",
+                            _ => continue,
+                        };
+                        if let Some(text) = block["text"].as_str().filter(|t| !t.is_empty()) {
+                            let mut u = text_chunk(kind, text);
+                            u["messageId"] = message["id"].clone();
+                            out.push(u);
+                        }
+                    }
+                }
+                types::TOOL_CALL => out.extend(self.tool_call(data)),
+                types::TOOL_RESULT => {
+                    if let Some(update) = result_update(data, &self.cwd) {
+                        out.push(with_kind("tool_call_update", update));
+                    }
+                }
+                "session/title" => title = Some(e.clone()),
+                _ => out.extend(self.common(e)),
+            }
+        }
+        if let Some(e) = title {
+            out.extend(self.common(&e));
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    #[test]
+    fn calls_are_described_as_editors_render_them() {
+        let cwd = Path::new("/w");
+        let d = describe_call(
+            "c",
+            "bash",
+            &json!({"command": "cargo test\nmore", "description": "x"}),
+            cwd,
+        );
+        assert_eq!(d["title"], "cargo test");
+        assert_eq!(d["kind"], "execute");
+        assert!(!d.contains_key("locations"));
+        let d = describe_call(
+            "c",
+            "read",
+            &json!({"file_path": "src/a.rs", "offset": 10}),
+            cwd,
+        );
+        assert_eq!(d["title"], "Read /w/src/a.rs (from line 10)");
+        assert_eq!(d["locations"], json!([{"path": "/w/src/a.rs", "line": 10}]));
+        let d = describe_call(
+            "c",
+            "str_replace_editor",
+            &json!({"command": "str_replace", "path": "/x/y"}),
+            cwd,
+        );
+        assert_eq!(
+            (d["title"].as_str(), d["kind"].as_str()),
+            (Some("Str replace /x/y"), Some("edit"))
+        );
+        let d = describe_call(
+            "c",
+            "grep",
+            &json!({"pattern": "fn main", "path": "src"}),
+            cwd,
+        );
+        assert_eq!(d["title"], "Grep fn main in src");
+        let d = describe_call("c", "mystery", &json!("not json"), cwd);
+        assert_eq!(
+            (d["title"].as_str(), d["kind"].as_str()),
+            (Some("mystery"), Some("other"))
+        );
+    }
+
+    #[test]
+    fn results_carry_diffs_for_edits_and_text_otherwise() {
+        let cwd = Path::new("/w");
+        let edit = json!({"message": {"content": [{"type": "tool-result", "toolCallId": "c1",
+            "content": [{"type": "text", "text": "edited"}]}]},
+            "meta": {"diffs": [{"path": "a.txt", "oldText": "x", "newText": "y"}]}});
+        let u = result_update(&edit, cwd).unwrap();
+        assert_eq!(u["status"], "completed");
+        assert_eq!(
+            u["content"],
+            json!([{"type": "diff", "path": "/w/a.txt", "oldText": "x", "newText": "y"}])
+        );
+        let failed = json!({"message": {"content": [{"type": "tool-result", "toolCallId": "c2", "isError": true,
+            "content": [{"type": "text", "text": "boom"}]}]}});
+        let u = result_update(&failed, cwd).unwrap();
+        assert_eq!(u["status"], "failed");
+        assert_eq!(u["content"][0]["content"]["text"], "boom");
+        assert_eq!(u["rawOutput"], json!({"content": "boom", "isError": true}));
+    }
+
+    #[test]
+    fn live_output_is_throttled_and_keeps_the_tail() {
+        let mut p = Projector::new("/w".into());
+        assert!(p.output("c", "a").is_some());
+        assert!(p.output("c", "b").is_none(), "within the interval");
+        std::thread::sleep(LIVE_OUTPUT_EVERY);
+        let u = p.output("c", &"é".repeat(LIVE_OUTPUT_TAIL)).unwrap();
+        let text = u["content"][0]["content"]["text"].as_str().unwrap();
+        assert!(text.len() <= LIVE_OUTPUT_TAIL && text.ends_with('é'));
+    }
+
+    #[test]
+    fn times_are_iso_8601() {
+        assert_eq!(iso_time(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(iso_time(1_796_142_036_014), "2026-12-01T16:20:36.014Z");
+    }
+}
