@@ -31,15 +31,17 @@ const FS_SEARCH_COMPOSITION: &str = include_str!("../compositions/fs-search.cord
 const INSTRUCTIONS_PATCH: &str = include_str!("../compositions/agent-instructions.patch.yml");
 const SANDBOX_ROOT_PATCH: &str = include_str!("../compositions/session-sandbox-root.patch.yml");
 const PARTIAL_LANDLOCK_PATCH: &str = include_str!("../compositions/partial-landlock.patch.yml");
+const SESSION_QUERY_PATCH: &str = include_str!("../compositions/session-query.patch.yml");
 
 /// Upstream composition names (`DSH_SNAPSHOT_CONFIG`) this build has a composition for.
-pub const KNOWN_COMPOSITIONS: [&str; 6] = [
+pub const KNOWN_COMPOSITIONS: [&str; 7] = [
     "cordis.yml",
     "tests/fs-search.cordis.yml",
     "retry.cordis.yml",
     "agent-instructions.cordis.yml",
     "session-sandbox-root.cordis.yml",
     "partial-landlock.cordis.yml",
+    "session-query.cordis.yml",
 ];
 
 /// The layers of the ACP composition selected by `DSH_SNAPSHOT_CONFIG` (upstream's
@@ -69,6 +71,10 @@ pub fn composition_layers(config: Option<&str>) -> Result<Vec<Layer>, String> {
         "partial-landlock.cordis.yml" => vec![
             parse("dsh-acp/acp.cordis.yml", ACP_COMPOSITION)?,
             parse("dsh-acp/partial-landlock.patch.yml", PARTIAL_LANDLOCK_PATCH)?,
+        ],
+        "session-query.cordis.yml" => vec![
+            parse("dsh-acp/acp.cordis.yml", ACP_COMPOSITION)?,
+            parse("dsh-acp/session-query.patch.yml", SESSION_QUERY_PATCH)?,
         ],
         "cordis.yml" => vec![parse("dsh-acp/acp.cordis.yml", ACP_COMPOSITION)?],
         other => {

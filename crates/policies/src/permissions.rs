@@ -41,8 +41,10 @@ impl ApprovalPolicy {
     /// The runtime-context text the model reads.
     fn describe(self) -> &'static str {
         match self {
+            // Upstream's exact text (pinned by the `session-query-spill` scenario, which
+            // reads the runtime-context snapshot back through a session tool).
             ApprovalPolicy::Never => {
-                "Approval prompts are off for this session: anything that needs approval is refused automatically, so do not ask for sandbox escalation (leave `sandbox_permissions` unset)."
+                "Approval prompts are disabled in this session: actions that require approval are rejected automatically \u{2014} do not request sandbox escalation (do not set `sandbox_permissions`)."
             }
             ApprovalPolicy::Ask => {
                 "Approval policy: ask. Operations that need approval go to the user when a way to ask is available; if none is, they are refused."

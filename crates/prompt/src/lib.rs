@@ -21,9 +21,11 @@ use dsh_session::LiveSession;
 
 /// The identity line every composition starts with unless disabled.
 pub const HARNESS_IDENTITY: &str = "You are an AI agent running on DeepSeek Harness.";
-/// The preamble of a runtime-context snapshot message.
+/// The preamble of a runtime-context snapshot message. Upstream's exact text: the model can
+/// read a snapshot back through `session_event_read`, and the `session-query-spill`
+/// conformance scenario pins the bytes it returns.
 pub const CONTEXT_PREAMBLE: &str =
-    "Runtime context as of now (it replaces every earlier runtime-context snapshot).";
+    "Current runtime context. This snapshot supersedes earlier runtime-context snapshots.";
 /// The snapshot text when every context section went away.
 pub const CONTEXT_CLEARED: &str =
     "Runtime context: nothing applies now; disregard earlier runtime-context snapshots.";

@@ -9,6 +9,7 @@ mod output;
 pub mod process;
 mod registry;
 mod schema;
+mod spill;
 mod tool;
 
 pub use client_files::{ClientFileRoutes, ClientFiles, client_files};
@@ -20,4 +21,5 @@ pub use exec::{
 pub use output::{OutputStream, OutputTap, ToolOutputEvent, ToolOutputPayload};
 pub use registry::{DuplicateTool, ExecutionMode, Guard, Prepared, ToolRegistry, json_text};
 pub use schema::{ObjectSchema, Prop};
+pub use spill::{SpillRef, SpillRequest, SpillStore, TextSpillStore};
 pub use tool::{Tool, ToolOutput, ToolRunContext, args_error};

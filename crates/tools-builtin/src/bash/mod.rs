@@ -482,8 +482,12 @@ impl BashInner {
             max_output_bytes: settings.max_output_bytes as usize,
             max_spill_bytes: settings.max_spill_bytes as u64,
             grace: Duration::from_secs_f64(settings.grace_ms / 1000.0),
-            // Full outputs go beside the session's log, not to the temp directory.
+            // Full outputs go to the session's spill area (the `spillStore` every tool
+            // shares); without a store, beside the session's log, never the temp directory.
             spill_dir: run.session.as_ref().and_then(|session| {
+                if let Some(store) = run.ctx.get::<dsh_tools::SpillStore>() {
+                    return store.0.session_dir(&session.id());
+                }
                 let artifacts = run.ctx.get::<dsh_session::Artifacts>()?;
                 artifacts
                     .0

@@ -7,7 +7,7 @@ mod grep;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use dsh_kernel::{BoxError, BoxFuture, Context, Plugin, PluginConfig};
+use dsh_kernel::{BoxError, Context, Plugin, PluginConfig};
 use dsh_tools::{ToolRegistry, ToolRunContext};
 use serde::Deserialize;
 use serde_json::Value;
@@ -52,34 +52,7 @@ impl SearchConfig {
     }
 }
 
-/// Where a saved complete result can be found.
-#[derive(Clone, Debug, PartialEq)]
-pub struct SpillRef {
-    pub locator: String,
-    /// How to read it back (appended after the locator).
-    pub retrieval_hint: String,
-}
-
-/// One complete formatted result to save.
-#[derive(Clone, Debug, PartialEq)]
-pub struct SpillRequest {
-    pub session_id: String,
-    pub tool_name: String,
-    pub call_id: String,
-    pub suggested_name: String,
-    pub content: String,
-}
-
-/// A store for complete results that do not fit inline. Implementations must persist the
-/// whole `content` under a locator the model can later `read` or `grep`, must not block the
-/// async runtime, and report failures as errors (a failure only costs the recovery path).
-pub trait TextSpillStore: Send + Sync + 'static {
-    fn save_text(&self, request: SpillRequest) -> BoxFuture<'static, Result<SpillRef, BoxError>>;
-}
-
-/// The `spillStore` service. Without it (or without a session) an over-cap result says it
-/// could not be saved.
-pub struct SpillStore(pub Arc<dyn TextSpillStore>);
+pub use dsh_tools::{SpillRef, SpillRequest, SpillStore, TextSpillStore};
 
 /// Saves a complete result; any failure only costs the recovery path.
 async fn try_spill(
