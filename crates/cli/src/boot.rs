@@ -29,6 +29,7 @@ pub fn catalog() -> Catalog {
     c.register(dsh_persistence::JsonlPersistencePlugin);
     c.register(crate::headless::HeadlessPlugin);
     c.register(dsh_acp::AcpAgentPlugin);
+    dsh_web::register_catalog(&mut c);
     c
 }
 

@@ -8,6 +8,7 @@ mod launcher;
 mod profile;
 mod progress;
 mod sessions;
+mod webapp;
 
 use std::process::ExitCode;
 
@@ -15,7 +16,7 @@ use dsh_kernel::Context;
 use launcher::Mode;
 
 /// Exit code for bad configuration (composition, profile, plugin config).
-const CONFIG_ERROR: u8 = 2;
+pub(crate) const CONFIG_ERROR: u8 = 2;
 
 fn init_tracing() {
     let filter = std::env::var("DSH_LOG").unwrap_or_else(|_| "error".into());
@@ -27,9 +28,9 @@ fn init_tracing() {
 
 /// The async runtime. A headless run drives one agent: a current-thread runtime keeps the
 /// loop, its tool tasks and the provider stream on one thread (no cross-thread wake-ups per
-/// step; blocking filesystem work still goes to the blocking pool). The ACP server can
-/// host several sessions at once and gets two workers.
-fn runtime(single_session: bool) -> std::io::Result<tokio::runtime::Runtime> {
+/// step; blocking filesystem work still goes to the blocking pool). The ACP server and the
+/// web app host several sessions at once and get two workers.
+pub(crate) fn runtime(single_session: bool) -> std::io::Result<tokio::runtime::Runtime> {
     let mut builder = if single_session {
         tokio::runtime::Builder::new_current_thread()
     } else {
@@ -119,11 +120,8 @@ fn run_profile(
     patches: &[String],
     args: &[String],
 ) -> ExitCode {
-    if profile == "web" {
-        eprintln!(
-            "dsh: the web profile's app (the web UI) is not part of this build yet; use --profile headless or dsh acp"
-        );
-        return ExitCode::from(CONFIG_ERROR);
+    if profile::app_of(home, profile) == profile::App::Web {
+        return webapp::run(home, profile, patches, args);
     }
     let startup = match headless::parse_args(args) {
         Ok(s) => s,

@@ -25,11 +25,32 @@ pub const HEADLESS: Bundle = Bundle {
     package: "@deepseek-ai/dsh-headless",
     patch: include_str!("../bundles/headless.cordis.patch.yml"),
 };
+pub const WEB: Bundle = Bundle {
+    package: "@deepseek-ai/dsh-web-app",
+    patch: include_str!("../bundles/web.cordis.patch.yml"),
+};
 
 fn bundle(package: &str) -> Option<&'static Bundle> {
-    [&BASE, &HEADLESS]
+    [&BASE, &HEADLESS, &WEB]
         .into_iter()
         .find(|b| b.package == package)
+}
+
+/// The app a profile runs: the web app when it stacks the web bundle, else headless.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum App {
+    Headless,
+    Web,
+}
+
+/// Which app `profile` runs (creating its template on first use). A profile that cannot
+/// be read runs as headless, whose composition then reports the problem.
+pub fn app_of(home: &Path, profile: &str) -> App {
+    let bundles = prepare_profile(home, profile).and_then(|dir| profile_bundles(&dir));
+    match bundles {
+        Ok(b) if b.iter().any(|p| p == WEB.package) => App::Web,
+        _ => App::Headless,
+    }
 }
 
 const USER_PATCH_TEMPLATE: &str = "\
@@ -165,12 +186,7 @@ pub fn layers(
     for package in profile_bundles(&dir)? {
         let Some(b) = bundle(&package) else {
             return Err(err(format!(
-                "dsh: cannot resolve profile bundle \"{package}\": it is not part of this build{}",
-                if package == "@deepseek-ai/dsh-web-app" {
-                    " (the web app is not implemented yet)"
-                } else {
-                    ""
-                }
+                "dsh: cannot resolve profile bundle \"{package}\": it is not part of this build"
             )));
         };
         out.push(

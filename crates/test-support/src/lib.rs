@@ -1,3 +1,5 @@
 //! Shared test helpers for the dsh workspace.
 
 pub mod mock_server;
+pub mod sse;
+pub mod webdriver;

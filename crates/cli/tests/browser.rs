@@ -1,0 +1,646 @@
+//! The web UI in a real headless Chromium (driven over WebDriver by chromedriver) against
+//! the `dsh` binary and the mock LLM: sign-in, Settings → Models, workspaces, a task with
+//! tool cards, a diff and a plan, approvals, steering, cancelling, fork / archive / restore
+//! / delete, a reload mid-turn, and bad input. Each scenario saves screenshots under
+//! `target/browser-shots/`. Without chromium and chromedriver the tests say so and pass
+//! without running (install: `apt-get install chromium chromium-driver`).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
+
+use std::io::BufRead as _;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Mutex, OnceLock, mpsc};
+use std::time::Duration;
+
+use dsh_test_support::mock_server::{Completion, Gate, MockServer, Reply};
+use dsh_test_support::webdriver::{Browser, Driver, ENTER, Tools};
+use serde_json::{Value, json};
+
+const WAIT: Duration = Duration::from_secs(20);
+
+fn tools() -> Option<&'static (Tools, Mutex<Option<Driver>>)> {
+    static TOOLS: OnceLock<Option<(Tools, Mutex<Option<Driver>>)>> = OnceLock::new();
+    TOOLS
+        .get_or_init(|| {
+            let tools = Driver::find_tools()?;
+            Some((tools, Mutex::new(None)))
+        })
+        .as_ref()
+}
+
+/// A browser session on the shared chromedriver, or `None` (with a message) when the
+/// browser tools are not installed.
+fn browser(test: &str) -> Option<Browser> {
+    let Some((tools, driver)) = tools() else {
+        eprintln!(
+            "SKIPPED {test}: browser tests need chromium and chromedriver on PATH (apt-get install chromium chromium-driver)"
+        );
+        return None;
+    };
+    let mut guard = driver.lock().unwrap_or_else(|p| p.into_inner());
+    if guard.is_none() {
+        *guard = Some(Driver::start(tools).unwrap());
+    }
+    Some(guard.as_ref().unwrap().browser(tools).unwrap())
+}
+
+fn shots_dir() -> PathBuf {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target"));
+    target.join("browser-shots")
+}
+
+struct Web {
+    child: Child,
+    url: String,
+    base: String,
+    home: tempfile::TempDir,
+    work: tempfile::TempDir,
+}
+
+impl Drop for Web {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Web {
+    fn start(server_url: &str, env: &[(&str, &str)]) -> Web {
+        let home = tempfile::tempdir().unwrap();
+        let work = tempfile::tempdir().unwrap();
+        Self::start_in(home, work, server_url, env)
+    }
+
+    fn start_in(
+        home: tempfile::TempDir,
+        work: tempfile::TempDir,
+        server_url: &str,
+        env: &[(&str, &str)],
+    ) -> Web {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_dsh"))
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("HOME", home.path())
+            .env("DSH_HOME", home.path().join(".dsh"))
+            .env("DEEPSEEK_BASE_URL", server_url)
+            .envs(env.iter().copied())
+            .current_dir(work.path())
+            .args(["web", "--no-open", "--port", "0"])
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let (tx, rx) = mpsc::channel();
+        let out = child.stdout.take().unwrap();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(out).lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+        let line = rx.recv_timeout(WAIT).expect("the URL line");
+        let url = line.strip_prefix("dsh web: ").unwrap().to_string();
+        let base = url.split("/?token=").next().unwrap().to_string();
+        Web {
+            child,
+            url,
+            base,
+            home,
+            work,
+        }
+    }
+
+    fn work_path(&self) -> String {
+        std::fs::canonicalize(self.work.path())
+            .unwrap()
+            .display()
+            .to_string()
+    }
+}
+
+struct Page<'a> {
+    b: &'a Browser,
+    name: &'static str,
+    shot: usize,
+}
+
+impl<'a> Page<'a> {
+    fn new(b: &'a Browser, name: &'static str) -> Self {
+        Self { b, name, shot: 0 }
+    }
+
+    fn wait(&self, predicate: &str) -> Value {
+        match self.b.wait_for(predicate, WAIT) {
+            Ok(v) => v,
+            Err(e) => {
+                let _ = self
+                    .b
+                    .screenshot(&shots_dir().join(format!("{}-FAILED.png", self.name)));
+                panic!("[{}] {e}", self.name);
+            }
+        }
+    }
+
+    fn js(&self, script: &str) -> Value {
+        self.b
+            .eval(script, vec![])
+            .unwrap_or_else(|e| panic!("[{}] {e}", self.name))
+    }
+
+    fn click(&self, css: &str) {
+        self.wait(&format!(
+            "document.querySelector({css:?}) && !document.querySelector({css:?}).disabled"
+        ));
+        self.b
+            .click(css)
+            .unwrap_or_else(|e| panic!("[{}] {e}", self.name));
+    }
+
+    fn type_text(&self, css: &str, text: &str) {
+        self.wait(&format!(
+            "document.querySelector({css:?}) && !document.querySelector({css:?}).disabled"
+        ));
+        self.b
+            .type_text(css, text)
+            .unwrap_or_else(|e| panic!("[{}] {e}", self.name));
+    }
+
+    fn shot(&mut self, page: &str) {
+        self.shot += 1;
+        let path = shots_dir().join(format!("{}-{:02}-{page}.png", self.name, self.shot));
+        self.b.screenshot(&path).unwrap();
+    }
+
+    /// No script error happened on the page.
+    fn no_errors(&self) {
+        let errors = self.js("return (window.__dshErrors || []).join('\\n')");
+        assert_eq!(
+            errors.as_str().unwrap_or_default(),
+            "",
+            "[{}] page errors",
+            self.name
+        );
+    }
+
+    fn sign_in(&self, web: &Web) {
+        self.b.goto(&web.url).unwrap();
+        self.wait("window.__dsh && window.__dsh.booted");
+    }
+
+    /// Registers the launch directory as the workspace through the dialog.
+    fn choose_launch_workspace(&self) {
+        self.click("[data-testid=add-workspace]");
+        self.click("[data-testid=use-cwd]");
+        self.wait("document.querySelector('[data-testid=workspace-select]').value !== ''");
+    }
+
+    fn start_task(&self, text: &str) {
+        self.type_text("[data-testid=home-input]", text);
+        self.type_text("[data-testid=home-input]", ENTER);
+        self.wait("document.querySelector('[data-testid=conversation]')");
+    }
+
+    fn send(&self, text: &str) {
+        self.type_text("[data-testid=composer-input]", text);
+        self.type_text("[data-testid=composer-input]", ENTER);
+    }
+
+    fn turn_ended(&self, n: usize) {
+        self.wait(&format!(
+            "document.querySelectorAll('[data-testid=turn-end]').length >= {n}"
+        ));
+    }
+}
+
+fn text_reply(text: &str) -> Reply {
+    Reply::completion(Completion::text(text).delta_chars(6))
+}
+
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn sign_in_save_a_key_choose_a_workspace_and_run_a_task() {
+    let Some(b) = browser("sign_in_save_a_key_choose_a_workspace_and_run_a_task") else {
+        return;
+    };
+    let mut p = Page::new(&b, "01-task");
+    let server = MockServer::start().answer_untooled("Edit the greeting");
+    let web = Web::start(&server.url(), &[]);
+    std::fs::write(web.work.path().join("f.txt"), "hello old\n").unwrap();
+    server.push_all([
+        Reply::tool_call("call_1", "bash", &json!({"command": "echo hi", "description": "say hi"}).to_string()),
+        Reply::tool_call("call_2", "read", &json!({"file_path": "f.txt"}).to_string()),
+        Reply::tool_call("call_3", "edit", &json!({"file_path": "f.txt", "old_string": "hello old", "new_string": "hello new"}).to_string()),
+        Reply::tool_call("call_4", "todo_write", &json!({"todos": [{"content": "Say hi", "status": "completed"}, {"content": "Edit the file", "status": "in_progress"}]}).to_string()),
+        Reply::completion(Completion::text("Changed **f.txt**:\n\n```rust\nfn main() { let x = 1; }\n```\n").delta_chars(5).reasoning("I will summarize.")),
+    ]);
+
+    // Without the token: the refusal text and nothing else.
+    b.goto(&format!("{}/", web.base)).unwrap();
+    p.wait("document.body.innerText.includes('authentication required')");
+    p.shot("signed-out");
+    p.sign_in(&web);
+    assert_eq!(
+        p.js("return document.cookie"),
+        json!(""),
+        "the auth cookie is HttpOnly"
+    );
+    assert_eq!(
+        b.current_url().unwrap(),
+        format!("{}/", web.base),
+        "the token left the address bar"
+    );
+
+    // Settings → Models.
+    p.click("[data-testid=nav-settings]");
+    p.wait("document.querySelector('[data-testid=key-status]')?.dataset.configured === 'false'");
+    p.type_text("[data-testid=deepseek-key]", "sk-browser-test-123");
+    p.click("[data-testid=save-key]");
+    p.wait("document.querySelector('[data-testid=key-status]')?.dataset.configured === 'true'");
+    p.shot("settings-models");
+    assert!(
+        !p.js("return document.documentElement.outerHTML")
+            .as_str()
+            .unwrap()
+            .contains("sk-browser-test-123")
+    );
+    let creds_path = web.home.path().join(".dsh/.credentials.yaml");
+    assert!(
+        std::fs::read_to_string(&creds_path)
+            .unwrap()
+            .contains("sk-browser-test-123")
+    );
+    {
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(
+            std::fs::metadata(&creds_path).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+    }
+
+    // Workspaces: the composer waits for one; the launch directory is offered first.
+    b.goto(&format!("{}/#/", web.base)).unwrap();
+    p.wait("document.querySelector('[data-testid=home-input]')?.disabled === true");
+    assert!(
+        p.js("return document.querySelector('[data-testid=home-note]').innerText")
+            .as_str()
+            .unwrap()
+            .contains("Choose a workspace")
+    );
+    p.click("[data-testid=add-workspace]");
+    let offered = p.wait("document.querySelector('[data-testid=use-cwd]')?.innerText");
+    assert!(
+        offered.as_str().unwrap().contains(&web.work_path()),
+        "{offered}"
+    );
+    p.shot("workspace-dialog");
+    p.click("[data-testid=use-cwd]");
+    p.wait("document.querySelector('[data-testid=home-input]')?.disabled === false");
+    let registry =
+        std::fs::read_to_string(web.home.path().join(".dsh/storages/workspace.json")).unwrap();
+    assert!(registry.contains(&web.work_path()));
+    p.shot("workspace-chosen");
+
+    // The task.
+    p.start_task("Say hi, then change old to new in f.txt");
+    p.turn_ended(1);
+    p.wait("[...document.querySelectorAll('[data-testid=assistant-text]')].some(e => e.innerText.includes('Changed f.txt'))");
+    let bash =
+        p.wait("document.querySelector('[data-testid=tool-card][data-tool=bash]')?.innerText");
+    assert!(
+        bash.as_str().unwrap().contains("echo hi") && bash.as_str().unwrap().contains("hi"),
+        "{bash}"
+    );
+    let diff = p.wait("document.querySelector('[data-testid=diff]')?.innerText");
+    assert!(
+        diff.as_str().unwrap().contains("- hello old")
+            && diff.as_str().unwrap().contains("+ hello new"),
+        "{diff}"
+    );
+    let plan = p.wait("document.querySelector('[data-testid=plan]:not(.hidden)')?.innerText");
+    assert!(plan.as_str().unwrap().contains("Edit the file"), "{plan}");
+    assert_eq!(p.js("return document.querySelectorAll('[data-testid=plan-item][data-status=in_progress]').length"), 1);
+    p.wait("document.querySelector('pre.code .tok-kw')?.innerText === 'fn'");
+    p.wait("document.querySelector('[data-testid=reasoning]')");
+    assert!(
+        p.js("return document.querySelector('[data-testid=usage]').innerText")
+            .as_str()
+            .unwrap()
+            .contains("/")
+    );
+    assert_eq!(
+        std::fs::read_to_string(web.work.path().join("f.txt")).unwrap(),
+        "hello new\n"
+    );
+    assert_eq!(
+        server.requests()[0].header("authorization"),
+        Some("Bearer sk-browser-test-123")
+    );
+    p.shot("conversation");
+    let row = p.wait("document.querySelector('[data-testid=session-row]')?.innerText");
+    assert!(!row.as_str().unwrap().is_empty());
+    p.no_errors();
+}
+
+#[test]
+fn approve_then_reject_an_escalation() {
+    let Some(b) = browser("approve_then_reject_an_escalation") else {
+        return;
+    };
+    let mut p = Page::new(&b, "02-approval");
+    let server = MockServer::start().answer_untooled("Escalations");
+    let escalate = |id: &str, cmd: &str| {
+        Reply::tool_call(id, "bash", &json!({"command": cmd, "description": "network", "sandbox_permissions": "danger-full-access", "justification": "download the crate index"}).to_string())
+    };
+    server.push_all([
+        escalate("call_a", "echo approved-run"),
+        escalate("call_b", "echo rejected-run"),
+        text_reply("Both handled."),
+    ]);
+    let web = Web::start(&server.url(), &[("DEEPSEEK_API_KEY", "sk-x")]);
+    p.sign_in(&web);
+    p.choose_launch_workspace();
+    p.start_task("do the network things");
+    let card = p.wait("document.querySelector('[data-testid=approval]')?.innerText");
+    assert!(
+        card.as_str().unwrap().contains("echo approved-run")
+            && card.as_str().unwrap().contains("download the crate index"),
+        "{card}"
+    );
+    p.wait("document.querySelector('[data-testid=session-row]')?.dataset.state === 'approval'");
+    p.shot("asked");
+    p.click("[data-testid=approve]");
+    p.wait("document.querySelector('[data-testid=approval] [data-testid=approval-command]')?.innerText === 'echo rejected-run'");
+    p.click("[data-testid=reject]");
+    p.turn_ended(1);
+    p.wait("!document.querySelector('[data-testid=approval]')");
+    let cards = p.js("return [...document.querySelectorAll('[data-testid=tool-card][data-tool=bash]')].map(c => c.innerText)");
+    let cards: Vec<String> = serde_json::from_value(cards).unwrap();
+    assert!(cards[0].contains("approved-run"), "{cards:?}");
+    assert!(cards[1].contains("rejected"), "{cards:?}");
+    p.shot("answered");
+    p.no_errors();
+}
+
+#[test]
+fn steer_during_a_turn_then_cancel_the_next() {
+    let Some(b) = browser("steer_during_a_turn_then_cancel_the_next") else {
+        return;
+    };
+    let mut p = Page::new(&b, "03-steer-cancel");
+    let server = MockServer::start().answer_untooled("Steering");
+    let first = Gate::new();
+    let never = Gate::new();
+    server.push_all([
+        Reply::tool_call(
+            "call_1",
+            "bash",
+            &json!({"command": "echo working", "description": "work"}).to_string(),
+        )
+        .hold_after_event(1, &first),
+        text_reply("Noted the extra request."),
+        text_reply("This is cut short by cancel").hold_after_event(2, &never),
+    ]);
+    let web = Web::start(&server.url(), &[("DEEPSEEK_API_KEY", "sk-x")]);
+    p.sign_in(&web);
+    p.choose_launch_workspace();
+    p.start_task("first task");
+    p.wait("document.querySelector('[data-testid=conversation]').classList.contains('is-running')");
+    p.send("also do X");
+    let queued = p.wait("document.querySelector('[data-testid=queued]')?.innerText");
+    assert!(queued.as_str().unwrap().contains("also do X"), "{queued}");
+    assert_eq!(
+        p.js("return document.querySelector('[data-testid=queued]').dataset.placement"),
+        "steering"
+    );
+    p.shot("steering-pending");
+    first.open();
+    p.turn_ended(1);
+    p.wait("!document.querySelector('[data-testid=queued]')");
+    let users = p.js(
+        "return [...document.querySelectorAll('[data-testid=user-message]')].map(e => e.innerText)",
+    );
+    assert_eq!(users, json!(["first task", "also do X"]));
+    let second = &server.requests()[1];
+    assert!(
+        second.body.contains("also do X"),
+        "the steer reached the next request"
+    );
+    p.shot("steered");
+
+    // Cancel a running turn.
+    p.send("now a long answer");
+    p.wait("[...document.querySelectorAll('[data-testid=assistant-text]')].some(e => e.innerText.startsWith('This i'))");
+    p.click("[data-testid=stop]");
+    p.turn_ended(2);
+    assert_eq!(
+        p.js(
+            "return [...document.querySelectorAll('[data-testid=turn-end]')].pop().dataset.reason"
+        ),
+        "aborted"
+    );
+    p.wait(
+        "!document.querySelector('[data-testid=conversation]').classList.contains('is-running')",
+    );
+    p.shot("cancelled");
+    p.no_errors();
+}
+
+#[test]
+fn fork_archive_restore_and_delete_sessions() {
+    let Some(b) = browser("fork_archive_restore_and_delete_sessions") else {
+        return;
+    };
+    let mut p = Page::new(&b, "04-manage");
+    let server = MockServer::start().answer_untooled("Managed session");
+    server.push_all([text_reply("First answer."), text_reply("Second answer.")]);
+    let web = Web::start(&server.url(), &[("DEEPSEEK_API_KEY", "sk-x")]);
+    p.sign_in(&web);
+    p.choose_launch_workspace();
+    p.start_task("question one");
+    p.turn_ended(1);
+    p.send("question two");
+    p.turn_ended(2);
+    let parent =
+        p.js("return document.querySelector('[data-testid=conversation]').dataset.session");
+
+    // Fork from the first turn: the child shows that prefix only; the parent is unchanged.
+    p.click("[data-testid=fork-turn]");
+    p.wait(&format!(
+        "document.querySelector('[data-testid=conversation]')?.dataset.session !== {parent}"
+    ));
+    p.turn_ended(1);
+    let child = p.js("return document.querySelector('[data-testid=conversation]').dataset.session");
+    let child_text = p.js("return document.querySelector('[data-testid=conv-body]').innerText");
+    assert!(child_text.as_str().unwrap().contains("First answer."));
+    assert!(!child_text.as_str().unwrap().contains("Second answer."));
+    p.wait(&format!("document.querySelectorAll('[data-testid=session-row]').length === 2 && !!document.querySelector('[data-testid=session-row][data-session={child}]')"));
+    p.shot("forked");
+
+    // Archive: gone from the list, shown under Archived; restore brings it back.
+    p.click("[data-testid=archive]");
+    p.wait(&format!(
+        "!document.querySelector('[data-testid=session-list] [data-session={child}]')"
+    ));
+    p.click("[data-testid=toggle-archived]");
+    p.wait(&format!(
+        "!!document.querySelector('[data-testid=archived-list] [data-session={child}]')"
+    ));
+    p.shot("archived");
+    p.click("[data-testid=restore]");
+    p.wait(&format!("!!document.querySelector('[data-testid=session-list] [data-session={child}]') && !document.querySelector('[data-testid=archived-list] [data-session={child}]')"));
+
+    // Delete, with confirmation.
+    let files = dsh_persistence::SessionFiles::new(
+        web.home.path().join(".dsh/sessions"),
+        dsh_persistence::Compression::Zstd,
+        dsh_persistence::ChunkPacking::Packed,
+    );
+    let dir = files
+        .find(child.as_str().unwrap())
+        .unwrap()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .to_path_buf();
+    p.click("[data-testid=delete]");
+    let question = p.wait("document.querySelector('[data-testid=delete-dialog]')?.innerText");
+    assert!(
+        question
+            .as_str()
+            .unwrap()
+            .contains("deletes its log from disk")
+    );
+    p.shot("delete-confirm");
+    p.click("[data-testid=dialog-confirm]");
+    p.wait(&format!("!document.querySelector('[data-session={child}]') && !!document.querySelector('[data-testid=home]')"));
+    assert!(!dir.exists());
+    let registry =
+        std::fs::read_to_string(web.home.path().join(".dsh/storages/workspace.json")).unwrap();
+    assert!(!registry.contains(child.as_str().unwrap()));
+    p.shot("deleted");
+    // The parent is intact and opens.
+    p.click(&format!("[data-testid=session-row][data-session={parent}]"));
+    p.turn_ended(2);
+    p.no_errors();
+}
+
+#[test]
+fn a_reload_mid_turn_continues_without_gaps_or_duplicates() {
+    let Some(b) = browser("a_reload_mid_turn_continues_without_gaps_or_duplicates") else {
+        return;
+    };
+    let mut p = Page::new(&b, "05-reload");
+    let server = MockServer::start().answer_untooled("Reload");
+    let gate = Gate::new();
+    let answer = "Alpha beta gamma delta epsilon zeta eta theta iota kappa.";
+    server.push(
+        Reply::completion(Completion::text(answer).delta_chars(4)).hold_after_event(6, &gate),
+    );
+    let web = Web::start(&server.url(), &[("DEEPSEEK_API_KEY", "sk-x")]);
+    p.sign_in(&web);
+    p.choose_launch_workspace();
+    p.start_task("stream slowly");
+    p.wait("[...document.querySelectorAll('[data-testid=assistant-text]')].some(e => e.innerText.startsWith('Alpha'))");
+    let before = p.js("return document.querySelector('[data-testid=assistant-text]').innerText");
+    b.refresh().unwrap();
+    p.wait("window.__dsh && window.__dsh.ready");
+    let after = p.wait("document.querySelector('[data-testid=assistant-text]')?.innerText");
+    assert_eq!(after, before, "the partial answer survives the reload");
+    p.shot("reloaded-mid-turn");
+    gate.open();
+    p.turn_ended(1);
+    let texts = p.js("return [...document.querySelectorAll('[data-testid=assistant-text]')].map(e => e.innerText.trim())");
+    assert_eq!(texts, json!([answer]), "the answer appears exactly once");
+    let seqs = p.js("return [...document.querySelectorAll('[data-seq]')].map(e => e.dataset.seq)");
+    let seqs: Vec<String> = serde_json::from_value(seqs).unwrap();
+    let mut unique = seqs.clone();
+    unique.sort();
+    unique.dedup();
+    assert_eq!(
+        unique.len(),
+        seqs.len(),
+        "no event rendered twice: {seqs:?}"
+    );
+    p.shot("finished");
+    p.no_errors();
+}
+
+#[test]
+fn bad_input_shows_clear_messages_and_other_sessions_keep_working() {
+    let Some(b) = browser("bad_input_shows_clear_messages_and_other_sessions_keep_working") else {
+        return;
+    };
+    let mut p = Page::new(&b, "06-errors");
+    // A model endpoint that refuses connections.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let dead_url = format!("http://{}", closed.local_addr().unwrap());
+    drop(closed);
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    // A session log that cannot be read sits beside the others.
+    let broken = home.path().join(".dsh/sessions/--broken--/session-broken");
+    std::fs::create_dir_all(&broken).unwrap();
+    std::fs::write(
+        broken.join("session.v4.jsonl.zstd"),
+        b"this is not a session log",
+    )
+    .unwrap();
+    let web = Web::start_in(home, work, &dead_url, &[("DEEPSEEK_API_KEY", "sk-x")]);
+    p.sign_in(&web);
+    p.wait("!!document.querySelector('[data-testid=session-row][data-state=unreadable]')");
+    p.choose_launch_workspace();
+    p.start_task("hello?");
+    p.turn_ended(1);
+    let banner =
+        p.wait("document.querySelector('[data-testid=agent-error]:not(.hidden)')?.innerText");
+    assert!(!banner.as_str().unwrap().is_empty());
+    assert_eq!(
+        p.js("return document.querySelector('[data-testid=turn-end]').dataset.reason"),
+        "error"
+    );
+    p.shot("model-unreachable");
+    // The unreadable session opens to a clear message; the failed one still opens.
+    p.click("[data-testid=session-row][data-state=unreadable]");
+    let msg = p.wait("document.querySelector('[data-testid=agent-error]:not(.hidden)')?.innerText");
+    assert!(
+        msg.as_str()
+            .unwrap()
+            .to_lowercase()
+            .contains("cannot be opened")
+            || msg.as_str().unwrap().contains("corrupt"),
+        "{msg}"
+    );
+    p.shot("unreadable-session");
+    p.click("[data-testid=session-row]:not([data-state=unreadable])");
+    p.turn_ended(1);
+    // A workspace whose directory vanished disables the composer with the reason.
+    let gone = tempfile::tempdir().unwrap();
+    let gone_path = std::fs::canonicalize(gone.path())
+        .unwrap()
+        .display()
+        .to_string();
+    b.goto(&format!("{}/#/", web.base)).unwrap();
+    p.wait("window.__dsh && window.__dsh.booted");
+    p.click("[data-testid=add-workspace]");
+    p.wait("document.querySelector('[data-testid=workspace-path]')");
+    p.js(&format!(
+        "document.querySelector('[data-testid=workspace-path]').value = {gone_path:?}; return true"
+    ));
+    p.click("[data-testid=workspace-add-confirm]");
+    p.wait(&format!(
+        "document.querySelector('[data-testid=workspace-note]')?.innerText === {gone_path:?}"
+    ));
+    drop(gone);
+    b.refresh().unwrap();
+    p.wait("window.__dsh && window.__dsh.booted");
+    let note = p.wait("document.querySelector('[data-testid=home-input]')?.disabled && document.querySelector('[data-testid=home-note]').innerText");
+    assert!(
+        note.as_str().unwrap().contains("no longer exists"),
+        "{note}"
+    );
+    p.shot("workspace-missing");
+    p.no_errors();
+}

@@ -1,0 +1,1205 @@
+//! `dsh web` end to end without a browser: the launcher, the token/cookie exchange and the
+//! trust fence, the JSON API against the mock LLM, the event stream's resume contract
+//! (no gap, no duplicate across reconnects), approvals, and a clean Ctrl-C.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::VecDeque;
+use std::io::BufRead as _;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use dsh_test_support::mock_server::{Completion, Gate, MockServer, Reply, ToolCall};
+use dsh_test_support::sse::{SseEvent, SseParser};
+use futures::StreamExt as _;
+use pretty_assertions::assert_eq;
+use serde_json::{Value, json};
+
+const WAIT: Duration = Duration::from_secs(30);
+
+struct Web {
+    child: Child,
+    port: u16,
+    token: String,
+    home: tempfile::TempDir,
+    work: tempfile::TempDir,
+    cookie: Option<String>,
+    stderr: mpsc::Receiver<String>,
+}
+
+impl Drop for Web {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn dsh(home: &std::path::Path, work: &std::path::Path, server: Option<&MockServer>) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_dsh"));
+    c.env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", home)
+        .env("DSH_HOME", home.join(".dsh"))
+        .current_dir(work);
+    if let Some(s) = server {
+        c.env("DEEPSEEK_BASE_URL", s.url());
+    }
+    c
+}
+
+impl Web {
+    fn start(server: &MockServer, env: &[(&str, &str)], args: &[&str]) -> Web {
+        let home = tempfile::tempdir().unwrap();
+        let work = tempfile::tempdir().unwrap();
+        Self::start_in(home, work, server, env, args)
+    }
+
+    fn start_in(
+        home: tempfile::TempDir,
+        work: tempfile::TempDir,
+        server: &MockServer,
+        env: &[(&str, &str)],
+        args: &[&str],
+    ) -> Web {
+        let mut cmd = dsh(home.path(), work.path(), Some(server));
+        cmd.args(["web", "--no-open", "--port", "0"])
+            .args(args)
+            .envs(env.iter().copied())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().unwrap();
+        let (tx, rx) = mpsc::channel();
+        let out = child.stdout.take().unwrap();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(out).lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+        let (etx, erx) = mpsc::channel();
+        let err = child.stderr.take().unwrap();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(err).lines().map_while(Result::ok) {
+                let _ = etx.send(line);
+            }
+        });
+        let line = rx.recv_timeout(WAIT).unwrap_or_else(|_| {
+            panic!(
+                "dsh web printed no URL line; stderr: {:?}",
+                erx.try_iter().collect::<Vec<_>>()
+            )
+        });
+        let url = line
+            .strip_prefix("dsh web: ")
+            .unwrap_or_else(|| panic!("unexpected first line {line:?}"));
+        let rest = url.strip_prefix("http://127.0.0.1:").unwrap();
+        let (port, token) = rest.split_once("/?token=").unwrap();
+        assert_eq!(token.len(), 43, "a 32-byte base64url token");
+        Web {
+            child,
+            port: port.parse().unwrap(),
+            token: token.to_string(),
+            home,
+            work,
+            cookie: None,
+            stderr: erx,
+        }
+    }
+
+    fn base(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    fn authority(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    fn client() -> reqwest::Client {
+        reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .no_proxy()
+            .build()
+            .unwrap()
+    }
+
+    async fn login(&mut self) -> String {
+        let resp = Self::client()
+            .get(format!("{}/?token={}", self.base(), self.token))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 303);
+        let set = resp.headers()["set-cookie"].to_str().unwrap().to_string();
+        let pair = set.split(';').next().unwrap().to_string();
+        self.cookie = Some(pair.clone());
+        pair
+    }
+
+    fn post(&self, path: &str) -> reqwest::RequestBuilder {
+        let mut r = Self::client().post(format!("{}{path}", self.base()));
+        if let Some(c) = &self.cookie {
+            r = r.header("cookie", c);
+        }
+        r
+    }
+
+    async fn rpc(&self, method: &str, payload: Value) -> Value {
+        let resp = self
+            .post(&format!("/api/{method}"))
+            .json(&json!({"type": "client-request", "rpcId": "t1", "method": method, "payload": payload}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 200, "{method}");
+        let body: Value = resp.json().await.unwrap();
+        assert_eq!(body["rpcId"], "t1");
+        body["result"].clone()
+    }
+
+    async fn ok(&self, method: &str, payload: Value) -> Value {
+        let r = self.rpc(method, payload.clone()).await;
+        assert_eq!(r["ok"], true, "{method} {payload} failed: {r}");
+        r["value"].clone()
+    }
+
+    async fn stream(&self, session: Option<&str>, last_event_id: Option<&str>) -> Sse {
+        let mut url = format!("{}/api/events", self.base());
+        if let Some(s) = session {
+            url.push_str(&format!("?session={s}"));
+        }
+        let mut req = Self::client().get(url);
+        if let Some(c) = &self.cookie {
+            req = req.header("cookie", c);
+        }
+        if let Some(id) = last_event_id {
+            req = req.header("last-event-id", id);
+        }
+        let resp = req.send().await.unwrap();
+        assert_eq!(resp.status(), 200);
+        assert_eq!(resp.headers()["content-type"], "text/event-stream");
+        Sse {
+            body: Box::pin(resp.bytes_stream()),
+            parser: SseParser::new(),
+            queued: VecDeque::new(),
+        }
+    }
+
+    fn stderr_text(&self) -> String {
+        self.stderr.try_iter().collect::<Vec<_>>().join("\n")
+    }
+}
+
+type ByteStream =
+    std::pin::Pin<Box<dyn futures::Stream<Item = reqwest::Result<bytes::Bytes>> + Send>>;
+
+struct Sse {
+    body: ByteStream,
+    parser: SseParser,
+    queued: VecDeque<SseEvent>,
+}
+
+impl Sse {
+    /// The next event, or `None` when none arrives within `wait`.
+    async fn next_within(&mut self, wait: Duration) -> Option<SseEvent> {
+        let deadline = Instant::now() + wait;
+        loop {
+            if let Some(e) = self.queued.pop_front() {
+                return Some(e);
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            match tokio::time::timeout(left, self.body.next()).await {
+                Ok(Some(Ok(bytes))) => self.queued.extend(self.parser.push(&bytes)),
+                Ok(other) => panic!("the event stream ended: {other:?}"),
+                Err(_) => return None,
+            }
+        }
+    }
+
+    async fn next(&mut self) -> SseEvent {
+        let deadline = Instant::now() + WAIT;
+        loop {
+            if let Some(e) = self.queued.pop_front() {
+                return e;
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            match tokio::time::timeout(left, self.body.next()).await {
+                Ok(Some(Ok(bytes))) => self.queued.extend(self.parser.push(&bytes)),
+                Ok(other) => panic!("the event stream ended: {other:?}"),
+                Err(_) => panic!("no event within {WAIT:?}"),
+            }
+        }
+    }
+
+    /// Reads until an event named `name` satisfying `pred` arrives; returns everything read.
+    async fn until(&mut self, name: &str, pred: impl Fn(&Value) -> bool) -> Vec<SseEvent> {
+        let mut seen = Vec::new();
+        loop {
+            let e = self.next().await;
+            let done = e.event == name && pred(&e.json());
+            seen.push(e);
+            if done {
+                return seen;
+            }
+        }
+    }
+}
+
+/// Committed events carried by snapshot/events frames, in order.
+fn events_of(frames: &[SseEvent]) -> Vec<Value> {
+    let mut out = Vec::new();
+    for f in frames {
+        match f.event.as_str() {
+            "snapshot" => {
+                out.clear();
+                out.extend(f.json()["events"].as_array().cloned().unwrap_or_default());
+            }
+            "events" => out.extend(f.json().as_array().cloned().unwrap_or_default()),
+            _ => {}
+        }
+    }
+    out
+}
+
+fn has_turn_end(v: &Value) -> bool {
+    let list = match v.get("events") {
+        Some(e) => e.as_array().cloned().unwrap_or_default(),
+        None => v.as_array().cloned().unwrap_or_default(),
+    };
+    list.iter().any(|e| e["type"] == "turn/end")
+}
+
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn help_usage_errors_and_the_web_profile_dump() {
+    let home = tempfile::tempdir().unwrap();
+    let run = |args: &[&str]| {
+        dsh(home.path(), home.path(), None)
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let help = run(&["web", "-h"]);
+    assert_eq!(help.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&help.stdout);
+    assert!(text.starts_with("Usage: dsh web [options]"), "{text}");
+    for flag in ["--host", "--port", "--no-open", "--trusted-host"] {
+        assert!(text.contains(flag), "{flag} in help");
+    }
+    let cases: [(&[&str], &str); 4] = [
+        (&["web", "--host", "0.0.0.0"], "wildcard address"),
+        (
+            &["web", "--port", "abc"],
+            "error: --port must be a number, got \"abc\"",
+        ),
+        (&["web", "--bogus"], "error: unknown option '--bogus'"),
+        (
+            &["--profile", "web", "--trusted-host", "http://x/"],
+            "not a bare host[:port] authority",
+        ),
+    ];
+    for (args, message) in cases {
+        let out = run(args);
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(message), "{args:?}: {err}");
+        assert!(out.stdout.is_empty(), "{args:?} printed no URL");
+    }
+    // The profile template and its dump: base rows, then the web rows.
+    let dump = run(&["--dump-config", "--profile", "web"]);
+    assert_eq!(
+        dump.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&dump.stderr)
+    );
+    let text = String::from_utf8_lossy(&dump.stdout).to_string();
+    let order: Vec<usize> = [
+        "id: settings",
+        "id: tool-bash",
+        "id: storage-json",
+        "id: workspace",
+        "id: webserver",
+        "id: connection",
+        "id: web-runtime",
+    ]
+    .iter()
+    .map(|row| {
+        text.find(row)
+            .unwrap_or_else(|| panic!("{row} missing from\n{text}"))
+    })
+    .collect();
+    assert!(
+        order.windows(2).all(|w| w[0] < w[1]),
+        "rows out of order: {order:?}"
+    );
+    assert!(
+        text.contains("'@deepseek-ai/dsh-web-app'") || text.contains("@deepseek-ai/dsh-web-app")
+    );
+    let manifest =
+        std::fs::read_to_string(home.path().join(".dsh/profiles/web/package.json")).unwrap();
+    let manifest: Value = serde_json::from_str(&manifest).unwrap();
+    assert_eq!(
+        manifest["dsh"]["profile"]["bundles"],
+        json!(["@deepseek-ai/dsh-base", "@deepseek-ai/dsh-web-app"])
+    );
+}
+
+#[test]
+fn a_taken_port_fails_with_a_clear_message() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = taken.local_addr().unwrap().port().to_string();
+    let home = tempfile::tempdir().unwrap();
+    let out = dsh(home.path(), home.path(), None)
+        .args(["web", "--no-open", "--port", &port])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!("cannot listen on 127.0.0.1:{port}")) && err.contains("--port 0"),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn every_request_needs_the_token_cookie_and_the_fence_refuses_foreign_hosts() {
+    let server = MockServer::start();
+    let mut web = Web::start(&server, &[], &[]);
+    let c = Web::client();
+    let base = web.base();
+    // No cookie: 401 everywhere, assets included; nothing else in the body.
+    for path in ["/", "/app.css", "/js/app.js", "/favicon.ico", "/api/events"] {
+        let r = c.get(format!("{base}{path}")).send().await.unwrap();
+        assert_eq!(r.status(), 401, "{path}");
+        let text = r.text().await.unwrap();
+        assert!(
+            text == dsh_web::AUTH_REQUIRED || text == "unauthorized",
+            "{path}: {text}"
+        );
+    }
+    let r = c
+        .post(format!("{base}/api/session.list"))
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        (r.status().as_u16(), r.text().await.unwrap()),
+        (401, "unauthorized".into())
+    );
+    let head = c.head(format!("{base}/")).send().await.unwrap();
+    assert_eq!(head.status(), 401);
+    assert_eq!(head.text().await.unwrap(), "");
+    // Wrong, repeated, or misplaced tokens.
+    for q in [
+        "/?token=wrong".to_string(),
+        format!("/?token={0}&token={0}", web.token),
+        format!("/x?token={}", web.token),
+    ] {
+        let r = c.get(format!("{base}{q}")).send().await.unwrap();
+        assert_eq!(r.status(), 401, "{q}");
+    }
+    // The exchange.
+    let r = c
+        .get(format!("{base}/?token={}", web.token))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 303);
+    assert_eq!(r.headers()["location"], "./");
+    assert_eq!(r.headers()["cache-control"], "no-store");
+    assert_eq!(r.headers()["referrer-policy"], "no-referrer");
+    let set = r.headers()["set-cookie"].to_str().unwrap().to_string();
+    let name = dsh_web::Auth::cookie_name(&web.authority());
+    assert!(set.starts_with(&format!("{name}=v1.")), "{set}");
+    for attr in [
+        "; Max-Age=2592000",
+        "; Path=/",
+        "; HttpOnly",
+        "; SameSite=Strict",
+        "; Expires=",
+    ] {
+        assert!(set.contains(attr), "{attr} in {set}");
+    }
+    let cookie = web.login().await;
+    // The cookie verifies with the secret stored in .credentials.yaml (mode 0600).
+    let creds_path = web.home.path().join(".dsh/.credentials.yaml");
+    let creds = std::fs::read_to_string(&creds_path).unwrap();
+    assert!(
+        creds.contains("client-connection/browser-session"),
+        "{creds}"
+    );
+    {
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(
+            std::fs::metadata(&creds_path).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+    }
+    let doc: Value = serde_json::from_str(
+        creds
+            .lines()
+            .find(|l| l.starts_with("records: "))
+            .unwrap()
+            .trim_start_matches("records: "),
+    )
+    .unwrap();
+    let secret_b64 = doc["client-connection/browser-session"]["payload"]["secret"]
+        .as_str()
+        .unwrap();
+    let secret = {
+        // base64url without padding → bytes (tiny decoder to avoid a test dependency).
+        let val = |c: u8| match c {
+            b'A'..=b'Z' => c - b'A',
+            b'a'..=b'z' => c - b'a' + 26,
+            b'0'..=b'9' => c - b'0' + 52,
+            b'-' => 62,
+            _ => 63,
+        } as u32;
+        let (mut acc, mut bits, mut out) = (0u32, 0, Vec::new());
+        for b in secret_b64.bytes() {
+            acc = (acc << 6) | val(b);
+            bits += 6;
+            if bits >= 8 {
+                bits -= 8;
+                out.push((acc >> bits) as u8);
+                acc &= (1 << bits) - 1;
+            }
+        }
+        out
+    };
+    let signer = dsh_web::Auth::new("x".into(), &secret, 30).unwrap();
+    let value = cookie.split_once('=').unwrap().1;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    assert!(signer.verify(value, &web.authority(), now));
+
+    // With the cookie: the page, its CSP, the assets.
+    let get = |path: &str, extra: &[(&str, &str)]| {
+        let mut r = c
+            .get(format!("{base}{path}"))
+            .header("cookie", cookie.clone());
+        for (k, v) in extra {
+            r = r.header(*k, *v);
+        }
+        r.send()
+    };
+    let page = get("/", &[]).await.unwrap();
+    assert_eq!(page.status(), 200);
+    assert!(
+        page.headers()["content-security-policy"]
+            .to_str()
+            .unwrap()
+            .contains("script-src 'self'")
+    );
+    assert_eq!(page.headers()["x-frame-options"], "DENY");
+    assert!(page.text().await.unwrap().contains("/js/app.js"));
+    let asset = get("/js/app.js", &[]).await.unwrap();
+    assert_eq!(asset.status(), 200);
+    let etag = asset.headers()["etag"].to_str().unwrap().to_string();
+    assert_eq!(
+        get("/js/app.js", &[("if-none-match", &etag)])
+            .await
+            .unwrap()
+            .status(),
+        304
+    );
+    assert_eq!(get("/nope", &[]).await.unwrap().status(), 404);
+
+    // Another browser's cookies never pass: tampered, expired, another authority.
+    let minted_elsewhere = signer.mint(&format!("localhost:{}", web.port), now);
+    let expired = signer.mint(&web.authority(), now - 31 * 86_400_000);
+    let mut tampered = value.to_string();
+    let flip = tampered.len() - 3;
+    let ch = if &tampered[flip..flip + 1] == "A" {
+        "B"
+    } else {
+        "A"
+    };
+    tampered.replace_range(flip..flip + 1, ch);
+    for bad in [minted_elsewhere, expired, tampered] {
+        let r = c
+            .get(format!("{base}/"))
+            .header("cookie", format!("{name}={bad}"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 401);
+    }
+
+    // The fence: foreign Host, foreign or null Origin, cross-site fetches.
+    let api = |extra: Vec<(&'static str, String)>| {
+        let mut r = c
+            .post(format!("{base}/api/session.list"))
+            .header("cookie", cookie.clone())
+            .json(&json!({"type": "client-request", "rpcId": "f", "method": "session.list", "payload": {}}));
+        for (k, v) in extra {
+            r = r.header(k, v);
+        }
+        r.send()
+    };
+    assert_eq!(api(vec![]).await.unwrap().status(), 200);
+    let evil_host = api(vec![("host", format!("evil.example:{}", web.port))])
+        .await
+        .unwrap();
+    assert_eq!(
+        (evil_host.status().as_u16(), evil_host.text().await.unwrap()),
+        (403, "forbidden".into())
+    );
+    for (k, v) in [
+        ("origin", "http://evil.example".to_string()),
+        ("origin", "null".to_string()),
+        ("sec-fetch-site", "cross-site".to_string()),
+    ] {
+        assert_eq!(
+            api(vec![(k, v.clone())]).await.unwrap().status(),
+            403,
+            "{k}: {v}"
+        );
+    }
+    assert_eq!(
+        api(vec![("origin", base.clone())]).await.unwrap().status(),
+        200
+    );
+    let foreign_stream = c
+        .get(format!("{base}/api/events"))
+        .header("cookie", cookie.clone())
+        .header("origin", "http://evil.example")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(foreign_stream.status(), 403);
+    // A foreign Host is refused before authentication (no cookie needed to learn nothing).
+    let r = c
+        .get(format!("{base}/"))
+        .header("host", "evil.example")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 403);
+
+    // Malformed requests: clear answers, and the server keeps serving.
+    let raw = |ct: &'static str, body: &'static str| {
+        c.post(format!("{base}/api/session.list"))
+            .header("cookie", cookie.clone())
+            .header("content-type", ct)
+            .body(body)
+            .send()
+    };
+    let r = raw("text/plain", "{}").await.unwrap();
+    assert_eq!(
+        (r.status().as_u16(), r.text().await.unwrap()),
+        (415, "content type must be application/json".into())
+    );
+    let r = raw("application/json", "{").await.unwrap();
+    assert_eq!(
+        (r.status().as_u16(), r.text().await.unwrap()),
+        (400, "body is not JSON".into())
+    );
+    let r: Value = raw(
+        "application/json",
+        "{\"type\":\"client-request\",\"method\":\"session.list\"}",
+    )
+    .await
+    .unwrap()
+    .json()
+    .await
+    .unwrap();
+    assert_eq!(r["rpcId"], "invalid-request");
+    assert_eq!(r["result"]["error"]["code"], "bad-request");
+    let r: Value = raw(
+        "application/json",
+        "{\"type\":\"client-request\",\"rpcId\":\"m\",\"method\":\"host.describe\"}",
+    )
+    .await
+    .unwrap()
+    .json()
+    .await
+    .unwrap();
+    assert_eq!(
+        r["result"]["error"]["message"],
+        "method \"host.describe\" does not match path \"session.list\""
+    );
+    let r = c
+        .post(format!("{base}/api/no.such"))
+        .header("cookie", cookie.clone())
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 404);
+    let r = c
+        .get(format!("{base}/api/session.list"))
+        .header("cookie", cookie.clone())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 404);
+    assert_eq!(
+        web.ok("host.describe", json!({})).await["version"],
+        env!("CARGO_PKG_VERSION")
+    );
+}
+
+#[tokio::test]
+async fn a_saved_key_is_used_at_once_and_sessions_can_be_listed_searched_renamed_forked_archived_and_deleted()
+ {
+    let server = MockServer::start().answer_untooled("Greeting the user");
+    server.push(Reply::text("Hello from the mock, friend."));
+    server.push(Reply::text("Second answer."));
+    let mut web = Web::start(&server, &[], &[]);
+    web.login().await;
+
+    // Settings → Models: write-only key, 0600, used by the next request without restart.
+    let before = web
+        .ok(
+            "credentials.describe",
+            json!({"refs": ["DEEPSEEK_API_KEY"]}),
+        )
+        .await;
+    assert_eq!(
+        before["credentials"]["DEEPSEEK_API_KEY"]["configured"],
+        false
+    );
+    let saved = web
+        .ok(
+            "credentials.set",
+            json!({"ref": "DEEPSEEK_API_KEY", "value": "sk-web-secret-123"}),
+        )
+        .await;
+    assert_eq!(
+        saved["credential"],
+        json!({"configured": true, "source": "file", "writable": true})
+    );
+    let described = web
+        .rpc(
+            "credentials.describe",
+            json!({"refs": ["DEEPSEEK_API_KEY"]}),
+        )
+        .await;
+    assert!(!described.to_string().contains("sk-web-secret-123"));
+    let providers = web.ok("llm.providers", json!({})).await;
+    assert!(!providers.to_string().contains("sk-web-secret-123"));
+
+    // Workspace: the launch directory, registered.
+    let cwd = std::fs::canonicalize(web.work.path())
+        .unwrap()
+        .display()
+        .to_string();
+    assert_eq!(web.ok("host.describe", json!({})).await["cwd"], cwd);
+    let ws = web.ok("workspace.create", json!({"path": cwd})).await;
+    assert_eq!(ws["created"], true);
+    let ws_id = ws["workspace"]["workspaceId"].as_str().unwrap().to_string();
+    let missing = web
+        .rpc("workspace.create", json!({"path": "/definitely/not/here"}))
+        .await;
+    assert_eq!(missing["error"]["code"], "workspace-invalid-path");
+
+    // A task.
+    let created = web
+        .ok("session.create", json!({"workspaceId": ws_id}))
+        .await;
+    let id = created["sessionId"].as_str().unwrap().to_string();
+    let again = web
+        .ok("session.create", json!({"workspaceId": ws_id}))
+        .await;
+    assert_eq!(
+        again["sessionId"],
+        id.as_str(),
+        "an unused session is reused"
+    );
+    let mut sse = web.stream(Some(&id), None).await;
+    web.ok(
+        "session.prompt",
+        json!({"sessionId": id, "mode": "queue", "content": [{"type": "text", "text": "please greet me"}]}),
+    )
+    .await;
+    let frames = sse.until("events", has_turn_end).await;
+    let events = events_of(&frames);
+    let text: String = events
+        .iter()
+        .filter(|e| e["type"] == "assistant/message")
+        .flat_map(|e| {
+            e["data"]["message"]["content"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+        })
+        .filter_map(|b| b["text"].as_str().map(str::to_owned))
+        .collect();
+    assert_eq!(text, "Hello from the mock, friend.");
+    let requests = server.requests();
+    assert_eq!(
+        requests[0].header("authorization"),
+        Some("Bearer sk-web-secret-123")
+    );
+    assert!(
+        frames
+            .iter()
+            .any(|f| f.event == "status" && f.json()["running"] == true)
+    );
+    let seqs: Vec<u64> = events.iter().map(|e| e["seq"].as_u64().unwrap()).collect();
+    assert_eq!(
+        seqs,
+        (0..seqs.len() as u64).collect::<Vec<_>>(),
+        "contiguous from 0"
+    );
+    drop(sse);
+
+    // Listing and search.
+    let list = web.ok("session.list", json!({})).await;
+    let row = list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["sessionId"] == id.as_str())
+        .cloned()
+        .unwrap();
+    assert_eq!(row["workspaceId"], ws_id.as_str());
+    assert_eq!(row["turns"], 1);
+    assert_eq!(row["state"], "idle");
+    assert!(!row["title"].as_str().unwrap().is_empty());
+    let hits = web
+        .ok("session.search", json!({"query": "MOCK, FRIEND"}))
+        .await;
+    assert_eq!(hits["items"][0]["sessionId"], id.as_str());
+    assert!(
+        hits["items"][0]["snippet"]
+            .as_str()
+            .unwrap()
+            .contains("mock, friend")
+    );
+    assert_eq!(
+        web.ok("session.search", json!({"query": "absent words"}))
+            .await["items"],
+        json!([])
+    );
+    assert_eq!(
+        web.rpc("session.search", json!({"query": " "})).await["error"]["code"],
+        "bad-request"
+    );
+
+    // Rename (logged with a user source), fork at the turn, archive and restore.
+    let renamed = web
+        .ok(
+            "session.rename",
+            json!({"sessionId": id, "title": "  My   greeting  "}),
+        )
+        .await;
+    assert_eq!(renamed["title"], "My greeting");
+    assert_eq!(
+        web.rpc("session.rename", json!({"sessionId": id, "title": "  "}))
+            .await["error"]["code"],
+        "title-invalid"
+    );
+    let turn_end = events.iter().find(|e| e["type"] == "turn/end").unwrap()["seq"].clone();
+    let fork = web
+        .ok("session.fork", json!({"sessionId": id, "atSeq": turn_end}))
+        .await;
+    let child = fork["sessionId"].as_str().unwrap().to_string();
+    let child_frames = web
+        .stream(Some(&child), None)
+        .await
+        .until("snapshot", |_| true)
+        .await;
+    let snapshot = child_frames.last().unwrap().json();
+    assert_eq!(snapshot["readOnly"], true);
+    assert_eq!(snapshot["header"]["parentSession"], id.as_str());
+    let child_text: String = snapshot["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["type"] == "assistant/message")
+        .filter_map(|e| {
+            e["data"]["message"]["content"][0]["text"]
+                .as_str()
+                .map(str::to_owned)
+        })
+        .collect();
+    assert_eq!(child_text, "Hello from the mock, friend.");
+    let archived = web
+        .ok("workspace.archiveSession", json!({"sessionId": child}))
+        .await;
+    assert_eq!(archived["archivedSessionIds"], json!([child]));
+    let ids = |v: &Value| -> Vec<String> {
+        v["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["sessionId"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert!(!ids(&web.ok("session.list", json!({})).await).contains(&child));
+    assert_eq!(
+        ids(&web.ok("session.list", json!({"archived": true})).await),
+        vec![child.clone()]
+    );
+    web.ok("workspace.unarchiveSession", json!({"sessionId": child}))
+        .await;
+    assert!(ids(&web.ok("session.list", json!({})).await).contains(&child));
+
+    // Continuing a cold session resumes it; deleting removes its directory and registry entries.
+    let mut child_sse = web.stream(Some(&child), None).await;
+    child_sse.until("snapshot", |_| true).await;
+    web.ok(
+        "session.prompt",
+        json!({"sessionId": child, "content": [{"type": "text", "text": "more"}]}),
+    )
+    .await;
+    let resumed = child_sse
+        .until("snapshot", |s| s["readOnly"] == false)
+        .await;
+    assert_eq!(resumed.last().unwrap().json()["reset"], true);
+    child_sse.until("events", has_turn_end).await;
+    drop(child_sse);
+    let files = dsh_persistence::SessionFiles::new(
+        web.home.path().join(".dsh/sessions"),
+        dsh_persistence::Compression::Zstd,
+        dsh_persistence::ChunkPacking::Packed,
+    );
+    let dir = files
+        .find(&child)
+        .unwrap()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .to_path_buf();
+    web.ok("session.delete", json!({"sessionId": child})).await;
+    assert!(!dir.exists(), "the session directory is gone");
+    assert!(!ids(&web.ok("session.list", json!({})).await).contains(&child));
+    let registry =
+        std::fs::read_to_string(web.home.path().join(".dsh/storages/workspace.json")).unwrap();
+    assert!(!registry.contains(&child), "{registry}");
+    assert!(registry.contains(&id));
+    assert_eq!(
+        web.rpc("session.delete", json!({"sessionId": child})).await["error"]["code"],
+        "session-not-found"
+    );
+    let text = web.stderr_text();
+    assert!(!text.contains("panicked"), "{text}");
+}
+
+#[tokio::test]
+async fn reconnecting_streams_resume_without_gaps_or_duplicates() {
+    // A 12-step tool loop whose replies are held until the test lets them go.
+    let server = MockServer::start().answer_untooled("Loop");
+    let mut gates = Vec::new();
+    for i in 0..12 {
+        let gate = Gate::new();
+        let reply = Reply::completion(Completion::default().tool_call(ToolCall::new(
+            &format!("call_{i}"),
+            "bash",
+            &format!("{{\"command\":\"echo step {i}\",\"description\":\"step {i}\"}}"),
+        )))
+        .hold_after_event(1, &gate);
+        server.push(reply);
+        gates.push(gate);
+    }
+    let last = Gate::new();
+    server.push(
+        Reply::completion(Completion::text("All twelve steps done.").delta_chars(3))
+            .hold_after_event(2, &last),
+    );
+    let mut web = Web::start(&server, &[("DEEPSEEK_API_KEY", "sk-x")], &[]);
+    web.login().await;
+    let cwd = web.work.path().display().to_string();
+    let id = web.ok("session.create", json!({"cwd": cwd})).await["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    web.ok(
+        "session.prompt",
+        json!({"sessionId": id, "content": [{"type": "text", "text": "loop"}]}),
+    )
+    .await;
+
+    // Reconnect after a varying number of frames, each time with the last id seen; every
+    // `events` frame must start exactly at the cursor the previous frame established.
+    let next_of = |id: &Option<String>| -> u64 {
+        id.as_deref()
+            .unwrap()
+            .rsplit_once(':')
+            .unwrap()
+            .1
+            .parse()
+            .unwrap()
+    };
+    let mut collected: Vec<Value> = Vec::new();
+    let mut last_id: Option<String> = None;
+    let mut released = 0;
+    let mut rounds = 0;
+    let mut snapshots = 0;
+    'outer: loop {
+        rounds += 1;
+        assert!(rounds < 300, "the loop did not finish");
+        let mut sse = web.stream(Some(&id), last_id.as_deref()).await;
+        let take = 1 + rounds % 4;
+        let mut data_frames = 0;
+        while data_frames < take {
+            // Nothing new for a while: let the next held model reply go.
+            let Some(f) = sse.next_within(Duration::from_millis(300)).await else {
+                if released < gates.len() {
+                    gates[released].open();
+                    released += 1;
+                } else {
+                    last.open();
+                }
+                continue;
+            };
+            match f.event.as_str() {
+                "snapshot" => {
+                    assert!(
+                        last_id.is_none(),
+                        "a resumable cursor never gets a snapshot"
+                    );
+                    snapshots += 1;
+                    collected = f.json()["events"].as_array().cloned().unwrap();
+                    last_id = f.id.clone();
+                    assert_eq!(
+                        next_of(&last_id),
+                        collected.last().unwrap()["seq"].as_u64().unwrap() + 1
+                    );
+                    data_frames += 1;
+                }
+                "events" => {
+                    let batch = f.json().as_array().cloned().unwrap();
+                    assert_eq!(
+                        batch[0]["seq"].as_u64(),
+                        Some(next_of(&last_id)),
+                        "no gap, no duplicate"
+                    );
+                    for pair in batch.windows(2) {
+                        assert_eq!(
+                            pair[1]["seq"].as_u64().unwrap(),
+                            pair[0]["seq"].as_u64().unwrap() + 1
+                        );
+                    }
+                    collected.extend(batch);
+                    last_id = f.id.clone();
+                    assert_eq!(
+                        next_of(&last_id),
+                        collected.last().unwrap()["seq"].as_u64().unwrap() + 1
+                    );
+                    data_frames += 1;
+                }
+                _ => {}
+            }
+            if collected.iter().any(|e| e["type"] == "turn/end") {
+                break 'outer;
+            }
+        }
+    }
+    assert_eq!(snapshots, 1);
+    assert!(rounds > 5, "the test really reconnected ({rounds} rounds)");
+    // What arrived is the log: every event a fresh snapshot shows, identical, once.
+    let fresh = web
+        .stream(Some(&id), None)
+        .await
+        .until("snapshot", |_| true)
+        .await;
+    let snapshot = fresh.last().unwrap().json();
+    for want in snapshot["events"].as_array().unwrap() {
+        let got: Vec<&Value> = collected
+            .iter()
+            .filter(|e| e["seq"] == want["seq"])
+            .collect();
+        assert_eq!(got, vec![want], "seq {}", want["seq"]);
+    }
+    let tool_results = collected
+        .iter()
+        .filter(|e| e["type"] == "tool/result")
+        .count();
+    assert_eq!(tool_results, 12);
+    let text: String = collected
+        .iter()
+        .filter(|e| e["type"] == "assistant/chunk" && e["data"]["chunk"]["type"] == "text-delta")
+        .filter_map(|e| e["data"]["chunk"]["text"].as_str())
+        .collect();
+    assert_eq!(
+        text, "All twelve steps done.",
+        "every streamed delta arrived once"
+    );
+}
+
+#[tokio::test]
+async fn approvals_reach_the_tool_and_a_second_answer_is_not_pending() {
+    let server = MockServer::start().answer_untooled("Escalate");
+    let escalate = |id: &str, cmd: &str| {
+        Reply::tool_call(
+            id,
+            "bash",
+            &json!({"command": cmd, "description": "needs the network", "sandbox_permissions": "danger-full-access", "justification": "fetch the dependencies"}).to_string(),
+        )
+    };
+    server.push(escalate("call_a", "echo approved-run"));
+    server.push(escalate("call_b", "echo rejected-run"));
+    server.push(Reply::text("Finished."));
+    let mut web = Web::start(&server, &[("DEEPSEEK_API_KEY", "sk-x")], &[]);
+    web.login().await;
+    let id = web
+        .ok(
+            "session.create",
+            json!({"cwd": web.work.path().display().to_string()}),
+        )
+        .await["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let mut sse = web.stream(Some(&id), None).await;
+    web.ok(
+        "session.prompt",
+        json!({"sessionId": id, "content": [{"type": "text", "text": "go"}]}),
+    )
+    .await;
+    let mut answered = Vec::new();
+    for outcome in ["allowed-once", "rejected"] {
+        let frames = sse
+            .until("approvals", |a| {
+                a["items"].as_array().is_some_and(|i| !i.is_empty())
+            })
+            .await;
+        let item = frames.last().unwrap().json()["items"][0].clone();
+        assert_eq!(item["toolName"], "bash");
+        assert_eq!(item["arguments"]["justification"], "fetch the dependencies");
+        let approval = item["approvalId"].as_str().unwrap().to_string();
+        let body = json!({"type": "client-response", "rpcId": approval, "result": {"ok": true, "value": {"sessionId": id, "approvalId": approval, "outcome": outcome}}});
+        let r: Value = web
+            .post("/api/respond")
+            .json(&body)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(r, json!({"accepted": true}));
+        let again: Value = web
+            .post("/api/respond")
+            .json(&body)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(again, json!({"accepted": false, "reason": "not-pending"}));
+        answered.push(approval);
+    }
+    let frames = sse.until("events", has_turn_end).await;
+    let _ = frames;
+    let bad: Value = web
+        .post("/api/respond")
+        .json(&json!({"type": "client-response"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(bad, json!({"accepted": false, "reason": "bad-response"}));
+    // The log has the decisions and the tool saw them.
+    let all = events_of(
+        &web.stream(Some(&id), None)
+            .await
+            .until("snapshot", |_| true)
+            .await,
+    );
+    let decided: Vec<(String, String)> = all
+        .iter()
+        .filter(|e| e["type"] == "approval/decided")
+        .map(|e| {
+            (
+                e["data"]["id"].as_str().unwrap().to_string(),
+                e["data"]["outcome"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        decided,
+        vec![
+            (answered[0].clone(), "allowed-once".into()),
+            (answered[1].clone(), "rejected".into())
+        ]
+    );
+    let results: Vec<String> = all
+        .iter()
+        .filter(|e| e["type"] == "tool/result")
+        .map(|e| {
+            e["data"]["message"]["content"][0]["content"][0]["text"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string()
+        })
+        .collect();
+    assert!(results[0].contains("approved-run"), "{results:?}");
+    assert!(results[1].contains("rejected"), "{results:?}");
+}
+
+#[tokio::test]
+async fn ctrl_c_cancels_the_running_turn_flushes_and_exits_130() {
+    let server = MockServer::start().answer_untooled("Waiting");
+    let gate = Gate::new();
+    server.push(Reply::text("this answer never completes").hold_after_event(2, &gate));
+    let mut web = Web::start(&server, &[("DEEPSEEK_API_KEY", "sk-x")], &[]);
+    web.login().await;
+    let id = web
+        .ok(
+            "session.create",
+            json!({"cwd": web.work.path().display().to_string()}),
+        )
+        .await["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let mut sse = web.stream(Some(&id), None).await;
+    web.ok(
+        "session.prompt",
+        json!({"sessionId": id, "content": [{"type": "text", "text": "wait"}]}),
+    )
+    .await;
+    sse.until("events", |v| {
+        v.as_array()
+            .is_some_and(|l| l.iter().any(|e| e["type"] == "assistant/chunk"))
+    })
+    .await;
+    let pid = web.child.id().to_string();
+    assert!(
+        Command::new("kill")
+            .args(["-INT", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let frames = sse.until("shutdown", |_| true).await;
+    assert!(frames.iter().any(|f| f.event == "shutdown"));
+    let deadline = Instant::now() + WAIT;
+    let status = loop {
+        if let Some(s) = web.child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(Instant::now() < deadline, "dsh web did not exit");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(status.code(), Some(130));
+    let files = dsh_persistence::SessionFiles::new(
+        web.home.path().join(".dsh/sessions"),
+        dsh_persistence::Compression::Zstd,
+        dsh_persistence::ChunkPacking::Packed,
+    );
+    let loaded = files.inspect(&id).unwrap();
+    assert!(
+        loaded.repair.is_none(),
+        "the log is complete: {:?}",
+        loaded.repair
+    );
+    let end = loaded
+        .events
+        .iter()
+        .rev()
+        .find(|e| e.is("turn/end"))
+        .unwrap();
+    assert_eq!(end.data["reason"]["kind"], "aborted");
+}

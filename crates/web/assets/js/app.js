@@ -1,0 +1,139 @@
+// Boot and routing: #/ (start a task), #/s/<id> (a conversation), #/settings.
+
+import { h, clear, toast, icon } from './util.js';
+import { call, Stream, setUnauthorizedHandler } from './api.js';
+import { state, subscribe, refreshLists, refreshSoon, workspace } from './store.js';
+import { mountSidebar, addWorkspaceDialog } from './sidebar.js';
+import { Conversation } from './conv.js';
+import { settingsPage } from './settings.js';
+
+// Script errors are collected for diagnostics (tests assert there are none).
+window.__dshErrors = window.__dshErrors || [];
+window.addEventListener('error', (e) => window.__dshErrors.push(String(e.message)));
+window.addEventListener('unhandledrejection', (e) => window.__dshErrors.push(String((e.reason && e.reason.message) || e.reason)));
+
+const main = document.getElementById('main');
+let view = null; // {kind, conv?, stream?, unsubscribe?}
+
+function leave() {
+  if (!view) return;
+  if (view.conv) view.conv.destroy();
+  if (view.stream) view.stream.close();
+  if (view.unsubscribe) view.unsubscribe();
+  view = null;
+}
+
+function hostStream() {
+  return new Stream(null, {
+    host: () => refreshSoon(),
+    shutdown: () => { state.stopped = true; toast('dsh web stopped.'); },
+  });
+}
+
+function home() {
+  leave();
+  clear(main);
+  state.current = null;
+  const input = h('textarea', { class: 'composer-input', rows: 4, placeholder: 'Describe a task, e.g. “run the tests and fix what fails”', 'data-testid': 'home-input', 'aria-label': 'Task' });
+  const send = h('button', { class: 'btn btn-primary', 'data-testid': 'home-send' }, icon('send'), 'Start');
+  const note = h('div', { class: 'composer-note', 'data-testid': 'home-note' });
+  const where = h('div', { class: 'home-where', 'data-testid': 'home-where' });
+  const render = () => {
+    const ws = workspace();
+    clear(where);
+    let reason = '';
+    if (state.stopped) reason = 'dsh web is not running.';
+    else if (!ws) reason = 'Choose a workspace first: the directory the agent works in.';
+    else if (ws.status === 'missing-dir') reason = `Directory ${ws.path} no longer exists; choose another workspace.`;
+    if (ws) where.append('in ', h('strong', null, ws.title), ` — ${ws.path}`);
+    else if (state.host && state.host.cwd) {
+      where.append(h('button', { class: 'btn', 'data-testid': 'home-use-cwd', onclick: () => addWorkspaceDialog() }, icon('folder'), 'Choose a workspace…'));
+    }
+    input.disabled = !!reason;
+    send.disabled = !!reason;
+    note.textContent = reason;
+  };
+  const submit = async () => {
+    const text = input.value;
+    const ws = workspace();
+    if (!text.trim() || !ws || send.disabled) return;
+    send.disabled = true;
+    try {
+      const { sessionId } = await call('session.create', { workspaceId: ws.workspaceId });
+      await call('session.prompt', { sessionId, mode: 'queue', content: [{ type: 'text', text }] });
+      input.value = '';
+      location.hash = `#/s/${encodeURIComponent(sessionId)}`;
+      refreshSoon();
+    } catch (e) { toast(e.message); render(); }
+  };
+  send.addEventListener('click', submit);
+  input.addEventListener('keydown', (e) => { if (e.key === 'Enter' && !e.shiftKey && !e.isComposing) { e.preventDefault(); submit(); } });
+  main.append(h('section', { class: 'page home', 'data-testid': 'home' },
+    h('h1', null, 'What should dsh do?'),
+    where,
+    h('div', { class: 'composer' }, input, h('div', { class: 'composer-buttons' }, send)),
+    note));
+  view = { kind: 'home', stream: hostStream(), unsubscribe: subscribe(render) };
+  render();
+  input.focus();
+}
+
+function session(id) {
+  if (view && view.kind === 'session' && view.conv.id === id) return;
+  leave();
+  clear(main);
+  state.current = id;
+  const conv = new Conversation(id, { onClose: () => { location.hash = '#/'; } });
+  main.append(conv.el);
+  view = { kind: 'session', conv, unsubscribe: subscribe(() => conv.header()) };
+  conv.header();
+  refreshSoon();
+}
+
+function settings() {
+  leave();
+  state.current = null;
+  settingsPage(main);
+  view = { kind: 'settings', stream: hostStream() };
+}
+
+function route() {
+  const hash = location.hash || '#/';
+  const m = /^#\/s\/(.+)$/.exec(hash);
+  if (m) session(decodeURIComponent(m[1]));
+  else if (hash.startsWith('#/settings')) settings();
+  else home();
+  refreshSidebarSelection();
+}
+
+function refreshSidebarSelection() {
+  for (const a of document.querySelectorAll('.session-row')) a.classList.toggle('active', a.dataset.session === state.current);
+}
+
+function unauthorized() {
+  leave();
+  const app = document.getElementById('app');
+  clear(app);
+  app.append(h('section', { class: 'page signed-out', 'data-testid': 'signed-out' },
+    h('h1', null, 'Signed out'),
+    h('p', null, 'Open the URL printed by dsh web (it carries a one-time token) to use this page.')));
+}
+
+async function boot() {
+  setUnauthorizedHandler(unauthorized);
+  try {
+    state.host = await call('host.describe');
+  } catch (e) {
+    if (e.code !== 'unauthorized') toast(e.message);
+    return;
+  }
+  mountSidebar(document.getElementById('sidebar'));
+  subscribe(refreshSidebarSelection);
+  await refreshLists();
+  window.addEventListener('hashchange', route);
+  route();
+  window.__dsh = window.__dsh || {};
+  window.__dsh.booted = true;
+}
+
+boot();

@@ -1,0 +1,657 @@
+// The conversation of one session, rendered incrementally from its durable events
+// (snapshot, then contiguous `events` batches) plus live state (status, inbox, approvals,
+// tool output). Each event is applied once: anything at or below the cursor is skipped.
+
+import { h, append, clear, fmtTokens, basename, toast, confirmDialog, promptDialog } from './util.js';
+import { call, respond, Stream } from './api.js';
+import { renderMarkdown, codeBlock } from './md.js';
+import { state, refreshSoon, sessionRow } from './store.js';
+
+const dsh = (window.__dsh = window.__dsh || { cursors: {}, renderMs: null, ready: false, seqs: {} });
+
+function parseArgs(text) {
+  if (typeof text !== 'string') return text || {};
+  try { return JSON.parse(text); } catch (e) { return text; }
+}
+
+function summaryOf(name, args) {
+  if (!args || typeof args !== 'object') return '';
+  if (name === 'bash') return args.command || '';
+  return args.file_path || args.path || args.pattern || args.query || args.url || '';
+}
+
+function textOfBlocks(blocks) {
+  return (blocks || []).map((b) => (b.type === 'text' ? b.text : '')).join('');
+}
+
+// Line diff of one hunk: a common-subsequence table when small, else all − then all +.
+function diffHunk(oldText, newText) {
+  const a = oldText === null || oldText === undefined ? [] : oldText.split('\n');
+  const b = newText === null || newText === undefined ? [] : newText.split('\n');
+  const out = [];
+  if (a.length * b.length > 160000) {
+    a.forEach((l) => out.push(['-', l]));
+    b.forEach((l) => out.push(['+', l]));
+    return out;
+  }
+  const n = a.length; const m = b.length;
+  const t = Array.from({ length: n + 1 }, () => new Uint16Array(m + 1));
+  for (let i = n - 1; i >= 0; i--) for (let j = m - 1; j >= 0; j--) t[i][j] = a[i] === b[j] ? t[i + 1][j + 1] + 1 : Math.max(t[i + 1][j], t[i][j + 1]);
+  let i = 0; let j = 0;
+  while (i < n && j < m) {
+    if (a[i] === b[j]) { out.push([' ', a[i]]); i++; j++; } else if (t[i + 1][j] >= t[i][j + 1]) out.push(['-', a[i++]]); else out.push(['+', b[j++]]);
+  }
+  while (i < n) out.push(['-', a[i++]]);
+  while (j < m) out.push(['+', b[j++]]);
+  return out;
+}
+
+export function renderDiffs(diffs) {
+  const box = h('div', { class: 'diff', 'data-testid': 'diff' });
+  let lastPath = null;
+  for (const d of diffs) {
+    if (d.path !== lastPath) { box.append(h('div', { class: 'diff-path' }, d.path)); lastPath = d.path; }
+    const pre = h('pre', { class: 'diff-hunk' });
+    for (const [tag, line] of diffHunk(d.oldText, d.newText)) {
+      pre.append(h('span', { class: tag === '+' ? 'd-add' : tag === '-' ? 'd-del' : 'd-ctx' }, `${tag} ${line}\n`));
+    }
+    box.append(pre);
+  }
+  return box;
+}
+
+class ToolCard {
+  constructor(callId, name) {
+    this.callId = callId;
+    this.name = name || 'tool';
+    this.nameEl = h('span', { class: 'tool-name' }, this.name);
+    this.summaryEl = h('span', { class: 'tool-summary', 'data-testid': 'tool-summary' });
+    this.stateEl = h('span', { class: 'tool-state' }, 'pending');
+    this.argsEl = h('pre', { class: 'tool-args-body' });
+    this.outputEl = h('pre', { class: 'tool-output hidden', 'data-testid': 'tool-output' });
+    this.resultEl = h('div', { class: 'tool-result hidden', 'data-testid': 'tool-result' });
+    this.el = h('div', { class: 'tool-card', 'data-testid': 'tool-card', 'data-tool': this.name, 'data-call': callId, 'data-state': 'pending' },
+      h('div', { class: 'tool-head' }, this.nameEl, this.summaryEl, this.stateEl),
+      h('details', { class: 'tool-args' }, h('summary', null, 'Arguments'), this.argsEl),
+      this.outputEl,
+      this.resultEl);
+  }
+
+  setName(name) {
+    if (!name || name === this.name) return;
+    this.name = name;
+    this.nameEl.textContent = name;
+    this.el.dataset.tool = name;
+  }
+
+  setArgs(raw) {
+    const args = parseArgs(raw);
+    this.argsEl.textContent = typeof args === 'string' ? args : JSON.stringify(args, null, 2);
+    const s = summaryOf(this.name, args);
+    this.summaryEl.textContent = s;
+    if (args && typeof args === 'object' && (args.justification || args.sandbox_permissions)) {
+      this.el.dataset.escalation = args.sandbox_permissions || '';
+    }
+  }
+
+  setState(st, label) {
+    this.el.dataset.state = st;
+    this.stateEl.textContent = label || st;
+  }
+
+  appendOutput(text) {
+    if (this.el.dataset.state === 'done' || this.el.dataset.state === 'error') return;
+    this.outputEl.classList.remove('hidden');
+    this.outputEl.append(text);
+    if (this.outputEl.textContent.length > 65536) this.outputEl.textContent = this.outputEl.textContent.slice(-65536);
+    this.outputEl.scrollTop = this.outputEl.scrollHeight;
+  }
+
+  setOutput(text) {
+    this.outputEl.textContent = '';
+    if (text) this.appendOutput(text);
+  }
+
+  setResult(e) {
+    const block = (e.data.message && e.data.message.content && e.data.message.content[0]) || {};
+    const isError = !!block.isError || !!e.data.error;
+    const text = textOfBlocks(block.content);
+    this.outputEl.classList.add('hidden');
+    this.resultEl.classList.remove('hidden');
+    clear(this.resultEl);
+    this.resultEl.dataset.seq = e.seq;
+    this.resultEl.append(h('pre', { class: isError ? 'result-text error' : 'result-text' }, text || (isError ? 'failed' : '(no output)')));
+    const meta = e.data.meta;
+    if (meta && Array.isArray(meta.diffs) && meta.diffs.length) this.resultEl.append(renderDiffs(meta.diffs));
+    this.setState(isError ? 'error' : 'done', isError ? 'failed' : 'done');
+    this.el.classList.toggle('is-error', isError);
+  }
+}
+
+export class Conversation {
+  constructor(sessionId, { onClose } = {}) {
+    this.id = sessionId;
+    this.onClose = onClose;
+    this.titleEl = h('h1', { class: 'conv-title', 'data-testid': 'conv-title' }, 'Untitled');
+    this.cwdEl = h('div', { class: 'conv-cwd', 'data-testid': 'conv-cwd' });
+    this.meterBar = h('div', { class: 'meter-bar' });
+    this.meterText = h('span', { class: 'meter-text' }, '–');
+    this.meter = h('div', { class: 'meter', 'data-testid': 'usage', title: 'Context window use' }, h('div', { class: 'meter-track' }, this.meterBar), this.meterText);
+    this.archiveBtn = h('button', { class: 'btn btn-small', 'data-testid': 'archive', onclick: () => this.archive(true) }, 'Archive');
+    this.restoreBtn = h('button', { class: 'btn btn-small hidden', 'data-testid': 'restore', onclick: () => this.archive(false) }, 'Restore');
+    const actions = h('div', { class: 'conv-actions' },
+      h('button', { class: 'btn btn-small', 'data-testid': 'rename', onclick: () => this.rename() }, 'Rename'),
+      h('button', { class: 'btn btn-small', 'data-testid': 'fork', onclick: () => this.fork(null) }, 'Fork'),
+      this.archiveBtn, this.restoreBtn,
+      h('button', { class: 'btn btn-small btn-danger', 'data-testid': 'delete', onclick: () => this.remove() }, 'Delete'));
+    this.banner = h('div', { class: 'banner hidden', 'data-testid': 'agent-error', role: 'alert' });
+    this.body = h('div', { class: 'conv-body', 'data-testid': 'conv-body' });
+    this.planList = h('ol', { class: 'plan-list' });
+    this.plan = h('aside', { class: 'plan hidden', 'data-testid': 'plan' }, h('h3', null, 'Plan'), this.planList);
+    this.approvalsEl = h('div', { class: 'approvals', 'data-testid': 'approvals' });
+    this.queueEl = h('div', { class: 'queue', 'data-testid': 'queue' });
+    this.input = h('textarea', { class: 'composer-input', rows: 3, placeholder: 'Message dsh… (Enter to send, Shift+Enter for a new line)', 'data-testid': 'composer-input', 'aria-label': 'Message' });
+    this.sendBtn = h('button', { class: 'btn btn-primary', 'data-testid': 'send', onclick: () => this.send() }, 'Send');
+    this.stopBtn = h('button', { class: 'btn btn-danger hidden', 'data-testid': 'stop', onclick: () => this.stop() }, 'Stop');
+    this.composerNote = h('div', { class: 'composer-note', 'data-testid': 'composer-note' });
+    this.input.addEventListener('keydown', (e) => {
+      if (e.key === 'Enter' && !e.shiftKey && !e.isComposing) { e.preventDefault(); this.send(); }
+    });
+    this.el = h('section', { class: 'conv', 'data-testid': 'conversation', 'data-session': sessionId },
+      h('header', { class: 'conv-head' }, h('div', { class: 'conv-titles' }, this.titleEl, this.cwdEl), this.meter, actions),
+      this.banner,
+      h('div', { class: 'conv-main' }, this.body, this.plan),
+      this.approvalsEl,
+      this.queueEl,
+      h('div', { class: 'composer' }, this.input, h('div', { class: 'composer-buttons' }, this.stopBtn, this.sendBtn)),
+      this.composerNote);
+    this.running = false;
+    this.readOnly = false;
+    this.unavailable = null;
+    this.reset();
+    this.stream = new Stream(sessionId, {
+      snapshot: (d) => this.snapshot(d),
+      events: (list) => this.apply(list),
+      live: (d) => this.live(d),
+      status: (d) => this.setRunning(d.running),
+      queue: (d) => this.setQueue(d.items),
+      approvals: (d) => this.setApprovals(d.items),
+      output: (d) => this.output(d.callId, d.text),
+      agentError: (d) => this.showError(d.message),
+      sessionError: (d) => this.sessionError(d),
+      host: () => refreshSoon(),
+      shutdown: () => { state.stopped = true; this.showError('dsh web stopped; restart it and reopen the printed URL.'); },
+    });
+  }
+
+  destroy() {
+    this.stream.close();
+    delete dsh.cursors[this.id];
+  }
+
+  reset() {
+    clear(this.body);
+    this.next = 0;
+    this.turns = new Map();
+    this.steps = new Map();
+    this.cards = new Map();
+    this.asked = new Map();
+    this.outputs = {};
+    this.usage = null;
+    this.contextWindow = null;
+    this.todos = null;
+    this.lastTurnEl = null;
+    this.currentTurn = null;
+    this.updateMeter();
+    this.renderPlan();
+  }
+
+  // ---- stream frames ------------------------------------------------------------------
+
+  snapshot(d) {
+    const t0 = performance.now();
+    performance.mark('dsh:snapshot-received');
+    this.reset();
+    this.readOnly = d.readOnly;
+    this.unavailable = null;
+    const frag = document.createDocumentFragment();
+    this.target = frag;
+    this.applyEvents(d.events);
+    this.target = null;
+    this.body.append(frag);
+    this.refreshComposer();
+    this.scrollToEnd(true);
+    this.header();
+    dsh.cursors[this.id] = this.next;
+    requestAnimationFrame(() => {
+      dsh.renderMs = performance.now() - t0;
+      try { performance.measure('dsh:render', 'dsh:snapshot-received'); } catch (e) { /* marks cleared */ }
+      dsh.ready = true;
+    });
+  }
+
+  apply(list) {
+    const atEnd = this.isAtEnd();
+    this.applyEvents(list);
+    dsh.cursors[this.id] = this.next;
+    this.scrollToEnd(atEnd);
+  }
+
+  applyEvents(list) {
+    for (const e of list) {
+      if (e.seq < this.next) continue; // already applied
+      this.next = e.seq + 1;
+      try { this.event(e); } catch (err) { console.error('dsh: cannot render event', e.seq, e.type, err); }
+    }
+  }
+
+  live(d) {
+    this.setRunning(d.running);
+    this.setQueue(d.queue || []);
+    this.setApprovals(d.approvals || []);
+    this.outputs = d.outputs || {};
+    for (const [callId, text] of Object.entries(this.outputs)) { const c = this.cards.get(callId); if (c) c.setOutput(text); }
+    if (d.error) this.showError(d.error);
+    else if (!this.unavailable) this.hideError();
+  }
+
+  output(callId, text) {
+    this.outputs[callId] = (this.outputs[callId] || '') + text;
+    const card = this.cards.get(callId);
+    if (card) { card.setState('running', 'running'); card.appendOutput(text); }
+  }
+
+  sessionError(d) {
+    this.unavailable = d.message;
+    this.showError(d.message);
+    this.refreshComposer();
+  }
+
+  // ---- events -------------------------------------------------------------------------
+
+  put(el) {
+    (this.target || this.body).append(el);
+  }
+
+  turnEl(turn) {
+    let t = this.turns.get(turn);
+    if (!t) {
+      t = h('div', { class: 'turn', 'data-turn': turn, 'data-testid': 'turn' });
+      this.turns.set(turn, t);
+      this.put(t);
+    }
+    return t;
+  }
+
+  container(turn) {
+    if (turn === undefined || turn === null) turn = this.currentTurn;
+    if (turn === undefined || turn === null) return this.target || this.body;
+    return this.turnEl(turn);
+  }
+
+  step(turn, step) {
+    const key = `${turn}:${step}`;
+    let s = this.steps.get(key);
+    if (!s) {
+      const el = h('div', { class: 'step', 'data-step': step });
+      s = { el, streams: new Map(), assistant: h('div', { class: 'assistant' }) };
+      el.append(s.assistant);
+      this.steps.set(key, s);
+      this.container(turn).append(el);
+    }
+    return s;
+  }
+
+  card(callId, name) {
+    let c = this.cards.get(callId);
+    if (!c) {
+      c = new ToolCard(callId, name);
+      this.cards.set(callId, c);
+      if (this.outputs[callId]) c.setOutput(this.outputs[callId]);
+    } else c.setName(name);
+    return c;
+  }
+
+  event(e) {
+    const d = e.data || {};
+    switch (e.type) {
+      case 'turn/start':
+        this.currentTurn = d.turn;
+        this.turnEl(d.turn);
+        break;
+      case 'user/message': this.userMessage(e, d); break;
+      case 'assistant/chunk': this.chunk(d); break;
+      case 'assistant/message': this.assistantMessage(e, d); break;
+      case 'tool/call': {
+        const c = this.card(d.callId, d.name);
+        c.setArgs(d.arguments);
+        if (!c.el.isConnected && !c.el.parentNode) this.step(d.turn, d.step).assistant.append(c.el);
+        if (c.el.dataset.state === 'pending') c.setState('running', 'running');
+        break;
+      }
+      case 'tool/result': {
+        const m = d.message || {};
+        const callId = (m.source && m.source.callId) || (m.content && m.content[0] && m.content[0].toolCallId);
+        const c = this.card(callId, undefined);
+        if (!c.el.parentNode) this.step(d.turn, d.step).assistant.append(c.el);
+        c.setResult(e);
+        delete this.outputs[callId];
+        break;
+      }
+      case 'todo/write':
+        this.todos = d.todos || [];
+        this.renderPlan();
+        break;
+      case 'approval/asked': {
+        this.asked.set(d.id, d.callId);
+        const c = d.callId && this.cards.get(d.callId);
+        if (c) c.setState('waiting', 'waiting for approval');
+        break;
+      }
+      case 'approval/decided': {
+        const c = this.cards.get(this.asked.get(d.id));
+        if (c && c.el.dataset.state === 'waiting') c.setState('running', d.outcome === 'allowed-once' ? 'approved' : d.outcome);
+        break;
+      }
+      case 'request/context':
+        if (d.contextWindow) { this.contextWindow = d.contextWindow; this.updateMeter(); }
+        break;
+      case 'session/title':
+        if (d.title) this.titleEl.textContent = d.title;
+        break;
+      case 'turn/end': this.turnEnd(e, d); break;
+      case 'command/run': case 'command/done': this.commandEvent(e, d); break;
+      default: break;
+    }
+  }
+
+  userMessage(e, d) {
+    const text = textOfBlocks(d.content);
+    const kind = d.source && d.source.kind;
+    const parent = this.container(undefined);
+    if (kind === 'user') {
+      parent.append(h('div', { class: 'msg user', 'data-testid': 'user-message', 'data-seq': e.seq }, h('div', { class: 'bubble' }, text)));
+    } else {
+      const src = d.source || {};
+      const label = src.form === 'snapshot' ? 'runtime context' : `note from ${src.plugin || src.kind || 'the system'}`;
+      parent.append(h('details', { class: 'context', 'data-seq': e.seq }, h('summary', null, label), h('pre', null, text)));
+    }
+  }
+
+  chunk(d) {
+    const c = d.chunk || {};
+    const s = this.step(d.turn, d.step);
+    const stream = (index, type) => {
+      let st = s.streams.get(index);
+      if (!st) {
+        if (type === 'reasoning') {
+          const body = h('div', { class: 'reasoning-body' });
+          const el = h('details', { class: 'reasoning streaming', open: true, 'data-testid': 'reasoning' }, h('summary', null, 'Thinking…'), body);
+          st = { type, el, text: document.createTextNode(''), body };
+          body.append(st.text);
+        } else if (type === 'tool-call') {
+          st = { type, el: null, args: '' };
+        } else {
+          const el = h('div', { class: 'msg assistant streaming', 'data-testid': 'assistant-text' });
+          st = { type: 'text', el, text: document.createTextNode('') };
+          el.append(st.text);
+        }
+        s.streams.set(index, st);
+        if (st.el) s.assistant.append(st.el);
+      }
+      return st;
+    };
+    switch (c.type) {
+      case 'block-start': stream(c.index, c.blockType); break;
+      case 'text-delta': stream(c.index, 'text').text.appendData(c.text || ''); break;
+      case 'reasoning-delta': stream(c.index, 'reasoning').text.appendData(c.text || ''); break;
+      case 'tool-call-delta': {
+        const st = stream(c.index, 'tool-call');
+        if (!st.card && c.id) { st.card = this.card(c.id, c.name); s.assistant.append(st.card.el); }
+        st.args += c.argumentsDelta || '';
+        if (st.card) st.card.setArgs(st.args);
+        break;
+      }
+      case 'block-end': {
+        const st = s.streams.get(c.index);
+        if (st && st.type === 'reasoning') { st.el.open = false; st.el.classList.remove('streaming'); st.el.querySelector('summary').textContent = 'Reasoning'; }
+        break;
+      }
+      case 'usage': this.usage = c.usage; this.updateMeter(); break;
+      default: break;
+    }
+  }
+
+  assistantMessage(e, d) {
+    const s = this.step(d.turn, d.step);
+    const content = (d.message && d.message.content) || [];
+    const nodes = [];
+    for (const b of content) {
+      if (b.type === 'text') {
+        if (!b.text) continue;
+        const el = h('div', { class: 'msg assistant', 'data-testid': 'assistant-text', 'data-seq': e.seq });
+        el.append(renderMarkdown(b.text));
+        nodes.push(el);
+      } else if (b.type === 'reasoning' || b.type === 'thinking') {
+        const text = b.text || b.reasoning || '';
+        if (!text) continue;
+        nodes.push(h('details', { class: 'reasoning', 'data-testid': 'reasoning' }, h('summary', null, 'Reasoning'), h('div', { class: 'reasoning-body' }, text)));
+      } else if (b.type === 'tool-call') {
+        const c = this.card(b.id, b.name);
+        c.setArgs(b.arguments);
+        nodes.push(c.el);
+      }
+    }
+    clear(s.assistant);
+    append(s.assistant, nodes);
+    s.streams.clear();
+    if (d.usage) { this.usage = d.usage; this.updateMeter(); }
+  }
+
+  turnEnd(e, d) {
+    const r = d.reason || {};
+    const t = this.turnEl(d.turn);
+    let label;
+    switch (r.kind) {
+      case 'completed': label = 'Done'; break;
+      case 'aborted': label = 'Cancelled'; break;
+      case 'error': label = `Error: ${(r.error && r.error.message) || 'the turn failed'}`; break;
+      case 'interrupted': label = 'Interrupted (dsh stopped during this turn)'; break;
+      case 'blocked': label = 'Blocked'; break;
+      case 'max-tokens': label = 'Stopped: output limit reached'; break;
+      default: label = r.kind || 'ended';
+    }
+    for (const st of this.steps.values()) for (const s of st.streams.values()) if (s.el) s.el.classList.remove('streaming');
+    const end = h('div', { class: `turn-end turn-${r.kind || 'ended'}`, 'data-testid': 'turn-end', 'data-reason': r.kind || '', 'data-seq': e.seq }, h('span', null, label));
+    end.append(h('button', { class: 'link', 'data-testid': 'fork-turn', title: 'Start a new session with the conversation up to here', onclick: () => this.fork(e.seq) }, 'Fork from here'));
+    t.append(end);
+    this.currentTurn = null;
+  }
+
+  commandEvent(e, d) {
+    if (e.type !== 'command/done') return;
+    const text = d.text || (d.result && d.result.text) || '';
+    if (text) this.container(undefined).append(h('div', { class: 'note', 'data-seq': e.seq }, text));
+  }
+
+  // ---- live state ---------------------------------------------------------------------
+
+  setRunning(running) {
+    this.running = !!running;
+    this.el.classList.toggle('is-running', this.running);
+    this.stopBtn.classList.toggle('hidden', !this.running);
+    this.sendBtn.textContent = this.running ? 'Steer' : 'Send';
+    this.refreshComposer();
+  }
+
+  setQueue(items) {
+    clear(this.queueEl);
+    for (const it of items) {
+      this.queueEl.append(h('div', { class: `queued queued-${it.placement}`, 'data-testid': 'queued', 'data-placement': it.placement },
+        h('span', { class: 'queued-label' }, it.placement === 'steering' ? 'Steering' : 'Queued'),
+        h('span', { class: 'queued-text' }, it.text),
+        h('button', { class: 'link', title: 'Remove', onclick: () => call('session.updateQueue', { sessionId: this.id, itemId: it.id, action: { kind: 'remove' } }).catch((err) => toast(err.message)) }, 'Remove')));
+    }
+  }
+
+  setApprovals(items) {
+    clear(this.approvalsEl);
+    for (const a of items) this.approvalsEl.append(this.approvalCard(a));
+  }
+
+  approvalCard(a) {
+    const args = (a.arguments && typeof a.arguments === 'object') ? a.arguments : {};
+    const detail = args.command || args.file_path || args.path || '';
+    const why = args.justification || a.reason || '';
+    const answer = async (outcome, btns) => {
+      btns.forEach((b) => { b.disabled = true; });
+      try {
+        const r = await respond(this.id, a.approvalId, outcome);
+        if (!r.accepted) toast('This approval was already answered.', 'info');
+      } catch (e) { toast(e.message); btns.forEach((b) => { b.disabled = false; }); }
+    };
+    const approve = h('button', { class: 'btn btn-primary', 'data-testid': 'approve' }, 'Approve once');
+    const reject = h('button', { class: 'btn btn-danger', 'data-testid': 'reject' }, 'Reject');
+    approve.addEventListener('click', () => answer('allowed-once', [approve, reject]));
+    reject.addEventListener('click', () => answer('rejected', [approve, reject]));
+    const card = h('div', { class: 'approval', 'data-testid': 'approval', 'data-approval': a.approvalId, tabindex: 0, role: 'group', 'aria-label': 'Approval needed' },
+      h('div', { class: 'approval-title' }, `Approval needed: ${a.toolName}`),
+      detail ? h('pre', { class: 'approval-detail', 'data-testid': 'approval-command' }, detail) : null,
+      why ? h('div', { class: 'approval-why', 'data-testid': 'approval-why' }, why) : null,
+      args.sandbox_permissions ? h('div', { class: 'approval-mode' }, `Requested: ${args.sandbox_permissions}`) : null,
+      h('div', { class: 'approval-actions' }, approve, reject));
+    card.addEventListener('keydown', (e) => {
+      if (e.key === 'Enter') { e.preventDefault(); approve.click(); }
+      if (e.key === 'Escape') { e.preventDefault(); reject.click(); }
+    });
+    return card;
+  }
+
+  showError(message) {
+    this.banner.textContent = message;
+    this.banner.classList.remove('hidden');
+  }
+
+  hideError() {
+    this.banner.classList.add('hidden');
+    this.banner.textContent = '';
+  }
+
+  refreshComposer() {
+    const row = sessionRow(this.id);
+    let reason = '';
+    if (state.stopped) reason = 'dsh web is not running.';
+    else if (this.unavailable) reason = this.unavailable;
+    this.input.disabled = !!reason;
+    this.sendBtn.disabled = !!reason;
+    this.composerNote.textContent = reason || (this.readOnly ? 'Sending a message reopens this session here.' : '');
+    const archived = !!(row && row.archived) || state.archivedIds.includes(this.id);
+    this.archiveBtn.classList.toggle('hidden', archived);
+    this.restoreBtn.classList.toggle('hidden', !archived);
+  }
+
+  header() {
+    const row = sessionRow(this.id);
+    if (row && row.title) this.titleEl.textContent = row.title;
+    const cwd = row && row.cwd;
+    this.cwdEl.textContent = cwd ? `${basename(cwd)} — ${cwd}` : '';
+    this.refreshComposer();
+  }
+
+  updateMeter() {
+    const u = this.usage || {};
+    const used = (u.inputTokens || 0) + (u.cacheReadTokens || 0) + (u.cacheWriteTokens || 0);
+    const max = this.contextWindow;
+    this.meterText.textContent = this.usage ? `${fmtTokens(used)} / ${max ? fmtTokens(max) : '?'}` : '–';
+    this.meterBar.style.width = max ? `${Math.min(100, (100 * used) / max).toFixed(1)}%` : '0%';
+    this.meter.title = this.usage ? `input ${u.inputTokens || 0}, output ${u.outputTokens || 0}, cache read ${u.cacheReadTokens || 0} tokens` : 'Context window use';
+  }
+
+  renderPlan() {
+    clear(this.planList);
+    const todos = this.todos || [];
+    this.plan.classList.toggle('hidden', !todos.length);
+    for (const t of todos) {
+      const mark = t.status === 'completed' ? '☑' : t.status === 'in_progress' ? '◐' : '☐';
+      this.planList.append(h('li', { 'data-status': t.status, 'data-testid': 'plan-item' }, h('span', { class: 'plan-mark' }, mark), ' ', t.content));
+    }
+  }
+
+  isAtEnd() {
+    const b = this.body;
+    return b.scrollHeight - b.scrollTop - b.clientHeight < 80;
+  }
+
+  scrollToEnd(force) {
+    if (force) this.body.scrollTop = this.body.scrollHeight;
+  }
+
+  // ---- actions ------------------------------------------------------------------------
+
+  async send() {
+    const text = this.input.value;
+    if (!text.trim() || this.input.disabled) return;
+    const mode = this.running ? 'steer' : 'queue';
+    this.sendBtn.disabled = true;
+    try {
+      const r = await call('session.prompt', { sessionId: this.id, mode, content: [{ type: 'text', text }] });
+      this.input.value = '';
+      if (r.command) {
+        this.body.append(h('div', { class: r.command.isError ? 'note note-error' : 'note', 'data-testid': 'command-reply' }, r.command.text));
+        this.scrollToEnd(true);
+      }
+    } catch (e) {
+      toast(e.message);
+    } finally {
+      this.refreshComposer();
+    }
+  }
+
+  async stop() {
+    try { await call('session.cancel', { sessionId: this.id }); } catch (e) { toast(e.message); }
+  }
+
+  async rename() {
+    const title = await promptDialog('Rename session', 'Title', this.titleEl.textContent, 'Rename', { testid: 'rename-dialog' });
+    if (title === undefined) return;
+    try {
+      const r = await call('session.rename', { sessionId: this.id, title });
+      this.titleEl.textContent = r.title;
+      refreshSoon();
+    } catch (e) { toast(e.message); }
+  }
+
+  async fork(atSeq) {
+    try {
+      const payload = { sessionId: this.id };
+      if (atSeq !== null && atSeq !== undefined) payload.atSeq = atSeq;
+      const r = await call('session.fork', payload);
+      toast('Forked into a new session.', 'info');
+      location.hash = `#/s/${encodeURIComponent(r.sessionId)}`;
+    } catch (e) { toast(e.message); }
+  }
+
+  async archive(on) {
+    try {
+      const r = await call(on ? 'workspace.archiveSession' : 'workspace.unarchiveSession', { sessionId: this.id, stopActivity: on });
+      state.archivedIds = r.archivedSessionIds || [];
+      this.refreshComposer();
+      refreshSoon();
+      toast(on ? 'Session archived.' : 'Session restored.', 'info');
+    } catch (e) { toast(e.message); }
+  }
+
+  async remove() {
+    const ok = await confirmDialog('Delete session',
+      `Delete “${this.titleEl.textContent}”? This deletes its log from disk and cannot be undone.`, 'Delete', { danger: true, testid: 'delete-dialog' });
+    if (!ok) return;
+    try {
+      await call('session.delete', { sessionId: this.id, stopActivity: true });
+      toast('Session deleted.', 'info');
+      refreshSoon();
+      if (this.onClose) this.onClose();
+    } catch (e) { toast(e.message); }
+  }
+}
+
+export { codeBlock };

@@ -1,0 +1,161 @@
+// The sidebar: workspaces (choose, add, remove), New session, search, the session list
+// (title, workspace, last activity, state) and the archived list.
+
+import { h, clear, fmtAgo, basename, toast, dialog, confirmDialog, icon } from './util.js';
+import { call } from './api.js';
+import { state, subscribe, changed, chooseWorkspace, workspace, refreshLists } from './store.js';
+
+const STATE_LABEL = { running: 'running', approval: 'needs approval', error: 'error', unreadable: 'unreadable', idle: '' };
+
+export function mountSidebar(el) {
+  const wsSelect = h('select', { class: 'input', 'data-testid': 'workspace-select', 'aria-label': 'Workspace' });
+  wsSelect.addEventListener('change', () => chooseWorkspace(wsSelect.value));
+  const addWs = h('button', { class: 'btn btn-small', 'data-testid': 'add-workspace', onclick: () => addWorkspaceDialog() }, icon('plus'), 'Add');
+  const removeWs = h('button', { class: 'btn btn-small', 'data-testid': 'remove-workspace', onclick: () => removeWorkspace() }, 'Remove');
+  const wsNote = h('div', { class: 'ws-note', 'data-testid': 'workspace-note' });
+  const newBtn = h('button', { class: 'btn btn-primary btn-block', 'data-testid': 'new-session', onclick: () => { location.hash = '#/'; } }, icon('plus'), 'New session');
+  const search = h('input', { class: 'input', type: 'search', placeholder: 'Search sessions (Enter for full text)', 'data-testid': 'search', 'aria-label': 'Search sessions' });
+  const list = h('nav', { class: 'session-list', 'data-testid': 'session-list' });
+  const archivedToggle = h('button', { class: 'link', 'data-testid': 'toggle-archived' }, 'Show archived');
+  const archivedList = h('nav', { class: 'session-list archived hidden', 'data-testid': 'archived-list' });
+  archivedToggle.addEventListener('click', () => {
+    state.showArchived = !state.showArchived;
+    refreshLists();
+    changed();
+  });
+  search.addEventListener('input', () => {
+    state.search.query = search.value;
+    state.search.results = null;
+    changed();
+  });
+  search.addEventListener('keydown', async (e) => {
+    if (e.key !== 'Enter' || !search.value.trim()) return;
+    try {
+      const r = await call('session.search', { query: search.value });
+      state.search.results = r.items;
+      changed();
+    } catch (err) { toast(err.message); }
+  });
+  const settings = h('a', { class: 'nav-link', href: '#/settings', 'data-testid': 'nav-settings' }, icon('gear'), 'Settings');
+
+  el.append(
+    h('div', { class: 'brand' }, h('span', { class: 'logo' }, '›_'), 'dsh'),
+    h('section', { class: 'ws' }, h('label', { class: 'ws-label' }, 'Workspace'), wsSelect, h('div', { class: 'ws-buttons' }, addWs, removeWs), wsNote),
+    newBtn,
+    search,
+    list,
+    archivedToggle,
+    archivedList,
+    h('div', { class: 'sidebar-foot' }, settings));
+
+  const render = () => {
+    clear(wsSelect);
+    wsSelect.append(h('option', { value: '' }, state.workspaces.length ? 'Choose a workspace…' : 'No workspace yet'));
+    for (const w of state.workspaces) {
+      const label = w.status === 'missing-dir' ? `${w.title} (directory missing)` : w.title;
+      wsSelect.append(h('option', { value: w.workspaceId, selected: w.workspaceId === state.workspaceId }, label));
+    }
+    wsSelect.value = state.workspaceId;
+    const ws = workspace();
+    removeWs.disabled = !ws;
+    wsNote.textContent = ws ? (ws.status === 'missing-dir' ? `Directory ${ws.path} no longer exists` : ws.path) : '';
+    wsNote.classList.toggle('warn', !!(ws && ws.status === 'missing-dir'));
+    newBtn.disabled = !ws || ws.status === 'missing-dir';
+
+    clear(list);
+    let rows = state.sessions;
+    const q = state.search.query.trim().toLowerCase();
+    if (state.search.results) {
+      const byId = new Map(state.sessions.concat(state.archivedSessions).map((s) => [s.sessionId, s]));
+      rows = state.search.results.map((r) => ({ ...(byId.get(r.sessionId) || { sessionId: r.sessionId, title: r.title }), snippet: r.snippet }));
+    } else if (q) {
+      rows = rows.filter((s) => (s.title || '').toLowerCase().includes(q));
+    }
+    if (!rows.length) list.append(h('div', { class: 'empty' }, q ? 'No matching session.' : 'No sessions yet.'));
+    for (const s of rows) list.append(row(s));
+    archivedToggle.textContent = state.showArchived ? 'Hide archived' : 'Show archived';
+    archivedList.classList.toggle('hidden', !state.showArchived);
+    clear(archivedList);
+    if (state.showArchived) {
+      if (!state.archivedSessions.length) archivedList.append(h('div', { class: 'empty' }, 'Nothing archived.'));
+      for (const s of state.archivedSessions) archivedList.append(row(s));
+    }
+  };
+  subscribe(render);
+  render();
+}
+
+function row(s) {
+  const ws = state.workspaces.find((w) => w.workspaceId === s.workspaceId);
+  const where = ws ? ws.title : basename(s.cwd);
+  const badge = STATE_LABEL[s.state] || '';
+  const a = h('a', {
+    class: `session-row${state.current === s.sessionId ? ' active' : ''}`,
+    href: `#/s/${encodeURIComponent(s.sessionId)}`,
+    'data-testid': 'session-row',
+    'data-session': s.sessionId,
+    'data-state': s.state || '',
+    title: s.error || s.title || s.sessionId,
+  },
+  h('span', { class: 'row-title' }, s.title || 'Untitled session'),
+  h('span', { class: 'row-meta' }, where ? `${where} · ` : '', fmtAgo(s.updatedAt)),
+  badge ? h('span', { class: `badge badge-${s.state}` }, badge) : null,
+  s.snippet ? h('span', { class: 'row-snippet', 'data-testid': 'search-snippet' }, s.snippet) : null);
+  return a;
+}
+
+async function removeWorkspace() {
+  const ws = workspace();
+  if (!ws) return;
+  const ok = await confirmDialog('Remove workspace', `Remove “${ws.title}” from the list? The directory ${ws.path} and its sessions stay on disk.`, 'Remove', { testid: 'remove-workspace-dialog' });
+  if (!ok) return;
+  try {
+    await call('workspace.delete', { workspaceId: ws.workspaceId });
+    chooseWorkspace('');
+    await refreshLists();
+  } catch (e) { toast(e.message); }
+}
+
+export async function addWorkspaceDialog() {
+  const cwd = state.host && state.host.cwd;
+  const chosen = await dialog('Add a workspace', (close) => {
+    const path = h('input', { class: 'input', placeholder: '/path/to/project', 'data-testid': 'workspace-path', 'aria-label': 'Directory' });
+    const crumbs = h('div', { class: 'crumbs' });
+    const entries = h('div', { class: 'dir-list', 'data-testid': 'dir-list' });
+    const browse = async (p) => {
+      try {
+        const r = await call('host.listDirectory', p ? { path: p } : {});
+        path.value = r.path;
+        clear(crumbs);
+        for (const c of r.crumbs) crumbs.append(h('button', { class: 'link', onclick: () => browse(c.path) }, c.name || '/'), ' / ');
+        clear(entries);
+        for (const e of r.entries.filter((x) => !x.hidden)) {
+          entries.append(h('button', { class: 'dir', 'data-testid': 'dir-entry', onclick: () => browse(e.path) }, icon('folder'), e.name));
+        }
+        if (!r.entries.length) entries.append(h('div', { class: 'empty' }, 'No subdirectories.'));
+        if (r.truncated) entries.append(h('div', { class: 'empty' }, 'More entries not shown.'));
+      } catch (e) { toast(e.message); }
+    };
+    path.addEventListener('keydown', (e) => { if (e.key === 'Enter') close(path.value); });
+    const useCwd = cwd ? h('button', { class: 'btn btn-primary btn-block', 'data-testid': 'use-cwd', onclick: () => close(cwd) }, `Use current directory: ${cwd}`) : null;
+    browse(cwd || '');
+    return h('div', { class: 'ws-dialog' },
+      useCwd,
+      h('label', { class: 'field' }, h('span', null, 'Or another directory'), path),
+      crumbs,
+      entries,
+      h('div', { class: 'dialog-actions' },
+        h('button', { class: 'btn', onclick: () => close(undefined), 'data-testid': 'dialog-cancel' }, 'Cancel'),
+        h('button', { class: 'btn btn-primary', onclick: () => close(path.value), 'data-testid': 'workspace-add-confirm' }, 'Add this directory')));
+  }, { testid: 'workspace-dialog' });
+  if (!chosen || !chosen.trim()) return null;
+  try {
+    const r = await call('workspace.create', { path: chosen.trim() });
+    await refreshLists();
+    chooseWorkspace(r.workspace.workspaceId);
+    return r.workspace;
+  } catch (e) {
+    toast(e.message);
+    return null;
+  }
+}

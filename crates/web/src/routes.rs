@@ -1,0 +1,214 @@
+//! Every request, in this order: the trust fence (403), the token exchange on `/?token=`,
+//! the auth cookie (401 — assets and the favicon included), then the route table.
+//! Handlers run in their own task: a failing handler answers 500 and the connection and
+//! every other request keep working.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http_body_util::BodyExt as _;
+use hyper::body::Incoming;
+use hyper::header::{self, HeaderValue};
+use hyper::{Method, Request, StatusCode};
+
+use crate::auth::Exchange;
+use crate::fence::Trust;
+use crate::http::{
+    Body, Resp, empty, headless, json, no_store, now_ms, query_values, secure, text,
+};
+use crate::state::WebState;
+
+/// The 401 text of pages (upstream's wording).
+pub const AUTH_REQUIRED: &str =
+    "dsh web authentication required; reopen the URL printed by dsh web.";
+
+/// Largest request body.
+pub const MAX_BODY_BYTES: usize = 8 << 20;
+
+/// Answers one request.
+pub async fn handle(state: Arc<WebState>, req: Request<Incoming>) -> Resp {
+    let method = req.method().clone();
+    let path = req.uri().path().to_string();
+    let resp = route(state, req).await;
+    if resp.status().is_server_error() || resp.status() == StatusCode::FORBIDDEN {
+        tracing::warn!("web: {method} {path} answered {}", resp.status());
+    }
+    secure(resp)
+}
+
+fn authority(req: &Request<Incoming>) -> String {
+    req.headers()
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .unwrap_or_default()
+        .trim()
+        .to_ascii_lowercase()
+}
+
+fn authenticated(state: &WebState, req: &Request<Incoming>) -> bool {
+    let cookies = req
+        .headers()
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok());
+    state
+        .auth
+        .verify_cookies(cookies, &authority(req), now_ms())
+}
+
+async fn route(state: Arc<WebState>, req: Request<Incoming>) -> Resp {
+    let trust = match state.fence.check(req.headers()) {
+        Ok(t) => t,
+        Err(refused) => {
+            tracing::warn!("web: refused a request: {}", refused.0);
+            return text(StatusCode::FORBIDDEN, "forbidden");
+        }
+    };
+    let method = req.method().clone();
+    let path = req.uri().path().to_string();
+    let is_read = method == Method::GET || method == Method::HEAD;
+    let tokens = query_values(req.uri().query(), "token");
+    if path == "/" && is_read && !tokens.is_empty() {
+        let resp = match state.auth.exchange(&tokens, &authority(&req), now_ms()) {
+            Exchange::Grant(cookie) => {
+                let mut r = empty(StatusCode::SEE_OTHER);
+                let h = r.headers_mut();
+                h.insert(header::LOCATION, HeaderValue::from_static("./"));
+                if !authenticated(&state, &req)
+                    && let Ok(v) = HeaderValue::from_str(&cookie)
+                {
+                    h.insert(header::SET_COOKIE, v);
+                }
+                no_store(&mut r);
+                r
+            }
+            Exchange::Refuse => text(StatusCode::UNAUTHORIZED, AUTH_REQUIRED),
+        };
+        return if method == Method::HEAD {
+            headless(resp)
+        } else {
+            resp
+        };
+    }
+    let api = path.starts_with("/api/");
+    if !authenticated(&state, &req) {
+        let resp = text(
+            StatusCode::UNAUTHORIZED,
+            if api { "unauthorized" } else { AUTH_REQUIRED },
+        );
+        return if method == Method::HEAD {
+            headless(resp)
+        } else {
+            resp
+        };
+    }
+    if is_read && !api {
+        return match crate::assets::serve(&path, req.headers()) {
+            Some(r) if method == Method::HEAD => headless(r),
+            Some(r) => r,
+            None => text(StatusCode::NOT_FOUND, "not found"),
+        };
+    }
+    match (method, path.as_str()) {
+        (Method::GET, "/api/events") => events(state, &req),
+        (Method::POST, "/api/respond") => match read_json(req).await {
+            Ok(body) => json(StatusCode::OK, &crate::api::respond(&state, &body)),
+            Err(resp) => resp,
+        },
+        (Method::POST, p) if crate::api::known(&p["/api/".len()..]) => {
+            let name = p["/api/".len()..].to_string();
+            rpc(state, trust, name, req).await
+        }
+        _ => text(StatusCode::NOT_FOUND, "not found"),
+    }
+}
+
+/// The JSON body of a POST (415, 413 or 400 answers otherwise).
+async fn read_json(req: Request<Incoming>) -> Result<serde_json::Value, Resp> {
+    let is_json = req
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("application/json"));
+    if !is_json {
+        return Err(text(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "content type must be application/json",
+        ));
+    }
+    let limited = http_body_util::Limited::new(req.into_body(), MAX_BODY_BYTES);
+    let bytes: Bytes = match limited.collect().await {
+        Ok(c) => c.to_bytes(),
+        Err(e) if e.is::<http_body_util::LengthLimitError>() => {
+            return Err(text(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "request body too large",
+            ));
+        }
+        Err(_) => return Err(text(StatusCode::BAD_REQUEST, "request body unreadable")),
+    };
+    serde_json::from_slice(&bytes).map_err(|_| text(StatusCode::BAD_REQUEST, "body is not JSON"))
+}
+
+async fn rpc(state: Arc<WebState>, trust: Trust, method: String, req: Request<Incoming>) -> Resp {
+    let body = match read_json(req).await {
+        Ok(b) => b,
+        Err(resp) => return resp,
+    };
+    let call = match crate::rpc::decode(&body, &method) {
+        Ok(c) => c,
+        Err(answer) => {
+            tracing::warn!(
+                "web: malformed request to {method}: {}",
+                answer["result"]["error"]["message"]
+            );
+            return json(StatusCode::OK, &answer);
+        }
+    };
+    let task = tokio::spawn({
+        let method = method.clone();
+        async move { crate::api::dispatch(state, trust, &method, call.payload).await }
+    });
+    match task.await {
+        Ok(result) => {
+            if let Err(e) = &result {
+                tracing::info!("web: {method} failed ({}): {}", e.code.as_str(), e.message);
+            }
+            json(StatusCode::OK, &crate::rpc::respond(&call.rpc_id, result))
+        }
+        Err(e) => {
+            tracing::error!("web: {method} handler failed: {e}");
+            text(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("handler failure: {method}"),
+            )
+        }
+    }
+}
+
+fn events(state: Arc<WebState>, req: &Request<Incoming>) -> Resp {
+    let query = req.uri().query();
+    let session = query_values(query, "session")
+        .into_iter()
+        .next()
+        .filter(|s| !s.is_empty());
+    let resume = req
+        .headers()
+        .get("last-event-id")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned)
+        .or_else(|| query_values(query, "since").into_iter().next())
+        .and_then(|t| crate::stream::Resume::parse(&t));
+    let (tx, rx) = tokio::sync::mpsc::channel(16);
+    tokio::spawn(crate::stream::run(state, session, resume, tx));
+    let mut resp = hyper::Response::new(Body::Stream(rx));
+    let h = resp.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    h.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    resp
+}
