@@ -83,6 +83,8 @@ pub struct LlmRuntime {
     ctx: Context,
     registrations: RwLock<Vec<Registration>>,
     next_id: std::sync::atomic::AtomicU64,
+    /// Context windows set for one route/model (`DSH_CONTEXT_WINDOW`), over the adapter's.
+    context_windows: RwLock<Vec<(String, String, u64)>>,
 }
 
 impl LlmRuntime {
@@ -92,7 +94,29 @@ impl LlmRuntime {
             ctx,
             registrations: RwLock::new(Vec::new()),
             next_id: 1.into(),
+            context_windows: RwLock::new(Vec::new()),
         })
+    }
+
+    /// Sets the context window of `model` on route `provider`, over what its adapter's
+    /// catalog says (upstream's SDK runtime does this for the default model from
+    /// `DSH_CONTEXT_WINDOW`).
+    pub fn set_context_window(&self, provider: &str, model: &str, window: u64) {
+        let mut windows = self
+            .context_windows
+            .write()
+            .unwrap_or_else(|p| p.into_inner());
+        windows.retain(|(p, m, _)| p != provider || m != model);
+        windows.push((provider.to_string(), model.to_string(), window));
+    }
+
+    fn context_window_override(&self, provider: &str, model: &str) -> Option<u64> {
+        self.context_windows
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .find(|(p, m, _)| p == provider && m == model)
+            .map(|(_, _, w)| *w)
     }
 
     /// Registers `adapter` for `routes` as an effect of `owner`. Routes are unique.
@@ -150,7 +174,11 @@ impl LlmRuntime {
         let adapter = self
             .adapter_for(provider)
             .ok_or_else(|| no_adapter(provider))?;
-        adapter.model_info(provider, model)
+        let mut info = adapter.model_info(provider, model)?;
+        if let Some(window) = self.context_window_override(provider, model) {
+            info.context_window = Some(window);
+        }
+        Ok(info)
     }
 
     /// Resolves `config` against the routed adapter: fills in the model's default
@@ -160,7 +188,10 @@ impl LlmRuntime {
         let adapter = self
             .adapter_for(&config.provider)
             .ok_or_else(|| no_adapter(&config.provider))?;
-        let info = adapter.model_info(&config.provider, &config.model)?;
+        let mut info = adapter.model_info(&config.provider, &config.model)?;
+        if let Some(window) = self.context_window_override(&config.provider, &config.model) {
+            info.context_window = Some(window);
+        }
         let mut resolved = config.clone();
         if resolved.max_tokens.is_none() {
             resolved.max_tokens = info.default_max_tokens;

@@ -354,6 +354,21 @@ impl Plugin for DefaultModelPlugin {
         }
         let model =
             PluginConfig::new(config.row_id.clone(), source, value).parse::<DefaultModel>()?;
+        // `DSH_CONTEXT_WINDOW` sets the default model's capacity (as upstream's SDK
+        // composition does); compaction and the token meter read it from `ctx.llm`.
+        if let Ok(raw) = std::env::var("DSH_CONTEXT_WINDOW") {
+            let window = raw
+                .trim()
+                .parse::<u64>()
+                .ok()
+                .filter(|w| *w > 0)
+                .ok_or_else(|| {
+                    format!("DSH_CONTEXT_WINDOW must be a positive integer (got \"{raw}\")")
+                })?;
+            if let Some(llm) = ctx.get::<dsh_llm::LlmRuntime>() {
+                llm.set_context_window(&model.provider, &model.model, window);
+            }
+        }
         ctx.provide(Arc::new(model))?;
         Ok(())
     }

@@ -84,6 +84,9 @@ struct State {
     /// Canned answer for requests without tools (auxiliary calls).
     aux_text: Option<String>,
     aux_requests: Vec<RecordedRequest>,
+    /// Canned answer for compaction summary calls (`x-deepseek-harness-compact: 1`).
+    compaction_text: Option<String>,
+    compaction_requests: Vec<RecordedRequest>,
 }
 
 #[derive(Default)]
@@ -163,6 +166,20 @@ impl MockServer {
         let text = text.to_string();
         self.shared.update(move |s| s.aux_text = Some(text));
         self
+    }
+
+    /// Answers compaction summary calls (header `x-deepseek-harness-compact: 1`) with
+    /// `text`, without consuming a scripted reply and without listing them in
+    /// [`MockServer::requests`] (see [`MockServer::compaction_requests`]).
+    pub fn answer_compaction(self, text: &str) -> Self {
+        let text = text.to_string();
+        self.shared.update(move |s| s.compaction_text = Some(text));
+        self
+    }
+
+    /// The summary requests answered by [`MockServer::answer_compaction`].
+    pub fn compaction_requests(&self) -> Vec<RecordedRequest> {
+        self.shared.lock().compaction_requests.clone()
     }
 
     /// The auxiliary (untooled) requests answered by [`MockServer::answer_untooled`].
@@ -308,7 +325,16 @@ async fn serve(mut stream: TcpStream, shared: Arc<Shared>) {
         .as_ref()
         .is_some_and(|j| j.get("tools").is_none());
     let mut reply = None;
+    let compaction = request.header("x-deepseek-harness-compact") == Some("1");
     shared.update(|s| {
+        if is_chat
+            && compaction
+            && let Some(text) = &s.compaction_text
+        {
+            reply = Some(Reply::text(text.clone()));
+            s.compaction_requests.push(request.clone());
+            return;
+        }
         if is_chat
             && untooled
             && let Some(text) = &s.aux_text

@@ -1,0 +1,341 @@
+//! Long sessions end to end: the `dsh` binary against the mock server on loopback with a
+//! small context window. Compaction keeps an 80-step task inside the window, the compacted
+//! session resumes and forks, `/compact` compacts between turns, and a provider overflow
+//! is recovered by compacting and retrying the step once.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::process::{Command, Output};
+use std::sync::Arc;
+
+use dsh_persistence::{ChunkPacking, Compression, SessionFiles};
+use dsh_session::{Event, types};
+use dsh_test_support::mock_server::{MockServer, RecordedRequest, Reply};
+use serde_json::Value;
+
+const WINDOW: u64 = 16_000;
+const SUMMARY: &str = "## Primary Request and Intent\n- Run the numbered print steps.\n## Key Technical Concepts\n(none)\n## Files and Code\n(none)\n## Errors and Fixes\n(none)\n## Pending Jobs\n(none)\n## Current Work\n- Printing step outputs.\n## Next Step\n- Continue with the next step.\n## Critical Context\n(none)";
+
+struct Run {
+    home: tempfile::TempDir,
+    work: tempfile::TempDir,
+}
+
+impl Run {
+    fn new() -> Self {
+        Self {
+            home: tempfile::tempdir().unwrap(),
+            work: tempfile::tempdir().unwrap(),
+        }
+    }
+
+    fn dsh(&self, server: &MockServer, args: &[&str]) -> Output {
+        Command::new(env!("CARGO_BIN_EXE_dsh"))
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("HOME", self.home.path())
+            .env("DSH_HOME", self.home.path().join(".dsh"))
+            .env("DEEPSEEK_API_KEY", "sk-test")
+            .env("DEEPSEEK_BASE_URL", server.url())
+            .env("DSH_CONTEXT_WINDOW", WINDOW.to_string())
+            .env("DSH_PERMISSION_MODE", "danger-full-access")
+            .current_dir(self.work.path())
+            .args(args)
+            .output()
+            .unwrap()
+    }
+
+    fn files(&self) -> SessionFiles {
+        SessionFiles::new(
+            self.home.path().join(".dsh/sessions"),
+            Compression::Zstd,
+            ChunkPacking::Packed,
+        )
+    }
+
+    fn events(&self, id: &str) -> Vec<Arc<Event>> {
+        let loaded = self.files().inspect(id).unwrap();
+        assert!(loaded.repair.is_none(), "complete log: {:?}", loaded.repair);
+        loaded.events
+    }
+
+    fn only_session(&self) -> String {
+        let list = self.files().list().unwrap();
+        assert_eq!(list.len(), 1);
+        list[0].0.id.clone()
+    }
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).to_string()
+}
+
+fn utf16_tokens(s: &str) -> u64 {
+    (s.encode_utf16().count() as u64).div_ceil(4)
+}
+
+/// The token meter's heuristic applied to a request as sent: message texts, tool calls,
+/// the system prompt and the tool schemas.
+fn wire_tokens(request: &RecordedRequest) -> u64 {
+    let json = request.json.as_ref().unwrap();
+    let mut total = 0;
+    for m in request.messages() {
+        total += 4;
+        for key in ["content", "reasoning_content"] {
+            if let Some(s) = m.get(key).and_then(Value::as_str) {
+                total += utf16_tokens(s) + 4;
+            }
+        }
+        for call in m
+            .get("tool_calls")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let f = &call["function"];
+            total += utf16_tokens(f["name"].as_str().unwrap_or(""))
+                + utf16_tokens(f["arguments"].as_str().unwrap_or(""))
+                + 4;
+        }
+    }
+    if let Some(tools) = json.get("tools") {
+        total += utf16_tokens(&tools.to_string()) + 4;
+    }
+    total
+}
+
+fn step_call(i: usize) -> Reply {
+    let args = serde_json::json!({
+        "command": format!("yes step-{i:03}-0123456789abcdefghijklmnopqrstuvwxyz | head -c 6144"),
+        "description": format!("print step {i}"),
+    });
+    Reply::tool_call(&format!("call_{i}"), "bash", &args.to_string())
+}
+
+fn count(events: &[Arc<Event>], t: &str) -> usize {
+    events.iter().filter(|e| e.is(t)).count()
+}
+
+fn checkpoint_replacements(events: &[Arc<Event>]) -> usize {
+    events
+        .iter()
+        .filter(|e| {
+            e.is(types::USER_MESSAGE)
+                && e.data.pointer("/source/plugin") == Some(&Value::from("compact"))
+                && e.surface_op
+                    .is_some_and(|op| op != dsh_session::SurfaceOp::Append)
+        })
+        .count()
+}
+
+#[test]
+fn an_80_step_session_stays_inside_a_16k_window_and_resumes_and_forks() {
+    let server = MockServer::start()
+        .answer_untooled("Print steps")
+        .answer_compaction(SUMMARY);
+    for i in 1..=80 {
+        server.push(step_call(i));
+    }
+    server.push(Reply::text("ALL 80 STEPS DONE"));
+    let run = Run::new();
+    let out = run.dsh(
+        &server,
+        &["--profile", "headless", "Run the 80 print steps."],
+    );
+    assert_eq!(out.status.code(), Some(0), "stderr: {}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("ALL 80 STEPS DONE"),
+        "{}",
+        text(&out.stdout)
+    );
+
+    let id = run.only_session();
+    let events = run.events(&id);
+    assert_eq!(count(&events, types::TOOL_RESULT), 80);
+    let summaries = count(&events, "compaction/summary");
+    assert!(summaries >= 1, "at least one compaction");
+    assert_eq!(checkpoint_replacements(&events), summaries);
+    assert_eq!(
+        count(&events, "compaction/start"),
+        count(&events, "compaction/end")
+    );
+    assert_eq!(server.compaction_requests().len(), summaries);
+
+    // No request the model received, loop or summary, was over the window.
+    let requests: Vec<RecordedRequest> = server
+        .requests()
+        .into_iter()
+        .chain(server.compaction_requests())
+        .collect();
+    assert_eq!(server.requests().len(), 81);
+    for (i, r) in requests.iter().enumerate() {
+        let tokens = wire_tokens(r);
+        assert!(tokens <= WINDOW, "request {i} carries ~{tokens} tokens");
+        assert!(
+            r.body.len() as u64 / 4 <= WINDOW * 11 / 10,
+            "request {i}: {} bytes",
+            r.body.len()
+        );
+    }
+    // The last request starts from a checkpoint, not from the first prompt.
+    let last = server.requests().last().unwrap().messages().to_vec();
+    let first_user = last.iter().find(|m| m["role"] == "user").unwrap();
+    assert!(
+        first_user["content"]
+            .as_str()
+            .unwrap_or("")
+            .contains("<compacted-summary>"),
+        "{first_user}"
+    );
+
+    // Resume: the derived history starts at the checkpoint and the turn completes.
+    server.push(Reply::text("RESUMED OK"));
+    let out = run.dsh(
+        &server,
+        &["--profile", "headless", "--resume", &id, "Anything left?"],
+    );
+    assert_eq!(out.status.code(), Some(0), "stderr: {}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("RESUMED OK"));
+    let resumed = server.requests().last().unwrap().clone();
+    assert!(wire_tokens(&resumed) <= WINDOW);
+    assert!(resumed.body.contains("<compacted-summary>"));
+    assert!(
+        !resumed.body.contains("step-001-"),
+        "shadowed output stays out of the request"
+    );
+
+    // Fork at the end and resume the fork.
+    let fork = run.dsh(&server, &["sessions", "fork", &id]);
+    assert_eq!(fork.status.code(), Some(0), "{}", text(&fork.stderr));
+    let child = text(&fork.stdout).trim().to_string();
+    server.push(Reply::text("FORK OK"));
+    let out = run.dsh(
+        &server,
+        &["--profile", "headless", "--resume", &child, "And the fork?"],
+    );
+    assert_eq!(out.status.code(), Some(0), "stderr: {}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("FORK OK"));
+    let forked = server.requests().last().unwrap().clone();
+    assert!(forked.body.contains("<compacted-summary>"));
+    assert!(!forked.body.contains("step-001-"));
+}
+
+#[test]
+fn slash_compact_compacts_between_turns_and_records_a_failed_second_attempt() {
+    let server = MockServer::start()
+        .answer_untooled("Two steps")
+        .answer_compaction(SUMMARY);
+    server.push_all([step_call(1), step_call(2), Reply::text("FIRST DONE")]);
+    let run = Run::new();
+    let out = run.dsh(&server, &["--profile", "headless", "Run two steps."]);
+    assert_eq!(out.status.code(), Some(0), "stderr: {}", text(&out.stderr));
+    let id = run.only_session();
+
+    let out = run.dsh(
+        &server,
+        &["--profile", "headless", "--resume", &id, "/compact"],
+    );
+    assert_eq!(out.status.code(), Some(0), "stderr: {}", text(&out.stderr));
+    let said = text(&out.stdout);
+    assert!(
+        said.starts_with("Compacted ") && said.contains(" history items (~"),
+        "{said}"
+    );
+    assert_eq!(
+        server.requests().len(),
+        3,
+        "the command never reached the model"
+    );
+    let events = run.events(&id);
+    let start = events.iter().find(|e| e.is("compaction/start")).unwrap();
+    assert_eq!(start.data["turn"], Value::Null);
+    let run_event = events.iter().find(|e| e.is("command/run")).unwrap();
+    assert_eq!(start.data["sourceCommandId"], run_event.data["commandId"]);
+    let done = events.iter().find(|e| e.is("command/done")).unwrap();
+    let summary = events.iter().find(|e| e.is("compaction/summary")).unwrap();
+    assert_eq!(done.data["kind"], "success");
+    assert_eq!(done.data["sourceEventSeq"], Value::from(summary.seq));
+
+    // A second /compact would only re-summarize the checkpoint: the summary is not smaller,
+    // so the attempt is recorded, the conversation is unchanged and the user is told.
+    let again = run.dsh(
+        &server,
+        &["--profile", "headless", "--resume", &id, "/compact"],
+    );
+    assert_eq!(again.status.code(), Some(1));
+    let both = text(&again.stdout) + &text(&again.stderr);
+    assert!(
+        both.contains("Compaction could not produce a useful summary."),
+        "{both}"
+    );
+    let events = run.events(&id);
+    let failed = events
+        .iter()
+        .filter(|e| e.is("compaction/end"))
+        .nth(1)
+        .unwrap();
+    assert!(
+        failed.data["error"]
+            .as_str()
+            .unwrap()
+            .contains("not smaller"),
+        "{:?}",
+        failed.data
+    );
+    assert_eq!(checkpoint_replacements(&events), 1);
+
+    let bad = run.dsh(
+        &server,
+        &["--profile", "headless", "--resume", &id, "/compact now"],
+    );
+    let both = text(&bad.stdout) + &text(&bad.stderr);
+    assert!(both.contains("Usage: /compact (no arguments)"), "{both}");
+
+    // A session with no history has nothing to compact and logs no compaction.
+    let fresh = Run::new();
+    let out = fresh.dsh(&server, &["--profile", "headless", "/compact"]);
+    assert_eq!(out.status.code(), Some(0), "stderr: {}", text(&out.stderr));
+    assert_eq!(text(&out.stdout).trim(), "No compactable history yet.");
+}
+
+#[test]
+fn a_context_overflow_compacts_and_retries_the_step_once() {
+    let overflow = || {
+        Reply::error_json(
+            400,
+            "This model's maximum context length is 16000 tokens",
+            "invalid_request_error",
+            None,
+        )
+    };
+    let server = MockServer::start()
+        .answer_untooled("Overflow")
+        .answer_compaction(SUMMARY);
+    server.push_all([
+        step_call(1),
+        step_call(2),
+        overflow(),
+        Reply::text("RECOVERED"),
+    ]);
+    let run = Run::new();
+    let out = run.dsh(&server, &["--profile", "headless", "Run two steps."]);
+    assert_eq!(out.status.code(), Some(0), "stderr: {}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("RECOVERED"));
+    let events = run.events(&run.only_session());
+    assert_eq!(count(&events, "compaction/summary"), 1);
+    let retried = server.requests().last().unwrap().clone();
+    assert!(retried.body.contains("<compacted-summary>"));
+
+    // A second overflow in the same epoch ends the turn with the provider's error.
+    let server = MockServer::start()
+        .answer_untooled("Overflow")
+        .answer_compaction(SUMMARY);
+    server.push_all([step_call(1), step_call(2), overflow(), overflow()]);
+    let run = Run::new();
+    let out = run.dsh(&server, &["--profile", "headless", "Run two steps."]);
+    assert_eq!(out.status.code(), Some(1), "stdout: {}", text(&out.stdout));
+    assert!(
+        text(&out.stderr).contains("maximum context length"),
+        "{}",
+        text(&out.stderr)
+    );
+}
