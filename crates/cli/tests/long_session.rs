@@ -339,3 +339,87 @@ fn a_context_overflow_compacts_and_retries_the_step_once() {
         text(&out.stderr)
     );
 }
+
+#[test]
+fn a_third_identical_call_gets_a_reminder_before_the_next_step() {
+    let same = || {
+        let args = serde_json::json!({"command": "echo same", "description": "same"});
+        Reply::tool_call("call_same", "bash", &args.to_string())
+    };
+    let server = MockServer::start().answer_untooled("Repeat");
+    server.push_all([same(), same(), same(), Reply::text("STOPPED")]);
+    let run = Run::new();
+    let out = run.dsh(&server, &["--profile", "headless", "Keep checking."]);
+    assert_eq!(out.status.code(), Some(0), "stderr: {}", text(&out.stderr));
+    let requests = server.requests();
+    assert_eq!(requests.len(), 4);
+    assert!(
+        !requests[2].body.contains("Repeated tool call")
+            && !requests[2]
+                .body
+                .contains("same tool call with the same arguments")
+    );
+    let last = requests[3].messages();
+    let reminder = last.last().unwrap();
+    assert_eq!(reminder["role"], "user");
+    assert!(
+        reminder["content"]
+            .as_str()
+            .unwrap()
+            .contains("the same tool call with the same arguments several times"),
+        "{reminder}"
+    );
+    let events = run.events(&run.only_session());
+    let logged = events
+        .iter()
+        .find(|e| {
+            e.is(types::USER_MESSAGE)
+                && e.data.pointer("/source/plugin") == Some(&Value::from("repeat-tool-reminder"))
+        })
+        .expect("the reminder is logged before the step that sees it");
+    assert_eq!(logged.data["source"]["summary"], "bash \u{d7} 3");
+}
+
+#[test]
+fn the_model_title_request_follows_the_first_request_context() {
+    let server = MockServer::start().answer_untooled("A title");
+    server.push(Reply::text("HELLO"));
+    let run = Run::new();
+    let out = run.dsh(
+        &server,
+        &["--profile", "headless", "Say hello to the world please."],
+    );
+    assert_eq!(out.status.code(), Some(0), "stderr: {}", text(&out.stderr));
+    let events = run.events(&run.only_session());
+    let at = |t: &str| {
+        events
+            .iter()
+            .position(|e| e.is(t))
+            .unwrap_or_else(|| panic!("no {t}"))
+    };
+    let (fallback, header, context, request, chunk) = (
+        at(types::SESSION_TITLE),
+        at(types::REQUEST_HEADER),
+        at(types::REQUEST_CONTEXT),
+        at("session/title-llm-request"),
+        at(types::ASSISTANT_CHUNK),
+    );
+    assert!(
+        fallback < header && header < context,
+        "{fallback} {header} {context}"
+    );
+    assert_eq!(
+        request,
+        context + 1,
+        "the title request lands right after request/context"
+    );
+    assert!(request < chunk);
+    let provider_title = events
+        .iter()
+        .rposition(|e| {
+            e.is(types::SESSION_TITLE)
+                && e.data.pointer("/source/kind") == Some(&Value::from("provider"))
+        })
+        .expect("the provider title is recorded");
+    assert!(provider_title > request);
+}

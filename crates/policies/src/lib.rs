@@ -8,6 +8,7 @@ pub mod host;
 pub mod instructions;
 pub mod permissions;
 pub mod presets;
+pub mod repeat;
 pub mod retry;
 pub mod title;
 
@@ -22,6 +23,7 @@ pub fn register_catalog(catalog: &mut dsh_kernel::Catalog) {
     catalog
         .register(checkpoint::CheckpointPolicyPlugin)
         .register(retry::RetryPlugin)
+        .register(repeat::RepeatToolReminderPlugin)
         .register(title::TitlePlugin)
         .register(title::LlmTitlePlugin)
         .register(permissions::ApprovalPlugin)

@@ -237,13 +237,13 @@ fn title_system(c: &LlmTitleConfig) -> String {
     )
 }
 
-/// Runs the auxiliary title request for `session` (first eligible prompt only).
-async fn llm_title(
-    llm: std::sync::Arc<dsh_llm::LlmRuntime>,
-    session: std::sync::Arc<LiveSession>,
-    c: LlmTitleConfig,
+/// The auxiliary title request of `session` (first eligible prompt only), recorded as
+/// `session/title-llm-request`; `None` when the session has no eligible prompt.
+fn record_title_request(
+    session: &std::sync::Arc<LiveSession>,
+    c: &LlmTitleConfig,
     route: (String, String),
-) -> Result<(), BoxError> {
+) -> Result<Option<TitleRequest>, BoxError> {
     let first = session.read(|s| {
         s.events()
             .iter()
@@ -255,7 +255,7 @@ async fn llm_title(
             })
     });
     let Some((seq, text)) = first else {
-        return Ok(());
+        return Ok(None);
     };
     let framed = format!(
         "Title this session from the human messages in this JSON array:\n{}",
@@ -269,7 +269,7 @@ async fn llm_title(
         )
         .into());
     }
-    let system = title_system(&c);
+    let system = title_system(c);
     let message = Message::user(
         vec![ContentBlock::text(framed)],
         dsh_llm::MessageSource::plugin("dsh-session-title-llm", []),
@@ -287,6 +287,38 @@ async fn llm_title(
         }),
         None,
     )?;
+    Ok(Some(TitleRequest {
+        seq,
+        system,
+        message,
+        provider,
+        model,
+    }))
+}
+
+/// A recorded title request, ready to run.
+struct TitleRequest {
+    seq: u64,
+    system: String,
+    message: Message,
+    provider: String,
+    model: String,
+}
+
+/// Runs a recorded title request and appends the provider's title when it completes.
+async fn llm_title(
+    llm: std::sync::Arc<dsh_llm::LlmRuntime>,
+    session: std::sync::Arc<LiveSession>,
+    c: LlmTitleConfig,
+    request: TitleRequest,
+) -> Result<(), BoxError> {
+    let TitleRequest {
+        seq,
+        system,
+        message,
+        provider,
+        model,
+    } = request;
     let mut config = dsh_llm::LlmCallConfig::route(provider.clone(), model.clone());
     config.max_tokens = Some(c.max_output_tokens);
     let mut options = dsh_llm::GenerateOptions::new(config, vec![std::sync::Arc::new(message)]);
@@ -352,60 +384,91 @@ impl Plugin for LlmTitlePlugin {
         let started: std::sync::Arc<std::sync::Mutex<std::collections::HashSet<String>>> =
             Default::default();
         let spawner = ctx.clone();
-        ctx.on_emit::<dsh_session::SessionAppended>(ListenOptions::GLOBAL, move |p| {
-            if !p.event.is(types::REQUEST_HEADER) {
-                return Ok(());
-            }
-            let session = p.session.clone();
-            let header = session.header();
-            if header.parent_session.is_some()
-                || !started
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .insert(header.id.clone())
-            {
-                return Ok(());
-            }
-            let has_provider_title = session.read(|s| {
-                s.events().iter().any(|e| {
-                    e.is(types::SESSION_TITLE)
-                        && e.data.pointer("/source/kind").and_then(Value::as_str)
-                            != Some("fallback")
-                })
-            });
-            if has_provider_title {
-                return Ok(());
-            }
-            let route = (
-                c.provider
-                    .clone()
-                    .or_else(|| {
-                        p.event
-                            .data
-                            .pointer("/header/config/provider")
-                            .and_then(Value::as_str)
-                            .map(str::to_owned)
-                    })
-                    .unwrap_or_default(),
-                c.model
-                    .clone()
-                    .or_else(|| {
-                        p.event
-                            .data
-                            .pointer("/header/config/model")
-                            .and_then(Value::as_str)
-                            .map(str::to_owned)
-                    })
-                    .unwrap_or_default(),
-            );
-            let (llm, c) = (llm.clone(), c.clone());
-            spawner.spawn(async move {
-                if let Err(e) = llm_title(llm, session, c, route).await {
+        // Started by the session's first loop request whose route is the logged header's
+        // (as upstream): the request record lands after `request/context` and before the
+        // first chunk; the provider title is appended whenever the call completes.
+        ctx.on_waterfall::<dsh_llm::LlmStreamEvent>(
+            ListenOptions {
+                prepend: true,
+                global: true,
+            },
+            move |req, next| {
+                if let Err(e) = start_title(&spawner, &llm, &started, &c, &req.options) {
                     tracing::warn!("session title: {e}");
                 }
-            })?;
-            Ok(())
-        })?;
+                next.run()
+            },
+        )?;
         Ok(())
     }
+}
+
+/// Records and spawns the model title of the session behind `options`, once per fresh
+/// (non-fork) session, for its first loop request on the logged route.
+fn start_title(
+    spawner: &Context,
+    llm: &std::sync::Arc<dsh_llm::LlmRuntime>,
+    started: &std::sync::Mutex<std::collections::HashSet<String>>,
+    c: &LlmTitleConfig,
+    options: &dsh_llm::GenerateOptions,
+) -> Result<(), BoxError> {
+    if !options.agent_loop_request {
+        return Ok(());
+    }
+    let Some(id) = options.session_id.as_deref() else {
+        return Ok(());
+    };
+    let Some(session) = spawner
+        .get::<dsh_session::SessionStore>()
+        .and_then(|store| store.get(id))
+    else {
+        return Ok(());
+    };
+    let header = session.header();
+    if header.parent_session.is_some()
+        || started
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains(&header.id)
+    {
+        return Ok(());
+    }
+    let (logged_route, has_provider_title) = session.read(|s| {
+        (
+            s.request_header()
+                .map(|h| (h.config.provider.clone(), h.config.model.clone())),
+            s.events().iter().any(|e| {
+                e.is(types::SESSION_TITLE)
+                    && e.data.pointer("/source/kind").and_then(Value::as_str) != Some("fallback")
+            }),
+        )
+    });
+    let route_now = (
+        options.config.provider.clone(),
+        options.config.model.clone(),
+    );
+    if logged_route.as_ref() != Some(&route_now) {
+        return Ok(());
+    }
+    started
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(header.id.clone());
+    if has_provider_title {
+        return Ok(());
+    }
+    let route = (
+        c.provider.clone().unwrap_or(route_now.0),
+        c.model.clone().unwrap_or(route_now.1),
+    );
+    let Some(request) = record_title_request(&session, c, route)? else {
+        return Ok(());
+    };
+    let (llm, c) = (llm.clone(), c.clone());
+    spawner.spawn(async move {
+        if let Err(e) = llm_title(llm, session, c, request).await {
+            tracing::warn!("session title: {e}");
+        }
+    })?;
+    Ok(())
 }
