@@ -231,6 +231,7 @@ fn sign_in_save_a_key_choose_a_workspace_and_run_a_task() {
     std::fs::write(web.work.path().join("f.txt"), "hello old\n").unwrap();
     server.push_all([
         Reply::tool_call("call_1", "bash", &json!({"command": "echo hi", "description": "say hi"}).to_string()),
+        Reply::tool_call("call_live", "bash", &json!({"command": "echo live-start; sleep 1.5; echo live-end", "description": "slow"}).to_string()),
         Reply::tool_call("call_2", "read", &json!({"file_path": "f.txt"}).to_string()),
         Reply::tool_call("call_3", "edit", &json!({"file_path": "f.txt", "old_string": "hello old", "new_string": "hello new"}).to_string()),
         Reply::tool_call("call_4", "todo_write", &json!({"todos": [{"content": "Say hi", "status": "completed"}, {"content": "Edit the file", "status": "in_progress"}]}).to_string()),
@@ -259,12 +260,33 @@ fn sign_in_save_a_key_choose_a_workspace_and_run_a_task() {
     p.type_text("[data-testid=deepseek-key]", "sk-browser-test-123");
     p.click("[data-testid=save-key]");
     p.wait("document.querySelector('[data-testid=key-status]')?.dataset.configured === 'true'");
+    p.type_text("[data-testid=endpoint-id]", "local-llm");
+    p.type_text(
+        "[data-testid=endpoint-url]",
+        &format!("{}/v1", server.url()),
+    );
+    p.type_text("[data-testid=endpoint-key]", "sk-endpoint-456");
+    p.type_text("[data-testid=endpoint-model]", "local-model");
+    p.click("[data-testid=save-endpoint]");
+    p.wait("!!document.querySelector('[data-testid=provider-local-llm]')");
+    assert!(
+        p.js("return document.querySelector('[data-testid=default-model]').innerText")
+            .as_str()
+            .unwrap()
+            .contains("local-model")
+    );
     p.shot("settings-models");
     assert!(
         !p.js("return document.documentElement.outerHTML")
             .as_str()
             .unwrap()
             .contains("sk-browser-test-123")
+    );
+    assert!(
+        !p.js("return document.documentElement.outerHTML")
+            .as_str()
+            .unwrap()
+            .contains("sk-endpoint-456")
     );
     let creds_path = web.home.path().join(".dsh/.credentials.yaml");
     assert!(
@@ -305,6 +327,14 @@ fn sign_in_save_a_key_choose_a_workspace_and_run_a_task() {
 
     // The task.
     p.start_task("Say hi, then change old to new in f.txt");
+    // Tool output shows while the command still runs.
+    let live = p.wait("(() => { const c = document.querySelector('[data-testid=tool-card][data-call=call_live]'); return c && c.dataset.state !== 'done' && c.querySelector('[data-testid=tool-output]').innerText; })()");
+    assert!(
+        live.as_str().unwrap().contains("live-start")
+            && !live.as_str().unwrap().contains("live-end"),
+        "{live}"
+    );
+    p.shot("live-output");
     p.turn_ended(1);
     p.wait("[...document.querySelectorAll('[data-testid=assistant-text]')].some(e => e.innerText.includes('Changed f.txt'))");
     let bash =

@@ -1203,3 +1203,112 @@ async fn ctrl_c_cancels_the_running_turn_flushes_and_exits_130() {
         .unwrap();
     assert_eq!(end.data["reason"]["kind"], "aborted");
 }
+
+#[tokio::test]
+async fn an_openai_compatible_endpoint_added_in_settings_serves_new_sessions_without_restart() {
+    let server = MockServer::start().answer_untooled("Unused");
+    let alt = MockServer::start().answer_untooled("Endpoint title");
+    alt.push(Reply::text("Answer from the added endpoint."));
+    let mut web = Web::start(&server, &[("DEEPSEEK_API_KEY", "sk-x")], &[]);
+    web.login().await;
+    let bad = web
+        .rpc(
+            "llm.saveProvider",
+            json!({"id": "bad id!", "baseURL": alt.url(), "model": "m"}),
+        )
+        .await;
+    assert_eq!(bad["error"]["code"], "bad-request");
+    let bad = web
+        .rpc(
+            "llm.saveProvider",
+            json!({"id": "x", "baseURL": "ftp://nowhere", "model": "m"}),
+        )
+        .await;
+    assert_eq!(bad["error"]["code"], "bad-request");
+    let listed = web
+        .ok(
+            "llm.saveProvider",
+            json!({"id": "my-llm", "name": "My LLM", "baseURL": format!("{}/", alt.url()), "apiKey": "sk-alt-999", "model": "alt-model"}),
+        )
+        .await;
+    assert!(!listed.to_string().contains("sk-alt-999"), "{listed}");
+    let mine = listed["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["id"] == "my-llm")
+        .cloned()
+        .unwrap();
+    assert_eq!(mine["credential"]["configured"], true);
+    assert_eq!(mine["models"], json!(["alt-model"]));
+    let unknown = web
+        .rpc(
+            "llm.setDefault",
+            json!({"provider": "my-llm", "model": "other"}),
+        )
+        .await;
+    assert_eq!(unknown["error"]["code"], "bad-request");
+    let chosen = web
+        .ok(
+            "llm.setDefault",
+            json!({"provider": "my-llm", "model": "alt-model"}),
+        )
+        .await;
+    assert_eq!(
+        chosen["default"],
+        json!({"provider": "my-llm", "model": "alt-model"})
+    );
+
+    let id = web
+        .ok(
+            "session.create",
+            json!({"cwd": web.work.path().display().to_string()}),
+        )
+        .await["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let mut sse = web.stream(Some(&id), None).await;
+    web.ok(
+        "session.prompt",
+        json!({"sessionId": id, "content": [{"type": "text", "text": "hello endpoint"}]}),
+    )
+    .await;
+    let events = events_of(&sse.until("events", has_turn_end).await);
+    let text: String = events
+        .iter()
+        .filter(|e| e["type"] == "assistant/message")
+        .filter_map(|e| {
+            e["data"]["message"]["content"][0]["text"]
+                .as_str()
+                .map(str::to_owned)
+        })
+        .collect();
+    assert_eq!(text, "Answer from the added endpoint.");
+    let request = &alt.requests()[0];
+    assert_eq!(request.header("authorization"), Some("Bearer sk-alt-999"));
+    assert_eq!(request.json.as_ref().unwrap()["model"], "alt-model");
+    assert!(
+        server.requests().is_empty(),
+        "the DeepSeek route was not used"
+    );
+    let settings = std::fs::read_to_string(web.home.path().join(".dsh/settings.yaml")).unwrap();
+    assert!(
+        settings.contains("my-llm") && settings.contains("DSH_MY_LLM_API_KEY"),
+        "{settings}"
+    );
+    assert!(!settings.contains("sk-alt-999"));
+
+    let after = web.ok("llm.removeProvider", json!({"id": "my-llm"})).await;
+    assert_eq!(
+        after["default"]["provider"], "deepseek-official",
+        "the default falls back"
+    );
+    assert!(
+        after["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|p| p["id"] != "my-llm")
+    );
+}

@@ -66,10 +66,17 @@ pub fn read_yaml_file(path: &Path) -> Result<Option<Value>, String> {
 }
 
 /// The user settings document (`ctx.settings`): one section per namespace.
+///
+/// Sections replaced at runtime ([`Settings::replace_section`], `settings_store.rs`) are
+/// seen by [`Settings::live_section`]; [`Settings::section`] is the document as loaded.
 #[derive(Default)]
 pub struct Settings {
     pub path: PathBuf,
     sections: Map<String, Value>,
+    /// Sections replaced since loading (`Null`: removed).
+    pub(crate) replaced: std::sync::RwLock<Map<String, Value>>,
+    /// Serializes read-modify-write cycles of `path`.
+    pub(crate) write_lock: std::sync::Mutex<()>,
 }
 
 impl Settings {
@@ -92,7 +99,12 @@ impl Settings {
                 ));
             }
         }
-        Ok(Self { path, sections })
+        Ok(Self {
+            path,
+            sections,
+            replaced: Default::default(),
+            write_lock: Default::default(),
+        })
     }
 
     pub fn section(&self, namespace: &str) -> Option<&Value> {

@@ -10,6 +10,7 @@ pub mod permissions;
 pub mod presets;
 pub mod repeat;
 pub mod retry;
+mod settings_store;
 pub mod title;
 
 pub use credentials_store::{CredentialSource, CredentialState, CredentialWriteError};
@@ -17,6 +18,7 @@ pub use host::{
     Credentials, DefaultModel, Settings, dsh_home, layer, parse_dotenv, read_yaml_file,
 };
 pub use permissions::{ApprovalAnswerer, ApprovalPolicy, Approvals};
+pub use settings_store::{SettingsChange, SettingsChanged, SettingsWriteError};
 
 /// Adds every plugin of this crate to `catalog`.
 pub fn register_catalog(catalog: &mut dsh_kernel::Catalog) {

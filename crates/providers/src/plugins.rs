@@ -4,9 +4,9 @@
 
 use std::sync::Arc;
 
-use dsh_kernel::{BoxError, Context, Plugin, PluginConfig};
+use dsh_kernel::{BoxError, Context, ListenOptions, Plugin, PluginConfig};
 use dsh_llm::LlmRuntime;
-use dsh_policies::{Credentials, Settings, dsh_home};
+use dsh_policies::{Credentials, Settings, SettingsChanged, dsh_home};
 use serde_json::Value;
 
 use crate::{
@@ -26,7 +26,7 @@ fn deps(ctx: &Context, section: &'static str) -> ProviderDeps {
     let source = Arc::new(move || {
         settings
             .as_ref()
-            .and_then(|s| s.section(section).cloned())
+            .and_then(|s| s.live_section(section))
             .unwrap_or(Value::Null)
     });
     let user_id = Arc::new(anonymous_user_id);
@@ -101,11 +101,32 @@ impl Plugin for OpenAiCompatPlugin {
         let llm = ctx.require::<LlmRuntime>()?;
         let parsed = OpenAiCompatConfig::from_value(&row_value(config))
             .map_err(|e| format!("{}: row \"{}\": {e}", config.source, config.row_id))?;
-        let adapter = OpenAiCompatAdapter::new(parsed, deps(ctx, "openai-compatible"))?;
+        let adapter = OpenAiCompatAdapter::new(parsed.clone(), deps(ctx, "openai-compatible"))?;
         let routes = adapter.routes();
+        let registration = Arc::new(std::sync::Mutex::new(None));
         if !routes.is_empty() {
-            llm.register_adapter(ctx, routes, Arc::new(adapter))?;
+            *registration.lock().unwrap_or_else(|p| p.into_inner()) =
+                Some(llm.register_adapter(ctx, routes, Arc::new(adapter))?);
         }
+        // The route set is fixed per adapter: when the section changes at runtime (a
+        // provider added in the web UI), the adapter is rebuilt and registered again.
+        let owner = ctx.clone();
+        ctx.on_emit::<SettingsChanged>(ListenOptions::GLOBAL, move |change| {
+            if change.namespace != "openai-compatible" {
+                return Ok(());
+            }
+            let adapter =
+                OpenAiCompatAdapter::new(parsed.clone(), deps(&owner, "openai-compatible"))?;
+            let routes = adapter.routes();
+            let mut slot = registration.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(previous) = slot.take() {
+                previous.dispose();
+            }
+            if !routes.is_empty() {
+                *slot = Some(llm.register_adapter(&owner, routes, Arc::new(adapter))?);
+            }
+            Ok(())
+        })?;
         Ok(())
     }
 }

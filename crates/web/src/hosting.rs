@@ -295,19 +295,35 @@ fn agents(root: &Context) -> Result<Arc<Agents>, ApiError> {
     root.require::<Agents>().map_err(ApiError::internal)
 }
 
+/// The model new sessions use: the default-model row, overridden by the live
+/// `agent-default-model` settings section (changed in Settings → Models).
+pub fn default_model(root: &Context) -> (String, String) {
+    let row = root.get::<dsh_policies::DefaultModel>();
+    let mut provider = row
+        .as_ref()
+        .map_or_else(|| "deepseek-official".to_string(), |m| m.provider.clone());
+    let mut model = row
+        .as_ref()
+        .map_or_else(|| "deepseek-v4-flash".to_string(), |m| m.model.clone());
+    if let Some(live) = root
+        .get::<dsh_policies::Settings>()
+        .and_then(|s| s.live_section("agent-default-model"))
+        && let (Some(p), Some(m)) = (
+            live.get("provider").and_then(Value::as_str),
+            live.get("model").and_then(Value::as_str),
+        )
+    {
+        provider = p.to_string();
+        model = m.to_string();
+    }
+    (provider, model)
+}
+
 fn options(root: &Context) -> AgentOptions {
-    let model = root.get::<dsh_policies::DefaultModel>();
+    let (provider, model) = default_model(root);
     AgentOptions {
-        provider: Some(
-            model
-                .as_ref()
-                .map_or("deepseek-official".into(), |m| m.provider.clone()),
-        ),
-        model: Some(
-            model
-                .as_ref()
-                .map_or("deepseek-v4-flash".into(), |m| m.model.clone()),
-        ),
+        provider: Some(provider),
+        model: Some(model),
         max_tokens: None,
     }
 }

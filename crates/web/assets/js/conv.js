@@ -528,7 +528,12 @@ export class Conversation {
   }
 
   showError(message) {
-    this.banner.textContent = message;
+    const auth = /\b401\b|unauthori[sz]ed|invalid api key|authentication/i.test(message);
+    const unreachable = /connection refused|unreachable|timed out|dns|connect/i.test(message);
+    let hint = '';
+    if (auth) hint = ' — the model provider refused the API key (DEEPSEEK_API_KEY); check Settings → Models.';
+    else if (unreachable) hint = ' — the model endpoint could not be reached; check the network or Settings → Models.';
+    this.banner.textContent = message + hint;
     this.banner.classList.remove('hidden');
   }
 
@@ -540,8 +545,10 @@ export class Conversation {
   refreshComposer() {
     const row = sessionRow(this.id);
     let reason = '';
+    const ws = row && state.workspaces.find((w) => w.workspaceId === row.workspaceId);
     if (state.stopped) reason = 'dsh web is not running.';
     else if (this.unavailable) reason = this.unavailable;
+    else if (ws && ws.status === 'missing-dir') reason = `Directory ${ws.path} no longer exists; this session cannot run commands there.`;
     this.input.disabled = !!reason;
     this.sendBtn.disabled = !!reason;
     this.composerNote.textContent = reason || (this.readOnly ? 'Sending a message reopens this session here.' : '');

@@ -19,7 +19,11 @@ pub use sessions::respond;
 /// Methods that change this machine's configuration or reveal its file system: only for
 /// requests addressed to a loopback name (upstream's privileged set).
 fn loopback_only(method: &str) -> bool {
-    method.starts_with("credentials.") || method == "host.listDirectory"
+    method.starts_with("credentials.")
+        || matches!(
+            method,
+            "host.listDirectory" | "llm.saveProvider" | "llm.removeProvider" | "llm.setDefault"
+        )
 }
 
 /// Runs one method.
@@ -61,6 +65,9 @@ pub async fn dispatch(
         "credentials.set" => config::set(s, p).await,
         "credentials.unset" => config::unset(s, p).await,
         "llm.providers" => config::providers(s),
+        "llm.saveProvider" => config::save_provider(s, p).await,
+        "llm.removeProvider" => config::remove_provider(s, p).await,
+        "llm.setDefault" => config::set_default(s, p).await,
         other => Err(ApiError::new(
             ErrorCode::BadRequest,
             format!("unknown method \"{other}\""),
@@ -93,5 +100,8 @@ pub fn known(method: &str) -> bool {
             | "credentials.set"
             | "credentials.unset"
             | "llm.providers"
+            | "llm.saveProvider"
+            | "llm.removeProvider"
+            | "llm.setDefault"
     )
 }
