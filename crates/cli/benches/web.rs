@@ -418,7 +418,7 @@ fn main() {
         // 3. rendering an open ~2,000-event session in Chromium.
         let big = fresh[0].clone();
         let mut turns = 1;
-        let mut count = 0;
+        let (mut count, mut shown) = (0, 0);
         while count < 2000 {
             for _ in 0..21 {
                 server.push(looping(20));
@@ -429,19 +429,20 @@ fn main() {
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }
             let mut s = web.stream(&c, &big, None).await;
-            count = loop {
+            (count, shown) = loop {
                 let f = s.next().await.unwrap();
                 if f.event == "snapshot" {
-                    break f.json()["next"].as_u64().unwrap() as usize;
+                    let v = f.json();
+                    break (v["next"].as_u64().unwrap() as usize, v["events"].as_array().unwrap().len());
                 }
             };
         }
-        render(&web, &big, count);
+        render(&web, &big, count, shown);
         let _ = &web.token;
     });
 }
 
-fn render(web: &Web, id: &str, events: usize) {
+fn render(web: &Web, id: &str, events: usize, shown: usize) {
     let Some(tools) = dsh_test_support::webdriver::Driver::find_tools() else {
         println!(
             "render of a {events}-event session: skipped (chromium/chromedriver not installed)"
@@ -473,7 +474,7 @@ fn render(web: &Web, id: &str, events: usize) {
         .eval("return document.querySelectorAll('*').length", vec![])
         .unwrap();
     println!(
-        "render of an open {events}-event session (snapshot received → DOM built → next frame), 5 loads: median {:.0} ms, min {:.0} ms ({} DOM nodes)",
+        "render of an open {events}-event session ({shown} events in the snapshot after eliding committed stream deltas; snapshot received → DOM built → next frame), 5 loads: median {:.0} ms, min {:.0} ms ({} DOM nodes)",
         median(samples.clone()),
         samples.iter().cloned().fold(f64::MAX, f64::min),
         nodes

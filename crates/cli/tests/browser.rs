@@ -509,6 +509,27 @@ fn fork_archive_restore_and_delete_sessions() {
     p.wait(&format!("document.querySelectorAll('[data-testid=session-row]').length === 2 && !!document.querySelector('[data-testid=session-row][data-session={child}]')"));
     p.shot("forked");
 
+    // Rename the fork, then find the parent by the text of its second answer.
+    p.click("[data-testid=rename]");
+    p.wait("document.querySelector('[data-testid=rename-dialog] [data-testid=dialog-input]')");
+    p.js("document.querySelector('[data-testid=rename-dialog] [data-testid=dialog-input]').value = ''; return true");
+    p.type_text(
+        "[data-testid=rename-dialog] [data-testid=dialog-input]",
+        "Forked copy",
+    );
+    p.click("[data-testid=rename-dialog] [data-testid=dialog-confirm]");
+    p.wait(&format!("document.querySelector('[data-testid=conv-title]').innerText === 'Forked copy' && document.querySelector('[data-testid=session-row][data-session={child}] .row-title')?.innerText === 'Forked copy'"));
+    p.type_text("[data-testid=search]", "second answer");
+    p.type_text("[data-testid=search]", ENTER);
+    let found = p.wait("[...document.querySelectorAll('[data-testid=search-snippet]')].map(e => e.closest('[data-session]').dataset.session)");
+    assert_eq!(
+        found,
+        json!([parent]),
+        "full-text search finds only the parent"
+    );
+    p.shot("search");
+    p.js("const s = document.querySelector('[data-testid=search]'); s.value = ''; s.dispatchEvent(new Event('input')); return true");
+
     // Archive: gone from the list, shown under Archived; restore brings it back.
     p.click("[data-testid=archive]");
     p.wait(&format!(

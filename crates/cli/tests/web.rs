@@ -1312,3 +1312,84 @@ async fn an_openai_compatible_endpoint_added_in_settings_serves_new_sessions_wit
             .all(|p| p["id"] != "my-llm")
     );
 }
+
+/// A non-loopback address of this machine (the one routing to a documentation address),
+/// if any.
+fn local_ip() -> Option<std::net::IpAddr> {
+    let s = std::net::UdpSocket::bind("0.0.0.0:0").ok()?;
+    s.connect("192.0.2.1:9").ok()?;
+    let ip = s.local_addr().ok()?.ip();
+    (!ip.is_loopback() && !ip.is_unspecified()).then_some(ip)
+}
+
+#[tokio::test]
+async fn a_non_loopback_bind_warns_and_keeps_configuration_on_loopback() {
+    let Some(ip) = local_ip() else {
+        eprintln!("SKIPPED: this machine has no non-loopback IPv4 address to bind");
+        return;
+    };
+    let server = MockServer::start();
+    let home = tempfile::tempdir().unwrap();
+    let mut child = dsh(home.path(), home.path(), Some(&server))
+        .args(["web", "--no-open", "--port", "0", "--host", &ip.to_string()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    let mut err = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut warning = String::new();
+    err.read_line(&mut warning).unwrap();
+    assert!(
+        warning.starts_with(&format!(
+            "dsh web: warning: listening on {ip} over plain HTTP"
+        )),
+        "{warning}"
+    );
+    let url = line.trim().strip_prefix("dsh web: ").unwrap().to_string();
+    assert!(url.starts_with(&format!("http://{ip}:")), "{url}");
+    let base = url.split("/?token=").next().unwrap().to_string();
+    let c = Web::client();
+    let r = c.get(&url).send().await.unwrap();
+    assert_eq!(r.status(), 303);
+    let cookie = r.headers()["set-cookie"]
+        .to_str()
+        .unwrap()
+        .split(';')
+        .next()
+        .unwrap()
+        .to_string();
+    let call = |method: &'static str, payload: Value| {
+        c.post(format!("{base}/api/{method}"))
+            .header("cookie", cookie.clone())
+            .json(&json!({"type": "client-request", "rpcId": "n", "method": method, "payload": payload}))
+            .send()
+    };
+    let listed: Value = call("session.list", json!({}))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(listed["result"]["ok"], true);
+    let refused: Value = call(
+        "credentials.set",
+        json!({"ref": "DEEPSEEK_API_KEY", "value": "sk-remote"}),
+    )
+    .await
+    .unwrap()
+    .json()
+    .await
+    .unwrap();
+    assert_eq!(refused["result"]["error"]["code"], "forbidden");
+    assert!(
+        !home.path().join(".dsh/.credentials.yaml").exists()
+            || !std::fs::read_to_string(home.path().join(".dsh/.credentials.yaml"))
+                .unwrap()
+                .contains("sk-remote")
+    );
+    let _ = child.kill();
+    let _ = child.wait();
+}

@@ -2,7 +2,7 @@
 //! (path, modification time, length) and cached; live sessions are summarized from their
 //! in-memory log. An unreadable log is listed with its error instead of being skipped.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
@@ -30,9 +30,18 @@ pub struct Listing {
 }
 
 impl Listing {
-    /// Every stored session under `files`' root (blocking: call from `spawn_blocking`).
-    pub fn stored(&self, files: &SessionFiles) -> Vec<Listed> {
-        let paths = files.log_paths();
+    /// Every stored session under `files`' root except those whose session directory is
+    /// named in `skip` (live sessions are summarized from memory, not re-read from a log
+    /// that grows on every step). Blocking: call from `spawn_blocking`.
+    pub fn stored(&self, files: &SessionFiles, skip: &HashSet<String>) -> Vec<Listed> {
+        let paths: Vec<PathBuf> = files
+            .log_paths()
+            .into_iter()
+            .filter(|p| {
+                let dir = p.parent().and_then(|d| d.file_name());
+                !dir.is_some_and(|d| skip.contains(d.to_string_lossy().as_ref()))
+            })
+            .collect();
         let mut out = Vec::with_capacity(paths.len());
         let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
         cache.retain(|p, _| paths.contains(p));

@@ -57,9 +57,14 @@ pub async fn require_known(s: &WebState, id: &str) -> Result<(), ApiError> {
 /// Every session this process knows: stored ones, overridden by live ones.
 async fn summaries(s: &WebState) -> Vec<Listed> {
     let mut by_id: HashMap<String, Listed> = HashMap::new();
+    let live = s.hosting.live();
     if let Some(files) = s.files.clone() {
         let listing = s.listing.clone();
-        let listed = tokio::task::spawn_blocking(move || listing.stored(&files))
+        let skip: std::collections::HashSet<String> = live
+            .iter()
+            .filter_map(|a| dsh_persistence::encode_segment(a.id()).ok())
+            .collect();
+        let listed = tokio::task::spawn_blocking(move || listing.stored(&files, &skip))
             .await
             .unwrap_or_default();
         for l in listed {
@@ -70,7 +75,7 @@ async fn summaries(s: &WebState) -> Vec<Listed> {
             by_id.insert(id, l);
         }
     }
-    for agent in s.hosting.live() {
+    for agent in live {
         let session = agent.session();
         let header = session.header();
         let path = s
