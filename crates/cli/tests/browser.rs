@@ -693,5 +693,12 @@ fn bad_input_shows_clear_messages_and_other_sessions_keep_working() {
         "{note}"
     );
     p.shot("workspace-missing");
+    // Removing the workspace unregisters it and leaves the files alone.
+    p.click("[data-testid=remove-workspace]");
+    p.click("[data-testid=remove-workspace-dialog] [data-testid=dialog-confirm]");
+    p.wait("![...document.querySelectorAll('[data-testid=workspace-select] option')].some(o => o.innerText.includes('directory missing')) && document.querySelector('[data-testid=workspace-select]').value === ''");
+    let registry =
+        std::fs::read_to_string(web.home.path().join(".dsh/storages/workspace.json")).unwrap();
+    assert!(!registry.contains(&gone_path), "{registry}");
     p.no_errors();
 }

@@ -1393,3 +1393,58 @@ async fn a_non_loopback_bind_warns_and_keeps_configuration_on_loopback() {
     let _ = child.kill();
     let _ = child.wait();
 }
+
+#[tokio::test]
+async fn a_sign_in_survives_a_restart_on_the_same_port() {
+    let server = MockServer::start();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+        .to_string();
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let start = |home: &std::path::Path, work: &std::path::Path| {
+        let mut child = dsh(home, work, Some(&server))
+            .args(["web", "--no-open", "--port", &port])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        (
+            child,
+            line.trim().strip_prefix("dsh web: ").unwrap().to_string(),
+        )
+    };
+    let (mut first, url) = start(home.path(), work.path());
+    let c = Web::client();
+    let r = c.get(&url).send().await.unwrap();
+    let cookie = r.headers()["set-cookie"]
+        .to_str()
+        .unwrap()
+        .split(';')
+        .next()
+        .unwrap()
+        .to_string();
+    let _ = first.kill();
+    let _ = first.wait();
+    // The restarted server reads the stored secret (and its credentials file) back.
+    let (mut second, url2) = start(home.path(), work.path());
+    assert_ne!(url, url2, "a new launch token");
+    let base = url2.split("/?token=").next().unwrap().to_string();
+    // A fresh client: the pooled connection died with the first server.
+    let page = Web::client()
+        .get(format!("{base}/"))
+        .header("cookie", &cookie)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(page.status(), 200);
+    let _ = second.kill();
+    let _ = second.wait();
+}
