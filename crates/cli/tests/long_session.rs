@@ -423,3 +423,31 @@ fn the_model_title_request_follows_the_first_request_context() {
         .expect("the provider title is recorded");
     assert!(provider_title > request);
 }
+
+#[test]
+fn a_failing_summary_leaves_the_session_uncompacted_and_usable() {
+    // Summary calls get an empty answer: every attempt fails, is recorded, and the turn
+    // goes on with the full history (retried at the next step).
+    let server = MockServer::start()
+        .answer_untooled("Failing summaries")
+        .answer_compaction("");
+    for i in 1..=14 {
+        server.push(step_call(i));
+    }
+    server.push(Reply::text("FINISHED ANYWAY"));
+    let run = Run::new();
+    let out = run.dsh(&server, &["--profile", "headless", "Run the print steps."]);
+    assert_eq!(out.status.code(), Some(0), "stderr: {}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("FINISHED ANYWAY"));
+    let events = run.events(&run.only_session());
+    let ends: Vec<&Arc<Event>> = events.iter().filter(|e| e.is("compaction/end")).collect();
+    assert!(
+        ends.len() >= 2,
+        "attempted again at a later step: {}",
+        ends.len()
+    );
+    assert!(ends.iter().all(|e| e.data.get("error").is_some()));
+    assert_eq!(count(&events, "compaction/summary"), 0);
+    assert_eq!(checkpoint_replacements(&events), 0);
+    assert_eq!(server.compaction_requests().len(), ends.len());
+}

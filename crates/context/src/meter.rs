@@ -147,18 +147,21 @@ impl State {
             result: e.is(types::TOOL_RESULT),
         };
         match op {
-            SurfaceOp::Append => self.nodes.push(node),
+            SurfaceOp::Append => {
+                self.nodes.push(node);
+                self.surface += node.tokens;
+            }
             SurfaceOp::Replace { start, end } => {
                 let pos = |seq: u64| self.nodes.iter().rposition(|n| n.seq == seq);
                 if let (Some(si), Some(ei)) = (pos(start), pos(end))
                     && si <= ei
                 {
-                    self.nodes.splice(si..=ei, [node]);
+                    let removed: u64 = self.nodes.splice(si..=ei, [node]).map(|n| n.tokens).sum();
+                    self.surface = self.surface - removed.min(self.surface) + node.tokens;
                     self.generation += 1;
                 }
             }
         }
-        self.surface = self.nodes.iter().map(|n| n.tokens).sum();
         if e.is(types::ASSISTANT_MESSAGE) && e.data.get("interrupted").is_none() {
             let step_surface = self.step_surface.unwrap_or(self.surface - node.tokens);
             let anchor_surface = step_surface + node.tokens;
