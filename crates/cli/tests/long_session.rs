@@ -159,6 +159,19 @@ fn an_80_step_session_stays_inside_a_16k_window_and_resumes_and_forks() {
         count(&events, "compaction/end")
     );
     assert_eq!(server.compaction_requests().len(), summaries);
+    // Each summary is directly followed by its checkpoint replacement and the bracket's end.
+    for (i, e) in events
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| e.is("compaction/summary"))
+    {
+        assert!(
+            events[i + 1].is(types::USER_MESSAGE)
+                && events[i + 1].surface_op != Some(dsh_session::SurfaceOp::Append)
+        );
+        assert!(events[i + 2].is("compaction/end") && events[i + 2].data.get("error").is_none());
+        assert_eq!(events[i + 1].source_event_seqs.as_ref().unwrap()[1], e.seq);
+    }
 
     // No request the model received, loop or summary, was over the window.
     let requests: Vec<RecordedRequest> = server

@@ -189,6 +189,49 @@ impl LiveSession {
         Ok(event)
     }
 
+    /// Appends the events `build` returns, in order, with nothing from any other appender
+    /// in between (one hold of the publish order); `build` gets the seq the first of them
+    /// will have, so later ones can cite earlier ones. Each is validated, committed and
+    /// published like [`LiveSession::append`]. Stops at the first refused event: the ones
+    /// before it stay committed, the refusal is returned.
+    pub fn append_group(
+        self: &Arc<Self>,
+        build: impl FnOnce(u64) -> Vec<(String, Value, Option<SurfaceIntent>)>,
+    ) -> Result<Vec<Arc<Event>>, AppendError> {
+        let key = self.key();
+        if PUBLISHING.with(|p| p.borrow().contains(&key)) {
+            return Err(AppendError(
+                "session append cannot reenter while another append is being published".into(),
+            ));
+        }
+        let _order = self.publish.lock().unwrap_or_else(|p| p.into_inner());
+        let events = build(self.next_seq());
+        let mut out = Vec::with_capacity(events.len());
+        for (event_type, data, surface) in events {
+            let event = {
+                let mut s = self.lock();
+                s.append_at(&event_type, data, surface, (self.clock)())?
+            };
+            self.publish_committed(key, &event);
+            out.push(event);
+        }
+        Ok(out)
+    }
+
+    fn publish_committed(self: &Arc<Self>, key: usize, event: &Arc<Event>) {
+        PUBLISHING.with(|p| p.borrow_mut().push(key));
+        self.ctx.emit::<SessionAppended>(&AppendedEvent {
+            session: self.clone(),
+            event: event.clone(),
+        });
+        PUBLISHING.with(|p| {
+            let mut p = p.borrow_mut();
+            if let Some(i) = p.iter().rposition(|k| *k == key) {
+                p.remove(i);
+            }
+        });
+    }
+
     /// The durability barrier: resolves once every participant persisted what was appended
     /// so far. Returns whether any participant took part.
     pub async fn flush(self: &Arc<Self>) -> Result<bool, BoxError> {

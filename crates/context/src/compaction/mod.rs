@@ -431,29 +431,39 @@ impl CompactionEngine {
                 serde_json::to_value(u).unwrap_or(Value::Null),
             );
         }
-        let summary_event = session
-            .append("compaction/summary", Value::Object(data), None)
-            .map_err(|e| RegionError::Commit(e.to_string()))?;
-        let mut sources = vec![start_seq, summary_event.seq];
-        sources.extend_from_slice(seqs);
-        session
-            .append(
-                types::USER_MESSAGE,
-                checkpoint.to_value(),
-                Some(SurfaceIntent {
-                    op: SurfaceOp::Replace {
-                        start: first,
-                        end: last,
-                    },
-                    sources: Some(sources),
-                }),
-            )
-            .map_err(|e| RegionError::Commit(e.to_string()))?;
         let mut end = lifecycle.clone();
         end.insert("turn".into(), turn.clone());
-        session
-            .append("compaction/end", Value::Object(end), None)
+        let (summary_data, checkpoint_data, end_data) = (
+            Value::Object(data),
+            checkpoint.to_value(),
+            Value::Object(end),
+        );
+        // One group: nothing lands between the metering event and its replacement.
+        let appended = session
+            .append_group(|summary_seq| {
+                let mut sources = vec![start_seq, summary_seq];
+                sources.extend_from_slice(seqs);
+                vec![
+                    ("compaction/summary".into(), summary_data, None),
+                    (
+                        types::USER_MESSAGE.into(),
+                        checkpoint_data,
+                        Some(SurfaceIntent {
+                            op: SurfaceOp::Replace {
+                                start: first,
+                                end: last,
+                            },
+                            sources: Some(sources),
+                        }),
+                    ),
+                    ("compaction/end".into(), end_data, None),
+                ]
+            })
             .map_err(|e| RegionError::Commit(e.to_string()))?;
+        let summary_event = appended
+            .first()
+            .cloned()
+            .ok_or_else(|| RegionError::Commit("the summary was not recorded".into()))?;
         Ok(Compacted {
             summary_seq: summary_event.seq,
             shadowed: seqs.len(),

@@ -121,26 +121,24 @@ impl ToolResultPruner {
             if let Some(slot) = data.pointer_mut("/message/content/0/content") {
                 *slot = Value::Array(replacement.iter().map(block_value).collect());
             }
-            session.append(
-                "compaction/prune",
-                json!({
-                    "shadowedRange": {"start": node.seq, "end": node.seq},
-                    "shadowedSeqs": [node.seq],
-                    "shadowedTokenCount": original,
-                }),
-                None,
-            )?;
-            session.append(
-                types::TOOL_RESULT,
-                data,
-                Some(SurfaceIntent {
-                    op: SurfaceOp::Replace {
-                        start: node.seq,
-                        end: node.seq,
-                    },
-                    sources: Some(vec![node.seq]),
-                }),
-            )?;
+            let prune = json!({
+                "shadowedRange": {"start": node.seq, "end": node.seq},
+                "shadowedSeqs": [node.seq],
+                "shadowedTokenCount": original,
+            });
+            let replacement = Some(SurfaceIntent {
+                op: SurfaceOp::Replace {
+                    start: node.seq,
+                    end: node.seq,
+                },
+                sources: Some(vec![node.seq]),
+            });
+            session.append_group(|_| {
+                vec![
+                    ("compaction/prune".into(), prune, None),
+                    (types::TOOL_RESULT.into(), data, replacement),
+                ]
+            })?;
             pruned += 1;
         }
         Ok(pruned)
