@@ -134,7 +134,8 @@ async fn write_loop<W: AsyncWrite + Unpin>(
 /// Largest incoming frame (prompts may carry images as base64).
 pub const MAX_FRAME_BYTES: usize = 64 << 20;
 
-enum Frame {
+/// What [`read_frame`] read.
+pub enum Frame {
     Eof,
     Line,
     TooLong,
@@ -142,7 +143,7 @@ enum Frame {
 
 /// Reads one newline-terminated frame into `buf` (cleared first) without ever holding more
 /// than `max` bytes of it: a longer frame is skipped up to its newline and reported.
-async fn read_frame<R: AsyncBufReadExt + Unpin>(
+pub async fn read_frame<R: AsyncBufReadExt + Unpin>(
     reader: &mut R,
     buf: &mut Vec<u8>,
     max: usize,

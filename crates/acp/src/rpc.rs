@@ -128,6 +128,21 @@ impl Peer {
         self.send(Value::Object(m));
     }
 
+    /// Sends a notification whose params are already JSON text (no re-encoding of large
+    /// payloads), unless the connection already closed.
+    pub fn notify_raw(&self, method: &str, params_json: &str) {
+        if self.closed.load(Ordering::Acquire) {
+            return;
+        }
+        let mut line = String::with_capacity(params_json.len() + method.len() + 40);
+        line.push_str("{\"jsonrpc\":\"2.0\",\"method\":");
+        dsh_kernel::json::write_string(&mut line, method);
+        line.push_str(",\"params\":");
+        line.push_str(params_json);
+        line.push_str("}\n");
+        let _ = self.tx.send(line);
+    }
+
     /// Sends a request to the client and waits for its answer.
     pub async fn request(&self, method: &str, params: Value) -> Result<Value, RpcError> {
         if self.closed.load(Ordering::Acquire) {

@@ -30,6 +30,7 @@ pub fn catalog() -> Catalog {
     c.register(crate::headless::HeadlessPlugin);
     c.register(dsh_acp::AcpAgentPlugin);
     dsh_web::register_catalog(&mut c);
+    dsh_sdk_runtime::register_catalog(&mut c);
     c
 }
 

@@ -7,6 +7,7 @@ mod headless;
 mod launcher;
 mod profile;
 mod progress;
+mod sdkapp;
 mod sessions;
 mod webapp;
 
@@ -120,8 +121,11 @@ fn run_profile(
     patches: &[String],
     args: &[String],
 ) -> ExitCode {
-    if profile::app_of(home, profile) == profile::App::Web {
-        return webapp::run(home, profile, patches, args);
+    match profile::app_of(home, profile) {
+        profile::App::Web => return webapp::run(home, profile, patches, args),
+        profile::App::Sdk => return sdkapp::run(home, profile, patches, args),
+        profile::App::Acp => return sdkapp::run_acp(home, profile, patches, args),
+        profile::App::Headless => {}
     }
     let startup = match headless::parse_args(args) {
         Ok(s) => s,

@@ -29,18 +29,29 @@ pub const WEB: Bundle = Bundle {
     package: "@deepseek-ai/dsh-web-app",
     patch: include_str!("../bundles/web.cordis.patch.yml"),
 };
+pub const SDK: Bundle = Bundle {
+    package: "@deepseek-ai/dsh-sdk-app",
+    patch: include_str!("../bundles/sdk-app.cordis.patch.yml"),
+};
+pub const ACP: Bundle = Bundle {
+    package: "@deepseek-ai/dsh-acp-app",
+    patch: include_str!("../bundles/acp-app.cordis.patch.yml"),
+};
 
 fn bundle(package: &str) -> Option<&'static Bundle> {
-    [&BASE, &HEADLESS, &WEB]
+    [&BASE, &HEADLESS, &WEB, &SDK, &ACP]
         .into_iter()
         .find(|b| b.package == package)
 }
 
-/// The app a profile runs: the web app when it stacks the web bundle, else headless.
+/// The app a profile runs: the web app, the SDK runtime or the ACP server when it stacks
+/// their bundle, else headless.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum App {
     Headless,
     Web,
+    Sdk,
+    Acp,
 }
 
 /// Which app `profile` runs (creating its template on first use). A profile that cannot
@@ -49,6 +60,8 @@ pub fn app_of(home: &Path, profile: &str) -> App {
     let bundles = prepare_profile(home, profile).and_then(|dir| profile_bundles(&dir));
     match bundles {
         Ok(b) if b.iter().any(|p| p == WEB.package) => App::Web,
+        Ok(b) if b.iter().any(|p| p == SDK.package) => App::Sdk,
+        Ok(b) if b.iter().any(|p| p == ACP.package) => App::Acp,
         _ => App::Headless,
     }
 }
@@ -78,6 +91,8 @@ fn template_bundles(name: &str) -> Option<Vec<&'static str>> {
     match name {
         "headless" => Some(vec!["@deepseek-ai/dsh-base", "@deepseek-ai/dsh-headless"]),
         "web" => Some(vec!["@deepseek-ai/dsh-base", "@deepseek-ai/dsh-web-app"]),
+        "sdk" => Some(vec!["@deepseek-ai/dsh-base", "@deepseek-ai/dsh-sdk-app"]),
+        "acp" => Some(vec!["@deepseek-ai/dsh-base", "@deepseek-ai/dsh-acp-app"]),
         _ => None,
     }
 }

@@ -226,3 +226,78 @@ fn malformed_frames_are_answered_as_the_reference_sdk_does() {
     assert_eq!(answer["error"]["code"], -32002, "{answer}");
     assert_eq!(answer["error"]["data"]["sessionId"], "nope");
 }
+
+/// `dsh --profile acp` (upstream's grammar) serves ACP over the profile's tree.
+#[test]
+fn the_acp_profile_serves_the_protocol_over_the_profile_tree() {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let server =
+        MockServer::with_replies([Reply::text("from the acp profile")]).answer_untooled("T");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_dsh"))
+        .args(["--profile", "acp"])
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", home.path())
+        .env("DSH_HOME", home.path().join(".dsh"))
+        .env("DEEPSEEK_API_KEY", "sk-test")
+        .env("DEEPSEEK_BASE_URL", server.url())
+        .current_dir(work.path())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut frames = Vec::new();
+    for (id, method, params) in [
+        (0, "initialize", json!({"protocolVersion": 1})),
+        (
+            1,
+            "session/new",
+            json!({"cwd": work.path(), "mcpServers": []}),
+        ),
+    ] {
+        writeln!(
+            stdin,
+            "{}",
+            json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+        )
+        .unwrap();
+        stdin.flush().unwrap();
+        loop {
+            let f: Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+            if f["id"] == id {
+                frames.push(f);
+                break;
+            }
+        }
+    }
+    assert_eq!(
+        frames[0]["result"]["agentCapabilities"]["loadSession"],
+        true
+    );
+    let session = frames[1]["result"]["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    writeln!(stdin, "{}", json!({"jsonrpc": "2.0", "id": 2, "method": "session/prompt", "params": {"sessionId": session, "prompt": [{"type": "text", "text": "hi"}]}})).unwrap();
+    stdin.flush().unwrap();
+    let mut text = String::new();
+    loop {
+        let f: Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+        if let Some(t) = f
+            .pointer("/params/update/content/text")
+            .and_then(Value::as_str)
+        {
+            text.push_str(t);
+        }
+        if f["id"] == 2 {
+            assert_eq!(f["result"]["stopReason"], "end_turn");
+            break;
+        }
+    }
+    assert_eq!(text, "from the acp profile");
+    drop(stdin);
+    assert!(child.wait().unwrap().success());
+}

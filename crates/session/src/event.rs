@@ -256,6 +256,8 @@ pub mod types {
     pub const TOOL_CALL: &str = "tool/call";
     pub const TOOL_RESULT: &str = "tool/result";
     pub const TODO_WRITE: &str = "todo/write";
+    /// A frontend moved the session to another working directory (`{cwd}`).
+    pub const WORKING_DIRECTORY_CHANGE: &str = "working-directory/change";
     pub const REQUEST_HEADER: &str = "request/header";
     pub const REQUEST_CONTEXT: &str = "request/context";
     pub const END_SEED: &str = "session/end-seed";

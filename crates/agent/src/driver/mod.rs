@@ -97,7 +97,10 @@ pub struct LoopAgent {
     session: Arc<LiveSession>,
     ctx: Context,
     options: AgentOptions,
+    /// The directory the agent was created in.
     cwd: Option<PathBuf>,
+    /// The latest `working-directory/change` of the log, and the next seq to look at.
+    cwd_changed: Mutex<(u64, Option<PathBuf>)>,
     pub(crate) services: Services,
     pub(crate) config: LoopConfig,
     state: Mutex<State>,
@@ -334,8 +337,22 @@ impl Agent for LoopAgent {
         self.options.clone()
     }
 
+    /// The effective working directory: the latest `working-directory/change` in the log
+    /// (a frontend moved the session), else the directory the agent was created in.
     fn cwd(&self) -> Option<PathBuf> {
-        self.cwd.clone()
+        let mut changed = self.cwd_changed.lock().unwrap_or_else(|p| p.into_inner());
+        let next = self.session.next_seq();
+        if changed.0 < next {
+            for e in self.session.events_from(changed.0) {
+                if e.event_type == types::WORKING_DIRECTORY_CHANGE
+                    && let Some(cwd) = e.data.get("cwd").and_then(serde_json::Value::as_str)
+                {
+                    changed.1 = Some(PathBuf::from(cwd));
+                }
+            }
+            changed.0 = next;
+        }
+        changed.1.clone().or_else(|| self.cwd.clone())
     }
 
     fn status(&self) -> AgentStatus {
@@ -538,6 +555,7 @@ impl AgentFactory for LoopFactory {
             ctx: scope.clone(),
             options: request.options,
             cwd,
+            cwd_changed: Mutex::new((0, None)),
             services: self.services.clone(),
             config: self.config.clone(),
             state: Mutex::new(State {

@@ -549,8 +549,8 @@ impl BashInner {
     }
 
     /// An explicit workdir wins (relative ones resolve against the session workspace);
-    /// otherwise the sandbox root, the session cwd's filesystem identity, the executor's
-    /// configured cwd, or the process cwd.
+    /// otherwise the directory a frontend moved the session to, the sandbox root, the
+    /// session cwd's filesystem identity, the executor's configured cwd, or the process cwd.
     fn workdir(
         &self,
         requested: Option<&str>,
@@ -558,8 +558,18 @@ impl BashInner {
         policy_root: Option<&Path>,
         settings: &BashSettings,
     ) -> PathBuf {
-        let session = policy_root
-            .map(Path::to_path_buf)
+        let origin = run.session.as_ref().and_then(|s| s.header().cwd);
+        let moved = run
+            .cwd
+            .as_ref()
+            .filter(|cwd| {
+                origin
+                    .as_deref()
+                    .is_none_or(|o| Path::new(o) != cwd.as_path())
+            })
+            .map(|cwd| canonical_path(cwd));
+        let session = moved
+            .or_else(|| policy_root.map(Path::to_path_buf))
             .or_else(|| session_cwd(run).map(|cwd| canonical_path(Path::new(&cwd))));
         match (requested, session) {
             (Some(dir), Some(base)) if !Path::new(dir).is_absolute() => resolve_lexical(&base, dir),

@@ -1,0 +1,117 @@
+//! The stdio apps of profiles: the SDK runtime (`dsh --profile sdk`, crate
+//! `dsh-sdk-runtime`) and the ACP server over a profile's tree (`dsh --profile acp`, crate
+//! `dsh-acp`). Each boots the profile, serves stdin/stdout until its client ends, then
+//! flushes every session log.
+
+use std::path::Path;
+use std::process::ExitCode;
+
+use dsh_kernel::Context;
+
+use crate::{CONFIG_ERROR, boot, profile, runtime};
+
+pub const HELP: &str = "\
+Usage: dsh --profile sdk [--patch FILE]...
+
+Serve the DeepSeek Harness SDK runtime protocol (JSON-RPC 2.0, one JSON object per line)
+on stdin/stdout, as upstream's SDKs expect when they launch the harness: for example the
+Python SDK's DeepSeekHarness(dsh_bin=\"dsh\", dsh_home=\"…\"). $DSH_HOME is required.
+";
+
+/// Runs the SDK runtime of `profile`.
+pub fn run(home: &Path, profile: &str, patches: &[String], args: &[String]) -> ExitCode {
+    if let Some(code) = no_args("the SDK runtime", HELP, args) {
+        return code;
+    }
+    if std::env::var_os("DSH_HOME").is_none_or(|h| h.is_empty()) {
+        eprintln!("dsh: the SDK runtime needs DSH_HOME (the SDK never uses ~/.dsh implicitly)");
+        return ExitCode::from(CONFIG_ERROR);
+    }
+    serve_profile(home, profile, patches, |ctx| {
+        Box::pin(dsh_sdk_runtime::serve(
+            ctx,
+            tokio::io::stdin(),
+            tokio::io::stdout(),
+        ))
+    })
+}
+
+pub const ACP_HELP: &str = "\
+Usage: dsh --profile acp [--patch FILE]...
+
+Serve the Agent Client Protocol (JSON-RPC 2.0, one JSON object per line) on stdin/stdout
+over the profile's tree. `dsh acp` serves the built-in ACP composition instead.
+";
+
+/// Runs the ACP server over `profile`'s tree.
+pub fn run_acp(home: &Path, profile: &str, patches: &[String], args: &[String]) -> ExitCode {
+    if let Some(code) = no_args("the ACP server", ACP_HELP, args) {
+        return code;
+    }
+    serve_profile(home, profile, patches, |ctx| {
+        Box::pin(dsh_acp::serve(ctx, tokio::io::stdin(), tokio::io::stdout()))
+    })
+}
+
+/// `-h` prints `help`; any other argument is an error (exit 1).
+fn no_args(what: &str, help: &str, args: &[String]) -> Option<ExitCode> {
+    let a = args.first()?;
+    if a == "-h" || a == "--help" {
+        print!("{help}");
+        return Some(ExitCode::SUCCESS);
+    }
+    eprintln!("error: {what} takes no arguments, got {a:?}");
+    Some(ExitCode::from(1))
+}
+
+type Serve = for<'a> fn(
+    &'a Context,
+) -> std::pin::Pin<
+    Box<dyn std::future::Future<Output = Result<(), String>> + 'a>,
+>;
+
+fn serve_profile(home: &Path, profile: &str, patches: &[String], serve: Serve) -> ExitCode {
+    let composition = match profile::compose_profile(home, profile, patches, false) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::from(CONFIG_ERROR);
+        }
+    };
+    let rt = match runtime(false) {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("dsh: cannot start the async runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let code = rt.block_on(async move {
+        let env = boot::eval_env(home, serde_json::Map::new());
+        let root = Context::new_root();
+        let tree = match boot::load(&root, &boot::catalog(), &composition, &env) {
+            Ok(t) => t,
+            Err(e) => {
+                eprintln!("{e}");
+                return ExitCode::from(CONFIG_ERROR);
+            }
+        };
+        let served = serve(tree.context()).await;
+        if let Some(writers) = tree.context().get::<dsh_persistence::SessionWriters>()
+            && let Err(e) = writers.flush_all().await
+        {
+            eprintln!("dsh: a session could not be saved completely: {e}");
+        }
+        tree.unload();
+        match served {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("dsh: {e}");
+                ExitCode::from(1)
+            }
+        }
+    });
+    // A `shutdown` request ends the app while stdin is still open: the blocking stdin
+    // reader must not hold the exit.
+    rt.shutdown_background();
+    code
+}

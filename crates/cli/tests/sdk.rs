@@ -1,0 +1,233 @@
+//! `dsh --profile sdk` driven by upstream's published Python SDK (`deepseek-harness-sdk`,
+//! installed by `.ci/run` into a virtualenv named by `DSH_SDK_PYTHON`), against the mock
+//! LLM: turns in one session, a bash call, the working-directory calls, a resume in a
+//! fresh process. Skips, saying why, without that Python.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use dsh_test_support::mock_server::{MockServer, Reply};
+use pretty_assertions::assert_eq;
+use serde_json::Value;
+
+fn sdk_python() -> Option<PathBuf> {
+    let python = std::env::var_os("DSH_SDK_PYTHON").map(PathBuf::from);
+    let usable = python.as_ref().is_some_and(|p| {
+        Command::new(p)
+            .args(["-c", "import deepseek_harness"])
+            .status()
+            .is_ok_and(|s| s.success())
+    });
+    if !usable {
+        eprintln!(
+            "skipping: set DSH_SDK_PYTHON to a Python with deepseek-harness-sdk installed (.ci/run does)"
+        );
+        return None;
+    }
+    python
+}
+
+fn run(python: &Path, scenario: &str, home: &Path, work: &Path, server: &MockServer) -> Value {
+    let out = Command::new(python)
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/sdk-client/run.py"))
+        .args([scenario, env!("CARGO_BIN_EXE_dsh")])
+        .arg(home.join(".dsh"))
+        .arg(work)
+        .arg(server.url())
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", home)
+        .current_dir(work)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{scenario}: {}\n{stdout}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"))
+}
+
+#[test]
+fn the_python_sdk_runs_turns_moves_and_resumes_a_session() {
+    let Some(python) = sdk_python() else {
+        return;
+    };
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    std::fs::create_dir(work.path().join("sub")).unwrap();
+    let work_dir = work.path().canonicalize().unwrap();
+    let server = MockServer::with_replies([
+        Reply::text("answer one"),
+        Reply::tool_call(
+            "c1",
+            "bash",
+            r#"{"command":"echo from-bash","description":"echo"}"#,
+        ),
+        Reply::echo_tool_output(),
+        Reply::tool_call("c2", "bash", r#"{"command":"pwd","description":"where"}"#),
+        Reply::echo_tool_output(),
+        Reply::text("after the restart, still here"),
+    ])
+    .answer_untooled("SDK title");
+
+    let turns = run(&python, "turns", home.path(), &work_dir, &server);
+    assert_eq!(turns["first"]["final_response"], "answer one");
+    assert_eq!(turns["first"]["finish_reason"], "completed");
+    assert_eq!(turns["second"]["final_response"], "from-bash\n");
+    let types: Vec<&str> = turns["second"]["event_types"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_str().unwrap())
+        .collect();
+    assert!(
+        types.contains(&"tool/call")
+            && types.contains(&"tool/result")
+            && types.last() == Some(&"turn/end"),
+        "{types:?}"
+    );
+    assert_eq!(
+        turns["second"]["statuses"]
+            .as_array()
+            .unwrap()
+            .last()
+            .unwrap(),
+        "idle"
+    );
+    let sub = work_dir.join("sub").display().to_string();
+    assert_eq!(turns["cwd"], work_dir.display().to_string());
+    assert_eq!(turns["moved"], sub.as_str());
+    assert_eq!(turns["after"], sub.as_str());
+    assert_eq!(
+        turns["third"]["final_response"],
+        format!("{sub}\n"),
+        "the bash call ran in the new directory"
+    );
+    assert!(
+        turns["bad_cwd"]
+            .as_str()
+            .unwrap()
+            .contains("directory does not exist"),
+        "{}",
+        turns["bad_cwd"]
+    );
+
+    let resumed = run(&python, "resume", home.path(), &work_dir, &server);
+    assert_eq!(
+        resumed["resumed"]["final_response"],
+        "after the restart, still here"
+    );
+    let last = server.requests().last().unwrap().json.clone().unwrap();
+    let history = last["messages"].to_string();
+    assert!(
+        history.contains("first question") && history.contains("answer one"),
+        "the resumed turn saw the history"
+    );
+    assert!(
+        resumed["missing"]
+            .as_str()
+            .unwrap()
+            .contains("session \"no-such-session\" not found"),
+        "{}",
+        resumed["missing"]
+    );
+}
+
+/// The protocol without the SDK: errors as upstream words them, the receipt before the
+/// answer, `idle` at the end of the turn, `shutdown` after everything is flushed.
+#[test]
+fn the_runtime_speaks_the_sdk_protocol() {
+    use std::io::{BufRead, BufReader, Write};
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let server =
+        MockServer::with_replies([Reply::text("hello from the runtime")]).answer_untooled("T");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_dsh"))
+        .args(["--profile", "sdk"])
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", home.path())
+        .env("DSH_HOME", home.path().join(".dsh"))
+        .env("DEEPSEEK_API_KEY", "sk-test")
+        .env("DEEPSEEK_BASE_URL", server.url())
+        .current_dir(work.path())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut send = |v: Value| {
+        writeln!(stdin, "{v}").unwrap();
+        stdin.flush().unwrap();
+    };
+    let mut next =
+        move || -> Value { serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap() };
+    send(
+        serde_json::json!({"jsonrpc": "2.0", "id": "a", "method": "session/prompt", "params": {"sessionId": "s"}}),
+    );
+    assert_eq!(next()["error"]["message"], "SDK server is not initialized");
+    send(
+        serde_json::json!({"jsonrpc": "2.0", "id": "b", "method": "initialize", "params": {"cwd": work.path(), "provider": "nope", "model": "m"}}),
+    );
+    assert_eq!(
+        next()["error"]["message"],
+        "no adapter registered for provider \"nope\""
+    );
+    send(
+        serde_json::json!({"jsonrpc": "2.0", "id": "c", "method": "initialize", "params": {"cwd": work.path(), "provider": "deepseek-official", "model": "deepseek-v4-flash"}}),
+    );
+    assert_eq!(
+        next()["result"]["serverInfo"]["name"],
+        "deepseek-harness-sdk-runtime"
+    );
+    send(serde_json::json!({"jsonrpc": "2.0", "id": "d", "method": "bogus"}));
+    assert_eq!(
+        next()["error"],
+        serde_json::json!({"code": -32603, "message": "unknown DeepSeek Harness SDK runtime method: bogus"})
+    );
+    send(
+        serde_json::json!({"jsonrpc": "2.0", "id": "e", "method": "session/prompt", "params": {"sessionId": "s1", "contentBlocks": [{"type": "text", "text": "hi"}]}}),
+    );
+    let mut receipt = None;
+    let message_id = loop {
+        let f = next();
+        if f["id"] == "e" {
+            break f["result"]["messageId"].as_str().unwrap().to_string();
+        }
+        let inserted = &f["params"]["event"]["data"]["inserted"][0]["id"];
+        if f["params"]["event"]["type"] == "agent/inbox/spliced" && inserted.is_string() {
+            receipt = Some(inserted.clone());
+        }
+    };
+    assert_eq!(
+        receipt,
+        Some(Value::from(message_id)),
+        "receipt before the answer"
+    );
+    let mut answer = None;
+    loop {
+        let f = next();
+        if f["params"]["event"]["type"] == "assistant/message" {
+            answer = f["params"]["event"]["data"]["message"]["content"][0]["text"]
+                .as_str()
+                .map(str::to_owned);
+        }
+        if f["method"] == "session.status" && f["params"]["status"] == "idle" {
+            break;
+        }
+    }
+    assert_eq!(answer.as_deref(), Some("hello from the runtime"));
+    send(serde_json::json!({"jsonrpc": "2.0", "id": "f", "method": "shutdown"}));
+    loop {
+        let f = next();
+        if f["id"] == "f" {
+            assert_eq!(f["result"], serde_json::json!({}));
+            break;
+        }
+    }
+    assert!(child.wait().unwrap().success());
+}
