@@ -122,6 +122,11 @@ async fn searches_find_earlier_events_but_not_the_calling_step() {
         .unwrap();
     let again = text(&call(&f, "session_event_search", json!({"query": "needle"})).await);
     assert!(again.contains("Event search results (1):"), "{again}");
+    // Query syntax is data: quotes, operators and punctuation-only queries never fail.
+    for q in ["\"needle", "needle OR haystack", "!!!", "NEAR(a b)", "*"] {
+        let r = call(&f, "session_event_search", json!({"query": q})).await;
+        assert!(!r.is_error, "{q}: {}", text(&r));
+    }
     let none = text(&call(&f, "session_event_search", json!({"query": "absent words"})).await);
     assert_eq!(
         none,

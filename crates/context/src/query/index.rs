@@ -319,6 +319,8 @@ fn open_file(path: &Path) -> Result<Connection, OpenError> {
     if app == APPLICATION_ID && version != SCHEMA_VERSION {
         return Err(OpenError::Rebuild(format!("schema version {version}")));
     }
+    // Several dsh processes may share one index file: wait for a writer instead of failing.
+    let _ = conn.busy_timeout(std::time::Duration::from_secs(5));
     let _ = conn.pragma_update(None, "journal_mode", "wal");
     init(&conn).map_err(|e| OpenError::Rebuild(e.to_string()))?;
     Ok(conn)
