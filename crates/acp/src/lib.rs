@@ -130,7 +130,9 @@ async fn write_loop<W: AsyncWrite + Unpin>(
     let _ = out.flush().await;
 }
 
-/// Serves one connection until `input` ends.
+/// Requests one connection may have in flight at once.
+pub const MAX_IN_FLIGHT: usize = 128;
+
 /// Largest incoming frame (prompts may carry images as base64).
 pub const MAX_FRAME_BYTES: usize = 64 << 20;
 
@@ -182,6 +184,7 @@ pub async fn read_frame<R: AsyncBufReadExt + Unpin>(
     }
 }
 
+/// Serves one connection until `input` ends.
 pub async fn serve<R, W>(root: &Context, input: R, output: W) -> Result<(), String>
 where
     R: AsyncRead + Unpin,
@@ -223,6 +226,18 @@ where
         match classify(&line) {
             None => {}
             Some(Incoming::Request { id, method, params }) => {
+                // Reap finished requests; a client flooding the agent gets errors beyond
+                // the bound instead of unbounded tasks.
+                while tasks.try_join_next().is_some() {}
+                if tasks.len() >= MAX_IN_FLIGHT {
+                    peer.respond(
+                        id,
+                        Err(rpc::RpcError::internal(format!(
+                            "too many concurrent requests (at most {MAX_IN_FLIGHT})"
+                        ))),
+                    );
+                    continue;
+                }
                 let b = bridge.clone();
                 tasks.spawn(async move {
                     let result = b.handle(&method, params.clone()).await;

@@ -134,6 +134,21 @@ where
         // Upstream's transport ignores what is not a request or a notification.
         match classify(&String::from_utf8_lossy(&line)) {
             Some(Incoming::Request { id, method, params }) => {
+                while tasks.try_join_next().is_some() {}
+                if tasks.len() >= dsh_acp::MAX_IN_FLIGHT {
+                    server.peer.respond(
+                        id,
+                        Err(dsh_acp::RpcError {
+                            code: -32603,
+                            message: format!(
+                                "too many concurrent requests (at most {})",
+                                dsh_acp::MAX_IN_FLIGHT
+                            ),
+                            data: None,
+                        }),
+                    );
+                    continue;
+                }
                 let (s, done) = (server.clone(), done_tx.clone());
                 tasks.spawn(async move {
                     let result = s.handle(&method, params).await;
