@@ -12,7 +12,7 @@
 //! runner is reported as a refusal, not as the command's failure; no confined process can
 //! read the credential files, the network (unless allowed), or dsh's own environment.
 
-mod bwrap;
+pub mod bwrap;
 pub mod environ;
 mod fixture;
 pub mod landlock;

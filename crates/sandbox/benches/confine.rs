@@ -1,0 +1,81 @@
+//! Per-command cost of confinement: `bash -c true` spawned plain, under bubblewrap with the
+//! workspace-write profile, and under the Landlock launcher (the `dsh` binary, taken from
+//! `target/release/dsh` or `DSH_BIN`). Runners missing on this machine are skipped.
+//!
+//! `cargo bench -p dsh-sandbox --bench confine`
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+
+use divan::Bencher;
+use dsh_sandbox::{Enforcement, ExecutionPolicy, Network, SandboxMode};
+
+fn main() {
+    divan::main();
+}
+
+fn policy(workspace: &std::path::Path) -> ExecutionPolicy {
+    ExecutionPolicy {
+        mode: SandboxMode::WorkspaceWrite,
+        workspace_root: workspace.to_path_buf(),
+        temp_roots: vec![std::env::temp_dir()],
+        extra_roots: Vec::new(),
+        network: Network::Deny,
+        masked: Vec::new(),
+    }
+}
+
+fn argv() -> Vec<OsString> {
+    vec!["bash".into(), "-c".into(), "true".into()]
+}
+
+fn run(program: &std::path::Path, args: &[OsString]) {
+    let status = Command::new(program)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success(), "{} failed", program.display());
+}
+
+#[divan::bench(sample_count = 40)]
+fn plain(bencher: Bencher) {
+    let args = argv();
+    bencher.bench(|| run(std::path::Path::new(&args[0]), &args[1..]));
+}
+
+#[divan::bench(sample_count = 40)]
+fn bubblewrap(bencher: Bencher) {
+    let dir = tempfile::tempdir().unwrap();
+    let confined = dsh_sandbox::bwrap::confine(&argv(), &policy(dir.path()), Enforcement::Full);
+    if Command::new(&confined.program)
+        .args(&confined.args)
+        .status()
+        .is_err()
+    {
+        eprintln!("skipping bubblewrap: bwrap is not installed");
+        return;
+    }
+    bencher.bench(|| run(&confined.program, &confined.args));
+}
+
+#[divan::bench(sample_count = 40)]
+fn landlock(bencher: Bencher) {
+    let launcher = std::env::var_os("DSH_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/release/dsh")
+        });
+    if !launcher.is_file() {
+        eprintln!("skipping landlock: build the launcher first (cargo build --release --bin dsh)");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let confined =
+        dsh_sandbox::landlock::confine(&launcher, &argv(), &policy(dir.path()), Enforcement::Full);
+    bencher.bench(|| run(&confined.program, &confined.args));
+}
