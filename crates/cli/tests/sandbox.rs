@@ -407,7 +407,7 @@ fn permission_presets_switch_a_session_and_the_model_is_told() {
     assert_eq!(out.status.code(), Some(1));
     assert!(
         String::from_utf8_lossy(&out.stderr)
-            .contains("unknown command /bogus; available commands:\n/permission <preset>"),
+            .contains("unknown command /bogus; available commands:\n/compact — Compact older conversation history\n/permission <preset>"),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
