@@ -464,3 +464,28 @@ fn a_failing_summary_leaves_the_session_uncompacted_and_usable() {
     assert_eq!(checkpoint_replacements(&events), 0);
     assert_eq!(server.compaction_requests().len(), ends.len());
 }
+
+#[test]
+fn a_bad_context_window_override_is_a_clear_usage_error() {
+    let server = MockServer::start();
+    let run = Run::new();
+    let out = Command::new(env!("CARGO_BIN_EXE_dsh"))
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", run.home.path())
+        .env("DSH_HOME", run.home.path().join(".dsh"))
+        .env("DEEPSEEK_API_KEY", "sk-test")
+        .env("DEEPSEEK_BASE_URL", server.url())
+        .env("DSH_CONTEXT_WINDOW", "16k")
+        .current_dir(run.work.path())
+        .args(["--profile", "headless", "hi"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("DSH_CONTEXT_WINDOW must be a positive integer (got \"16k\")"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(server.requests().is_empty());
+}
