@@ -153,9 +153,16 @@ impl<'a> Page<'a> {
         self.wait(&format!(
             "document.querySelector({css:?}) && !document.querySelector({css:?}).disabled"
         ));
-        self.b
-            .click(css)
-            .unwrap_or_else(|e| panic!("[{}] {e}", self.name));
+        // A list re-rendered between finding and clicking leaves a stale reference: find
+        // the element again (a user's click would simply land on the new one).
+        let mut attempt = 0;
+        while let Err(e) = self.b.click(css) {
+            attempt += 1;
+            if !e.contains("stale element") || attempt > 5 {
+                panic!("[{}] {e}", self.name);
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
     }
 
     fn type_text(&self, css: &str, text: &str) {

@@ -206,7 +206,10 @@ pub fn install_listeners(
     })?;
     let signals = hub.clone();
     root.on_emit::<AgentStatusChanged>(ListenOptions::GLOBAL, move |p| {
-        signals.send(Signal::Status(p.agent.id().to_string()));
+        signals.send(Signal::Status {
+            session: p.agent.id().to_string(),
+            running: p.status == dsh_agent::AgentStatus::Running,
+        });
         signals.send(Signal::Lists);
         Ok(())
     })?;

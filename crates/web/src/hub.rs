@@ -12,8 +12,9 @@ pub const CAPACITY: usize = 1024;
 pub enum Signal {
     /// Session or workspace lists changed (titles, status, archive, delete, create).
     Lists,
-    /// A session's running status changed.
-    Status(String),
+    /// A session's running status changed (to `running`: true/false). The transition is
+    /// carried, so a page sees it even when the turn is already over when it is handled.
+    Status { session: String, running: bool },
     /// A session's pending inbox changed.
     Queue(String),
     /// A session's pending approvals changed.
@@ -34,7 +35,8 @@ impl Signal {
     pub fn session(&self) -> Option<&str> {
         match self {
             Signal::Lists => None,
-            Signal::Status(s) | Signal::Queue(s) | Signal::Approvals(s) => Some(s),
+            Signal::Queue(s) | Signal::Approvals(s) => Some(s),
+            Signal::Status { session, .. } => Some(session),
             Signal::Output { session, .. } | Signal::AgentError { session, .. } => Some(session),
         }
     }

@@ -106,13 +106,19 @@ impl RunningWeb {
         for a in &agents {
             a.cancel(dsh_session::CancelCause::User, true);
         }
+        // Sessions settle in parallel, each bounded: a stuck one cannot hold the others.
+        let mut closing = tokio::task::JoinSet::new();
         for a in agents {
-            let _ = tokio::time::timeout(std::time::Duration::from_secs(5), a.when_idle()).await;
-            if let Err(e) = a.session().flush().await {
-                tracing::warn!(session = %a.id(), "web: flushing at shutdown failed: {e}");
-            }
-            a.dispose().await;
+            closing.spawn(async move {
+                let _ =
+                    tokio::time::timeout(std::time::Duration::from_secs(5), a.when_idle()).await;
+                if let Err(e) = a.session().flush().await {
+                    tracing::warn!(session = %a.id(), "web: flushing at shutdown failed: {e}");
+                }
+                a.dispose().await;
+            });
         }
+        while closing.join_next().await.is_some() {}
         let _ = tokio::time::timeout(std::time::Duration::from_secs(2), self.server).await;
     }
 }

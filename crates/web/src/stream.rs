@@ -242,11 +242,8 @@ impl Stream {
         };
         match signal {
             Signal::Lists => Ok(()),
-            Signal::Status(id) => {
-                let running = hosted
-                    .agent()
-                    .is_some_and(|a| a.status() == dsh_agent::AgentStatus::Running);
-                self.send_json("status", &json!({"sessionId": id, "running": running}))
+            Signal::Status { session, running } => {
+                self.send_json("status", &json!({"sessionId": session, "running": running}))
                     .await
             }
             Signal::Queue(id) => {

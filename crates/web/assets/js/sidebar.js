@@ -48,7 +48,12 @@ export function mountSidebar(el) {
     archivedList,
     h('div', { class: 'sidebar-foot' }, settings));
 
+  let lastKey = '';
   const render = () => {
+    // Rebuild only when something shown changed (a click never lands on a replaced row).
+    const key = JSON.stringify([state.workspaces, state.workspaceId, state.sessions, state.archivedSessions, state.showArchived, state.search, state.current]);
+    if (key === lastKey) return;
+    lastKey = key;
     clear(wsSelect);
     wsSelect.append(h('option', { value: '' }, state.workspaces.length ? 'Choose a workspace…' : 'No workspace yet'));
     for (const w of state.workspaces) {
