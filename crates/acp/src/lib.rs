@@ -34,8 +34,9 @@ const PARTIAL_LANDLOCK_PATCH: &str = include_str!("../compositions/partial-landl
 const SESSION_QUERY_PATCH: &str = include_str!("../compositions/session-query.patch.yml");
 
 /// Upstream composition names (`DSH_SNAPSHOT_CONFIG`) this build has a composition for.
-pub const KNOWN_COMPOSITIONS: [&str; 7] = [
+pub const KNOWN_COMPOSITIONS: [&str; 8] = [
     "cordis.yml",
+    "background-job-admission.cordis.yml",
     "tests/fs-search.cordis.yml",
     "retry.cordis.yml",
     "agent-instructions.cordis.yml",
@@ -76,7 +77,11 @@ pub fn composition_layers(config: Option<&str>) -> Result<Vec<Layer>, String> {
             parse("dsh-acp/acp.cordis.yml", ACP_COMPOSITION)?,
             parse("dsh-acp/session-query.patch.yml", SESSION_QUERY_PATCH)?,
         ],
-        "cordis.yml" => vec![parse("dsh-acp/acp.cordis.yml", ACP_COMPOSITION)?],
+        // Upstream's overlay sets a `tasks` key its ACP demo ignores, so the default job
+        // limit applies; the recorded log shows exactly that.
+        "cordis.yml" | "background-job-admission.cordis.yml" => {
+            vec![parse("dsh-acp/acp.cordis.yml", ACP_COMPOSITION)?]
+        }
         other => {
             return Err(format!(
                 "DSH_SNAPSHOT_CONFIG names \"{other}\", a composition this build does not have (known: {})",

@@ -67,6 +67,17 @@ emit_event!(
     /// `agent/disposed` (emit, contained): after driver quiescence and scope unwind.
     AgentDisposed, "agent/disposed", AgentPayload
 );
+/// `agent/disposing` (serial): the agent is quiescent and marked disposed (it takes no more
+/// input), its session still accepts appends, and its scope is about to unwind. Listeners
+/// await the teardown of work the agent owns (background jobs, terminals) so that it ends
+/// before the session closes. A failing listener is logged; disposal continues (fails open).
+pub struct AgentDisposing;
+impl Event for AgentDisposing {
+    const NAME: &'static str = "agent/disposing";
+    type Payload = AgentPayload;
+}
+impl SerialEvent for AgentDisposing {}
+
 emit_event!(
     /// `agent/status` (emit, contained): only on an actual change.
     AgentStatusChanged, "agent/status", StatusPayload

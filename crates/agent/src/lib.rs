@@ -11,7 +11,7 @@ mod registry;
 
 pub use driver::{LoopAgent, LoopConfig, RuntimeContextProjection};
 pub use events::{
-    AgentCreated, AgentDisposed, AgentErrorEvent, AgentErrorPayload, AgentPayload,
+    AgentCreated, AgentDisposed, AgentDisposing, AgentErrorEvent, AgentErrorPayload, AgentPayload,
     AgentStatusChanged, InboxClaimed, InboxDiscarded, InboxInserted, InboxPayload, PreStep,
     PreStepDecision, PreStepPayload, Request, RequestError, RequestErrorAction,
     RequestErrorPayload, RequestPayload, SessionStart, SessionStartPayload, SessionStartSource,

@@ -25,6 +25,7 @@ pub fn catalog() -> Catalog {
     c.register(dsh_replay::ReplayPlugin);
     dsh_providers::register_catalog(&mut c);
     dsh_tools_builtin::register_catalog(&mut c);
+    dsh_jobs::register_catalog(&mut c);
     dsh_hooks::register_catalog(&mut c);
     c.register(dsh_persistence::JsonlPersistencePlugin);
     c.register(crate::headless::HeadlessPlugin);

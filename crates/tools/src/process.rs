@@ -186,6 +186,12 @@ impl ProcessGroup {
         }
     }
 
+    /// Whether any member of the group is still alive.
+    pub fn is_alive(&self) -> bool {
+        self.pgid
+            .is_some_and(|g| test_kill_process_group(g).is_ok())
+    }
+
     /// The run settled: dropping the guard no longer terminates the group.
     pub fn disarm(&mut self) {
         self.armed = false;

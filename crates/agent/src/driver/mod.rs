@@ -21,9 +21,9 @@ use dsh_tools::ToolRegistry;
 use tokio_util::sync::CancellationToken;
 
 use crate::events::{
-    AgentCreated, AgentDisposed, AgentPayload, AgentStatusChanged, InboxClaimed, InboxDiscarded,
-    InboxInserted, InboxPayload, SessionStart, SessionStartPayload, SessionStartSource,
-    StatusPayload,
+    AgentCreated, AgentDisposed, AgentDisposing, AgentPayload, AgentStatusChanged, InboxClaimed,
+    InboxDiscarded, InboxInserted, InboxPayload, SessionStart, SessionStartPayload,
+    SessionStartSource, StatusPayload,
 };
 use crate::handle::{Agent, AgentOptions, AgentRef, AgentStatus, InboxSnapshot, SendError};
 use crate::inbox::Inbox;
@@ -456,6 +456,14 @@ impl Agent for LoopAgent {
             this.cancel(CancelCause::Disposed, false);
             this.when_idle().await;
             this.state().disposed = true;
+            if let Some(agent) = this.agent_ref()
+                && let Err(e) = this
+                    .ctx
+                    .serial::<AgentDisposing>(&AgentPayload { agent })
+                    .await
+            {
+                tracing::warn!("agent {}: a disposal listener failed: {e}", this.id);
+            }
             this.ctx.dispose();
             this.services.agents.leave(&this.id);
             if let Some(agent) = this.agent_ref() {

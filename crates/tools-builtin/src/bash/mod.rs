@@ -1,6 +1,7 @@
 //! `bash`: one-shot `bash -c` in a fresh process group, plus the executor and shell-env
 //! plugins that configure it.
 
+mod background;
 mod env;
 mod process;
 mod render;
@@ -415,9 +416,25 @@ impl BashInner {
                     "run_in_background is disabled for this deployment (enableRunInBackground: false)",
                 ));
             }
-            return Err(errors::plain(
-                "background jobs unavailable: load @deepseek-ai/dsh-jobs and @deepseek-ai/dsh-tool-jobs",
-            ));
+            let Some(jobs) = run.ctx.get::<dsh_jobs::JobRegistry>() else {
+                return Err(errors::plain(
+                    "background jobs unavailable: load @deepseek-ai/dsh-jobs and @deepseek-ai/dsh-tool-jobs",
+                ));
+            };
+            if run.cancel.is_cancelled() {
+                return Err(errors::aborted());
+            }
+            return self
+                .start_background(
+                    &jobs,
+                    command,
+                    &run,
+                    policy.as_ref(),
+                    &settings,
+                    workdir,
+                    managed,
+                )
+                .await;
         }
 
         let default_timeout = self.config.timeout_ms.unwrap_or(settings.timeout_ms);
@@ -430,33 +447,7 @@ impl BashInner {
             .min(max_timeout);
         let confined = match &policy {
             Some(p) if settings.confines && p.mode.is_confined() => {
-                if !p.workspace_root.is_dir() {
-                    return Err(SandboxUnavailable::new(
-                        p.mode,
-                        Some(format!(
-                            "the workspace root {} does not exist",
-                            p.workspace_root.display()
-                        )),
-                    )
-                    .into_error()
-                    .into());
-                }
-                let Some(sandbox) = run.ctx.get::<Sandbox>() else {
-                    return Err(SandboxUnavailable::new(
-                        p.mode,
-                        Some("no sandbox provider is composed".into()),
-                    )
-                    .into_error()
-                    .into());
-                };
-                let argv = vec!["bash".into(), "-c".into(), command.into()];
-                Some(
-                    sandbox
-                        .0
-                        .confine(argv, p.clone())
-                        .await
-                        .map_err(|e| BoxError::from(e.into_error()))?,
-                )
+                Some(confine(command, &run, p).await?)
             }
             _ => None,
         };
@@ -482,18 +473,7 @@ impl BashInner {
             max_output_bytes: settings.max_output_bytes as usize,
             max_spill_bytes: settings.max_spill_bytes as u64,
             grace: Duration::from_secs_f64(settings.grace_ms / 1000.0),
-            // Full outputs go to the session's spill area (the `spillStore` every tool
-            // shares); without a store, beside the session's log, never the temp directory.
-            spill_dir: run.session.as_ref().and_then(|session| {
-                if let Some(store) = run.ctx.get::<dsh_tools::SpillStore>() {
-                    return store.0.session_dir(&session.id());
-                }
-                let artifacts = run.ctx.get::<dsh_session::Artifacts>()?;
-                artifacts
-                    .0
-                    .artifact_dir(&session.header())
-                    .map(|dir| dir.join("spill"))
-            }),
+            spill_dir: spill_dir(&run),
             taps: dsh_tools::OutputTap::for_call(&run, dsh_tools::OutputStream::Stdout).zip(
                 dsh_tools::OutputTap::for_call(&run, dsh_tools::OutputStream::Stderr),
             ),
@@ -548,6 +528,68 @@ impl BashInner {
         )))
     }
 
+    /// Starts `command` as a background job owned by the calling session. Confinement is
+    /// decided exactly as in the foreground (a refusal fails the call and starts nothing).
+    #[allow(clippy::too_many_arguments)]
+    async fn start_background(
+        &self,
+        jobs: &dsh_jobs::JobRegistry,
+        command: &str,
+        run: &ToolRunContext,
+        policy: Option<&dsh_sandbox::ExecutionPolicy>,
+        settings: &BashSettings,
+        workdir: PathBuf,
+        managed: Vec<(String, String)>,
+    ) -> Result<ToolOutput, BoxError> {
+        let owner = run
+            .session
+            .as_ref()
+            .and_then(|session| jobs.owner_of(&session.id()));
+        jobs.preflight(owner.as_ref())?;
+        let confined = match policy {
+            Some(p) if settings.confines && p.mode.is_confined() => {
+                Some((p.mode, confine(command, run, p).await?))
+            }
+            _ => None,
+        };
+        let (program, argv) = match &confined {
+            Some((_, c)) => (
+                c.program.to_string_lossy().into_owned(),
+                c.args
+                    .iter()
+                    .map(|a| a.to_string_lossy().into_owned())
+                    .collect(),
+            ),
+            None => ("bash".to_string(), vec!["-c".into(), command.to_string()]),
+        };
+        let spec = background::BackgroundSpec {
+            program,
+            args: argv,
+            cwd: workdir,
+            env: env::child_env(managed),
+            max_output_bytes: settings.max_output_bytes as usize,
+            max_spill_bytes: settings.max_spill_bytes as u64,
+            grace: Duration::from_secs_f64(settings.grace_ms / 1000.0),
+            spill_dir: spill_dir(run),
+            confinement: confined.map(|(mode, c)| background::Confinement {
+                mode,
+                denial_signatures: c.denial_signatures,
+                runner_failure_rules: c.runner_failure_rules,
+            }),
+            escalation: self.sandboxed,
+        };
+        let start = dsh_jobs::JobStart {
+            kind: "bash".into(),
+            label: command.to_string(),
+            owner,
+            output_limit_bytes: None,
+            announce: dsh_jobs::Announce::AfterStartingStep,
+            tool_call: Some(run.call_id.clone()),
+        };
+        let id = jobs.start(start, |settler| Ok(background::start(spec, settler)))?;
+        Ok(ToolOutput::text(format!("started background job {id}")))
+    }
+
     /// An explicit workdir wins (relative ones resolve against the session workspace);
     /// otherwise the directory a frontend moved the session to, the sandbox root, the
     /// session cwd's filesystem identity, the executor's configured cwd, or the process cwd.
@@ -578,6 +620,53 @@ impl BashInner {
             (None, None) => settings.cwd.clone().unwrap_or_else(process_cwd),
         }
     }
+}
+
+/// Wraps `bash -c command` in the sandbox runner for `policy`, or refuses.
+async fn confine(
+    command: &str,
+    run: &ToolRunContext,
+    policy: &dsh_sandbox::ExecutionPolicy,
+) -> Result<dsh_sandbox::runner::Confined, BoxError> {
+    if !policy.workspace_root.is_dir() {
+        return Err(SandboxUnavailable::new(
+            policy.mode,
+            Some(format!(
+                "the workspace root {} does not exist",
+                policy.workspace_root.display()
+            )),
+        )
+        .into_error()
+        .into());
+    }
+    let Some(sandbox) = run.ctx.get::<Sandbox>() else {
+        return Err(SandboxUnavailable::new(
+            policy.mode,
+            Some("no sandbox provider is composed".into()),
+        )
+        .into_error()
+        .into());
+    };
+    let argv = vec!["bash".into(), "-c".into(), command.into()];
+    sandbox
+        .0
+        .confine(argv, policy.clone())
+        .await
+        .map_err(|e| BoxError::from(e.into_error()))
+}
+
+/// Full outputs go to the session's spill area (the `spillStore` every tool shares);
+/// without a store, beside the session's log, never the temp directory.
+fn spill_dir(run: &ToolRunContext) -> Option<PathBuf> {
+    let session = run.session.as_ref()?;
+    if let Some(store) = run.ctx.get::<dsh_tools::SpillStore>() {
+        return store.0.session_dir(&session.id());
+    }
+    let artifacts = run.ctx.get::<dsh_session::Artifacts>()?;
+    artifacts
+        .0
+        .artifact_dir(&session.header())
+        .map(|dir| dir.join("spill"))
 }
 
 /// Node's spawn failure text (`spawn bash ENOENT`), e.g. for a missing workdir.

@@ -59,6 +59,41 @@ pub(crate) struct RunOutcome {
     pub stderr: Collected,
 }
 
+/// One incremental read of a stream.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub(crate) struct StreamRead {
+    pub text: String,
+    /// Where the next read starts.
+    pub next_offset: u64,
+    /// Bytes between the requested offset and the held tail were dropped from memory.
+    pub lossy: bool,
+    /// The file holding the whole stream, while it can.
+    pub spill_path: Option<PathBuf>,
+}
+
+/// Length of an incomplete UTF-8 sequence at the end of `bytes` (0 when it ends on a
+/// complete character or on bytes that can never complete one).
+fn incomplete_utf8_suffix(bytes: &[u8]) -> usize {
+    let n = bytes.len();
+    let mut i = n;
+    while i > 0 && n - i < 3 && (bytes[i - 1] & 0xc0) == 0x80 {
+        i -= 1;
+    }
+    if i == 0 {
+        return 0;
+    }
+    let lead = bytes[i - 1];
+    let expected = match lead {
+        0x00..=0x7f => 1,
+        0xc0..=0xdf => 2,
+        0xe0..=0xef => 3,
+        0xf0..=0xf7 => 4,
+        _ => return 0,
+    };
+    let have = n - (i - 1);
+    if have < expected { have } else { 0 }
+}
+
 static SPILL_COUNTER: AtomicU64 = AtomicU64::new(0);
 static PRIVATE_SPILL_DIR: OnceLock<Option<PathBuf>> = OnceLock::new();
 
@@ -89,7 +124,7 @@ fn private_spill_dir() -> Option<PathBuf> {
 
 /// Tail-keeping collector of one stream. On the first overflow a spill file is opened and
 /// receives the whole stream from byte 0, as long as the stream stays within the spill cap.
-struct OutputCollector {
+pub(crate) struct OutputCollector {
     chunks: VecDeque<Vec<u8>>,
     bytes: usize,
     dropped: bool,
@@ -104,7 +139,7 @@ struct OutputCollector {
 }
 
 impl OutputCollector {
-    fn new(
+    pub(crate) fn new(
         max_bytes: usize,
         max_spill_bytes: u64,
         label: &'static str,
@@ -221,6 +256,56 @@ impl OutputCollector {
             drop(file);
             let _ = std::fs::remove_file(path);
         }
+    }
+
+    /// The stream from byte `offset` on, as far as it is still held: an offset that fell
+    /// out of the in-memory tail reads the whole tail and is `lossy`. Unless the stream is
+    /// `complete`, an incomplete UTF-8 sequence at the end is left for the next read, so a
+    /// delta never splits a character.
+    pub(crate) fn read_from(&self, offset: u64, complete: bool) -> StreamRead {
+        let start = self.total - self.bytes as u64;
+        let (from, lossy) = if offset < start {
+            (start, true)
+        } else {
+            (offset.min(self.total), false)
+        };
+        let mut skip = (from - start) as usize;
+        let mut bytes = Vec::with_capacity(self.bytes - skip);
+        for chunk in &self.chunks {
+            if skip >= chunk.len() {
+                skip -= chunk.len();
+                continue;
+            }
+            bytes.extend_from_slice(&chunk[skip..]);
+            skip = 0;
+        }
+        // A cut tail may begin inside a character.
+        let lead = if lossy {
+            bytes
+                .iter()
+                .take_while(|b| (**b & 0xc0) == 0x80)
+                .take(3)
+                .count()
+        } else {
+            0
+        };
+        let keep = if complete {
+            bytes.len()
+        } else {
+            bytes.len() - incomplete_utf8_suffix(&bytes[lead..])
+        };
+        StreamRead {
+            text: String::from_utf8_lossy(&bytes[lead..keep.max(lead)]).into_owned(),
+            next_offset: from + keep.max(lead) as u64,
+            lossy,
+            spill_path: self.spill.as_ref().map(|(_, path)| path.clone()),
+        }
+    }
+
+    /// The retained tail as text (for classifying a finished run's stderr).
+    pub(crate) fn tail_text(&self) -> String {
+        let bytes: Vec<u8> = self.chunks.iter().flatten().copied().collect();
+        String::from_utf8_lossy(&bytes).into_owned()
     }
 
     fn finish(&mut self) -> Collected {
@@ -380,6 +465,35 @@ mod tests {
         let spilled = std::fs::read(got.spill_path.unwrap()).unwrap();
         assert_eq!(spilled, b"abcdefg");
         std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn incremental_reads_resume_report_loss_and_never_split_a_character() {
+        let mut c = OutputCollector::new(6, 1 << 20, "stdout", None);
+        c.push(b"ab");
+        let r = c.read_from(0, false);
+        assert_eq!((r.text.as_str(), r.next_offset, r.lossy), ("ab", 2, false));
+        // Half of `é` arrives: held back until it completes.
+        c.push(&[b'c', 0xc3]);
+        let r = c.read_from(2, false);
+        assert_eq!((r.text.as_str(), r.next_offset), ("c", 3));
+        c.push(&[0xa9]);
+        let r = c.read_from(3, false);
+        assert_eq!((r.text.as_str(), r.next_offset), ("é", 5));
+        // The reader fell behind the 6-byte tail: it gets the tail and is told.
+        c.push(b"0123456");
+        let r = c.read_from(5, false);
+        assert_eq!(
+            (r.text.as_str(), r.next_offset, r.lossy),
+            ("123456", 12, true)
+        );
+        // A tail cut inside a character starts at the next one.
+        c.push(&[b'x', 0xe2, 0x82, 0xac, b'y', b'z']);
+        c.push(b"wv");
+        let r = c.read_from(12, true);
+        assert_eq!((r.text.as_str(), r.lossy), ("yzwv", true));
+        assert_eq!(r.next_offset, 20);
+        assert_eq!(c.read_from(20, true).text, "");
     }
 
     #[test]
