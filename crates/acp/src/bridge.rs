@@ -314,6 +314,18 @@ impl Bridge {
         owned(&self.sessions, id)
     }
 
+    /// A fresh agent on this server's route for session `id` in `cwd`.
+    fn agent_request(&self, id: &str, cwd: PathBuf) -> CreateAgent {
+        let mut request = CreateAgent::fresh(AgentOptions {
+            provider: Some(self.config.provider.clone()),
+            model: Some(self.config.model.clone()),
+            max_tokens: None,
+        });
+        request.session_id = Some(id.to_string());
+        request.cwd = Some(cwd);
+        request
+    }
+
     /// Adds a session to this connection; in the rich projection its file I/O goes through
     /// the editor when the client advertised `fs` methods.
     fn adopt(&self, id: &str, session: Arc<AcpSession>) {
@@ -568,13 +580,7 @@ impl Bridge {
             .as_ref()
             .map(PathBuf::from)
             .unwrap_or_else(|| PathBuf::from(&cwd));
-        let mut request = CreateAgent::fresh(AgentOptions {
-            provider: Some(self.config.provider.clone()),
-            model: Some(self.config.model.clone()),
-            max_tokens: None,
-        });
-        request.session_id = Some(id.clone());
-        request.cwd = Some(session_cwd.clone());
+        let mut request = self.agent_request(&id, session_cwd.clone());
         let events = loaded.events.clone();
         request.source = AgentSource::Resume {
             header: loaded.header,
@@ -699,13 +705,7 @@ impl Bridge {
         }
         let agents = self.root.require::<Agents>().map_err(RpcError::internal)?;
         let id = uuid::Uuid::new_v4().to_string();
-        let mut request = CreateAgent::fresh(AgentOptions {
-            provider: Some(self.config.provider.clone()),
-            model: Some(self.config.model.clone()),
-            max_tokens: None,
-        });
-        request.session_id = Some(id.clone());
-        request.cwd = Some(PathBuf::from(&cwd));
+        let request = self.agent_request(&id, PathBuf::from(&cwd));
         let agent = agents
             .create(&self.root, request)
             .map_err(RpcError::internal)?;

@@ -120,7 +120,8 @@ impl Plugin for AcpAgentPlugin {
     }
 }
 
-async fn write_loop<W: AsyncWrite + Unpin>(
+/// Writes queued frames to `out` until the queue ends or an empty line asks it to stop.
+pub async fn write_loop<W: AsyncWrite + Unpin>(
     mut rx: tokio::sync::mpsc::UnboundedReceiver<String>,
     mut out: W,
 ) {

@@ -146,36 +146,16 @@ fn run_profile(
             progress,
         } => (task, format, resume, progress),
     };
-    let composition = match profile::compose_profile(home, profile, patches, false) {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("{e}");
-            return ExitCode::from(CONFIG_ERROR);
-        }
-    };
-    let rt = match runtime(true) {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("dsh: cannot start the async runtime: {e}");
-            return ExitCode::from(1);
-        }
-    };
-    rt.block_on(async move {
-        let mut ctx_values = serde_json::Map::new();
-        ctx_values.insert("headlessStartup".into(), serde_json::json!({"task": task}));
-        let env = boot::eval_env(home, ctx_values);
-        let root = Context::new_root();
-        let tree = match boot::load(&root, &boot::catalog(), &composition, &env) {
-            Ok(t) => t,
-            Err(e) => {
-                eprintln!("{e}");
-                return ExitCode::from(CONFIG_ERROR);
-            }
-        };
-        let code = headless::run(tree.context(), format, resume, progress).await;
-        tree.unload();
-        code
-    })
+    let mut ctx = serde_json::Map::new();
+    ctx.insert("headlessStartup".into(), serde_json::json!({"task": task}));
+    sdkapp::boot_and_run(
+        home,
+        profile,
+        patches,
+        true,
+        ctx,
+        Box::new(move |tree| Box::pin(headless::run(tree, format, resume, progress))),
+    )
 }
 
 fn run_acp(home: &std::path::Path, args: &[String]) -> ExitCode {

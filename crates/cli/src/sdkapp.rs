@@ -64,13 +64,24 @@ fn no_args(what: &str, help: &str, args: &[String]) -> Option<ExitCode> {
     Some(ExitCode::from(1))
 }
 
-type Serve = for<'a> fn(
-    &'a Context,
-) -> std::pin::Pin<
-    Box<dyn std::future::Future<Output = Result<(), String>> + 'a>,
+/// What an app does with its booted tree.
+pub(crate) type AppMain = Box<
+    dyn for<'a> FnOnce(
+        &'a Context,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = ExitCode> + 'a>>,
 >;
 
-fn serve_profile(home: &Path, profile: &str, patches: &[String], serve: Serve) -> ExitCode {
+/// Composes `profile`, boots its tree on a runtime (one thread for a single session,
+/// two workers for a server), runs `app` on it, unloads the tree, and returns the app's exit
+/// code. `ctx` holds the values the tree's `!!js` expressions read from `ctx`.
+pub(crate) fn boot_and_run(
+    home: &Path,
+    profile: &str,
+    patches: &[String],
+    single_session: bool,
+    ctx: serde_json::Map<String, serde_json::Value>,
+    app: AppMain,
+) -> ExitCode {
     let composition = match profile::compose_profile(home, profile, patches, false) {
         Ok(c) => c,
         Err(e) => {
@@ -78,7 +89,7 @@ fn serve_profile(home: &Path, profile: &str, patches: &[String], serve: Serve) -
             return ExitCode::from(CONFIG_ERROR);
         }
     };
-    let rt = match runtime(false) {
+    let rt = match runtime(single_session) {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("dsh: cannot start the async runtime: {e}");
@@ -86,7 +97,7 @@ fn serve_profile(home: &Path, profile: &str, patches: &[String], serve: Serve) -
         }
     };
     let code = rt.block_on(async move {
-        let env = boot::eval_env(home, serde_json::Map::new());
+        let env = boot::eval_env(home, ctx);
         let root = Context::new_root();
         let tree = match boot::load(&root, &boot::catalog(), &composition, &env) {
             Ok(t) => t,
@@ -95,23 +106,41 @@ fn serve_profile(home: &Path, profile: &str, patches: &[String], serve: Serve) -
                 return ExitCode::from(CONFIG_ERROR);
             }
         };
-        let served = serve(tree.context()).await;
-        if let Some(writers) = tree.context().get::<dsh_persistence::SessionWriters>()
-            && let Err(e) = writers.flush_all().await
-        {
-            eprintln!("dsh: a session could not be saved completely: {e}");
-        }
+        let code = app(tree.context()).await;
         tree.unload();
-        match served {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => {
-                eprintln!("dsh: {e}");
-                ExitCode::from(1)
-            }
-        }
+        code
     });
-    // A `shutdown` request ends the app while stdin is still open: the blocking stdin
-    // reader must not hold the exit.
-    rt.shutdown_background();
+    // A server may end (SDK `shutdown`) while stdin is still open: the blocking stdin
+    // reader must not hold the exit. A single-session run waits for its blocking work.
+    if !single_session {
+        rt.shutdown_background();
+    }
     code
+}
+
+type Serve = for<'a> fn(
+    &'a Context,
+) -> std::pin::Pin<
+    Box<dyn std::future::Future<Output = Result<(), String>> + 'a>,
+>;
+
+fn serve_profile(home: &Path, profile: &str, patches: &[String], serve: Serve) -> ExitCode {
+    let app: AppMain = Box::new(move |ctx| {
+        Box::pin(async move {
+            let served = serve(ctx).await;
+            if let Some(writers) = ctx.get::<dsh_persistence::SessionWriters>()
+                && let Err(e) = writers.flush_all().await
+            {
+                eprintln!("dsh: a session could not be saved completely: {e}");
+            }
+            match served {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("dsh: {e}");
+                    ExitCode::from(1)
+                }
+            }
+        })
+    });
+    boot_and_run(home, profile, patches, false, serde_json::Map::new(), app)
 }

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use dsh_llm::{ContentBlock, Message};
-use dsh_persistence::{ChunkPacking, Compression, Loaded, SessionFiles, layout};
+use dsh_persistence::{ChunkPacking, Compression, Loaded, SessionFiles};
 use dsh_session::{Event, RecordFormat, Session, SessionHeader, types, write_event};
 use serde_json::Value;
 
@@ -35,30 +35,6 @@ fn fail(msg: impl std::fmt::Display) -> ExitCode {
 
 fn files(root: &Path, compression: Compression) -> SessionFiles {
     SessionFiles::new(root, compression, ChunkPacking::Packed)
-}
-
-/// Every stored session's current log under `root`: per session directory, the newest
-/// format generation (a v4 migration leaves the v0 file beside it, untouched).
-fn all_logs(root: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let Ok(projects) = std::fs::read_dir(root) else {
-        return out;
-    };
-    for project in projects.flatten() {
-        let Ok(sessions) = std::fs::read_dir(project.path()) else {
-            continue;
-        };
-        for s in sessions.flatten() {
-            let newest = [Compression::Zstd, Compression::None]
-                .into_iter()
-                .flat_map(|c| layout::generations(&s.path(), c))
-                .max_by_key(|(version, _)| *version);
-            if let Some((_, path)) = newest {
-                out.push(path);
-            }
-        }
-    }
-    out
 }
 
 fn locate(root: &Path, id_or_file: &str) -> Result<PathBuf, String> {
@@ -97,38 +73,11 @@ fn title_of(events: &[Arc<Event>]) -> String {
         .unwrap_or_default()
 }
 
-fn updated_at(header: &SessionHeader, events: &[Arc<Event>]) -> i64 {
-    events
-        .iter()
-        .rev()
-        .find(|e| {
-            e.is(types::USER_MESSAGE)
-                && e.data.pointer("/source/kind").and_then(Value::as_str) == Some("user")
-        })
-        .map(|e| e.time)
-        .unwrap_or(0)
-        .max(header.created_at as i64)
-}
-
 fn format_time(ms: i64) -> String {
-    // UTC, minute precision, without a date library: days since epoch → civil date.
-    let secs = ms.div_euclid(1000);
-    let days = secs.div_euclid(86_400);
-    let rem = secs.rem_euclid(86_400);
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let y = yoe + era * 400;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = if m <= 2 { y + 1 } else { y };
+    let t = dsh_kernel::time::utc(ms);
     format!(
-        "{y:04}-{m:02}-{d:02} {:02}:{:02}Z",
-        rem / 3600,
-        (rem % 3600) / 60
+        "{:04}-{:02}-{:02} {:02}:{:02}Z",
+        t.year, t.month, t.day, t.hour, t.minute
     )
 }
 
@@ -137,19 +86,14 @@ fn list(root: &Path, all: bool) -> ExitCode {
         .map(|p| p.display().to_string())
         .unwrap_or_default();
     let mut rows = Vec::new();
-    for path in all_logs(root) {
-        match inspect(root, &path) {
-            Ok(l) => {
-                if !all && l.header.cwd.as_deref() != Some(cwd.as_str()) {
+    let store = files(root, Compression::Zstd);
+    for path in store.log_paths() {
+        match store.summarize_file(&path) {
+            Ok(s) => {
+                if !all && s.header.cwd.as_deref() != Some(cwd.as_str()) {
                     continue;
                 }
-                let turns = l.events.iter().filter(|e| e.is(types::TURN_START)).count();
-                rows.push((
-                    updated_at(&l.header, &l.events),
-                    l.header,
-                    turns,
-                    title_of(&l.events),
-                ));
+                rows.push((s.updated_at, s.header, s.turns, s.title));
             }
             Err(e) => eprintln!("dsh sessions: skipping {}: {e}", path.display()),
         }
@@ -322,35 +266,6 @@ fn show(root: &Path, target: &str, mode: &str) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-/// The fork cut of upstream's web UI: the end of the turn containing `at` (the first
-/// `turn/end` at or after it; default the last one), extended to the next `turn/start`.
-pub fn fork_cut(events: &[Arc<Event>], at: Option<u64>) -> Result<usize, String> {
-    let ends: Vec<u64> = events
-        .iter()
-        .filter(|e| e.is(types::TURN_END))
-        .map(|e| e.seq)
-        .collect();
-    let last_seq = events.last().map(|e| e.seq).unwrap_or(0);
-    let boundary = match at {
-        Some(at) if at <= last_seq => match ends.iter().find(|s| **s >= at) {
-            Some(b) => *b,
-            None => {
-                return Err(format!(
-                    "the turn containing event {at} has not completed; nothing to fork"
-                ));
-            }
-        },
-        _ => *ends
-            .last()
-            .ok_or("the session has no completed turn to fork from")?,
-    };
-    let mut cut = boundary as usize + 1;
-    while cut < events.len() && !events[cut].is(types::TURN_START) {
-        cut += 1;
-    }
-    Ok(cut)
-}
-
 fn fork(root: &Path, id: &str, at: Option<u64>) -> ExitCode {
     let path = match locate(root, id) {
         Ok(p) => p,
@@ -360,7 +275,7 @@ fn fork(root: &Path, id: &str, at: Option<u64>) -> ExitCode {
         Ok(l) => l,
         Err(e) => return fail(format!("{}: {e}", path.display())),
     };
-    let cut = match fork_cut(&loaded.events, at) {
+    let cut = match dsh_persistence::fork_cut(&loaded.events, at) {
         Ok(c) => c,
         Err(e) => return fail(format!("session \"{}\": {e}", loaded.header.id)),
     };

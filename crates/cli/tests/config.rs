@@ -179,7 +179,7 @@ fn usage_errors_exit_1() {
         (vec!["task"], "error: --profile <name> is required\n"),
         (
             vec!["--profile", "headless"],
-            "error: a task is required, for example: dsh --profile headless \"run the tests\"\n",
+            "error: a task is required, for example: dsh headless \"run the tests\"\n",
         ),
         (
             vec!["--profile", "headless", "--dump-config", "x"],

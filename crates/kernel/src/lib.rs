@@ -15,6 +15,7 @@ pub mod events;
 pub mod json;
 mod plugin;
 mod scope;
+pub mod time;
 
 pub use context::Context;
 pub use effects::{EffectHandle, Fiber};

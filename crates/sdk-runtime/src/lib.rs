@@ -5,10 +5,10 @@ mod server;
 
 use std::sync::Arc;
 
-use dsh_acp::{Frame, Incoming, Peer, classify, read_frame};
+use dsh_acp::{Frame, Incoming, Peer, classify, read_frame, write_loop};
 use dsh_kernel::{BoxError, Context, Plugin, PluginConfig};
 use serde::Deserialize;
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncRead, AsyncWrite, BufReader};
 use tokio::task::JoinSet;
 
 pub use server::Server;
@@ -82,21 +82,6 @@ pub fn register_catalog(catalog: &mut dsh_kernel::Catalog) {
     catalog
         .register(SdkAppPlugin)
         .register(SdkJsonRpcServerPlugin);
-}
-
-async fn write_loop<W: AsyncWrite + Unpin>(
-    mut rx: tokio::sync::mpsc::UnboundedReceiver<String>,
-    mut out: W,
-) {
-    while let Some(line) = rx.recv().await {
-        if line.is_empty() {
-            break;
-        }
-        if out.write_all(line.as_bytes()).await.is_err() || out.flush().await.is_err() {
-            break;
-        }
-    }
-    let _ = out.flush().await;
 }
 
 /// Serves one client until `shutdown` or the end of `input`; either way every session is
