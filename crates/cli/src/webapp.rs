@@ -10,8 +10,6 @@ use std::process::ExitCode;
 use dsh_kernel::Context;
 use dsh_web::startup::{self, Startup};
 
-use crate::{CONFIG_ERROR, boot, profile};
-
 /// Exit status after Ctrl-C and after SIGTERM (128 + signal number).
 const SIGINT_EXIT: u8 = 130;
 const SIGTERM_EXIT: u8 = 143;
@@ -28,41 +26,26 @@ pub fn run(home: &Path, profile_name: &str, patches: &[String], args: &[String])
             return ExitCode::from(1);
         }
     };
-    let composition = match profile::compose_profile(home, profile_name, patches, false) {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("{e}");
-            return ExitCode::from(CONFIG_ERROR);
-        }
-    };
-    let rt = match crate::runtime(false) {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("dsh: cannot start the async runtime: {e}");
-            return ExitCode::from(1);
-        }
-    };
-    rt.block_on(async move {
-        let mut ctx_values = serde_json::Map::new();
-        ctx_values.insert("webStartup".into(), startup.to_ctx_value());
-        let env = boot::eval_env(home, ctx_values);
-        let root = Context::new_root();
-        let tree = match boot::load(&root, &boot::catalog(), &composition, &env) {
-            Ok(t) => t,
-            Err(e) => {
-                eprintln!("{e}");
-                return ExitCode::from(CONFIG_ERROR);
-            }
-        };
-        let code = serve(tree.context()).await;
-        if let Some(writers) = tree.context().get::<dsh_persistence::SessionWriters>()
-            && let Err(e) = writers.flush_all().await
-        {
-            eprintln!("dsh web: a session log could not be written completely: {e}");
-        }
-        tree.unload();
-        ExitCode::from(code)
-    })
+    let mut ctx = serde_json::Map::new();
+    ctx.insert("webStartup".into(), startup.to_ctx_value());
+    crate::sdkapp::boot_and_run(
+        home,
+        profile_name,
+        patches,
+        false,
+        ctx,
+        Box::new(|root| {
+            Box::pin(async move {
+                let code = serve(root).await;
+                if let Some(writers) = root.get::<dsh_persistence::SessionWriters>()
+                    && let Err(e) = writers.flush_all().await
+                {
+                    eprintln!("dsh web: a session log could not be written completely: {e}");
+                }
+                ExitCode::from(code)
+            })
+        }),
+    )
 }
 
 async fn serve(root: &Context) -> u8 {
