@@ -274,12 +274,16 @@ impl Bridge {
     /// running when their body starts, and their output shows while they run.
     fn project_rich(root: &Context, sessions: &Sessions, peer: &Peer) -> Result<(), String> {
         let (s, out) = (sessions.clone(), peer.clone());
+        let llm = root.get::<dsh_llm::LlmRuntime>();
         root.on_emit::<SessionAppended>(ListenOptions::GLOBAL, move |p| {
             let id = p.session.id();
             if let Some(session) = owned(&s, &id) {
                 // Projected under the lock so updates leave in log order.
                 let mut projector = session.projector();
                 for u in projector.live(&p.event) {
+                    update(&out, &id, u);
+                }
+                if let Some(u) = llm.as_deref().and_then(|llm| usage_update(llm, &p.event)) {
                     update(&out, &id, u);
                 }
             }
@@ -874,6 +878,23 @@ struct Answerer {
     peer: Peer,
     sessions: Sessions,
     projection: Projection,
+}
+
+/// `usage_update` after a model answer: the tokens its request and answer occupy in the
+/// context window of the model that answered (when the model's window is known).
+fn usage_update(llm: &dsh_llm::LlmRuntime, e: &dsh_session::Event) -> Option<Value> {
+    if !e.is(types::ASSISTANT_MESSAGE) {
+        return None;
+    }
+    let data = e.data.as_value();
+    let usage = data.get("usage")?;
+    let used = usage["inputTokens"].as_u64()? + usage["outputTokens"].as_u64().unwrap_or(0);
+    let source = data.pointer("/message/source")?;
+    let size = llm
+        .model_info(source["provider"].as_str()?, source["model"].as_str()?)
+        .ok()?
+        .context_window?;
+    Some(json!({"sessionUpdate": "usage_update", "used": used, "size": size}))
 }
 
 /// The tool call a permission request is about, as editors render it: the call as

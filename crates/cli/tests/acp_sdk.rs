@@ -218,6 +218,12 @@ fn tool_calls_diffs_plans_and_streamed_text_reach_the_editor() {
     );
     assert!(text_of(&chunks).ends_with(&answer));
     assert!(!updates(&report, "available_commands_update").is_empty());
+    // Each answer reports what it occupies of the model's window.
+    let usage = updates(&report, "usage_update");
+    assert!(!usage.is_empty());
+    let last = &usage.last().unwrap()["update"];
+    assert_eq!(last["used"], 20, "12 input + 8 output tokens: {last}");
+    assert!(last["size"].as_u64().unwrap() > 20, "{last}");
 }
 
 #[test]

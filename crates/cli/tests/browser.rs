@@ -528,7 +528,8 @@ fn fork_archive_restore_and_delete_sessions() {
     p.wait(&format!("document.querySelector('[data-testid=conv-title]').innerText === 'Forked copy' && document.querySelector('[data-testid=session-row][data-session={child}] .row-title')?.innerText === 'Forked copy'"));
     p.type_text("[data-testid=search]", "second answer");
     p.type_text("[data-testid=search]", ENTER);
-    let found = p.wait("[...document.querySelectorAll('[data-testid=search-snippet]')].map(e => e.closest('[data-session]').dataset.session)");
+    // An empty result list is not "done": wait until the search has answered with rows.
+    let found = p.wait("(() => { const s = [...document.querySelectorAll('[data-testid=search-snippet]')].map(e => e.closest('[data-session]').dataset.session); return s.length ? s : null; })()");
     assert_eq!(
         found,
         json!([parent]),
