@@ -197,3 +197,49 @@ impl Event for TurnStopping {
     type Payload = TurnStoppingPayload;
 }
 impl SerialEvent for TurnStopping {}
+
+/// Who a delegated run is: `subagent/start` and `subagent/end` carry it.
+#[derive(Clone)]
+pub struct SubagentRunInfo {
+    /// A fresh id per run (per activation epoch of a continuable child).
+    pub run_id: String,
+    /// The provider name (`spawn`, `fork`, `codex`, …).
+    pub provider: String,
+    /// The child's session id (in-process) or the provider's run id.
+    pub id: String,
+    /// The delegating agent.
+    pub parent: AgentRef,
+    /// The child agent when it runs in this process (`local`); `None` for a product
+    /// subagent in another program, which has no session here.
+    pub child: Option<AgentRef>,
+}
+
+impl SubagentRunInfo {
+    pub fn local(&self) -> bool {
+        self.child.is_some()
+    }
+}
+
+/// Payload of `subagent/end`.
+pub struct SubagentRunEnd {
+    pub info: SubagentRunInfo,
+    /// `completed`, `aborted`, `error`, `max-tokens`, `refusal`.
+    pub stop_reason: String,
+    /// The child's final answer, omitted when it produced none.
+    pub last_assistant_message: Option<Vec<dsh_llm::ContentBlock>>,
+}
+
+emit_event!(
+    /// `subagent/start` (emit, contained; dispatched through the parent's scope): a delegated
+    /// run started (a one-shot child was published, or a continuable child's activation
+    /// began). Hook bridges fire `SubagentStart`; the SDK runtime reports nothing here (it
+    /// announces children on their session's creation).
+    SubagentStart, "subagent/start", SubagentRunInfo
+);
+emit_event!(
+    /// `subagent/end` (emit, contained; parent's scope): a delegated run settled (a one-shot
+    /// child's result is known, or a continuable child's activation was disposed after its
+    /// settlement notice). Hook bridges fire `SubagentStop`; the SDK runtime sends
+    /// `subagent.finished` for local runs.
+    SubagentEnd, "subagent/end", SubagentRunEnd
+);

@@ -2,6 +2,7 @@
 //! registry with its factory seam, and the default turn/step driver (the `agent-loop`
 //! plugin) — replaceable by any other driver that installs an `AgentFactory`.
 
+mod consumed;
 mod driver;
 mod events;
 mod handle;
@@ -9,13 +10,15 @@ mod inbox;
 mod plugins;
 mod registry;
 
+pub use consumed::{ConsumedWork, fold_consumed_work};
 pub use driver::{LoopAgent, LoopConfig, RuntimeContextProjection};
 pub use events::{
     AgentCreated, AgentDisposed, AgentDisposing, AgentErrorEvent, AgentErrorPayload, AgentPayload,
     AgentStatusChanged, InboxClaimed, InboxDiscarded, InboxInserted, InboxPayload, PreStep,
     PreStepDecision, PreStepPayload, Request, RequestError, RequestErrorAction,
     RequestErrorPayload, RequestPayload, SessionStart, SessionStartPayload, SessionStartSource,
-    StatusPayload, TurnStopping, TurnStoppingPayload,
+    StatusPayload, SubagentEnd, SubagentRunEnd, SubagentRunInfo, SubagentStart, TurnStopping,
+    TurnStoppingPayload,
 };
 pub use handle::{Agent, AgentOptions, AgentRef, AgentStatus, InboxSnapshot, SendError};
 pub use inbox::{Inbox, Splice};
@@ -23,4 +26,4 @@ pub use plugins::{
     AgentLoopPlugin, AgentPlugin, LlmPlugin, SessionPlugin, SystemPromptPlugin, ToolsPlugin,
     install_request_invariant, register_core,
 };
-pub use registry::{AgentFactory, AgentSource, Agents, CreateAgent};
+pub use registry::{AgentFactory, AgentSource, Agents, CreateAgent, SessionMeta, SetupFn};

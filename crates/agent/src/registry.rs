@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::sync::{Arc, RwLock};
 
 use dsh_kernel::{BoxError, Context, EffectHandle};
-use dsh_session::{Event, SessionHeader};
+use dsh_session::{Event, LiveSession, SessionHeader};
 
 use crate::handle::{AgentOptions, AgentRef};
 
@@ -12,10 +12,13 @@ use crate::handle::{AgentOptions, AgentRef};
 pub enum AgentSource {
     /// A fresh session.
     Fresh,
-    /// A child seeded with a prefix of another session (fork).
+    /// A session seeded with `prefix` (a fork's inherited history, or a continuable
+    /// child's descriptor). `seed_length` is the header's durable fork boundary: the
+    /// number of inherited parent events, which may differ from the prefix (a
+    /// continuable child's seed is its own descriptor and inherits nothing).
     Seeded {
         prefix: Vec<Arc<Event>>,
-        parent: String,
+        seed_length: Option<u64>,
     },
     /// A stored session being resumed (events already include any repair closers).
     Resume {
@@ -25,8 +28,22 @@ pub enum AgentSource {
     },
 }
 
-/// Composes an agent's scoped registrations before it is published.
-pub type SetupFn = Box<dyn FnOnce(&Context) -> Result<(), BoxError> + Send>;
+/// Composes an agent before it is published: called with the agent's scoped context and
+/// its freshly created session (header and seed written, nothing else), before the inbox
+/// and projections are rebuilt from the log, before the agent is entered in the registry
+/// and before `agent/created`. It may register scoped tools, sections and listeners and
+/// append setup events (delegated policy). An error disposes the session and the scope.
+pub type SetupFn = Box<dyn FnOnce(&Context, &Arc<LiveSession>) -> Result<(), BoxError> + Send>;
+
+/// Header facts of a new session beyond its id, time and cwd: the delegation lineage.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct SessionMeta {
+    pub parent_session: Option<String>,
+    /// `subagent` for delegated children.
+    pub origin: Option<String>,
+    pub delegation_depth: u64,
+    pub agent_preset: Option<String>,
+}
 
 /// Everything needed to create an agent.
 pub struct CreateAgent {
@@ -34,6 +51,10 @@ pub struct CreateAgent {
     pub cwd: Option<PathBuf>,
     pub options: AgentOptions,
     pub source: AgentSource,
+    /// Header lineage facts (ignored when resuming: the stored header is kept).
+    pub meta: SessionMeta,
+    /// The live agent that owns this one (a delegating parent); `None` for a runtime root.
+    pub owner: Option<String>,
     /// Composes scoped registrations (tools, sections, listeners) before publication.
     pub setup: Option<SetupFn>,
 }
@@ -45,6 +66,8 @@ impl CreateAgent {
             cwd: None,
             options,
             source: AgentSource::Fresh,
+            meta: SessionMeta::default(),
+            owner: None,
             setup: None,
         }
     }
@@ -59,7 +82,12 @@ pub trait AgentFactory: Send + Sync + 'static {
 #[derive(Default)]
 pub struct Agents {
     factory: RwLock<Option<(String, Arc<dyn AgentFactory>)>>,
-    live: RwLock<Vec<AgentRef>>,
+    live: RwLock<Vec<Entry>>,
+}
+
+struct Entry {
+    agent: AgentRef,
+    owner: Option<String>,
 }
 
 impl Agents {
@@ -102,13 +130,19 @@ impl Agents {
         factory.create(owner, request)
     }
 
-    /// Registers a published agent (drivers call this).
+    /// Registers a published runtime root (drivers call this).
     pub fn enter(&self, agent: AgentRef) -> Result<(), BoxError> {
+        self.enter_owned(agent, None)
+    }
+
+    /// Registers a published agent owned by the live agent `owner` (a delegated child),
+    /// or a root when `owner` is `None`.
+    pub fn enter_owned(&self, agent: AgentRef, owner: Option<String>) -> Result<(), BoxError> {
         let mut live = self.live.write().unwrap_or_else(|p| p.into_inner());
-        if live.iter().any(|a| a.id() == agent.id()) {
+        if live.iter().any(|e| e.agent.id() == agent.id()) {
             return Err(format!("agent \"{}\" is already live", agent.id()).into());
         }
-        live.push(agent);
+        live.push(Entry { agent, owner });
         Ok(())
     }
 
@@ -117,7 +151,7 @@ impl Agents {
         self.live
             .write()
             .unwrap_or_else(|p| p.into_inner())
-            .retain(|a| a.id() != id);
+            .retain(|e| e.agent.id() != id);
     }
 
     pub fn get(&self, id: &str) -> Option<AgentRef> {
@@ -125,11 +159,58 @@ impl Agents {
             .read()
             .unwrap_or_else(|p| p.into_inner())
             .iter()
-            .find(|a| a.id() == id)
-            .cloned()
+            .find(|e| e.agent.id() == id)
+            .map(|e| e.agent.clone())
     }
 
     pub fn list(&self) -> Vec<AgentRef> {
-        self.live.read().unwrap_or_else(|p| p.into_inner()).clone()
+        self.live
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .map(|e| e.agent.clone())
+            .collect()
+    }
+
+    /// The id of the agent that owns live agent `id` (`None`: a root, or not live).
+    pub fn owner_of(&self, id: &str) -> Option<String> {
+        self.live
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .find(|e| e.agent.id() == id)
+            .and_then(|e| e.owner.clone())
+    }
+
+    /// Whether `id` is a live agent that no other agent owns (a runtime root: the only
+    /// kind of agent that may talk to the user).
+    pub fn is_root(&self, id: &str) -> bool {
+        self.live
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .any(|e| e.agent.id() == id && e.owner.is_none())
+    }
+
+    /// The live runtime roots, in publication order.
+    pub fn roots(&self) -> Vec<AgentRef> {
+        self.live
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .filter(|e| e.owner.is_none())
+            .map(|e| e.agent.clone())
+            .collect()
+    }
+
+    /// The live agents `id` owns directly, in publication order.
+    pub fn children_of(&self, id: &str) -> Vec<AgentRef> {
+        self.live
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .filter(|e| e.owner.as_deref() == Some(id))
+            .map(|e| e.agent.clone())
+            .collect()
     }
 }

@@ -27,7 +27,7 @@ use crate::events::{
 };
 use crate::handle::{Agent, AgentOptions, AgentRef, AgentStatus, InboxSnapshot, SendError};
 use crate::inbox::Inbox;
-use crate::registry::{AgentFactory, AgentSource, Agents, CreateAgent};
+use crate::registry::{AgentFactory, AgentSource, Agents, CreateAgent, SessionMeta};
 
 pub use context::RuntimeContextProjection;
 
@@ -105,7 +105,10 @@ pub struct LoopAgent {
     pub(crate) config: LoopConfig,
     state: Mutex<State>,
     inbox_op: Mutex<()>,
-    idle: tokio::sync::watch::Sender<bool>,
+    /// Whether the agent is idle, and how many times it became idle (the idle epoch): a
+    /// waiter that saw it running resolves at the next idle even when a wake restarts the
+    /// agent before the waiter is polled.
+    idle: tokio::sync::watch::Sender<(bool, u64)>,
     pub(crate) header_logged: AtomicBool,
     pub(crate) runtime_context: Mutex<RuntimeContextProjection>,
 }
@@ -124,12 +127,13 @@ impl LoopAgent {
     }
 
     fn set_status(&self, status: AgentStatus) {
-        let was_idle = *self.idle.borrow();
+        let (was_idle, epoch) = *self.idle.borrow();
         let now_idle = status == AgentStatus::Idle;
         if was_idle == now_idle {
             return;
         }
-        self.idle.send_replace(now_idle);
+        let epoch = if now_idle { epoch + 1 } else { epoch };
+        self.idle.send_replace((now_idle, epoch));
         if let Some(agent) = self.agent_ref() {
             self.ctx
                 .emit::<AgentStatusChanged>(&StatusPayload { agent, status });
@@ -444,8 +448,12 @@ impl Agent for LoopAgent {
 
     fn when_idle(&self) -> BoxFuture<'static, ()> {
         let mut rx = self.idle.subscribe();
+        let (idle, seen) = *rx.borrow_and_update();
         Box::pin(async move {
-            let _ = rx.wait_for(|idle| *idle).await;
+            if idle {
+                return;
+            }
+            let _ = rx.wait_for(|(_, epoch)| *epoch > seen).await;
         })
     }
 
@@ -474,6 +482,24 @@ impl Agent for LoopAgent {
     }
 }
 
+/// The header of a new (fresh or seeded) session.
+fn new_header(
+    id: &str,
+    now: u64,
+    cwd: Option<String>,
+    meta: SessionMeta,
+    seed_length: Option<u64>,
+) -> SessionHeader {
+    let mut h = SessionHeader::new(id.to_string(), now);
+    h.cwd = cwd;
+    h.parent_session = meta.parent_session;
+    h.seed_length = seed_length;
+    h.origin = meta.origin;
+    h.delegation_depth = meta.delegation_depth;
+    h.agent_preset = meta.agent_preset;
+    h
+}
+
 /// The factory installed by the agent-loop plugin.
 pub struct LoopFactory {
     pub(crate) services: Services,
@@ -499,15 +525,14 @@ impl AgentFactory for LoopFactory {
         let cwd_string = request.cwd.as_ref().map(|p| p.display().to_string());
         let (header, source, start) = match request.source {
             AgentSource::Fresh => {
-                let mut h = SessionHeader::new(id.clone(), now);
-                h.cwd = cwd_string;
+                let h = new_header(&id, now, cwd_string, request.meta, None);
                 (h, SessionSource::Fresh, SessionStartSource::Startup)
             }
-            AgentSource::Seeded { prefix, parent } => {
-                let mut h = SessionHeader::new(id.clone(), now);
-                h.cwd = cwd_string;
-                h.parent_session = Some(parent);
-                h.seed_length = Some(prefix.len() as u64);
+            AgentSource::Seeded {
+                prefix,
+                seed_length,
+            } => {
+                let h = new_header(&id, now, cwd_string, request.meta, seed_length);
                 (
                     h,
                     SessionSource::Seeded(prefix),
@@ -527,12 +552,6 @@ impl AgentFactory for LoopFactory {
         let cwd = request
             .cwd
             .or_else(|| header.cwd.as_ref().map(PathBuf::from));
-        if let Some(setup) = request.setup
-            && let Err(e) = setup(&scope)
-        {
-            scope.dispose();
-            return Err(e);
-        }
         let session = match sessions.create(&scope, header, source) {
             Ok(s) => s,
             Err(e) => {
@@ -540,6 +559,13 @@ impl AgentFactory for LoopFactory {
                 return Err(Box::new(e));
             }
         };
+        if let Some(setup) = request.setup
+            && let Err(e) = setup(&scope, &session)
+        {
+            sessions.dispose(&id);
+            scope.dispose();
+            return Err(e);
+        }
         let (events, seed_length) =
             session.read(|s| (s.events().to_vec(), s.header().seed_length.unwrap_or(0)));
         let inbox = match Inbox::replay(&events, seed_length) {
@@ -555,7 +581,7 @@ impl AgentFactory for LoopFactory {
             &events,
             session.read(|s| s.surface().nodes().to_vec()),
         );
-        let (idle, _) = tokio::sync::watch::channel(true);
+        let (idle, _) = tokio::sync::watch::channel((true, 0));
         let agent = Arc::new_cyclic(|me| LoopAgent {
             id: id.clone(),
             me: me.clone(),
@@ -578,7 +604,11 @@ impl AgentFactory for LoopFactory {
             runtime_context: Mutex::new(projection),
         });
         let agent_ref: AgentRef = agent.clone();
-        if let Err(e) = self.services.agents.enter(agent_ref.clone()) {
+        if let Err(e) = self
+            .services
+            .agents
+            .enter_owned(agent_ref.clone(), request.owner)
+        {
             sessions.dispose(&id);
             scope.dispose();
             return Err(e);
