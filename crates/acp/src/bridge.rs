@@ -97,7 +97,12 @@ pub struct Bridge {
     closed: AtomicBool,
     /// What the client said it can do with files (`fs.readTextFile`, `fs.writeTextFile`).
     client_fs: Mutex<(bool, bool)>,
+    /// Model and reasoning effort chosen per session (`session/set_config_option`).
+    choices: Choices,
 }
+
+/// Per-session route choices: `(model, reasoning effort)`.
+type Choices = Arc<Mutex<HashMap<String, (Option<String>, Option<String>)>>>;
 
 fn kind_of(v: Option<&Value>) -> &'static str {
     match v {
@@ -205,6 +210,25 @@ fn prompt_content(blocks: &[Value], embedded: bool) -> Result<Vec<ContentBlock>,
     Ok(content)
 }
 
+/// Connects a session's ACP `mcpServers` in its agent scope (their tools are that
+/// session's; they stop when it is disposed). A server that fails is logged; the session
+/// opens without it.
+async fn attach_mcp(agent: &AgentRef, servers: Vec<dsh_mcp::ServerConfig>) {
+    for outcome in dsh_mcp::acp::attach(agent.ctx(), servers).await {
+        match outcome {
+            Ok(server) => {
+                if let Some(e) = server.startup_error() {
+                    tracing::error!(
+                        "acp: MCP server \"{}\" did not connect: {e}",
+                        server.server_name()
+                    );
+                }
+            }
+            Err(e) => tracing::error!("acp: {e}"),
+        }
+    }
+}
+
 impl Bridge {
     pub fn new(root: Context, peer: Peer, config: AcpConfig) -> Result<Arc<Self>, String> {
         let bridge = Arc::new(Self {
@@ -215,10 +239,14 @@ impl Bridge {
             claims: Arc::new(Mutex::new(HashMap::new())),
             closed: AtomicBool::new(false),
             client_fs: Mutex::new((false, false)),
+            choices: Arc::new(Mutex::new(HashMap::new())),
         });
         match bridge.config.projection {
             Projection::Committed => Self::project_committed(&root, &bridge.sessions, &peer)?,
-            Projection::Rich => Self::project_rich(&root, &bridge.sessions, &peer)?,
+            Projection::Rich => {
+                Self::project_rich(&root, &bridge.sessions, &peer)?;
+                Self::apply_choices(&root, &bridge.choices)?;
+            }
         }
         let claims = bridge.claims.clone();
         root.on_emit::<InboxClaimed>(ListenOptions::GLOBAL, move |p| {
@@ -314,6 +342,32 @@ impl Bridge {
         Ok(())
     }
 
+    /// Every request of a session runs on the model and effort chosen for it.
+    fn apply_choices(root: &Context, choices: &Choices) -> Result<(), String> {
+        let choices = choices.clone();
+        root.on_waterfall::<dsh_agent::Request>(ListenOptions::GLOBAL, move |payload, next| {
+            let chosen = choices
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .get(&payload.agent.session().id())
+                .cloned();
+            Box::pin(async move {
+                let mut config = next.run().await?;
+                if let Some((model, effort)) = chosen {
+                    if let Some(model) = model {
+                        config.model = model;
+                    }
+                    if effort.is_some() {
+                        config.reasoning_effort = effort;
+                    }
+                }
+                Ok(config)
+            })
+        })
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+    }
+
     fn session(&self, id: &str) -> Option<Arc<AcpSession>> {
         owned(&self.sessions, id)
     }
@@ -358,10 +412,27 @@ impl Bridge {
         if let Some(routes) = self.root.get::<dsh_tools::ClientFileRoutes>() {
             routes.unroute(id);
         }
+        self.choices
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(id);
     }
 
     fn rich(&self) -> bool {
         self.config.projection == Projection::Rich
+    }
+
+    /// ACP `mcpServers`: refused in the committed projection (upstream 0.1's answer), else
+    /// parsed for [`attach_mcp`].
+    fn mcp_servers(&self, p: &Map<String, Value>) -> Result<Vec<dsh_mcp::ServerConfig>, RpcError> {
+        let servers = match p.get("mcpServers").and_then(Value::as_array) {
+            Some(a) if !a.is_empty() => a,
+            _ => return Ok(Vec::new()),
+        };
+        if !self.rich() {
+            return Err(RpcError::invalid_params("mcpServers is not supported"));
+        }
+        dsh_mcp::acp::parse_servers(servers).map_err(RpcError::invalid_params)
     }
 
     /// Answers one request.
@@ -382,6 +453,7 @@ impl Bridge {
                     json!({
                         "loadSession": true,
                         "promptCapabilities": {"image": false, "audio": false, "embeddedContext": true},
+                        "mcpCapabilities": dsh_mcp::acp::capabilities(),
                         "sessionCapabilities": {"list": {}, "resume": {}, "close": {}}
                     })
                 } else {
@@ -402,6 +474,7 @@ impl Bridge {
             "session/list" if self.rich() => self.list_sessions(params).await,
             "session/close" if self.rich() => self.close_session(params).await,
             "session/set_mode" if self.rich() => self.set_mode(params),
+            "session/set_config_option" if self.rich() => self.set_config_option(params),
             other => Err(RpcError::method_not_found(other)),
         }
     }
@@ -481,7 +554,105 @@ impl Bridge {
         if let Some(modes) = self.modes(agent) {
             answer.insert("modes".into(), modes);
         }
+        answer.insert(
+            "configOptions".into(),
+            Value::Array(self.config_options(&agent.session().id())),
+        );
         Value::Object(answer)
+    }
+
+    /// The session's model choice (the route's catalog) and, when the model reasons, its
+    /// reasoning effort.
+    fn config_options(&self, session_id: &str) -> Vec<Value> {
+        let (model, effort) = self
+            .choices
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(session_id)
+            .cloned()
+            .unwrap_or_default();
+        let model = model.unwrap_or_else(|| self.config.model.clone());
+        let Some(llm) = self.root.get::<dsh_llm::LlmRuntime>() else {
+            return Vec::new();
+        };
+        let provider = &self.config.provider;
+        let mut models: Vec<Value> = llm
+            .models(provider)
+            .into_iter()
+            .map(|m| json!({"value": m.id, "name": m.name.unwrap_or_else(|| m.id.clone())}))
+            .collect();
+        if !models.iter().any(|m| m["value"] == model.as_str()) {
+            models.insert(0, json!({"value": model, "name": model}));
+        }
+        let mut options = vec![json!({
+            "id": "model", "name": "Model", "category": "model", "type": "select",
+            "currentValue": model, "options": models,
+        })];
+        if let Some(reasoning) = llm
+            .model_info(provider, &model)
+            .ok()
+            .and_then(|i| i.reasoning)
+            .filter(|r| !r.efforts.is_empty())
+        {
+            let current = effort
+                .or(reasoning.default_effort)
+                .unwrap_or_else(|| reasoning.efforts[0].clone());
+            let values: Vec<Value> = reasoning
+                .efforts
+                .iter()
+                .map(|e| json!({"value": e, "name": e}))
+                .collect();
+            options.push(json!({
+                "id": "reasoning_effort", "name": "Reasoning effort", "category": "thought_level",
+                "type": "select", "currentValue": current, "options": values,
+            }));
+        }
+        options
+    }
+
+    fn set_config_option(&self, params: Option<Value>) -> Result<Value, RpcError> {
+        let p = check_params(
+            params.as_ref(),
+            &[
+                ("sessionId", "string"),
+                ("configId", "string"),
+                ("value", "string"),
+            ],
+        )?;
+        let id = p.get("sessionId").and_then(Value::as_str).unwrap_or("");
+        let config_id = p.get("configId").and_then(Value::as_str).unwrap_or("");
+        let value = p.get("value").and_then(Value::as_str).unwrap_or("");
+        if self.session(id).is_none() {
+            return Err(RpcError::invalid_params(format!("unknown session: {id}")));
+        }
+        let offered = self
+            .config_options(id)
+            .into_iter()
+            .find(|o| o["id"] == config_id)
+            .ok_or_else(|| {
+                RpcError::invalid_params(format!("unknown config option {config_id}"))
+            })?;
+        let valid = offered["options"]
+            .as_array()
+            .is_some_and(|o| o.iter().any(|v| v["value"] == value));
+        if !valid {
+            return Err(RpcError::invalid_params(format!(
+                "{value} is not a value of {config_id}"
+            )));
+        }
+        {
+            let mut choices = self.choices.lock().unwrap_or_else(|e| e.into_inner());
+            let entry = choices.entry(id.to_string()).or_default();
+            match config_id {
+                "model" => {
+                    entry.0 = Some(value.to_string());
+                    // An effort of the old model may not exist on the new one.
+                    entry.1 = None;
+                }
+                _ => entry.1 = Some(value.to_string()),
+            }
+        }
+        Ok(json!({"configOptions": self.config_options(id)}))
     }
 
     fn set_mode(&self, params: Option<Value>) -> Result<Value, RpcError> {
@@ -538,12 +709,7 @@ impl Bridge {
                 "cwd must be an absolute path: {cwd}"
             )));
         }
-        if p.get("mcpServers")
-            .and_then(Value::as_array)
-            .is_some_and(|a| !a.is_empty())
-        {
-            return Err(RpcError::invalid_params("mcpServers is not supported"));
-        }
+        let mcp = self.mcp_servers(&p)?;
         if self.closed.load(Ordering::Acquire) {
             return Err(RpcError::internal("the ACP bridge has been disposed"));
         }
@@ -594,6 +760,7 @@ impl Bridge {
         let agent = agents
             .create(&self.root, request)
             .map_err(RpcError::internal)?;
+        attach_mcp(&agent, mcp).await;
         let session = AcpSession::new(agent.clone(), session_cwd.clone());
         if replay {
             let updates = session.projector().replay(&events);
@@ -698,12 +865,7 @@ impl Bridge {
                 "additionalDirectories is not supported",
             ));
         }
-        if p.get("mcpServers")
-            .and_then(Value::as_array)
-            .is_some_and(|a| !a.is_empty())
-        {
-            return Err(RpcError::invalid_params("mcpServers is not supported"));
-        }
+        let mcp = self.mcp_servers(&p)?;
         if self.closed.load(Ordering::Acquire) {
             return Err(RpcError::internal("the ACP bridge has been disposed"));
         }
@@ -713,6 +875,7 @@ impl Bridge {
         let agent = agents
             .create(&self.root, request)
             .map_err(RpcError::internal)?;
+        attach_mcp(&agent, mcp).await;
         self.adopt(&id, AcpSession::new(agent.clone(), PathBuf::from(&cwd)));
         if !self.rich() {
             return Ok(json!({"sessionId": id}));

@@ -394,3 +394,62 @@ fn permission_requests_render_in_the_editor_and_every_answer_works() {
         "workspace-write"
     );
 }
+
+#[test]
+fn the_editor_switches_the_model_and_its_reasoning_effort() {
+    if !sdk_ready() {
+        return;
+    }
+    let editor = Editor::new();
+    let server =
+        MockServer::with_replies([Reply::text("one"), Reply::text("two")]).answer_untooled("T");
+    let report = editor.drive(
+        &server,
+        "workspace-write",
+        json!({"steps": [
+            {"do": "initialize"}, {"do": "new"},
+            {"do": "prompt", "text": "first"},
+            {"do": "set_config_option", "configId": "model", "value": "deepseek-v4-flash"},
+            {"do": "set_config_option", "configId": "reasoning_effort", "value": "high"},
+            {"do": "prompt", "text": "second"},
+            {"do": "set_config_option", "configId": "model", "value": "no-such-model"}
+        ]}),
+    );
+    let results = report["results"].as_array().unwrap();
+    let offered = results[1]["ok"]["configOptions"].as_array().unwrap();
+    let model = offered.iter().find(|o| o["id"] == "model").unwrap();
+    assert_eq!(model["currentValue"], "deepseek-v4-pro");
+    let values: Vec<&str> = model["options"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| o["value"].as_str().unwrap())
+        .collect();
+    assert!(values.contains(&"deepseek-v4-flash"), "{values:?}");
+    let after = results[4]["ok"]["configOptions"].as_array().unwrap();
+    assert_eq!(after[0]["currentValue"], "deepseek-v4-flash");
+    assert_eq!(after[1]["currentValue"], "high");
+    assert_eq!(results[6]["error"]["code"], -32602, "{}", results[6]);
+    let models: Vec<String> = server
+        .requests()
+        .iter()
+        .filter_map(|r| r.json.clone())
+        .filter(|j| j["tools"].is_array())
+        .map(|j| {
+            format!(
+                "{} {}",
+                j["model"].as_str().unwrap_or(""),
+                j["reasoning_effort"].as_str().unwrap_or("-")
+            )
+        })
+        .collect();
+    assert_eq!(
+        models.first().unwrap().split(' ').next(),
+        Some("deepseek-v4-pro")
+    );
+    assert_eq!(
+        models.last().unwrap(),
+        "deepseek-v4-flash high",
+        "{models:?}"
+    );
+}

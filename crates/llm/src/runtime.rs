@@ -25,6 +25,10 @@ pub type AdapterStream = BoxStream<'static, Result<StreamChunk, LlmError>>;
 pub trait LlmAdapter: Send + Sync + 'static {
     /// Exact model information for `model` on route `provider`.
     fn model_info(&self, provider: &str, model: &str) -> Result<ModelInfo, LlmError>;
+    /// The models the route offers, in catalog order (empty when it has no catalog).
+    fn models(&self, _provider: &str) -> Vec<ModelInfo> {
+        Vec::new()
+    }
     /// The route's retry policy.
     fn retry_policy(&self, _provider: &str) -> RetryPolicy {
         RetryPolicy::default()
@@ -167,6 +171,13 @@ impl LlmRuntime {
     pub fn routes(&self) -> Vec<String> {
         let regs = self.registrations.read().unwrap_or_else(|p| p.into_inner());
         regs.iter().flat_map(|r| r.routes.iter().cloned()).collect()
+    }
+
+    /// The models a route offers (empty for an unknown route or one without a catalog).
+    pub fn models(&self, provider: &str) -> Vec<ModelInfo> {
+        self.adapter_for(provider)
+            .map(|a| a.models(provider))
+            .unwrap_or_default()
     }
 
     /// Model information for a route.

@@ -190,6 +190,10 @@ pub(crate) fn model_info_for(config: &ResolvedDeepSeek, model: &str) -> ModelInf
 }
 
 impl LlmAdapter for DeepSeekAdapter {
+    fn models(&self, _provider: &str) -> Vec<ModelInfo> {
+        self.list_models()
+    }
+
     fn model_info(&self, _provider: &str, model: &str) -> Result<ModelInfo, LlmError> {
         Ok(model_info_for(&self.live.current(), model))
     }

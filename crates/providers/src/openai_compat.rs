@@ -196,6 +196,10 @@ fn model_info_for(
 }
 
 impl LlmAdapter for OpenAiCompatAdapter {
+    fn models(&self, provider: &str) -> Vec<ModelInfo> {
+        self.list_models(provider)
+    }
+
     fn model_info(&self, provider: &str, model: &str) -> Result<ModelInfo, LlmError> {
         let config = self.live.current();
         let profile = config

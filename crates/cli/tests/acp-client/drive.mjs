@@ -5,7 +5,8 @@
 //   node drive.mjs <dsh binary> <script.json>
 //
 // The script is {"steps": [...], "permissions": ["allow_once", ...], "fs": bool}; steps are
-// {"do": "initialize"|"new"|"prompt"|"load"|"resume"|"set_mode"|"list"|"close", ...}.
+// {"do": "initialize"|"new"|"prompt"|"load"|"resume"|"set_mode"|"set_config_option"|"list"|
+// "close", ...}.
 // Prints one JSON object: {results, updates, agentRequests, schemaErrors, files}.
 import { spawn } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
@@ -26,6 +27,7 @@ const responseSchema = {
   'session/load': z.zLoadSessionResponse, 'session/resume': z.zResumeSessionResponse,
   'session/prompt': z.zPromptResponse, 'session/set_mode': z.zSetSessionModeResponse,
   'session/list': z.zListSessionsResponse, 'session/close': z.zCloseSessionResponse,
+  'session/set_config_option': z.zSetSessionConfigOptionResponse,
 };
 const requestSchema = {
   'session/request_permission': z.zRequestPermissionRequest,
@@ -126,6 +128,9 @@ await app.connectWith(stream, async (agent) => {
         break;
       case 'set_mode':
         r = await call(acp.methods.agent.session.setMode, { sessionId, modeId: step.modeId });
+        break;
+      case 'set_config_option':
+        r = await call(acp.methods.agent.session.setConfigOption, { sessionId, configId: step.configId, value: step.value });
         break;
       case 'list':
         r = await call(acp.methods.agent.session.list, {});
