@@ -32,17 +32,24 @@ const INSTRUCTIONS_PATCH: &str = include_str!("../compositions/agent-instruction
 const SANDBOX_ROOT_PATCH: &str = include_str!("../compositions/session-sandbox-root.patch.yml");
 const PARTIAL_LANDLOCK_PATCH: &str = include_str!("../compositions/partial-landlock.patch.yml");
 const SESSION_QUERY_PATCH: &str = include_str!("../compositions/session-query.patch.yml");
+const DEPTH_TWO_PATCH: &str = include_str!("../compositions/depth-two.patch.yml");
+const SUBAGENT_FAILURE_PATCH: &str =
+    include_str!("../compositions/subagent-durability-failure.patch.yml");
+const WEB_PATCH: &str = include_str!("../compositions/web.patch.yml");
 
 /// Upstream composition names (`DSH_SNAPSHOT_CONFIG`) this build has a composition for.
-pub const KNOWN_COMPOSITIONS: [&str; 8] = [
+pub const KNOWN_COMPOSITIONS: [&str; 11] = [
     "cordis.yml",
     "background-job-admission.cordis.yml",
+    "web.cordis.yml",
     "tests/fs-search.cordis.yml",
     "retry.cordis.yml",
     "agent-instructions.cordis.yml",
     "session-sandbox-root.cordis.yml",
     "partial-landlock.cordis.yml",
     "session-query.cordis.yml",
+    "depth-two.cordis.yml",
+    "subagent-durability-failure.cordis.yml",
 ];
 
 /// The layers of the ACP composition selected by `DSH_SNAPSHOT_CONFIG` (upstream's
@@ -76,6 +83,21 @@ pub fn composition_layers(config: Option<&str>) -> Result<Vec<Layer>, String> {
         "session-query.cordis.yml" => vec![
             parse("dsh-acp/acp.cordis.yml", ACP_COMPOSITION)?,
             parse("dsh-acp/session-query.patch.yml", SESSION_QUERY_PATCH)?,
+        ],
+        "web.cordis.yml" => vec![
+            parse("dsh-acp/acp.cordis.yml", ACP_COMPOSITION)?,
+            parse("dsh-acp/web.patch.yml", WEB_PATCH)?,
+        ],
+        "depth-two.cordis.yml" => vec![
+            parse("dsh-acp/acp.cordis.yml", ACP_COMPOSITION)?,
+            parse("dsh-acp/depth-two.patch.yml", DEPTH_TWO_PATCH)?,
+        ],
+        "subagent-durability-failure.cordis.yml" => vec![
+            parse("dsh-acp/acp.cordis.yml", ACP_COMPOSITION)?,
+            parse(
+                "dsh-acp/subagent-durability-failure.patch.yml",
+                SUBAGENT_FAILURE_PATCH,
+            )?,
         ],
         // Upstream's overlay sets a `tasks` key its ACP demo ignores, so the default job
         // limit applies; the recorded log shows exactly that.

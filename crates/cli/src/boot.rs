@@ -11,6 +11,8 @@ pub fn snapshot_catalog() -> Catalog {
     let mut c = catalog();
     dsh_policies::register_snapshot_fixtures(&mut c);
     dsh_sandbox::register_snapshot_fixtures(&mut c);
+    dsh_subagent::register_snapshot_fixtures(&mut c);
+    dsh_web_tools::register_snapshot_fixtures(&mut c);
     c
 }
 
@@ -26,7 +28,10 @@ pub fn catalog() -> Catalog {
     dsh_providers::register_catalog(&mut c);
     dsh_tools_builtin::register_catalog(&mut c);
     dsh_jobs::register_catalog(&mut c);
+    dsh_subagent::register_catalog(&mut c);
+    dsh_web_tools::register_catalog(&mut c);
     dsh_hooks::register_catalog(&mut c);
+    dsh_mcp::register_catalog(&mut c);
     c.register(dsh_persistence::JsonlPersistencePlugin);
     c.register(crate::headless::HeadlessPlugin);
     c.register(dsh_acp::AcpAgentPlugin);

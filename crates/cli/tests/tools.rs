@@ -427,3 +427,117 @@ fn a_job_dies_when_dsh_is_terminated_mid_turn() {
     assert_eq!(code, Some(143));
     assert_eq!(survivors(&marker), Vec::<u32>::new());
 }
+
+/// A one-route HTTP server on loopback answering every request with `body` (JSON), and
+/// recording request bodies.
+fn json_server(body: &'static str) -> (String, Arc<Mutex<Vec<String>>>) {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let s = seen.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            let mut data = Vec::new();
+            let mut buf = [0u8; 4096];
+            loop {
+                let n = stream.read(&mut buf).unwrap_or(0);
+                if n == 0 {
+                    break;
+                }
+                data.extend_from_slice(&buf[..n]);
+                let text = String::from_utf8_lossy(&data).to_string();
+                if let Some(at) = text.find("\r\n\r\n") {
+                    let len: usize = text
+                        .lines()
+                        .find_map(|l| {
+                            l.to_ascii_lowercase()
+                                .strip_prefix("content-length:")
+                                .map(|v| v.trim().parse().unwrap_or(0))
+                        })
+                        .unwrap_or(0);
+                    if data.len() >= at + 4 + len {
+                        s.lock().unwrap().push(text[..].to_string());
+                        break;
+                    }
+                }
+            }
+            let _ = write!(
+                stream,
+                "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    (url, seen)
+}
+
+#[test]
+fn web_fetch_refuses_loopback_and_web_search_reaches_the_deepseek_provider() {
+    let run = Run::new();
+    let (page, hits) = json_server("{}");
+    let (search, requests) = json_server(
+        r#"{"content":[{"type":"web_search_tool_result","content":[{"type":"web_search_result","url":"https://docs.example/guide","title":"Guide","page_age":"2025"}]},{"type":"text","text":"ok","citations":[{"url":"https://docs.example/guide","cited_text":"the guide"}]}]}"#,
+    );
+    let server = MockServer::start().answer_untooled("Mock title");
+    server.push(call(
+        "f",
+        "web_fetch",
+        json!({"url": format!("{page}/admin")}),
+    ));
+    server.push(call("s", "web_search", json!({"queries": ["dsh guide"]})));
+    server.push(Reply::text("done"));
+    let out = run
+        .cmd(&server, "look things up")
+        .env("DEEPSEEK_SEARCH_BASE_URL", &search)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let events = run.session();
+    let texts = tool_texts(&events);
+    let host = page
+        .trim_start_matches("http://")
+        .split(':')
+        .next()
+        .unwrap()
+        .to_string();
+    assert_eq!(
+        texts[0],
+        format!(
+            "Error: refusing to fetch {host}: it resolves to a non-public address ({host}); set allowPrivateNetwork or allowedHosts on web-fetch-http to permit it"
+        )
+    );
+    assert!(
+        hits.lock().unwrap().is_empty(),
+        "the refused target saw no request"
+    );
+    let fetch_result = events.iter().find(|e| e.is(types::TOOL_RESULT)).unwrap();
+    assert_eq!(
+        fetch_result.data["error"],
+        json!({"name": "WebError", "code": "WEB_BLOCKED_URL"})
+    );
+    assert_eq!(
+        texts[1],
+        "Sources:\n- [Guide](https://docs.example/guide) \u{2014} the guide (2025)\n\nCite the relevant URLs above as markdown links in your answer."
+    );
+    let sent = requests.lock().unwrap()[0].clone();
+    assert!(sent.starts_with("POST /messages "), "{sent}");
+    assert!(
+        sent.to_ascii_lowercase().contains("x-api-key: sk-test"),
+        "{sent}"
+    );
+    assert!(sent.contains(r#""type":"web_search_20250305""#), "{sent}");
+    let recorded = events
+        .iter()
+        .find(|e| e.is("web/deepseek-search-llm-request"))
+        .unwrap();
+    assert_eq!(
+        recorded.data["body"]["messages"][0]["content"][0]["text"],
+        json!("Perform a web search for the query: dsh guide")
+    );
+    assert!(
+        !recorded.data.to_value().to_string().contains("sk-test"),
+        "no secret in the log"
+    );
+}

@@ -1,0 +1,623 @@
+//! The model-facing `web_fetch` and `web_search` (upstream's `tool-web`): argument checks,
+//! provider selection through [`WebService`], and upstream's exact renderings.
+
+use std::sync::{Arc, RwLock};
+
+use dsh_kernel::{BoxError, BoxFuture};
+use dsh_llm::ToolSchema;
+use dsh_tools::{ObjectSchema, Prop, Tool, ToolOutput, ToolRunContext};
+use serde_json::{Map, Value, json};
+
+use crate::error::web_error;
+use crate::fetch::{BodyKind, Fetched, HttpFetcher};
+use crate::markdown::html_to_markdown;
+use crate::search::{SearchProvider, SearchRequest, SearchResult, Source};
+
+/// The `web` service: registered providers and the configured choice.
+#[derive(Default)]
+pub struct WebService {
+    pub search_provider: Option<String>,
+    pub fetch_provider: Option<String>,
+    search: RwLock<Vec<Arc<dyn SearchProvider>>>,
+    fetch: RwLock<Vec<(String, Arc<HttpFetcher>)>>,
+}
+
+fn pick<'a, T: ?Sized>(
+    configured: Option<&str>,
+    all: &'a [(String, bool, Arc<T>)],
+) -> Result<&'a Arc<T>, BoxError> {
+    if let Some(id) = configured {
+        return match all.iter().find(|(i, _, _)| i == id) {
+            None => Err(web_error(
+                "WEB_PROVIDER_CONFIGURED_MISSING",
+                format!("configured web provider \"{id}\" is not registered"),
+            )),
+            Some((_, false, _)) => Err(web_error(
+                "WEB_PROVIDER_CONFIGURED_UNAVAILABLE",
+                format!("configured web provider \"{id}\" is registered but unavailable"),
+            )),
+            Some((_, true, p)) => Ok(p),
+        };
+    }
+    let usable: Vec<&(String, bool, Arc<T>)> = all.iter().filter(|(_, ok, _)| *ok).collect();
+    match usable.as_slice() {
+        [] => Err(web_error(
+            "WEB_PROVIDER_UNAVAILABLE",
+            "no usable web provider is registered",
+        )),
+        [(_, _, p)] => Ok(p),
+        many => Err(web_error(
+            "WEB_PROVIDER_AMBIGUOUS",
+            format!(
+                "multiple usable web providers are registered ({}); configure one explicitly",
+                many.iter()
+                    .map(|(i, _, _)| i.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        )),
+    }
+}
+
+impl WebService {
+    pub fn new(search_provider: Option<String>, fetch_provider: Option<String>) -> Self {
+        Self {
+            search_provider,
+            fetch_provider,
+            ..Self::default()
+        }
+    }
+
+    pub fn add_search(&self, provider: Arc<dyn SearchProvider>) -> Result<(), BoxError> {
+        let mut all = self.search.write().unwrap_or_else(|p| p.into_inner());
+        if all.iter().any(|p| p.id() == provider.id()) {
+            return Err(web_error(
+                "WEB_DUPLICATE_PROVIDER",
+                format!(
+                    "a web provider with id \"{}\" is already registered",
+                    provider.id()
+                ),
+            ));
+        }
+        all.push(provider);
+        Ok(())
+    }
+
+    pub fn remove_search(&self, id: &str) {
+        self.search
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .retain(|p| p.id() != id);
+    }
+
+    pub fn add_fetch(&self, id: &str, fetcher: Arc<HttpFetcher>) -> Result<(), BoxError> {
+        let mut all = self.fetch.write().unwrap_or_else(|p| p.into_inner());
+        if all.iter().any(|(i, _)| i == id) {
+            return Err(web_error(
+                "WEB_DUPLICATE_PROVIDER",
+                format!("a web provider with id \"{id}\" is already registered"),
+            ));
+        }
+        all.push((id.to_string(), fetcher));
+        Ok(())
+    }
+
+    pub fn remove_fetch(&self, id: &str) {
+        self.fetch
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .retain(|(i, _)| i != id);
+    }
+
+    pub fn search_provider(&self) -> Result<Arc<dyn SearchProvider>, BoxError> {
+        let all: Vec<(String, bool, Arc<dyn SearchProvider>)> = self
+            .search
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .map(|p| (p.id().to_string(), p.available(), p.clone()))
+            .collect();
+        pick(self.search_provider.as_deref(), &all).cloned()
+    }
+
+    pub fn fetcher(&self) -> Result<Arc<HttpFetcher>, BoxError> {
+        let all: Vec<(String, bool, Arc<HttpFetcher>)> = self
+            .fetch
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .map(|(i, f)| (i.clone(), true, f.clone()))
+            .collect();
+        pick(self.fetch_provider.as_deref(), &all).cloned()
+    }
+}
+
+/// `tool-web` settings.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ToolWebConfig {
+    pub search: bool,
+    pub fetch: bool,
+    pub search_max_results: usize,
+    pub search_max_queries: usize,
+    pub fetch_timeout_ms: u64,
+    pub search_timeout_ms: u64,
+    pub fetch_max_output_chars: usize,
+}
+
+impl Default for ToolWebConfig {
+    fn default() -> Self {
+        Self {
+            search: true,
+            fetch: true,
+            search_max_results: 8,
+            search_max_queries: 4,
+            fetch_timeout_ms: 30_000,
+            search_timeout_ms: 30_000,
+            fetch_max_output_chars: 200_000,
+        }
+    }
+}
+
+const FOOTER: &str =
+    "\n\n(Content truncated. Fetch a more specific URL or section for the full text.)";
+
+fn utf16_len(s: &str) -> usize {
+    s.encode_utf16().count()
+}
+
+fn utf16_prefix(s: &str, max: usize) -> &str {
+    let mut units = 0;
+    for (i, c) in s.char_indices() {
+        units += c.len_utf16();
+        if units > max {
+            return &s[..i];
+        }
+    }
+    s
+}
+
+/// The `web_fetch` text and its effective truncation.
+pub fn render_fetch(result: &Fetched, max_chars: usize) -> (String, bool) {
+    let header = format!("Fetched {} (HTTP {})\n\n", result.url, result.status);
+    let source = utf16_prefix(&result.content, max_chars);
+    let source_cut = source.len() < result.content.len();
+    let body = match result.kind {
+        BodyKind::Html => html_to_markdown(source),
+        BodyKind::Text => source.to_string(),
+    };
+    let prefix = format!("{header}{body}");
+    let truncated = result.truncated || source_cut || utf16_len(&prefix) > max_chars;
+    let full = if truncated {
+        format!("{prefix}{FOOTER}")
+    } else {
+        prefix.clone()
+    };
+    if utf16_len(&full) <= max_chars {
+        return (full, truncated);
+    }
+    let footer_len = utf16_len(FOOTER);
+    if max_chars < footer_len {
+        return (utf16_prefix(&full, max_chars).to_string(), truncated);
+    }
+    (
+        format!("{}{FOOTER}", utf16_prefix(&prefix, max_chars - footer_len)),
+        truncated,
+    )
+}
+
+fn host_of(url: &str) -> Option<String> {
+    url::Url::parse(url).ok()?.host_str().map(str::to_owned)
+}
+
+/// The `web_search` text.
+pub fn render_search(result: &SearchResult) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let content = result.content.as_deref().filter(|c| !c.is_empty());
+    if let Some(c) = content {
+        parts.push(c.to_string());
+    }
+    if !result.sources.is_empty() {
+        let lines: Vec<String> = result
+            .sources
+            .iter()
+            .map(|s| {
+                let label = s
+                    .title
+                    .clone()
+                    .filter(|t| !t.is_empty())
+                    .or_else(|| host_of(&s.url))
+                    .unwrap_or_else(|| s.url.clone());
+                let mut meta = Vec::new();
+                if let Some(snippet) = s.snippet.as_deref().filter(|x| !x.is_empty()) {
+                    meta.push(snippet.to_string());
+                }
+                if let Some(p) = s.published_at.as_deref().filter(|x| !x.is_empty()) {
+                    meta.push(format!("({p})"));
+                }
+                let suffix = if meta.is_empty() {
+                    String::new()
+                } else {
+                    format!(" \u{2014} {}", meta.join(" "))
+                };
+                format!("- [{label}]({}){suffix}", s.url)
+            })
+            .collect();
+        parts.push(format!("Sources:\n{}", lines.join("\n")));
+    } else if content.is_none() {
+        parts.push("No results found.".into());
+    }
+    if result.truncated {
+        parts.push(format!(
+            "(Showing the first {} sources. Refine the query for more.)",
+            result.sources.len()
+        ));
+    }
+    parts.push("Cite the relevant URLs above as markdown links in your answer.".into());
+    parts.join("\n\n")
+}
+
+/// Round-robin by rank, deduplicated by URL, capped.
+pub fn merge(queries: &[String], results: &[SearchResult], max: usize) -> SearchResult {
+    let mut seen = std::collections::HashSet::new();
+    let mut sources: Vec<Source> = Vec::new();
+    let ranks = results.iter().map(|r| r.sources.len()).max().unwrap_or(0);
+    let mut dropped = false;
+    'merge: for rank in 0..ranks {
+        for r in results {
+            if let Some(s) = r.sources.get(rank)
+                && seen.insert(s.url.clone())
+            {
+                if sources.len() == max {
+                    dropped = true;
+                    break 'merge;
+                }
+                sources.push(s.clone());
+            }
+        }
+    }
+    let contents: Vec<String> = results
+        .iter()
+        .zip(queries)
+        .filter_map(|(r, q)| {
+            r.content
+                .as_deref()
+                .filter(|c| !c.is_empty())
+                .map(|c| format!("### {q}\n\n{c}"))
+        })
+        .collect();
+    SearchResult {
+        content: (!contents.is_empty()).then(|| contents.join("\n\n")),
+        sources,
+        truncated: results.iter().any(|r| r.truncated) || dropped,
+    }
+}
+
+fn search_meta(r: &SearchResult) -> Value {
+    let sources: Vec<Value> = r
+        .sources
+        .iter()
+        .map(|s| {
+            let mut m = Map::new();
+            m.insert("url".into(), Value::from(s.url.as_str()));
+            for (k, v) in [
+                ("title", &s.title),
+                ("snippet", &s.snippet),
+                ("publishedAt", &s.published_at),
+            ] {
+                if let Some(v) = v {
+                    m.insert(k.into(), Value::from(v.as_str()));
+                }
+            }
+            Value::Object(m)
+        })
+        .collect();
+    let mut meta = json!({"sources": sources, "truncated": r.truncated});
+    if let Some(c) = &r.content {
+        meta["answer"] = Value::from(c.as_str());
+    }
+    meta
+}
+
+pub(crate) struct WebFetchTool {
+    schema: ToolSchema,
+    params: ObjectSchema,
+    web: Arc<WebService>,
+    config: ToolWebConfig,
+}
+
+impl WebFetchTool {
+    pub fn new(web: Arc<WebService>, config: ToolWebConfig) -> Self {
+        let params = ObjectSchema::new().required("url", Prop::string("The http(s) URL to fetch."));
+        Self {
+            schema: ToolSchema {
+                name: "web_fetch".into(),
+                description: "Fetch one http(s) URL and return its content as text (web pages are converted to Markdown).".into(),
+                parameters: params.to_value().into(),
+            },
+            params,
+            web,
+            config,
+        }
+    }
+}
+
+impl Tool for WebFetchTool {
+    fn schema(&self) -> &ToolSchema {
+        &self.schema
+    }
+
+    fn validate(&self, args: &Value) -> Result<(), String> {
+        self.params.validate(args)
+    }
+
+    fn concurrency_safe(&self, _args: &Value) -> bool {
+        true
+    }
+
+    fn timeout_ms(&self) -> Option<u64> {
+        Some(self.config.fetch_timeout_ms)
+    }
+
+    fn execute(
+        &self,
+        args: Value,
+        ctx: ToolRunContext,
+    ) -> BoxFuture<'static, Result<ToolOutput, BoxError>> {
+        let web = self.web.clone();
+        let max = self.config.fetch_max_output_chars;
+        Box::pin(async move {
+            let url = args.get("url").and_then(Value::as_str).unwrap_or("");
+            if url.trim().is_empty() {
+                return Err("url must be a non-empty string".into());
+            }
+            let fetcher = web.fetcher()?;
+            let fetched = fetcher.fetch(url, &ctx.cancel).await?;
+            let (text, truncated) = render_fetch(&fetched, max);
+            let mut out = ToolOutput::text(text);
+            out.meta = Some(
+                json!({"url": fetched.url, "statusCode": fetched.status, "truncated": truncated}),
+            );
+            Ok(out)
+        })
+    }
+}
+
+pub(crate) struct WebSearchTool {
+    schema: ToolSchema,
+    params: ObjectSchema,
+    web: Arc<WebService>,
+    config: ToolWebConfig,
+}
+
+impl WebSearchTool {
+    pub fn new(web: Arc<WebService>, config: ToolWebConfig) -> Self {
+        let n = config.search_max_queries;
+        let params = ObjectSchema::new().required(
+            "queries",
+            Prop::array(
+                &format!("Search queries, 1 to {n}; their results are merged."),
+                Prop::String {
+                    description: None,
+                    enumeration: None,
+                },
+            ),
+        );
+        Self {
+            schema: ToolSchema {
+                name: "web_search".into(),
+                description: format!(
+                    "Search the web for current information. Give 1 to {n} queries in `queries`; the answer is an optional summary plus the source URLs."
+                ),
+                parameters: params.to_value().into(),
+            },
+            params,
+            web,
+            config,
+        }
+    }
+}
+
+/// Upstream's query checks; duplicates collapse.
+pub fn parse_queries(args: &Value, max: usize) -> Result<Vec<String>, BoxError> {
+    let queries: Vec<String> = args
+        .get("queries")
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .map(|q| q.as_str().unwrap_or("").to_string())
+                .collect()
+        })
+        .unwrap_or_default();
+    if queries.is_empty() {
+        return Err("queries must contain at least one query".into());
+    }
+    if queries.len() > max {
+        let noun = if max == 1 { "query" } else { "queries" };
+        return Err(format!("queries must contain at most {max} {noun}").into());
+    }
+    if queries.iter().any(|q| q.trim().is_empty()) {
+        return Err("each query must be a non-empty string".into());
+    }
+    let mut unique = Vec::new();
+    for q in queries {
+        if !unique.contains(&q) {
+            unique.push(q);
+        }
+    }
+    Ok(unique)
+}
+
+impl Tool for WebSearchTool {
+    fn schema(&self) -> &ToolSchema {
+        &self.schema
+    }
+
+    fn validate(&self, args: &Value) -> Result<(), String> {
+        self.params.validate(args)
+    }
+
+    fn concurrency_safe(&self, _args: &Value) -> bool {
+        true
+    }
+
+    fn timeout_ms(&self) -> Option<u64> {
+        Some(self.config.search_timeout_ms)
+    }
+
+    fn execute(
+        &self,
+        args: Value,
+        ctx: ToolRunContext,
+    ) -> BoxFuture<'static, Result<ToolOutput, BoxError>> {
+        let web = self.web.clone();
+        let config = self.config.clone();
+        Box::pin(async move {
+            let queries = parse_queries(&args, config.search_max_queries)?;
+            let provider = web.search_provider()?;
+            let request = |q: &str| SearchRequest {
+                query: q.to_string(),
+                max_results: config.search_max_results,
+                session: ctx.session.clone(),
+            };
+            let result = if queries.len() == 1 {
+                provider
+                    .search(request(&queries[0]), ctx.cancel.clone())
+                    .await?
+            } else {
+                // The first failure cancels the others.
+                let batch = ctx.cancel.child_token();
+                let runs = queries.iter().map(|q| {
+                    let (provider, batch) = (provider.clone(), batch.clone());
+                    let fut = provider.search(request(q), batch.clone());
+                    async move {
+                        let r = fut.await;
+                        if r.is_err() {
+                            batch.cancel();
+                        }
+                        r
+                    }
+                });
+                let settled = futures::future::join_all(runs).await;
+                let mut results = Vec::new();
+                let mut first_error = None;
+                for r in settled {
+                    match r {
+                        Ok(r) => results.push(r),
+                        Err(e) if first_error.is_none() => first_error = Some(e),
+                        Err(_) => {}
+                    }
+                }
+                if let Some(e) = first_error {
+                    return Err(e);
+                }
+                merge(&queries, &results, config.search_max_results)
+            };
+            let mut out = ToolOutput::text(render_search(&result));
+            out.meta = Some(search_meta(&result));
+            Ok(out)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    fn src(url: &str) -> Source {
+        Source {
+            url: url.into(),
+            ..Source::default()
+        }
+    }
+
+    #[test]
+    fn search_renders_like_upstream() {
+        let r = SearchResult {
+            content: None,
+            sources: vec![
+                Source {
+                    url: "https://a.example/x".into(),
+                    title: None,
+                    snippet: Some("snip".into()),
+                    published_at: Some("2024-01-01".into()),
+                },
+                Source {
+                    title: Some("B".into()),
+                    ..src("https://b.example/")
+                },
+            ],
+            truncated: true,
+        };
+        assert_eq!(
+            render_search(&r),
+            "Sources:\n- [a.example](https://a.example/x) \u{2014} snip (2024-01-01)\n- [B](https://b.example/)\n\n(Showing the first 2 sources. Refine the query for more.)\n\nCite the relevant URLs above as markdown links in your answer."
+        );
+        assert_eq!(
+            render_search(&SearchResult::default()),
+            "No results found.\n\nCite the relevant URLs above as markdown links in your answer."
+        );
+    }
+
+    #[test]
+    fn merges_round_robin_and_caps() {
+        let a = SearchResult {
+            content: Some("A".into()),
+            sources: vec![src("1"), src("2"), src("3")],
+            truncated: false,
+        };
+        let b = SearchResult {
+            content: None,
+            sources: vec![src("2"), src("4")],
+            truncated: false,
+        };
+        let m = merge(&["qa".into(), "qb".into()], &[a, b], 3);
+        let urls: Vec<&str> = m.sources.iter().map(|s| s.url.as_str()).collect();
+        assert_eq!(urls, ["1", "2", "4"]);
+        assert!(m.truncated, "source 3 was dropped");
+        assert_eq!(m.content.as_deref(), Some("### qa\n\nA"));
+    }
+
+    #[test]
+    fn queries_are_checked() {
+        let e = |v: Value| {
+            parse_queries(&json!({"queries": v}), 2)
+                .unwrap_err()
+                .to_string()
+        };
+        assert_eq!(e(json!([])), "queries must contain at least one query");
+        assert_eq!(
+            e(json!(["a", "b", "c"])),
+            "queries must contain at most 2 queries"
+        );
+        assert_eq!(
+            e(json!(["a", " "])),
+            "each query must be a non-empty string"
+        );
+        assert_eq!(
+            parse_queries(&json!({"queries": ["a", "a"]}), 2).unwrap(),
+            ["a"]
+        );
+    }
+
+    #[test]
+    fn fetch_output_is_capped_with_a_footer() {
+        let f = Fetched {
+            url: "http://x/".into(),
+            status: 200,
+            kind: BodyKind::Text,
+            content: "y".repeat(500),
+            truncated: false,
+        };
+        let (text, truncated) = render_fetch(&f, 200);
+        assert!(truncated);
+        assert_eq!(utf16_len(&text), 200);
+        assert!(text.ends_with(FOOTER));
+        let (text, truncated) = render_fetch(&f, 10_000);
+        assert!(!truncated);
+        assert_eq!(
+            text,
+            format!("Fetched http://x/ (HTTP 200)\n\n{}", "y".repeat(500))
+        );
+    }
+}
