@@ -68,7 +68,7 @@ fn main() -> ExitCode {
     dsh_sandbox::environ::capture_secrets_from_environment();
     if let Ok(exe) = std::env::current_exe() {
         dsh_tools::process::set_reaper_command(exe.clone(), REAPER_ARG);
-        dsh_sandbox::landlock::set_launcher(exe);
+        dsh_sandbox::landlock::set_launcher(dsh_sandbox::landlock::launcher_for(&exe));
     }
     init_tracing();
     let mode = match launcher::parse(&argv) {

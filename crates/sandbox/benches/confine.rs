@@ -1,6 +1,7 @@
 //! Per-command cost of confinement: `bash -c true` spawned plain, under bubblewrap with the
-//! workspace-write profile, and under the Landlock launcher (the `dsh` binary, taken from
-//! `target/release/dsh` or `DSH_BIN`). Runners missing on this machine are skipped.
+//! workspace-write profile, under the Landlock launcher built into `dsh` (taken from
+//! `target/release/dsh` or `DSH_BIN`) and under the small launcher `dsh-landlock-run`.
+//! Runners missing on this machine are skipped.
 //!
 //! `cargo bench -p dsh-sandbox --bench confine`
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
@@ -63,6 +64,7 @@ fn bubblewrap(bencher: Bencher) {
     bencher.bench(|| run(&confined.program, &confined.args));
 }
 
+/// Under the Landlock launcher built into `dsh` (`dsh __dsh-landlock …`).
 #[divan::bench(sample_count = 40)]
 fn landlock(bencher: Bencher) {
     let launcher = std::env::var_os("DSH_BIN")
@@ -74,8 +76,19 @@ fn landlock(bencher: Bencher) {
         eprintln!("skipping landlock: build the launcher first (cargo build --release --bin dsh)");
         return;
     }
+    landlock_with(bencher, &launcher);
+}
+
+/// Under the small launcher (`dsh-landlock-run`, this package's binary), which `dsh` uses
+/// when it sits beside it.
+#[divan::bench(sample_count = 40)]
+fn landlock_small(bencher: Bencher) {
+    landlock_with(bencher, std::path::Path::new(env!("CARGO_BIN_EXE_dsh-landlock-run")));
+}
+
+fn landlock_with(bencher: Bencher, launcher: &std::path::Path) {
     let dir = tempfile::tempdir().unwrap();
     let confined =
-        dsh_sandbox::landlock::confine(&launcher, &argv(), &policy(dir.path()), Enforcement::Full);
+        dsh_sandbox::landlock::confine(launcher, &argv(), &policy(dir.path()), Enforcement::Full);
     bencher.bench(|| run(&confined.program, &confined.args));
 }

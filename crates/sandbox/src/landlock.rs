@@ -1,6 +1,7 @@
 //! The Landlock runner. Landlock restricts the calling process, so the restriction runs in a
-//! launcher between dsh and the command: the `dsh` binary itself, started with a hidden
-//! argument (upstream ships a small C launcher, `landlock-run`, with the same contract):
+//! launcher between dsh and the command: the small `dsh-landlock-run` binary beside `dsh`
+//! when it was built, else the `dsh` binary itself started with a hidden argument (upstream
+//! ships a small C launcher, `landlock-run`, with the same contract):
 //!
 //! ```text
 //! dsh __dsh-landlock [--ro PATH]… [--rw PATH]… [--mask FILE]… [--net deny|allow] -- ARGV…
@@ -38,7 +39,18 @@ pub const PARTIAL_LINE: &str = "landlock-run: partial enforcement (older Landloc
 /// The ABI whose rights we ask for (best effort on older kernels).
 const TARGET_ABI: ABI = ABI::V6;
 
+/// File name of the small launcher binary (`src/bin/dsh-landlock-run.rs`).
+pub const SMALL_LAUNCHER: &str = "dsh-landlock-run";
+
 static LAUNCHER: OnceLock<PathBuf> = OnceLock::new();
+
+/// The launcher for the `dsh` executable `exe`: the small launcher when it sits beside
+/// `exe` (same build), else `exe` itself with [`LAUNCHER_ARG`]. Both take the same command
+/// line, and either one failing is a refusal, never an unconfined run.
+pub fn launcher_for(exe: &Path) -> PathBuf {
+    let small = exe.with_file_name(SMALL_LAUNCHER);
+    if small.is_file() { small } else { exe.to_path_buf() }
+}
 
 /// Names the launcher program (the `dsh` binary). Without it the Landlock runner is
 /// unavailable (library tests; nothing runs unconfined because of it).
