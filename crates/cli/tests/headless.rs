@@ -1,6 +1,8 @@
 //! End-to-end: the `dsh` binary against the mock OpenAI-compatible server on loopback.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::process::{Command, Output};
 use std::time::Duration;
 
@@ -9,6 +11,8 @@ use dsh_session::{Event, types};
 use dsh_test_support::mock_server::{MockServer, Reply, ToolCall};
 use pretty_assertions::assert_eq;
 use serde_json::Value;
+
+use common::Run;
 
 trait TitleAware {
     fn with_title_replies(replies: impl IntoIterator<Item = Reply>) -> MockServer;
@@ -23,29 +27,11 @@ impl TitleAware for MockServer {
     }
 }
 
-struct Run {
-    home: tempfile::TempDir,
-    work: tempfile::TempDir,
-}
 
 impl Run {
-    fn new() -> Self {
-        Self {
-            home: tempfile::tempdir().unwrap(),
-            work: tempfile::tempdir().unwrap(),
-        }
-    }
-
     fn cmd(&self, server: &MockServer, args: &[&str]) -> Command {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_dsh"));
-        c.env_clear()
-            .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .env("HOME", self.home.path())
-            .env("DSH_HOME", self.home.path().join(".dsh"))
-            .env("DEEPSEEK_API_KEY", "sk-test")
-            .env("DEEPSEEK_BASE_URL", server.url())
-            .current_dir(self.work.path())
-            .args(args);
+        let mut c = self.base(server);
+        c.args(args);
         c
     }
 
@@ -53,26 +39,6 @@ impl Run {
         self.cmd(server, &["--profile", "headless", task])
             .output()
             .unwrap()
-    }
-
-    fn settings(&self, yaml: &str) {
-        std::fs::create_dir_all(self.home.path().join(".dsh")).unwrap();
-        std::fs::write(self.home.path().join(".dsh/settings.yaml"), yaml).unwrap();
-    }
-
-    /// The one stored session of this run, loaded without repair.
-    fn session(&self) -> Vec<std::sync::Arc<Event>> {
-        let root = self.home.path().join(".dsh/sessions");
-        let files = SessionFiles::new(&root, Compression::Zstd, ChunkPacking::Packed);
-        let list = files.list().unwrap();
-        assert_eq!(list.len(), 1, "one session stored");
-        let loaded = files.inspect(&list[0].0.id).unwrap();
-        assert!(
-            loaded.repair.is_none(),
-            "the stored log is complete: {:?}",
-            loaded.repair
-        );
-        loaded.events
     }
 }
 

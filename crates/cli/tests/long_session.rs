@@ -4,64 +4,29 @@
 //! is recovered by compacting and retrying the step once.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::process::{Command, Output};
 use std::sync::Arc;
 
-use dsh_persistence::{ChunkPacking, Compression, SessionFiles};
 use dsh_session::{Event, types};
 use dsh_test_support::mock_server::{MockServer, RecordedRequest, Reply};
 use serde_json::Value;
 
+use common::Run;
+
 const WINDOW: u64 = 16_000;
 const SUMMARY: &str = "## Primary Request and Intent\n- Run the numbered print steps.\n## Key Technical Concepts\n(none)\n## Files and Code\n(none)\n## Errors and Fixes\n(none)\n## Pending Jobs\n(none)\n## Current Work\n- Printing step outputs.\n## Next Step\n- Continue with the next step.\n## Critical Context\n(none)";
 
-struct Run {
-    home: tempfile::TempDir,
-    work: tempfile::TempDir,
-}
 
 impl Run {
-    fn new() -> Self {
-        Self {
-            home: tempfile::tempdir().unwrap(),
-            work: tempfile::tempdir().unwrap(),
-        }
-    }
-
     fn dsh(&self, server: &MockServer, args: &[&str]) -> Output {
-        Command::new(env!("CARGO_BIN_EXE_dsh"))
-            .env_clear()
-            .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .env("HOME", self.home.path())
-            .env("DSH_HOME", self.home.path().join(".dsh"))
-            .env("DEEPSEEK_API_KEY", "sk-test")
-            .env("DEEPSEEK_BASE_URL", server.url())
+        self.base(server)
             .env("DSH_CONTEXT_WINDOW", WINDOW.to_string())
             .env("DSH_PERMISSION_MODE", "danger-full-access")
-            .current_dir(self.work.path())
             .args(args)
             .output()
             .unwrap()
-    }
-
-    fn files(&self) -> SessionFiles {
-        SessionFiles::new(
-            self.home.path().join(".dsh/sessions"),
-            Compression::Zstd,
-            ChunkPacking::Packed,
-        )
-    }
-
-    fn events(&self, id: &str) -> Vec<Arc<Event>> {
-        let loaded = self.files().inspect(id).unwrap();
-        assert!(loaded.repair.is_none(), "complete log: {:?}", loaded.repair);
-        loaded.events
-    }
-
-    fn only_session(&self) -> String {
-        let list = self.files().list().unwrap();
-        assert_eq!(list.len(), 1);
-        list[0].0.id.clone()
     }
 }
 

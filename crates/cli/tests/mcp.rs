@@ -6,17 +6,20 @@
 //! test skips, saying why, when its server cannot run here.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
 
+mod common;
+
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
-use dsh_persistence::{ChunkPacking, Compression, SessionFiles};
 use dsh_session::{Event, types};
 use dsh_test_support::mock_server::{MockServer, Reply, ToolCall};
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
+
+use common::Run;
 
 fn mcp_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../mcp/tests")
@@ -50,29 +53,10 @@ fn everything_script() -> Option<String> {
     Some(script.display().to_string())
 }
 
-struct Run {
-    home: tempfile::TempDir,
-    work: tempfile::TempDir,
-}
 
 impl Run {
-    fn new() -> Self {
-        Self {
-            home: tempfile::tempdir().unwrap(),
-            work: tempfile::tempdir().unwrap(),
-        }
-    }
-
     fn cmd(&self, server: &MockServer) -> Command {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_dsh"));
-        c.env_clear()
-            .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .env("HOME", self.home.path())
-            .env("DSH_HOME", self.home.path().join(".dsh"))
-            .env("DEEPSEEK_API_KEY", "sk-test")
-            .env("DEEPSEEK_BASE_URL", server.url())
-            .current_dir(self.work.path());
-        c
+        self.base(server)
     }
 
     /// A headless run with `rows` inserted by a patch.
@@ -86,16 +70,6 @@ impl Run {
             .args(["--profile", "headless", "--patch", "mcp.yml", task])
             .output()
             .unwrap()
-    }
-
-    fn session(&self) -> Vec<Arc<Event>> {
-        let root = self.home.path().join(".dsh/sessions");
-        let files = SessionFiles::new(&root, Compression::Zstd, ChunkPacking::Packed);
-        let list = files.list().unwrap();
-        assert_eq!(list.len(), 1, "one session stored");
-        let loaded = files.inspect(&list[0].0.id).unwrap();
-        assert!(loaded.repair.is_none(), "{:?}", loaded.repair);
-        loaded.events
     }
 }
 

@@ -6,56 +6,31 @@
 //! next step; a flood of output is bounded in memory and spilled.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use dsh_persistence::{ChunkPacking, Compression, SessionFiles};
 use dsh_session::{Event, types};
 use dsh_test_support::mock_server::{MockServer, RecordedRequest, Reply};
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
-struct Run {
-    home: tempfile::TempDir,
-    work: tempfile::TempDir,
-}
+use common::Run;
+
 
 impl Run {
-    fn new() -> Self {
-        Self {
-            home: tempfile::tempdir().unwrap(),
-            work: tempfile::tempdir().unwrap(),
-        }
-    }
-
     fn cmd(&self, server: &MockServer, task: &str) -> Command {
-        let mut c = Command::new(env!("CARGO_BIN_EXE_dsh"));
-        c.env_clear()
-            .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .env("HOME", self.home.path())
-            .env("DSH_HOME", self.home.path().join(".dsh"))
-            .env("DEEPSEEK_API_KEY", "sk-test")
-            .env("DEEPSEEK_BASE_URL", server.url())
-            .current_dir(self.work.path())
-            .args(["--profile", "headless", task]);
+        let mut c = self.base(server);
+        c.args(["--profile", "headless", task]);
         c
     }
 
     fn headless(&self, server: &MockServer, task: &str) -> Output {
         self.cmd(server, task).output().unwrap()
-    }
-
-    fn session(&self) -> Vec<Arc<Event>> {
-        let root = self.home.path().join(".dsh/sessions");
-        let files = SessionFiles::new(&root, Compression::Zstd, ChunkPacking::Packed);
-        let list = files.list().unwrap();
-        assert_eq!(list.len(), 1, "one session stored");
-        let loaded = files.inspect(&list[0].0.id).unwrap();
-        assert!(loaded.repair.is_none(), "complete log: {:?}", loaded.repair);
-        loaded.events
     }
 }
 
