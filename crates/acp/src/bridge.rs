@@ -99,6 +99,8 @@ pub struct Bridge {
     client_fs: Mutex<(bool, bool)>,
     /// Model and reasoning effort chosen per session (`session/set_config_option`).
     choices: Choices,
+    /// Whether `initialize` advertised inline image prompts.
+    image_prompts: AtomicBool,
 }
 
 /// Per-session route choices: `(model, reasoning effort)`.
@@ -152,9 +154,16 @@ fn check_params(
 }
 
 /// Builds the user message content from ACP prompt blocks (embedded text resources only
-/// when the connection advertised them, i.e. in the rich projection).
-fn prompt_content(blocks: &[Value], embedded: bool) -> Result<Vec<ContentBlock>, RpcError> {
+/// when the connection advertised them, i.e. in the rich projection). Images (only when
+/// the connection advertised them) are decoded and returned beside the content, which
+/// holds an `image` placeholder at each one's position until the store admits them.
+fn prompt_content(
+    blocks: &[Value],
+    embedded: bool,
+    images_enabled: bool,
+) -> Result<(Vec<ContentBlock>, Vec<dsh_attachments::SaveImage>), RpcError> {
     let mut content = Vec::new();
+    let mut images = Vec::new();
     let mut run = String::new();
     for b in blocks {
         match b.get("type").and_then(Value::as_str) {
@@ -167,6 +176,13 @@ fn prompt_content(blocks: &[Value], embedded: bool) -> Result<Vec<ContentBlock>,
                     serde_json::to_string(name).unwrap_or_default(),
                     serde_json::to_string(uri).unwrap_or_default()
                 ));
+            }
+            Some("image") if images_enabled => {
+                images.push(crate::images::decode(b)?);
+                if !run.is_empty() {
+                    content.push(ContentBlock::text(std::mem::take(&mut run)));
+                }
+                content.push(ContentBlock::image(Value::Null));
             }
             Some("image") => {
                 return Err(RpcError::invalid_params(
@@ -203,11 +219,17 @@ fn prompt_content(blocks: &[Value], embedded: bool) -> Result<Vec<ContentBlock>,
             }
         }
     }
-    if run.trim().is_empty() {
+    let has_text = content
+        .iter()
+        .chain(std::iter::once(&ContentBlock::text(run.clone())))
+        .any(|b| b.as_text().is_some_and(|t| !t.trim().is_empty()));
+    if images.is_empty() && !has_text {
         return Err(RpcError::invalid_params("empty prompt"));
     }
-    content.push(ContentBlock::text(run));
-    Ok(content)
+    if !run.is_empty() || content.is_empty() {
+        content.push(ContentBlock::text(run));
+    }
+    Ok((content, images))
 }
 
 /// Connects a session's ACP `mcpServers` in its agent scope (their tools are that
@@ -240,6 +262,7 @@ impl Bridge {
             closed: AtomicBool::new(false),
             client_fs: Mutex::new((false, false)),
             choices: Arc::new(Mutex::new(HashMap::new())),
+            image_prompts: AtomicBool::new(false),
         });
         match bridge.config.projection {
             Projection::Committed => Self::project_committed(&root, &bridge.sessions, &peer)?,
@@ -449,15 +472,18 @@ impl Bridge {
                     |k: &str| fs.and_then(|f| f.get(k)).and_then(Value::as_bool) == Some(true);
                 *self.client_fs.lock().unwrap_or_else(|e| e.into_inner()) =
                     (flag("readTextFile"), flag("writeTextFile"));
+                let image =
+                    crate::images::supported(&self.root, &self.config.provider, &self.config.model);
+                self.image_prompts.store(image, Ordering::Release);
                 let capabilities = if self.rich() {
                     json!({
                         "loadSession": true,
-                        "promptCapabilities": {"image": false, "audio": false, "embeddedContext": true},
+                        "promptCapabilities": {"image": image, "audio": false, "embeddedContext": true},
                         "mcpCapabilities": dsh_mcp::acp::capabilities(),
                         "sessionCapabilities": {"list": {}, "resume": {}, "close": {}}
                     })
                 } else {
-                    json!({"promptCapabilities": {"image": false, "audio": false, "embeddedContext": false}})
+                    json!({"promptCapabilities": {"image": image, "audio": false, "embeddedContext": false}})
                 };
                 Ok(json!({
                     "protocolVersion": 1,
@@ -925,7 +951,28 @@ impl Bridge {
             .and_then(Value::as_array)
             .cloned()
             .unwrap_or_default();
-        let content = prompt_content(&blocks, self.rich())?;
+        let (mut content, images) = prompt_content(
+            &blocks,
+            self.rich(),
+            self.image_prompts.load(Ordering::Acquire),
+        )?;
+        if !images.is_empty() {
+            let refs = crate::images::admit(
+                &self.root,
+                &session.agent,
+                (&self.config.provider, &self.config.model),
+                images,
+            )
+            .await?;
+            let mut refs = refs.into_iter();
+            for block in &mut content {
+                if block.block_type() == "image"
+                    && let Some(r) = refs.next()
+                {
+                    *block = ContentBlock::image(r.to_store_value());
+                }
+            }
+        }
         // A `/command` line runs the command instead of reaching the model.
         if let (Some(commands), [ContentBlock::Text { text }]) = (
             self.root.get::<dsh_commands::CommandRegistry>(),

@@ -11,6 +11,7 @@
 
 mod bridge;
 mod client_fs;
+mod images;
 mod project;
 mod rpc;
 
@@ -36,12 +37,31 @@ const DEPTH_TWO_PATCH: &str = include_str!("../compositions/depth-two.patch.yml"
 const SUBAGENT_FAILURE_PATCH: &str =
     include_str!("../compositions/subagent-durability-failure.patch.yml");
 const WEB_PATCH: &str = include_str!("../compositions/web.patch.yml");
+const IMAGE_PATCH: &str = include_str!("../compositions/image.patch.yml");
+const IMAGE_TEXT_ROUTE_PATCH: &str = include_str!("../compositions/image-text-route.patch.yml");
+const CONTINUABLE_INHERITANCE_PATCH: &str =
+    include_str!("../compositions/subagent-continuable-inheritance.patch.yml");
+const CHILD_QUESTION_PATCH: &str = include_str!("../compositions/child-question.patch.yml");
+const RESULT_DIAGNOSTIC_PATCH: &str =
+    include_str!("../compositions/subagent-result-diagnostic.patch.yml");
+const PTY_PATCH: &str = include_str!("../compositions/pty.patch.yml");
+const LSP_PATCH: &str = include_str!("../compositions/lsp.patch.yml");
+const CODE_MODE_PATCH: &str = include_str!("../compositions/code-mode.patch.yml");
+const BOTH_MODE_PATCH: &str = include_str!("../compositions/both-mode.patch.yml");
 
 /// Upstream composition names (`DSH_SNAPSHOT_CONFIG`) this build has a composition for.
-pub const KNOWN_COMPOSITIONS: [&str; 11] = [
+pub const KNOWN_COMPOSITIONS: [&str; 22] = [
+    "code-mode.cordis.yml",
+    "code-mode-image.cordis.yml",
+    "code-mode-workspace-context.cordis.yml",
+    "both-mode.cordis.yml",
     "cordis.yml",
     "background-job-admission.cordis.yml",
+    "image.cordis.yml",
+    "image-text-route.cordis.yml",
     "web.cordis.yml",
+    "pty.cordis.yml",
+    "tests/lsp.cordis.yml",
     "tests/fs-search.cordis.yml",
     "retry.cordis.yml",
     "agent-instructions.cordis.yml",
@@ -50,6 +70,9 @@ pub const KNOWN_COMPOSITIONS: [&str; 11] = [
     "session-query.cordis.yml",
     "depth-two.cordis.yml",
     "subagent-durability-failure.cordis.yml",
+    "subagent-continuable-inheritance.cordis.yml",
+    "child-question.cordis.yml",
+    "subagent-result-diagnostic.cordis.yml",
 ];
 
 /// The layers of the ACP composition selected by `DSH_SNAPSHOT_CONFIG` (upstream's
@@ -88,6 +111,35 @@ pub fn composition_layers(config: Option<&str>) -> Result<Vec<Layer>, String> {
             parse("dsh-acp/acp.cordis.yml", ACP_COMPOSITION)?,
             parse("dsh-acp/web.patch.yml", WEB_PATCH)?,
         ],
+        "pty.cordis.yml" => vec![
+            parse("dsh-acp/acp.cordis.yml", ACP_COMPOSITION)?,
+            parse("dsh-acp/pty.patch.yml", PTY_PATCH)?,
+        ],
+        "tests/lsp.cordis.yml" => vec![
+            parse("dsh-acp/acp.cordis.yml", ACP_COMPOSITION)?,
+            parse("dsh-acp/lsp.patch.yml", LSP_PATCH)?,
+        ],
+        "code-mode.cordis.yml" | "code-mode-workspace-context.cordis.yml" => vec![
+            parse("dsh-acp/acp.cordis.yml", ACP_COMPOSITION)?,
+            parse("dsh-acp/code-mode.patch.yml", CODE_MODE_PATCH)?,
+        ],
+        "code-mode-image.cordis.yml" => vec![
+            parse("dsh-acp/acp.cordis.yml", ACP_COMPOSITION)?,
+            parse("dsh-acp/image.patch.yml", IMAGE_PATCH)?,
+            parse("dsh-acp/code-mode.patch.yml", CODE_MODE_PATCH)?,
+        ],
+        "both-mode.cordis.yml" => vec![
+            parse("dsh-acp/acp.cordis.yml", ACP_COMPOSITION)?,
+            parse("dsh-acp/both-mode.patch.yml", BOTH_MODE_PATCH)?,
+        ],
+        "image.cordis.yml" => vec![
+            parse("dsh-acp/acp.cordis.yml", ACP_COMPOSITION)?,
+            parse("dsh-acp/image.patch.yml", IMAGE_PATCH)?,
+        ],
+        "image-text-route.cordis.yml" => vec![
+            parse("dsh-acp/acp.cordis.yml", ACP_COMPOSITION)?,
+            parse("dsh-acp/image-text-route.patch.yml", IMAGE_TEXT_ROUTE_PATCH)?,
+        ],
         "depth-two.cordis.yml" => vec![
             parse("dsh-acp/acp.cordis.yml", ACP_COMPOSITION)?,
             parse("dsh-acp/depth-two.patch.yml", DEPTH_TWO_PATCH)?,
@@ -97,6 +149,24 @@ pub fn composition_layers(config: Option<&str>) -> Result<Vec<Layer>, String> {
             parse(
                 "dsh-acp/subagent-durability-failure.patch.yml",
                 SUBAGENT_FAILURE_PATCH,
+            )?,
+        ],
+        "subagent-continuable-inheritance.cordis.yml" => vec![
+            parse("dsh-acp/acp.cordis.yml", ACP_COMPOSITION)?,
+            parse(
+                "dsh-acp/subagent-continuable-inheritance.patch.yml",
+                CONTINUABLE_INHERITANCE_PATCH,
+            )?,
+        ],
+        "child-question.cordis.yml" => vec![
+            parse("dsh-acp/acp.cordis.yml", ACP_COMPOSITION)?,
+            parse("dsh-acp/child-question.patch.yml", CHILD_QUESTION_PATCH)?,
+        ],
+        "subagent-result-diagnostic.cordis.yml" => vec![
+            parse("dsh-acp/acp.cordis.yml", ACP_COMPOSITION)?,
+            parse(
+                "dsh-acp/subagent-result-diagnostic.patch.yml",
+                RESULT_DIAGNOSTIC_PATCH,
             )?,
         ],
         // Upstream's overlay sets a `tasks` key its ACP demo ignores, so the default job

@@ -24,7 +24,7 @@ pub fn tool_kind(name: &str, args: &Value) -> &'static str {
             Some("view") => "read",
             _ => "edit",
         },
-        "read" | "read_image" => "read",
+        "read" | "read_image" | "skill" => "read",
         "grep" | "glob" => "search",
         "todo_write" => "think",
         "web_fetch" | "web_search" => "fetch",
@@ -107,6 +107,7 @@ pub fn describe_call(call_id: &str, name: &str, args: &Value, cwd: &Path) -> Map
             }
         }),
         "todo_write" => Some("Update plan".to_string()),
+        "skill" => str_arg(args, "name").map(|n| format!("Load skill {n}")),
         _ => str_arg(args, "description").map(str::to_owned),
     }
     .unwrap_or_else(|| name.to_string());

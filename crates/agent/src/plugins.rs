@@ -42,7 +42,8 @@ struct ToolsConfig {
     mode: Option<String>,
 }
 
-/// `@deepseek-ai/dsh-tools`: the tool registry. Only the `native` presentation is built.
+/// `@deepseek-ai/dsh-tools`: the tool registry and its presentation `mode` (`native`,
+/// `code`, `both`; `code`/`both` present `run_code` once a code runtime row mounts it).
 pub struct ToolsPlugin;
 impl Plugin for ToolsPlugin {
     fn name(&self) -> &'static str {
@@ -50,13 +51,15 @@ impl Plugin for ToolsPlugin {
     }
     fn apply(&self, ctx: &Context, config: &PluginConfig) -> Result<(), BoxError> {
         let c: ToolsConfig = config.parse()?;
-        match c.mode.as_deref() {
-            None | Some("native") => {}
-            Some(other) => {
-                return Err(format!("tools mode \"{other}\" (Code Mode) is not available in this build; use \"native\"").into());
-            }
-        }
-        ctx.provide(ToolRegistry::new())?;
+        let mode = match c.mode.as_deref() {
+            None => dsh_tools::ToolsMode::Native,
+            Some(text) => dsh_tools::ToolsMode::parse(text).ok_or_else(|| {
+                format!("tools mode \"{text}\" is not one of \"native\", \"code\", \"both\"")
+            })?,
+        };
+        let registry = ToolRegistry::new();
+        registry.set_mode(mode);
+        ctx.provide(registry)?;
         ctx.provide(dsh_tools::ClientFileRoutes::new())?;
         Ok(())
     }

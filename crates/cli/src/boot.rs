@@ -12,7 +12,9 @@ pub fn snapshot_catalog() -> Catalog {
     dsh_policies::register_snapshot_fixtures(&mut c);
     dsh_sandbox::register_snapshot_fixtures(&mut c);
     dsh_subagent::register_snapshot_fixtures(&mut c);
+    dsh_user_questions::register_snapshot_fixtures(&mut c);
     dsh_web_tools::register_snapshot_fixtures(&mut c);
+    dsh_terminal::register_snapshot_fixtures(&mut c);
     c
 }
 
@@ -28,10 +30,16 @@ pub fn catalog() -> Catalog {
     dsh_providers::register_catalog(&mut c);
     dsh_tools_builtin::register_catalog(&mut c);
     dsh_jobs::register_catalog(&mut c);
+    dsh_terminal::register_catalog(&mut c);
     dsh_subagent::register_catalog(&mut c);
+    dsh_user_questions::register_catalog(&mut c);
     dsh_web_tools::register_catalog(&mut c);
+    dsh_lsp::register_catalog(&mut c);
     dsh_hooks::register_catalog(&mut c);
     dsh_mcp::register_catalog(&mut c);
+    dsh_attachments::register_catalog(&mut c);
+    dsh_skills::register_catalog(&mut c);
+    c.register(dsh_code_mode::CodeRuntimePlugin);
     c.register(dsh_persistence::JsonlPersistencePlugin);
     c.register(crate::headless::HeadlessPlugin);
     c.register(dsh_acp::AcpAgentPlugin);

@@ -12,7 +12,7 @@ use dsh_test_support::mock_server::{MockServer, Reply, ToolCall};
 use pretty_assertions::assert_eq;
 use serde_json::Value;
 
-use common::Run;
+use common::{Run, stderr};
 
 trait TitleAware {
     fn with_title_replies(replies: impl IntoIterator<Item = Reply>) -> MockServer;
@@ -26,7 +26,6 @@ impl TitleAware for MockServer {
         server
     }
 }
-
 
 impl Run {
     fn cmd(&self, server: &MockServer, args: &[&str]) -> Command {
@@ -44,10 +43,6 @@ impl Run {
 
 fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).to_string()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).to_string()
 }
 
 /// Durable event types, without chunks and without the (concurrent) model-title events.

@@ -18,7 +18,6 @@ use common::Run;
 const WINDOW: u64 = 16_000;
 const SUMMARY: &str = "## Primary Request and Intent\n- Run the numbered print steps.\n## Key Technical Concepts\n(none)\n## Files and Code\n(none)\n## Errors and Fixes\n(none)\n## Pending Jobs\n(none)\n## Current Work\n- Printing step outputs.\n## Next Step\n- Continue with the next step.\n## Critical Context\n(none)";
 
-
 impl Run {
     fn dsh(&self, server: &MockServer, args: &[&str]) -> Output {
         self.base(server)

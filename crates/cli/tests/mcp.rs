@@ -19,7 +19,7 @@ use dsh_test_support::mock_server::{MockServer, Reply, ToolCall};
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
-use common::Run;
+use common::{Run, stderr};
 
 fn mcp_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../mcp/tests")
@@ -52,7 +52,6 @@ fn everything_script() -> Option<String> {
     }
     Some(script.display().to_string())
 }
-
 
 impl Run {
     fn cmd(&self, server: &MockServer) -> Command {
@@ -105,10 +104,6 @@ fn tool_names(request: &dsh_test_support::mock_server::RecordedRequest) -> Vec<S
                 .collect()
         })
         .unwrap_or_default()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).to_string()
 }
 
 #[test]

@@ -19,8 +19,7 @@ use dsh_test_support::mock_server::{MockServer, RecordedRequest, Reply};
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
-use common::Run;
-
+use common::{Run, call, processes_with, stderr, tool_texts};
 
 impl Run {
     fn cmd(&self, server: &MockServer, task: &str) -> Command {
@@ -32,47 +31,6 @@ impl Run {
     fn headless(&self, server: &MockServer, task: &str) -> Output {
         self.cmd(server, task).output().unwrap()
     }
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).to_string()
-}
-
-fn call(id: &str, name: &str, args: Value) -> Reply {
-    Reply::tool_call(id, name, &args.to_string())
-}
-
-fn tool_texts(events: &[Arc<Event>]) -> Vec<String> {
-    events
-        .iter()
-        .filter(|e| e.is(types::TOOL_RESULT))
-        .map(|e| {
-            e.data["message"]["content"][0]["content"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .filter_map(|b| b["text"].as_str())
-                .collect()
-        })
-        .collect()
-}
-
-/// Pids of live processes whose command line contains `marker`.
-fn processes_with(marker: &str) -> Vec<u32> {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
-            continue;
-        };
-        // Zombies have an empty command line and are not running anything.
-        if String::from_utf8_lossy(&cmdline).contains(marker) && pid != std::process::id() {
-            found.push(pid);
-        }
-    }
-    found
 }
 
 /// Waits (bounded) until no process carries `marker`; returns the survivors.

@@ -94,9 +94,16 @@ pub fn parse_command(line: &str) -> Option<(&str, &str)> {
     (starts_right && ends_right).then_some((name, after))
 }
 
+/// Claims a `/name` that names no command as a gesture handled in the conversation (a
+/// user-invocable skill), so the line reaches the model unchanged instead of failing as an
+/// unknown command. Must be quick and must not panic.
+pub type PromptGesture = Arc<dyn Fn(&AgentRef, &str) -> bool + Send + Sync>;
+
 /// The `ctx.commands` service.
 pub struct CommandRegistry {
     commands: RwLock<BTreeMap<String, CommandDefinition>>,
+    gestures: RwLock<Vec<(u64, PromptGesture)>>,
+    next_gesture: AtomicU64,
     instance: String,
     next: AtomicU64,
 }
@@ -152,6 +159,8 @@ impl CommandRegistry {
     pub fn new() -> Arc<Self> {
         Arc::new(Self {
             commands: RwLock::new(BTreeMap::new()),
+            gestures: RwLock::new(Vec::new()),
+            next_gesture: AtomicU64::new(1),
             instance: uuid::Uuid::new_v4().simple().to_string()[..8].to_string(),
             next: AtomicU64::new(1),
         })
@@ -190,6 +199,39 @@ impl CommandRegistry {
                     .remove(&name);
             }
         })?)
+    }
+
+    /// Registers a [`PromptGesture`] as an effect of `owner`. Commands still win a name.
+    pub fn register_prompt_gesture(
+        self: &Arc<Self>,
+        owner: &Context,
+        gesture: PromptGesture,
+    ) -> Result<EffectHandle, BoxError> {
+        let id = self.next_gesture.fetch_add(1, Ordering::Relaxed);
+        self.gestures
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .push((id, gesture));
+        let this = Arc::downgrade(self);
+        Ok(owner.effect("prompt gesture", move || {
+            if let Some(this) = this.upgrade() {
+                this.gestures
+                    .write()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .retain(|(g, _)| *g != id);
+            }
+        })?)
+    }
+
+    fn is_prompt_gesture(&self, agent: &AgentRef, name: &str) -> bool {
+        let gestures: Vec<PromptGesture> = self
+            .gestures
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .map(|(_, g)| g.clone())
+            .collect();
+        gestures.iter().any(|g| g(agent, name))
     }
 
     /// Every command, by name.
@@ -293,6 +335,9 @@ impl CommandRegistry {
             return LineOutcome::NotACommand;
         };
         if self.get(name).is_none() {
+            if self.is_prompt_gesture(agent, name) {
+                return LineOutcome::NotACommand;
+            }
             return LineOutcome::Unknown {
                 name: name.to_string(),
                 known: self.list(),

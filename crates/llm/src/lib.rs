@@ -5,6 +5,7 @@
 mod assembler;
 mod chunk;
 mod error;
+mod image;
 mod message;
 mod request;
 mod runtime;
@@ -12,6 +13,11 @@ mod runtime;
 pub use assembler::{BlockAssembler, OpenUnknownBlock};
 pub use chunk::{FinishReason, LlmFailure, StreamChunk, TokenUsage};
 pub use error::{LlmError, codes, is_context_window_exceeded};
+pub use image::{
+    DEFAULT_MAX_INLINE_REQUEST_IMAGE_BYTES, IMAGE_MEDIA_TYPES, ImageAttachmentRef,
+    OFFLOADED_IMAGE_TEXT, RequestImageReader, content_has_image, image_request_data,
+    inline_request_images, offload_request_images, project_images_for_text_model,
+};
 pub use message::{ContentBlock, Message, MessageSource, Role, new_message_id};
 pub use request::{
     AdapterDefaults, CallPurpose, GenerateOptions, LlmCallConfig, ModelInfo, ReasoningInfo,

@@ -253,16 +253,70 @@ impl LlmRuntime {
             Some(p) => Some(p.adapter.clone()),
             None => self.adapter_for(&options.config.provider),
         };
+        let text_only = self.text_only(&options, prepared);
         let request = LlmStreamRequest { options };
+        let images = self.ctx.get::<crate::image::RequestImageReader>();
+        // Listeners see the session's history as is; the adapter path alone projects it
+        // (images as text for a text-only model, image bytes inlined otherwise).
         let default =
             move |req: &LlmStreamRequest| -> BoxFuture<'_, Result<ChunkStream, BoxError>> {
-                let options = req.options.clone();
+                let options = project_images(req.options.clone(), text_only);
                 let adapter = adapter.clone();
-                Box::pin(async move { Ok(adapter_stream(adapter, options)) })
+                let images = images.clone();
+                Box::pin(async move {
+                    // Image bytes reach the adapter on a request copy only.
+                    let options = match images.as_deref().map(|reader| {
+                        crate::image::inline_request_images(
+                            &options.messages,
+                            reader,
+                            crate::image::DEFAULT_MAX_INLINE_REQUEST_IMAGE_BYTES,
+                        )
+                    }) {
+                        Some(Ok(Some(messages))) => Arc::new(GenerateOptions {
+                            messages,
+                            ..(*options).clone()
+                        }),
+                        Some(Err(e)) => {
+                            let chunk = failure_chunk(&options, e.failure);
+                            return Ok(futures::stream::iter([Ok(chunk)]).boxed());
+                        }
+                        _ => options,
+                    };
+                    Ok(adapter_stream(adapter, options))
+                })
             };
         self.ctx
             .waterfall::<LlmStreamEvent, _>(&request, &default)
             .await
+    }
+}
+
+impl LlmRuntime {
+    /// Whether the routed model declares input modalities without `image`.
+    fn text_only(&self, options: &GenerateOptions, prepared: Option<&PreparedCall>) -> bool {
+        let modalities = match prepared {
+            Some(p) => p.input_modalities.clone(),
+            None => self
+                .model_info(&options.config.provider, &options.config.model)
+                .map(|i| i.input_modalities)
+                .unwrap_or_default(),
+        };
+        !modalities.is_empty() && !modalities.iter().any(|m| m == "image")
+    }
+}
+
+/// A text-only model sees every image of the history as a fixed text placeholder (the
+/// durable log keeps the image).
+fn project_images(options: Arc<GenerateOptions>, text_only: bool) -> Arc<GenerateOptions> {
+    if !text_only {
+        return options;
+    }
+    match crate::image::project_images_for_text_model(&options.messages) {
+        Some(messages) => Arc::new(GenerateOptions {
+            messages,
+            ..(*options).clone()
+        }),
+        None => options,
     }
 }
 

@@ -11,6 +11,7 @@ pub mod presets;
 pub mod repeat;
 pub mod retry;
 mod settings_store;
+pub mod timeout;
 pub mod title;
 
 pub use credentials_store::{CredentialSource, CredentialState, CredentialWriteError};
@@ -33,7 +34,8 @@ pub fn register_catalog(catalog: &mut dsh_kernel::Catalog) {
         .register(host::SettingsPlugin)
         .register(host::CredentialsPlugin)
         .register(host::DefaultModelPlugin)
-        .register(instructions::InstructionsPlugin);
+        .register(instructions::InstructionsPlugin)
+        .register(timeout::ToolCallTimeoutPolicyPlugin);
 }
 
 /// Adds the fixtures of upstream's snapshot suite (never part of a production tree: only

@@ -13,7 +13,9 @@ use crate::deps::{ProviderDeps, usable_api_key};
 use crate::error::ProviderError;
 use crate::http::{build_client, completions_url, header_map, user_agent};
 use crate::live::LiveConfig;
-use crate::serialize::{DeepSeekEffort, Dialect, Thinking, has_image, serialize_request};
+use crate::serialize::{
+    DeepSeekEffort, Dialect, Thinking, has_image, images_prepared, serialize_request,
+};
 use crate::translate::ReasoningField;
 use crate::transport::{HttpCall, stream_call};
 
@@ -86,12 +88,18 @@ impl DeepSeekAdapter {
                 .iter()
                 .find(|m| m.id == *model)
                 .is_some_and(|m| m.modalities().iter().any(|x| x == "image"));
-            let message = if accepts_images {
-                "DeepSeek image conversion requires the durable attachment service.".to_string()
-            } else {
-                format!("DeepSeek model \"{model}\" does not accept image input.")
-            };
-            return Err(LlmError::new(UNSUPPORTED_CONTENT, message));
+            if !accepts_images {
+                return Err(LlmError::new(
+                    UNSUPPORTED_CONTENT,
+                    format!("DeepSeek model \"{model}\" does not accept image input."),
+                ));
+            }
+            if !images_prepared(&options.messages) {
+                return Err(LlmError::new(
+                    UNSUPPORTED_CONTENT,
+                    "DeepSeek image conversion requires the durable attachment service.",
+                ));
+            }
         }
         let reference = &config.api_key_env;
         let key = match (self.deps.api_key)(reference) {
@@ -122,6 +130,9 @@ impl DeepSeekAdapter {
         if options.purpose == CallPurpose::Compaction {
             headers.push(("x-deepseek-harness-compact".into(), "1".into()));
         }
+        if config.messages_api {
+            return self.prepare_messages(config, options, key, headers);
+        }
         let headers = header_map(&headers, VENDOR, &config.base_url)?;
         let body = serialize_request(
             options,
@@ -137,7 +148,77 @@ impl DeepSeekAdapter {
             request_timeout_ms: config.request_timeout_ms,
             cancel: options.cancel.clone(),
             vendor: VENDOR.into(),
-            reasoning_field: ReasoningField::ReasoningContent,
+            protocol: crate::transport::Protocol::ChatCompletions(ReasoningField::ReasoningContent),
+        })
+    }
+}
+
+impl DeepSeekAdapter {
+    /// The opt-in Anthropic Messages request (`api: anthropic-messages`): the DeepSeek
+    /// efforts map to thinking budgets (`low`, `high`, `max`), `off` disables thinking.
+    fn prepare_messages(
+        &self,
+        config: &ResolvedDeepSeek,
+        options: &GenerateOptions,
+        key: String,
+        mut headers: Vec<(String, String)>,
+    ) -> Result<HttpCall, LlmError> {
+        use crate::anthropic::config::{
+            CacheRetention, ResolvedAnthropicModel, ResolvedAnthropicProfile,
+        };
+        let info = model_info_for(config, &options.config.model);
+        let reasoning = info.reasoning.clone().unwrap_or(ReasoningInfo {
+            efforts: vec!["off".into()],
+            default_effort: None,
+        });
+        let model = ResolvedAnthropicModel {
+            id: info.id.clone(),
+            name: info.id.clone(),
+            context_window: info.context_window.unwrap_or(config.default_context_window),
+            max_tokens: info.default_max_tokens.unwrap_or(config.max_tokens),
+            efforts: Some(reasoning.efforts),
+            input: info.input_modalities.clone(),
+            supports_temperature: true,
+        };
+        let profile = ResolvedAnthropicProfile {
+            route: DEEPSEEK_ROUTE.into(),
+            vendor: VENDOR.into(),
+            base_url: config.base_url.clone(),
+            api_key_env: Some(config.api_key_env.clone()),
+            headers: Default::default(),
+            models: vec![model.clone()],
+            reasoning: reasoning.default_effort,
+            thinking_budgets: Default::default(),
+            cache_retention: CacheRetention::Short,
+            anthropic_version: "2023-06-01".into(),
+            stream_idle_timeout_ms: config.stream_idle_timeout_ms,
+            request_timeout_ms: config.request_timeout_ms,
+            retry_policy: config.retry_policy.clone(),
+        };
+        headers.retain(|(name, _)| name != "authorization");
+        headers.insert(0, ("x-api-key".into(), key));
+        headers.insert(
+            1,
+            (
+                "anthropic-version".into(),
+                profile.anthropic_version.clone(),
+            ),
+        );
+        let headers = header_map(&headers, VENDOR, &config.base_url)?;
+        let body =
+            crate::anthropic::serialize::serialize_messages_request(options, &profile, &model)?;
+        let url = crate::anthropic::messages_url(&config.base_url);
+        Ok(HttpCall {
+            client: self.client.for_url(&url)?,
+            url,
+            base_url: config.base_url.clone(),
+            headers,
+            body: dsh_kernel::json::to_string(&body),
+            idle_timeout_ms: config.stream_idle_timeout_ms,
+            request_timeout_ms: config.request_timeout_ms,
+            cancel: options.cancel.clone(),
+            vendor: VENDOR.into(),
+            protocol: crate::transport::Protocol::AnthropicMessages,
         })
     }
 }

@@ -88,6 +88,10 @@ pub struct DeepSeekConfig {
     /// Endpoint base; else `$DEEPSEEK_BASE_URL`, else `https://api.deepseek.com`.
     #[serde(rename = "baseURL", default, skip_serializing_if = "Option::is_none")]
     pub base_url: Option<String>,
+    /// Wire protocol: `openai-completions` (default) or `anthropic-messages` (opt-in, as
+    /// upstream 0.2.1: `POST <baseURL>/v1/messages`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api: Option<String>,
     /// Deployment thinking policy; `disabled` limits every request to effort `off`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub thinking: Option<Thinking>,
@@ -119,6 +123,8 @@ pub struct DeepSeekConfig {
 /// Validated connection facts of one configuration generation.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ResolvedDeepSeek {
+    /// Whether requests speak the Anthropic Messages protocol (`api: anthropic-messages`).
+    pub messages_api: bool,
     pub api_key_env: String,
     pub base_url: String,
     pub thinking: Option<Thinking>,
@@ -196,7 +202,17 @@ impl DeepSeekConfig {
         if api_key_env.is_empty() {
             return Err("llm-deepseek: apiKeyEnv must not be empty".into());
         }
+        let messages_api = match self.api.as_deref() {
+            None | Some("openai-completions") => false,
+            Some("anthropic-messages") => true,
+            Some(other) => {
+                return Err(format!(
+                    "llm-deepseek: api must be \"openai-completions\" or \"anthropic-messages\", not \"{other}\""
+                ));
+            }
+        };
         Ok(ResolvedDeepSeek {
+            messages_api,
             api_key_env,
             base_url: self
                 .base_url
@@ -280,6 +296,7 @@ mod tests {
         assert_eq!(
             resolved,
             ResolvedDeepSeek {
+                messages_api: false,
                 api_key_env: "DEEPSEEK_API_KEY".into(),
                 base_url: "https://api.deepseek.com".into(),
                 thinking: None,

@@ -5,11 +5,16 @@
 //!   (the `llm-deepseek` section).
 //! * [`OpenAiCompatAdapter`] — plain OpenAI-compatible chat-completions routes, configured by
 //!   [`OpenAiCompatConfig`] (the `openai-compatible` section).
+//! * [`AnthropicAdapter`] — Anthropic Messages routes (`POST <baseURL>/v1/messages`,
+//!   `x-api-key`, thinking signatures replayed through the message's `replayState`),
+//!   configured by [`AnthropicConfig`] (the `llm-pi-ai` section, upstream's
+//!   `api: anthropic-messages` profile shape).
 //!
-//! Both take [`ProviderDeps`]: a per-request credential resolver, an optional live
+//! All take [`ProviderDeps`]: a per-request credential resolver, an optional live
 //! settings source layered over the row config ([`layer_settings`]), and an environment
 //! lookup. Plugin wiring (registering with `LlmRuntime`) is the host's job.
 
+mod anthropic;
 mod deepseek;
 mod deepseek_config;
 mod deps;
@@ -26,6 +31,10 @@ mod sse;
 mod translate;
 mod transport;
 
+pub use anthropic::{
+    ANTHROPIC_MESSAGES_API, ANTHROPIC_PLUGIN, AnthropicAdapter, AnthropicCompat, AnthropicConfig,
+    AnthropicModel, AnthropicProfile,
+};
 pub use deepseek::{DEEPSEEK_PLUGIN, DEEPSEEK_ROUTE, DeepSeekAdapter};
 pub use deepseek_config::{
     BASE_URL_ENV, DEFAULT_API_KEY_ENV, DEFAULT_CONTEXT_WINDOW, DEFAULT_MAX_TOKENS,
@@ -42,7 +51,7 @@ pub use openai_compat_config::{
     OPENAI_COMPAT_PLUGIN, OpenAiCompatConfig, OpenAiCompatModel, OpenAiCompatProfile,
     OpenAiCompatSwitches, ResolvedOpenAiCompat, ResolvedProfile,
 };
-pub use plugins::{DeepSeekPlugin, OpenAiCompatPlugin, register_catalog};
+pub use plugins::{AnthropicPlugin, DeepSeekPlugin, OpenAiCompatPlugin, register_catalog};
 pub use retry_policy::{MAX_TIMER_DELAY_MS, resolve_retry_policy};
 pub use serialize::{DeepSeekEffort, Thinking};
 

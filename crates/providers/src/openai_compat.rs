@@ -143,7 +143,9 @@ impl OpenAiCompatAdapter {
             request_timeout_ms: profile.request_timeout_ms,
             cancel: options.cancel.clone(),
             vendor,
-            reasoning_field: ReasoningField::ReasoningContentOrReasoning,
+            protocol: crate::transport::Protocol::ChatCompletions(
+                ReasoningField::ReasoningContentOrReasoning,
+            ),
         })
     }
 }

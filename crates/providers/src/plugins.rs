@@ -10,7 +10,8 @@ use dsh_policies::{Credentials, Settings, SettingsChanged, dsh_home};
 use serde_json::Value;
 
 use crate::{
-    DeepSeekAdapter, DeepSeekConfig, OpenAiCompatAdapter, OpenAiCompatConfig, ProviderDeps,
+    AnthropicAdapter, AnthropicConfig, DeepSeekAdapter, DeepSeekConfig, OpenAiCompatAdapter,
+    OpenAiCompatConfig, ProviderDeps,
 };
 
 fn deps(ctx: &Context, section: &'static str) -> ProviderDeps {
@@ -131,9 +132,51 @@ impl Plugin for OpenAiCompatPlugin {
     }
 }
 
+/// `@deepseek-ai/dsh-llm-pi-ai`: Anthropic Messages routes from the `llm-pi-ai` section.
+/// Mounted dormant (no routes) until the row or the settings section declares a profile;
+/// re-registered when the section changes.
+pub struct AnthropicPlugin;
+
+impl Plugin for AnthropicPlugin {
+    fn name(&self) -> &'static str {
+        "@deepseek-ai/dsh-llm-pi-ai"
+    }
+
+    fn apply(&self, ctx: &Context, config: &PluginConfig) -> Result<(), BoxError> {
+        let llm = ctx.require::<LlmRuntime>()?;
+        let parsed = AnthropicConfig::from_value(&row_value(config))
+            .map_err(|e| format!("{}: row \"{}\": {e}", config.source, config.row_id))?;
+        let adapter = AnthropicAdapter::new(parsed.clone(), deps(ctx, "llm-pi-ai"))?;
+        let routes = adapter.routes();
+        let registration = Arc::new(std::sync::Mutex::new(None));
+        if !routes.is_empty() {
+            *registration.lock().unwrap_or_else(|p| p.into_inner()) =
+                Some(llm.register_adapter(ctx, routes, Arc::new(adapter))?);
+        }
+        let owner = ctx.clone();
+        ctx.on_emit::<SettingsChanged>(ListenOptions::GLOBAL, move |change| {
+            if change.namespace != "llm-pi-ai" {
+                return Ok(());
+            }
+            let adapter = AnthropicAdapter::new(parsed.clone(), deps(&owner, "llm-pi-ai"))?;
+            let routes = adapter.routes();
+            let mut slot = registration.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(previous) = slot.take() {
+                previous.dispose();
+            }
+            if !routes.is_empty() {
+                *slot = Some(llm.register_adapter(&owner, routes, Arc::new(adapter))?);
+            }
+            Ok(())
+        })?;
+        Ok(())
+    }
+}
+
 /// Adds the provider plugins to `catalog`.
 pub fn register_catalog(catalog: &mut dsh_kernel::Catalog) {
     catalog
         .register(DeepSeekPlugin)
-        .register(OpenAiCompatPlugin);
+        .register(OpenAiCompatPlugin)
+        .register(AnthropicPlugin);
 }

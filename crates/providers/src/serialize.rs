@@ -155,9 +155,11 @@ pub(crate) fn serialize_request(
     if let Some(system) = &options.system {
         messages.push(json!({"role": dialect.system_role, "content": system}));
     }
+    let mut tool_images = Vec::new();
     for message in &options.messages {
-        serialize_message(message, dialect, &mut messages);
+        serialize_message(message, dialect, &mut messages, &mut tool_images)?;
     }
+    flush_tool_images(&mut messages, &mut tool_images);
     let mut body = Map::new();
     body.insert("model".into(), Value::from(options.config.model.as_str()));
     body.insert("messages".into(), Value::Array(messages));
@@ -226,14 +228,103 @@ fn flatten_text(blocks: &[ContentBlock]) -> String {
     blocks.iter().filter_map(ContentBlock::as_text).collect()
 }
 
-fn serialize_message(message: &Message, dialect: &Dialect, wire: &mut Vec<Value>) {
+/// The user message that follows tool messages whose results carried images (a `tool`
+/// message holds text only).
+const TOOL_RESULT_IMAGE_TEXT: &str = "Attached image(s) from tool result:";
+
+fn flush_tool_images(wire: &mut Vec<Value>, pending: &mut Vec<Value>) {
+    if pending.is_empty() {
+        return;
+    }
+    let mut content = vec![json!({"type": "text", "text": TOOL_RESULT_IMAGE_TEXT})];
+    content.append(pending);
+    wire.push(json!({"role": "user", "content": content}));
+}
+
+/// User-input blocks (nested tool results included) as chat-completions content parts:
+/// non-empty text, and for each image its handle text then an `image_url` data URL.
+fn content_parts(blocks: &[ContentBlock], parts: &mut Vec<Value>) -> Result<(), LlmError> {
+    for block in blocks {
+        match block {
+            ContentBlock::Text { text } if !text.is_empty() => {
+                parts.push(json!({"type": "text", "text": text}));
+            }
+            ContentBlock::ToolResult { content, .. } => content_parts(content, parts)?,
+            other => {
+                let Some(reference) = other.image_ref() else {
+                    continue;
+                };
+                let reference = reference.map_err(|e| LlmError::new(codes::INVALID_REQUEST, e))?;
+                let Some(data) = dsh_llm::image_request_data(other) else {
+                    return Err(LlmError::new(
+                        codes::INVALID_REQUEST,
+                        format!(
+                            "request image {} was not prepared.",
+                            reference.attachment_id
+                        ),
+                    ));
+                };
+                let lead = if parts.is_empty() { "" } else { "\n" };
+                parts.push(json!({
+                    "type": "text",
+                    "text": format!("{lead}{}", reference.request_handle_text()),
+                }));
+                parts.push(json!({
+                    "type": "image_url",
+                    "image_url": {"url": format!("data:{};base64,{data}", reference.media_type)},
+                }));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Text-only parts stay on the compact string form.
+fn user_content(parts: Vec<Value>) -> Value {
+    if parts.iter().all(|p| p["type"] == "text") {
+        let text: String = parts.iter().filter_map(|p| p["text"].as_str()).collect();
+        return Value::from(text);
+    }
+    Value::Array(parts)
+}
+
+fn serialize_message(
+    message: &Message,
+    dialect: &Dialect,
+    wire: &mut Vec<Value>,
+    tool_images: &mut Vec<Value>,
+) -> Result<(), LlmError> {
+    if message.role != Role::User && has_image(&message.content) {
+        let role = match message.role {
+            Role::System => "system",
+            _ => "assistant",
+        };
+        return Err(LlmError::new(
+            UNSUPPORTED_CONTENT,
+            format!(
+                "The chat-completions wire cannot represent image content in a {role} message."
+            ),
+        ));
+    }
     match message.role {
         Role::System => {
+            flush_tool_images(wire, tool_images);
             wire.push(json!({"role": "system", "content": flatten_text(&message.content)}))
         }
-        Role::Assistant => wire.push(serialize_assistant(message, dialect)),
+        Role::Assistant => {
+            flush_tool_images(wire, tool_images);
+            wire.push(serialize_assistant(message, dialect));
+        }
         Role::User => {
-            let text = flatten_text(&message.content);
+            let regular: Vec<ContentBlock> = message
+                .content
+                .iter()
+                .filter(|b| !matches!(b, ContentBlock::ToolResult { .. }))
+                .cloned()
+                .collect();
+            let mut parts = Vec::new();
+            content_parts(&regular, &mut parts)?;
+            let content = user_content(parts);
             let results: Vec<(&String, &Vec<ContentBlock>)> = message
                 .content
                 .iter()
@@ -246,11 +337,21 @@ fn serialize_message(message: &Message, dialect: &Dialect, wire: &mut Vec<Value>
                     _ => None,
                 })
                 .collect();
-            if !text.is_empty() || results.is_empty() {
-                wire.push(json!({"role": "user", "content": text}));
+            let non_empty = match &content {
+                Value::String(s) => !s.is_empty(),
+                Value::Array(a) => !a.is_empty(),
+                _ => false,
+            };
+            if non_empty || results.is_empty() {
+                flush_tool_images(wire, tool_images);
+                wire.push(json!({"role": "user", "content": content}));
             }
             for (call_id, content) in results {
-                let output = flatten_text(content);
+                let mut parts = Vec::new();
+                content_parts(content, &mut parts)?;
+                let (text, images): (Vec<Value>, Vec<Value>) =
+                    parts.into_iter().partition(|p| p["type"] == "text");
+                let output: String = text.iter().filter_map(|p| p["text"].as_str()).collect();
                 // Empty tool output still needs some content on the wire.
                 let output = if output.is_empty() {
                     "(no output)".to_string()
@@ -258,10 +359,14 @@ fn serialize_message(message: &Message, dialect: &Dialect, wire: &mut Vec<Value>
                     output
                 };
                 wire.push(json!({"role": "tool", "tool_call_id": call_id, "content": output}));
+                tool_images.extend(images);
             }
         }
     }
+    Ok(())
 }
+
+const UNSUPPORTED_CONTENT: &str = "UNSUPPORTED_CONTENT";
 
 fn serialize_assistant(message: &Message, dialect: &Dialect) -> Value {
     let mut wire = Map::new();
@@ -294,6 +399,18 @@ fn serialize_assistant(message: &Message, dialect: &Dialect) -> Value {
         wire.insert("tool_calls".into(), Value::Array(calls));
     }
     Value::Object(wire)
+}
+
+/// Whether every image of the history carries its request bytes (the runtime inlines them
+/// when an attachment store is mounted).
+pub(crate) fn images_prepared(messages: &[std::sync::Arc<Message>]) -> bool {
+    fn blocks_ok(blocks: &[ContentBlock]) -> bool {
+        blocks.iter().all(|b| match b {
+            ContentBlock::ToolResult { content, .. } => blocks_ok(content),
+            other => other.block_type() != "image" || dsh_llm::image_request_data(other).is_some(),
+        })
+    }
+    messages.iter().all(|m| blocks_ok(&m.content))
 }
 
 /// Whether any block (including inside tool results) is an image.

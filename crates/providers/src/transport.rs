@@ -21,9 +21,24 @@ use futures::StreamExt;
 use reqwest::header::HeaderMap;
 use tokio_util::sync::CancellationToken;
 
+use crate::anthropic::translate::MessagesTranslator;
 use crate::http_error::{HttpFailure, classify};
 use crate::sse::{DONE, SseDecoder};
 use crate::translate::{ReasoningField, Translator};
+
+/// The wire protocol of an attempt's response stream.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Protocol {
+    /// OpenAI-style chat completions, ending with `[DONE]`.
+    ChatCompletions(ReasoningField),
+    /// Anthropic Messages events, ending with `message_stop`.
+    AnthropicMessages,
+}
+
+enum StreamTranslator {
+    Chat(Translator),
+    Messages(MessagesTranslator),
+}
 
 /// Everything one attempt needs, fixed before the first byte is sent.
 pub(crate) struct HttpCall {
@@ -40,7 +55,7 @@ pub(crate) struct HttpCall {
     pub cancel: CancellationToken,
     /// The product name in messages (`DeepSeek` → `DeepSeek stream idle timeout after …`).
     pub vendor: String,
-    pub reasoning_field: ReasoningField,
+    pub protocol: Protocol,
 }
 
 enum Phase {
@@ -52,7 +67,7 @@ enum Phase {
 struct BodyPhase {
     response: reqwest::Response,
     decoder: SseDecoder,
-    translator: Translator,
+    translator: StreamTranslator,
 }
 
 /// Largest error body read from a failed response; the rest is ignored.
@@ -235,7 +250,12 @@ impl Attempt {
         self.phase = Phase::Body(Box::new(BodyPhase {
             response,
             decoder: SseDecoder::new(),
-            translator: Translator::new(self.call.reasoning_field),
+            translator: match self.call.protocol {
+                Protocol::ChatCompletions(field) => StreamTranslator::Chat(Translator::new(field)),
+                Protocol::AnthropicMessages => {
+                    StreamTranslator::Messages(MessagesTranslator::new())
+                }
+            },
         }));
         Ok(())
     }
@@ -269,6 +289,10 @@ impl Attempt {
         }
         let body = String::from_utf8_lossy(&raw).into_owned();
         let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+        let classify = match self.call.protocol {
+            Protocol::ChatCompletions(_) => classify,
+            Protocol::AnthropicMessages => crate::anthropic::classify_http,
+        };
         let error = classify(
             &self.call.vendor,
             &HttpFailure {
@@ -313,9 +337,13 @@ impl Attempt {
                 return Err(self.stream_failed());
             }
             Waited::Ready(Ok(None)) => {
+                let marker = match self.call.protocol {
+                    Protocol::ChatCompletions(_) => "[DONE]",
+                    Protocol::AnthropicMessages => "message_stop",
+                };
                 return Err(LlmError::new(
                     codes::STREAM_CLOSED,
-                    "SSE stream ended without [DONE]",
+                    format!("SSE stream ended without {marker}"),
                 ));
             }
             Waited::Ready(Ok(Some(bytes))) => bytes,
@@ -328,12 +356,23 @@ impl Attempt {
             )
         })?;
         for payload in payloads {
-            if payload == DONE {
-                self.queue.extend(translator.done().into_iter().map(Ok));
-                return Ok(false);
-            }
-            match translator.payload(&payload) {
-                Ok(chunks) => self.queue.extend(chunks.into_iter().map(Ok)),
+            let translated = match translator {
+                StreamTranslator::Chat(translator) => {
+                    if payload == DONE {
+                        self.queue.extend(translator.done().into_iter().map(Ok));
+                        return Ok(false);
+                    }
+                    translator.payload(&payload).map(|chunks| (chunks, false))
+                }
+                StreamTranslator::Messages(translator) => translator.event(&payload),
+            };
+            match translated {
+                Ok((chunks, finished)) => {
+                    self.queue.extend(chunks.into_iter().map(Ok));
+                    if finished {
+                        return Ok(false);
+                    }
+                }
                 Err(error) => {
                     self.queue.push_back(Err(error));
                     return Ok(false);

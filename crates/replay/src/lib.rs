@@ -291,6 +291,8 @@ pub struct ReplayAdapter {
     retry_policy: Option<RetryPolicy>,
     bindings: Mutex<(HashMap<String, Binding>, usize)>,
     cwd: PathBuf,
+    /// Declared input modalities by model id (default: text only).
+    modalities: HashMap<String, Vec<String>>,
 }
 
 impl ReplayAdapter {
@@ -313,6 +315,7 @@ impl ReplayAdapter {
             retry_policy,
             bindings: Mutex::new((HashMap::new(), 0)),
             cwd,
+            modalities: HashMap::new(),
         }
     }
 
@@ -371,7 +374,11 @@ impl LlmAdapter for ReplayAdapter {
     fn model_info(&self, _provider: &str, model: &str) -> Result<ModelInfo, LlmError> {
         Ok(ModelInfo {
             id: model.to_string(),
-            input_modalities: vec!["text".into()],
+            input_modalities: self
+                .modalities
+                .get(model)
+                .cloned()
+                .unwrap_or_else(|| vec!["text".into()]),
             ..ModelInfo::default()
         })
     }
@@ -462,7 +469,31 @@ fn abortable(
 struct ProviderConfig {
     id: String,
     #[serde(default)]
-    models: Vec<String>,
+    models: Vec<ModelEntry>,
+}
+
+/// A catalog entry: a bare id, or `{id, name?, inputModalities?}` (upstream's image
+/// overlays declare which replayed models take images).
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum ModelEntry {
+    Id(String),
+    Described {
+        id: String,
+        #[serde(default, rename = "inputModalities")]
+        input_modalities: Option<Vec<String>>,
+        #[allow(dead_code)]
+        #[serde(default)]
+        name: Option<String>,
+    },
+}
+
+impl ModelEntry {
+    fn id(&self) -> &str {
+        match self {
+            ModelEntry::Id(id) | ModelEntry::Described { id, .. } => id,
+        }
+    }
 }
 
 #[derive(Deserialize)]
@@ -543,10 +574,23 @@ impl ReplayPlugin {
         } else {
             config.providers.iter().map(|p| p.id.clone()).collect()
         };
-        let models = config
+        let models: Vec<String> = config
             .providers
             .iter()
-            .flat_map(|p| p.models.clone())
+            .flat_map(|p| p.models.iter().map(|m| m.id().to_string()))
+            .collect();
+        let modalities = config
+            .providers
+            .iter()
+            .flat_map(|p| &p.models)
+            .filter_map(|m| match m {
+                ModelEntry::Described {
+                    id,
+                    input_modalities: Some(input),
+                    ..
+                } => Some((id.clone(), input.clone())),
+                _ => None,
+            })
             .collect();
         let retry = config.retry_policy.as_ref().map(|r| {
             let d = RetryPolicy::default();
@@ -567,7 +611,9 @@ impl ReplayPlugin {
             }
         });
         let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
-        Ok((ReplayAdapter::new(scripts, models, retry, cwd), routes))
+        let mut adapter = ReplayAdapter::new(scripts, models, retry, cwd);
+        adapter.modalities = modalities;
+        Ok((adapter, routes))
     }
 }
 

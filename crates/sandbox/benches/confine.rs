@@ -83,7 +83,10 @@ fn landlock(bencher: Bencher) {
 /// when it sits beside it.
 #[divan::bench(sample_count = 40)]
 fn landlock_small(bencher: Bencher) {
-    landlock_with(bencher, std::path::Path::new(env!("CARGO_BIN_EXE_dsh-landlock-run")));
+    landlock_with(
+        bencher,
+        std::path::Path::new(env!("CARGO_BIN_EXE_dsh-landlock-run")),
+    );
 }
 
 fn landlock_with(bencher: Bencher, launcher: &std::path::Path) {

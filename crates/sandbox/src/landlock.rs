@@ -49,7 +49,11 @@ static LAUNCHER: OnceLock<PathBuf> = OnceLock::new();
 /// line, and either one failing is a refusal, never an unconfined run.
 pub fn launcher_for(exe: &Path) -> PathBuf {
     let small = exe.with_file_name(SMALL_LAUNCHER);
-    if small.is_file() { small } else { exe.to_path_buf() }
+    if small.is_file() {
+        small
+    } else {
+        exe.to_path_buf()
+    }
 }
 
 /// Names the launcher program (the `dsh` binary). Without it the Landlock runner is

@@ -55,12 +55,24 @@ fn writes_land_only_in_the_granted_roots_and_masked_files_stay_unreadable() {
     let policy = policy(workspace.path(), vec![secret.clone()]);
 
     let inside = workspace.path().join("inside.txt");
-    let out = sh(&launcher, &policy, &format!("echo ok > {}", inside.display()));
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = sh(
+        &launcher,
+        &policy,
+        &format!("echo ok > {}", inside.display()),
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert_eq!(std::fs::read_to_string(&inside).unwrap(), "ok\n");
 
     let escape = outside.path().join("escape.txt");
-    let out = sh(&launcher, &policy, &format!("echo no > {}", escape.display()));
+    let out = sh(
+        &launcher,
+        &policy,
+        &format!("echo no > {}", escape.display()),
+    );
     assert!(!out.status.success());
     assert!(!escape.exists(), "a write outside the roots landed");
 

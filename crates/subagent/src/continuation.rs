@@ -31,6 +31,19 @@ use crate::output::final_assistant_output;
 use crate::service::Subagents;
 use crate::types::{StartRequest, StopReason, subagent_error};
 
+/// Test-only hooks a replay fixture provides (upstream's `subagent-durability-failure`
+/// fixture in its continuable mode): a recorded transcript names its child by a fixed
+/// placeholder id, and its unknown-id lookup must not overtake earlier deliveries.
+pub struct ContinuationHooks {
+    /// Maps the child id a delivery names to the id actually delivered to.
+    pub remap: Box<dyn Fn(&str) -> String + Send + Sync>,
+    /// Awaited before a cold lookup of the given id reads storage.
+    pub before_lookup: LookupFence,
+}
+
+/// See [`ContinuationHooks::before_lookup`].
+pub type LookupFence = Box<dyn Fn(&str) -> BoxFuture<'static, ()> + Send + Sync>;
+
 /// Installs something in every continuable child's scope (the `report` tool).
 pub type SetupContribution = Arc<dyn Fn(&Context) -> Result<(), BoxError> + Send + Sync>;
 
@@ -194,12 +207,6 @@ impl Continuations {
         }))
     }
 
-    fn this(&self) -> Result<Arc<Self>, BoxError> {
-        self.me
-            .upgrade()
-            .ok_or_else(|| subagent_error("CONTINUATION_UNAVAILABLE", "continuable subagents require the agents service"))
-    }
-
     /// Adds `setup` to every continuable child created or resumed from now on, as an
     /// effect of `ctx`.
     pub fn register_setup(
@@ -344,7 +351,10 @@ impl Continuations {
         seed.push(Arc::new(Event {
             event_type: EventType::new(DESCRIPTOR_EVENT),
             seq: lineage_seed,
-            time: self.ctx.get::<dsh_session::SessionStore>().map_or(0, |s| s.now()),
+            time: self
+                .ctx
+                .get::<dsh_session::SessionStore>()
+                .map_or(0, |s| s.now()),
             data: descriptor.to_data().into(),
             source_event_seqs: None,
             surface_op: None,
@@ -403,17 +413,19 @@ impl Continuations {
             .collect();
         let prompt = self.prompt.clone();
         let persona = persona.map(str::to_owned);
-        create.setup = Some(Box::new(move |ctx: &Context, session: &Arc<LiveSession>| {
-            // Only a fresh child gets the delegated policy; a resumed one has it in its log.
-            if let Some(p) = &policy {
-                p.append(session)?;
-            }
-            compose_child(ctx, &prompt, persona.as_deref())?;
-            for s in &setups {
-                s(ctx)?;
-            }
-            Ok(())
-        }));
+        create.setup = Some(Box::new(
+            move |ctx: &Context, session: &Arc<LiveSession>| {
+                // Only a fresh child gets the delegated policy; a resumed one has it in its log.
+                if let Some(p) = &policy {
+                    p.append(session)?;
+                }
+                compose_child(ctx, &prompt, persona.as_deref())?;
+                for s in &setups {
+                    s(ctx)?;
+                }
+                Ok(())
+            },
+        ));
         let child_id = create.session_id.clone().unwrap_or_default();
         let agent = self.agents.create(&self.ctx, create)?;
         let mut ancestry = vec![agent.clone()];
@@ -604,6 +616,9 @@ impl Continuations {
         source: MessageSource,
     ) -> Result<String, BoxError> {
         self.assert_admitting(parent)?;
+        let hooks = self.ctx.get::<ContinuationHooks>();
+        let mapped = hooks.as_ref().map(|h| (h.remap)(child_id));
+        let child_id = mapped.as_deref().unwrap_or(child_id);
         loop {
             let child_lock = self.child_lock(child_id);
             let held = child_lock.lock().await;
@@ -644,7 +659,12 @@ impl Continuations {
         };
         if self.agents.get(child_id).is_some() {
             // Live, but not a continuable child this manager holds (a one-shot run).
-            return Err(unavailable("the session is live and not continuable".into()));
+            return Err(unavailable(
+                "the session is live and not continuable".into(),
+            ));
+        }
+        if let Some(hooks) = self.ctx.get::<ContinuationHooks>() {
+            (hooks.before_lookup)(child_id).await;
         }
         let id = child_id.to_string();
         let inspecting = files.clone();
@@ -821,7 +841,10 @@ impl Continuations {
         let mut source = Map::new();
         source.insert("kind".into(), Value::from("subagent-report"));
         source.insert("form".into(), Value::from("relay"));
-        source.insert("senderSessionId".into(), Value::from(activation.child_id.clone()));
+        source.insert(
+            "senderSessionId".into(),
+            Value::from(activation.child_id.clone()),
+        );
         let message = Message::user(body, MessageSource::Other(source));
         let id = message.id.clone();
         match delivery {
@@ -877,8 +900,7 @@ impl Continuations {
             .iter()
             .filter_map(|id| self.activation(id))
             .collect();
-        let results =
-            futures::future::join_all(owned.into_iter().map(|c| self.dispose(c))).await;
+        let results = futures::future::join_all(owned.into_iter().map(|c| self.dispose(c))).await;
         let mut failures: Vec<String> = results.into_iter().filter_map(Result::err).collect();
         if !failures.is_empty() {
             failures = vec![format!(
@@ -923,7 +945,12 @@ impl Continuations {
         }
     }
 
-    fn notify_settlement(&self, a: &Activation, stop: StopReason, output: Option<Vec<ContentBlock>>) {
+    fn notify_settlement(
+        &self,
+        a: &Activation,
+        stop: StopReason,
+        output: Option<Vec<ContentBlock>>,
+    ) {
         if !a.announced.load(Ordering::SeqCst) {
             return;
         }
@@ -1011,10 +1038,6 @@ impl Continuations {
             }
         }
     }
-
-    pub(crate) fn handle(&self) -> Result<Arc<Self>, BoxError> {
-        self.this()
-    }
 }
 
 /// Watches one activation until it settles, then disposes it.
@@ -1041,7 +1064,10 @@ async fn watch(manager: Weak<Continuations>, a: Arc<Activation>) {
                 let done = m.dispose(a.clone());
                 drop(held);
                 if let Err(e) = done.await {
-                    tracing::warn!("subagent \"{}\" activation teardown failed: {e}", a.child_id);
+                    tracing::warn!(
+                        "subagent \"{}\" activation teardown failed: {e}",
+                        a.child_id
+                    );
                 }
                 return;
             }

@@ -89,7 +89,10 @@ fn build(which: Which, ctx: &Context) -> ControlTool {
 }
 
 fn text_arg(args: &Value, k: &str) -> String {
-    args.get(k).and_then(Value::as_str).unwrap_or("").to_string()
+    args.get(k)
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string()
 }
 
 /// One `list_agents` row.
@@ -282,7 +285,12 @@ impl Plugin for ToolSubagentReportPlugin {
                 let mut tool = build(Which::Report(delivery), &owner);
                 tool.ctx = owner.clone();
                 tools.register(child, Arc::new(tool))?;
-                prompt.section(child, "tool:report", 117.0, Arc::new(|_| REPORT_SECTION.to_string()))?;
+                prompt.section(
+                    child,
+                    "tool:report",
+                    117.0,
+                    Arc::new(|_| REPORT_SECTION.to_string()),
+                )?;
                 Ok(())
             }),
         )?;

@@ -30,8 +30,8 @@ pub use child::{
     delegation_depth_of, resolve_child_depth,
 };
 pub use continuation::{
-    ContinuableStart, Continuations, InterruptAuthority, ReportDelivery, SetupContribution,
-    coordinator_source, settlement_notice, settlement_summary,
+    ContinuableStart, ContinuationHooks, Continuations, InterruptAuthority, ReportDelivery,
+    SetupContribution, coordinator_source, settlement_notice, settlement_summary,
 };
 pub use control::{
     ToolListAgentsPlugin, ToolSubagentControlPlugin, ToolSubagentReportPlugin, render_entry,
@@ -50,8 +50,8 @@ pub use providers::{
 pub use schema::{check_object_schema, validate as validate_schema_value};
 pub use service::{ProviderAdded, ProviderRemoved, Subagents};
 pub use snapshot::{
-    ContinuableFencePlugin, DurabilityFailurePlugin, ParentSandboxOverridePlugin,
-    SettlementMarkerPlugin,
+    ContinuableFencePlugin, DurabilityFailurePlugin, PLACEHOLDER_CHILD_ID,
+    ParentSandboxOverridePlugin, ResultDiagnosticPlugin, SettlementMarkerPlugin, UNKNOWN_CHILD_ID,
 };
 pub use structured::{STRUCTURED_OUTPUT_TOOL, StructuredCapture};
 pub use tool::{
@@ -82,5 +82,6 @@ pub fn register_snapshot_fixtures(catalog: &mut dsh_kernel::Catalog) {
         .register(SettlementMarkerPlugin)
         .register(DurabilityFailurePlugin)
         .register(ContinuableFencePlugin)
-        .register(ParentSandboxOverridePlugin);
+        .register(ParentSandboxOverridePlugin)
+        .register(ResultDiagnosticPlugin);
 }

@@ -59,16 +59,27 @@ fn corpus(files: Option<&SessionFiles>, sessions: &SessionStore) -> HashMap<Stri
     }
     for s in sessions.list() {
         let header = s.header();
-        out.insert(header.id.clone(), Record { header, live: Some(s) });
+        out.insert(
+            header.id.clone(),
+            Record {
+                header,
+                live: Some(s),
+            },
+        );
     }
     out
 }
 
 fn order(a: &SessionHeader, b: &SessionHeader) -> std::cmp::Ordering {
-    a.created_at.cmp(&b.created_at).then_with(|| a.id.cmp(&b.id))
+    a.created_at
+        .cmp(&b.created_at)
+        .then_with(|| a.id.cmp(&b.id))
 }
 
-fn identity(record: &Record, files: Option<&SessionFiles>) -> Option<Result<Descriptor, Diagnostic>> {
+fn identity(
+    record: &Record,
+    files: Option<&SessionFiles>,
+) -> Option<Result<Descriptor, Diagnostic>> {
     let seed = record.header.seed_length.unwrap_or(0) as usize;
     let classify = |r: Result<Option<Descriptor>, DescriptorError>, live: bool| match r {
         Ok(Some(d)) => Some(Ok(d)),
@@ -79,7 +90,12 @@ fn identity(record: &Record, files: Option<&SessionFiles>) -> Option<Result<Desc
     };
     match &record.live {
         Some(s) => {
-            let own = s.read(|l| l.events().get(seed..).map(<[_]>::to_vec).unwrap_or_default());
+            let own = s.read(|l| {
+                l.events()
+                    .get(seed..)
+                    .map(<[_]>::to_vec)
+                    .unwrap_or_default()
+            });
             classify(fold_first(&own), true)
         }
         None => {
@@ -88,7 +104,10 @@ fn identity(record: &Record, files: Option<&SessionFiles>) -> Option<Result<Desc
             };
             match files.inspect(&record.header.id) {
                 Err(_) => Some(Err(Diagnostic::Unavailable)),
-                Ok(l) if l.header.id != record.header.id || l.header.created_at != record.header.created_at => {
+                Ok(l)
+                    if l.header.id != record.header.id
+                        || l.header.created_at != record.header.created_at =>
+                {
                     Some(Err(Diagnostic::Corrupt))
                 }
                 Ok(l) => {

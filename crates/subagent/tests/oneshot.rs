@@ -444,8 +444,21 @@ async fn a_background_one_shot_child_is_a_job_with_a_completion_notice() {
             text("DONE"),
         ],
     );
-    h.model.script("child:", vec![text("BG_OK")]);
+    // The child answers only once the parent ended the turn that started it, so its
+    // notice always finds the parent idle.
+    let parent_cell: Arc<std::sync::OnceLock<dsh_agent::AgentRef>> = Arc::default();
+    let gate = parent_cell.clone();
+    h.model.script(
+        "child:",
+        vec![lazy(move || {
+            let p = gate.get()?;
+            let ended = p.session().read(|l| l.last_turn()) >= 1
+                && p.status() == dsh_agent::AgentStatus::Idle;
+            ended.then(|| text("BG_OK"))
+        })],
+    );
     let parent = h.agent();
+    let _ = parent_cell.set(parent.clone());
     parent.followup(Message::user_text("parent")).unwrap();
     let sessions = h.sessions();
     let id = parent.id().to_string();
@@ -516,4 +529,64 @@ async fn a_disabled_background_and_a_missing_provider_are_clear_errors() {
             .any(|l| l.starts_with("tool/result error Error: unknown tool \"subagent_late\"")),
         "{t:?}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_provider_failure_shows_its_diagnostic_in_the_foreground_and_in_the_job() {
+    let h = Harness::new(vec![
+        plain_row(
+            "diagnostic",
+            "@deepseek-ai/dsh-test-subagent-result-diagnostic",
+            Value::Null,
+        ),
+        tool_row(
+            "tool-subagent-codex",
+            json!({"provider": "snapshot-diagnostic", "toolName": "subagent_codex", "backgroundMode": "one-shot", "maxDepth": "provider-managed"}),
+        ),
+    ]);
+    h.model.script(
+        "parent",
+        vec![
+            calls(&[(
+                "f",
+                "subagent_codex",
+                json!({"description": "Foreground", "prompt": "p"}),
+            )]),
+            calls(&[(
+                "b",
+                "subagent_codex",
+                json!({"description": "Background", "prompt": "p", "run_in_background": true}),
+            )]),
+            calls(&[(
+                "o",
+                "job_output",
+                json!({"job_id": "subagent-1", "wait": true}),
+            )]),
+            text("OBSERVED"),
+            text("SPARE"),
+        ],
+    );
+    let parent = h.agent();
+    parent.followup(Message::user_text("parent")).unwrap();
+    idle(&parent).await;
+    let t = trace(&parent.session().events());
+    let claude = "Product subagent failure (product: Claude Code; stage: query-run; category: error_max_budget_usd)";
+    assert!(
+        t.contains(&format!(
+            "tool/result error Error: subagent run failed\nDiagnostic: {claude}\nPartial output before the run ended:\npartial assistant text"
+        )),
+        "{t:?}"
+    );
+    assert!(
+        t.contains(&"tool/result started background subagent job subagent-1".to_string()),
+        "{t:?}"
+    );
+    assert!(
+        t.contains(&format!(
+            "tool/result (no new output)\n[status: failed, error; diagnostic: {claude}]"
+        )),
+        "{t:?}"
+    );
+    // No local child: nothing but the parent's session exists.
+    assert!(h.children_of(parent.id()).is_empty());
 }

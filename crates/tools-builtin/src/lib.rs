@@ -31,8 +31,8 @@ pub use catalog::{SubprocessLocalPlugin, register_catalog};
 pub use editor::{EditorConfig, StrReplaceEditorTool, ToolStrReplaceEditorPlugin};
 pub use fs::{
     EditTool, FsBackend, FsEditIntent, FsLocalPlugin, FsObserved, FsSandboxPlugin, FsWriteIntent,
-    IntentRequest, Observation, ObservationPolicyPlugin, ObservedPayload, ReadLimits, ReadTool,
-    ToolFsPlugin, WriteIntent, WriteTool,
+    IntentRequest, Observation, ObservationPolicyPlugin, ObservedPayload, ReadImageTool,
+    ReadLimits, ReadTool, ToolFsPlugin, WriteIntent, WriteTool,
 };
 pub use guidance::{PromptSection, tool_guidance};
 pub use paths::Target;

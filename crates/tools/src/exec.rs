@@ -83,6 +83,9 @@ pub struct ToolResult {
     pub meta: Option<Value>,
     pub additional_contexts: Vec<Message>,
     pub concludes_turn: bool,
+    /// The canonical JSON value the tool reported ([`crate::ToolRunContext::set_value`]);
+    /// never model-visible or logged, only handed to a Code Mode program.
+    pub value: Option<Value>,
 }
 
 impl ToolResult {

@@ -19,7 +19,9 @@ pub use exec::{
     ToolResult, ToolResultEvent, ToolResultPayload, parse_arguments,
 };
 pub use output::{OutputStream, OutputTap, ToolOutputEvent, ToolOutputPayload};
-pub use registry::{DuplicateTool, ExecutionMode, Guard, Prepared, ToolRegistry, json_text};
+pub use registry::{
+    DuplicateTool, ExecutionMode, Guard, Prepared, RUN_CODE, ToolRegistry, ToolsMode, json_text,
+};
 pub use schema::{ObjectSchema, Prop};
 pub use spill::{SpillRef, SpillRequest, SpillStore, TextSpillStore};
 pub use tool::{Tool, ToolOutput, ToolRunContext, args_error};

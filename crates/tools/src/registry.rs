@@ -46,11 +46,40 @@ struct Layers {
     guards: Vec<(u64, Option<ScopeId>, Guard)>,
 }
 
+/// How the registry presents tools to the model (the `tools` row's `mode`, upstream's
+/// `DSH_TOOLS_MODE`): `native` tools on the wire, `code` only `run_code` (every other tool
+/// is reached from the program), or `both`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ToolsMode {
+    #[default]
+    Native,
+    Code,
+    Both,
+}
+
+impl ToolsMode {
+    /// `native` | `code` | `both`.
+    pub fn parse(text: &str) -> Option<Self> {
+        match text {
+            "native" => Some(ToolsMode::Native),
+            "code" => Some(ToolsMode::Code),
+            "both" => Some(ToolsMode::Both),
+            _ => None,
+        }
+    }
+}
+
+/// The reserved name of the Code Mode tool.
+pub const RUN_CODE: &str = "run_code";
+
 /// The `ctx.tools` service.
 #[derive(Default)]
 pub struct ToolRegistry {
     layers: RwLock<Layers>,
     next_id: AtomicU64,
+    mode: RwLock<ToolsMode>,
+    /// `run_code`, presentation infrastructure outside the scoped layers (Code Mode).
+    code_tool: RwLock<Option<(u64, Arc<dyn Tool>)>>,
 }
 
 /// A tool with this name is already registered in the same layer.
@@ -76,7 +105,7 @@ impl ToolRegistry {
     ) -> Result<EffectHandle, BoxError> {
         let scope = ctx.scope().map(|s| s.id());
         let name = tool.schema().name.clone();
-        if name == "run_code" {
+        if name == RUN_CODE {
             return Err("the tool name \"run_code\" is reserved".into());
         }
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
@@ -100,6 +129,68 @@ impl ToolRegistry {
                 }
             }
         })?)
+    }
+
+    /// Sets the presentation mode (boot time, from the `tools` row).
+    pub fn set_mode(&self, mode: ToolsMode) {
+        *self.mode.write().unwrap_or_else(|p| p.into_inner()) = mode;
+    }
+
+    pub fn mode(&self) -> ToolsMode {
+        *self.mode.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Installs the `run_code` tool (the code runtime's plugin), as an effect of `ctx`. It is
+    /// presented under the `code` and `both` modes only, and callable only at top level.
+    pub fn register_code_tool(
+        self: &Arc<Self>,
+        ctx: &Context,
+        tool: Arc<dyn Tool>,
+    ) -> Result<EffectHandle, BoxError> {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        {
+            let mut slot = self.code_tool.write().unwrap_or_else(|p| p.into_inner());
+            if slot.is_some() {
+                return Err(Box::new(DuplicateTool(RUN_CODE.into())));
+            }
+            *slot = Some((id, tool));
+        }
+        let this = Arc::downgrade(self);
+        Ok(ctx.effect("run_code tool", move || {
+            if let Some(this) = this.upgrade() {
+                let mut slot = this.code_tool.write().unwrap_or_else(|p| p.into_inner());
+                if slot.as_ref().is_some_and(|(i, _)| *i == id) {
+                    *slot = None;
+                }
+            }
+        })?)
+    }
+
+    fn code_tool(&self) -> Option<Arc<dyn Tool>> {
+        self.code_tool
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+            .map(|(_, t)| t.clone())
+    }
+
+    /// The tool a call resolves to under the presentation mode: `run_code` only at top level
+    /// and outside `native`; under `code`, a top-level call naming any other tool resolves
+    /// to nothing (unknown tool), while a program's nested calls reach every visible tool.
+    fn resolve(&self, exec: &ToolExecution) -> Option<Arc<dyn Tool>> {
+        let mode = self.mode();
+        let nested = exec.parent.is_some();
+        if exec.name == RUN_CODE {
+            return match mode {
+                ToolsMode::Native => None,
+                ToolsMode::Code | ToolsMode::Both if nested => None,
+                ToolsMode::Code | ToolsMode::Both => self.code_tool(),
+            };
+        }
+        if mode == ToolsMode::Code && !nested {
+            return None;
+        }
+        self.get(&exec.ctx, &exec.name)
     }
 
     /// Registers a guard for calls made in `ctx`'s scope (or all calls when unscoped).
@@ -147,8 +238,26 @@ impl ToolRegistry {
         by_name.into_iter().map(|(_, t)| t).collect()
     }
 
-    /// The model-facing schemas visible from `ctx`, sorted by name.
+    /// The model-facing schemas visible from `ctx` under the presentation mode, sorted by
+    /// name: the native tools, `run_code` alone (`code`), or both.
     pub fn schemas(&self, ctx: &Context) -> Vec<ToolSchema> {
+        let native = || self.native_schemas(ctx);
+        let code = self.code_tool().map(|t| t.schema().clone());
+        match (self.mode(), code) {
+            (ToolsMode::Native, _) | (_, None) => native(),
+            (ToolsMode::Code, Some(code)) => vec![code],
+            (ToolsMode::Both, Some(code)) => {
+                let mut all = native();
+                all.push(code);
+                all.sort_by(|a, b| a.name.encode_utf16().cmp(b.name.encode_utf16()));
+                all
+            }
+        }
+    }
+
+    /// The schemas of the tools visible from `ctx`, whatever the mode (what a Code Mode
+    /// program can bind), sorted by name.
+    pub fn native_schemas(&self, ctx: &Context) -> Vec<ToolSchema> {
         self.visible(ctx)
             .iter()
             .map(|t| t.schema().clone())
@@ -163,7 +272,7 @@ impl ToolRegistry {
 
     /// Parallel only when the visible tool says exactly yes; anything else is exclusive.
     pub fn execution_mode(&self, exec: &ToolExecution) -> ExecutionMode {
-        match self.get(&exec.ctx, &exec.name) {
+        match self.resolve(exec) {
             Some(tool)
                 if tool.validate(&exec.arguments).is_ok()
                     && tool.concurrency_safe(&exec.arguments) =>
@@ -318,7 +427,7 @@ impl ToolRegistry {
         if exec.cancel.is_cancelled() {
             return ToolResult::aborted_before_dispatch();
         }
-        let Some(tool) = self.get(&exec.ctx, &exec.name) else {
+        let Some(tool) = self.resolve(exec) else {
             return ToolResult::unknown_tool(&exec.name);
         };
         if let Err(message) = tool.validate(&exec.arguments) {
@@ -334,10 +443,12 @@ impl ToolRegistry {
             cancel: exec.cancel.clone(),
             deferred: Default::default(),
             concluded: Default::default(),
+            value: Default::default(),
         };
         let outcome = tool.execute(exec.arguments.clone(), run.clone()).await;
         let deferred = std::mem::take(&mut *run.deferred.lock().unwrap_or_else(|p| p.into_inner()));
         let concluded = *run.concluded.lock().unwrap_or_else(|p| p.into_inner());
+        let value = run.value.lock().unwrap_or_else(|p| p.into_inner()).take();
         let mut result = match outcome {
             _ if exec.cancel.is_cancelled() => ToolResult::aborted(),
             Ok(output) => ToolResult {
@@ -348,6 +459,7 @@ impl ToolRegistry {
                     None
                 },
                 concludes_turn: concluded,
+                value,
                 ..ToolResult::default()
             },
             Err(e) => ToolResult::from_error(e.as_ref()),
@@ -411,6 +523,7 @@ impl ToolRegistry {
                     meta: result.meta,
                     additional_contexts,
                     concludes_turn: false,
+                    value: None,
                 }
             }
             Err(e) => {

@@ -40,6 +40,9 @@ pub struct ToolRunContext {
     pub cancel: CancellationToken,
     pub(crate) deferred: Arc<Mutex<Vec<Message>>>,
     pub(crate) concluded: Arc<Mutex<bool>>,
+    /// The call's canonical JSON value (what a Code Mode program receives), if the tool
+    /// reports one.
+    pub(crate) value: Arc<Mutex<Option<Value>>>,
 }
 
 impl ToolRunContext {
@@ -49,6 +52,12 @@ impl ToolRunContext {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .push(message);
+    }
+
+    /// Reports the call's canonical JSON value: what a Code Mode program's binding resolves
+    /// to. Tools that report none resolve to their result text.
+    pub fn set_value(&self, value: Value) {
+        *self.value.lock().unwrap_or_else(|p| p.into_inner()) = Some(value);
     }
 
     /// Marks that this call's result concludes the turn.

@@ -4,12 +4,13 @@
 #![allow(dead_code)]
 
 use std::path::PathBuf;
-use std::process::Command;
+use std::process::{Command, Output};
 use std::sync::Arc;
 
 use dsh_persistence::{ChunkPacking, Compression, SessionFiles};
-use dsh_session::Event;
-use dsh_test_support::mock_server::MockServer;
+use dsh_session::{Event, types};
+use dsh_test_support::mock_server::{MockServer, Reply};
+use serde_json::Value;
 
 pub struct Run {
     pub home: tempfile::TempDir,
@@ -78,4 +79,48 @@ impl Run {
     pub fn session(&self) -> Vec<Arc<Event>> {
         self.events(&self.only_session())
     }
+}
+
+/// A process's stderr as text.
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).to_string()
+}
+
+/// A model reply calling tool `name` with `args`.
+pub fn call(id: &str, name: &str, args: Value) -> Reply {
+    Reply::tool_call(id, name, &args.to_string())
+}
+
+/// The text of every tool result in `events`, in order.
+pub fn tool_texts(events: &[Arc<Event>]) -> Vec<String> {
+    events
+        .iter()
+        .filter(|e| e.is(types::TOOL_RESULT))
+        .map(|e| {
+            e.data["message"]["content"][0]["content"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter_map(|b| b["text"].as_str())
+                .collect()
+        })
+        .collect()
+}
+
+/// Pids of live processes whose command line contains `marker`.
+pub fn processes_with(marker: &str) -> Vec<u32> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        // Zombies have an empty command line and are not running anything.
+        if String::from_utf8_lossy(&cmdline).contains(marker) && pid != std::process::id() {
+            found.push(pid);
+        }
+    }
+    found
 }

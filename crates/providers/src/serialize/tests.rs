@@ -312,3 +312,89 @@ fn images_are_detected_inside_tool_results() {
     }]));
     assert!(!has_image(&[ContentBlock::text("x")]));
 }
+
+fn prepared_image(id: &str, data: Option<&str>) -> ContentBlock {
+    let mut block = ContentBlock::image(serde_json::json!({
+        "attachmentId": id, "mediaType": "image/png", "width": 2, "height": 3, "bytes": 69
+    }));
+    if let (ContentBlock::Other(map), Some(data)) = (&mut block, data) {
+        map.insert("data".into(), Value::from(data));
+    }
+    block
+}
+
+#[test]
+fn images_go_out_as_data_urls_with_their_handles() {
+    let id = format!("sha256:{}", "a".repeat(64));
+    let call = Message::assistant(
+        vec![ContentBlock::ToolCall {
+            id: "c1".into(),
+            name: "read_image".into(),
+            arguments: "{}".into(),
+        }],
+        "deepseek-official",
+        "deepseek-v4-pro",
+        None,
+    );
+    let body = deepseek(&options(vec![
+        Message::user(
+            vec![ContentBlock::text("see"), prepared_image(&id, Some("QUJD"))],
+            MessageSource::User,
+        ),
+        call,
+        Message::tool_result(
+            "c1",
+            vec![
+                ContentBlock::text("envelope"),
+                prepared_image(&id, Some("QUJD")),
+            ],
+            false,
+        ),
+    ]));
+    let url = "data:image/png;base64,QUJD";
+    let handle = format!("Image {id}; request image 2x3px.");
+    assert_eq!(
+        body["messages"],
+        serde_json::json!([
+            {"role": "user", "content": [
+                {"type": "text", "text": "see"},
+                {"type": "text", "text": format!("\n{handle}")},
+                {"type": "image_url", "image_url": {"url": url}},
+            ]},
+            {"role": "assistant", "content": "", "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "read_image", "arguments": "{}"}}
+            ]},
+            {"role": "tool", "tool_call_id": "c1", "content": format!("envelope\n{handle}")},
+            {"role": "user", "content": [
+                {"type": "text", "text": "Attached image(s) from tool result:"},
+                {"type": "image_url", "image_url": {"url": url}},
+            ]},
+        ])
+    );
+}
+
+#[test]
+fn unprepared_images_and_images_outside_user_messages_are_refused() {
+    let id = format!("sha256:{}", "b".repeat(64));
+    let err = serialize_request(
+        &options(vec![Message::user(
+            vec![prepared_image(&id, None)],
+            MessageSource::User,
+        )]),
+        &Dialect::deepseek(None, None),
+    )
+    .expect_err("not prepared");
+    assert_eq!(err.failure.code, codes::INVALID_REQUEST);
+    assert!(err.failure.message.contains("was not prepared"));
+    let err = serialize_request(
+        &options(vec![Message::assistant(
+            vec![prepared_image(&id, Some("QUJD"))],
+            "deepseek-official",
+            "deepseek-v4-pro",
+            None,
+        )]),
+        &Dialect::deepseek(None, None),
+    )
+    .expect_err("assistant image");
+    assert_eq!(err.failure.code, "UNSUPPORTED_CONTENT");
+}

@@ -25,6 +25,14 @@ pub enum Reply {
     Chunks(Vec<StreamChunk>),
     /// Wait until cancelled.
     Hang,
+    /// Decided when the call is made: polled until it gives a reply (so a script can
+    /// wait for a condition, or use an id only known at run time).
+    Lazy(Arc<dyn Fn() -> Option<Reply> + Send + Sync>),
+}
+
+/// A reply computed when the call is made (see [`Reply::Lazy`]).
+pub fn lazy(f: impl Fn() -> Option<Reply> + Send + Sync + 'static) -> Reply {
+    Reply::Lazy(Arc::new(f))
 }
 
 pub fn text(t: &str) -> Reply {
@@ -180,7 +188,28 @@ impl LlmAdapter for Scripted {
     fn stream(&self, options: Arc<GenerateOptions>) -> AdapterStream {
         self.requests.lock().unwrap().push(options.clone());
         let cancel = options.cancel.clone();
-        match self.next(&options) {
+        let reply = self.next(&options);
+        if let Some(Reply::Lazy(decide)) = reply {
+            return futures::stream::once(async move {
+                loop {
+                    if let Some(r) = decide() {
+                        return futures::stream::iter(match r {
+                            Reply::Chunks(c) => c.into_iter().map(Ok).collect::<Vec<_>>(),
+                            _ => vec![Err(LlmError::new("UNKNOWN", "lazy replies give chunks"))],
+                        });
+                    }
+                    tokio::select! {
+                        _ = tokio::time::sleep(Duration::from_millis(5)) => {}
+                        _ = cancel.cancelled() => {
+                            return futures::stream::iter(vec![Err(LlmError::new("ABORTED", "aborted"))]);
+                        }
+                    }
+                }
+            })
+            .flatten()
+            .boxed();
+        }
+        match reply {
             None => {
                 futures::stream::iter([Err(LlmError::new("UNKNOWN", "script exhausted"))]).boxed()
             }
@@ -190,6 +219,7 @@ impl LlmAdapter for Scripted {
                 Err(LlmError::new("ABORTED", "aborted"))
             })
             .boxed(),
+            Some(Reply::Lazy(_)) => unreachable!("handled above"),
         }
     }
 }
@@ -321,6 +351,10 @@ pub fn base_rows() -> Vec<LoadRow> {
     ]
 }
 
+pub fn plain_row(id: &str, name: &str, config: Value) -> LoadRow {
+    row(id, name, config)
+}
+
 pub fn tool_row(id: &str, config: Value) -> LoadRow {
     row(id, "@deepseek-ai/dsh-tool-subagent", config)
 }
@@ -333,6 +367,11 @@ impl Harness {
         dsh_policies::register_catalog(&mut catalog);
         dsh_jobs::register_catalog(&mut catalog);
         dsh_subagent::register_catalog(&mut catalog);
+        dsh_subagent::register_snapshot_fixtures(&mut catalog);
+        dsh_sandbox::register_catalog(&mut catalog);
+        dsh_user_questions::register_catalog(&mut catalog);
+        dsh_user_questions::register_snapshot_fixtures(&mut catalog);
+        catalog.register(dsh_persistence::JsonlPersistencePlugin);
         let mut rows = base_rows();
         rows.extend(extra);
         let root = Context::new_root();

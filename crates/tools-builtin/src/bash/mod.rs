@@ -523,6 +523,13 @@ impl BashInner {
                 }
             }
         }
+        run.set_value(render::typed_value(
+            &outcome,
+            timeout_ms,
+            policy
+                .as_ref()
+                .map(|p| (p.mode.as_str().to_string(), !markers.is_empty())),
+        ));
         Ok(ToolOutput::text(render::render_result(
             &outcome, timeout_ms, &markers,
         )))
@@ -587,6 +594,7 @@ impl BashInner {
             tool_call: Some(run.call_id.clone()),
         };
         let id = jobs.start(start, |settler| Ok(background::start(spec, settler)))?;
+        run.set_value(serde_json::json!({"kind": "background", "jobId": id.to_string()}));
         Ok(ToolOutput::text(format!("started background job {id}")))
     }
 

@@ -54,6 +54,44 @@ pub(crate) fn render_result(outcome: &RunOutcome, timeout_ms: f64, sandbox: &[St
     body + &markers.join("\n")
 }
 
+fn stream_value(output: &Collected) -> serde_json::Value {
+    let mut v = serde_json::json!({"text": output.text, "truncated": output.truncated});
+    if let (Some(path), Some(map)) = (&output.spill_path, v.as_object_mut()) {
+        map.insert(
+            "spillPath".into(),
+            path.to_string_lossy().into_owned().into(),
+        );
+    }
+    v
+}
+
+/// The typed value a Code Mode program receives for a finished foreground run
+/// (`{kind: "foreground", exitCode, signal, timedOut, aborted, timeoutMs, stdout, stderr,
+/// sandbox?}`); `sandbox` is `(mode, denied)` when a file policy applied.
+pub(crate) fn typed_value(
+    outcome: &RunOutcome,
+    timeout_ms: f64,
+    sandbox: Option<(String, bool)>,
+) -> serde_json::Value {
+    let mut v = serde_json::json!({
+        "kind": "foreground",
+        "exitCode": outcome.exit_code,
+        "signal": outcome.signal,
+        "timedOut": outcome.timed_out,
+        "aborted": outcome.aborted,
+        "timeoutMs": timeout_ms,
+        "stdout": stream_value(&outcome.stdout),
+        "stderr": stream_value(&outcome.stderr),
+    });
+    if let (Some((mode, denied)), Some(map)) = (sandbox, v.as_object_mut()) {
+        map.insert(
+            "sandbox".into(),
+            serde_json::json!({"mode": mode, "denied": denied}),
+        );
+    }
+    v
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

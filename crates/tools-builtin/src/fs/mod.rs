@@ -7,6 +7,7 @@ mod events;
 pub(crate) mod io;
 mod mutate;
 mod read;
+mod read_image;
 mod write;
 
 use std::path::PathBuf;
@@ -24,6 +25,7 @@ pub use events::{
 pub(crate) use events::{edit_intent, observed, write_intent};
 pub(crate) use mutate::{DenialText, remediate};
 pub use read::{ReadLimits, ReadTool};
+pub use read_image::ReadImageTool;
 pub use write::WriteTool;
 
 use crate::errors;
@@ -195,7 +197,8 @@ impl Plugin for ToolFsPlugin {
         let backend = ctx.require::<FsBackend>()?;
         let read = ReadTool::new(limits, backend.clone());
         let write = WriteTool::new(backend.clone());
-        let edit = EditTool::new(backend);
+        let edit = EditTool::new(backend.clone());
+        register_read_image(ctx, backend)?;
         Guidance::<FsGuidance>::publish(
             ctx,
             vec![
@@ -210,4 +213,27 @@ impl Plugin for ToolFsPlugin {
         registry.register(ctx, Arc::new(edit))?;
         Ok(())
     }
+}
+
+/// `read_image` exists while an attachment store is mounted, as upstream's
+/// `inject: ['attachments']`: registered now when the store row applied first, or when it
+/// is mounted later.
+fn register_read_image(ctx: &Context, backend: Arc<FsBackend>) -> Result<(), BoxError> {
+    let registry = ctx.require::<ToolRegistry>()?;
+    if let Some(store) = ctx.get::<dsh_attachments::AttachmentStore>() {
+        registry.register(ctx, Arc::new(ReadImageTool::new(ctx, backend, store)))?;
+        return Ok(());
+    }
+    let owner = ctx.clone();
+    ctx.on_emit::<dsh_attachments::AttachmentsMounted>(
+        dsh_kernel::ListenOptions::GLOBAL,
+        move |store| {
+            registry.register(
+                &owner,
+                Arc::new(ReadImageTool::new(&owner, backend.clone(), store.clone())),
+            )?;
+            Ok(())
+        },
+    )?;
+    Ok(())
 }

@@ -178,6 +178,12 @@ impl Inner {
             },
             run.session.as_ref(),
         );
+        // A Code Mode program receives `{path, offset, lines, totalLines}`.
+        let mut value = meta.clone();
+        if let Some(m) = value.as_object_mut() {
+            m.shift_remove("lang");
+        }
+        run.set_value(value);
         Ok(ToolOutput {
             meta: Some(meta),
             ..ToolOutput::text(text)

@@ -57,10 +57,7 @@ pub fn escape(text: &str) -> String {
         s = format!("\\-{rest}");
     } else if let Some(rest) = s.strip_prefix("+ ") {
         s = format!("\\+ {rest}");
-    } else if s.starts_with('=')
-        || heading_prefix(&s)
-        || s.starts_with("~~~")
-        || s.starts_with('>')
+    } else if s.starts_with('=') || heading_prefix(&s) || s.starts_with("~~~") || s.starts_with('>')
     {
         s = format!("\\{s}");
     } else if let Some(digits) = ordered_prefix(&s) {

@@ -1,0 +1,475 @@
+//! The content-addressed local store: `<root>/objects/<2 hex>/<sha256>`, published by an
+//! atomic link from a synced temporary file, read back only after the digest is verified.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use dsh_llm::ImageAttachmentRef;
+use sha2::{Digest, Sha256};
+
+use crate::error::{AttachmentError, AttachmentErrorCode};
+use crate::limits::ImageLimits;
+use crate::probe::{DetectedImage, probe};
+
+/// One image offered for admission.
+#[derive(Clone, Debug)]
+pub struct SaveImage {
+    pub data: Vec<u8>,
+    /// The declared type, checked against the bytes.
+    pub media_type: String,
+    /// Display name (never interpreted as a path).
+    pub name: Option<String>,
+}
+
+/// The durable image store (`ctx.attachments`).
+#[derive(Debug)]
+pub struct AttachmentStore {
+    root: PathBuf,
+    limits: ImageLimits,
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn write_failed(what: &str, path: &Path, e: &std::io::Error) -> AttachmentError {
+    AttachmentError::new(
+        AttachmentErrorCode::AttachmentWriteFailed,
+        format!("cannot {what} {}: {e}", path.display()),
+    )
+}
+
+impl AttachmentStore {
+    /// A store rooted at `root` (normally `$DSH_HOME/attachments/v1`).
+    pub fn new(root: PathBuf, limits: ImageLimits) -> Self {
+        Self { root, limits }
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    pub fn limits(&self) -> &ImageLimits {
+        &self.limits
+    }
+
+    fn object_path(&self, sha: &str) -> PathBuf {
+        self.root.join("objects").join(&sha[..2]).join(sha)
+    }
+
+    /// Validates one image against the limits and its declared type, without storing it.
+    pub fn validate_image(&self, input: &SaveImage) -> Result<DetectedImage, AttachmentError> {
+        use AttachmentErrorCode as C;
+        let l = &self.limits;
+        if !l.media_types.iter().any(|m| *m == input.media_type) {
+            return Err(AttachmentError::new(
+                C::UnsupportedImageType,
+                format!(
+                    "Image type {} is not accepted by this deployment.",
+                    input.media_type
+                ),
+            ));
+        }
+        if input.data.len() as u64 > l.max_image_bytes {
+            return Err(AttachmentError::new(
+                C::ImageTooLarge,
+                format!(
+                    "Image is {} bytes; the limit is {} bytes.",
+                    input.data.len(),
+                    l.max_image_bytes
+                ),
+            ));
+        }
+        let detected = probe(&input.data)
+            .map_err(|e| AttachmentError::new(C::InvalidImage, format!("Invalid image: {e}.")))?;
+        if detected.media_type != input.media_type {
+            return Err(AttachmentError::new(
+                C::ImageTypeMismatch,
+                format!(
+                    "Declared image type {} does not match its bytes ({}).",
+                    input.media_type, detected.media_type
+                ),
+            ));
+        }
+        if detected.width.saturating_mul(detected.height) > l.max_image_pixels {
+            return Err(AttachmentError::new(
+                C::ImageTooManyPixels,
+                "Image exceeds the configured decoded-pixel limit.",
+            ));
+        }
+        if detected.width.max(detected.height) > l.max_image_dimension {
+            return Err(AttachmentError::new(
+                C::ImageDimensionTooLarge,
+                "Image exceeds the configured per-side pixel limit.",
+            ));
+        }
+        // Without a re-encoder, the stored image is the submitted one: it must already fit
+        // the stored-image byte cap.
+        if input.data.len() as u64 > l.normalized_image_max_bytes {
+            return Err(AttachmentError::new(
+                C::ImageTooLarge,
+                "Image cannot be stored within the configured stored-image byte cap.",
+            ));
+        }
+        Ok(detected)
+    }
+
+    /// Validates an ordered batch (count, aggregate bytes, then each image) before storing
+    /// any of it, then stores each; references come back in input order.
+    pub fn save_images(
+        &self,
+        inputs: &[SaveImage],
+    ) -> Result<Vec<ImageAttachmentRef>, AttachmentError> {
+        use AttachmentErrorCode as C;
+        if inputs.len() as u64 > self.limits.max_images_per_message {
+            return Err(AttachmentError::new(
+                C::TooManyImages,
+                "Image batch exceeds the configured image-count limit.",
+            ));
+        }
+        let total: u64 = inputs.iter().map(|i| i.data.len() as u64).sum();
+        if total > self.limits.max_message_image_bytes {
+            return Err(AttachmentError::new(
+                C::ImagesTooLarge,
+                "Image batch exceeds the configured aggregate image-byte limit.",
+            ));
+        }
+        for input in inputs {
+            self.validate_image(input)?;
+        }
+        inputs.iter().map(|i| self.save_image(i)).collect()
+    }
+
+    /// Validates and durably stores one image; the reference names only committed bytes.
+    pub fn save_image(&self, input: &SaveImage) -> Result<ImageAttachmentRef, AttachmentError> {
+        let detected = self.validate_image(input)?;
+        let sha = hex(&Sha256::digest(&input.data));
+        self.publish(&sha, &input.data)?;
+        Ok(ImageAttachmentRef {
+            attachment_id: format!("sha256:{sha}"),
+            media_type: detected.media_type.to_string(),
+            bytes: input.data.len() as u64,
+            width: detected.width,
+            height: detected.height,
+            name: input.name.clone(),
+            original_dimensions: None,
+        })
+    }
+
+    fn publish(&self, sha: &str, data: &[u8]) -> Result<(), AttachmentError> {
+        let target = self.object_path(sha);
+        // A damaged object is replaced by the verified bytes below.
+        if let Ok(existing) = std::fs::read(&target)
+            && hex(&Sha256::digest(&existing)) == sha
+        {
+            return Ok(());
+        }
+        let bucket = target.parent().unwrap_or(&self.root).to_path_buf();
+        let staging = self.root.join("tmp");
+        for dir in [&bucket, &staging] {
+            create_private_dir(dir).map_err(|e| write_failed("create", dir, &e))?;
+        }
+        let temporary = staging.join(uuid_like(sha));
+        let result = (|| {
+            let mut file = std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .open(&temporary)
+                .map_err(|e| write_failed("create", &temporary, &e))?;
+            file.write_all(data)
+                .and_then(|()| file.sync_all())
+                .map_err(|e| write_failed("write", &temporary, &e))?;
+            std::fs::rename(&temporary, &target)
+                .map_err(|e| write_failed("publish", &target, &e))?;
+            if let Ok(dir) = std::fs::File::open(&bucket) {
+                let _ = dir.sync_all();
+            }
+            Ok(())
+        })();
+        if result.is_err() {
+            let _ = std::fs::remove_file(&temporary);
+        }
+        result
+    }
+
+    /// Reads the bytes of `image`, verifying digest, size and container facts.
+    pub fn read_image(&self, image: &ImageAttachmentRef) -> Result<Vec<u8>, AttachmentError> {
+        use AttachmentErrorCode as C;
+        let Some(sha) = image.sha256_hex() else {
+            return Err(AttachmentError::new(
+                C::InvalidAttachmentRef,
+                format!(
+                    "attachment id \"{}\" is not sha256:<64 hex>",
+                    image.attachment_id
+                ),
+            ));
+        };
+        let path = self.object_path(sha);
+        let data = match std::fs::metadata(&path) {
+            Ok(meta) if meta.len() != image.bytes => {
+                return Err(AttachmentError::new(
+                    C::AttachmentCorrupt,
+                    format!(
+                        "stored attachment {} has the wrong size",
+                        image.attachment_id
+                    ),
+                ));
+            }
+            Ok(_) => std::fs::read(&path),
+            Err(e) => Err(e),
+        };
+        let data = data.map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => AttachmentError::new(
+                C::AttachmentNotFound,
+                format!("attachment {} is not in the store", image.attachment_id),
+            ),
+            _ => AttachmentError::new(
+                C::AttachmentReadFailed,
+                format!("cannot read attachment {}: {e}", image.attachment_id),
+            ),
+        })?;
+        if hex(&Sha256::digest(&data)) != sha {
+            return Err(AttachmentError::new(
+                C::AttachmentCorrupt,
+                format!(
+                    "stored attachment {} failed integrity verification",
+                    image.attachment_id
+                ),
+            ));
+        }
+        match probe(&data) {
+            Ok(d)
+                if d.media_type == image.media_type
+                    && d.width == image.width
+                    && d.height == image.height => {}
+            _ => {
+                return Err(AttachmentError::new(
+                    C::AttachmentCorrupt,
+                    format!(
+                        "stored attachment {} does not match its reference",
+                        image.attachment_id
+                    ),
+                ));
+            }
+        }
+        Ok(data)
+    }
+}
+
+fn uuid_like(sha: &str) -> String {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    format!("{}-{}-{nanos}", &sha[..16], std::process::id())
+}
+
+fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+    let mut builder = std::fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+    builder.create(dir)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::probe::tests::{gif_bytes, jpeg_bytes, png_bytes};
+    use pretty_assertions::assert_eq;
+
+    fn store(limits: ImageLimits) -> (tempfile::TempDir, AttachmentStore) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = AttachmentStore::new(dir.path().join("attachments/v1"), limits);
+        (dir, store)
+    }
+
+    fn png(w: u32, h: u32) -> SaveImage {
+        SaveImage {
+            data: png_bytes(w, h),
+            media_type: "image/png".into(),
+            name: Some("a.png".into()),
+        }
+    }
+
+    #[test]
+    fn saved_images_read_back_verified() {
+        let (_dir, store) = store(ImageLimits::default());
+        let input = png(4, 3);
+        let r = store.save_image(&input).unwrap();
+        let sha = hex(&Sha256::digest(&input.data));
+        assert_eq!(
+            r,
+            ImageAttachmentRef {
+                attachment_id: format!("sha256:{sha}"),
+                media_type: "image/png".into(),
+                bytes: input.data.len() as u64,
+                width: 4,
+                height: 3,
+                name: Some("a.png".into()),
+                original_dimensions: None,
+            }
+        );
+        assert_eq!(store.read_image(&r).unwrap(), input.data);
+        // Saving again is idempotent.
+        assert_eq!(store.save_image(&input).unwrap(), r);
+        // A tampered object is detected.
+        let path = store.object_path(&sha);
+        let mut bytes = std::fs::read(&path).unwrap();
+        let last = bytes.len() - 1;
+        bytes[last] ^= 1;
+        std::fs::write(&path, bytes).unwrap();
+        assert_eq!(
+            store.read_image(&r).unwrap_err().code,
+            AttachmentErrorCode::AttachmentCorrupt
+        );
+        std::fs::remove_file(&path).unwrap();
+        assert_eq!(
+            store.read_image(&r).unwrap_err().code,
+            AttachmentErrorCode::AttachmentNotFound
+        );
+    }
+
+    #[test]
+    fn limits_and_mismatches_are_refused_with_their_codes() {
+        use AttachmentErrorCode as C;
+        let limits = ImageLimits {
+            max_image_dimension: 100,
+            max_image_pixels: 5000,
+            max_images_per_message: 2,
+            max_message_image_bytes: 1000,
+            ..ImageLimits::default()
+        };
+        let (_dir, store) = store(limits);
+        let code = |input: SaveImage| store.save_image(&input).unwrap_err().code;
+        assert_eq!(code(png(101, 1)), C::ImageDimensionTooLarge);
+        assert_eq!(code(png(80, 80)), C::ImageTooManyPixels);
+        let mut wrong = png(1, 1);
+        wrong.media_type = "image/jpeg".into();
+        assert_eq!(code(wrong), C::ImageTypeMismatch);
+        let mut tiff = png(1, 1);
+        tiff.media_type = "image/tiff".into();
+        assert_eq!(code(tiff), C::UnsupportedImageType);
+        assert_eq!(
+            code(SaveImage {
+                data: b"not an image".to_vec(),
+                media_type: "image/gif".into(),
+                name: None
+            }),
+            C::InvalidImage
+        );
+        assert_eq!(
+            store
+                .save_images(&[png(1, 1), png(1, 1), png(1, 1)])
+                .unwrap_err()
+                .code,
+            C::TooManyImages
+        );
+        // A failing member stores nothing of its batch.
+        let batch = [
+            SaveImage {
+                data: jpeg_bytes(2, 2, None),
+                media_type: "image/jpeg".into(),
+                name: None,
+            },
+            png(101, 1),
+        ];
+        assert!(store.save_images(&batch).is_err());
+        assert!(!store.root().join("objects").exists());
+        let ok = store
+            .save_images(&[SaveImage {
+                data: gif_bytes(2, 2, 1),
+                media_type: "image/gif".into(),
+                name: None,
+            }])
+            .unwrap();
+        assert_eq!((ok[0].width, ok[0].height), (2, 2));
+    }
+
+    #[test]
+    fn byte_limits_bound_one_image_a_batch_and_the_stored_copy() {
+        use AttachmentErrorCode as C;
+        let one = png_bytes(1, 1).len() as u64;
+        let (_dir, small) = store(ImageLimits {
+            max_image_bytes: one - 1,
+            ..ImageLimits::default()
+        });
+        let err = small.save_image(&png(1, 1)).unwrap_err();
+        assert_eq!(err.code, C::ImageTooLarge);
+        assert!(
+            err.message.contains("bytes; the limit is"),
+            "{}",
+            err.message
+        );
+        let (_dir, store) = store(ImageLimits {
+            max_message_image_bytes: one * 2,
+            ..ImageLimits::default()
+        });
+        let err = store
+            .save_images(&[png(1, 1), png(1, 1), png(1, 1)])
+            .unwrap_err();
+        assert_eq!(err.code, C::ImagesTooLarge);
+        assert!(store.save_images(&[png(1, 1), png(1, 1)]).is_ok());
+        // Only the stored-copy cap binds: the submission fits, the stored image would not.
+        let (_dir, store) = self::store(ImageLimits {
+            normalized_image_max_bytes: one - 1,
+            ..ImageLimits::default()
+        });
+        assert_eq!(
+            store.save_image(&png(1, 1)).unwrap_err().code,
+            C::ImageTooLarge
+        );
+    }
+
+    #[test]
+    fn every_format_round_trips_through_the_store() {
+        use crate::probe::tests::webp_lossless;
+        let (_dir, store) = store(ImageLimits::default());
+        for (data, media_type, w, h) in [
+            (png_bytes(5, 4), "image/png", 5, 4),
+            (jpeg_bytes(6, 7, None), "image/jpeg", 6, 7),
+            (gif_bytes(8, 9, 2), "image/gif", 8, 9),
+            (webp_lossless(10, 11), "image/webp", 10, 11),
+        ] {
+            let input = SaveImage {
+                data: data.clone(),
+                media_type: media_type.into(),
+                name: None,
+            };
+            let r = store.save_image(&input).unwrap();
+            assert_eq!(
+                (r.media_type.as_str(), r.width, r.height),
+                (media_type, w, h)
+            );
+            assert_eq!(store.read_image(&r).unwrap(), data);
+        }
+    }
+
+    #[test]
+    fn malformed_images_and_references_get_clear_errors() {
+        use AttachmentErrorCode as C;
+        let (_dir, store) = store(ImageLimits::default());
+        let mut truncated = png(3, 3);
+        truncated.data.truncate(20);
+        let err = store.save_image(&truncated).unwrap_err();
+        assert_eq!(err.code, C::InvalidImage);
+        assert!(
+            err.message.starts_with("Invalid image: "),
+            "{}",
+            err.message
+        );
+        let err = store
+            .read_image(&ImageAttachmentRef {
+                attachment_id: "sha256:nothex".into(),
+                media_type: "image/png".into(),
+                bytes: 1,
+                width: 1,
+                height: 1,
+                name: None,
+                original_dimensions: None,
+            })
+            .unwrap_err();
+        assert_eq!(err.code, C::InvalidAttachmentRef);
+        assert!(err.message.contains("sha256:nothex"), "{}", err.message);
+    }
+}

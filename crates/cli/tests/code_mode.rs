@@ -1,0 +1,173 @@
+//! Code Mode through the `dsh` binary (headless, `DSH_TOOLS_MODE`) against the mock LLM:
+//! the model sees `run_code` instead of the tools, its program calls `bash` and `read`
+//! through the registry, the sub-calls are logged, and what the program printed and
+//! returned is the result; a runaway program is stopped and the model told why.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::process::{Command, Output};
+use std::sync::Arc;
+
+use dsh_session::{Event, types};
+use dsh_test_support::mock_server::{MockServer, Reply};
+use pretty_assertions::assert_eq;
+use serde_json::{Value, json};
+
+use common::Run;
+
+impl Run {
+    fn code_mode(&self, server: &MockServer, mode: &str, task: &str) -> Output {
+        let mut c: Command = self.base(server);
+        c.env("DSH_TOOLS_MODE", mode)
+            .args(["--profile", "headless", task]);
+        c.output().unwrap()
+    }
+}
+
+fn run_code(id: &str, code: &str) -> Reply {
+    let args = json!({"code": code, "description": "Exercise the tools"});
+    Reply::tool_call(id, "run_code", &args.to_string())
+}
+
+fn tool_names(request: &Value) -> Vec<String> {
+    request["tools"]
+        .as_array()
+        .map(|t| {
+            t.iter()
+                .map(|t| t["function"]["name"].as_str().unwrap().to_string())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn of_type<'a>(events: &'a [Arc<Event>], t: &str) -> Vec<&'a Arc<Event>> {
+    events.iter().filter(|e| e.is(t)).collect()
+}
+
+#[test]
+fn a_program_calls_tools_through_the_registry() {
+    let run = Run::new();
+    std::fs::write(run.work.path().join("note.txt"), "alpha\nbeta\n").unwrap();
+    let server = MockServer::start().answer_untooled("Mock title");
+    server.push(run_code(
+        "c1",
+        "const out = await tools.bash({command: 'echo CODE_ONE', description: 'Print a marker'});\n\
+         console.log('captured output');\n\
+         const file = await tools.read({file_path: 'note.txt'});\n\
+         let missing;\n\
+         try { await tools.read({file_path: 'nope.txt'}); } catch (e) { missing = e.name + '/' + e.toolName; }\n\
+         const bg = await tools.bash({command: 'true', description: 'Start a job', run_in_background: true});\n\
+         return out.stdout.text.trim() + '+' + file.lines[1].text + '+' + missing + '+' + bg.kind + ':' + bg.jobId;",
+    ));
+    server.push(Reply::text("CODE_ONE+beta"));
+    // The background job's completion notice reaches the model at a later step.
+    server.push(Reply::text("noted"));
+    let out = run.code_mode(&server, "code", "use run_code");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let requests = server.requests();
+    let first = requests
+        .iter()
+        .find(|r| r.json.as_ref().is_some_and(|j| j.get("tools").is_some()))
+        .unwrap();
+    assert_eq!(tool_names(first.json.as_ref().unwrap()), vec!["run_code"]);
+    let after_program = requests
+        .iter()
+        .find(|r| r.last_tool_output().is_some())
+        .unwrap();
+    assert_eq!(
+        after_program.last_tool_output().unwrap(),
+        "captured output\nCODE_ONE+beta+ToolCallError/read+background:bash-1"
+    );
+
+    let events = run.session();
+    let starts = of_type(&events, "tool/code-dispatch-start");
+    let settled = of_type(&events, "tool/code-dispatch");
+    assert_eq!(starts.len(), 4);
+    assert_eq!(
+        settled
+            .iter()
+            .map(|e| (
+                e.data["subCallId"].as_str().unwrap().to_string(),
+                e.data["name"].as_str().unwrap().to_string(),
+                e.data["isError"].as_bool().unwrap()
+            ))
+            .collect::<Vec<_>>(),
+        vec![
+            ("c1:code:1".to_string(), "bash".to_string(), false),
+            ("c1:code:2".to_string(), "read".to_string(), false),
+            ("c1:code:3".to_string(), "read".to_string(), true),
+            ("c1:code:4".to_string(), "bash".to_string(), false),
+        ]
+    );
+    assert_eq!(
+        settled[0].data["content"],
+        json!([{"type": "text", "text": "CODE_ONE\n"}])
+    );
+    // Only the outer call is a tool result.
+    assert_eq!(of_type(&events, types::TOOL_RESULT).len(), 1);
+}
+
+#[test]
+fn a_runaway_program_is_stopped_and_the_model_told() {
+    let run = Run::new();
+    std::fs::create_dir_all(run.dsh_home()).unwrap();
+    std::fs::write(
+        run.dsh_home().join("cordis.patch.yml"),
+        "- id: code-runtime\n  config:\n    computeMs: 300\n    maxOldGenerationSizeMb: 32\n",
+    )
+    .unwrap();
+    let server = MockServer::start().answer_untooled("Mock title");
+    server.push(run_code("c1", "console.log('spinning'); while (true) {}"));
+    server.push(run_code(
+        "c2",
+        "const a = []; for (;;) a.push('x'.repeat(4096) + a.length);",
+    ));
+    server.push(Reply::text("stopped"));
+    let out = run.code_mode(&server, "both", "loop forever");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let requests = server.requests();
+    let first = requests
+        .iter()
+        .find(|r| r.json.as_ref().is_some_and(|j| j.get("tools").is_some()))
+        .unwrap();
+    let names = tool_names(first.json.as_ref().unwrap());
+    assert!(names.contains(&"run_code".to_string()) && names.contains(&"bash".to_string()));
+    let events = run.session();
+    let results: Vec<(bool, String)> = of_type(&events, types::TOOL_RESULT)
+        .iter()
+        .map(|e| {
+            let r = &e.data["message"]["content"][0];
+            (
+                r["isError"].as_bool().unwrap(),
+                r["content"][0]["text"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        results[0],
+        (
+            true,
+            "Error: code run failed (timeout): compute budget exhausted (300ms busy)\nCaptured output:\nspinning"
+                .to_string()
+        )
+    );
+    assert!(
+        results[1]
+            .1
+            .starts_with("Error: code run failed (worker-exit): memory limit reached"),
+        "{}",
+        results[1].1
+    );
+}

@@ -1,0 +1,274 @@
+//! The `lsp` tool through the `dsh` binary: a headless run whose model (the mock LLM) asks
+//! a language server (the fake server of `crates/lsp/tests/fake_server.py`, python3) for a
+//! definition, references and hover, and meets a server that crashes; the servers are shut
+//! down when the run ends. Skips, saying why, without python3.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+use std::sync::Arc;
+
+use dsh_session::{Event, types};
+use dsh_test_support::mock_server::{MockServer, Reply};
+use pretty_assertions::assert_eq;
+use serde_json::json;
+
+use common::Run;
+
+fn fake_server() -> Option<String> {
+    let ok = Command::new("python3")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        eprintln!("skipping: python3 is needed for the fake language server");
+        return None;
+    }
+    Some(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../lsp/tests/fake_server.py")
+            .display()
+            .to_string(),
+    )
+}
+
+/// `(isError, text, error code)` of every tool result.
+fn results(events: &[Arc<Event>]) -> Vec<(bool, String, Option<String>)> {
+    events
+        .iter()
+        .filter(|e| e.is(types::TOOL_RESULT))
+        .map(|e| {
+            let block = &e.data["message"]["content"][0];
+            let text = block["content"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter_map(|b| b["text"].as_str())
+                .collect::<String>();
+            let code = e.data["error"]["code"].as_str().map(String::from);
+            (block["isError"].as_bool().unwrap_or(false), text, code)
+        })
+        .collect()
+}
+
+#[test]
+fn the_model_navigates_code_through_a_language_server() {
+    let Some(script) = fake_server() else { return };
+    let run = Run::new();
+    let work = run.work.path();
+    std::fs::write(work.join("main.py"), "from lib import f\nf()\n").unwrap();
+    std::fs::write(work.join("lib.py"), "def f():\n    pass\n").unwrap();
+    std::fs::write(work.join("broken.pyx"), "x = 1\n").unwrap();
+    let log = work.join("server.log");
+    let crash_log = work.join("crash.log");
+    let server_row = |mode: &str, ext: &str, log: &Path| {
+        json!({"command": "python3", "args": [script, mode],
+            "env": {"FAKE_LSP_LOG": log.display().to_string()},
+            "extensionToLanguage": {ext: "python"}})
+    };
+    let patch = json!([{"id": "lsp-stdio", "config": {"servers": {
+        "fake": server_row("normal", ".py", &log),
+        "crashy": server_row("crash", ".pyx", &crash_log),
+    }}}]);
+    std::fs::write(work.join("lsp.yml"), serde_json::to_string(&patch).unwrap()).unwrap();
+
+    let call = |id: &str, op: &str, file: &str, line: u32, character: u32| {
+        Reply::tool_call(
+            id,
+            "lsp",
+            &json!({"operation": op, "file_path": file, "line": line, "character": character})
+                .to_string(),
+        )
+    };
+    let server = MockServer::with_replies([
+        call("d", "goToDefinition", "main.py", 2, 1),
+        call("r", "findReferences", "main.py", 1, 18),
+        call("h", "hover", "lib.py", 1, 5),
+        call("x", "goToDefinition", "broken.pyx", 1, 1),
+        call("n", "hover", "README", 1, 1),
+        call("z", "hover", "lib.py", 0, 1),
+        Reply::text("done"),
+    ])
+    .answer_untooled("T");
+    let out = run
+        .base(&server)
+        .args(["--profile", "headless", "--patch", "lsp.yml", "navigate"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "done");
+
+    let requests = server.requests();
+    let lsp = requests[0].json.as_ref().unwrap()["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["function"]["name"] == "lsp")
+        .cloned()
+        .expect("the lsp tool is offered");
+    assert_eq!(
+        lsp["function"]["parameters"]["required"],
+        json!(["operation", "file_path", "line", "character"])
+    );
+
+    let s = |x: &str| x.to_string();
+    assert_eq!(
+        results(&run.session()),
+        vec![
+            (false, s("lib.py:2:1\nmain.py:1:1"), None),
+            (false, s("lib.py:1:5\nlib.py:3:1\nmain.py:1:5"), None),
+            (false, s("first line: def f():"), None),
+            (
+                true,
+                s("Error: language server exited; stderr: fake server: crashing on purpose"),
+                None
+            ),
+            (
+                true,
+                s("Error: no LSP provider handles \"README\""),
+                Some(s("LSP_UNAVAILABLE"))
+            ),
+            (
+                true,
+                s("Error: line must be a positive integer (one-based)"),
+                None
+            ),
+        ]
+    );
+    // One server for the workspace, started on first use and shut down with the run.
+    let methods: Vec<String> = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .map(String::from)
+        .collect();
+    assert_eq!(methods.iter().filter(|m| *m == "initialize").count(), 1);
+    assert_eq!(&methods[methods.len() - 2..], ["shutdown", "exit"]);
+    // The crashing server was started twice (one retry) for its one query.
+    let crashes = std::fs::read_to_string(&crash_log).unwrap();
+    assert_eq!(crashes.lines().filter(|m| *m == "initialize").count(), 2);
+}
+
+#[test]
+fn a_server_that_never_answers_times_out_within_the_tool_budget() {
+    let Some(script) = fake_server() else { return };
+    let run = Run::new();
+    let work = run.work.path();
+    std::fs::write(work.join("main.py"), "x = 1\n").unwrap();
+    let patch = json!([
+        {"id": "lsp-stdio", "config": {"servers": {"silent": {"command": "python3",
+            "args": [script, "silent"], "killGraceMs": 200,
+            "extensionToLanguage": {".py": "python"}}}}},
+        {"id": "tool-lsp", "config": {"timeoutMs": 500}},
+    ]);
+    std::fs::write(work.join("lsp.yml"), serde_json::to_string(&patch).unwrap()).unwrap();
+    let server = MockServer::with_replies([
+        Reply::tool_call(
+            "d",
+            "lsp",
+            r#"{"operation":"goToDefinition","file_path":"main.py","line":1,"character":1}"#,
+        ),
+        Reply::text("gave up"),
+    ])
+    .answer_untooled("T");
+    let started = std::time::Instant::now();
+    let out = run
+        .base(&server)
+        .args(["--profile", "headless", "--patch", "lsp.yml", "navigate"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(started.elapsed() < std::time::Duration::from_secs(20));
+    assert_eq!(
+        results(&run.session()),
+        vec![(
+            true,
+            "Error: tool call timed out after 500ms".to_string(),
+            Some("TOOL_TIMEOUT".to_string())
+        )]
+    );
+}
+
+/// The default headless tree discovers rust-analyzer on PATH and the model gets a
+/// definition from it. rust-analyzer answers nothing until it has indexed the project, so
+/// the model asks again (up to a minute) while the answer is empty.
+#[test]
+fn the_default_tree_discovers_rust_analyzer() {
+    let works = Command::new("rust-analyzer")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !works {
+        eprintln!(
+            "skipping: rust-analyzer does not run here (`rustup component add rust-analyzer`)"
+        );
+        return;
+    }
+    let run = Run::new();
+    let work = run.work.path();
+    std::fs::create_dir(work.join("src")).unwrap();
+    std::fs::write(
+        work.join("Cargo.toml"),
+        "[package]\nname = \"probe\"\nversion = \"0.1.0\"\nedition = \"2021\"\n",
+    )
+    .unwrap();
+    std::fs::write(
+        work.join("src/main.rs"),
+        "fn answer() -> u32 {\n    42\n}\n\nfn main() {\n    println!(\"{}\", answer());\n}\n",
+    )
+    .unwrap();
+    let call = || {
+        Reply::tool_call(
+            "d",
+            "lsp",
+            r#"{"operation":"goToDefinition","file_path":"src/main.rs","line":6,"character":22}"#,
+        )
+    };
+    let mut replies = vec![call()];
+    for _ in 0..120 {
+        replies.push(Reply::dynamic(move |req| {
+            let last = req.last_tool_output().unwrap_or_default();
+            if last.starts_with("src/") {
+                return Reply::text("found");
+            }
+            std::thread::sleep(std::time::Duration::from_millis(500));
+            call()
+        }));
+    }
+    let server = MockServer::with_replies(replies).answer_untooled("T");
+    // The rustup proxy finds its toolchains through the real home, not the run's.
+    let real_home = std::env::var("HOME").unwrap_or_default();
+    let rustup_home = std::env::var("RUSTUP_HOME").unwrap_or(format!("{real_home}/.rustup"));
+    let cargo_home = std::env::var("CARGO_HOME").unwrap_or(format!("{real_home}/.cargo"));
+    let out = run
+        .base(&server)
+        .env("RUSTUP_HOME", rustup_home)
+        .env("CARGO_HOME", cargo_home)
+        .args(["--profile", "headless", "navigate"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let results = results(&run.session());
+    assert_eq!(
+        results.last().map(|r| r.1.as_str()),
+        Some("src/main.rs:1:4"),
+        "{results:?}"
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "found");
+}

@@ -1,0 +1,432 @@
+//! One language-server process and its JSON-RPC connection.
+//!
+//! The child runs in its own process group, registered with the reaper
+//! (`dsh_tools::process`), so it dies with its connection, its provider, or dsh itself. Its
+//! pipes are served by plain threads (a writer fed by a channel, a frame reader, a bounded
+//! stderr tail), so a connection works from any async runtime and can be shut down from the
+//! synchronous unload path. Any transport failure (the process exiting, a write failing, a
+//! malformed frame) is recorded once, fails every pending and later request with the same
+//! message, and kills the group.
+
+use std::collections::HashMap;
+use std::io::{BufReader, Read, Write};
+use std::os::unix::process::CommandExt as _;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use dsh_tools::process::ProcessGroup;
+use serde_json::{Value, json};
+
+use crate::framing::{encode, read_message};
+
+/// How a request failed.
+#[derive(Clone, Debug, PartialEq)]
+pub enum CallError {
+    /// The connection is unusable (exit, write failure, malformed output); a fresh process
+    /// may succeed.
+    Transport(String),
+    /// The server answered with an error response.
+    Response(String),
+}
+
+/// How to start a server.
+#[derive(Clone, Debug)]
+pub struct ServerCommand {
+    /// The resolved executable.
+    pub program: PathBuf,
+    /// The name the child sees as `argv[0]`.
+    pub command: String,
+    pub args: Vec<String>,
+    pub env: Vec<(String, String)>,
+    pub cwd: PathBuf,
+    pub max_message_bytes: usize,
+    pub max_stderr_bytes: usize,
+    /// The answer to every `workspace/configuration` item.
+    pub configuration: Value,
+    /// SIGTERM → SIGKILL grace, and the grace a cancelled request gets.
+    pub kill_grace: Duration,
+}
+
+type Callback = Box<dyn FnOnce(Result<Value, CallError>) + Send>;
+
+#[derive(Default)]
+struct State {
+    next_id: u64,
+    pending: HashMap<u64, Callback>,
+    failure: Option<String>,
+}
+
+struct Shared {
+    state: Mutex<State>,
+    stderr: Mutex<Vec<u8>>,
+    max_stderr: usize,
+    exited: AtomicBool,
+    stderr_closed: AtomicBool,
+    group: Mutex<ProcessGroup>,
+    configuration: Value,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Shared {
+    fn exit_message(&self) -> String {
+        let tail = lock(&self.stderr);
+        let text = String::from_utf8_lossy(&tail);
+        let text = text.trim();
+        if text.is_empty() {
+            "language server exited".into()
+        } else {
+            format!("language server exited; stderr: {text}")
+        }
+    }
+
+    /// The process is gone: waits briefly for the rest of its stderr, so the failure can
+    /// quote it, then fails with the exit message.
+    fn fail_exited(&self) {
+        let deadline = Instant::now() + Duration::from_millis(500);
+        while !self.stderr_closed.load(Ordering::SeqCst) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        self.fail(self.exit_message());
+    }
+
+    /// Records the first fatal failure, fails everything pending and kills the group.
+    fn fail(&self, message: String) {
+        let pending: Vec<Callback> = {
+            let mut state = lock(&self.state);
+            if state.failure.is_some() {
+                return;
+            }
+            tracing::debug!("language server connection failed: {message}");
+            state.failure = Some(message.clone());
+            state.pending.drain().map(|(_, cb)| cb).collect()
+        };
+        for cb in pending {
+            cb(Err(CallError::Transport(message.clone())));
+        }
+        lock(&self.group).terminate();
+    }
+
+    fn settle(&self, id: u64, outcome: Result<Value, CallError>) {
+        let cb = lock(&self.state).pending.remove(&id);
+        if let Some(cb) = cb {
+            cb(outcome);
+        }
+    }
+}
+
+/// A live connection. Dropping it kills the server's process group.
+pub struct Connection {
+    shared: Arc<Shared>,
+    writer: Mutex<mpsc::Sender<Vec<u8>>>,
+    pid: Option<u32>,
+}
+
+impl Connection {
+    /// Spawns the server with piped stdio in its own process group.
+    pub fn spawn(spec: &ServerCommand) -> Result<Arc<Self>, String> {
+        let mut child = Command::new(&spec.program)
+            .arg0(&spec.command)
+            .args(&spec.args)
+            .env_clear()
+            .envs(spec.env.iter().map(|(k, v)| (k, v)))
+            .current_dir(&spec.cwd)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            .spawn()
+            .map_err(|e| format!("cannot start language server \"{}\": {e}", spec.command))?;
+        let pid = child.id();
+        let group = ProcessGroup::new(Some(pid), spec.kill_grace);
+        let (Some(stdin), Some(stdout), Some(stderr)) =
+            (child.stdin.take(), child.stdout.take(), child.stderr.take())
+        else {
+            return Err("language server started without stdio pipes".into());
+        };
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State {
+                next_id: 1,
+                ..State::default()
+            }),
+            stderr: Mutex::new(Vec::new()),
+            max_stderr: spec.max_stderr_bytes,
+            exited: AtomicBool::new(false),
+            stderr_closed: AtomicBool::new(false),
+            group: Mutex::new(group),
+            configuration: spec.configuration.clone(),
+        });
+        let (tx, rx) = mpsc::channel::<Vec<u8>>();
+
+        let s = shared.clone();
+        spawn_thread("dsh-lsp-write", move || write_loop(stdin, rx, &s))?;
+        let s = shared.clone();
+        spawn_thread("dsh-lsp-stderr", move || {
+            stderr_loop(stderr, &s);
+            s.stderr_closed.store(true, Ordering::SeqCst);
+        })?;
+        let s = shared.clone();
+        let reply = tx.clone();
+        let max = spec.max_message_bytes;
+        spawn_thread("dsh-lsp-read", move || {
+            let mut reader = BufReader::new(stdout);
+            loop {
+                match read_message(&mut reader, max) {
+                    Ok(Some(message)) => dispatch(&s, &reply, message),
+                    Ok(None) => {
+                        // End of output: the process is exiting.
+                        s.fail_exited();
+                        break;
+                    }
+                    Err(e) => {
+                        s.fail(e);
+                        break;
+                    }
+                }
+            }
+        })?;
+        let s = shared.clone();
+        spawn_thread("dsh-lsp-wait", move || {
+            let _ = child.wait();
+            s.exited.store(true, Ordering::SeqCst);
+            lock(&s.group).disarm();
+            s.fail_exited();
+        })?;
+        Ok(Arc::new(Self {
+            shared,
+            writer: Mutex::new(tx),
+            pid: Some(pid),
+        }))
+    }
+
+    /// The server's pid.
+    pub fn pid(&self) -> Option<u32> {
+        self.pid
+    }
+
+    /// The recorded transport failure, if the connection is dead.
+    pub fn failure(&self) -> Option<String> {
+        lock(&self.shared.state).failure.clone()
+    }
+
+    fn send(&self, message: &Value) {
+        let _ = lock(&self.writer).send(encode(message));
+    }
+
+    /// Sends a notification (dropped silently on a dead connection).
+    pub fn notify(&self, method: &str, params: Value) {
+        if self.failure().is_none() {
+            self.send(&json!({"jsonrpc": "2.0", "method": method, "params": params}));
+        }
+    }
+
+    /// Sends a request; `done` receives its outcome exactly once. Returns the request id.
+    fn request_with(&self, method: &str, params: Value, done: Callback) -> u64 {
+        let id = {
+            let mut state = lock(&self.shared.state);
+            let id = state.next_id;
+            state.next_id += 1;
+            if let Some(failure) = state.failure.clone() {
+                drop(state);
+                done(Err(CallError::Transport(failure)));
+                return id;
+            }
+            state.pending.insert(id, done);
+            id
+        };
+        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        id
+    }
+
+    /// Sends a request and awaits its outcome. Dropping the future before it settles (a
+    /// cancelled or timed-out tool call) sends `$/cancelRequest` and, when the server has
+    /// not settled the request within the kill grace, kills it.
+    pub async fn request(
+        self: &Arc<Self>,
+        method: &str,
+        params: Value,
+        grace: Duration,
+    ) -> Result<Value, CallError> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let id = self.request_with(
+            method,
+            params,
+            Box::new(move |outcome| {
+                let _ = tx.send(outcome);
+            }),
+        );
+        let mut guard = CancelOnDrop {
+            conn: self.clone(),
+            id,
+            grace,
+            armed: true,
+        };
+        let outcome = rx.await.unwrap_or_else(|_| {
+            Err(CallError::Transport(
+                "language server connection closed".into(),
+            ))
+        });
+        guard.armed = false;
+        outcome
+    }
+
+    /// Graceful shutdown (`shutdown` request, `exit` notification) within `timeout`, then
+    /// SIGTERM → grace → SIGKILL of the group; returns once the group is gone or the grace
+    /// has run out. Blocking: called from the unload path.
+    pub fn shutdown_blocking(&self, timeout: Duration, grace: Duration) {
+        let deadline = Instant::now() + timeout;
+        if self.failure().is_none() {
+            let (tx, rx) = mpsc::channel();
+            self.request_with(
+                "shutdown",
+                Value::Null,
+                Box::new(move |outcome| {
+                    let _ = tx.send(outcome);
+                }),
+            );
+            if let Ok(Ok(_)) = rx.recv_timeout(timeout) {
+                self.notify("exit", Value::Null);
+                while Instant::now() < deadline && !self.shared.exited.load(Ordering::SeqCst) {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+            }
+        }
+        self.shared.fail("language server was shut down".into());
+        let stop = Instant::now() + grace + Duration::from_millis(200);
+        while Instant::now() < stop && lock(&self.shared.group).is_alive() {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// Fails the connection and kills the server now.
+    pub fn kill(&self, reason: &str) {
+        self.shared.fail(reason.to_string());
+    }
+}
+
+impl Drop for Connection {
+    fn drop(&mut self) {
+        self.shared.fail("language server connection closed".into());
+    }
+}
+
+struct CancelOnDrop {
+    conn: Arc<Connection>,
+    id: u64,
+    grace: Duration,
+    armed: bool,
+}
+
+impl Drop for CancelOnDrop {
+    fn drop(&mut self) {
+        if !self.armed || self.conn.failure().is_some() {
+            return;
+        }
+        self.conn.notify("$/cancelRequest", json!({"id": self.id}));
+        let conn = self.conn.clone();
+        let (id, grace) = (self.id, self.grace);
+        // A server that ignores the cancel is torn down after the grace.
+        let _ = std::thread::Builder::new()
+            .name("dsh-lsp-cancel".into())
+            .spawn(move || {
+                let deadline = Instant::now() + grace;
+                while Instant::now() < deadline {
+                    if !lock(&conn.shared.state).pending.contains_key(&id) {
+                        return;
+                    }
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                if lock(&conn.shared.state).pending.contains_key(&id) {
+                    conn.kill("language server did not settle a cancelled request");
+                }
+            });
+    }
+}
+
+fn spawn_thread(name: &str, f: impl FnOnce() + Send + 'static) -> Result<(), String> {
+    std::thread::Builder::new()
+        .name(name.into())
+        .spawn(f)
+        .map(|_| ())
+        .map_err(|e| format!("cannot start a language-server thread: {e}"))
+}
+
+fn write_loop(mut stdin: impl Write, rx: mpsc::Receiver<Vec<u8>>, shared: &Shared) {
+    for frame in rx {
+        if let Err(e) = stdin.write_all(&frame).and_then(|()| stdin.flush()) {
+            shared.fail(format!("cannot write to the language server: {e}"));
+            return;
+        }
+    }
+}
+
+fn stderr_loop(mut stderr: impl Read, shared: &Shared) {
+    let mut buf = [0u8; 8192];
+    loop {
+        match stderr.read(&mut buf) {
+            Ok(0) | Err(_) => return,
+            Ok(n) => {
+                let mut tail = lock(&shared.stderr);
+                tail.extend_from_slice(&buf[..n]);
+                if tail.len() > shared.max_stderr {
+                    let cut = tail.len() - shared.max_stderr;
+                    tail.drain(..cut);
+                }
+            }
+        }
+    }
+}
+
+/// Handles one message from the server.
+fn dispatch(shared: &Shared, reply: &mpsc::Sender<Vec<u8>>, message: Value) {
+    let method = message.get("method").and_then(Value::as_str);
+    let id = message.get("id").cloned();
+    match (method, id) {
+        (None, Some(id)) => {
+            let Some(id) = id.as_u64() else { return };
+            if let Some(error) = message.get("error") {
+                let text = error
+                    .get("message")
+                    .and_then(Value::as_str)
+                    .unwrap_or("LSP error response")
+                    .to_string();
+                shared.settle(id, Err(CallError::Response(text)));
+            } else {
+                let result = message.get("result").cloned().unwrap_or(Value::Null);
+                shared.settle(id, Ok(result));
+            }
+        }
+        (Some(method), Some(id)) => {
+            let answer = match method {
+                "workspace/configuration" => {
+                    let n = message
+                        .pointer("/params/items")
+                        .and_then(Value::as_array)
+                        .map_or(0, Vec::len);
+                    Ok(Value::Array(vec![shared.configuration.clone(); n]))
+                }
+                "window/workDoneProgress/create"
+                | "client/registerCapability"
+                | "client/unregisterCapability" => Ok(Value::Null),
+                "workspace/applyEdit" => {
+                    Err("workspace/applyEdit is not permitted by this host".to_string())
+                }
+                other => Err(format!("unsupported server request: {other}")),
+            };
+            let frame = match answer {
+                Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
+                Err(message) => json!({"jsonrpc": "2.0", "id": id,
+                    "error": {"code": -32601, "message": message}}),
+            };
+            let _ = reply.send(encode(&frame));
+        }
+        // Notifications (diagnostics, progress, logs) are not used.
+        (Some(_), None) | (None, None) => {}
+    }
+}

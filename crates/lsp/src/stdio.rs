@@ -1,0 +1,451 @@
+//! `lsp-stdio`'s provider: one configured stdio server, one process per canonical
+//! workspace started on its first query, queries serialized per workspace. Each query opens
+//! the document (full text), sends the request and closes the document. A transport failure
+//! (the process exited, wrote garbage, stopped reading) drops that process and the query is
+//! retried once on a fresh one.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::io::Read as _;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use dsh_kernel::{BoxError, BoxFuture};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use crate::connection::{CallError, Connection, ServerCommand};
+use crate::service::{LspProvider, Operation, Query, QueryResult, lsp_error};
+use crate::translate;
+
+/// One server's settings (upstream's `servers.<id>` fields).
+#[derive(Clone, Debug)]
+pub struct ServerConfig {
+    pub command: String,
+    /// The executable `command` resolved to at load.
+    pub program: PathBuf,
+    pub args: Vec<String>,
+    /// The complete child environment (scrubbed ambient + configured).
+    pub env: Vec<(String, String)>,
+    pub extension_to_language: BTreeMap<String, String>,
+    pub initialization_options: Value,
+    pub configuration: Value,
+    pub max_message_bytes: usize,
+    pub max_stderr_bytes: usize,
+    pub max_document_bytes: usize,
+    pub shutdown_timeout: Duration,
+    pub kill_grace: Duration,
+}
+
+/// A started, initialized server.
+struct Instance {
+    conn: Arc<Connection>,
+    capabilities: Value,
+}
+
+type Slot = Arc<tokio::sync::Mutex<Option<Instance>>>;
+
+/// The provider.
+pub struct StdioProvider {
+    id: String,
+    config: ServerConfig,
+    pool: Mutex<HashMap<PathBuf, Slot>>,
+    /// The sessions that queried each workspace's server.
+    owners: Mutex<HashMap<PathBuf, BTreeSet<String>>>,
+    /// Background shutdowns of released servers; disposal waits for them.
+    releasing: Mutex<Vec<std::thread::JoinHandle<()>>>,
+    disposed: CancellationToken,
+}
+
+enum Failure {
+    Transport(String),
+    Other(BoxError),
+}
+
+impl From<BoxError> for Failure {
+    fn from(e: BoxError) -> Self {
+        Failure::Other(e)
+    }
+}
+
+fn file_uri(path: &Path) -> Result<String, BoxError> {
+    url::Url::from_file_path(path)
+        .map(|u| u.to_string())
+        .map_err(|()| format!("cannot express \"{}\" as a file URI", path.display()).into())
+}
+
+fn canonical_workspace(root: &Path) -> Result<PathBuf, BoxError> {
+    let canonical = std::fs::canonicalize(root).map_err(|e| {
+        format!(
+            "workspace root \"{}\" cannot be resolved: {e}",
+            root.display()
+        )
+    })?;
+    if !canonical.is_dir() {
+        return Err(format!("workspace root \"{}\" is not a directory", root.display()).into());
+    }
+    Ok(canonical)
+}
+
+/// Resolves the source inside the workspace and reads it, bounded.
+fn read_source(
+    workspace: &Path,
+    file_path: &str,
+    max: usize,
+) -> Result<(PathBuf, String), BoxError> {
+    let joined = workspace.join(file_path);
+    let path = std::fs::canonicalize(&joined)
+        .map_err(|e| format!("source \"{file_path}\" cannot be resolved: {e}"))?;
+    if !path.starts_with(workspace) {
+        return Err(format!("source \"{file_path}\" resolves outside the workspace").into());
+    }
+    let file = std::fs::File::open(&path)
+        .map_err(|e| format!("source \"{file_path}\" could not be read: {e}"))?;
+    let mut bytes = Vec::new();
+    let read = file
+        .take(max as u64 + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("source \"{file_path}\" could not be read: {e}"))?;
+    if read > max {
+        return Err(format!(
+            "source \"{file_path}\" exceeds the {max}-byte limit; reading stopped after {read} bytes"
+        )
+        .into());
+    }
+    let text = String::from_utf8(bytes)
+        .map_err(|_| format!("source \"{file_path}\" could not be read: it is not UTF-8 text"))?;
+    Ok((path, text))
+}
+
+fn supported(capability: Option<&Value>) -> bool {
+    matches!(capability, Some(Value::Bool(true)) | Some(Value::Object(_)))
+}
+
+fn syncs_open_close(sync: Option<&Value>) -> bool {
+    match sync {
+        Some(Value::Number(n)) => matches!(n.as_u64(), Some(1 | 2)),
+        Some(Value::Object(o)) => o.get("openClose") == Some(&Value::Bool(true)),
+        _ => false,
+    }
+}
+
+fn call_failure(e: CallError) -> Failure {
+    match e {
+        CallError::Transport(m) => Failure::Transport(m),
+        CallError::Response(m) => Failure::Other(m.into()),
+    }
+}
+
+impl StdioProvider {
+    pub fn new(id: impl Into<String>, config: ServerConfig) -> Self {
+        Self {
+            id: id.into(),
+            config,
+            pool: Mutex::new(HashMap::new()),
+            owners: Mutex::new(HashMap::new()),
+            releasing: Mutex::new(Vec::new()),
+            disposed: CancellationToken::new(),
+        }
+    }
+
+    /// The pids of the live servers (for tests and diagnostics).
+    pub fn server_pids(&self) -> Vec<u32> {
+        let slots: Vec<Slot> = self
+            .pool
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .cloned()
+            .collect();
+        slots
+            .iter()
+            .filter_map(|s| s.try_lock().ok()?.as_ref()?.conn.pid())
+            .collect()
+    }
+
+    async fn start(&self, workspace: &Path) -> Result<Instance, Failure> {
+        let c = &self.config;
+        let conn = Connection::spawn(&ServerCommand {
+            program: c.program.clone(),
+            command: c.command.clone(),
+            args: c.args.clone(),
+            env: c.env.clone(),
+            cwd: workspace.to_path_buf(),
+            max_message_bytes: c.max_message_bytes,
+            max_stderr_bytes: c.max_stderr_bytes,
+            configuration: c.configuration.clone(),
+            kill_grace: c.kill_grace,
+        })
+        .map_err(|e| Failure::Other(e.into()))?;
+        let uri = file_uri(workspace)?;
+        let params = json!({
+            "processId": null,
+            "rootUri": uri,
+            "workspaceFolders": [{"uri": uri, "name": "workspace"}],
+            "capabilities": {
+                "general": {"positionEncodings": ["utf-16"]},
+                "workspace": {"workspaceFolders": true, "configuration": true},
+                "textDocument": {
+                    "synchronization": {"dynamicRegistration": false},
+                    "hover": {"contentFormat": ["markdown", "plaintext"]},
+                    "definition": {"linkSupport": true},
+                    "implementation": {"linkSupport": true},
+                    "references": {}
+                }
+            },
+            "initializationOptions": c.initialization_options,
+        });
+        let result = conn
+            .request("initialize", params, c.kill_grace)
+            .await
+            .map_err(call_failure)?;
+        let capabilities = result.get("capabilities").cloned().unwrap_or(Value::Null);
+        if let Some(enc) = capabilities.get("positionEncoding").and_then(Value::as_str)
+            && enc != "utf-16"
+        {
+            conn.kill("unsupported position encoding");
+            return Err(Failure::Other(
+                format!(
+                    "server negotiated unsupported position encoding \"{enc}\"; this host requires utf-16"
+                )
+                .into(),
+            ));
+        }
+        conn.notify("initialized", json!({}));
+        Ok(Instance { conn, capabilities })
+    }
+
+    async fn run(
+        &self,
+        instance: &Instance,
+        query: &Query,
+        language: &str,
+        uri: &str,
+        text: &str,
+    ) -> Result<Value, Failure> {
+        let op = query.operation;
+        if !supported(instance.capabilities.get(op.capability())) {
+            return Err(Failure::Other(lsp_error(
+                "LSP_UNSUPPORTED_OPERATION",
+                format!("server does not support {}", op.name()),
+            )));
+        }
+        if !syncs_open_close(instance.capabilities.get("textDocumentSync")) {
+            return Err(Failure::Other(lsp_error(
+                "LSP_UNSUPPORTED_OPERATION",
+                "server does not support the transient textDocument/didOpen this host requires",
+            )));
+        }
+        let conn = &instance.conn;
+        conn.notify(
+            "textDocument/didOpen",
+            json!({"textDocument": {"uri": uri, "languageId": language, "version": 1, "text": text}}),
+        );
+        let mut params = json!({
+            "textDocument": {"uri": uri},
+            "position": {"line": query.position.line, "character": query.position.character},
+        });
+        if op == Operation::FindReferences {
+            params["context"] = json!({"includeDeclaration": true});
+        }
+        let outcome = conn
+            .request(op.method(), params, self.config.kill_grace)
+            .await;
+        if conn.failure().is_none() {
+            conn.notify(
+                "textDocument/didClose",
+                json!({"textDocument": {"uri": uri}}),
+            );
+        }
+        outcome.map_err(call_failure)
+    }
+
+    async fn attempt(
+        &self,
+        slot: &mut Option<Instance>,
+        workspace: &Path,
+        query: &Query,
+        language: &str,
+        uri: &str,
+        text: &str,
+    ) -> Result<Value, Failure> {
+        if slot.as_ref().is_some_and(|i| i.conn.failure().is_some()) {
+            *slot = None;
+        }
+        if slot.is_none() {
+            *slot = Some(self.start(workspace).await?);
+        }
+        let Some(instance) = slot.as_ref() else {
+            return Err(Failure::Other("language server is not running".into()));
+        };
+        self.run(instance, query, language, uri, text).await
+    }
+
+    async fn query_inner(&self, query: Query, language: String) -> Result<QueryResult, BoxError> {
+        let workspace = canonical_workspace(&query.workspace_root)?;
+        if let Some(owner) = &query.owner {
+            self.owners
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .entry(workspace.clone())
+                .or_default()
+                .insert(owner.clone());
+        }
+        let slot: Slot = self
+            .pool
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(workspace.clone())
+            .or_default()
+            .clone();
+        let mut guard = slot.lock().await;
+        let (path, text) =
+            read_source(&workspace, &query.file_path, self.config.max_document_bytes)?;
+        let uri = file_uri(&path)?;
+        let mut result = None;
+        for round in 0..2 {
+            match self
+                .attempt(&mut guard, &workspace, &query, &language, &uri, &text)
+                .await
+            {
+                Ok(v) => {
+                    result = Some(v);
+                    break;
+                }
+                Err(Failure::Transport(message)) => {
+                    if let Some(dead) = guard.take() {
+                        dead.conn.kill("transport failure");
+                    }
+                    if round == 1 {
+                        return Err(message.into());
+                    }
+                    tracing::debug!(
+                        "lsp-stdio {}: {message}; retrying on a fresh server",
+                        self.id
+                    );
+                }
+                Err(Failure::Other(e)) => return Err(e),
+            }
+        }
+        let raw = result.unwrap_or(Value::Null);
+        let workspace_uri = file_uri(&workspace)?;
+        Ok(match query.operation {
+            Operation::Hover => QueryResult::Hover(translate::hover(&raw)?),
+            Operation::GoToDefinition
+            | Operation::FindReferences
+            | Operation::GoToImplementation => QueryResult::Locations {
+                locations: translate::locations(&raw)?,
+                workspace_uri,
+            },
+        })
+    }
+
+    /// Drops `owner` from every workspace; a server left without owners is shut down in
+    /// the background (the next query starts a fresh one).
+    fn release_owner(&self, owner: &str) {
+        let idle: Vec<PathBuf> = {
+            let mut owners = self.owners.lock().unwrap_or_else(|p| p.into_inner());
+            let mut idle = Vec::new();
+            owners.retain(|ws, set| {
+                if set.remove(owner) && set.is_empty() {
+                    idle.push(ws.clone());
+                    return false;
+                }
+                true
+            });
+            idle
+        };
+        for ws in idle {
+            let slot = self
+                .pool
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .get(&ws)
+                .cloned();
+            // A slot in use belongs to a query of another session that is still running.
+            let conn = slot.and_then(|s| s.try_lock().ok()?.take().map(|i| i.conn));
+            if let Some(conn) = conn {
+                let (timeout, grace) = (self.config.shutdown_timeout, self.config.kill_grace);
+                let spawned = std::thread::Builder::new()
+                    .name("dsh-lsp-shutdown".into())
+                    .spawn(move || conn.shutdown_blocking(timeout, grace));
+                if let Ok(handle) = spawned {
+                    let mut releasing = self.releasing.lock().unwrap_or_else(|p| p.into_inner());
+                    releasing.retain(|h| !h.is_finished());
+                    releasing.push(handle);
+                }
+            }
+        }
+    }
+
+    /// Shuts every server down (graceful, then the group is killed), in parallel, and
+    /// waits for them. Later queries fail with `LSP_DISPOSED`.
+    pub fn dispose_blocking(&self) {
+        self.disposed.cancel();
+        let slots: Vec<Slot> = self
+            .pool
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .drain()
+            .map(|(_, s)| s)
+            .collect();
+        let (timeout, grace) = (self.config.shutdown_timeout, self.config.kill_grace);
+        let mut threads = Vec::new();
+        for slot in slots {
+            // A slot still locked belongs to a query in flight; its connection is killed
+            // when that query's future is dropped (the provider's cancel token fired).
+            let conn = match slot.try_lock() {
+                Ok(mut g) => g.take().map(|i| i.conn),
+                Err(_) => None,
+            };
+            if let Some(conn) = conn {
+                threads.push(std::thread::spawn(move || {
+                    conn.shutdown_blocking(timeout, grace);
+                }));
+            }
+        }
+        threads.extend(
+            self.releasing
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .drain(..),
+        );
+        for t in threads {
+            let _ = t.join();
+        }
+    }
+}
+
+impl LspProvider for StdioProvider {
+    fn id(&self) -> &str {
+        &self.id
+    }
+
+    fn extension_to_language(&self) -> &BTreeMap<String, String> {
+        &self.config.extension_to_language
+    }
+
+    fn query(
+        self: Arc<Self>,
+        query: Query,
+        language_id: String,
+        cancel: CancellationToken,
+    ) -> BoxFuture<'static, Result<QueryResult, BoxError>> {
+        let this = self;
+        Box::pin(async move {
+            if this.disposed.is_cancelled() {
+                return Err(lsp_error("LSP_DISPOSED", "lsp-stdio provider is disposed"));
+            }
+            let disposed = this.disposed.clone();
+            tokio::select! {
+                r = this.query_inner(query, language_id) => r,
+                () = cancel.cancelled() => Err("the LSP query was cancelled".into()),
+                () = disposed.cancelled() => Err(lsp_error("LSP_DISPOSED", "lsp-stdio provider is disposed")),
+            }
+        })
+    }
+
+    fn release(&self, owner: &str) {
+        self.release_owner(owner);
+    }
+}

@@ -1,0 +1,170 @@
+//! The model-facing `lsp` tool (upstream's `tool-lsp`): one read-only tool with four
+//! operations, one-based UTF-16 coordinates, the session workspace as the LSP workspace.
+
+use std::sync::Arc;
+
+use dsh_kernel::{BoxError, BoxFuture};
+use dsh_llm::ToolSchema;
+use dsh_tools::{ObjectSchema, Prop, Tool, ToolOutput, ToolRunContext};
+use serde_json::Value;
+
+use crate::render::{format_hover, format_locations};
+use crate::service::{LspService, Operation, Position, Query, QueryResult, lsp_error};
+
+/// `tool-lsp` settings.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ToolLspConfig {
+    pub max_locations: usize,
+    pub max_result_chars: usize,
+    pub timeout_ms: u64,
+}
+
+impl Default for ToolLspConfig {
+    fn default() -> Self {
+        Self {
+            max_locations: 100,
+            max_result_chars: 16_000,
+            timeout_ms: 60_000,
+        }
+    }
+}
+
+/// The system-prompt guidance (`tool:lsp`).
+pub const PROMPT_SECTION: &str = "Use search/read for ordinary navigation. Use lsp when textual matches are ambiguous or before a change requires precise definitions, implementations, or references. Positions are one-based line and character (UTF-16) at the cursor; an off-symbol position may return no results. findReferences always includes the declaration.";
+
+const DESCRIPTION: &str = "Query a language server for precise code navigation. operation is one of goToDefinition, findReferences, goToImplementation, hover. line and character are one-based UTF-16 cursor coordinates. findReferences includes the declaration.";
+
+/// The tool.
+pub struct LspTool {
+    schema: ToolSchema,
+    params: ObjectSchema,
+    service: Arc<LspService>,
+    config: ToolLspConfig,
+}
+
+impl LspTool {
+    pub fn new(service: Arc<LspService>, config: ToolLspConfig) -> Self {
+        let names: Vec<&str> = Operation::ALL.iter().map(|o| o.name()).collect();
+        let params = ObjectSchema::new()
+            .required(
+                "operation",
+                Prop::enumeration(
+                    "goToDefinition, findReferences, goToImplementation, or hover.",
+                    &names,
+                ),
+            )
+            .required(
+                "file_path",
+                Prop::string("The source file to query, relative to the workspace or absolute."),
+            )
+            .required("line", Prop::number("One-based line of the cursor."))
+            .required(
+                "character",
+                Prop::number("One-based UTF-16 column of the cursor."),
+            );
+        Self {
+            schema: ToolSchema {
+                name: "lsp".into(),
+                description: DESCRIPTION.into(),
+                parameters: params.to_value().into(),
+            },
+            params,
+            service,
+            config,
+        }
+    }
+}
+
+fn one_based(args: &Value, name: &str) -> Result<u64, BoxError> {
+    let v = args.get(name).and_then(Value::as_f64).unwrap_or(0.0);
+    if v < 1.0 || v.fract() != 0.0 || v > 9_007_199_254_740_991.0 {
+        return Err(format!("{name} must be a positive integer (one-based)").into());
+    }
+    Ok(v as u64)
+}
+
+/// Upstream's argument checks; the position becomes zero-based.
+pub fn parse_args(args: &Value) -> Result<(Operation, String, Position), BoxError> {
+    let op = args
+        .get("operation")
+        .and_then(Value::as_str)
+        .and_then(Operation::parse)
+        .ok_or_else(|| -> BoxError {
+            "operation must be one of goToDefinition, findReferences, goToImplementation, hover"
+                .into()
+        })?;
+    let file_path = args
+        .get("file_path")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    if file_path.trim().is_empty() {
+        return Err("file_path must be a non-empty string".into());
+    }
+    let line = one_based(args, "line")?;
+    let character = one_based(args, "character")?;
+    Ok((
+        op,
+        file_path,
+        Position {
+            line: line - 1,
+            character: character - 1,
+        },
+    ))
+}
+
+impl Tool for LspTool {
+    fn schema(&self) -> &ToolSchema {
+        &self.schema
+    }
+
+    fn validate(&self, args: &Value) -> Result<(), String> {
+        self.params.validate(args)
+    }
+
+    fn concurrency_safe(&self, _args: &Value) -> bool {
+        true
+    }
+
+    fn timeout_ms(&self) -> Option<u64> {
+        Some(self.config.timeout_ms)
+    }
+
+    fn execute(
+        &self,
+        args: Value,
+        ctx: ToolRunContext,
+    ) -> BoxFuture<'static, Result<ToolOutput, BoxError>> {
+        let service = self.service.clone();
+        let config = self.config;
+        Box::pin(async move {
+            let (operation, file_path, position) = parse_args(&args)?;
+            let Some(workspace_root) = ctx.cwd.clone() else {
+                return Err(lsp_error(
+                    "LSP_WORKSPACE_REQUIRED",
+                    "the lsp tool requires a session workspace cwd",
+                ));
+            };
+            let query = Query {
+                operation,
+                file_path,
+                position,
+                workspace_root,
+                owner: ctx.session.as_ref().map(|s| s.id()),
+            };
+            let text = match service.query(query, ctx.cancel.clone()).await? {
+                QueryResult::Locations {
+                    locations,
+                    workspace_uri,
+                } => format_locations(
+                    &locations,
+                    &workspace_uri,
+                    config.max_locations,
+                    config.max_result_chars,
+                ),
+                QueryResult::Hover(h) => format_hover(h.as_ref(), config.max_result_chars),
+            };
+            Ok(ToolOutput::text(text))
+        })
+    }
+}

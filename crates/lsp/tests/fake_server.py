@@ -1,0 +1,124 @@
+#!/usr/bin/env python3
+"""A small language server for dsh-lsp's tests, speaking LSP over stdio.
+
+Its behaviour is chosen by the first argument:
+  normal   answers initialize, definition, references, implementation, hover, shutdown
+  crash    exits (with a line on stderr) whenever a definition is asked
+  garbage  answers initialize, then prints text that is not an LSP frame
+  huge     answers a definition with a frame larger than any sane limit
+  silent   never answers a definition (ignores $/cancelRequest)
+  utf8     negotiates the utf-8 position encoding
+  minimal  offers definitions only
+It writes one line per received method to the file named by $FAKE_LSP_LOG, if set.
+"""
+import json
+import os
+import sys
+
+MODE = sys.argv[1] if len(sys.argv) > 1 else "normal"
+LOG = os.environ.get("FAKE_LSP_LOG")
+out = sys.stdout.buffer
+inp = sys.stdin.buffer
+
+
+def log(text):
+    if LOG:
+        with open(LOG, "a") as f:
+            f.write(text + "\n")
+
+
+def send(message):
+    body = json.dumps(dict(jsonrpc="2.0", **message)).encode()
+    out.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
+    out.flush()
+
+
+def read():
+    length = None
+    while True:
+        line = inp.readline()
+        if not line:
+            return None
+        line = line.strip()
+        if not line:
+            break
+        name, _, value = line.decode().partition(":")
+        if name.lower() == "content-length":
+            length = int(value)
+    return json.loads(inp.read(length))
+
+
+def uri(name):
+    return "file://" + os.path.join(os.getcwd(), name)
+
+
+def loc(name, line, character):
+    p = {"line": line, "character": character}
+    return {"uri": uri(name), "range": {"start": p, "end": p}}
+
+
+docs = {}
+while True:
+    msg = read()
+    if msg is None:
+        break
+    method = msg.get("method")
+    log(str(method))
+    mid = msg.get("id")
+    if method == "initialize":
+        caps = {
+            "positionEncoding": "utf-8" if MODE == "utf8" else "utf-16",
+            "textDocumentSync": 1,
+            "definitionProvider": True,
+            "referencesProvider": True,
+            "hoverProvider": {},
+            "implementationProvider": True,
+        }
+        if MODE == "minimal":
+            caps = {"positionEncoding": "utf-16", "textDocumentSync": {"openClose": True},
+                    "definitionProvider": True}
+        # Ask the client something before answering, as real servers do.
+        send({"id": "cfg", "method": "workspace/configuration", "params": {"items": [{}, {}]}})
+        send({"id": mid, "result": {"capabilities": caps}})
+        if MODE == "garbage":
+            out.write(b"this is not a frame\r\n\r\n")
+            out.flush()
+    elif method == "textDocument/didOpen":
+        td = msg["params"]["textDocument"]
+        docs[td["uri"]] = td["text"]
+    elif method == "textDocument/didClose":
+        docs.pop(msg["params"]["textDocument"]["uri"], None)
+    elif method == "textDocument/definition":
+        if MODE == "crash":
+            sys.stderr.write("fake server: crashing on purpose\n")
+            sys.stderr.flush()
+            os._exit(3)
+        if MODE == "silent":
+            continue
+        if MODE == "huge":
+            out.write(b"Content-Length: 999999999\r\n\r\n{")
+            out.flush()
+            continue
+        pos = msg["params"]["position"]
+        send({"id": mid, "result": [loc("lib.py", pos["line"], pos["character"]), loc("main.py", 0, 0)]})
+    elif method == "textDocument/references":
+        ctx = msg["params"].get("context", {})
+        result = [loc("main.py", 0, 4), loc("lib.py", 2, 0)]
+        if ctx.get("includeDeclaration"):
+            result.insert(0, loc("lib.py", 0, 4))
+        send({"id": mid, "result": result})
+    elif method == "textDocument/implementation":
+        # A LocationLink, as servers with linkSupport answer.
+        target = loc("lib.py", 0, 4)
+        send({"id": mid, "result": [{"targetUri": target["uri"], "targetRange": target["range"],
+                                     "targetSelectionRange": target["range"]}]})
+    elif method == "textDocument/hover":
+        text = docs.get(msg["params"]["textDocument"]["uri"], "")
+        first = text.splitlines()[0] if text else ""
+        send({"id": mid, "result": {"contents": {"kind": "markdown", "value": "first line: " + first}}})
+    elif method == "shutdown":
+        send({"id": mid, "result": None})
+    elif method == "exit":
+        sys.exit(0)
+    elif mid is not None and method is not None:
+        send({"id": mid, "error": {"code": -32601, "message": "no " + method}})

@@ -1,0 +1,295 @@
+//! `read_image`: commits a PNG/JPEG/WebP/GIF file to the attachment store and returns the
+//! image itself beside a short text envelope. Exists only while a store is mounted; refuses
+//! before any filesystem work when the calling route does not declare image input.
+
+use std::io::Read;
+use std::sync::Arc;
+
+use dsh_attachments::{AttachmentErrorCode, AttachmentStore, SaveImage, media_type_for_path};
+use dsh_kernel::{BoxError, BoxFuture, Context};
+use dsh_llm::{ContentBlock, ImageAttachmentRef, LlmRuntime, ToolSchema};
+use dsh_tools::{ObjectSchema, Prop, Tool, ToolOutput, ToolRunContext};
+use serde_json::Value;
+
+use super::FsBackend;
+use super::events::{Observation, observed};
+use super::io::{Kind, blocking, io_error, probe};
+use crate::errors;
+use crate::paths::{fs_base, resolve_target};
+
+/// The `read_image` tool.
+pub struct ReadImageTool {
+    schema: ToolSchema,
+    params: ObjectSchema,
+    backend: Arc<FsBackend>,
+    store: Arc<AttachmentStore>,
+    /// The registering context, for the `llm` service.
+    ctx: Context,
+}
+
+impl ReadImageTool {
+    pub fn new(ctx: &Context, backend: Arc<FsBackend>, store: Arc<AttachmentStore>) -> Self {
+        let params = ObjectSchema::new().required(
+            "file_path",
+            Prop::string("Path to the image file, resolved by the filesystem backend."),
+        );
+        let schema = ToolSchema {
+            name: "read_image".into(),
+            description: "Read a PNG/JPEG/WebP/GIF file and return the image itself. Harness validates and downscales large supported images before the next model request, so use this tool directly instead of installing image libraries or creating thumbnails merely to inspect an image. Independent files may be read concurrently in small batches. Requires the current model to accept image input.".into(),
+            parameters: params.to_value().into(),
+        };
+        Self {
+            schema,
+            params,
+            backend,
+            store,
+            ctx: ctx.clone(),
+        }
+    }
+}
+
+/// The model-facing envelope beside the image block.
+pub(crate) fn format_image_read(display: &str, image: &ImageAttachmentRef) -> String {
+    let scaled = match image.original_dimensions {
+        Some((ow, oh)) if image.width > 0 && image.height > 0 => {
+            let x = format!("{:.2}", ow as f64 / image.width as f64);
+            let y = format!("{:.2}", oh as f64 / image.height as f64);
+            let advice = if x == y {
+                format!("multiply coordinates by {x}")
+            } else {
+                format!("multiply x coordinates by {x} and y coordinates by {y}")
+            };
+            format!(
+                " (downscaled from {ow}x{oh} px; {advice} to locate features in the original file)"
+            )
+        }
+        _ => String::new(),
+    };
+    format!(
+        "<path>{display}</path>\n<type>image</type>\n<content>\n{} image, {}x{} px, {} bytes{scaled}\n</content>",
+        image.media_type, image.width, image.height, image.bytes
+    )
+}
+
+/// Refuses unless the calling route's model declares image input.
+fn assert_image_route(
+    ctx: &Context,
+    run: &ToolRunContext,
+    requested: &str,
+) -> Result<(), BoxError> {
+    let route = run
+        .session
+        .as_ref()
+        .and_then(|s| s.read(|s| s.request_header().map(|h| h.config.clone())));
+    let llm = ctx
+        .get::<LlmRuntime>()
+        .or_else(|| run.ctx.get::<LlmRuntime>());
+    let (Some(route), Some(llm)) = (route, llm) else {
+        return Err(errors::plain(format!(
+            "cannot read \"{requested}\" as an image: the current model route could not be resolved"
+        )));
+    };
+    let accepts = llm
+        .model_info(&route.provider, &route.model)
+        .is_ok_and(|info| info.input_modalities.iter().any(|m| m == "image"));
+    if !accepts {
+        return Err(errors::plain(format!(
+            "cannot read \"{requested}\" as an image: model \"{}\" does not declare image input; switch to an image-capable model to read images",
+            route.model
+        )));
+    }
+    Ok(())
+}
+
+/// Reads at most `cap` bytes; a longer file is an error (memory stays bounded).
+fn read_capped(path: &std::path::Path, cap: u64) -> Result<Option<Vec<u8>>, BoxError> {
+    let file = std::fs::File::open(path).map_err(|e| io_error(&e, "open", path))?;
+    let mut data = Vec::new();
+    file.take(cap + 1)
+        .read_to_end(&mut data)
+        .map_err(|e| io_error(&e, "read", path))?;
+    Ok((data.len() as u64 <= cap).then_some(data))
+}
+
+impl ReadImageTool {
+    async fn run(&self, args: Value, run: ToolRunContext) -> Result<ToolOutput, BoxError> {
+        let file_path = args
+            .get("file_path")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
+        if file_path.trim().is_empty() {
+            return Err(errors::plain("file_path must be a non-empty string"));
+        }
+        // Every gate runs before any filesystem work.
+        let Some(media_type) = media_type_for_path(&file_path) else {
+            return Err(errors::plain(format!(
+                "cannot read \"{file_path}\": read_image only accepts PNG/JPEG/WebP/GIF paths"
+            )));
+        };
+        let limits = self.store.limits();
+        if !limits.media_types.contains(&media_type) {
+            return Err(errors::plain(format!(
+                "cannot read \"{file_path}\": {media_type} images are not accepted by this deployment"
+            )));
+        }
+        assert_image_route(&self.ctx, &run, &file_path)?;
+
+        let base = fs_base(&run, &file_path, &self.backend.cwd);
+        let target = resolve_target(&base, &file_path)?;
+        let display = target.display.clone();
+        let info = {
+            let key = target.key.clone();
+            blocking(move || probe(&key)).await?
+        };
+        let Some(info) = info else {
+            observed(&run.ctx, &target, Observation::Absent, run.session.as_ref());
+            return Err(errors::fs(
+                "FS_NOT_FOUND",
+                format!("cannot read \"{display}\": not found"),
+            ));
+        };
+        if info.kind != Kind::File {
+            return Err(errors::fs(
+                "FS_NOT_REGULAR_FILE",
+                format!("cannot read \"{display}\": not a regular file"),
+            ));
+        }
+        let cap = limits.read_cap();
+        let data = {
+            let key = target.key.clone();
+            blocking(move || read_capped(&key, cap)).await?
+        };
+        let Some(data) = data else {
+            return Err(errors::plain(format!(
+                "cannot read \"{display}\": the image cannot be stored within the deployment's byte limits; downscale the image and read the smaller copy"
+            )));
+        };
+        if run.cancel.is_cancelled() {
+            return Err(errors::fs("FS_ABORTED", "read aborted"));
+        }
+        let name = std::path::Path::new(&display)
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned());
+        let store = self.store.clone();
+        let input = SaveImage {
+            data,
+            media_type: media_type.to_string(),
+            name,
+        };
+        let saved = blocking(move || Ok(store.save_image(&input))).await?;
+        let image = saved.map_err(|e| refusal(&display, media_type, &self.store, e))?;
+        observed(
+            &run.ctx,
+            &target,
+            Observation::Present {
+                version: info.version,
+            },
+            run.session.as_ref(),
+        );
+        // A Code Mode program receives `{path, image}`.
+        run.set_value(serde_json::json!({"path": display, "image": image.to_tool_value()}));
+        Ok(ToolOutput {
+            content: vec![
+                ContentBlock::text(format_image_read(&display, &image)),
+                ContentBlock::image(image.to_tool_value()),
+            ],
+            meta: None,
+        })
+    }
+}
+
+/// The model-facing text of a store refusal (upstream's wording per code).
+fn refusal(
+    display: &str,
+    media_type: &str,
+    store: &AttachmentStore,
+    e: dsh_attachments::AttachmentError,
+) -> BoxError {
+    let l = store.limits();
+    let text = match e.code {
+        AttachmentErrorCode::ImageDimensionTooLarge => format!(
+            "cannot read \"{display}\": at least one image side exceeds the {}px limit; downscale the image and read the smaller copy",
+            l.max_image_dimension
+        ),
+        AttachmentErrorCode::ImageTooManyPixels => format!(
+            "cannot read \"{display}\": the image exceeds the {}-pixel decoded-size limit; downscale the image and read the smaller copy",
+            l.max_image_pixels
+        ),
+        AttachmentErrorCode::ImageTooLarge => format!(
+            "cannot read \"{display}\": the image cannot be stored within the deployment's byte limits; downscale the image and read the smaller copy"
+        ),
+        AttachmentErrorCode::ImageTypeMismatch => {
+            let ext = display
+                .rsplit_once('.')
+                .map(|(_, e)| format!(".{}", e.to_ascii_lowercase()))
+                .unwrap_or_default();
+            format!(
+                "cannot read \"{display}\": the {ext} extension declares {media_type}, but the bytes use a different image format; rename the file to match its actual format if it is PNG/JPEG/WebP/GIF, or convert it to one of those formats"
+            )
+        }
+        AttachmentErrorCode::InvalidImage => {
+            format!("cannot read \"{display}\": {}", e.message)
+        }
+        _ => e.message,
+    };
+    errors::plain(text)
+}
+
+impl Tool for ReadImageTool {
+    fn schema(&self) -> &ToolSchema {
+        &self.schema
+    }
+
+    fn validate(&self, args: &Value) -> Result<(), String> {
+        self.params.validate(args)
+    }
+
+    fn concurrency_safe(&self, _args: &Value) -> bool {
+        true
+    }
+
+    fn execute(
+        &self,
+        args: Value,
+        ctx: ToolRunContext,
+    ) -> BoxFuture<'static, Result<ToolOutput, BoxError>> {
+        let this = Self {
+            schema: self.schema.clone(),
+            params: self.params.clone(),
+            backend: self.backend.clone(),
+            store: self.store.clone(),
+            ctx: self.ctx.clone(),
+        };
+        Box::pin(async move { this.run(args, ctx).await })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    #[test]
+    fn the_envelope_names_type_size_and_downscaling() {
+        let mut image = ImageAttachmentRef {
+            attachment_id: "sha256:x".into(),
+            media_type: "image/png".into(),
+            bytes: 69,
+            width: 1,
+            height: 1,
+            name: None,
+            original_dimensions: None,
+        };
+        assert_eq!(
+            format_image_read("/w/red.png", &image),
+            "<path>/w/red.png</path>\n<type>image</type>\n<content>\nimage/png image, 1x1 px, 69 bytes\n</content>"
+        );
+        image.width = 1000;
+        image.height = 500;
+        image.original_dimensions = Some((3000, 1500));
+        assert!(format_image_read("a", &image).contains(
+            " (downscaled from 3000x1500 px; multiply coordinates by 3.00 to locate features in the original file)"
+        ));
+    }
+}

@@ -1,0 +1,167 @@
+//! `ask_user_question` (upstream `tool-ask-user`).
+
+use std::sync::Arc;
+
+use dsh_agent::Agents;
+use dsh_kernel::{BoxError, BoxFuture, Context};
+use dsh_llm::ToolSchema;
+use dsh_tools::{ObjectSchema, Prop, Tool, ToolOutput, ToolRunContext};
+use serde_json::{Map, Value, json};
+
+use crate::service::{AskRequest, UserQuestions};
+use crate::types::{Answer, Question, QuestionOption};
+
+pub const ASK_USER_TOOL: &str = "ask_user_question";
+
+const DESCRIPTION: &str = "Ask the user a concise question when you need confirmation, a choice, or missing information before proceeding. Send one or more questions, each with a stable id that will be echoed in the answer.";
+
+/// The model-facing schema. Nested objects accept extra keys (`additionalProperties:
+/// true`), which the schema builder does not spell, so it is written out here.
+fn parameters() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "questions": {
+                "type": "array",
+                "description": "Questions to ask the user before continuing.",
+                "items": {
+                    "type": "object",
+                    "additionalProperties": true,
+                    "properties": {
+                        "id": {"type": "string", "description": "Stable id for this question; echoed in the answer."},
+                        "question": {"type": "string", "description": "The specific question to ask the user."},
+                        "header": {"type": "string", "description": "Optional short heading for the question, such as \"Confirm\" or \"Choose Mode\"."},
+                        "options": {
+                            "type": "array",
+                            "description": "Optional choices to show the user. If you recommend one, put it first and append \"(Recommended)\" to that label.",
+                            "items": {
+                                "type": "object",
+                                "additionalProperties": true,
+                                "properties": {
+                                    "label": {"type": "string", "description": "Short user-facing option label."},
+                                    "description": {"type": "string", "description": "One sentence explaining the tradeoff or impact."}
+                                },
+                                "required": ["label"]
+                            }
+                        },
+                        "multi_select": {"type": "boolean", "description": "Whether the user may select more than one option. Defaults to false."}
+                    },
+                    "required": ["id", "question"]
+                }
+            }
+        },
+        "required": ["questions"]
+    })
+}
+
+/// The same shape for validation (extra keys are accepted, as the schema says).
+fn validator() -> ObjectSchema {
+    let option = ObjectSchema::new()
+        .required("label", Prop::string(""))
+        .optional("description", Prop::string(""));
+    let question = ObjectSchema::new()
+        .required("id", Prop::string(""))
+        .required("question", Prop::string(""))
+        .optional("header", Prop::string(""))
+        .optional("options", Prop::array("", Prop::Object(option)))
+        .optional("multi_select", Prop::boolean(""));
+    ObjectSchema::new().required("questions", Prop::array("", Prop::Object(question)))
+}
+
+/// The tool result: the answer as compact JSON.
+pub fn render_answer(answer: &Answer) -> String {
+    let answers: Vec<Value> = answer
+        .answers
+        .iter()
+        .map(|a| {
+            let mut m = Map::new();
+            m.insert("id".into(), Value::from(a.id.clone()));
+            m.insert("selected".into(), Value::from(a.selected.clone()));
+            if let Some(c) = &a.custom {
+                m.insert("custom".into(), Value::from(c.clone()));
+            }
+            Value::Object(m)
+        })
+        .collect();
+    dsh_kernel::json::to_string(&json!({ "answers": answers }))
+}
+
+fn questions_of(args: &Value) -> Vec<Question> {
+    let str_of = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).map(str::to_owned);
+    args.get("questions")
+        .and_then(Value::as_array)
+        .map(|list| {
+            list.iter()
+                .map(|q| Question {
+                    id: str_of(q, "id").unwrap_or_default(),
+                    question: str_of(q, "question").unwrap_or_default(),
+                    detail: None,
+                    header: str_of(q, "header"),
+                    options: q.get("options").and_then(Value::as_array).map(|opts| {
+                        opts.iter()
+                            .map(|o| QuestionOption {
+                                label: str_of(o, "label").unwrap_or_default(),
+                                description: str_of(o, "description"),
+                            })
+                            .collect()
+                    }),
+                    multi_select: q.get("multi_select").and_then(Value::as_bool),
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+pub(crate) struct AskUserTool {
+    schema: ToolSchema,
+    params: ObjectSchema,
+    service: Arc<UserQuestions>,
+    ctx: Context,
+}
+
+impl AskUserTool {
+    pub(crate) fn new(service: Arc<UserQuestions>, ctx: Context) -> Self {
+        Self {
+            schema: ToolSchema {
+                name: ASK_USER_TOOL.into(),
+                description: DESCRIPTION.into(),
+                parameters: parameters().into(),
+            },
+            params: validator(),
+            service,
+            ctx,
+        }
+    }
+}
+
+impl Tool for AskUserTool {
+    fn schema(&self) -> &ToolSchema {
+        &self.schema
+    }
+
+    fn validate(&self, args: &Value) -> Result<(), String> {
+        self.params.validate(args)
+    }
+
+    fn execute(
+        &self,
+        args: Value,
+        ctx: ToolRunContext,
+    ) -> BoxFuture<'static, Result<ToolOutput, BoxError>> {
+        let service = self.service.clone();
+        let agent = ctx
+            .session
+            .as_ref()
+            .and_then(|s| self.ctx.get::<Agents>()?.get(&s.id()));
+        Box::pin(async move {
+            let answer = service
+                .ask(AskRequest {
+                    questions: questions_of(&args),
+                    agent,
+                    cancel: ctx.cancel.clone(),
+                })
+                .await?;
+            Ok(ToolOutput::text(render_answer(&answer)))
+        })
+    }
+}
