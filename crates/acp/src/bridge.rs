@@ -401,6 +401,7 @@ impl Bridge {
             provider: Some(self.config.provider.clone()),
             model: Some(self.config.model.clone()),
             max_tokens: None,
+            reasoning_effort: None,
         });
         request.session_id = Some(id.to_string());
         request.cwd = Some(cwd);

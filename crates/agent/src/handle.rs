@@ -29,6 +29,9 @@ pub struct AgentOptions {
     pub provider: Option<String>,
     pub model: Option<String>,
     pub max_tokens: Option<u64>,
+    /// The selection's reasoning effort (`agent-default-model.reasoningEffort`); `None`
+    /// leaves it to the adapter's default.
+    pub reasoning_effort: Option<String>,
 }
 
 /// An input was refused (invalid message, duplicate id, log failure).

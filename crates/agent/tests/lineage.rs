@@ -19,6 +19,7 @@ fn options() -> AgentOptions {
         provider: Some("test".into()),
         model: Some("m".into()),
         max_tokens: None,
+        reasoning_effort: None,
     }
 }
 

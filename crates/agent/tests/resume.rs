@@ -24,6 +24,7 @@ fn resume(
         provider: Some("test".into()),
         model: Some("m".into()),
         max_tokens: None,
+        reasoning_effort: None,
     });
     request.source = AgentSource::Resume {
         header,

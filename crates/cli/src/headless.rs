@@ -252,6 +252,7 @@ pub async fn run(
         provider: Some(model.provider.clone()),
         model: Some(model.model.clone()),
         max_tokens: None,
+        reasoning_effort: model.reasoning_effort.clone(),
     });
     request.session_id = Some(format!("session-{}", uuid::Uuid::new_v4()));
     request.cwd = cwd;

@@ -765,3 +765,57 @@ fn without_a_terminal_stderr_stays_empty_unless_verbose() {
     );
     assert!(lines.last().unwrap().starts_with("done in "), "{err}");
 }
+
+/// `agent-default-model.reasoningEffort` in settings.yaml reaches the provider request, and
+/// is logged in the request header (without it the adapter's default applies).
+#[test]
+fn the_settings_reasoning_effort_reaches_the_request() {
+    let effort_of = |settings: Option<&str>| {
+        let server = MockServer::with_title_replies([Reply::text("ok")]);
+        let run = Run::new();
+        if let Some(yaml) = settings {
+            run.settings(yaml);
+        }
+        let out = run.headless(&server, "think hard");
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        let body = server.requests()[0].json.clone().unwrap();
+        let header = run
+            .session()
+            .iter()
+            .find(|e| e.is("request/header"))
+            .map(|e| e.data.clone())
+            .unwrap();
+        (
+            body["reasoning_effort"].clone(),
+            body["thinking"]["type"].clone(),
+            (
+                header["header"]["config"]["reasoningEffort"].clone(),
+                header["header"]["adapterDefaults"]["reasoningEffort"].clone(),
+            ),
+        )
+    };
+    assert_eq!(
+        effort_of(Some(
+            "agent-default-model:\n  provider: deepseek-official\n  model: deepseek-v4-flash\n  reasoningEffort: max\n"
+        )),
+        (
+            Value::from("max"),
+            Value::from("enabled"),
+            (Value::from("max"), Value::Null)
+        )
+    );
+    assert_eq!(
+        effort_of(Some(
+            "agent-default-model:\n  provider: deepseek-official\n  model: deepseek-v4-flash\n  reasoningEffort: 'off'\n"
+        )),
+        (
+            Value::Null,
+            Value::from("disabled"),
+            (Value::from("off"), Value::Null)
+        )
+    );
+    // Without a selection the adapter's default is sent and marked as the adapter's.
+    let (default_effort, _, (logged, marked)) = effort_of(None);
+    assert_eq!(default_effort, Value::from("high"));
+    assert_eq!((logged, marked), (Value::from("high"), Value::Bool(true)));
+}

@@ -288,6 +288,7 @@ impl Server {
             provider: Some(route.provider.clone()),
             model: Some(route.model.clone()),
             max_tokens: route.max_tokens,
+            reasoning_effort: None,
         });
         request.session_id = Some(id.to_string());
         request.cwd = Some(route.cwd.clone());

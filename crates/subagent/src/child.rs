@@ -35,10 +35,20 @@ pub fn resolve_child_depth(parent: &AgentRef, max_depth: Option<u64>) -> Result<
     }
 }
 
-/// The child's route: the parent's, overridden field by field by `requested`.
+/// The child's route: the parent's, overridden field by field by `requested`. The
+/// parent's reasoning effort belongs to its model: a child on another route starts from
+/// that adapter's default unless the request names one.
 pub fn child_options(parent: &AgentRef, requested: Option<&AgentOptions>) -> AgentOptions {
     let mut o = parent.options();
     if let Some(r) = requested {
+        let rerouted = (r.provider.is_some() && r.provider != o.provider)
+            || (r.model.is_some() && r.model != o.model);
+        if rerouted {
+            o.reasoning_effort = None;
+        }
+        if r.reasoning_effort.is_some() {
+            o.reasoning_effort = r.reasoning_effort.clone();
+        }
         if r.provider.is_some() {
             o.provider = r.provider.clone();
         }

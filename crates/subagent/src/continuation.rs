@@ -709,6 +709,7 @@ impl Continuations {
                 provider: agent_provider.clone(),
                 model: agent_model.clone(),
                 max_tokens: None,
+                reasoning_effort: None,
             }),
         );
         let create = CreateAgent {

@@ -129,6 +129,7 @@ impl SubagentToolConfig {
                     provider: o.provider,
                     model: o.model,
                     max_tokens,
+                    reasoning_effort: None,
                 })
             }
         };

@@ -325,10 +325,31 @@ pub fn default_model(root: &Context) -> (String, String) {
 fn options(root: &Context) -> AgentOptions {
     let (provider, model) = default_model(root);
     AgentOptions {
+        reasoning_effort: default_effort(root, &provider, &model),
         provider: Some(provider),
         model: Some(model),
         max_tokens: None,
     }
+}
+
+/// The reasoning effort of the default selection, when it is the selection new sessions
+/// use: the live `agent-default-model` section's, else the row's.
+fn default_effort(root: &Context, provider: &str, model: &str) -> Option<String> {
+    let live = root
+        .get::<dsh_policies::Settings>()
+        .and_then(|s| s.live_section("agent-default-model"));
+    if let Some(live) = live
+        && live.get("provider").and_then(Value::as_str) == Some(provider)
+        && live.get("model").and_then(Value::as_str) == Some(model)
+    {
+        return live
+            .get("reasoningEffort")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+    }
+    root.get::<dsh_policies::DefaultModel>()
+        .filter(|m| m.provider == provider && m.model == model)
+        .and_then(|m| m.reasoning_effort.clone())
 }
 
 /// The message shown when a stored log cannot be resumed or viewed.

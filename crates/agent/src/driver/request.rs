@@ -23,7 +23,8 @@ pub(crate) struct BuiltRequest {
 
 impl LoopAgent {
     /// The config a request starts from: the latest header's proposal once this loop
-    /// instance logged one; otherwise the route, a same-route explicit effort, and max tokens.
+    /// instance logged one; otherwise the route, a same-route explicit effort (else the
+    /// selection's effort), and max tokens.
     fn seed_config(&self) -> LlmCallConfig {
         let logged = self.header_logged.load(Ordering::Acquire);
         let options = self.options();
@@ -39,6 +40,7 @@ impl LoopAgent {
                 return h.proposal();
             }
             let mut config = route;
+            config.reasoning_effort = options.reasoning_effort.clone();
             if let Some(h) = persisted
                 && h.config.provider == config.provider
                 && h.config.model == config.model

@@ -290,6 +290,7 @@ impl Harness {
                     provider: Some("test".into()),
                     model: Some("m".into()),
                     max_tokens: None,
+                    reasoning_effort: None,
                 }),
             )
             .unwrap()

@@ -254,6 +254,7 @@ impl Harness {
             provider: Some("test".into()),
             model: Some("m".into()),
             max_tokens: None,
+            reasoning_effort: None,
         };
         let request = CreateAgent {
             cwd: Some(self.dir.path().to_path_buf()),

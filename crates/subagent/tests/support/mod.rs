@@ -426,6 +426,7 @@ impl Harness {
             provider: Some("test".into()),
             model: Some("m".into()),
             max_tokens: None,
+            reasoning_effort: None,
         });
         request.cwd = Some(std::env::temp_dir());
         agents.create(&self.root, request).unwrap()
