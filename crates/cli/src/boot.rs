@@ -37,6 +37,7 @@ pub fn catalog() -> Catalog {
     dsh_lsp::register_catalog(&mut c);
     dsh_hooks::register_catalog(&mut c);
     dsh_mcp::register_catalog(&mut c);
+    dsh_plugin_host::register_catalog(&mut c);
     dsh_attachments::register_catalog(&mut c);
     dsh_skills::register_catalog(&mut c);
     c.register(dsh_code_mode::CodeRuntimePlugin);

@@ -23,6 +23,9 @@ pub enum Mode {
     Sessions {
         args: Vec<String>,
     },
+    Plugin {
+        args: Vec<String>,
+    },
 }
 
 /// A usage error (printed as `error: <message>`, exit 1).
@@ -51,6 +54,7 @@ Options:
 Commands:
   acp [args...]          serve the Agent Client Protocol on stdio
   sessions [args...]     list, show, fork and export stored sessions
+  plugin [args...]       add, remove and list external plugins of a profile
   headless [args...]     the headless app: one task, the answer on stdout (short for
                          --profile headless; `dsh headless --help` for its options)
   web [args...]          short for --profile web
@@ -129,9 +133,17 @@ pub fn parse(argv: &[String]) -> Result<Mode, UsageError> {
                     args: rest[1..].to_vec(),
                 });
             }
+            Some("plugin") => {
+                return Ok(Mode::Plugin {
+                    args: rest[1..].to_vec(),
+                });
+            }
             _ => {}
         }
-    } else if matches!(rest.first().map(String::as_str), Some("acp" | "sessions")) {
+    } else if matches!(
+        rest.first().map(String::as_str),
+        Some("acp" | "sessions" | "plugin")
+    ) {
         return Err(usage(format!(
             "{} takes none of --profile, --patch, --dump-config or --dump-default-config",
             rest[0]
@@ -243,6 +255,12 @@ mod tests {
             p(&["sessions", "list"]),
             Ok(Mode::Sessions {
                 args: vec!["list".into()]
+            })
+        );
+        assert_eq!(
+            p(&["plugin", "--profile", "web", "list"]),
+            Ok(Mode::Plugin {
+                args: vec!["--profile".into(), "web".into(), "list".into()]
             })
         );
     }

@@ -5,6 +5,7 @@
 mod boot;
 mod headless;
 mod launcher;
+mod plugin_cmd;
 mod profile;
 mod progress;
 mod sdkapp;
@@ -112,6 +113,7 @@ fn main() -> ExitCode {
         } => run_profile(&home, &profile, &patches, &args),
         Mode::Acp { args } => run_acp(&home, &args),
         Mode::Sessions { args } => sessions::run(&home, &args),
+        Mode::Plugin { args } => plugin_cmd::run(&home, &args),
     }
 }
 

@@ -574,3 +574,70 @@ async fn server_everything_over_streamable_http() {
     owner.dispose();
     let _ = server.kill().await;
 }
+
+// ------------------------------------------------------------ server-filesystem (npm)
+
+#[tokio::test]
+async fn server_filesystem_reads_and_writes_inside_its_allowed_directory() {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/servers/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js");
+    if everything().is_none() || !script.exists() {
+        eprintln!(
+            "skipping: server-filesystem needs node and `npm ci` in crates/mcp/tests/servers (.ci/run does it)"
+        );
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let root_dir = std::fs::canonicalize(dir.path()).unwrap();
+    std::fs::write(root_dir.join("notes.txt"), "first line\n").unwrap();
+    let mut config = stub("fs", &[]);
+    config.transport = Transport::Stdio {
+        command: "node".into(),
+        args: vec![script.display().to_string(), root_dir.display().to_string()],
+        env: vec![],
+        cwd: String::new(),
+    };
+    let (root, registry) = root();
+    let owner = root.child("filesystem");
+    let _handle = connect(&owner, config, REQUEST_TIMEOUT).await.unwrap();
+    let listed = names(&registry, &root);
+    for t in [
+        "mcp__fs__read_text_file",
+        "mcp__fs__write_file",
+        "mcp__fs__list_directory",
+    ] {
+        assert!(listed.contains(&t.to_string()), "{t} not in {listed:?}");
+    }
+    let notes = root_dir.join("notes.txt").display().to_string();
+    let r = call(
+        &registry,
+        &root,
+        "mcp__fs__read_text_file",
+        json!({"path": notes}),
+    )
+    .await;
+    assert_eq!((r.is_error, text(&r)), (false, "first line\n".to_string()));
+    let new_file = root_dir.join("new.txt");
+    let r = call(
+        &registry,
+        &root,
+        "mcp__fs__write_file",
+        json!({"path": new_file.display().to_string(), "content": "written by dsh"}),
+    )
+    .await;
+    assert!(!r.is_error, "{}", text(&r));
+    assert_eq!(
+        std::fs::read_to_string(&new_file).unwrap(),
+        "written by dsh"
+    );
+    // Outside its allowed directory the server refuses; the refusal is the tool's error.
+    let r = call(
+        &registry,
+        &root,
+        "mcp__fs__read_text_file",
+        json!({"path": "/etc/hostname"}),
+    )
+    .await;
+    assert!(r.is_error, "{}", text(&r));
+    owner.dispose();
+}

@@ -1,5 +1,6 @@
-//! The Anthropic Messages adapter: routes configured in the `llm-pi-ai` section with
-//! `api: anthropic-messages` (see [`AnthropicConfig`]). Requests go to
+//! The `llm-pi-ai` adapter: routes configured in the `llm-pi-ai` section with
+//! `api: anthropic-messages` (see [`AnthropicConfig`]); profiles with `api: openai-responses`
+//! are served through [`crate::responses`]. Requests go to
 //! `POST <baseURL>/v1/messages` with `x-api-key` and `anthropic-version`; the SSE events are
 //! translated into `StreamChunk`s, thinking signatures ride the finish's `replayState` and are
 //! replayed on the next request of the same route.
@@ -20,9 +21,10 @@ use dsh_llm::{
 };
 use futures::StreamExt;
 
+use config::PiApi;
 pub use config::{
     ANTHROPIC_MESSAGES_API, ANTHROPIC_PLUGIN, AnthropicCompat, AnthropicConfig, AnthropicModel,
-    AnthropicProfile, ResolvedAnthropic, ResolvedAnthropicProfile,
+    AnthropicProfile, OPENAI_RESPONSES_API, ResolvedAnthropic, ResolvedAnthropicProfile,
 };
 
 use crate::deps::{ProviderDeps, usable_api_key};
@@ -119,6 +121,7 @@ impl AnthropicAdapter {
             }
         }
         let mut headers: Vec<(String, String)> = Vec::new();
+        let mut responses_key = None;
         if let Some(reference) = &profile.api_key_env {
             let key = match (self.deps.api_key)(reference) {
                 Some(raw) if !raw.trim().is_empty() => {
@@ -136,7 +139,28 @@ impl AnthropicAdapter {
                     ));
                 }
             };
-            headers.push(("x-api-key".into(), key));
+            if profile.api == PiApi::OpenAiResponses {
+                responses_key = Some(key);
+            } else {
+                headers.push(("x-api-key".into(), key));
+            }
+        }
+        if profile.api == PiApi::OpenAiResponses {
+            let (headers, body) =
+                crate::responses::request(options, profile, model, responses_key)?;
+            let url = crate::responses::responses_url(&profile.base_url);
+            return Ok(HttpCall {
+                client: self.client.for_url(&url)?,
+                url,
+                base_url: profile.base_url.clone(),
+                headers,
+                body,
+                idle_timeout_ms: profile.stream_idle_timeout_ms,
+                request_timeout_ms: profile.request_timeout_ms,
+                cancel: options.cancel.clone(),
+                vendor,
+                protocol: Protocol::OpenAiResponses,
+            });
         }
         headers.push((
             "anthropic-version".into(),

@@ -179,9 +179,11 @@ impl DeepSeekAdapter {
             efforts: Some(reasoning.efforts),
             input: info.input_modalities.clone(),
             supports_temperature: true,
+            wire_efforts: Default::default(),
         };
         let profile = ResolvedAnthropicProfile {
             route: DEEPSEEK_ROUTE.into(),
+            api: crate::anthropic::config::PiApi::AnthropicMessages,
             vendor: VENDOR.into(),
             base_url: config.base_url.clone(),
             api_key_env: Some(config.api_key_env.clone()),

@@ -8,7 +8,9 @@
 //! * [`AnthropicAdapter`] — Anthropic Messages routes (`POST <baseURL>/v1/messages`,
 //!   `x-api-key`, thinking signatures replayed through the message's `replayState`),
 //!   configured by [`AnthropicConfig`] (the `llm-pi-ai` section, upstream's
-//!   `api: anthropic-messages` profile shape).
+//!   `api: anthropic-messages` profile shape). The same section's `api: openai-responses`
+//!   profiles speak the OpenAI Responses protocol (`POST <baseURL>/responses`, Bearer key,
+//!   `store: false`, encrypted reasoning replayed through `replayState`).
 //!
 //! All take [`ProviderDeps`]: a per-request credential resolver, an optional live
 //! settings source layered over the row config ([`layer_settings`]), and an environment
@@ -25,6 +27,7 @@ mod live;
 mod openai_compat;
 mod openai_compat_config;
 mod plugins;
+mod responses;
 mod retry_policy;
 mod serialize;
 mod sse;
@@ -33,7 +36,7 @@ mod transport;
 
 pub use anthropic::{
     ANTHROPIC_MESSAGES_API, ANTHROPIC_PLUGIN, AnthropicAdapter, AnthropicCompat, AnthropicConfig,
-    AnthropicModel, AnthropicProfile,
+    AnthropicModel, AnthropicProfile, OPENAI_RESPONSES_API,
 };
 pub use deepseek::{DEEPSEEK_PLUGIN, DEEPSEEK_ROUTE, DeepSeekAdapter};
 pub use deepseek_config::{

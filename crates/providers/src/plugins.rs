@@ -132,7 +132,8 @@ impl Plugin for OpenAiCompatPlugin {
     }
 }
 
-/// `@deepseek-ai/dsh-llm-pi-ai`: Anthropic Messages routes from the `llm-pi-ai` section.
+/// `@deepseek-ai/dsh-llm-pi-ai`: Anthropic Messages and OpenAI Responses routes from the
+/// `llm-pi-ai` section.
 /// Mounted dormant (no routes) until the row or the settings section declares a profile;
 /// re-registered when the section changes.
 pub struct AnthropicPlugin;

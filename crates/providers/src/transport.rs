@@ -23,6 +23,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::anthropic::translate::MessagesTranslator;
 use crate::http_error::{HttpFailure, classify};
+use crate::responses::translate::ResponsesTranslator;
 use crate::sse::{DONE, SseDecoder};
 use crate::translate::{ReasoningField, Translator};
 
@@ -33,11 +34,14 @@ pub(crate) enum Protocol {
     ChatCompletions(ReasoningField),
     /// Anthropic Messages events, ending with `message_stop`.
     AnthropicMessages,
+    /// OpenAI Responses events, ending with `response.completed`.
+    OpenAiResponses,
 }
 
 enum StreamTranslator {
     Chat(Translator),
     Messages(MessagesTranslator),
+    Responses(ResponsesTranslator),
 }
 
 /// Everything one attempt needs, fixed before the first byte is sent.
@@ -255,6 +259,9 @@ impl Attempt {
                 Protocol::AnthropicMessages => {
                     StreamTranslator::Messages(MessagesTranslator::new())
                 }
+                Protocol::OpenAiResponses => {
+                    StreamTranslator::Responses(ResponsesTranslator::new())
+                }
             },
         }));
         Ok(())
@@ -290,7 +297,7 @@ impl Attempt {
         let body = String::from_utf8_lossy(&raw).into_owned();
         let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
         let classify = match self.call.protocol {
-            Protocol::ChatCompletions(_) => classify,
+            Protocol::ChatCompletions(_) | Protocol::OpenAiResponses => classify,
             Protocol::AnthropicMessages => crate::anthropic::classify_http,
         };
         let error = classify(
@@ -340,6 +347,7 @@ impl Attempt {
                 let marker = match self.call.protocol {
                     Protocol::ChatCompletions(_) => "[DONE]",
                     Protocol::AnthropicMessages => "message_stop",
+                    Protocol::OpenAiResponses => "response.completed",
                 };
                 return Err(LlmError::new(
                     codes::STREAM_CLOSED,
@@ -365,6 +373,7 @@ impl Attempt {
                     translator.payload(&payload).map(|chunks| (chunks, false))
                 }
                 StreamTranslator::Messages(translator) => translator.event(&payload),
+                StreamTranslator::Responses(translator) => translator.event(&payload),
             };
             match translated {
                 Ok((chunks, finished)) => {

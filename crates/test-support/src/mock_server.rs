@@ -3,7 +3,8 @@
 //! [`MockServer::start`] binds `127.0.0.1` on an ephemeral port and serves from its own
 //! thread and tokio runtime, so it works the same from sync tests, async tests and tests
 //! that spawn the `dsh` binary. Every `POST …/chat/completions` (or Anthropic-style
-//! `POST …/v1/messages`, scripted with raw SSE payloads) pops the next scripted
+//! `POST …/v1/messages`, or OpenAI Responses `POST …/responses`, both scripted with raw
+//! SSE payloads) pops the next scripted
 //! [`Reply`] (FIFO; an exhausted script answers 500 `mock server: no scripted reply left`);
 //! other requests get 404. Every request is recorded (method, path, headers, body and its
 //! parsed JSON) before its reply starts. Each response closes its connection.
@@ -318,7 +319,9 @@ async fn serve(mut stream: TcpStream, shared: Arc<Shared>) {
     };
     let path = request.path.trim_end_matches('/');
     let is_chat = request.method == "POST"
-        && (path.ends_with("/chat/completions") || path.ends_with("/v1/messages"));
+        && (path.ends_with("/chat/completions")
+            || path.ends_with("/v1/messages")
+            || path.ends_with("/responses"));
     let untooled = request
         .json
         .as_ref()

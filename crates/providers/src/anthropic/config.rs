@@ -1,5 +1,6 @@
 //! The `llm-pi-ai` configuration, as far as this build serves it: one profile per provider
-//! route, each speaking the Anthropic Messages protocol (`api: anthropic-messages`).
+//! route, speaking the Anthropic Messages protocol (`api: anthropic-messages`, the default)
+//! or the OpenAI Responses protocol (`api: openai-responses`).
 //!
 //! The shape follows upstream's multi-provider adapter: `{providers: {<route>: profile}}` with
 //! `apiKeyEnv`, `baseURL`, `models` (`id`, `name`, `contextWindow`, `maxTokens`,
@@ -17,8 +18,20 @@ use crate::retry_policy::{MAX_TIMER_DELAY_MS, resolve_retry_policy};
 
 /// The plugin (and settings-section) name.
 pub const ANTHROPIC_PLUGIN: &str = "llm-pi-ai";
-/// The one protocol this adapter speaks.
+/// The Anthropic Messages protocol (the default `api`).
 pub const ANTHROPIC_MESSAGES_API: &str = "anthropic-messages";
+/// The OpenAI Responses protocol.
+pub const OPENAI_RESPONSES_API: &str = "openai-responses";
+/// The endpoint of an `openai-responses` profile that names none.
+pub const OPENAI_PUBLIC_BASE_URL: &str = "https://api.openai.com/v1";
+
+/// The wire protocol of a profile.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum PiApi {
+    #[default]
+    AnthropicMessages,
+    OpenAiResponses,
+}
 /// The endpoint of a profile that names none.
 pub const ANTHROPIC_PUBLIC_BASE_URL: &str = "https://api.anthropic.com";
 /// Context window of models that declare none.
@@ -43,7 +56,7 @@ pub struct AnthropicConfig {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct AnthropicProfile {
-    /// Must be `anthropic-messages` when given.
+    /// `anthropic-messages` (default) or `openai-responses`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub api: Option<String>,
     /// Endpoint base; requests go to `<baseURL>/v1/messages`. Default
@@ -135,12 +148,27 @@ pub struct ResolvedAnthropicModel {
     pub efforts: Option<Vec<String>>,
     pub input: Vec<String>,
     pub supports_temperature: bool,
+    /// The wire value of each offered level (`reasoningEfforts` values; `None` for null).
+    pub wire_efforts: IndexMap<String, Option<String>>,
+}
+
+impl ResolvedAnthropicModel {
+    /// The wire spelling of `level`: its configured string, else the canonical name. `off`
+    /// has none unless a string is configured (`off` omits the reasoning option).
+    pub fn wire_effort(&self, level: &str) -> Option<String> {
+        match self.wire_efforts.get(level) {
+            Some(Some(wire)) => Some(wire.clone()),
+            _ if level == "off" => None,
+            _ => Some(level.to_string()),
+        }
+    }
 }
 
 /// A validated profile.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ResolvedAnthropicProfile {
     pub route: String,
+    pub api: PiApi,
     pub vendor: String,
     pub base_url: String,
     pub api_key_env: Option<String>,
@@ -242,15 +270,17 @@ fn resolve_profile(route: &str, p: &AnthropicProfile) -> Result<ResolvedAnthropi
             "{ANTHROPIC_PLUGIN}: provider routes must be non-empty"
         ));
     }
-    match p.api.as_deref() {
-        None | Some(ANTHROPIC_MESSAGES_API) => {}
+    let api = match p.api.as_deref() {
+        None | Some(ANTHROPIC_MESSAGES_API) => PiApi::AnthropicMessages,
+        Some(OPENAI_RESPONSES_API) => PiApi::OpenAiResponses,
         Some(other) => {
             return Err(format!(
-                "{at} api \"{other}\" is not served by this build (only \"{ANTHROPIC_MESSAGES_API}\"; \
-                 chat-completions endpoints are configured under the openai-compatible section)"
+                "{at} api \"{other}\" is not served by this build (only \"{ANTHROPIC_MESSAGES_API}\" and \
+                 \"{OPENAI_RESPONSES_API}\"; chat-completions endpoints are configured under the \
+                 openai-compatible section)"
             ));
         }
-    }
+    };
     if p.base_url.as_deref() == Some("") {
         return Err(format!("{at} baseURL must not be empty"));
     }
@@ -325,6 +355,13 @@ fn resolve_profile(route: &str, p: &AnthropicProfile) -> Result<ResolvedAnthropi
                 .or(p.default_max_tokens)
                 .unwrap_or(ANTHROPIC_DEFAULT_MAX_TOKENS),
             efforts: efforts(m.reasoning_efforts.as_ref(), &mat)?,
+            wire_efforts: match &m.reasoning_efforts {
+                Some(Value::Object(map)) => map
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.as_str().map(str::to_owned)))
+                    .collect(),
+                _ => IndexMap::new(),
+            },
             input,
             supports_temperature: m
                 .compat
@@ -352,11 +389,15 @@ fn resolve_profile(route: &str, p: &AnthropicProfile) -> Result<ResolvedAnthropi
     }
     Ok(ResolvedAnthropicProfile {
         route: route.to_string(),
+        api,
         vendor: p.display_name.clone().unwrap_or_else(|| route.to_string()),
-        base_url: p
-            .base_url
-            .clone()
-            .unwrap_or_else(|| ANTHROPIC_PUBLIC_BASE_URL.to_string()),
+        base_url: p.base_url.clone().unwrap_or_else(|| {
+            match api {
+                PiApi::AnthropicMessages => ANTHROPIC_PUBLIC_BASE_URL,
+                PiApi::OpenAiResponses => OPENAI_PUBLIC_BASE_URL,
+            }
+            .to_string()
+        }),
         api_key_env: p.api_key_env.clone(),
         headers: p.headers.clone(),
         models,
@@ -402,6 +443,27 @@ mod tests {
             (200_000, 32_768, Some(vec!["off".into(), "high".into()]))
         );
         assert_eq!(p.budget("high"), 20_480);
+    }
+
+    #[test]
+    fn a_responses_profile_defaults_to_the_openai_endpoint() {
+        let r = resolve(json!({"providers": {"openai": {"api": "openai-responses",
+            "models": [{"id": "gpt-x", "reasoningEfforts": {"off": "none", "high": null}}]}}}))
+        .unwrap();
+        let p = &r["openai"];
+        assert_eq!(
+            (p.api, p.base_url.as_str()),
+            (PiApi::OpenAiResponses, "https://api.openai.com/v1")
+        );
+        let m = &p.models[0];
+        assert_eq!(
+            (
+                m.wire_effort("off"),
+                m.wire_effort("high"),
+                m.wire_effort("low")
+            ),
+            (Some("none".into()), Some("high".into()), Some("low".into()))
+        );
     }
 
     #[test]

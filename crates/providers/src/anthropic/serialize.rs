@@ -27,7 +27,7 @@ fn cache_control(retention: CacheRetention) -> Option<Value> {
 
 /// The effort of one request: the explicit one, else the deployment default the model
 /// offers. Refuses an effort the model does not offer.
-fn resolve_effort(
+pub(crate) fn resolve_effort(
     options: &GenerateOptions,
     profile: &ResolvedAnthropicProfile,
     model: &ResolvedAnthropicModel,

@@ -1,0 +1,465 @@
+//! One plugin process and its supervisor: spawning it in its own process group, the
+//! line-delimited JSON-RPC 2.0 link (a writer thread, a reader thread, pending calls by
+//! id), per-call timeouts, and restarts with backoff after a crash, a hang or garbage.
+//!
+//! Everything blocking runs on plain threads, so a plugin that stops reading its stdin or
+//! never answers can stall neither the async runtime nor the session; every call is
+//! bounded by the row's `timeoutMs`.
+
+use std::collections::HashMap;
+use std::io::{BufRead as _, BufReader, Write as _};
+use std::os::unix::process::CommandExt as _;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use dsh_tools::process::ProcessGroup;
+use serde_json::{Value, json};
+
+/// How long a killed plugin gets between SIGTERM and SIGKILL.
+const KILL_GRACE: Duration = Duration::from_millis(500);
+/// The longest line accepted from a plugin; a longer one counts as garbage.
+const MAX_LINE_BYTES: u64 = 64 << 20;
+/// The longest wait between two restarts.
+const MAX_BACKOFF: Duration = Duration::from_secs(30);
+
+/// What the supervisor needs to start the process.
+#[derive(Clone, Debug)]
+pub struct HostConfig {
+    /// `plugin-host(<row id>)`, the prefix of every log line.
+    pub label: String,
+    pub command: String,
+    pub args: Vec<String>,
+    pub env: Vec<(String, String)>,
+    pub cwd: Option<PathBuf>,
+    /// Bound of every call (handshake, stage, tool call).
+    pub timeout: Duration,
+    /// Restarts after the first start; `0` never restarts.
+    pub max_restarts: u32,
+    /// Delay before the first restart; doubled for each further one.
+    pub backoff: Duration,
+    /// The `params` of `initialize`.
+    pub initialize: Value,
+}
+
+type Reply = Result<Value, String>;
+
+enum Waiter {
+    Async(tokio::sync::oneshot::Sender<Reply>),
+    Sync(mpsc::Sender<Reply>),
+}
+
+impl Waiter {
+    fn send(self, reply: Reply) {
+        match self {
+            Waiter::Async(tx) => {
+                let _ = tx.send(reply);
+            }
+            Waiter::Sync(tx) => {
+                let _ = tx.send(reply);
+            }
+        }
+    }
+}
+
+#[derive(Default)]
+struct Pending {
+    dead: bool,
+    waiters: HashMap<u64, Waiter>,
+}
+
+/// One running process (one generation).
+struct Conn {
+    pid: u32,
+    writer: Mutex<Option<mpsc::Sender<Vec<u8>>>>,
+    pending: Mutex<Pending>,
+    group: Mutex<ProcessGroup>,
+}
+
+impl Conn {
+    fn kill(&self) {
+        self.group
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .terminate();
+    }
+
+    fn pending(&self) -> std::sync::MutexGuard<'_, Pending> {
+        self.pending.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Registers `waiter` under `id` and writes the request; `Err` when the process is gone.
+    fn send(&self, id: u64, method: &str, params: &Value, waiter: Waiter) -> Result<(), String> {
+        {
+            let mut pending = self.pending();
+            if pending.dead {
+                return Err("the plugin process is not running".into());
+            }
+            pending.waiters.insert(id, waiter);
+        }
+        let line = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        if self.write(&line).is_err() {
+            self.pending().waiters.remove(&id);
+            return Err("the plugin process is not running".into());
+        }
+        Ok(())
+    }
+
+    fn write(&self, message: &Value) -> Result<(), ()> {
+        let mut bytes = serde_json::to_vec(message).map_err(|_| ())?;
+        bytes.push(b'\n');
+        let writer = self.writer.lock().unwrap_or_else(|p| p.into_inner());
+        writer.as_ref().ok_or(())?.send(bytes).map_err(|_| ())
+    }
+
+    fn forget(&self, id: u64) {
+        self.pending().waiters.remove(&id);
+    }
+
+    /// Marks the process gone and fails every call still waiting with `reason`.
+    fn fail_all(&self, reason: &str) {
+        let waiters: Vec<Waiter> = {
+            let mut pending = self.pending();
+            pending.dead = true;
+            pending.waiters.drain().map(|(_, w)| w).collect()
+        };
+        for w in waiters {
+            w.send(Err(reason.to_string()));
+        }
+        self.writer.lock().unwrap_or_else(|p| p.into_inner()).take();
+    }
+}
+
+/// A plugin process under supervision. Cheap to share; [`Host::stop`] ends it for good.
+pub struct Host {
+    cfg: HostConfig,
+    conn: Mutex<Option<Arc<Conn>>>,
+    next_id: AtomicU64,
+    stopped: AtomicBool,
+    restarts: AtomicU32,
+    wake: Mutex<Option<mpsc::Sender<()>>>,
+}
+
+impl Host {
+    /// Starts the process and performs the handshake; the answer to `initialize` is
+    /// returned. Later generations (restarts) are started by a supervisor thread.
+    pub fn start(cfg: HostConfig) -> Result<(Arc<Host>, Value), String> {
+        let host = Arc::new(Host {
+            cfg,
+            conn: Mutex::new(None),
+            next_id: AtomicU64::new(1),
+            stopped: AtomicBool::new(false),
+            restarts: AtomicU32::new(0),
+            wake: Mutex::new(None),
+        });
+        let (wake_tx, wake_rx) = mpsc::channel();
+        *host.wake.lock().unwrap_or_else(|p| p.into_inner()) = Some(wake_tx);
+        let registration = host.generation()?;
+        let h = host.clone();
+        std::thread::Builder::new()
+            .name("dsh-plugin-host".into())
+            .spawn(move || h.supervise(wake_rx))
+            .map_err(|e| format!("cannot start the plugin supervisor: {e}"))?;
+        Ok((host, registration))
+    }
+
+    pub fn label(&self) -> &str {
+        &self.cfg.label
+    }
+
+    /// The pid of the running process, if one is up.
+    pub fn pid(&self) -> Option<u32> {
+        self.current().map(|c| c.pid)
+    }
+
+    /// How many times the process was restarted.
+    pub fn restarts(&self) -> u32 {
+        self.restarts.load(Ordering::Relaxed)
+    }
+
+    fn current(&self) -> Option<Arc<Conn>> {
+        self.conn.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    fn wake(&self) {
+        if let Some(tx) = self.wake.lock().unwrap_or_else(|p| p.into_inner()).as_ref() {
+            let _ = tx.send(());
+        }
+    }
+
+    /// Ends the plugin: kills the process group and stops restarting. Idempotent.
+    pub fn stop(&self) {
+        self.stopped.store(true, Ordering::SeqCst);
+        if let Some(conn) = self.conn.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            conn.kill();
+        }
+        self.wake();
+    }
+
+    /// Spawns one generation and performs the handshake on it.
+    fn generation(self: &Arc<Self>) -> Result<Value, String> {
+        let conn = self.spawn()?;
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = mpsc::channel();
+        conn.send(id, "initialize", &self.cfg.initialize, Waiter::Sync(tx))?;
+        let reply = match rx.recv_timeout(self.cfg.timeout) {
+            Ok(reply) => reply,
+            Err(_) => {
+                conn.forget(id);
+                conn.kill();
+                Err(format!(
+                    "no answer to `initialize` within {} ms",
+                    self.cfg.timeout.as_millis()
+                ))
+            }
+        };
+        match reply {
+            Ok(value) => {
+                if self.stopped.load(Ordering::SeqCst) {
+                    conn.kill();
+                    return Err("the plugin was unloaded".into());
+                }
+                *self.conn.lock().unwrap_or_else(|p| p.into_inner()) = Some(conn);
+                Ok(value)
+            }
+            Err(e) => {
+                conn.kill();
+                Err(format!("handshake failed: {e}"))
+            }
+        }
+    }
+
+    /// Restarts the process after each death, with doubling backoff, until the restart
+    /// budget is spent or the host is stopped.
+    fn supervise(self: Arc<Self>, wake: mpsc::Receiver<()>) {
+        loop {
+            // Wait for the running generation to die (or for stop).
+            if wake.recv().is_err() || self.stopped.load(Ordering::SeqCst) {
+                return;
+            }
+            loop {
+                self.conn.lock().unwrap_or_else(|p| p.into_inner()).take();
+                let n = self.restarts.load(Ordering::Relaxed) + 1;
+                if n > self.cfg.max_restarts {
+                    tracing::error!(
+                        "{}: plugin process stopped; giving up after {} restart(s) — its stages now pass through and its tools fail",
+                        self.cfg.label,
+                        self.cfg.max_restarts
+                    );
+                    return;
+                }
+                let delay = self
+                    .cfg
+                    .backoff
+                    .saturating_mul(1u32 << (n - 1).min(16))
+                    .min(MAX_BACKOFF);
+                // A stop during the backoff ends the wait early.
+                match wake.recv_timeout(delay) {
+                    Ok(()) | Err(mpsc::RecvTimeoutError::Timeout)
+                        if !self.stopped.load(Ordering::SeqCst) => {}
+                    _ => return,
+                }
+                self.restarts.store(n, Ordering::Relaxed);
+                match self.generation() {
+                    Ok(_) => {
+                        tracing::warn!("{}: plugin process restarted ({n})", self.cfg.label);
+                        // Deaths signalled while restarting belong to the old generation.
+                        while wake.try_recv().is_ok() {}
+                        break;
+                    }
+                    Err(e) => {
+                        if self.stopped.load(Ordering::SeqCst) {
+                            return;
+                        }
+                        tracing::error!("{}: restart {n} failed: {e}", self.cfg.label);
+                        while wake.try_recv().is_ok() {}
+                    }
+                }
+            }
+        }
+    }
+
+    fn spawn(self: &Arc<Self>) -> Result<Arc<Conn>, String> {
+        let cfg = &self.cfg;
+        let mut command = Command::new(&cfg.command);
+        command
+            .args(&cfg.args)
+            .envs(cfg.env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .process_group(0);
+        if let Some(cwd) = &cfg.cwd {
+            command.current_dir(cwd);
+        }
+        let mut child = command
+            .spawn()
+            .map_err(|e| format!("cannot start `{}`: {e}", cfg.command))?;
+        let pid = child.id();
+        let group = ProcessGroup::new(Some(pid), KILL_GRACE);
+        let (Some(stdin), Some(stdout), Some(stderr)) =
+            (child.stdin.take(), child.stdout.take(), child.stderr.take())
+        else {
+            return Err("the plugin process has no pipes".into());
+        };
+        let (wtx, wrx) = mpsc::channel::<Vec<u8>>();
+        let conn = Arc::new(Conn {
+            pid,
+            writer: Mutex::new(Some(wtx)),
+            pending: Mutex::new(Pending::default()),
+            group: Mutex::new(group),
+        });
+        let spawn = |name: &str, f: Box<dyn FnOnce() + Send>| {
+            std::thread::Builder::new()
+                .name(name.into())
+                .spawn(f)
+                .map(|_| ())
+                .map_err(|e| format!("cannot start a plugin thread: {e}"))
+        };
+        spawn(
+            "dsh-plugin-write",
+            Box::new(move || {
+                let mut stdin = stdin;
+                while let Ok(bytes) = wrx.recv() {
+                    if stdin
+                        .write_all(&bytes)
+                        .and_then(|()| stdin.flush())
+                        .is_err()
+                    {
+                        break;
+                    }
+                }
+            }),
+        )?;
+        let label = cfg.label.clone();
+        spawn(
+            "dsh-plugin-stderr",
+            Box::new(move || {
+                for line in BufReader::new(stderr).lines() {
+                    let Ok(line) = line else { break };
+                    tracing::info!("{label}: stderr: {line}");
+                }
+            }),
+        )?;
+        let (c, host) = (conn.clone(), Arc::downgrade(self));
+        let label = cfg.label.clone();
+        spawn(
+            "dsh-plugin-read",
+            Box::new(move || {
+                let reason = read_loop(&c, stdout, &label);
+                c.fail_all(&reason);
+                c.kill();
+                let status = wait(child);
+                if let Some(host) = host.upgrade()
+                    && !host.stopped.load(Ordering::SeqCst)
+                {
+                    tracing::error!("{label}: {reason}; process {status}");
+                    host.wake();
+                }
+            }),
+        )?;
+        Ok(conn)
+    }
+
+    /// Sends a notification to the running process (dropped when none is running).
+    pub fn notify(&self, method: &str, params: Value) {
+        if let Some(conn) = self.current() {
+            let _ = conn.write(&json!({"jsonrpc": "2.0", "method": method, "params": params}));
+        }
+    }
+
+    /// One request, bounded by the row's timeout. A timeout kills the process (it is
+    /// restarted per the policy); the error says what went wrong.
+    pub async fn call(&self, method: &str, params: Value) -> Result<Value, String> {
+        let conn = self
+            .current()
+            .ok_or("the plugin process is not running (restarting or stopped)")?;
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        conn.send(id, method, &params, Waiter::Async(tx))?;
+        match tokio::time::timeout(self.cfg.timeout, rx).await {
+            Ok(Ok(reply)) => reply,
+            Ok(Err(_)) => Err("the plugin process is not running".into()),
+            Err(_) => {
+                conn.forget(id);
+                tracing::error!(
+                    "{}: `{method}` timed out after {} ms; killing the plugin process",
+                    self.cfg.label,
+                    self.cfg.timeout.as_millis()
+                );
+                conn.kill();
+                Err(format!(
+                    "timed out after {} ms",
+                    self.cfg.timeout.as_millis()
+                ))
+            }
+        }
+    }
+}
+
+fn wait(mut child: Child) -> String {
+    match child.wait() {
+        Ok(status) => status.to_string(),
+        Err(e) => format!("could not be waited for ({e})"),
+    }
+}
+
+/// Reads responses until end of input or garbage; returns why it stopped.
+fn read_loop(conn: &Conn, stdout: std::process::ChildStdout, label: &str) -> String {
+    let mut reader = BufReader::new(stdout);
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        let read = std::io::Read::take(&mut reader, MAX_LINE_BYTES).read_until(b'\n', &mut line);
+        match read {
+            Ok(0) | Err(_) => return "plugin process exited".into(),
+            Ok(_) => {}
+        }
+        if line.last() != Some(&b'\n') && line.len() as u64 >= MAX_LINE_BYTES {
+            return format!("plugin wrote a line longer than {MAX_LINE_BYTES} bytes");
+        }
+        let text = String::from_utf8_lossy(&line);
+        let text = text.trim();
+        if text.is_empty() {
+            continue;
+        }
+        let message: Value = match serde_json::from_str(text) {
+            Ok(v @ Value::Object(_)) => v,
+            _ => {
+                let shown: String = text.chars().take(200).collect();
+                return format!("plugin wrote garbage to stdout (not a JSON-RPC message): {shown}");
+            }
+        };
+        if message.get("method").is_some() {
+            // Plugin → host messages: only `log` notifications are understood.
+            if message.get("method").and_then(Value::as_str) == Some("log") {
+                let text = message
+                    .pointer("/params/message")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default();
+                tracing::info!("{label}: {text}");
+            } else {
+                tracing::warn!("{label}: ignored a request or notification from the plugin");
+            }
+            continue;
+        }
+        let Some(id) = message.get("id").and_then(Value::as_u64) else {
+            return "plugin wrote a response without a numeric id".into();
+        };
+        let reply = match (message.get("result"), message.get("error")) {
+            (_, Some(error)) => Err(error
+                .get("message")
+                .and_then(Value::as_str)
+                .map_or_else(|| error.to_string(), str::to_string)),
+            (Some(result), None) => Ok(result.clone()),
+            (None, None) => Ok(Value::Null),
+        };
+        let waiter = conn.pending().waiters.remove(&id);
+        if let Some(w) = waiter {
+            w.send(reply);
+        }
+    }
+}
