@@ -125,19 +125,39 @@ pub(crate) fn map_finish_reason(reason: &str) -> FinishReason {
     }
 }
 
+/// The kind of a streamed content block (chat completions, Messages, Responses).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum BlockKind {
+pub(crate) enum BlockKind {
     Text,
     Reasoning,
     ToolCall,
 }
 
 impl BlockKind {
-    fn name(self) -> &'static str {
+    /// The block's harness name (`block-start` kinds, replay-state `type`s).
+    pub(crate) fn name(self) -> &'static str {
         match self {
             BlockKind::Text => "text",
             BlockKind::Reasoning => "reasoning",
             BlockKind::ToolCall => "tool-call",
+        }
+    }
+
+    /// The finished block of a Messages or Responses stream. A call that streamed no input
+    /// has `{}` arguments.
+    pub(crate) fn block(self, text: &str, id: &str, name: &str) -> ContentBlock {
+        match self {
+            BlockKind::Text => ContentBlock::Text { text: text.into() },
+            BlockKind::Reasoning => ContentBlock::Reasoning { text: text.into() },
+            BlockKind::ToolCall => ContentBlock::ToolCall {
+                id: id.into(),
+                name: name.into(),
+                arguments: if text.is_empty() {
+                    "{}".into()
+                } else {
+                    text.into()
+                },
+            },
         }
     }
 }

@@ -20,12 +20,7 @@ pub(crate) const REPLAY_KIND: &str = "anthropic-messages";
 /// The replay-state `version`.
 pub(crate) const REPLAY_VERSION: u64 = 1;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Kind {
-    Text,
-    Reasoning,
-    ToolCall,
-}
+use crate::translate::BlockKind as Kind;
 
 #[derive(Debug)]
 struct Open {
@@ -41,33 +36,11 @@ struct Open {
 
 impl Open {
     fn block(&self) -> ContentBlock {
-        match self.kind {
-            Kind::Text => ContentBlock::Text {
-                text: self.text.clone(),
-            },
-            Kind::Reasoning => ContentBlock::Reasoning {
-                text: self.text.clone(),
-            },
-            Kind::ToolCall => ContentBlock::ToolCall {
-                id: self.id.clone(),
-                name: self.name.clone(),
-                // A call without input streams no delta: its input is `{}`.
-                arguments: if self.text.is_empty() {
-                    "{}".into()
-                } else {
-                    self.text.clone()
-                },
-            },
-        }
+        self.kind.block(&self.text, &self.id, &self.name)
     }
 
     fn replay_entry(&self) -> Value {
-        let kind = match self.kind {
-            Kind::Text => "text",
-            Kind::Reasoning => "reasoning",
-            Kind::ToolCall => "tool-call",
-        };
-        let mut entry = json!({"type": kind});
+        let mut entry = json!({"type": self.kind.name()});
         if let Some(signature) = self.signature.as_ref().filter(|s| !s.is_empty()) {
             entry["signature"] = Value::from(signature.as_str());
         }

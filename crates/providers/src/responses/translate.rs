@@ -20,12 +20,7 @@ pub(crate) const REPLAY_KIND: &str = "openai-responses";
 /// The replay-state `version`.
 pub(crate) const REPLAY_VERSION: u64 = 1;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Kind {
-    Text,
-    Reasoning,
-    ToolCall,
-}
+use crate::translate::BlockKind as Kind;
 
 #[derive(Debug)]
 struct Open {
@@ -42,32 +37,11 @@ struct Open {
 
 impl Open {
     fn block(&self) -> ContentBlock {
-        match self.kind {
-            Kind::Text => ContentBlock::Text {
-                text: self.text.clone(),
-            },
-            Kind::Reasoning => ContentBlock::Reasoning {
-                text: self.text.clone(),
-            },
-            Kind::ToolCall => ContentBlock::ToolCall {
-                id: self.call_id.clone(),
-                name: self.name.clone(),
-                arguments: if self.text.is_empty() {
-                    "{}".into()
-                } else {
-                    self.text.clone()
-                },
-            },
-        }
+        self.kind.block(&self.text, &self.call_id, &self.name)
     }
 
     fn replay_entry(&self) -> Value {
-        let kind = match self.kind {
-            Kind::Text => "text",
-            Kind::Reasoning => "reasoning",
-            Kind::ToolCall => "tool-call",
-        };
-        let mut entry = json!({"type": kind});
+        let mut entry = json!({"type": self.kind.name()});
         if !self.item_id.is_empty() {
             entry["itemId"] = Value::from(self.item_id.as_str());
         }
