@@ -4,6 +4,8 @@
 
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
+mod common;
+
 use std::sync::Arc;
 
 use dsh_llm::{
@@ -15,6 +17,8 @@ use dsh_test_support::mock_server::{MockServer, Reply};
 use futures::StreamExt;
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
+
+use common::{event, reply, run_chunks};
 
 fn adapter(server: &MockServer, extra: Value) -> Arc<AnthropicAdapter> {
     let mut profile = json!({
@@ -40,27 +44,6 @@ fn options(messages: Vec<Message>) -> GenerateOptions {
     );
     options.system = Some("You are dsh.".into());
     options
-}
-
-async fn run_chunks(adapter: Arc<AnthropicAdapter>, options: GenerateOptions) -> Vec<Value> {
-    let adapter: Arc<dyn LlmAdapter> = adapter;
-    adapter_stream(Some(adapter), Arc::new(options))
-        .map(|item| serde_json::to_value(item.expect("failures become finish chunks")).unwrap())
-        .collect()
-        .await
-}
-
-/// One Anthropic SSE event with its `event:` line, as the API frames them.
-fn event(payload: &Value) -> Vec<u8> {
-    format!(
-        "event: {}\ndata: {payload}\n\n",
-        payload["type"].as_str().unwrap()
-    )
-    .into_bytes()
-}
-
-fn reply(events: &[Value]) -> Reply {
-    Reply::sse_bytes(events.iter().map(event))
 }
 
 fn message_start() -> Value {
