@@ -48,9 +48,12 @@ const PTY_PATCH: &str = include_str!("../compositions/pty.patch.yml");
 const LSP_PATCH: &str = include_str!("../compositions/lsp.patch.yml");
 const CODE_MODE_PATCH: &str = include_str!("../compositions/code-mode.patch.yml");
 const BOTH_MODE_PATCH: &str = include_str!("../compositions/both-mode.patch.yml");
+const PRODUCT_BOTH_PATCH: &str = include_str!("../compositions/product-subagent-both.patch.yml");
+const PRODUCT_CODEX_PATCH: &str = include_str!("../compositions/product-subagent-codex.patch.yml");
+const ADVANCED_PATCH: &str = include_str!("../compositions/advanced.patch.yml");
 
 /// Upstream composition names (`DSH_SNAPSHOT_CONFIG`) this build has a composition for.
-pub const KNOWN_COMPOSITIONS: [&str; 22] = [
+pub const KNOWN_COMPOSITIONS: [&str; 25] = [
     "code-mode.cordis.yml",
     "code-mode-image.cordis.yml",
     "code-mode-workspace-context.cordis.yml",
@@ -73,6 +76,9 @@ pub const KNOWN_COMPOSITIONS: [&str; 22] = [
     "subagent-continuable-inheritance.cordis.yml",
     "child-question.cordis.yml",
     "subagent-result-diagnostic.cordis.yml",
+    "product-subagent-both.cordis.yml",
+    "product-subagent-codex.cordis.yml",
+    "advanced.cordis.yml",
 ];
 
 /// The layers of the ACP composition selected by `DSH_SNAPSHOT_CONFIG` (upstream's
@@ -168,6 +174,18 @@ pub fn composition_layers(config: Option<&str>) -> Result<Vec<Layer>, String> {
                 "dsh-acp/subagent-result-diagnostic.patch.yml",
                 RESULT_DIAGNOSTIC_PATCH,
             )?,
+        ],
+        "product-subagent-both.cordis.yml" => vec![
+            parse("dsh-acp/acp.cordis.yml", ACP_COMPOSITION)?,
+            parse("dsh-acp/product-subagent-both.patch.yml", PRODUCT_BOTH_PATCH)?,
+        ],
+        "product-subagent-codex.cordis.yml" => vec![
+            parse("dsh-acp/acp.cordis.yml", ACP_COMPOSITION)?,
+            parse("dsh-acp/product-subagent-codex.patch.yml", PRODUCT_CODEX_PATCH)?,
+        ],
+        "advanced.cordis.yml" => vec![
+            parse("dsh-acp/acp.cordis.yml", ACP_COMPOSITION)?,
+            parse("dsh-acp/advanced.patch.yml", ADVANCED_PATCH)?,
         ],
         // Upstream's overlay sets a `tasks` key its ACP demo ignores, so the default job
         // limit applies; the recorded log shows exactly that.

@@ -41,6 +41,9 @@ pub fn catalog() -> Catalog {
     dsh_attachments::register_catalog(&mut c);
     dsh_skills::register_catalog(&mut c);
     c.register(dsh_code_mode::CodeRuntimePlugin);
+    dsh_workflow::register_catalog(&mut c);
+    dsh_subagent_product::register_catalog(&mut c);
+    dsh_cordis::register_catalog(&mut c);
     c.register(dsh_persistence::JsonlPersistencePlugin);
     c.register(crate::headless::HeadlessPlugin);
     c.register(dsh_acp::AcpAgentPlugin);
