@@ -18,9 +18,11 @@ Stored sessions under $DSH_HOME/sessions (default ~/.dsh/sessions).
 
 Commands:
   list [--all]                      sessions of this directory (--all: every directory),
-                                    newest first: id, updated, turns, title
+                                    newest first: id, updated, turns, title; a
+                                    subagent child is listed under its parent
   show <id|file> [--messages|--events|--json]
-                                    the transcript; --messages prints the model-visible
+                                    the transcript, then the session's subagent children
+                                    (open one with `show <child-id>`); --messages prints the model-visible
                                     history (derive_messages) as JSON lines; --events one
                                     line per event; --json every event as JSONL
   fork <id> [--at SEQ]              a new session with the history up to the end of the
@@ -99,21 +101,117 @@ fn list(root: &Path, all: bool) -> ExitCode {
         }
     }
     rows.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.id.cmp(&b.1.id)));
+    // Subagent children are listed under their parent (oldest first), not among the
+    // sessions a person started; a child whose parent is not listed stands on its own.
+    let listed: std::collections::HashSet<String> = rows.iter().map(|r| r.1.id.clone()).collect();
+    let parent_of = |h: &SessionHeader| {
+        h.parent_session
+            .clone()
+            .filter(|p| is_subagent_child(h) && listed.contains(p))
+    };
+    let mut children: std::collections::HashMap<String, Vec<usize>> = Default::default();
+    for (i, r) in rows.iter().enumerate() {
+        if let Some(p) = parent_of(&r.1) {
+            children.entry(p).or_default().push(i);
+        }
+    }
+    for list in children.values_mut() {
+        list.sort_by_key(|&i| (rows[i].1.created_at, rows[i].1.id.clone()));
+    }
     let mut out = std::io::stdout().lock();
-    for (updated, header, turns, title) in rows {
-        let cwd = if all {
+    let mut stack: Vec<(usize, usize)> = rows
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| parent_of(&r.1).is_none())
+        .map(|(i, _)| (i, 0))
+        .rev()
+        .collect();
+    while let Some((i, depth)) = stack.pop() {
+        let (updated, header, turns, title) = &rows[i];
+        let cwd = if all && depth == 0 {
             format!("  {}", header.cwd.as_deref().unwrap_or("-"))
         } else {
             String::new()
         };
+        let indent = if depth == 0 {
+            String::new()
+        } else {
+            format!("{}\u{21b3} ", "  ".repeat(depth))
+        };
         let _ = writeln!(
             out,
-            "{}  {}  {turns:>3} turns  {title}{cwd}",
+            "{indent}{}  {}  {turns:>3} turns  {title}{cwd}",
             header.id,
-            format_time(updated)
+            format_time(*updated)
         );
+        if let Some(kids) = children.get(&header.id) {
+            stack.extend(kids.iter().rev().map(|&k| (k, depth + 1)));
+        }
     }
     ExitCode::SUCCESS
+}
+
+/// Whether a session was started by a delegation (its header names its parent and origin).
+fn is_subagent_child(h: &SessionHeader) -> bool {
+    h.parent_session.is_some() && h.origin.as_deref() == Some("subagent")
+}
+
+/// One stored child of a session.
+struct ChildRow {
+    id: String,
+    created_at: u64,
+    label: String,
+    turns: usize,
+    outcome: String,
+}
+
+/// The stored subagent children of session `id` (siblings of its log), oldest first.
+fn children_of(root: &Path, id: &str) -> Vec<ChildRow> {
+    let store = files(root, Compression::Zstd);
+    let mut rows = Vec::new();
+    for path in store.log_paths() {
+        let Ok(loaded) = store.inspect_file(&path) else {
+            continue;
+        };
+        let h = &loaded.header;
+        if !is_subagent_child(h) || h.parent_session.as_deref() != Some(id) {
+            continue;
+        }
+        let seed = (h.seed_length.unwrap_or(0) as usize).min(loaded.events.len());
+        let own = &loaded.events[seed..];
+        let label = own
+            .iter()
+            .find(|e| e.event_type.as_str() == "subagent/descriptor")
+            .and_then(|e| e.data.get("label").and_then(Value::as_str))
+            .filter(|l| !l.is_empty())
+            .map(str::to_owned)
+            .unwrap_or_else(|| title_of(&loaded.events));
+        let turns = own.iter().filter(|e| e.is(types::TURN_START)).count();
+        let outcome = own
+            .iter()
+            .rev()
+            .find(|e| e.is(types::TURN_END))
+            .and_then(|e| e.data.pointer("/reason/kind").and_then(Value::as_str))
+            .unwrap_or(if turns == 0 {
+                "not started"
+            } else {
+                "unfinished"
+            })
+            .to_string();
+        rows.push(ChildRow {
+            id: h.id.clone(),
+            created_at: h.created_at,
+            label,
+            turns,
+            outcome,
+        });
+    }
+    rows.sort_by(|a, b| {
+        a.created_at
+            .cmp(&b.created_at)
+            .then_with(|| a.id.cmp(&b.id))
+    });
+    rows
 }
 
 fn block_line(b: &ContentBlock) -> Option<String> {
@@ -213,12 +311,26 @@ fn show(root: &Path, target: &str, mode: &str) -> ExitCode {
             if let Some(cwd) = &h.cwd {
                 let _ = writeln!(out, "cwd {cwd}");
             }
-            if let Some(p) = &h.parent_session {
-                let _ = writeln!(
-                    out,
-                    "forked from {p} (first {} events)",
-                    h.seed_length.unwrap_or(0)
-                );
+            match &h.parent_session {
+                Some(p) if is_subagent_child(h) => {
+                    let inherits = match h.seed_length {
+                        Some(n) if n > 0 => format!(", inherits its first {n} events"),
+                        _ => String::new(),
+                    };
+                    let _ = writeln!(
+                        out,
+                        "subagent of {p} (depth {}{inherits})",
+                        h.delegation_depth
+                    );
+                }
+                Some(p) => {
+                    let _ = writeln!(
+                        out,
+                        "forked from {p} (first {} events)",
+                        h.seed_length.unwrap_or(0)
+                    );
+                }
+                None => {}
             }
             let title = title_of(&loaded.events);
             if !title.is_empty() {
@@ -260,6 +372,19 @@ fn show(root: &Path, target: &str, mode: &str) -> ExitCode {
                     continue;
                 }
                 let _ = writeln!(out, "[{who}] {}", lines.join("\n"));
+            }
+            let children = children_of(root, &h.id);
+            if !children.is_empty() {
+                let _ = writeln!(out, "-- subagents ({}):", children.len());
+                for c in &children {
+                    let plural = if c.turns == 1 { "" } else { "s" };
+                    let _ = writeln!(
+                        out,
+                        "{}  {}  {} turn{plural}  {}",
+                        c.id, c.outcome, c.turns, c.label
+                    );
+                }
+                let _ = writeln!(out, "(open one with: dsh sessions show <id>)");
             }
         }
     }

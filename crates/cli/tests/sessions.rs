@@ -200,3 +200,69 @@ fn upstream_logs_open_by_path() {
         "prompt, context, call, result, answer"
     );
 }
+
+#[test]
+fn a_subagent_child_is_listed_under_its_parent_and_opens() {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let server = MockServer::start().answer_untooled("Delegation test");
+    server.push_all([
+        Reply::tool_call(
+            "call-1",
+            "subagent",
+            r#"{"description":"Count files","prompt":"Count the files and say CHILD_DONE.","run_in_background":false}"#,
+        ),
+        Reply::text("CHILD_DONE"),
+        Reply::text("The child said CHILD_DONE."),
+    ]);
+    let url = server.url();
+    let run = out(&dsh(
+        home.path(),
+        work.path(),
+        &url,
+        &["--profile", "headless", "delegate the count"],
+    ));
+    assert!(run.contains("The child said CHILD_DONE."), "{run}");
+
+    let listing = out(&dsh(home.path(), work.path(), &url, &["sessions", "list"]));
+    let lines: Vec<&str> = listing.lines().collect();
+    assert_eq!(lines.len(), 2, "{listing}");
+    assert!(
+        !lines[0].starts_with(' '),
+        "the parent comes first: {listing}"
+    );
+    assert!(
+        lines[1].starts_with("  \u{21b3} "),
+        "the child is nested: {listing}"
+    );
+    let parent = lines[0].split_whitespace().next().unwrap().to_string();
+    let child = lines[1].split_whitespace().nth(1).unwrap().to_string();
+
+    let shown = out(&dsh(
+        home.path(),
+        work.path(),
+        &url,
+        &["sessions", "show", &parent],
+    ));
+    let tail = shown
+        .split("-- subagents (1):\n")
+        .nth(1)
+        .unwrap_or_else(|| panic!("no children section: {shown}"));
+    assert!(
+        tail.starts_with(&format!("{child}  completed  1 turn  Count files")),
+        "{shown}"
+    );
+
+    let opened = out(&dsh(
+        home.path(),
+        work.path(),
+        &url,
+        &["sessions", "show", &child],
+    ));
+    assert!(
+        opened.contains(&format!("subagent of {parent} (depth 1)")),
+        "{opened}"
+    );
+    assert!(opened.contains("[assistant] CHILD_DONE"), "{opened}");
+    assert!(!opened.contains("-- subagents"), "{opened}");
+}
