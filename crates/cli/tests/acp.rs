@@ -301,3 +301,84 @@ fn the_acp_profile_serves_the_protocol_over_the_profile_tree() {
     drop(stdin);
     assert!(child.wait().unwrap().success());
 }
+
+/// Waits up to 20 s for `path` to hold at least one line and returns its lines as JSON.
+fn json_lines_eventually(path: &std::path::Path) -> Vec<Value> {
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        if text.ends_with('\n') || std::time::Instant::now() > deadline {
+            return text
+                .lines()
+                .filter(|l| !l.trim().is_empty())
+                .map(|l| serde_json::from_str(l).unwrap())
+                .collect();
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn claude_code_subagent_hooks_fire_for_a_delegated_child() {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let starts = work.path().join("starts.jsonl");
+    let stops = work.path().join("stops.jsonl");
+    let hooks = json!({"hooks": {
+        "SubagentStart": [{"hooks": [{"type": "command", "command": format!("cat >> {}", starts.display())}]}],
+        // A matcher naming another agent kind must not fire.
+        "SubagentStop": [
+            {"matcher": "code-reviewer", "hooks": [{"type": "command", "command": "echo wrong >> wrong.txt"}]},
+            {"matcher": "*", "hooks": [{"type": "command", "command": format!("cat >> {}", stops.display())}]}
+        ]
+    }});
+    std::fs::write(work.path().join("hooks.json"), hooks.to_string()).unwrap();
+    let server = MockServer::with_replies([
+        Reply::tool_call(
+            "d1",
+            "subagent",
+            r#"{"description":"Check","prompt":"Say CHILD_OK.","run_in_background":false}"#,
+        ),
+        Reply::text("CHILD_OK"),
+        Reply::text("The child said CHILD_OK."),
+    ])
+    .answer_untooled("T");
+    let mut c = Client::start(&server, home.path(), work.path(), "danger-full-access");
+    let init = c.request(
+        "initialize",
+        json!({"protocolVersion": 1, "clientCapabilities": {}}),
+    );
+    c.until_response(init, |_, _| {});
+    let new = c.request("session/new", json!({"cwd": work.path(), "mcpServers": []}));
+    let session = c.until_response(new, |_, _| {})["result"]["sessionId"].clone();
+    let prompt = c.request(
+        "session/prompt",
+        json!({"sessionId": session, "prompt": [{"type": "text", "text": "delegate"}]}),
+    );
+    let done = c.until_response(prompt, |_, _| {});
+    assert_eq!(done["result"]["stopReason"], "end_turn");
+
+    let start = json_lines_eventually(&starts);
+    let stop = json_lines_eventually(&stops);
+    assert_eq!(start.len(), 1, "{start:?}");
+    assert_eq!(stop.len(), 1, "{stop:?}");
+    let child = start[0]["agent_id"].as_str().unwrap().to_string();
+    assert_ne!(json!(child), session, "the child is its own session");
+    let cwd = work.path().display().to_string();
+    for (payload, event) in [(&start[0], "SubagentStart"), (&stop[0], "SubagentStop")] {
+        assert_eq!(payload["hook_event_name"], event);
+        assert_eq!(payload["agent_type"], "general-purpose");
+        assert_eq!(payload["agent_id"], json!(child));
+        assert_eq!(payload["session_id"], json!(child), "the child's session");
+        assert_eq!(payload["cwd"], json!(cwd));
+        assert!(
+            payload["transcript_path"]
+                .as_str()
+                .is_some_and(|p| p.contains(&child)),
+            "{payload}"
+        );
+    }
+    assert!(start[0].get("stop_hook_active").is_none());
+    assert_eq!(stop[0]["stop_hook_active"], false);
+    assert!(!work.path().join("wrong.txt").exists());
+}

@@ -19,7 +19,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use dsh_agent::{
-    AgentRef, PreStep, PreStepDecision, SessionStart, SessionStartSource, TurnStopping,
+    AgentRef, PreStep, PreStepDecision, SessionStart, SessionStartSource, SubagentEnd,
+    SubagentStart, TurnStopping,
 };
 use dsh_kernel::{BoxError, Context, ListenOptions};
 use dsh_llm::{ContentBlock, Message, MessageSource};
@@ -268,6 +269,54 @@ impl Bridge {
             tracing::warn!("{}: SessionStart hook failed: {e}", self.plugin_label());
         }
     }
+    /// Runs `SubagentStart` / `SubagentStop` for child `agent_id` (Claude Code only). The
+    /// payload describes the child's session when it runs in this process; context from
+    /// SubagentStart is injected into the child, SubagentStop only observes.
+    async fn subagent_point(
+        &self,
+        point: HookPoint,
+        agent_id: String,
+        parent: AgentRef,
+        child: Option<AgentRef>,
+        cancel: CancellationToken,
+    ) {
+        let session = child.as_ref().map(|c| c.session().clone());
+        let payload = match &child {
+            Some(c) => payload::subagent(
+                &self.payload_base(c.ctx(), session.as_ref()),
+                point,
+                &agent_id,
+            ),
+            None => payload::subagent(&self.payload_base(parent.ctx(), None), point, &agent_id),
+        };
+        let site = Site {
+            session: session.as_ref(),
+            cwd: child.as_ref().and_then(|c| c.cwd()),
+            turn: None,
+            cancel,
+            plain_stdout: PlainStdout::Ignored,
+        };
+        let merged = match self
+            .run_point(point, payload::SUBAGENT_TYPE, &payload, site)
+            .await
+        {
+            Ok(m) => m,
+            Err(e) => {
+                tracing::warn!(
+                    "{}: {} hook failed: {e}",
+                    self.plugin_label(),
+                    point.as_str()
+                );
+                return;
+            }
+        };
+        if point == HookPoint::SubagentStart
+            && let (Some(context), Some(child)) = (self.context_message(&merged), child)
+            && let Err(e) = child.inject(context)
+        {
+            tracing::warn!("{}: SubagentStart hook failed: {e}", self.plugin_label());
+        }
+    }
 }
 
 /// Cancels detached runs (SessionStart) when the plugin unloads; their process groups
@@ -488,7 +537,58 @@ pub(crate) fn install(ctx: &Context, bridge: Bridge) -> Result<(), BoxError> {
         })?;
     }
 
-    // SubagentStart / SubagentStop (Claude Code) are parsed but not wired: this build has
-    // no `subagent/start` / `subagent/end` events yet.
+    // SubagentStart / SubagentStop fire for Claude Code hooks only (the Codex dialect has
+    // no such events; its loader drops them with a warning). Detached, like SessionStart:
+    // a delegation never waits for them.
+    let subagent_points = [HookPoint::SubagentStart, HookPoint::SubagentStop]
+        .into_iter()
+        .filter(|p| bridge.dialect == HookDialect::ClaudeCode && bridge.config.has(*p))
+        .collect::<Vec<_>>();
+    if !subagent_points.is_empty() {
+        let detached = CancellationToken::new();
+        let on_unload = detached.clone();
+        ctx.effect("drain detached subagent hook runs", move || {
+            on_unload.cancel()
+        })?;
+        let spawn = {
+            let b = bridge.clone();
+            move |point: HookPoint, id: String, parent: AgentRef, child: Option<AgentRef>| {
+                let Ok(handle) = tokio::runtime::Handle::try_current() else {
+                    tracing::warn!(
+                        "{}: {} hook skipped: no async runtime",
+                        b.plugin_label(),
+                        point.as_str()
+                    );
+                    return;
+                };
+                let (b, cancel) = (b.clone(), detached.child_token());
+                handle
+                    .spawn(async move { b.subagent_point(point, id, parent, child, cancel).await });
+            }
+        };
+        if subagent_points.contains(&HookPoint::SubagentStart) {
+            let spawn = spawn.clone();
+            ctx.on_emit::<SubagentStart>(opts, move |info| {
+                spawn(
+                    HookPoint::SubagentStart,
+                    info.id.clone(),
+                    info.parent.clone(),
+                    info.child.clone(),
+                );
+                Ok(())
+            })?;
+        }
+        if subagent_points.contains(&HookPoint::SubagentStop) {
+            ctx.on_emit::<SubagentEnd>(opts, move |end| {
+                spawn(
+                    HookPoint::SubagentStop,
+                    end.info.id.clone(),
+                    end.info.parent.clone(),
+                    end.info.child.clone(),
+                );
+                Ok(())
+            })?;
+        }
+    }
     Ok(())
 }

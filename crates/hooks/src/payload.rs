@@ -166,6 +166,23 @@ pub fn stop(base: &PayloadBase<'_>, turn: u64) -> Value {
     Value::Object(m)
 }
 
+/// The `agent_type` reported for `SubagentStart` / `SubagentStop`: delegation carries no
+/// per-kind label, so the bridge reports Claude Code's default Task-tool kind (a default,
+/// `*` or empty matcher fires; one naming a specific kind does not).
+pub const SUBAGENT_TYPE: &str = "general-purpose";
+
+/// `SubagentStart` / `SubagentStop` (Claude Code): the base of the child's session plus
+/// `agent_id` and `agent_type`; SubagentStop also carries `stop_hook_active: false`.
+pub fn subagent(base: &PayloadBase<'_>, point: HookPoint, agent_id: &str) -> Value {
+    let mut m = base.base(point);
+    m.insert("agent_id".into(), json!(agent_id));
+    m.insert("agent_type".into(), json!(SUBAGENT_TYPE));
+    if point == HookPoint::SubagentStop {
+        m.insert("stop_hook_active".into(), json!(false));
+    }
+    Value::Object(m)
+}
+
 /// The session workspace a hook runs in (the session header's cwd), else `fallback`.
 pub fn workdir(
     session: Option<&Arc<LiveSession>>,

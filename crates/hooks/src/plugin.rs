@@ -87,12 +87,14 @@ fn load(
             }
         }
     }
-    for point in [HookPoint::SubagentStart, HookPoint::SubagentStop] {
-        if parsed.config.has(point) {
-            tracing::warn!(
-                "{label}: {} hooks are not supported by this build yet (ignored)",
-                point.as_str()
-            );
+    if dialect == HookDialect::Codex {
+        for point in [HookPoint::SubagentStart, HookPoint::SubagentStop] {
+            if parsed.config.has(point) {
+                tracing::warn!(
+                    "{label}: {} hooks are not supported by the Codex dialect (ignored)",
+                    point.as_str()
+                );
+            }
         }
     }
     // Hook commands run confined under the deployment's default mode (upstream runs them
