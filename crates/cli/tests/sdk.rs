@@ -231,3 +231,81 @@ fn the_runtime_speaks_the_sdk_protocol() {
     }
     assert!(child.wait().unwrap().success());
 }
+
+#[test]
+fn a_delegated_child_is_reported_started_and_finished() {
+    use std::io::{BufRead, BufReader, Write};
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let server = MockServer::with_replies([
+        Reply::tool_call(
+            "d1",
+            "subagent",
+            r#"{"description":"Probe","prompt":"Say child answer 42.","run_in_background":false}"#,
+        ),
+        Reply::text("child answer 42."),
+        Reply::text("The child said child answer 42."),
+    ])
+    .answer_untooled("T");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_dsh"))
+        .args(["--profile", "sdk"])
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", home.path())
+        .env("DSH_HOME", home.path().join(".dsh"))
+        .env("DEEPSEEK_API_KEY", "sk-test")
+        .env("DEEPSEEK_BASE_URL", server.url())
+        .current_dir(work.path())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut send = |v: Value| {
+        writeln!(stdin, "{v}").unwrap();
+        stdin.flush().unwrap();
+    };
+    let mut next =
+        move || -> Value { serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap() };
+    send(
+        serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"cwd": work.path(), "provider": "deepseek-official", "model": "deepseek-v4-flash"}}),
+    );
+    assert!(next()["result"].is_object());
+    send(
+        serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": "session/prompt", "params": {"sessionId": "root", "contentBlocks": [{"type": "text", "text": "delegate"}]}}),
+    );
+    let (mut started, mut finished) = (None, None);
+    loop {
+        let f = next();
+        match f["method"].as_str() {
+            Some("subagent.started") => started = Some(f["params"].clone()),
+            Some("subagent.finished") => finished = Some(f["params"].clone()),
+            Some("session.status")
+                if f["params"]["sessionId"] == "root" && f["params"]["status"] == "idle" =>
+            {
+                break;
+            }
+            _ => {}
+        }
+    }
+    let started = started.expect("subagent.started");
+    let finished = finished.expect("subagent.finished before the parent is idle");
+    assert_eq!(started["parentSessionId"], "root");
+    let child_id = started["childSessionId"].clone();
+    assert_eq!(
+        finished,
+        serde_json::json!({
+            "provider": "spawn",
+            "agentId": child_id,
+            "parentSessionId": "root",
+            "childSessionId": child_id,
+            "status": "ok",
+            "stopReason": "completed",
+            "lastAssistantMessage": [{"type": "text", "text": "child answer 42."}],
+        })
+    );
+    send(serde_json::json!({"jsonrpc": "2.0", "id": 3, "method": "shutdown"}));
+    while next()["id"] != 3 {}
+    assert!(child.wait().unwrap().success());
+}

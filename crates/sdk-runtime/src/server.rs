@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 use dsh_acp::{Peer, RpcError};
 use dsh_agent::{
     AgentOptions, AgentRef, AgentSource, AgentStatusChanged, Agents, CreateAgent, Request,
+    SubagentEnd,
 };
 use dsh_kernel::{Context, ListenOptions};
 use dsh_llm::{ContentBlock, LlmRuntime, Message, MessageSource, codes};
@@ -115,6 +116,34 @@ impl Server {
                     json!({"parentSessionId": parent, "childSessionId": session.id()}),
                 );
             }
+            Ok(())
+        })
+        .map_err(|e| e.to_string())?;
+        // Only children that run in this process are reported (a product child in another
+        // program has no session here); the status is the deployment's reading of the
+        // stop reason.
+        let out = peer.clone();
+        let max_tokens_ok = root
+            .get::<crate::SdkServerConfig>()
+            .is_some_and(|c| c.max_tokens_as_success);
+        root.on_emit::<SubagentEnd>(ListenOptions::GLOBAL, move |end| {
+            if !end.info.local() {
+                return Ok(());
+            }
+            let reason = end.stop_reason.as_str();
+            let ok = reason == "completed" || (reason == "max-tokens" && max_tokens_ok);
+            let mut params = json!({
+                "provider": end.info.provider,
+                "agentId": end.info.id,
+                "parentSessionId": end.info.parent.session().id(),
+                "childSessionId": end.info.id,
+                "status": if ok { "ok" } else { "error" },
+                "stopReason": reason,
+            });
+            if let Some(blocks) = &end.last_assistant_message {
+                params["lastAssistantMessage"] = json!(blocks);
+            }
+            out.notify("subagent.finished", params);
             Ok(())
         })
         .map_err(|e| e.to_string())?;
