@@ -293,10 +293,8 @@ pub fn run_program(
                 Ok(true) => continue,
                 Ok(false) => break,
                 Err(e) => {
-                    job_error = Some(e.0.with(|ctx| {
-                        let caught = ctx.catch();
-                        render_value(&caught)
-                    }));
+                    adopt_failed_job(&e.0);
+                    job_error = Some(e.0.with(|ctx| render_value(&ctx.catch())));
                     break;
                 }
             }
@@ -564,6 +562,13 @@ fn describe(ctx: &Ctx<'_>, error: rquickjs::Error) -> String {
 }
 
 fn render_value(value: &JsValue<'_>) -> String {
+    render_thrown(value, true, "program threw an unrenderable value")
+}
+
+/// What a JavaScript engine reports for a thrown value: `Name: message` (with its stack
+/// when `with_stack`) for an error, the text of a string, `null`, `undefined`, a boolean or
+/// a number as written, else `unrenderable`. Shared by every QuickJS engine of this build.
+pub fn render_thrown(value: &JsValue<'_>, with_stack: bool, unrenderable: &str) -> String {
     if let Some(exception) = value.as_exception() {
         let head = match (
             exception.get::<_, Option<String>>("name").ok().flatten(),
@@ -575,7 +580,9 @@ fn render_value(value: &JsValue<'_>) -> String {
             (None, None) => "Error".into(),
         };
         return match exception.stack() {
-            Some(stack) if !stack.trim().is_empty() => format!("{head}\n{}", stack.trim_end()),
+            Some(stack) if with_stack && !stack.trim().is_empty() => {
+                format!("{head}\n{}", stack.trim_end())
+            }
             _ => head,
         };
     }
@@ -594,5 +601,22 @@ fn render_value(value: &JsValue<'_>) -> String {
     if let Some(n) = value.as_number() {
         return n.to_string();
     }
-    "program threw an unrenderable value".into()
+    unrenderable.into()
+}
+
+/// Takes the reference the context of a failed promise job (`JobException(context)` from
+/// `Runtime::execute_pending_job`) lacks; call it before that context is used or dropped.
+/// QuickJS hands the job's context back without a reference of its own, but rquickjs 0.9
+/// wraps it in a `Context` that releases one when dropped: without this the context is
+/// freed once too often and QuickJS aborts the whole process when the runtime is torn
+/// down (`gc_decref_child` assertion). Every engine that runs promise jobs (code mode,
+/// workflows, dynamic packages) goes through this.
+#[allow(unsafe_code)]
+pub fn adopt_failed_job(job_context: &rquickjs::Context) {
+    // SAFETY: the context is live (the job just ran in it, and its runtime is held by
+    // the wrapper); `JS_DupContext` only increments its reference count, which the
+    // wrapper's drop releases again.
+    unsafe {
+        rquickjs::qjs::JS_DupContext(job_context.as_raw().as_ptr());
+    }
 }

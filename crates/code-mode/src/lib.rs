@@ -20,7 +20,10 @@ use dsh_prompt::SystemPrompt;
 use dsh_tools::{ToolRegistry, ToolsMode};
 use serde::Deserialize;
 
-pub use engine::{FailureKind, HostCall, HostReply, Limits, RunFailure, RunOutcome, run_program};
+pub use engine::{
+    FailureKind, HostCall, HostReply, Limits, RunFailure, RunOutcome, adopt_failed_job,
+    render_thrown, run_program,
+};
 pub use render::render_value;
 pub use tool::RunCodeTool;
 

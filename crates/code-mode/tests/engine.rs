@@ -133,6 +133,20 @@ fn a_loop_that_catches_the_interrupt_is_still_stopped() {
     assert_eq!(out.error.unwrap().kind, FailureKind::Timeout);
 }
 
+/// Stopped inside a promise job (after an `await`): the engine must survive its own
+/// teardown (rquickjs 0.9 hands out an unowned context for a failed job).
+#[test]
+fn a_loop_after_an_await_is_stopped_without_aborting() {
+    let limits = Limits {
+        compute: Duration::from_millis(200),
+        ..Limits::default()
+    };
+    let (out, _) = run("await null; for (;;) {}", limits);
+    assert_eq!(out.error.unwrap().kind, FailureKind::Timeout);
+    let (out, _) = run("await null; return 7;", Limits::default());
+    assert!(out.error.is_none());
+}
+
 #[test]
 fn unbounded_allocation_is_stopped_at_the_memory_limit() {
     let limits = Limits {

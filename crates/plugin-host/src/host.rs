@@ -27,6 +27,10 @@ const MAX_LINE_BYTES: u64 = 64 << 20;
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
 
 /// What the supervisor needs to start the process.
+/// The least time a plugin gets to answer `initialize`: an interpreter starting on a
+/// loaded machine is not a hung plugin, whatever the per-call `timeoutMs`.
+pub const MIN_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
 #[derive(Clone, Debug)]
 pub struct HostConfig {
     /// `plugin-host(<row id>)`, the prefix of every log line.
@@ -35,7 +39,8 @@ pub struct HostConfig {
     pub args: Vec<String>,
     pub env: Vec<(String, String)>,
     pub cwd: Option<PathBuf>,
-    /// Bound of every call (handshake, stage, tool call).
+    /// Bound of every call (stage, tool call); the handshake gets at least
+    /// [`MIN_HANDSHAKE_TIMEOUT`], since it also waits for the interpreter to start.
     pub timeout: Duration,
     /// Restarts after the first start; `0` never restarts.
     pub max_restarts: u32,
@@ -205,14 +210,15 @@ impl Host {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = mpsc::channel();
         conn.send(id, "initialize", &self.cfg.initialize, Waiter::Sync(tx))?;
-        let reply = match rx.recv_timeout(self.cfg.timeout) {
+        let bound = self.cfg.timeout.max(MIN_HANDSHAKE_TIMEOUT);
+        let reply = match rx.recv_timeout(bound) {
             Ok(reply) => reply,
             Err(_) => {
                 conn.forget(id);
                 conn.kill();
                 Err(format!(
                     "no answer to `initialize` within {} ms",
-                    self.cfg.timeout.as_millis()
+                    bound.as_millis()
                 ))
             }
         };
