@@ -177,11 +177,17 @@ pub fn composition_layers(config: Option<&str>) -> Result<Vec<Layer>, String> {
         ],
         "product-subagent-both.cordis.yml" => vec![
             parse("dsh-acp/acp.cordis.yml", ACP_COMPOSITION)?,
-            parse("dsh-acp/product-subagent-both.patch.yml", PRODUCT_BOTH_PATCH)?,
+            parse(
+                "dsh-acp/product-subagent-both.patch.yml",
+                PRODUCT_BOTH_PATCH,
+            )?,
         ],
         "product-subagent-codex.cordis.yml" => vec![
             parse("dsh-acp/acp.cordis.yml", ACP_COMPOSITION)?,
-            parse("dsh-acp/product-subagent-codex.patch.yml", PRODUCT_CODEX_PATCH)?,
+            parse(
+                "dsh-acp/product-subagent-codex.patch.yml",
+                PRODUCT_CODEX_PATCH,
+            )?,
         ],
         "advanced.cordis.yml" => vec![
             parse("dsh-acp/acp.cordis.yml", ACP_COMPOSITION)?,
