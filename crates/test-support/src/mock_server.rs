@@ -89,7 +89,12 @@ struct State {
     /// Canned answer for compaction summary calls (`x-deepseek-harness-compact: 1`).
     compaction_text: Option<String>,
     compaction_requests: Vec<RecordedRequest>,
+    /// Answers chat requests once the script is exhausted.
+    responder: Option<Responder>,
 }
+
+/// A reply computed from the request (see [`MockServer::respond_with`]).
+type Responder = Arc<dyn Fn(&RecordedRequest) -> Reply + Send + Sync>;
 
 #[derive(Default)]
 struct Shared {
@@ -176,6 +181,18 @@ impl MockServer {
     pub fn answer_compaction(self, text: &str) -> Self {
         let text = text.to_string();
         self.shared.update(move |s| s.compaction_text = Some(text));
+        self
+    }
+
+    /// Answers every chat request the script does not cover (its queue is empty) with
+    /// `f(request)`: for clients whose requests arrive in no fixed order, such as parallel
+    /// subagents, each of which can be answered from its own conversation.
+    pub fn respond_with(
+        self,
+        f: impl Fn(&RecordedRequest) -> Reply + Send + Sync + 'static,
+    ) -> Self {
+        let f: Responder = Arc::new(f);
+        self.shared.update(move |s| s.responder = Some(f));
         self
     }
 
@@ -349,6 +366,11 @@ async fn serve(mut stream: TcpStream, shared: Arc<Shared>) {
         s.requests.push(request.clone());
         if is_chat {
             reply = s.replies.pop_front();
+            if reply.is_none()
+                && let Some(f) = &s.responder
+            {
+                reply = Some(f(&request));
+            }
         }
     });
     let reply = match (is_chat, reply) {
