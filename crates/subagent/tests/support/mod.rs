@@ -1,6 +1,6 @@
 //! Test harness: a composed runtime with the subagent rows, a scripted model that gives
 //! each session its own script (bound by the text of the session's first prompt), and a
-//! tool that runs a real process until cancelled.
+//! tool that runs a real process until cancelled. dsh-workflow's tests share it by path.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 #![allow(dead_code)]
 
@@ -362,6 +362,14 @@ pub fn tool_row(id: &str, config: Value) -> LoadRow {
 impl Harness {
     /// The base rows plus `extra` (tool rows).
     pub fn new(extra: Vec<LoadRow>) -> Self {
+        let mut rows = base_rows();
+        rows.extend(extra);
+        Self::with_rows(rows, |_| {})
+    }
+
+    /// Exactly `rows`, from this harness's catalog plus what `more` registers (other crates
+    /// that share this harness add their own plugins).
+    pub fn with_rows(rows: Vec<LoadRow>, more: impl FnOnce(&mut Catalog)) -> Self {
         let mut catalog = Catalog::new();
         dsh_agent::register_core(&mut catalog);
         dsh_policies::register_catalog(&mut catalog);
@@ -372,8 +380,7 @@ impl Harness {
         dsh_user_questions::register_catalog(&mut catalog);
         dsh_user_questions::register_snapshot_fixtures(&mut catalog);
         catalog.register(dsh_persistence::JsonlPersistencePlugin);
-        let mut rows = base_rows();
-        rows.extend(extra);
+        more(&mut catalog);
         let root = Context::new_root();
         let tree = load_tree(&root, &catalog, &rows).expect("tree loads");
         let model = Arc::new(Scripted::default());
