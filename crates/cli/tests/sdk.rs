@@ -138,34 +138,47 @@ fn the_python_sdk_runs_turns_moves_and_resumes_a_session() {
 
 /// The protocol without the SDK: errors as upstream words them, the receipt before the
 /// answer, `idle` at the end of the turn, `shutdown` after everything is flushed.
-#[test]
-fn the_runtime_speaks_the_sdk_protocol() {
+/// `dsh --profile sdk` on pipes: the process, a frame sender and a frame reader.
+fn runtime(
+    home: &Path,
+    work: &Path,
+    server: &MockServer,
+) -> (
+    std::process::Child,
+    impl FnMut(Value),
+    impl FnMut() -> Value,
+) {
     use std::io::{BufRead, BufReader, Write};
-    let home = tempfile::tempdir().unwrap();
-    let work = tempfile::tempdir().unwrap();
-    let server =
-        MockServer::with_replies([Reply::text("hello from the runtime")]).answer_untooled("T");
     let mut child = Command::new(env!("CARGO_BIN_EXE_dsh"))
         .args(["--profile", "sdk"])
         .env_clear()
         .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .env("HOME", home.path())
-        .env("DSH_HOME", home.path().join(".dsh"))
+        .env("HOME", home)
+        .env("DSH_HOME", home.join(".dsh"))
         .env("DEEPSEEK_API_KEY", "sk-test")
         .env("DEEPSEEK_BASE_URL", server.url())
-        .current_dir(work.path())
+        .current_dir(work)
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .spawn()
         .unwrap();
     let mut stdin = child.stdin.take().unwrap();
     let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let mut send = |v: Value| {
+    let send = move |v: Value| {
         writeln!(stdin, "{v}").unwrap();
         stdin.flush().unwrap();
     };
-    let mut next =
-        move || -> Value { serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap() };
+    let next = move || -> Value { serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap() };
+    (child, send, next)
+}
+
+#[test]
+fn the_runtime_speaks_the_sdk_protocol() {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let server =
+        MockServer::with_replies([Reply::text("hello from the runtime")]).answer_untooled("T");
+    let (mut child, mut send, mut next) = runtime(home.path(), work.path(), &server);
     send(
         serde_json::json!({"jsonrpc": "2.0", "id": "a", "method": "session/prompt", "params": {"sessionId": "s"}}),
     );
@@ -234,7 +247,6 @@ fn the_runtime_speaks_the_sdk_protocol() {
 
 #[test]
 fn a_delegated_child_is_reported_started_and_finished() {
-    use std::io::{BufRead, BufReader, Write};
     let home = tempfile::tempdir().unwrap();
     let work = tempfile::tempdir().unwrap();
     let server = MockServer::with_replies([
@@ -247,27 +259,7 @@ fn a_delegated_child_is_reported_started_and_finished() {
         Reply::text("The child said child answer 42."),
     ])
     .answer_untooled("T");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_dsh"))
-        .args(["--profile", "sdk"])
-        .env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .env("HOME", home.path())
-        .env("DSH_HOME", home.path().join(".dsh"))
-        .env("DEEPSEEK_API_KEY", "sk-test")
-        .env("DEEPSEEK_BASE_URL", server.url())
-        .current_dir(work.path())
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let mut send = |v: Value| {
-        writeln!(stdin, "{v}").unwrap();
-        stdin.flush().unwrap();
-    };
-    let mut next =
-        move || -> Value { serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap() };
+    let (mut child, mut send, mut next) = runtime(home.path(), work.path(), &server);
     send(
         serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"cwd": work.path(), "provider": "deepseek-official", "model": "deepseek-v4-flash"}}),
     );

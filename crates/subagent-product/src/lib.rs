@@ -226,9 +226,11 @@ impl Plugin for AcpPlugin {
     }
 }
 
+/// The row of a product that is one agent CLI (Codex, Claude Code); each parses its own
+/// `permissionMode` values.
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct CodexRow {
+struct CliRow {
     provider_name: Option<String>,
     command: Option<String>,
     args: Option<Vec<String>>,
@@ -249,7 +251,7 @@ impl Plugin for CodexPlugin {
 
     fn apply(&self, ctx: &Context, config: &PluginConfig) -> Result<(), BoxError> {
         const P: &str = "subagent-codex";
-        let row: CodexRow = config.parse()?;
+        let row: CliRow = config.parse()?;
         let mode = match row.permission_mode.as_deref() {
             None => CodexMode::Never,
             Some(m) => CodexMode::parse(m).ok_or_else(|| {
@@ -277,19 +279,6 @@ impl Plugin for CodexPlugin {
     }
 }
 
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct ClaudeRow {
-    provider_name: Option<String>,
-    command: Option<String>,
-    args: Option<Vec<String>>,
-    cwd: Option<String>,
-    env: Option<BTreeMap<String, String>>,
-    permission_mode: Option<String>,
-    dispose_grace_ms: Option<f64>,
-    timeout_ms: Option<f64>,
-}
-
 /// `@deepseek-ai/dsh-subagent-claude-code`: the `claude` CLI in stream-json mode.
 pub struct ClaudeCodePlugin;
 
@@ -300,7 +289,7 @@ impl Plugin for ClaudeCodePlugin {
 
     fn apply(&self, ctx: &Context, config: &PluginConfig) -> Result<(), BoxError> {
         const P: &str = "subagent-claude-code";
-        let row: ClaudeRow = config.parse()?;
+        let row: CliRow = config.parse()?;
         let mode = match row.permission_mode.as_deref() {
             None => ClaudeMode::DontAsk,
             Some(m) => ClaudeMode::parse(m).ok_or_else(|| {
