@@ -10,7 +10,7 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use rquickjs::{Context, Ctx, Function, Runtime, Value as JsValue};
+use rquickjs::{Context, Ctx, Function, Value as JsValue};
 use serde_json::Value;
 use tokio::sync::mpsc::UnboundedSender;
 
@@ -185,12 +185,18 @@ struct Clock {
     /// Set by the handler when it stopped the program, with why.
     tripped: Option<FailureKind>,
     abort: Arc<AtomicBool>,
+    /// The runtime's metered heap (set once the runtime exists).
+    heap: Option<crate::heap::Heap>,
 }
 
 impl Clock {
     fn over(&mut self) -> bool {
         if self.abort.load(Ordering::Relaxed) {
             self.tripped = Some(FailureKind::Abort);
+            return true;
+        }
+        if self.heap.as_ref().is_some_and(crate::heap::Heap::over) {
+            self.tripped = Some(FailureKind::WorkerExit);
             return true;
         }
         let now = Instant::now();
@@ -226,6 +232,7 @@ pub fn run_program(
         compute: limits.compute,
         tripped: None,
         abort,
+        heap: None,
     }));
     let fail = |shared: &Mutex<Shared>, kind: FailureKind, message: String| {
         let logs = std::mem::take(&mut lock(shared).logs);
@@ -235,11 +242,13 @@ pub fn run_program(
             error: Some(RunFailure { kind, message }),
         }
     };
-    let runtime = match Runtime::new() {
-        Ok(rt) => rt,
+    let runtime = match crate::heap::metered_runtime(limits.memory_bytes) {
+        Ok((rt, heap)) => {
+            lock(&clock).heap = Some(heap);
+            rt
+        }
         Err(e) => return fail(&shared, FailureKind::WorkerExit, format!("runtime: {e}")),
     };
-    runtime.set_memory_limit(limits.memory_bytes);
     runtime.set_max_stack_size(1024 * 1024);
     {
         let clock = clock.clone();
@@ -514,6 +523,7 @@ fn tripped(
     let wall_deadline = lock(clock).wall_deadline;
     let message = match kind {
         FailureKind::Abort => "run_code was cancelled".to_string(),
+        FailureKind::WorkerExit => memory_message(limits),
         _ if Instant::now() > wall_deadline => {
             format!("wall-clock ceiling reached ({}ms)", limits.wall.as_millis())
         }

@@ -8,6 +8,7 @@
 //! sees it (`code`, `both`) or not (`native`).
 
 mod engine;
+mod heap;
 mod render;
 mod sdk;
 mod tool;
@@ -24,6 +25,7 @@ pub use engine::{
     FailureKind, HostCall, HostReply, Limits, RunFailure, RunOutcome, adopt_failed_job,
     render_thrown, run_program,
 };
+pub use heap::{Heap, metered_runtime};
 pub use render::render_value;
 pub use tool::RunCodeTool;
 

@@ -258,14 +258,15 @@ fn serve(args: ServeArgs) {
         ready,
         stopping,
     } = args;
-    let runtime = match Runtime::new() {
-        Ok(rt) => rt,
+    // A metered heap: a package holding more than its limit is stopped at an interrupt
+    // point (QuickJS's own allocator limit sits higher, as a backstop).
+    let (runtime, heap) = match dsh_code_mode::metered_runtime(limits.memory_bytes) {
+        Ok(pair) => pair,
         Err(e) => {
             let _ = ready.send(Err(format!("runtime: {e}")));
             return;
         }
     };
-    runtime.set_memory_limit(limits.memory_bytes);
     runtime.set_max_stack_size(1024 * 1024);
     let clock = Arc::new(Mutex::new(Clock {
         deadline: None,
@@ -275,7 +276,8 @@ fn serve(args: ServeArgs) {
     }));
     {
         let clock = clock.clone();
-        runtime.set_interrupt_handler(Some(Box::new(move || lock(&clock).over())));
+        let heap = heap.clone();
+        runtime.set_interrupt_handler(Some(Box::new(move || heap.over() || lock(&clock).over())));
     }
     let context = match Context::full(&runtime) {
         Ok(c) => c,
@@ -290,6 +292,7 @@ fn serve(args: ServeArgs) {
         context: &context,
         clock: &clock,
         limits: &limits,
+        heap: &heap,
     };
 
     let started = engine.enter(None, |ctx| {
@@ -375,6 +378,7 @@ struct Engine<'a> {
     context: &'a Context,
     clock: &'a Mutex<Clock>,
     limits: &'a Limits,
+    heap: &'a dsh_code_mode::Heap,
 }
 
 impl Engine<'_> {
@@ -431,7 +435,7 @@ impl Engine<'_> {
 
     /// An exception text, with the heap limit named when that is what was hit.
     fn classify(&self, message: String) -> String {
-        if message.contains("out of memory") {
+        if message.contains("out of memory") || self.heap.over() {
             format!(
                 "the package ran out of memory ({} MiB heap limit)",
                 self.limits.memory_bytes / (1024 * 1024)

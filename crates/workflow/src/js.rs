@@ -302,18 +302,19 @@ pub(crate) fn run_script(
         abort: abort.clone(),
         tripped: None,
     }));
-    let runtime = match Runtime::new() {
-        Ok(rt) => rt,
+    // A metered heap: the script is stopped at an interrupt point once it holds more than
+    // its limit (then `near_limit` classifies the failure as the memory limit's).
+    let (runtime, heap) = match dsh_code_mode::metered_runtime(init.memory_bytes) {
+        Ok(pair) => pair,
         Err(e) => {
             report(Err(format!("the script runtime could not start: {e}")));
             return ScriptEnd::Failed(format!("the script runtime could not start: {e}"));
         }
     };
-    runtime.set_memory_limit(init.memory_bytes);
     runtime.set_max_stack_size(1024 * 1024);
     {
         let clock = clock.clone();
-        runtime.set_interrupt_handler(Some(Box::new(move || lock(&clock).over())));
+        runtime.set_interrupt_handler(Some(Box::new(move || heap.over() || lock(&clock).over())));
     }
     let context = match Context::full(&runtime) {
         Ok(c) => c,
