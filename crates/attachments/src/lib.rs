@@ -2,13 +2,14 @@
 //! and dimension probing of PNG, JPEG, GIF and WebP, upstream's admission limits and error
 //! codes, and canonical base64 admission of wire images (ACP, SDK).
 //!
-//! Deviation from upstream: upstream decodes and re-encodes every image (downscaling to a
-//! 2048 px long edge, stripping metadata). This build has no image codec: it validates the
-//! container structure and dimensions, and stores the submitted bytes unchanged when they
-//! fit the stored-image byte cap; larger images are refused with `IMAGE_TOO_LARGE`.
+//! The store keeps a normalized copy, as upstream does: images that already fit pass
+//! through byte for byte; others are decoded, turned upright, downscaled to the long-edge
+//! cap and re-encoded within the byte cap (see the README for the encodings and the
+//! deviations: alpha images become PNG, not lossy WebP).
 
 mod error;
 mod limits;
+mod normalize;
 mod plugin;
 mod probe;
 mod store;

@@ -16,10 +16,10 @@ pub struct ImageLimits {
     pub max_image_pixels: u64,
     /// Width and height of one image (8192 px).
     pub max_image_dimension: u64,
-    /// Long edge of a stored image (2048 px). Recorded for the deployment; this build
-    /// stores images as submitted (it has no re-encoder), see the crate docs.
+    /// Long edge of a stored image (2048 px): larger sources are downscaled.
     pub normalized_image_max_dimension: u64,
-    /// Encoded bytes of a stored image (4 MiB): larger submissions are refused.
+    /// Encoded bytes of a stored image (4 MiB): larger sources are re-encoded (and shrunk)
+    /// until they fit.
     pub normalized_image_max_bytes: u64,
     /// Accepted media types.
     #[serde(skip)]

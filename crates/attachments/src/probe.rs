@@ -13,6 +13,10 @@ pub struct DetectedImage {
     pub height: u64,
     /// More than one frame (APNG, animated GIF or WebP).
     pub animated: bool,
+    /// 8-bit RGB(A) or palette samples and no retained metadata (EXIF, XMP, IPTC, ICC
+    /// profile, text chunks or comments): the bytes may be stored as they are when they
+    /// also fit the stored-image limits. Always false for GIF.
+    pub plain: bool,
 }
 
 /// Why bytes are not a supported image (the message names the problem).
@@ -117,6 +121,7 @@ fn png(data: &[u8]) -> Result<DetectedImage, ProbeError> {
     let mut size = None;
     let mut animated = false;
     let mut saw_idat = false;
+    let mut plain = false;
     loop {
         let len = be32(data, at).ok_or_else(|| bad(f, "truncated chunk header"))? as usize;
         let kind = data
@@ -151,6 +156,7 @@ fn png(data: &[u8]) -> Result<DetectedImage, ProbeError> {
                 return Err(bad(f, "invalid bit depth or colour type"));
             }
             size = Some((u64::from(w), u64::from(h)));
+            plain = matches!((depth, color), (8, 2 | 6) | (_, 3));
             first = false;
         } else {
             match kind {
@@ -158,6 +164,7 @@ fn png(data: &[u8]) -> Result<DetectedImage, ProbeError> {
                 b"acTL" => animated = be32(body, 0).is_some_and(|frames| frames > 1),
                 b"IDAT" => saw_idat = true,
                 b"IEND" => break,
+                b"iCCP" | b"eXIf" | b"tEXt" | b"zTXt" | b"iTXt" => plain = false,
                 _ => {}
             }
         }
@@ -172,6 +179,7 @@ fn png(data: &[u8]) -> Result<DetectedImage, ProbeError> {
         width,
         height,
         animated,
+        plain: plain && !animated,
     })
 }
 
@@ -213,6 +221,7 @@ fn jpeg(data: &[u8]) -> Result<DetectedImage, ProbeError> {
     let mut at = 2;
     let mut size = None;
     let mut orientation = 1;
+    let mut plain = true;
     loop {
         // Markers may be padded with any number of 0xFF fill bytes.
         if data.get(at) != Some(&0xFF) {
@@ -241,12 +250,17 @@ fn jpeg(data: &[u8]) -> Result<DetectedImage, ProbeError> {
                 let h = be16(body, 1).unwrap_or(0);
                 let w = be16(body, 3).unwrap_or(0);
                 size = Some((u64::from(w), u64::from(h)));
+                // 8-bit precision, three (YCbCr) components.
+                plain &= body[0] == 8 && body[5] == 3;
             }
             0xE1 => {
+                plain = false;
                 if let Some(o) = exif_orientation(body) {
                     orientation = o;
                 }
             }
+            // ICC profile, IPTC, comment.
+            0xE2 | 0xED | 0xFE => plain = false,
             0xDA => {
                 // Entropy-coded data follows; the file must still end with EOI.
                 let (w, h) = size.ok_or_else(|| bad(f, "scan before any frame header"))?;
@@ -264,6 +278,7 @@ fn jpeg(data: &[u8]) -> Result<DetectedImage, ProbeError> {
                     width,
                     height,
                     animated: false,
+                    plain,
                 });
             }
             _ => {}
@@ -335,6 +350,7 @@ fn gif(data: &[u8]) -> Result<DetectedImage, ProbeError> {
         width: u64::from(width),
         height: u64::from(height),
         animated: frames > 1,
+        plain: false,
     })
 }
 
@@ -366,6 +382,8 @@ fn webp(data: &[u8]) -> Result<DetectedImage, ProbeError> {
                     width: u64::from(w) + 1,
                     height: u64::from(h) + 1,
                     animated: flags & 0x02 != 0,
+                    // ICC, EXIF and XMP flags.
+                    plain: flags & 0x2C == 0 && flags & 0x02 == 0,
                 });
             }
             b"VP8 " => {
@@ -380,6 +398,7 @@ fn webp(data: &[u8]) -> Result<DetectedImage, ProbeError> {
                     width: u64::from(w),
                     height: u64::from(h),
                     animated: false,
+                    plain: true,
                 });
             }
             b"VP8L" => {
@@ -393,6 +412,7 @@ fn webp(data: &[u8]) -> Result<DetectedImage, ProbeError> {
                     width: u64::from(bits & 0x3FFF) + 1,
                     height: u64::from((bits >> 14) & 0x3FFF) + 1,
                     animated: false,
+                    plain: true,
                 });
             }
             b"ANMF" => saw_image = true,
@@ -499,13 +519,8 @@ pub(crate) mod tests {
         ];
         for (bytes, media_type, width, height, animated) in cases {
             assert_eq!(
-                probe(&bytes),
-                Ok(DetectedImage {
-                    media_type,
-                    width,
-                    height,
-                    animated
-                })
+                probe(&bytes).map(|d| (d.media_type, d.width, d.height, d.animated)),
+                Ok((media_type, width, height, animated))
             );
         }
     }

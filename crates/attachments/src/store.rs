@@ -9,6 +9,7 @@ use sha2::{Digest, Sha256};
 
 use crate::error::{AttachmentError, AttachmentErrorCode};
 use crate::limits::ImageLimits;
+use crate::normalize::normalize;
 use crate::probe::{DetectedImage, probe};
 
 /// One image offered for admission.
@@ -57,8 +58,16 @@ impl AttachmentStore {
         self.root.join("objects").join(&sha[..2]).join(sha)
     }
 
-    /// Validates one image against the limits and its declared type, without storing it.
+    /// Validates one image against the limits and its declared type, and proves its stored
+    /// (normalized) form fits, without storing anything.
     pub fn validate_image(&self, input: &SaveImage) -> Result<DetectedImage, AttachmentError> {
+        let detected = self.admit(input)?;
+        normalize(&input.data, &detected, &self.limits)?;
+        Ok(detected)
+    }
+
+    /// The source checks: declared type, byte, pixel and side limits, container structure.
+    fn admit(&self, input: &SaveImage) -> Result<DetectedImage, AttachmentError> {
         use AttachmentErrorCode as C;
         let l = &self.limits;
         if !l.media_types.iter().any(|m| *m == input.media_type) {
@@ -103,14 +112,6 @@ impl AttachmentStore {
                 "Image exceeds the configured per-side pixel limit.",
             ));
         }
-        // Without a re-encoder, the stored image is the submitted one: it must already fit
-        // the stored-image byte cap.
-        if input.data.len() as u64 > l.normalized_image_max_bytes {
-            return Err(AttachmentError::new(
-                C::ImageTooLarge,
-                "Image cannot be stored within the configured stored-image byte cap.",
-            ));
-        }
         Ok(detected)
     }
 
@@ -134,26 +135,49 @@ impl AttachmentStore {
                 "Image batch exceeds the configured aggregate image-byte limit.",
             ));
         }
-        for input in inputs {
-            self.validate_image(input)?;
-        }
-        inputs.iter().map(|i| self.save_image(i)).collect()
+        let prepared = inputs
+            .iter()
+            .map(|i| self.prepare(i))
+            .collect::<Result<Vec<_>, _>>()?;
+        prepared
+            .into_iter()
+            .map(|(data, r)| self.commit(&data, r))
+            .collect()
     }
 
-    /// Validates and durably stores one image; the reference names only committed bytes.
+    /// Validates, normalizes and durably stores one image; the reference names only
+    /// committed bytes (the stored form, which is what its digest covers).
     pub fn save_image(&self, input: &SaveImage) -> Result<ImageAttachmentRef, AttachmentError> {
-        let detected = self.validate_image(input)?;
-        let sha = hex(&Sha256::digest(&input.data));
-        self.publish(&sha, &input.data)?;
-        Ok(ImageAttachmentRef {
+        let (data, r) = self.prepare(input)?;
+        self.commit(&data, r)
+    }
+
+    /// The stored form of `input` and its reference, before anything is written.
+    fn prepare(&self, input: &SaveImage) -> Result<(Vec<u8>, ImageAttachmentRef), AttachmentError> {
+        let detected = self.admit(input)?;
+        let stored = normalize(&input.data, &detected, &self.limits)?;
+        let sha = hex(&Sha256::digest(&stored.data));
+        let reduced = stored.width.max(stored.height) < detected.width.max(detected.height);
+        let r = ImageAttachmentRef {
             attachment_id: format!("sha256:{sha}"),
-            media_type: detected.media_type.to_string(),
-            bytes: input.data.len() as u64,
-            width: detected.width,
-            height: detected.height,
+            media_type: stored.media_type.to_string(),
+            bytes: stored.data.len() as u64,
+            width: stored.width,
+            height: stored.height,
             name: input.name.clone(),
-            original_dimensions: None,
-        })
+            original_dimensions: reduced.then_some((detected.width, detected.height)),
+        };
+        Ok((stored.data, r))
+    }
+
+    fn commit(
+        &self,
+        data: &[u8],
+        r: ImageAttachmentRef,
+    ) -> Result<ImageAttachmentRef, AttachmentError> {
+        let sha = r.sha256_hex().unwrap_or_default().to_string();
+        self.publish(&sha, data)?;
+        Ok(r)
     }
 
     fn publish(&self, sha: &str, data: &[u8]) -> Result<(), AttachmentError> {
@@ -275,8 +299,18 @@ fn create_private_dir(dir: &Path) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::probe::tests::{gif_bytes, jpeg_bytes, png_bytes};
+    use crate::probe::tests::{jpeg_bytes, png_bytes};
     use pretty_assertions::assert_eq;
+
+    /// A decodable `w`×`h` image in `format`, encoded by the `image` crate.
+    fn encoded(format: image::ImageFormat, w: u32, h: u32) -> Vec<u8> {
+        let pixels = image::RgbImage::from_fn(w, h, |x, y| image::Rgb([x as u8, y as u8, 9]));
+        let mut out = std::io::Cursor::new(Vec::new());
+        image::DynamicImage::ImageRgb8(pixels)
+            .write_to(&mut out, format)
+            .unwrap();
+        out.into_inner()
+    }
 
     fn store(limits: ImageLimits) -> (tempfile::TempDir, AttachmentStore) {
         let dir = tempfile::tempdir().unwrap();
@@ -378,7 +412,7 @@ mod tests {
         assert!(!store.root().join("objects").exists());
         let ok = store
             .save_images(&[SaveImage {
-                data: gif_bytes(2, 2, 1),
+                data: encoded(image::ImageFormat::Gif, 2, 2),
                 media_type: "image/gif".into(),
                 name: None,
             }])
@@ -410,27 +444,31 @@ mod tests {
             .unwrap_err();
         assert_eq!(err.code, C::ImagesTooLarge);
         assert!(store.save_images(&[png(1, 1), png(1, 1)]).is_ok());
-        // Only the stored-copy cap binds: the submission fits, the stored image would not.
+        // Only the stored-copy cap binds: the submission fits, no stored form would.
         let (_dir, store) = self::store(ImageLimits {
-            normalized_image_max_bytes: one - 1,
+            normalized_image_max_bytes: 10,
             ..ImageLimits::default()
         });
-        assert_eq!(
-            store.save_image(&png(1, 1)).unwrap_err().code,
-            C::ImageTooLarge
-        );
+        let real = SaveImage {
+            data: encoded(image::ImageFormat::Png, 1, 1),
+            media_type: "image/png".into(),
+            name: None,
+        };
+        assert_eq!(store.save_image(&real).unwrap_err().code, C::ImageTooLarge);
     }
 
     #[test]
     fn every_format_round_trips_through_the_store() {
-        use crate::probe::tests::webp_lossless;
+        use image::ImageFormat as F;
         let (_dir, store) = store(ImageLimits::default());
-        for (data, media_type, w, h) in [
-            (png_bytes(5, 4), "image/png", 5, 4),
-            (jpeg_bytes(6, 7, None), "image/jpeg", 6, 7),
-            (gif_bytes(8, 9, 2), "image/gif", 8, 9),
-            (webp_lossless(10, 11), "image/webp", 10, 11),
+        // GIF is always re-encoded (here as a lossless PNG); the others pass through.
+        for (format, media_type, stored_type, w, h) in [
+            (F::Png, "image/png", "image/png", 5, 4),
+            (F::Jpeg, "image/jpeg", "image/jpeg", 6, 7),
+            (F::Gif, "image/gif", "image/png", 8, 9),
+            (F::WebP, "image/webp", "image/webp", 10, 11),
         ] {
+            let data = encoded(format, w, h);
             let input = SaveImage {
                 data: data.clone(),
                 media_type: media_type.into(),
@@ -439,9 +477,10 @@ mod tests {
             let r = store.save_image(&input).unwrap();
             assert_eq!(
                 (r.media_type.as_str(), r.width, r.height),
-                (media_type, w, h)
+                (stored_type, u64::from(w), u64::from(h))
             );
-            assert_eq!(store.read_image(&r).unwrap(), data);
+            let stored = store.read_image(&r).unwrap();
+            assert_eq!(stored == data, media_type == stored_type);
         }
     }
 

@@ -54,6 +54,38 @@ fn png_with_payload(w: u32, h: u32, idat: &[u8]) -> Vec<u8> {
     out
 }
 
+fn adler32(data: &[u8]) -> u32 {
+    let (mut a, mut b) = (1u32, 0u32);
+    for &x in data {
+        a = (a + u32::from(x)) % 65521;
+        b = (b + a) % 65521;
+    }
+    b << 16 | a
+}
+
+/// A decodable 8-bit RGB PNG of `w`×`h` whose pixels are `pixel(x, y)`, with its image
+/// data in stored (uncompressed) deflate blocks.
+fn rgb_png(w: u32, h: u32, pixel: impl Fn(u32, u32) -> [u8; 3]) -> Vec<u8> {
+    let mut raw = Vec::with_capacity((w as usize * 3 + 1) * h as usize);
+    for y in 0..h {
+        raw.push(0);
+        for x in 0..w {
+            raw.extend(pixel(x, y));
+        }
+    }
+    let mut zlib = vec![0x78, 0x01];
+    let blocks: Vec<&[u8]> = raw.chunks(65_535).collect();
+    for (i, block) in blocks.iter().enumerate() {
+        zlib.push(u8::from(i + 1 == blocks.len()));
+        let len = u16::try_from(block.len()).unwrap();
+        zlib.extend(len.to_le_bytes());
+        zlib.extend((!len).to_le_bytes());
+        zlib.extend(*block);
+    }
+    zlib.extend(adler32(&raw).to_be_bytes());
+    png_with_payload(w, h, &zlib)
+}
+
 impl Run {
     /// A run whose default model is `model` (of the DeepSeek route).
     fn with_model(model: &str) -> Self {
@@ -276,11 +308,79 @@ fn a_corrupt_png_is_refused_with_a_clear_error() {
 }
 
 #[test]
+fn a_large_image_reaches_the_model_downscaled() {
+    let run = Run::with_model("deepseek-v4-flash-vision-exp");
+    // About 7.8 MB: over the 4 MiB stored-image cap and the 2048 px long edge, under the
+    // 20 MiB read cap.
+    let big = rgb_png(2600, 1000, |x, y| [(x % 256) as u8, (y % 256) as u8, 128]);
+    assert!(big.len() > 4 * 1024 * 1024);
+    std::fs::write(run.work.path().join("big.png"), &big).unwrap();
+    let server = MockServer::start().answer_untooled("Mock title");
+    server.push(Reply::tool_call(
+        "c1",
+        "read_image",
+        &json!({"file_path": "big.png"}).to_string(),
+    ));
+    server.push(Reply::text("a gradient"));
+    let out = run.headless(&server, "look at big.png");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+
+    let results = run.tool_results();
+    assert_eq!(results[0]["isError"], json!(false), "{}", results[0]);
+    let attachment = &results[0]["content"][1]["attachment"];
+    assert_eq!(attachment["mediaType"], json!("image/jpeg"));
+    assert_eq!(
+        (&attachment["width"], &attachment["height"]),
+        (&json!(2048), &json!(788))
+    );
+    assert_eq!(
+        attachment["originalDimensions"],
+        json!({"width": 2600, "height": 1000})
+    );
+    let bytes = attachment["bytes"].as_u64().unwrap();
+    assert!(bytes <= 4 * 1024 * 1024, "{bytes}");
+    let text = results[0]["content"][0]["text"].as_str().unwrap();
+    assert!(
+        text.contains(&format!(
+            "image/jpeg image, 2048x788 px, {bytes} bytes (downscaled from 2600x1000 px"
+        )),
+        "{text}"
+    );
+
+    // The model receives the stored (downscaled) JPEG, not the submitted PNG.
+    let requests = model_requests(&server);
+    let messages = requests[1]["messages"].as_array().unwrap();
+    let url = messages[messages.len() - 1]["content"][1]["image_url"]["url"]
+        .as_str()
+        .unwrap();
+    let data = url.strip_prefix("data:image/jpeg;base64,").unwrap();
+    let decoded = base64_len(data);
+    assert_eq!(decoded, bytes);
+    let id = attachment["attachmentId"].as_str().unwrap();
+    let digest = id.strip_prefix("sha256:").unwrap();
+    let stored = run
+        .home
+        .path()
+        .join(".dsh/attachments/v1/objects")
+        .join(&digest[..2])
+        .join(digest);
+    let stored = std::fs::read(stored).unwrap();
+    assert_eq!(dsh_attachments::encode_base64(&stored), data);
+    assert_eq!(
+        dsh_attachments::probe(&stored).map(|d| (d.media_type, d.width, d.height)),
+        Ok(("image/jpeg", 2048, 788))
+    );
+}
+
+/// The decoded length of canonical base64 text.
+fn base64_len(text: &str) -> u64 {
+    let padding = text.bytes().rev().take_while(|&b| b == b'=').count();
+    (text.len() / 4 * 3 - padding) as u64
+}
+
+#[test]
 fn oversized_images_are_refused_without_reading_them_whole() {
     let run = Run::with_model("deepseek-v4-flash-vision-exp");
-    // Over the 4 MiB stored-image cap, under the 20 MiB read cap.
-    let big = png_with_payload(64, 64, &vec![0u8; 5 * 1024 * 1024]);
-    std::fs::write(run.work.path().join("big.png"), &big).unwrap();
     // Over the 20 MiB read cap: only the cap is read before the refusal.
     let huge = std::fs::File::create(run.work.path().join("huge.png")).unwrap();
     huge.set_len(64 * 1024 * 1024).unwrap();
@@ -288,26 +388,121 @@ fn oversized_images_are_refused_without_reading_them_whole() {
     server.push(Reply::tool_call(
         "c1",
         "read_image",
-        &json!({"file_path": "big.png"}).to_string(),
-    ));
-    server.push(Reply::tool_call(
-        "c2",
-        "read_image",
         &json!({"file_path": "huge.png"}).to_string(),
     ));
     server.push(Reply::text("too big"));
-    let out = run.headless(&server, "look at the big images");
+    let out = run.headless(&server, "look at the huge image");
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let results = run.tool_results();
-    for (result, name) in results.iter().zip(["big.png", "huge.png"]) {
-        assert_eq!(result["isError"], json!(true));
-        let text = result["content"][0]["text"].as_str().unwrap();
-        assert!(text.contains(name), "{text}");
-        assert!(
-            text.ends_with("the image cannot be stored within the deployment's byte limits; downscale the image and read the smaller copy"),
-            "{text}"
-        );
-    }
+    assert_eq!(results.len(), 1);
+    let result = &results[0];
+    assert_eq!(result["isError"], json!(true));
+    let text = result["content"][0]["text"].as_str().unwrap();
+    assert!(text.contains("huge.png"), "{text}");
+    assert!(
+        text.ends_with("the image cannot be stored within the deployment's byte limits; downscale the image and read the smaller copy"),
+        "{text}"
+    );
+    assert!(!run.home.path().join(".dsh/attachments/v1/objects").exists());
+}
+
+/// A run on an `openai-compatible` route (the row added by a patch) serving `vision`,
+/// which declares image input, and `plain`, which does not.
+fn openai_compatible_run(server: &MockServer, model: &str) -> Run {
+    let run = Run::new();
+    run.settings(&format!(
+        "agent-default-model:\n  provider: local-gateway\n  model: {model}\n"
+    ));
+    std::fs::write(
+        run.work.path().join("gateway.yml"),
+        format!(
+            "- insert:\n    - id: llm-openai-compatible\n      name: '@deepseek-ai/dsh-llm-openai-compatible'\n      config:\n        providers:\n          local-gateway:\n            baseURL: {}/v1\n            models:\n              - id: vision\n                input: [text, image]\n              - id: plain\n",
+            server.url()
+        ),
+    )
+    .unwrap();
+    run
+}
+
+#[test]
+fn an_openai_compatible_model_declaring_images_receives_them() {
+    let server = MockServer::start().answer_untooled("Mock title");
+    let run = openai_compatible_run(&server, "vision");
+    let bytes = png(3, 2);
+    std::fs::write(run.work.path().join("shot.png"), &bytes).unwrap();
+    server.push(Reply::tool_call(
+        "c1",
+        "read_image",
+        &json!({"file_path": "shot.png"}).to_string(),
+    ));
+    server.push(Reply::text("a tiny picture"));
+    let out = run
+        .base(&server)
+        .args([
+            "--profile",
+            "headless",
+            "--patch",
+            "gateway.yml",
+            "look at shot.png",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let requests: Vec<_> = server
+        .requests()
+        .into_iter()
+        .filter(|r| r.path == "/v1/chat/completions")
+        .filter_map(|r| r.json)
+        .filter(|j| j.get("tools").is_some())
+        .collect();
+    assert_eq!(requests.len(), 2, "{requests:#?}");
+    assert_eq!(requests[0]["model"], json!("vision"));
+    let results = run.tool_results();
+    assert_eq!(results[0]["isError"], json!(false), "{}", results[0]);
+    let messages = requests[1]["messages"].as_array().unwrap();
+    let url = format!(
+        "data:image/png;base64,{}",
+        dsh_attachments::encode_base64(&bytes)
+    );
+    assert_eq!(
+        messages[messages.len() - 1],
+        json!({"role": "user", "content": [
+            {"type": "text", "text": "Attached image(s) from tool result:"},
+            {"type": "image_url", "image_url": {"url": url}},
+        ]})
+    );
+}
+
+#[test]
+fn an_openai_compatible_model_without_image_input_refuses_read_image() {
+    let server = MockServer::start().answer_untooled("Mock title");
+    let run = openai_compatible_run(&server, "plain");
+    std::fs::write(run.work.path().join("shot.png"), png(1, 1)).unwrap();
+    server.push(Reply::tool_call(
+        "c1",
+        "read_image",
+        &json!({"file_path": "shot.png"}).to_string(),
+    ));
+    server.push(Reply::text("UNAVAILABLE"));
+    let out = run
+        .base(&server)
+        .args([
+            "--profile",
+            "headless",
+            "--patch",
+            "gateway.yml",
+            "look at shot.png",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let results = run.tool_results();
+    assert_eq!(results[0]["isError"], json!(true));
+    let text = results[0]["content"][0]["text"].as_str().unwrap();
+    assert!(
+        text.contains("model \"plain\" does not declare image input"),
+        "{text}"
+    );
     assert!(!run.home.path().join(".dsh/attachments/v1/objects").exists());
 }
 

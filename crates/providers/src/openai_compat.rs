@@ -1,5 +1,11 @@
 //! A generic adapter for plain OpenAI-compatible chat-completions endpoints: the DeepSeek
 //! serializer and translator with per-route compatibility switches.
+//!
+//! Image input is per model: a `models` entry's `input` (e.g. `[text, image]`), else the
+//! profile's `defaultInput`, else `[text]` (upstream's pi-ai resolution order). A model
+//! declaring `image` advertises it through [`ModelInfo::input_modalities`] (so ACP prompt
+//! images and `read_image` are offered) and receives images as `image_url` data URLs; any
+//! other model refuses image content with `UNSUPPORTED_CONTENT` naming the model.
 
 use std::sync::Arc;
 
@@ -17,7 +23,7 @@ use crate::openai_compat_config::{
     OPENAI_COMPAT_DEFAULT_CONTEXT_WINDOW, OPENAI_COMPAT_DEFAULT_MAX_TOKENS, OPENAI_COMPAT_PLUGIN,
     OpenAiCompatConfig, ResolvedOpenAiCompat, ResolvedProfile,
 };
-use crate::serialize::{Dialect, ReasoningWire, has_image, serialize_request};
+use crate::serialize::{Dialect, ReasoningWire, has_image, images_prepared, serialize_request};
 use crate::translate::ReasoningField;
 use crate::transport::{HttpCall, stream_call};
 
@@ -80,12 +86,25 @@ impl OpenAiCompatAdapter {
     ) -> Result<HttpCall, LlmError> {
         let vendor = profile.vendor(provider);
         let base_url = &profile.profile.base_url;
-        model_info_for(profile, provider, &options.config.model)?;
+        let model = &options.config.model;
+        let info = model_info_for(profile, provider, model)?;
         if options.messages.iter().any(|m| has_image(&m.content)) {
-            return Err(LlmError::new(
-                "UNSUPPORTED_CONTENT",
-                format!("The {vendor} chat-completions adapter does not support image content."),
-            ));
+            if !info.input_modalities.iter().any(|m| m == "image") {
+                return Err(LlmError::new(
+                    "UNSUPPORTED_CONTENT",
+                    format!(
+                        "{OPENAI_COMPAT_PLUGIN} model \"{model}\" of provider \"{provider}\" does not \
+                         accept image input; declare input: [text, image] on its models entry (or \
+                         defaultInput on the provider) if the endpoint takes images"
+                    ),
+                ));
+            }
+            if !images_prepared(&options.messages) {
+                return Err(LlmError::new(
+                    "UNSUPPORTED_CONTENT",
+                    format!("{vendor} image input requires the durable attachment service."),
+                ));
+            }
         }
         let mut headers: Vec<(String, String)> = Vec::new();
         if let Some(reference) = &profile.profile.api_key_env {
@@ -193,7 +212,7 @@ fn model_info_for(
                 efforts,
                 default_effort: entry.default_reasoning_effort.clone(),
             }),
-        input_modalities: vec!["text".into()],
+        input_modalities: profile.input_modalities(entry),
     })
 }
 

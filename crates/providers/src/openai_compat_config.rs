@@ -48,6 +48,10 @@ pub struct OpenAiCompatProfile {
     /// Default 32,768.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub default_max_tokens: Option<u64>,
+    /// Input modalities of models whose entry declares none (`text` and/or `image`;
+    /// default `[text]`, never empty).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_input: Option<Vec<String>>,
     /// Default 120,000.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stream_idle_timeout_ms: Option<u64>,
@@ -75,6 +79,10 @@ pub struct OpenAiCompatModel {
     pub reasoning_efforts: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub default_reasoning_effort: Option<String>,
+    /// Input modalities (`text` and/or `image`); absent or empty falls back to the
+    /// profile's `defaultInput`. With `image`, image blocks are sent as `image_url` data URLs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input: Option<Vec<String>>,
 }
 
 /// Which output-cap field the endpoint reads.
@@ -133,6 +141,16 @@ pub struct ResolvedProfile {
 }
 
 impl ResolvedProfile {
+    /// The input modalities of `model` (entry `input` → profile `defaultInput` → `[text]`).
+    pub fn input_modalities(&self, model: &OpenAiCompatModel) -> Vec<String> {
+        model
+            .input
+            .clone()
+            .filter(|m| !m.is_empty())
+            .or_else(|| self.profile.default_input.clone())
+            .unwrap_or_else(|| vec!["text".into()])
+    }
+
     /// The product name used in messages.
     pub fn vendor(&self, route: &str) -> String {
         self.profile
@@ -185,7 +203,24 @@ fn resolve_profile(route: &str, profile: &OpenAiCompatProfile) -> Result<Resolve
             "{at} defaultContextWindow and defaultMaxTokens must be positive integers"
         ));
     }
+    let check_modalities = |list: &[String], what: &str| -> Result<(), String> {
+        if let Some(bad) = list.iter().find(|m| *m != "text" && *m != "image") {
+            return Err(format!(
+                "{at} {what} may contain only \"text\" and \"image\" (found \"{bad}\")"
+            ));
+        }
+        Ok(())
+    };
+    if let Some(default_input) = &profile.default_input {
+        if default_input.is_empty() {
+            return Err(format!("{at} defaultInput must name at least one modality"));
+        }
+        check_modalities(default_input, "defaultInput")?;
+    }
     for (i, model) in profile.models.iter().enumerate() {
+        if let Some(input) = &model.input {
+            check_modalities(input, &format!("model \"{}\" input", model.id))?;
+        }
         let id = &model.id;
         if id.is_empty() {
             return Err(format!("{at} model ids must be non-empty"));
@@ -294,6 +329,14 @@ mod tests {
                 "openai-compatible: provider \"p\" model \"a\" defaultReasoningEffort must be one of its reasoningEfforts",
             ),
             (
+                profile(json!({"defaultInput": []})),
+                "openai-compatible: provider \"p\" defaultInput must name at least one modality",
+            ),
+            (
+                profile(json!({"models": [{"id": "a", "input": ["text", "audio"]}]})),
+                "openai-compatible: provider \"p\" model \"a\" input may contain only \"text\" and \"image\" (found \"audio\")",
+            ),
+            (
                 profile(json!({"retryPolicy": {"mode": "x"}})),
                 "openai-compatible: provider \"p\" retryPolicy.mode must be \"normal\" or \"always\"",
             ),
@@ -308,5 +351,27 @@ mod tests {
         let unknown =
             resolve(profile(json!({"compat": {"thinkingFormat": "x"}}))).expect_err("unknown key");
         assert!(unknown.starts_with("openai-compatible: invalid configuration at providers.p.compat.thinkingFormat: unknown field"), "{unknown}");
+    }
+
+    #[test]
+    fn input_modalities_resolve_entry_then_route_default_then_text() {
+        let resolved = resolve(json!({"providers": {"p": {"baseURL": "http://x",
+            "defaultInput": ["text", "image"],
+            "models": [{"id": "a"}, {"id": "b", "input": ["text"]}, {"id": "c", "input": []}]}}}))
+        .expect("valid");
+        let p = &resolved["p"];
+        let of = |i: usize| p.input_modalities(&p.profile.models[i]);
+        assert_eq!(of(0), vec!["text", "image"]);
+        assert_eq!(of(1), vec!["text"]);
+        assert_eq!(of(2), vec!["text", "image"]);
+        let plain = resolve(json!({"providers": {"p": {"baseURL": "http://x",
+            "models": [{"id": "a"}, {"id": "b", "input": ["text", "image"]}]}}}))
+        .expect("valid");
+        let p = &plain["p"];
+        assert_eq!(p.input_modalities(&p.profile.models[0]), vec!["text"]);
+        assert_eq!(
+            p.input_modalities(&p.profile.models[1]),
+            vec!["text", "image"]
+        );
     }
 }

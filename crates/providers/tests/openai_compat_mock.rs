@@ -4,7 +4,10 @@
 
 use std::sync::Arc;
 
-use dsh_llm::{GenerateOptions, LlmAdapter, LlmCallConfig, Message, adapter_stream};
+use dsh_llm::{
+    ContentBlock, GenerateOptions, LlmAdapter, LlmCallConfig, Message, MessageSource,
+    adapter_stream,
+};
 use dsh_providers::{OpenAiCompatAdapter, OpenAiCompatConfig, ProviderDeps};
 use dsh_test_support::mock_server::{Completion, MockServer, Reply, Usage, UsagePlacement};
 use futures::StreamExt;
@@ -13,7 +16,8 @@ use serde_json::{Value, json};
 
 fn adapter(server: &MockServer) -> Arc<dyn LlmAdapter> {
     let config = OpenAiCompatConfig::from_value(&json!({"providers": {
-        "local": {"baseURL": format!("{}/v1/", server.url()), "displayName": "Local", "models": [{"id": "qwen"}],
+        "local": {"baseURL": format!("{}/v1/", server.url()), "displayName": "Local",
+            "models": [{"id": "qwen"}, {"id": "qwen-vl", "input": ["text", "image"]}],
             "compat": {"maxTokensField": "max_completion_tokens"}},
     }}))
     .expect("parses");
@@ -85,4 +89,74 @@ async fn errors_use_the_display_name() {
         "message": "Local API error (HTTP 503)", "code": "SERVER", "status": 503}}})
         ]
     );
+}
+
+fn image_options(model: &str, data: Option<&str>) -> GenerateOptions {
+    let mut block = ContentBlock::image(json!({
+        "attachmentId": format!("sha256:{}", "b".repeat(64)),
+        "mediaType": "image/png", "width": 1, "height": 1, "bytes": 3
+    }));
+    if let (ContentBlock::Other(map), Some(data)) = (&mut block, data) {
+        map.insert("data".into(), Value::from(data));
+    }
+    let message = Message::user(
+        vec![ContentBlock::text("what is it?"), block],
+        MessageSource::User,
+    );
+    let mut config = LlmCallConfig::route("local", model);
+    config.max_tokens = Some(100);
+    GenerateOptions::new(config, vec![Arc::new(message)])
+}
+
+#[tokio::test]
+async fn a_model_declaring_image_input_gets_images_as_data_urls() {
+    let server = MockServer::with_replies([Reply::text("a red pixel")]);
+    let adapter = adapter(&server);
+    assert_eq!(
+        adapter
+            .model_info("local", "qwen-vl")
+            .unwrap()
+            .input_modalities,
+        vec!["text", "image"]
+    );
+    assert_eq!(
+        adapter
+            .model_info("local", "qwen")
+            .unwrap()
+            .input_modalities,
+        vec!["text"]
+    );
+    let chunks = run(adapter, image_options("qwen-vl", Some("QUJD"))).await;
+    assert_eq!(
+        chunks.last().unwrap(),
+        &json!({"type": "finish", "reason": {"kind": "stop"}})
+    );
+    let body: Value = serde_json::from_str(&server.requests()[0].body).unwrap();
+    let content = body["messages"][0]["content"].as_array().unwrap();
+    assert_eq!(content[0], json!({"type": "text", "text": "what is it?"}));
+    assert_eq!(
+        content.last().unwrap(),
+        &json!({"type": "image_url", "image_url": {"url": "data:image/png;base64,QUJD"}})
+    );
+}
+
+#[tokio::test]
+async fn a_text_only_model_refuses_images_naming_the_model() {
+    let server = MockServer::with_replies([]);
+    let chunks = run(adapter(&server), image_options("qwen", Some("QUJD"))).await;
+    let failure = &chunks[0]["reason"]["failure"];
+    assert_eq!(failure["code"], json!("UNSUPPORTED_CONTENT"));
+    let message = failure["message"].as_str().unwrap();
+    assert!(
+        message.contains("model \"qwen\"") && message.contains("image input"),
+        "{message}"
+    );
+    assert!(server.requests().is_empty());
+    // Image bytes the runtime did not inline are refused before any request.
+    let chunks = run(adapter(&server), image_options("qwen-vl", None)).await;
+    assert_eq!(
+        chunks[0]["reason"]["failure"]["code"],
+        json!("UNSUPPORTED_CONTENT")
+    );
+    assert!(server.requests().is_empty());
 }
