@@ -292,3 +292,78 @@ fn background_processes_a_tool_left_behind_die_when_dsh_exits() {
         "a process the tool left running outlived dsh"
     );
 }
+
+#[test]
+fn a_child_killed_mid_step_is_repaired_like_its_parent_and_resumes() {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let server = MockServer::with_replies([
+        Reply::tool_call(
+            "d1",
+            "subagent",
+            r#"{"description":"Hang","prompt":"Run the command.","run_in_background":false}"#,
+        ),
+        Reply::tool_call(
+            "b1",
+            "bash",
+            r#"{"command":"sh -c 'echo $$ > child.pid; exec sleep 300'","description":"hang","timeout":600000}"#,
+        ),
+    ])
+    .answer_untooled("T");
+    let mut dsh_process = dsh(home.path(), work.path(), &server)
+        .env("DSH_PERMISSION_MODE", "danger-full-access")
+        .args(["--profile", "headless", "delegate"])
+        .spawn()
+        .unwrap();
+    let tool = read_pid(&work.path().join("child.pid"));
+    dsh_process.kill().unwrap();
+    dsh_process.wait().unwrap();
+    assert!(wait_gone(tool), "the child's tool process survived dsh");
+
+    let files = SessionFiles::new(
+        home.path().join(".dsh/sessions"),
+        Compression::Zstd,
+        ChunkPacking::Packed,
+    );
+    let headers: Vec<_> = files.list().unwrap().into_iter().map(|(h, _)| h).collect();
+    assert_eq!(headers.len(), 2, "{headers:?}");
+    let child = headers
+        .iter()
+        .find(|h| h.parent_session.is_some())
+        .expect("the child's log")
+        .id
+        .clone();
+    let crashed = files.inspect(&child).unwrap();
+    assert!(crashed.repair.is_some(), "the child's log was left open");
+    let last = crashed.events.last().unwrap();
+    assert!(
+        last.is(types::TURN_END),
+        "repair closes the child's turn: {last:?}"
+    );
+
+    // The child resumes like any session: the repair is written, the next turn completes.
+    let again = MockServer::with_replies([Reply::text("Resumed.")]).answer_untooled("T");
+    let out = dsh(home.path(), work.path(), &again)
+        .args(["--profile", "headless", "--resume", &child, "continue"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let after = files.inspect(&child).unwrap();
+    assert_eq!(after.repair, None);
+    assert_eq!(
+        after.header.parent_session, crashed.header.parent_session,
+        "the child keeps its parent"
+    );
+    let end = after
+        .events
+        .iter()
+        .rev()
+        .find(|e| e.is(types::TURN_END))
+        .unwrap();
+    assert_eq!(end.data["reason"]["kind"], "completed");
+}
