@@ -171,3 +171,75 @@ fn a_runaway_program_is_stopped_and_the_model_told() {
         results[1].1
     );
 }
+
+/// Text of the request's user messages.
+fn user_text(r: &dsh_test_support::mock_server::RecordedRequest) -> String {
+    r.messages()
+        .iter()
+        .filter(|m| m["role"] == "user")
+        .map(|m| m["content"].to_string())
+        .collect()
+}
+
+#[test]
+fn concurrency_safe_calls_a_program_issues_together_run_together() {
+    let run = Run::new();
+    // Two subagents (concurrency-safe) whose commands each wait for the other's file: run
+    // one after the other, the first would give up after 5 s and fail.
+    let meet = |mine: &str, theirs: &str| {
+        json!({
+            "command": format!("touch {mine}; for i in $(seq 100); do [ -f {theirs} ] && echo met-{mine} && exit 0; sleep 0.05; done; exit 1"),
+            "description": "Meet",
+        })
+        .to_string()
+    };
+    let (meet_a, meet_b) = (meet("a", "b"), meet("b", "a"));
+    let server = MockServer::start()
+        .answer_untooled("Mock title")
+        .respond_with(move |r| {
+            let text = user_text(r);
+            let done = r.last_tool_output();
+            let child = ["MEET_A", "MEET_B"].into_iter().find(|m| text.contains(m));
+            match (child, done) {
+                (Some("MEET_A"), None) => Reply::tool_call("ba", "bash", &meet_a),
+                (Some(_), None) => Reply::tool_call("bb", "bash", &meet_b),
+                (Some(_), Some(out)) => Reply::text(out.trim()),
+                (None, None) => run_code(
+                    "c1",
+                    "const ask = (p) => tools.subagent({description: p, prompt: p, run_in_background: false});\n\
+                     const both = await Promise.all([ask('MEET_A'), ask('MEET_B')]);\n\
+                     return JSON.stringify(both);",
+                ),
+                (None, Some(_)) => Reply::text("both met"),
+            }
+        });
+    // `both`: the children call bash natively.
+    let out = run.code_mode(&server, "both", "meet");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let program_result = server
+        .requests()
+        .into_iter()
+        .filter(|r| !user_text(r).contains("MEET_"))
+        .find_map(|r| r.last_tool_output())
+        .unwrap();
+    assert!(
+        program_result.contains("met-a") && program_result.contains("met-b"),
+        "{program_result}"
+    );
+    let parent = run
+        .files()
+        .list()
+        .unwrap()
+        .into_iter()
+        .find(|(h, _)| h.parent_session.is_none())
+        .unwrap()
+        .0
+        .id;
+    let events = run.events(&parent);
+    assert_eq!(of_type(&events, "tool/code-dispatch").len(), 2);
+}

@@ -125,8 +125,10 @@ impl Tool for RunCodeTool {
     }
 }
 
-/// Runs the program on a dedicated thread while this task serves its tool calls, one at a
-/// time in submission order.
+/// Runs the program on a dedicated thread while this task serves its tool calls, in
+/// submission order as upstream schedules them: consecutive concurrency-safe calls (reads,
+/// searches, subagents, …) overlap — a `Promise.all` over them runs them together — and
+/// any other call waits for the calls before it and runs alone.
 async fn run(
     code: String,
     bindings: Vec<String>,
@@ -159,10 +161,32 @@ async fn run(
     // sub-call still in flight is stopped rather than orphaned.
     let cancel = run.cancel.child_token();
     let mut dispatches = 0u64;
+    let mut in_flight = futures::stream::FuturesUnordered::new();
+    // Calls not started yet, in submission order, and whether the running one is exclusive.
+    let mut queued: std::collections::VecDeque<HostCall> = Default::default();
+    let mut exclusive_running = false;
+    let mut calls_open = true;
     loop {
+        while let Some(next) = queued.front() {
+            let parallel = registry.get(&run.ctx, &next.name).is_some_and(|t| {
+                t.validate(&next.arguments).is_ok() && t.concurrency_safe(&next.arguments)
+            });
+            if exclusive_running || (!parallel && !in_flight.is_empty()) {
+                break;
+            }
+            let Some(call) = queued.pop_front() else {
+                break;
+            };
+            dispatches += 1;
+            exclusive_running = !parallel;
+            in_flight.push(dispatch(run, registry, &cancel, dispatches, call));
+        }
         tokio::select! {
             outcome = &mut done_rx => {
+                // Calls the program left behind are stopped and still settle (and log);
+                // queued ones never start.
                 cancel.cancel();
+                while futures::StreamExt::next(&mut in_flight).await.is_some() {}
                 return outcome.unwrap_or_else(|_| RunOutcome {
                     error: Some(crate::engine::RunFailure {
                         kind: crate::engine::FailureKind::WorkerExit,
@@ -171,10 +195,17 @@ async fn run(
                     ..RunOutcome::default()
                 });
             }
-            call = call_rx.recv() => {
-                let Some(call) = call else { continue };
-                dispatches += 1;
-                let reply = dispatch(run, registry, &cancel, dispatches, call).await;
+            call = call_rx.recv(), if calls_open => {
+                let Some(call) = call else {
+                    calls_open = false;
+                    continue;
+                };
+                queued.push_back(call);
+            }
+            Some(reply) = futures::StreamExt::next(&mut in_flight), if !in_flight.is_empty() => {
+                if in_flight.is_empty() {
+                    exclusive_running = false;
+                }
                 let _ = reply_tx.send(reply);
             }
             () = run.cancel.cancelled(), if !abort.load(Ordering::Relaxed) => {
