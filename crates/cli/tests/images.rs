@@ -424,20 +424,17 @@ fn openai_compatible_run(server: &MockServer, model: &str) -> Run {
     run
 }
 
-#[test]
-fn an_openai_compatible_model_declaring_images_receives_them() {
-    let server = MockServer::start().answer_untooled("Mock title");
-    let run = openai_compatible_run(&server, "vision");
-    let bytes = png(3, 2);
-    std::fs::write(run.work.path().join("shot.png"), &bytes).unwrap();
+/// A headless run on the `gateway.yml` route whose model reads `shot.png` (`bytes`) with
+/// `read_image`, then answers `answer`.
+fn read_shot_on_the_gateway(server: &MockServer, run: &Run, bytes: &[u8], answer: &str) -> Output {
+    std::fs::write(run.work.path().join("shot.png"), bytes).unwrap();
     server.push(Reply::tool_call(
         "c1",
         "read_image",
         &json!({"file_path": "shot.png"}).to_string(),
     ));
-    server.push(Reply::text("a tiny picture"));
-    let out = run
-        .base(&server)
+    server.push(Reply::text(answer));
+    run.base(server)
         .args([
             "--profile",
             "headless",
@@ -446,7 +443,15 @@ fn an_openai_compatible_model_declaring_images_receives_them() {
             "look at shot.png",
         ])
         .output()
-        .unwrap();
+        .unwrap()
+}
+
+#[test]
+fn an_openai_compatible_model_declaring_images_receives_them() {
+    let server = MockServer::start().answer_untooled("Mock title");
+    let run = openai_compatible_run(&server, "vision");
+    let bytes = png(3, 2);
+    let out = read_shot_on_the_gateway(&server, &run, &bytes, "a tiny picture");
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let requests: Vec<_> = server
         .requests()
@@ -477,24 +482,7 @@ fn an_openai_compatible_model_declaring_images_receives_them() {
 fn an_openai_compatible_model_without_image_input_refuses_read_image() {
     let server = MockServer::start().answer_untooled("Mock title");
     let run = openai_compatible_run(&server, "plain");
-    std::fs::write(run.work.path().join("shot.png"), png(1, 1)).unwrap();
-    server.push(Reply::tool_call(
-        "c1",
-        "read_image",
-        &json!({"file_path": "shot.png"}).to_string(),
-    ));
-    server.push(Reply::text("UNAVAILABLE"));
-    let out = run
-        .base(&server)
-        .args([
-            "--profile",
-            "headless",
-            "--patch",
-            "gateway.yml",
-            "look at shot.png",
-        ])
-        .output()
-        .unwrap();
+    let out = read_shot_on_the_gateway(&server, &run, &png(1, 1), "UNAVAILABLE");
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let results = run.tool_results();
     assert_eq!(results[0]["isError"], json!(true));

@@ -241,6 +241,37 @@ struct CliRow {
     timeout_ms: Option<f64>,
 }
 
+/// What a CLI product row resolves to, besides its `permissionMode` and default args.
+struct CliParts {
+    command: String,
+    args: Option<Vec<String>>,
+    env: Vec<(String, String)>,
+    dispose_grace: Duration,
+    timeout: Option<Duration>,
+    cwd: Option<PathBuf>,
+    name: String,
+}
+
+impl CliRow {
+    /// Checks the row's shared keys; `program` and `name` are the product's defaults.
+    fn resolve(self, prefix: &str, program: &str, name: &str) -> Result<CliParts, BoxError> {
+        Ok(CliParts {
+            command: command(prefix, self.command, Some(program))?,
+            args: self.args,
+            env: env_vec(self.env),
+            dispose_grace: common::positive_ms(
+                prefix,
+                "disposeGraceMs",
+                self.dispose_grace_ms,
+                3000,
+            )?,
+            timeout: timeout(prefix, self.timeout_ms)?,
+            cwd: common::configured_cwd(prefix, self.cwd)?,
+            name: provider_name(prefix, self.provider_name, name)?,
+        })
+    }
+}
+
 /// `@deepseek-ai/dsh-subagent-codex`: `codex app-server --stdio` (or `command args`).
 pub struct CodexPlugin;
 
@@ -251,31 +282,26 @@ impl Plugin for CodexPlugin {
 
     fn apply(&self, ctx: &Context, config: &PluginConfig) -> Result<(), BoxError> {
         const P: &str = "subagent-codex";
-        let row: CliRow = config.parse()?;
-        let mode = match row.permission_mode.as_deref() {
+        let mut row: CliRow = config.parse()?;
+        let mode = match row.permission_mode.take().as_deref() {
             None => CodexMode::Never,
             Some(m) => CodexMode::parse(m).ok_or_else(|| {
                 format!("{P}: `permissionMode` must be 'never', 'approve-for-me' or 'dangerously-bypass-approvals-and-sandbox', got '{m}'")
             })?,
         };
+        let parts = row.resolve(P, "codex", "codex")?;
         let spec = CodexSpec {
-            command: command(P, row.command, Some("codex"))?,
-            args: row
+            command: parts.command,
+            args: parts
                 .args
                 .unwrap_or_else(|| vec!["app-server".into(), "--stdio".into()]),
             cwd: PathBuf::new(),
-            env: env_vec(row.env),
+            env: parts.env,
             mode,
-            dispose_grace: common::positive_ms(P, "disposeGraceMs", row.dispose_grace_ms, 3000)?,
-            timeout: timeout(P, row.timeout_ms)?,
+            dispose_grace: parts.dispose_grace,
+            timeout: parts.timeout,
         };
-        let cwd = common::configured_cwd(P, row.cwd)?;
-        register(
-            ctx,
-            provider_name(P, row.provider_name, "codex")?,
-            Product::Codex(spec),
-            cwd,
-        )
+        register(ctx, parts.name, Product::Codex(spec), parts.cwd)
     }
 }
 
@@ -289,29 +315,24 @@ impl Plugin for ClaudeCodePlugin {
 
     fn apply(&self, ctx: &Context, config: &PluginConfig) -> Result<(), BoxError> {
         const P: &str = "subagent-claude-code";
-        let row: CliRow = config.parse()?;
-        let mode = match row.permission_mode.as_deref() {
+        let mut row: CliRow = config.parse()?;
+        let mode = match row.permission_mode.take().as_deref() {
             None => ClaudeMode::DontAsk,
             Some(m) => ClaudeMode::parse(m).ok_or_else(|| {
                 format!("{P}: `permissionMode` must be one of 'dontAsk', 'acceptEdits', 'auto', 'plan', 'bypassPermissions', got '{m}'")
             })?,
         };
+        let parts = row.resolve(P, "claude", "claude-code")?;
         let spec = ClaudeSpec {
-            command: command(P, row.command, Some("claude"))?,
-            args: row.args.unwrap_or_default(),
+            command: parts.command,
+            args: parts.args.unwrap_or_default(),
             cwd: PathBuf::new(),
-            env: env_vec(row.env),
+            env: parts.env,
             mode,
-            dispose_grace: common::positive_ms(P, "disposeGraceMs", row.dispose_grace_ms, 3000)?,
-            timeout: timeout(P, row.timeout_ms)?,
+            dispose_grace: parts.dispose_grace,
+            timeout: parts.timeout,
         };
-        let cwd = common::configured_cwd(P, row.cwd)?;
-        register(
-            ctx,
-            provider_name(P, row.provider_name, "claude-code")?,
-            Product::Claude(spec),
-            cwd,
-        )
+        register(ctx, parts.name, Product::Claude(spec), parts.cwd)
     }
 }
 
