@@ -8,6 +8,7 @@
 //! deviations: alpha images become PNG, not lossy WebP).
 
 mod error;
+mod limiter;
 mod limits;
 mod normalize;
 mod plugin;
@@ -19,5 +20,5 @@ pub use error::{AttachmentError, AttachmentErrorCode};
 pub use limits::ImageLimits;
 pub use plugin::{AttachmentLocalPlugin, AttachmentsMounted, register_catalog};
 pub use probe::{DetectedImage, ProbeError, probe, sniff};
-pub use store::{AttachmentStore, SaveImage};
+pub use store::{AttachmentStore, DEFAULT_IMAGE_COMPRESSION_CONCURRENCY, SaveImage};
 pub use wire::{decode_canonical_base64, encode_base64, media_type_for_path};

@@ -56,9 +56,11 @@ impl Plugin for AttachmentLocalPlugin {
             .dsh_home
             .map(PathBuf::from)
             .unwrap_or_else(dsh_policies::dsh_home);
-        let store = Arc::new(AttachmentStore::new(
+        let store = Arc::new(AttachmentStore::with_compression_concurrency(
             home.join("attachments").join("v1"),
             limits,
+            c.image_compression_concurrency
+                .map_or(crate::DEFAULT_IMAGE_COMPRESSION_CONCURRENCY, |n| n as usize),
         ));
         ctx.provide(store.clone())?;
         let reader = store.clone();

@@ -8,8 +8,9 @@ use dsh_llm::ImageAttachmentRef;
 use sha2::{Digest, Sha256};
 
 use crate::error::{AttachmentError, AttachmentErrorCode};
+use crate::limiter::FifoLimiter;
 use crate::limits::ImageLimits;
-use crate::normalize::normalize;
+use crate::normalize::{Normalized, normalize};
 use crate::probe::{DetectedImage, probe};
 
 /// One image offered for admission.
@@ -27,7 +28,12 @@ pub struct SaveImage {
 pub struct AttachmentStore {
     root: PathBuf,
     limits: ImageLimits,
+    /// `imageCompressionConcurrency`: how many normalizations may run at once.
+    compressions: FifoLimiter,
 }
+
+/// Upstream's default `imageCompressionConcurrency`.
+pub const DEFAULT_IMAGE_COMPRESSION_CONCURRENCY: usize = 2;
 
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
@@ -43,7 +49,26 @@ fn write_failed(what: &str, path: &Path, e: &std::io::Error) -> AttachmentError 
 impl AttachmentStore {
     /// A store rooted at `root` (normally `$DSH_HOME/attachments/v1`).
     pub fn new(root: PathBuf, limits: ImageLimits) -> Self {
-        Self { root, limits }
+        Self::with_compression_concurrency(root, limits, DEFAULT_IMAGE_COMPRESSION_CONCURRENCY)
+    }
+
+    /// A store that runs at most `concurrency` normalizations at once (FIFO); a batch
+    /// prepares that many images in parallel and still publishes them in order.
+    pub fn with_compression_concurrency(
+        root: PathBuf,
+        limits: ImageLimits,
+        concurrency: usize,
+    ) -> Self {
+        Self {
+            root,
+            limits,
+            compressions: FifoLimiter::new(concurrency),
+        }
+    }
+
+    /// The most normalizations that ever ran at once in this store (diagnostics).
+    pub fn peak_compressions(&self) -> usize {
+        self.compressions.peak()
     }
 
     pub fn root(&self) -> &Path {
@@ -62,7 +87,7 @@ impl AttachmentStore {
     /// (normalized) form fits, without storing anything.
     pub fn validate_image(&self, input: &SaveImage) -> Result<DetectedImage, AttachmentError> {
         let detected = self.admit(input)?;
-        normalize(&input.data, &detected, &self.limits)?;
+        self.normalize(input, &detected)?;
         Ok(detected)
     }
 
@@ -135,10 +160,7 @@ impl AttachmentStore {
                 "Image batch exceeds the configured aggregate image-byte limit.",
             ));
         }
-        let prepared = inputs
-            .iter()
-            .map(|i| self.prepare(i))
-            .collect::<Result<Vec<_>, _>>()?;
+        let prepared = self.prepare_all(inputs)?;
         prepared
             .into_iter()
             .map(|(data, r)| self.commit(&data, r))
@@ -155,7 +177,7 @@ impl AttachmentStore {
     /// The stored form of `input` and its reference, before anything is written.
     fn prepare(&self, input: &SaveImage) -> Result<(Vec<u8>, ImageAttachmentRef), AttachmentError> {
         let detected = self.admit(input)?;
-        let stored = normalize(&input.data, &detected, &self.limits)?;
+        let stored = self.normalize(input, &detected)?;
         let sha = hex(&Sha256::digest(&stored.data));
         let reduced = stored.width.max(stored.height) < detected.width.max(detected.height);
         let r = ImageAttachmentRef {
@@ -168,6 +190,63 @@ impl AttachmentStore {
             original_dimensions: reduced.then_some((detected.width, detected.height)),
         };
         Ok((stored.data, r))
+    }
+
+    /// Prepares a batch with up to `imageCompressionConcurrency` images at once; the first
+    /// failure in input order wins, and nothing is published before every image is ready.
+    fn prepare_all(
+        &self,
+        inputs: &[SaveImage],
+    ) -> Result<Vec<(Vec<u8>, ImageAttachmentRef)>, AttachmentError> {
+        let workers = self.compressions.permits().min(inputs.len());
+        if workers <= 1 {
+            return inputs.iter().map(|i| self.prepare(i)).collect();
+        }
+        let next = std::sync::atomic::AtomicUsize::new(0);
+        let mut slots: Vec<Option<Result<_, AttachmentError>>> = Vec::new();
+        slots.resize_with(inputs.len(), || None);
+        let slots = std::sync::Mutex::new(slots);
+        std::thread::scope(|s| {
+            for _ in 0..workers {
+                s.spawn(|| {
+                    loop {
+                        let i = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                        let Some(input) = inputs.get(i) else { break };
+                        let prepared = self.prepare(input);
+                        if let Some(slot) = slots
+                            .lock()
+                            .unwrap_or_else(std::sync::PoisonError::into_inner)
+                            .get_mut(i)
+                        {
+                            *slot = Some(prepared);
+                        }
+                    }
+                });
+            }
+        });
+        slots
+            .into_inner()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .into_iter()
+            .map(|slot| {
+                slot.unwrap_or_else(|| {
+                    Err(AttachmentError::new(
+                        AttachmentErrorCode::AttachmentWriteFailed,
+                        "an image of the batch was not prepared",
+                    ))
+                })
+            })
+            .collect()
+    }
+
+    /// Normalizes under the compression limiter.
+    fn normalize(
+        &self,
+        input: &SaveImage,
+        detected: &DetectedImage,
+    ) -> Result<Normalized, AttachmentError> {
+        let _permit = self.compressions.acquire();
+        normalize(&input.data, detected, &self.limits)
     }
 
     fn commit(

@@ -306,3 +306,72 @@ fn crc32(data: &[u8]) -> u32 {
     }
     !crc
 }
+
+#[test]
+fn a_batch_normalizes_within_the_compression_concurrency_and_keeps_its_order() {
+    // Four oversized images, each needing a real decode, resize and re-encode.
+    let batch: Vec<SaveImage> = (0..4u32)
+        .map(|i| {
+            let source = RgbImage::from_fn(2600 + i * 10, 1000, |x, y| {
+                Rgb([(x % 256) as u8, (y % 256) as u8, (i * 40) as u8])
+            });
+            SaveImage {
+                data: encode(&DynamicImage::ImageRgb8(source), ImageFormat::Png),
+                media_type: "image/png".into(),
+                name: Some(format!("image-{i}")),
+            }
+        })
+        .collect();
+    for concurrency in [1, 3] {
+        let dir = tempfile::tempdir().unwrap();
+        let store = AttachmentStore::with_compression_concurrency(
+            dir.path().join("attachments/v1"),
+            ImageLimits::default(),
+            concurrency,
+        );
+        let refs = store.save_images(&batch).unwrap();
+        let names: Vec<_> = refs.iter().map(|r| r.name.clone().unwrap()).collect();
+        assert_eq!(names, ["image-0", "image-1", "image-2", "image-3"]);
+        let widths: Vec<_> = refs
+            .iter()
+            .map(|r| r.original_dimensions.unwrap().0)
+            .collect();
+        assert_eq!(widths, [2600, 2610, 2620, 2630]);
+        assert!(store.peak_compressions() >= 1);
+        assert!(
+            store.peak_compressions() <= concurrency,
+            "{} normalizations ran at once with imageCompressionConcurrency {concurrency}",
+            store.peak_compressions()
+        );
+        for r in &refs {
+            assert_eq!(decode_stored(&store, r).width(), 2048);
+        }
+    }
+}
+
+#[test]
+fn a_failing_image_fails_the_batch_and_publishes_nothing() {
+    let good = SaveImage {
+        data: encode(
+            &DynamicImage::ImageRgb8(RgbImage::from_fn(2600, 100, |x, _| Rgb([x as u8, 0, 0]))),
+            ImageFormat::Png,
+        ),
+        media_type: "image/png".into(),
+        name: None,
+    };
+    let bad = SaveImage {
+        data: b"not an image".to_vec(),
+        media_type: "image/png".into(),
+        name: None,
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("attachments/v1");
+    let store =
+        AttachmentStore::with_compression_concurrency(root.clone(), ImageLimits::default(), 2);
+    let err = store.save_images(&[good.clone(), bad, good]).unwrap_err();
+    assert_eq!(err.code, AttachmentErrorCode::InvalidImage);
+    assert!(
+        !root.join("objects").exists(),
+        "nothing is published from a failed batch"
+    );
+}
