@@ -486,3 +486,100 @@ async fn the_script_has_no_host_apis() {
     let (r, _) = run(&h, "agent = 1; return typeof agent").await;
     assert_eq!(r.value, json!("function"), "{r:?}");
 }
+
+/// `stubborn {}`: ignores cancellation and returns only when the test releases it, so its
+/// child outlives the run's `disposeGraceMs`.
+struct Stubborn {
+    schema: dsh_llm::ToolSchema,
+    entered: Arc<std::sync::atomic::AtomicBool>,
+    release: Arc<tokio::sync::Notify>,
+}
+
+impl dsh_tools::Tool for Stubborn {
+    fn schema(&self) -> &dsh_llm::ToolSchema {
+        &self.schema
+    }
+    fn execute(
+        &self,
+        _args: Value,
+        _ctx: dsh_tools::ToolRunContext,
+    ) -> dsh_kernel::BoxFuture<'static, Result<dsh_tools::ToolOutput, dsh_kernel::BoxError>> {
+        let (entered, release) = (self.entered.clone(), self.release.clone());
+        Box::pin(async move {
+            entered.store(true, std::sync::atomic::Ordering::SeqCst);
+            release.notified().await;
+            Ok(dsh_tools::ToolOutput::text("finally"))
+        })
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_child_that_outlives_the_dispose_grace_is_ended_for_the_run_and_disposed_later() {
+    let h = Harness::workflows(json!({"disposeGraceMs": 100}));
+    let sessions = record_sessions(&h.root);
+    let entered = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let release = Arc::new(tokio::sync::Notify::new());
+    h.root
+        .get::<dsh_tools::ToolRegistry>()
+        .unwrap()
+        .register(
+            &h.root,
+            Arc::new(Stubborn {
+                schema: dsh_llm::ToolSchema {
+                    name: "stubborn".into(),
+                    description: "stubborn".into(),
+                    parameters: json!({"type": "object", "properties": {}}).into(),
+                },
+                entered: entered.clone(),
+                release: release.clone(),
+            }),
+        )
+        .unwrap();
+    h.model.script(
+        "Straggle",
+        vec![
+            support::calls(&[("c1", "stubborn", json!({}))]),
+            text("done"),
+        ],
+    );
+    let notes = Arc::new(Notes::default());
+    let s = spec(&h, "return await agent('Straggle')", &notes);
+    let parent_id = s.parent.id().to_string();
+    let run = h.engine().start(s).await.unwrap();
+    support::wait_for(|| entered.load(std::sync::atomic::Ordering::SeqCst)).await;
+    run.cancel("test stop");
+    let r = tokio::time::timeout(Duration::from_secs(10), run.result())
+        .await
+        .expect("the run settles without waiting for the straggler");
+    assert_eq!(r.stop_reason, RunStop::Cancelled);
+    // The run reported the child ended although its tool is still running.
+    assert!(
+        notes.all().contains(&"end 1 cancelled".to_string()),
+        "{:?}",
+        notes.all()
+    );
+    let child = sessions
+        .lock()
+        .unwrap()
+        .iter()
+        .find(|s| s.header().parent_session.as_deref() == Some(parent_id.as_str()))
+        .cloned()
+        .expect("the child session");
+    assert!(
+        !trace(&child.events())
+            .iter()
+            .any(|t| t.starts_with("turn/end")),
+        "the straggler is still inside its turn"
+    );
+    // Once the tool lets go, the child's task finishes it: its log ends, and no second end
+    // reaches the run's observer.
+    release.notify_one();
+    support::wait_for(|| {
+        trace(&child.events())
+            .iter()
+            .any(|t| t.starts_with("turn/end"))
+    })
+    .await;
+    let ends = notes.all().iter().filter(|n| n.starts_with("end")).count();
+    assert_eq!(ends, 1, "{:?}", notes.all());
+}
