@@ -243,3 +243,46 @@ fn concurrency_safe_calls_a_program_issues_together_run_together() {
     let events = run.events(&parent);
     assert_eq!(of_type(&events, "tool/code-dispatch").len(), 2);
 }
+
+#[test]
+fn a_typescript_program_runs_and_the_prompt_declares_typescript() {
+    let run = Run::new();
+    std::fs::write(run.work.path().join("note.txt"), "alpha\nbeta\ngamma\n").unwrap();
+    let server = MockServer::start().answer_untooled("Mock title");
+    server.push(run_code(
+        "t1",
+        "interface Line { number: number; text: string }\n\
+         interface ReadOut { path: string; lines: Line[]; totalLines: number }\n\
+         type Pick = (out: ReadOut, n: number) => string;\n\
+         const pick: Pick = (out: ReadOut, n: number): string => out.lines[n]!.text;\n\
+         const out = (await tools.read({ file_path: 'note.txt' })) as ReadOut;\n\
+         const total: number = out.totalLines satisfies number;\n\
+         return `${pick(out, 2)}/${total as number}`;",
+    ));
+    server.push(Reply::text("done"));
+    let out = run.code_mode(&server, "code", "use run_code");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let requests = server.requests();
+    let first = requests
+        .iter()
+        .find(|r| r.json.as_ref().is_some_and(|j| j.get("tools").is_some()))
+        .unwrap();
+    // The prompt declares the callable tools in TypeScript.
+    let system = first.json.as_ref().unwrap().to_string();
+    for needle in [
+        "async TypeScript function",
+        "interface ToolArgsMap",
+        "  read: {",
+        "interface ToolOutputMap",
+        "declare const tools",
+    ] {
+        assert!(system.contains(needle), "prompt lacks {needle:?}");
+    }
+    let result = requests.iter().find_map(|r| r.last_tool_output()).unwrap();
+    assert_eq!(result, "gamma/3");
+}

@@ -242,6 +242,11 @@ pub fn run_program(
             error: Some(RunFailure { kind, message }),
         }
     };
+    // TypeScript: type syntax is blanked out (positions kept) before QuickJS compiles.
+    let stripped = match crate::strip::strip_types(program) {
+        Ok(s) => s,
+        Err(e) => return fail(&shared, FailureKind::Exception, format!("SyntaxError: {e}")),
+    };
     let runtime = match crate::heap::metered_runtime(limits.memory_bytes) {
         Ok((rt, heap)) => {
             lock(&clock).heap = Some(heap);
@@ -278,8 +283,22 @@ pub fn run_program(
         prelude
             .call::<_, ()>((names,))
             .map_err(|e| describe(&ctx, e))?;
-        let source = format!("(async () => {{\n{program}\n}})()");
-        let promise: JsValue = ctx.eval(source).map_err(|e| describe(&ctx, e))?;
+        let wrap = |body: &str| format!("(async () => {{\n{body}\n}})()");
+        let promise: JsValue = match ctx.eval::<JsValue, _>(wrap(&stripped)) {
+            Ok(p) => p,
+            Err(e) => {
+                let message = describe(&ctx, e);
+                // A compile error the stripping may have caused: plain JavaScript that
+                // compiles as written runs as written. (A SyntaxError out of `eval` is a
+                // compile error: the async function turns whatever it throws into a
+                // rejection, so nothing of the first attempt ran.)
+                if stripped != program && message.starts_with("SyntaxError") {
+                    ctx.eval::<JsValue, _>(wrap(program)).map_err(|_| message)?
+                } else {
+                    return Err(message);
+                }
+            }
+        };
         let finish: Function = ctx
             .globals()
             .get("__dsh_finish")

@@ -1,7 +1,8 @@
-//! Code Mode: the `run_code` tool. The model writes one JavaScript program (the body of an
-//! async function) that calls tools as `await tools.name(args)`; the program runs in an
-//! embedded QuickJS engine with time and memory limits and no filesystem or network of its
-//! own, and every tool call goes through the registry's pipeline exactly as a native call.
+//! Code Mode: the `run_code` tool. The model writes one TypeScript program (the body of an
+//! async function) that calls tools as `await tools.name(args)`; its types are erased and
+//! the program runs in an embedded QuickJS engine with time and memory limits and no
+//! filesystem or network of its own, and every tool call goes through the registry's
+//! pipeline exactly as a native call.
 //!
 //! The plugin `@deepseek-ai/dsh-code-runtime-worker-thread` (upstream's row name) installs
 //! the tool and the SDK prompt section; the `tools` row's `mode` decides whether the model
@@ -11,7 +12,9 @@ mod engine;
 mod heap;
 mod render;
 mod sdk;
+mod strip;
 mod tool;
+mod ts_types;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -27,7 +30,10 @@ pub use engine::{
 };
 pub use heap::{Heap, metered_runtime};
 pub use render::render_value;
+pub use sdk::render_sdk;
+pub use strip::{StripError, strip_types};
 pub use tool::RunCodeTool;
+pub use ts_types::json_schema_to_ts;
 
 #[derive(Deserialize, Default)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]

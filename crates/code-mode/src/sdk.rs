@@ -1,41 +1,88 @@
-//! The system-prompt section that tells the model how to write a program and which tools
-//! it can call (their parameter schemas, as JSON Schema).
+//! The system-prompt section that tells the model how to write a program and declares the
+//! tools it can call, as generated TypeScript: `ToolArgsMap` (each tool's parameters),
+//! `ToolOutputMap` (what each call resolves to), `ToolName`, `ToolCallError` and `tools`.
+//!
+//! The tool registry carries no output schemas (`ToolSchema` has parameters only), so every
+//! `ToolOutputMap` entry is `JsonValue`. Tools are declared in lexicographic order, so an
+//! unchanged tool set renders byte-identical text.
 
 use dsh_llm::ToolSchema;
 use dsh_tools::{RUN_CODE, ToolsMode};
 
-/// The section for `mode` listing `tools` (the visible native tools).
+use crate::ts_types::{doc_line, json_schema_to_ts, render_key};
+
+const INSTRUCTIONS: &str = "## Writing code for run_code
+
+`run_code` takes `code`, the body of an async TypeScript function, and `description`, a short \
+summary of what it does. Types are only erased before the program runs, never checked, so \
+write erasable TypeScript: annotations, interfaces, type aliases, generics, `as` and `!` are \
+fine; `enum`, `namespace` and constructor parameter properties are refused. In the program:
+
+- Call a tool as `await tools.name(args)`, or `tools[\"odd-name\"](args)` when the name is not \
+an identifier. A call resolves to the tool's JSON value (a tool without a typed value resolves \
+to its result text). Arguments must be plain JSON.
+- A failed call rejects with a `ToolCallError` (`toolName` names the tool, `message` says what \
+went wrong); catch it to carry on.
+- Calls that only read (reading files, searching, subagents, web tools) may run together under \
+`Promise.all`; any other call waits for the calls before it and runs alone, in the order the \
+program made them. Use `await` to order dependent steps.
+- The output is what you `console.log(...)` and what you `return`. An image a tool returns is \
+attached after the run, so you see it at your next step; every other intermediate result stays \
+out of the conversation, so print only what you need.
+- The program has no filesystem, network, timers or modules of its own: do all IO through the \
+tools. A program that runs too long or allocates too much is stopped.
+
+The tools it can call:";
+
+const JSON_VALUE: &str = "type JsonValue = null | boolean | number | string | JsonValue[] | { [key: string]: JsonValue }";
+
+/// The section for `mode` declaring `tools` (the visible native tools; `run_code` itself is
+/// left out).
 pub fn render_sdk(mode: ToolsMode, tools: &[ToolSchema]) -> String {
+    let mut sorted: Vec<&ToolSchema> = tools.iter().filter(|t| t.name != RUN_CODE).collect();
+    sorted.sort_by(|a, b| a.name.cmp(&b.name));
+    let mut args = String::new();
+    let mut outputs = String::new();
+    for tool in &sorted {
+        let key = render_key(&tool.name);
+        if let Some(doc) = doc_line(
+            Some(&serde_json::Value::String(tool.description.clone())),
+            1,
+        ) {
+            args.push_str(&doc);
+            args.push('\n');
+        }
+        args.push_str(&format!(
+            "  {key}: {};\n",
+            json_schema_to_ts(&tool.parameters, 1)
+        ));
+        outputs.push_str(&format!("  {key}: JsonValue;\n"));
+    }
+    let block = |name: &str, body: &str| {
+        if body.is_empty() {
+            format!("interface {name} {{}}")
+        } else {
+            format!("interface {name} {{\n{body}}}")
+        }
+    };
     let mut out = String::new();
     if mode == ToolsMode::Code {
         out.push_str(
             "`run_code` is the only tool you can call directly; a call naming any other tool \
-fails. Call the tools listed below from inside the program.\n\n",
+fails. Call the tools declared below from inside the program.\n\n",
         );
     }
+    out.push_str(INSTRUCTIONS);
+    out.push_str("\n\n```ts\n");
+    out.push_str(JSON_VALUE);
+    out.push_str("\n\n");
+    out.push_str(&block("ToolArgsMap", &args));
+    out.push_str("\n\n");
+    out.push_str(&block("ToolOutputMap", &outputs));
     out.push_str(
-        "## Writing code for run_code\n\n\
-`run_code` takes `code` (the body of an async JavaScript function) and `description` (a short \
-summary). In the program:\n\n\
-- Call a tool as `await tools.name(args)` (or `tools[\"name\"](args)`); it resolves to the \
-tool's JSON value (a tool without a typed value resolves to its result text). Arguments must \
-be plain JSON.\n\
-- A failed call rejects with `ToolCallError` (`toolName`, `message`); catch it to go on.\n\
-- Calls run one at a time in the order the program makes them.\n\
-- Output is what you `console.log(...)` and `return`. Images a tool returns are attached \
-after the run; every other intermediate result stays out of the conversation.\n\
-- The program has no filesystem, network, timers or modules of its own: use the tools. It \
-is stopped when it runs too long or allocates too much.\n\nThe available tools:\n",
+        "\n\ntype ToolName = keyof ToolOutputMap\n\n\
+declare class ToolCallError extends Error {\n  readonly name: \"ToolCallError\";\n  readonly toolName: ToolName;\n}\n\n\
+declare const tools: {\n  [K in ToolName]: (args: ToolArgsMap[K]) => Promise<ToolOutputMap[K]>;\n}\n```",
     );
-    for tool in tools.iter().filter(|t| t.name != RUN_CODE) {
-        let params = serde_json::to_value(&tool.parameters)
-            .map(|v| dsh_kernel::json::to_string(&v))
-            .unwrap_or_default();
-        let first_line = tool.description.lines().next().unwrap_or_default();
-        out.push_str(&format!(
-            "\n- `tools.{}(args)`: {first_line}\n  args: {params}\n",
-            tool.name
-        ));
-    }
     out
 }

@@ -15,13 +15,15 @@ use serde_json::{Value, json};
 use crate::engine::{HostCall, HostReply, Limits, RunOutcome, run_program};
 use crate::render::render_value;
 
-const DESCRIPTION: &str = "Run a JavaScript program that calls the available tools. Two required \
+const DESCRIPTION: &str = "Run a TypeScript program that calls the available tools. Two required \
 arguments: `code`, the BODY of an async function (`await` and `return` work at its top level), \
-and `description`, a short summary of what the program does. Call a tool as \
-`await tools.name(args)`, as the system prompt declares them. Only what the program prints or \
-returns becomes output, so keep it to what you need. Images that tools return are attached \
-after the run.";
-const CODE_DESCRIPTION: &str = "The program: the body of an async JavaScript function.";
+and `description`, a short summary of what the program does. Type syntax is erased, not checked, \
+before the program runs, so use only erasable TypeScript (no `enum`, `namespace` or parameter \
+properties). Call a tool as `await tools.name(args)`, as the system prompt declares them. Only \
+what the program prints or returns becomes output, so keep it to what you need. Images that \
+tools return are attached after the run.";
+const CODE_DESCRIPTION: &str = "The program: the body of an async TypeScript function (types are \
+erased before it runs).";
 const LABEL_DESCRIPTION: &str = "What this program does, in active voice and 5-10 words (shown \
 in the UI), e.g. \"Count TODO markers across packages\".";
 

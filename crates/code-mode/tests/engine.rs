@@ -193,3 +193,59 @@ fn an_unsettlable_promise_and_bad_output_are_reported() {
     let (out, _) = run("return 1n;", Limits::default());
     assert_eq!(out.error.unwrap().kind, FailureKind::InvalidOutput);
 }
+
+#[test]
+fn a_typescript_program_runs_type_stripped() {
+    let (out, calls) = run(
+        "interface Echoed { echo: { x: number } }\n\
+         type Pair = [number, number];\n\
+         const twice = async (x: number): Promise<number> => {\n\
+           const r = (await tools.echo({ x })) as Echoed;\n\
+           return r.echo.x * 2;\n\
+         };\n\
+         class Acc<T> { private items: T[] = []; add(item: T): this { this.items.push(item); return this; } get size(): number { return this.items.length; } }\n\
+         const pair: Pair = [await twice(1), await twice(2)];\n\
+         const acc = new Acc<number>().add(pair[0]!).add(pair[1]!);\n\
+         console.log(`size: ${acc.size as number}`);\n\
+         return { pair, ok: pair.every((n: number) => n > 0 ? true : false) } satisfies Record<string, unknown>;",
+        Limits::default(),
+    );
+    assert_eq!(out.error, None, "{out:?}");
+    assert_eq!(out.logs, vec!["size: 2".to_string()]);
+    assert_eq!(out.value, Some(json!({"pair": [2, 4], "ok": true})));
+    assert_eq!(calls, vec![json!({"x": 1}), json!({"x": 2})]);
+}
+
+#[test]
+fn errors_in_a_typescript_program_keep_their_line() {
+    let (out, _) = run(
+        "const a: number = 1;\nconst b = a as any;\nnull.boom;",
+        Limits::default(),
+    );
+    let error = out.error.unwrap();
+    assert_eq!(error.kind, FailureKind::Exception);
+    // The program's third line is the wrapper's fourth.
+    assert!(
+        error.message.contains("eval_script:4:1"),
+        "{}",
+        error.message
+    );
+}
+
+#[test]
+fn an_enum_is_refused_by_name() {
+    let (out, calls) = run(
+        "await tools.echo({});\nenum Color { Red }\nreturn Color.Red;",
+        Limits::default(),
+    );
+    let error = out.error.unwrap();
+    assert_eq!(error.kind, FailureKind::Exception);
+    assert!(
+        error
+            .message
+            .starts_with("SyntaxError: TypeScript enum (line 2, column 1)"),
+        "{}",
+        error.message
+    );
+    assert!(calls.is_empty(), "nothing ran");
+}
