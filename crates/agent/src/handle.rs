@@ -86,6 +86,24 @@ pub trait Agent: Send + Sync + 'static {
     fn inject(&self, message: Message) -> Result<(), SendError> {
         self.send(message, InboxTarget::NextStep, false)
     }
+    /// The (provider, model) the next request routes to: the latest logged
+    /// `request/header`, else this agent's options, else `default`.
+    fn current_route(&self, default: (&str, &str)) -> (String, String) {
+        let routed = self
+            .session()
+            .read(|s| s.request_header().map(|h| h.config.clone()));
+        let options = self.options();
+        let provider = routed
+            .as_ref()
+            .map(|c| c.provider.clone())
+            .or(options.provider)
+            .unwrap_or_else(|| default.0.to_string());
+        let model = routed
+            .map(|c| c.model)
+            .or(options.model)
+            .unwrap_or_else(|| default.1.to_string());
+        (provider, model)
+    }
 }
 
 /// A shared agent handle.

@@ -7,6 +7,7 @@
 //! cap and re-encoded within the byte cap (see the README for the encodings and the
 //! deviations: alpha images become PNG, not lossy WebP).
 
+mod admission;
 mod error;
 mod limiter;
 mod limits;
@@ -16,6 +17,7 @@ mod probe;
 mod store;
 mod wire;
 
+pub use admission::{AdmissionError, admit_prompt_images, check_image_route, decode_prompt_image};
 pub use error::{AttachmentError, AttachmentErrorCode};
 pub use limits::ImageLimits;
 pub use plugin::{AttachmentLocalPlugin, AttachmentsMounted, register_catalog};

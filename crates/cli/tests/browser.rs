@@ -1,7 +1,7 @@
 //! The web UI in a real headless Chromium (driven over WebDriver by chromedriver) against
 //! the `dsh` binary and the mock LLM: sign-in, Settings → Models, workspaces, a task with
 //! tool cards, a diff and a plan, approvals, steering, cancelling, fork / archive / restore
-//! / delete, a reload mid-turn, and bad input. Each scenario saves screenshots under
+//! / delete, a reload mid-turn, bad input, and pasted / dropped images. Each scenario saves screenshots under
 //! `target/browser-shots/`. Without chromium and chromedriver the tests say so and pass
 //! without running (install: `apt-get install chromium chromium-driver`).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
@@ -708,5 +708,178 @@ fn bad_input_shows_clear_messages_and_other_sessions_keep_working() {
     let registry =
         std::fs::read_to_string(web.home.path().join(".dsh/storages/workspace.json")).unwrap();
     assert!(!registry.contains(&gone_path), "{registry}");
+    p.no_errors();
+}
+
+/// Makes a PNG (or another type) in the page with a canvas and hands it to the composer
+/// the way a user's drop or paste would; returns the image's base64.
+fn image_intake_script(
+    event: &str,
+    target: &str,
+    color: &str,
+    w: u32,
+    h: u32,
+    name: &str,
+) -> String {
+    format!(
+        r#"const c = document.createElement('canvas'); c.width = {w}; c.height = {h};
+const g = c.getContext('2d'); g.fillStyle = {color:?}; g.fillRect(0, 0, {w}, {h});
+g.fillStyle = '#ffffff'; g.fillRect(4, 4, {w} / 3, {h} / 3);
+const url = c.toDataURL('image/png'); const b64 = url.slice(url.indexOf(',') + 1);
+const bin = atob(b64); const bytes = new Uint8Array(bin.length);
+for (let i = 0; i < bin.length; i++) bytes[i] = bin.charCodeAt(i);
+const dt = new DataTransfer();
+dt.items.add(new File([bytes], {name:?}, {{ type: 'image/png' }}));
+if ({event:?} === 'drop') {{
+  dt.items.add(new File(['plain words'], 'notes.txt', {{ type: 'text/plain' }}));
+  const target = document.querySelector({target:?});
+  target.dispatchEvent(new DragEvent('dragover', {{ dataTransfer: dt, bubbles: true, cancelable: true }}));
+  target.dispatchEvent(new DragEvent('drop', {{ dataTransfer: dt, bubbles: true, cancelable: true }}));
+}} else {{
+  const input = document.querySelector({target:?});
+  input.dispatchEvent(new ClipboardEvent('paste', {{ clipboardData: dt, bubbles: true, cancelable: true }}));
+}}
+return b64;"#
+    )
+}
+
+#[test]
+fn drop_and_paste_images_into_the_composer_send_them_and_see_them_in_the_conversation() {
+    let Some(b) = browser(
+        "drop_and_paste_images_into_the_composer_send_them_and_see_them_in_the_conversation",
+    ) else {
+        return;
+    };
+    let mut p = Page::new(&b, "07-images");
+    let server = MockServer::start().answer_untooled("Pictures");
+    server.push_all([
+        text_reply("Ready for pictures."),
+        text_reply("A red picture with a white corner."),
+    ]);
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(home.path().join(".dsh")).unwrap();
+    std::fs::write(
+        home.path().join(".dsh/settings.yaml"),
+        "agent-default-model:\n  provider: deepseek-official\n  model: deepseek-v4-flash-vision-exp\n",
+    )
+    .unwrap();
+    let web = Web::start_in(home, work, &server.url(), &[("DEEPSEEK_API_KEY", "sk-x")]);
+    p.sign_in(&web);
+    p.choose_launch_workspace();
+    // The first task can carry an image too (pasted into the home composer).
+    let green = p.js(&image_intake_script(
+        "paste",
+        "[data-testid=home-input]",
+        "#20a040",
+        30,
+        30,
+        "green.png",
+    ));
+    p.wait("document.querySelectorAll('[data-testid=draft-thumb]').length === 1");
+    p.start_task("I will show you pictures");
+    p.turn_ended(1);
+    p.wait("document.querySelector('[data-testid=user-message] [data-testid=message-image]')?.dataset.loaded === 'true'");
+    let first = server
+        .requests()
+        .into_iter()
+        .find(|r| r.body.contains("I will show you pictures"))
+        .expect("the first task reached the model");
+    assert!(
+        first.body.contains(&format!(
+            "data:image/png;base64,{}",
+            green.as_str().unwrap()
+        )),
+        "the pasted PNG reached the model"
+    );
+
+    // A drop: the image joins the composer, the text file is refused with a message.
+    let red = p.js(&image_intake_script(
+        "drop",
+        "[data-testid=composer]",
+        "#d03030",
+        90,
+        60,
+        "red.png",
+    ));
+    let red = red.as_str().unwrap().to_string();
+    p.wait("document.querySelectorAll('[data-testid=draft-thumb]').length === 1");
+    let refused = p.wait("[...document.querySelectorAll('[data-testid=toast]')].map(t => t.innerText).find(t => t.includes('notes.txt'))");
+    assert!(
+        refused
+            .as_str()
+            .unwrap()
+            .contains("not a PNG, JPEG, WebP or GIF"),
+        "{refused}"
+    );
+    // A paste adds a second one after it; removing it leaves the first.
+    p.js(&image_intake_script(
+        "paste",
+        "[data-testid=composer-input]",
+        "#3050d0",
+        40,
+        40,
+        "blue.png",
+    ));
+    p.wait("document.querySelectorAll('[data-testid=draft-thumb]').length === 2");
+    assert_eq!(
+        p.js("return [...document.querySelectorAll('[data-testid=draft-thumb]')].map(i => i.alt)"),
+        json!(["red.png", "blue.png"])
+    );
+    p.type_text("[data-testid=composer-input]", "what is in this picture?");
+    p.shot("draft-thumbnails");
+    p.click("[data-draft]:last-child [data-testid=draft-remove]");
+    p.wait("document.querySelectorAll('[data-testid=draft-thumb]').length === 1");
+
+    // A send that fails keeps the text and the image in the composer.
+    p.js("const real = window.fetch; window.fetch = (url, init) => { window.fetch = real; return String(url).includes('session.prompt') ? Promise.reject(new TypeError('offline')) : real(url, init); }; return true");
+    p.type_text("[data-testid=composer-input]", ENTER);
+    p.wait("[...document.querySelectorAll('[data-testid=toast]')].some(t => t.innerText.includes('not reachable'))");
+    p.wait("document.querySelector('[data-testid=composer-input]').value === 'what is in this picture?' && document.querySelectorAll('[data-testid=draft-thumb]').length === 1");
+
+    // The real send: the image shows in the conversation, read back from the store.
+    p.type_text("[data-testid=composer-input]", ENTER);
+    p.turn_ended(2);
+    p.wait("document.querySelectorAll('[data-testid=draft-thumb]').length === 0 && document.querySelector('[data-testid=composer-input]').value === ''");
+    p.wait("[...document.querySelectorAll('[data-testid=user-message]')].pop().querySelector('[data-testid=message-image]')?.dataset.loaded === 'true'");
+    let shown = p.js("const i = [...document.querySelectorAll('[data-testid=user-message]')].pop().querySelector('[data-testid=message-image] img'); const r = i.getBoundingClientRect(); return [i.naturalWidth, i.naturalHeight, Math.round(r.width), Math.round(r.height)]");
+    assert_eq!(shown, json!([90, 60, 90, 60]), "natural size, not enlarged");
+    let texts = p.js(
+        "return [...document.querySelectorAll('[data-testid=user-message]')].map(e => e.innerText.trim())",
+    );
+    assert_eq!(
+        texts,
+        json!(["I will show you pictures", "what is in this picture?"])
+    );
+    p.shot("image-sent");
+
+    // A click opens the original; Escape closes it.
+    let sent = p.js("return [...document.querySelectorAll('[data-testid=user-message]')].pop().querySelector('[data-testid=message-image]').dataset.attachment");
+    p.click(&format!(
+        "[data-testid=message-image][data-attachment={:?}]",
+        sent.as_str().unwrap()
+    ));
+    p.wait("document.querySelector('[data-testid=image-viewer]')?.open && document.querySelector('[data-testid=viewer-image]').complete");
+    p.shot("image-viewer");
+    p.type_text("[data-testid=viewer-close]", "\u{E00C}");
+    p.wait("!document.querySelector('[data-testid=image-viewer]')");
+
+    // The mock model received the image the user dropped, as a data URL.
+    let request = server
+        .requests()
+        .into_iter()
+        .rev()
+        .find(|r| r.body.contains("what is in this picture?"))
+        .expect("the image prompt reached the model");
+    assert!(
+        request
+            .body
+            .contains(&format!("data:image/png;base64,{red}")),
+        "the dropped PNG reached the model"
+    );
+    assert!(
+        !request.body.contains("blue"),
+        "the removed image stayed out"
+    );
     p.no_errors();
 }

@@ -1448,3 +1448,327 @@ async fn a_sign_in_survives_a_restart_on_the_same_port() {
     let _ = second.kill();
     let _ = second.wait();
 }
+
+// ---------------------------------------------------------------------------------------
+// Image prompts.
+
+fn crc32(data: &[u8]) -> u32 {
+    let mut crc = 0xFFFF_FFFFu32;
+    for &b in data {
+        crc ^= u32::from(b);
+        for _ in 0..8 {
+            crc = if crc & 1 == 1 {
+                (crc >> 1) ^ 0xEDB8_8320
+            } else {
+                crc >> 1
+            };
+        }
+    }
+    !crc
+}
+
+/// A small PNG of `w`×`h` (header and chunk CRCs valid).
+fn png(w: u32, h: u32) -> Vec<u8> {
+    let mut out = b"\x89PNG\r\n\x1a\n".to_vec();
+    let mut chunk = |kind: &[u8], body: &[u8]| {
+        out.extend(u32::try_from(body.len()).unwrap().to_be_bytes());
+        let mut crc_input = kind.to_vec();
+        crc_input.extend(body);
+        out.extend(&crc_input);
+        out.extend(crc32(&crc_input).to_be_bytes());
+    };
+    let mut ihdr = w.to_be_bytes().to_vec();
+    ihdr.extend(h.to_be_bytes());
+    ihdr.extend([8, 2, 0, 0, 0]);
+    chunk(b"IHDR", &ihdr);
+    chunk(b"IDAT", &[0x78, 0x9C, 0x63, 0, 0, 0, 1, 0, 1]);
+    chunk(b"IEND", &[]);
+    out
+}
+
+/// A web server whose default model is DeepSeek's image-capable one.
+fn vision_web(server: &MockServer) -> Web {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(home.path().join(".dsh")).unwrap();
+    std::fs::write(
+        home.path().join(".dsh/settings.yaml"),
+        "agent-default-model:\n  provider: deepseek-official\n  model: deepseek-v4-flash-vision-exp\n",
+    )
+    .unwrap();
+    Web::start_in(home, work, server, &[("DEEPSEEK_API_KEY", "sk-x")], &[])
+}
+
+/// The main-loop requests (title requests carry no tools).
+fn model_requests(server: &MockServer) -> Vec<Value> {
+    server
+        .requests()
+        .into_iter()
+        .filter_map(|r| r.json)
+        .filter(|j| j.get("tools").is_some())
+        .collect()
+}
+
+impl Web {
+    async fn new_session(&self) -> String {
+        self.ok(
+            "session.create",
+            json!({"cwd": self.work.path().display().to_string()}),
+        )
+        .await["sessionId"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    }
+
+    /// The committed events of `id`, from a fresh stream's snapshot.
+    async fn events(&self, id: &str) -> Vec<Value> {
+        let mut sse = self.stream(Some(id), None).await;
+        events_of(&sse.until("snapshot", |_| true).await)
+    }
+
+    fn stored_objects(&self) -> usize {
+        let root = self.home.path().join(".dsh/attachments/v1/objects");
+        std::fs::read_dir(root).map_or(0, |dirs| {
+            dirs.filter_map(Result::ok)
+                .filter_map(|d| std::fs::read_dir(d.path()).ok())
+                .map(Iterator::count)
+                .sum()
+        })
+    }
+}
+
+fn user_messages(events: &[Value]) -> Vec<Value> {
+    events
+        .iter()
+        .filter(|e| e["type"] == "user/message" && e["data"]["source"]["kind"] == "user")
+        .cloned()
+        .collect()
+}
+
+/// The last message of a request that carries an image.
+fn last_image_message(request: &Value) -> Value {
+    request["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .rev()
+        .find(|m| m.to_string().contains("image_url"))
+        .cloned()
+        .unwrap_or_else(|| panic!("no image in {request:#}"))
+}
+
+fn image_part(bytes: &[u8], name: Option<&str>) -> Value {
+    let mut part = json!({"type": "image", "mediaType": "image/png", "data": dsh_attachments::encode_base64(bytes)});
+    if let Some(n) = name {
+        part["name"] = json!(n);
+    }
+    part
+}
+
+#[tokio::test]
+async fn image_prompts_reach_the_model_from_the_store_and_are_served_only_to_their_session() {
+    let server = MockServer::start().answer_untooled("Picture title");
+    server.push(Reply::text("A tiny picture."));
+    server.push(Reply::text("Another one."));
+    let mut web = vision_web(&server);
+    web.login().await;
+    let first = png(3, 2);
+    let second = png(2, 5);
+    let id = web.new_session().await;
+
+    // Text and an image, in wire order: stored, then queued, then sent as a data URL.
+    let mut sse = web.stream(Some(&id), None).await;
+    web.ok(
+        "session.prompt",
+        json!({"sessionId": id, "content": [{"type": "text", "text": "what is this?"}, image_part(&first, Some("red.png"))]}),
+    )
+    .await;
+    sse.until("events", has_turn_end).await;
+    let requests = model_requests(&server);
+    assert_eq!(requests.len(), 1, "{requests:#?}");
+    assert_eq!(requests[0]["model"], "deepseek-v4-flash-vision-exp");
+    // The user's text first, then the image as a data URL of the stored bytes.
+    let message = last_image_message(&requests[0]);
+    assert_eq!(message["role"], "user");
+    let parts = message["content"].as_array().unwrap();
+    assert_eq!(parts[0], json!({"type": "text", "text": "what is this?"}));
+    let url = format!(
+        "data:image/png;base64,{}",
+        dsh_attachments::encode_base64(&first)
+    );
+    assert_eq!(
+        parts.last().unwrap(),
+        &json!({"type": "image_url", "image_url": {"url": url}}),
+        "{message:#}"
+    );
+    let events = web.events(&id).await;
+    let users = user_messages(&events);
+    assert_eq!(users.len(), 1, "{users:#?}");
+    let content = &users[0]["data"]["content"];
+    assert_eq!(content[0], json!({"type": "text", "text": "what is this?"}));
+    let attachment = content[1]["attachment"].clone();
+    let first_id = attachment["attachmentId"].as_str().unwrap().to_string();
+    assert!(first_id.starts_with("sha256:"), "{attachment}");
+    assert_eq!(
+        (
+            attachment["width"].clone(),
+            attachment["height"].clone(),
+            attachment["name"].clone()
+        ),
+        (json!(3), json!(2), json!("red.png"))
+    );
+    assert!(
+        !Value::Array(events.clone())
+            .to_string()
+            .contains(&dsh_attachments::encode_base64(&first)),
+        "the log keeps a reference, never the bytes"
+    );
+
+    // An image-only prompt.
+    web.ok(
+        "session.prompt",
+        json!({"sessionId": id, "content": [image_part(&second, None)]}),
+    )
+    .await;
+    sse.until("events", has_turn_end).await;
+    let requests = model_requests(&server);
+    assert_eq!(requests.len(), 2);
+    let last = last_image_message(&requests[1]);
+    assert_eq!(last["role"], "user");
+    let url = format!(
+        "data:image/png;base64,{}",
+        dsh_attachments::encode_base64(&second)
+    );
+    assert!(last.to_string().contains(&url), "{last:#}");
+    let users = user_messages(&web.events(&id).await);
+    let content = users[1]["data"]["content"].as_array().unwrap().clone();
+    assert_eq!(content.len(), 1, "{content:#?}");
+    assert_eq!(content[0]["type"], "image");
+    assert_eq!(content[0]["attachment"]["height"], 5);
+    let objects = web.stored_objects();
+    assert_eq!(objects, 2);
+
+    // Corrupt or malformed images are refused and nothing is queued or stored.
+    for (part, reason) in [
+        (
+            json!({"type": "image", "mediaType": "image/png", "data": dsh_attachments::encode_base64(b"not a png at all")}),
+            "INVALID_IMAGE",
+        ),
+        (
+            json!({"type": "image", "mediaType": "image/png", "data": "aGk"}),
+            "INVALID_IMAGE_BASE64",
+        ),
+        (
+            json!({"type": "image", "mediaType": "image/tiff", "data": "aGk="}),
+            "UNSUPPORTED_IMAGE_TYPE",
+        ),
+    ] {
+        let r = web
+            .rpc(
+                "session.prompt",
+                json!({"sessionId": id, "content": [{"type": "text", "text": "and this?"}, image_part(&first, None), part]}),
+            )
+            .await;
+        assert_eq!(r["ok"], false, "{r}");
+        assert_eq!(r["error"]["code"], "attachment-error", "{r}");
+        assert_eq!(r["error"]["details"]["reason"], reason, "{r}");
+    }
+    let missing = web
+        .rpc(
+            "session.prompt",
+            json!({"sessionId": id, "content": [{"type": "image", "mediaType": "image/png"}]}),
+        )
+        .await;
+    assert_eq!(missing["error"]["code"], "bad-request", "{missing}");
+    let command = web
+        .rpc(
+            "session.prompt",
+            json!({"sessionId": id, "content": [{"type": "text", "text": "/compact"}, image_part(&first, None)]}),
+        )
+        .await;
+    assert_eq!(command["error"]["code"], "bad-request", "{command}");
+    assert!(
+        command["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("/compact is a command"),
+        "{command}"
+    );
+    assert_eq!(user_messages(&web.events(&id).await).len(), 2);
+    assert_eq!(model_requests(&server).len(), 2);
+    assert_eq!(web.stored_objects(), objects);
+
+    // session.attachment serves referenced images only.
+    let served = web
+        .ok(
+            "session.attachment",
+            json!({"sessionId": id, "attachmentId": first_id}),
+        )
+        .await;
+    assert_eq!(
+        served["data"],
+        json!(dsh_attachments::encode_base64(&first))
+    );
+    assert_eq!(served["attachment"]["attachmentId"], json!(first_id));
+    assert_eq!(served["attachment"]["mediaType"], "image/png");
+    let unknown = web
+        .rpc(
+            "session.attachment",
+            json!({"sessionId": id, "attachmentId": format!("sha256:{}", "0".repeat(64))}),
+        )
+        .await;
+    assert_eq!(unknown["error"]["code"], "attachment-error", "{unknown}");
+    assert_eq!(
+        unknown["error"]["details"]["reason"],
+        "ATTACHMENT_NOT_REFERENCED"
+    );
+    assert!(
+        unknown["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("not found"),
+        "{unknown}"
+    );
+
+    // A session on a model without image input refuses images, naming the model; another
+    // session cannot read the first one's image.
+    web.ok(
+        "llm.setDefault",
+        json!({"provider": "deepseek-official", "model": "deepseek-v4-flash"}),
+    )
+    .await;
+    let other = web.new_session().await;
+    assert_ne!(other, id);
+    let refused = web
+        .rpc(
+            "session.prompt",
+            json!({"sessionId": other, "content": [{"type": "text", "text": "see?"}, image_part(&png(4, 4), None)]}),
+        )
+        .await;
+    assert_eq!(refused["error"]["code"], "attachment-error", "{refused}");
+    assert_eq!(
+        refused["error"]["details"]["reason"],
+        "MODEL_DOES_NOT_SUPPORT_IMAGES"
+    );
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("\"deepseek-v4-flash\""),
+        "{refused}"
+    );
+    assert!(user_messages(&web.events(&other).await).is_empty());
+    assert_eq!(web.stored_objects(), objects);
+    let foreign = web
+        .rpc(
+            "session.attachment",
+            json!({"sessionId": other, "attachmentId": first_id}),
+        )
+        .await;
+    assert_eq!(
+        foreign["error"]["details"]["reason"], "ATTACHMENT_NOT_REFERENCED",
+        "{foreign}"
+    );
+    assert_eq!(model_requests(&server).len(), 2);
+}

@@ -41,10 +41,11 @@ assets! {
     "/js/hl.js" => "js/hl.js", "text/javascript; charset=utf-8";
     "/js/sidebar.js" => "js/sidebar.js", "text/javascript; charset=utf-8";
     "/js/settings.js" => "js/settings.js", "text/javascript; charset=utf-8";
+    "/js/images.js" => "js/images.js", "text/javascript; charset=utf-8";
 }
 
 /// The index page's content security policy.
-pub const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; font-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
+pub const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data: blob:; connect-src 'self'; font-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
 
 fn etags() -> &'static Vec<String> {
     static TAGS: OnceLock<Vec<String>> = OnceLock::new();

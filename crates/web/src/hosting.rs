@@ -275,7 +275,14 @@ where
 /// The pending inbox as the page shows it.
 pub fn queue_items(agent: &AgentRef) -> Value {
     let inbox = agent.inbox();
-    let item = |m: &dsh_llm::Message, placement: &str| json!({"id": m.id, "placement": placement, "text": m.text()});
+    let item = |m: &dsh_llm::Message, placement: &str| {
+        let images = m
+            .content
+            .iter()
+            .filter(|b| b.block_type() == "image")
+            .count();
+        json!({"id": m.id, "placement": placement, "text": m.text(), "images": images})
+    };
     Value::Array(
         inbox
             .next_step

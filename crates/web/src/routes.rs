@@ -25,6 +25,10 @@ pub const AUTH_REQUIRED: &str =
 /// Largest request body.
 pub const MAX_BODY_BYTES: usize = 8 << 20;
 
+/// Largest `session.prompt` body: base64 images ride inside it (the attachment store's own
+/// count and byte limits still apply to what it carries).
+pub const MAX_PROMPT_BODY_BYTES: usize = 64 << 20;
+
 /// Answers one request.
 pub async fn handle(state: Arc<WebState>, req: Request<Incoming>) -> Resp {
     let method = req.method().clone();
@@ -111,7 +115,7 @@ async fn route(state: Arc<WebState>, req: Request<Incoming>) -> Resp {
     }
     match (method, path.as_str()) {
         (Method::GET, "/api/events") => events(state, &req),
-        (Method::POST, "/api/respond") => match read_json(req).await {
+        (Method::POST, "/api/respond") => match read_json(req, MAX_BODY_BYTES).await {
             Ok(body) => json(StatusCode::OK, &crate::api::respond(&state, &body)),
             Err(resp) => resp,
         },
@@ -124,7 +128,7 @@ async fn route(state: Arc<WebState>, req: Request<Incoming>) -> Resp {
 }
 
 /// The JSON body of a POST (415, 413 or 400 answers otherwise).
-async fn read_json(req: Request<Incoming>) -> Result<serde_json::Value, Resp> {
+async fn read_json(req: Request<Incoming>, limit: usize) -> Result<serde_json::Value, Resp> {
     let is_json = req
         .headers()
         .get(header::CONTENT_TYPE)
@@ -137,7 +141,7 @@ async fn read_json(req: Request<Incoming>) -> Result<serde_json::Value, Resp> {
             "content type must be application/json",
         ));
     }
-    let limited = http_body_util::Limited::new(req.into_body(), MAX_BODY_BYTES);
+    let limited = http_body_util::Limited::new(req.into_body(), limit);
     let bytes: Bytes = match limited.collect().await {
         Ok(c) => c.to_bytes(),
         Err(e) if e.is::<http_body_util::LengthLimitError>() => {
@@ -152,7 +156,12 @@ async fn read_json(req: Request<Incoming>) -> Result<serde_json::Value, Resp> {
 }
 
 async fn rpc(state: Arc<WebState>, trust: Trust, method: String, req: Request<Incoming>) -> Resp {
-    let body = match read_json(req).await {
+    let limit = if method == "session.prompt" {
+        MAX_PROMPT_BODY_BYTES
+    } else {
+        MAX_BODY_BYTES
+    };
+    let body = match read_json(req, limit).await {
         Ok(b) => b,
         Err(resp) => return resp,
     };
@@ -201,7 +210,7 @@ fn events(state: Arc<WebState>, req: &Request<Incoming>) -> Resp {
         .or_else(|| query_values(query, "since").into_iter().next())
         .and_then(|t| crate::stream::Resume::parse(&t));
     let (tx, rx) = tokio::sync::mpsc::channel(16);
-    tokio::spawn(crate::stream::run(state, session, resume, tx));
+    crate::stream::spawn(state, session, resume, tx);
     let mut resp = hyper::Response::new(Body::Stream(rx));
     let h = resp.headers_mut();
     h.insert(

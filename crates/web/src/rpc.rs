@@ -21,6 +21,8 @@ pub enum ErrorCode {
     TitleInvalid,
     ForkUnavailable,
     CredentialRejected,
+    /// An image was refused or could not be stored or read (`details.reason` says why).
+    AttachmentError,
     Forbidden,
     Internal,
 }
@@ -41,6 +43,7 @@ impl ErrorCode {
             ErrorCode::TitleInvalid => "title-invalid",
             ErrorCode::ForkUnavailable => "fork-unavailable",
             ErrorCode::CredentialRejected => "credential-rejected",
+            ErrorCode::AttachmentError => "attachment-error",
             ErrorCode::Forbidden => "forbidden",
             ErrorCode::Internal => "internal",
         }

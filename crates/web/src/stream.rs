@@ -279,21 +279,32 @@ impl Stream {
     }
 }
 
-/// Runs one stream until the client leaves or the server shuts down.
-pub async fn run(
+/// Starts one stream, which runs until the client leaves or the server shuts down.
+///
+/// The stream subscribes to live signals here, before the response goes out: a client that
+/// sees the response and then prompts cannot outrun the subscription (it would miss the
+/// turn's `status` frames).
+pub fn spawn(
     state: Arc<WebState>,
     session: Option<String>,
     resume: Option<Resume>,
     tx: mpsc::Sender<Bytes>,
 ) {
-    let stream = Stream { state, tx };
-    let _ = serve(&stream, session, resume).await;
+    let signals = state.hub.subscribe();
+    tokio::spawn(async move {
+        let stream = Stream { state, tx };
+        let _ = serve(&stream, session, resume, signals).await;
+    });
 }
 
-async fn serve(s: &Stream, session: Option<String>, resume: Option<Resume>) -> Result<(), Gone> {
+async fn serve(
+    s: &Stream,
+    session: Option<String>,
+    resume: Option<Resume>,
+    mut signals: broadcast::Receiver<Signal>,
+) -> Result<(), Gone> {
     let state = s.state.clone();
-    // Subscribe before reading anything: nothing that happens from here on is missed.
-    let mut signals = state.hub.subscribe();
+    // Subscribed before reading anything: nothing that happens from here on is missed.
     let hosted = session.as_deref().map(|id| state.hosting.entry(id));
     let mut rev = hosted.as_ref().map(|h| h.subscribe());
     s.send(Bytes::from_static(b"retry: 1000\n\n")).await?;

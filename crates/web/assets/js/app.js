@@ -5,6 +5,7 @@ import { call, Stream, setUnauthorizedHandler } from './api.js';
 import { state, subscribe, refreshLists, refreshSoon, workspace } from './store.js';
 import { mountSidebar, addWorkspaceDialog } from './sidebar.js';
 import { Conversation } from './conv.js';
+import { DraftImages, acceptImages, promptContent } from './images.js';
 import { settingsPage } from './settings.js';
 
 // Script errors are collected for diagnostics (tests assert there are none).
@@ -19,6 +20,7 @@ function leave() {
   if (!view) return;
   if (view.conv) view.conv.destroy();
   if (view.stream) view.stream.close();
+  if (view.drafts) view.drafts.clear();
   if (view.unsubscribe) view.unsubscribe();
   view = null;
 }
@@ -34,7 +36,8 @@ function home() {
   leave();
   clear(main);
   state.current = null;
-  const input = h('textarea', { class: 'composer-input', rows: 4, placeholder: 'Describe a task, e.g. “run the tests and fix what fails”', 'data-testid': 'home-input', 'aria-label': 'Task' });
+  const input = h('textarea', { class: 'composer-input', rows: 4, placeholder: 'Describe a task, e.g. “run the tests and fix what fails” (images can be pasted or dropped)', 'data-testid': 'home-input', 'aria-label': 'Task' });
+  const drafts = new DraftImages();
   const send = h('button', { class: 'btn btn-primary', 'data-testid': 'home-send' }, icon('send'), 'Start');
   const note = h('div', { class: 'composer-note', 'data-testid': 'home-note' });
   const where = h('div', { class: 'home-where', 'data-testid': 'home-where' });
@@ -55,25 +58,31 @@ function home() {
   };
   const submit = async () => {
     const text = input.value;
+    const images = drafts.items.slice();
     const ws = workspace();
-    if (!text.trim() || !ws || send.disabled) return;
+    if ((!text.trim() && !images.length) || !ws || send.disabled) return;
     send.disabled = true;
     try {
+      const content = await promptContent(text, images);
       const { sessionId } = await call('session.create', { workspaceId: ws.workspaceId });
-      await call('session.prompt', { sessionId, mode: 'queue', content: [{ type: 'text', text }] });
+      await call('session.prompt', { sessionId, mode: 'queue', content });
       input.value = '';
+      drafts.clear();
       location.hash = `#/s/${encodeURIComponent(sessionId)}`;
       refreshSoon();
     } catch (e) { toast(e.message); render(); }
   };
   send.addEventListener('click', submit);
   input.addEventListener('keydown', (e) => { if (e.key === 'Enter' && !e.shiftKey && !e.isComposing) { e.preventDefault(); submit(); } });
+  const composer = h('div', { class: 'composer', 'data-testid': 'home-composer' },
+    h('div', { class: 'composer-field' }, drafts.el, input), h('div', { class: 'composer-buttons' }, send));
+  acceptImages(composer, input, drafts, { say: (m) => toast(m) });
   main.append(h('section', { class: 'page home', 'data-testid': 'home' },
     h('h1', null, 'What should dsh do?'),
     where,
-    h('div', { class: 'composer' }, input, h('div', { class: 'composer-buttons' }, send)),
+    composer,
     note));
-  view = { kind: 'home', stream: hostStream(), unsubscribe: subscribe(render) };
+  view = { kind: 'home', stream: hostStream(), unsubscribe: subscribe(render), drafts };
   render();
   input.focus();
 }

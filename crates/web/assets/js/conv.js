@@ -6,6 +6,7 @@ import { h, append, clear, fmtTokens, basename, toast, confirmDialog, promptDial
 import { call, respond, Stream } from './api.js';
 import { renderMarkdown, codeBlock } from './md.js';
 import { state, refreshSoon, sessionRow } from './store.js';
+import { DraftImages, acceptImages, promptContent, gallery, releaseSession } from './images.js';
 
 const dsh = (window.__dsh = window.__dsh || { cursors: {}, renderMs: null, ready: false, seqs: {} });
 
@@ -150,20 +151,25 @@ export class Conversation {
     this.plan = h('aside', { class: 'plan hidden', 'data-testid': 'plan' }, h('h3', null, 'Plan'), this.planList);
     this.approvalsEl = h('div', { class: 'approvals', 'data-testid': 'approvals' });
     this.queueEl = h('div', { class: 'queue', 'data-testid': 'queue' });
-    this.input = h('textarea', { class: 'composer-input', rows: 3, placeholder: 'Message dsh… (Enter to send, Shift+Enter for a new line)', 'data-testid': 'composer-input', 'aria-label': 'Message' });
+    this.input = h('textarea', { class: 'composer-input', rows: 3, placeholder: 'Message dsh… (Enter to send, Shift+Enter for a new line; paste or drop images)', 'data-testid': 'composer-input', 'aria-label': 'Message' });
     this.sendBtn = h('button', { class: 'btn btn-primary', 'data-testid': 'send', onclick: () => this.send() }, 'Send');
     this.stopBtn = h('button', { class: 'btn btn-danger hidden', 'data-testid': 'stop', onclick: () => this.stop() }, 'Stop');
     this.composerNote = h('div', { class: 'composer-note', 'data-testid': 'composer-note' });
     this.input.addEventListener('keydown', (e) => {
       if (e.key === 'Enter' && !e.shiftKey && !e.isComposing) { e.preventDefault(); this.send(); }
     });
+    this.drafts = new DraftImages();
+    this.composerEl = h('div', { class: 'composer', 'data-testid': 'composer' },
+      h('div', { class: 'composer-field' }, this.drafts.el, this.input),
+      h('div', { class: 'composer-buttons' }, this.stopBtn, this.sendBtn));
+    acceptImages(this.composerEl, this.input, this.drafts, { say: (m) => toast(m) });
     this.el = h('section', { class: 'conv', 'data-testid': 'conversation', 'data-session': sessionId },
       h('header', { class: 'conv-head' }, h('div', { class: 'conv-titles' }, this.titleEl, this.cwdEl), this.meter, actions),
       this.banner,
       h('div', { class: 'conv-main' }, this.body, this.plan),
       this.approvalsEl,
       this.queueEl,
-      h('div', { class: 'composer' }, this.input, h('div', { class: 'composer-buttons' }, this.stopBtn, this.sendBtn)),
+      this.composerEl,
       this.composerNote);
     this.running = false;
     this.readOnly = false;
@@ -186,6 +192,8 @@ export class Conversation {
 
   destroy() {
     this.stream.close();
+    this.drafts.clear();
+    releaseSession(this.id);
     delete dsh.cursors[this.id];
   }
 
@@ -370,7 +378,9 @@ export class Conversation {
     const kind = d.source && d.source.kind;
     const parent = this.container(undefined);
     if (kind === 'user') {
-      parent.append(h('div', { class: 'msg user', 'data-testid': 'user-message', 'data-seq': e.seq }, h('div', { class: 'bubble' }, text)));
+      const images = gallery(this.id, d.content);
+      parent.append(h('div', { class: 'msg user', 'data-testid': 'user-message', 'data-seq': e.seq },
+        h('div', { class: images ? 'bubble has-images' : 'bubble' }, images, text ? h('div', { class: 'bubble-text' }, text) : null)));
     } else {
       const src = d.source || {};
       const label = src.form === 'snapshot' ? 'runtime context' : `note from ${src.plugin || src.kind || 'the system'}`;
@@ -440,6 +450,9 @@ export class Conversation {
         const c = this.card(b.id, b.name);
         c.setArgs(b.arguments);
         nodes.push(c.el);
+      } else if (b.type === 'image') {
+        const images = gallery(this.id, [b]);
+        if (images) nodes.push(h('div', { class: 'msg assistant', 'data-seq': e.seq }, images));
       }
     }
     clear(s.assistant);
@@ -489,7 +502,7 @@ export class Conversation {
     for (const it of items) {
       this.queueEl.append(h('div', { class: `queued queued-${it.placement}`, 'data-testid': 'queued', 'data-placement': it.placement },
         h('span', { class: 'queued-label' }, it.placement === 'steering' ? 'Steering' : 'Queued'),
-        h('span', { class: 'queued-text' }, it.text),
+        h('span', { class: 'queued-text' }, it.images ? `${it.text ? `${it.text} ` : ''}[${it.images === 1 ? '1 image' : `${it.images} images`}]` : it.text),
         h('button', { class: 'link', title: 'Remove', onclick: () => call('session.updateQueue', { sessionId: this.id, itemId: it.id, action: { kind: 'remove' } }).catch((err) => toast(err.message)) }, 'Remove')));
     }
   }
@@ -597,12 +610,20 @@ export class Conversation {
 
   async send() {
     const text = this.input.value;
-    if (!text.trim() || this.input.disabled) return;
+    const images = this.drafts.items.slice();
+    if ((!text.trim() && !images.length) || this.input.disabled) return;
     const mode = this.running ? 'steer' : 'queue';
     this.sendBtn.disabled = true;
+    let sent = false;
     try {
-      const r = await call('session.prompt', { sessionId: this.id, mode, content: [{ type: 'text', text }] });
+      const content = await promptContent(text, images);
+      // The draft leaves the composer while the request is in flight; a failure puts it
+      // back in front of whatever was typed or added meanwhile.
       this.input.value = '';
+      this.drafts.take(images);
+      const r = await call('session.prompt', { sessionId: this.id, mode, content });
+      sent = true;
+      this.drafts.release(images);
       if (r.command) {
         this.body.append(h('div', { class: r.command.isError ? 'note note-error' : 'note', 'data-testid': 'command-reply' }, r.command.text));
         this.scrollToEnd(true);
@@ -610,6 +631,11 @@ export class Conversation {
     } catch (e) {
       toast(e.message);
     } finally {
+      if (!sent) {
+        const typed = this.input.value;
+        this.input.value = typed && typed !== text ? `${text}${text && !text.endsWith('\n') ? '\n' : ''}${typed}` : text;
+        this.drafts.restore(images);
+      }
       this.refreshComposer();
     }
   }

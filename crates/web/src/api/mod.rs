@@ -50,6 +50,7 @@ pub async fn dispatch(
         "session.search" => sessions::search(s, p).await,
         "session.create" => sessions::create(s, p).await,
         "session.prompt" => sessions::prompt(s, p).await,
+        "session.attachment" => sessions::attachment(s, p).await,
         "session.cancel" => sessions::cancel(s, p).await,
         "session.rename" => sessions::rename(s, p).await,
         "session.fork" => sessions::fork(s, p).await,
@@ -85,6 +86,7 @@ pub fn known(method: &str) -> bool {
             | "session.search"
             | "session.create"
             | "session.prompt"
+            | "session.attachment"
             | "session.cancel"
             | "session.rename"
             | "session.fork"

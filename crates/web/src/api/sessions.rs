@@ -1,12 +1,16 @@
-//! `session.*`: list, search, create, prompt (queue or steer), cancel, rename, fork,
-//! delete, the pending inbox — and `POST /api/respond` for approvals.
+//! `session.*`: list, search, create, prompt (queue or steer; text and images), the
+//! attachments a session references, cancel, rename, fork, delete, the pending inbox — and `POST /api/respond` for approvals.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use dsh_agent::{AgentRef, AgentStatus};
-use dsh_llm::Message;
+use dsh_attachments::{
+    AdmissionError, AttachmentStore, SaveImage, admit_prompt_images, decode_prompt_image,
+    encode_base64,
+};
+use dsh_llm::{ContentBlock, ImageAttachmentRef, Message, MessageSource};
 use dsh_persistence::{SessionSummary, fork_cut};
 use dsh_session::{CancelCause, Session, SessionHeader};
 use dsh_tools::ApprovalOutcome;
@@ -300,31 +304,137 @@ pub async fn create(s: &WebState, p: &Value) -> ApiResult {
     Ok(json!({"sessionId": id}))
 }
 
-fn prompt_text(p: &Value) -> Result<String, ApiError> {
+/// Longest display name of a prompt image.
+const MAX_IMAGE_NAME_CHARS: usize = 255;
+
+/// One part of a prompt, in wire order.
+enum Part {
+    Text(String),
+    Image(SaveImage),
+}
+
+fn attachment_error(e: AdmissionError) -> ApiError {
+    match e {
+        AdmissionError::Refused { reason, message } => {
+            ApiError::new(ErrorCode::AttachmentError, message).with(json!({"reason": reason}))
+        }
+        AdmissionError::Failed { message } => ApiError::new(ErrorCode::Internal, message),
+    }
+}
+
+/// Parses and validates every part (`text`, or `image` with `mediaType`, canonical base64
+/// `data` and an optional `name`) before anything else happens.
+fn prompt_parts(p: &Value) -> Result<Vec<Part>, ApiError> {
     let content = p
         .get("content")
         .and_then(Value::as_array)
         .ok_or_else(|| ApiError::bad_request("content must be a list of blocks"))?;
-    let mut text = String::new();
+    let mut parts = Vec::with_capacity(content.len());
     for block in content {
-        match (
-            block.get("type").and_then(Value::as_str),
-            block.get("text").and_then(Value::as_str),
-        ) {
-            (Some("text"), Some(t)) => text.push_str(t),
-            (Some("text"), None) => return Err(ApiError::bad_request("a text block needs text")),
-            (Some(other), _) => {
+        let field = |k: &str| block.get(k).and_then(Value::as_str);
+        match field("type") {
+            Some("text") => match field("text") {
+                Some(t) => parts.push(Part::Text(t.to_string())),
+                None => return Err(ApiError::bad_request("a text block needs text")),
+            },
+            Some("image") => {
+                let (Some(media_type), Some(data)) = (field("mediaType"), field("data")) else {
+                    return Err(ApiError::bad_request(
+                        "an image block needs mediaType and data (base64)",
+                    ));
+                };
+                let name = match block.get("name") {
+                    None | Some(Value::Null) => None,
+                    Some(Value::String(n)) if n.chars().count() <= MAX_IMAGE_NAME_CHARS => {
+                        Some(n.as_str())
+                    }
+                    Some(_) => {
+                        return Err(ApiError::bad_request(
+                            "an image name must be a string of at most 255 characters",
+                        ));
+                    }
+                };
+                let image =
+                    decode_prompt_image(media_type, data, name).map_err(attachment_error)?;
+                parts.push(Part::Image(image));
+            }
+            Some(other) => {
                 return Err(ApiError::bad_request(format!(
-                    "{other} blocks are not supported; send text"
+                    "{other} blocks are not supported; send text or images"
                 )));
             }
-            (None, _) => return Err(ApiError::bad_request("each block needs a type")),
+            None => return Err(ApiError::bad_request("each block needs a type")),
         }
     }
-    if text.trim().is_empty() {
+    let has_image = parts.iter().any(|p| matches!(p, Part::Image(_)));
+    let has_text = parts
+        .iter()
+        .any(|p| matches!(p, Part::Text(t) if !t.trim().is_empty()));
+    if !has_image && !has_text {
         return Err(ApiError::bad_request("the message is empty"));
     }
-    Ok(text)
+    Ok(parts)
+}
+
+/// The text of `parts`, concatenated.
+fn parts_text(parts: &[Part]) -> String {
+    parts
+        .iter()
+        .filter_map(|p| match p {
+            Part::Text(t) => Some(t.as_str()),
+            Part::Image(_) => None,
+        })
+        .collect()
+}
+
+/// Stores the prompt's images for the session's current route (the whole batch, before
+/// any message exists) and builds the user content: text runs and image references in
+/// wire order.
+async fn durable_content(
+    s: &WebState,
+    agent: &AgentRef,
+    parts: Vec<Part>,
+) -> Result<Vec<ContentBlock>, ApiError> {
+    let mut images = Vec::new();
+    let mut layout = Vec::new();
+    for part in parts {
+        match part {
+            Part::Text(t) => layout.push(Some(t)),
+            Part::Image(i) => {
+                images.push(i);
+                layout.push(None);
+            }
+        }
+    }
+    let (default_provider, default_model) = crate::hosting::default_model(&s.root);
+    let (provider, model) = agent.current_route((&default_provider, &default_model));
+    let root = s.root.clone();
+    let refs =
+        tokio::task::spawn_blocking(move || admit_prompt_images(&root, &provider, &model, &images))
+            .await
+            .map_err(|_| ApiError::internal("unable to persist the prompt image batch"))?
+            .map_err(attachment_error)?;
+    let mut refs = refs.into_iter();
+    let mut content = Vec::new();
+    let mut run = String::new();
+    for slot in layout {
+        match slot {
+            Some(t) => run.push_str(&t),
+            None => {
+                if !run.is_empty() {
+                    content.push(ContentBlock::text(std::mem::take(&mut run)));
+                }
+                let r = refs
+                    .next()
+                    .ok_or_else(|| ApiError::internal("the image batch came back short"))?;
+                content.push(ContentBlock::image(r.to_store_value()));
+            }
+        }
+    }
+    if !run.is_empty() {
+        content.push(ContentBlock::text(run));
+    }
+    Ok(content)
 }
 
 pub async fn prompt(s: &WebState, p: &Value) -> ApiResult {
@@ -333,15 +443,27 @@ pub async fn prompt(s: &WebState, p: &Value) -> ApiResult {
     if !matches!(mode, "queue" | "steer") {
         return Err(ApiError::bad_request("mode must be \"queue\" or \"steer\""));
     }
-    let text = prompt_text(p)?;
+    let parts = prompt_parts(p)?;
+    let has_image = parts.iter().any(|p| matches!(p, Part::Image(_)));
+    let text = parts_text(&parts);
     let agent = s.lifecycle().ensure_live(id).await?;
     if let Some(cwd) = agent.cwd()
         && !cwd.is_dir()
     {
         return Err(missing_dir(&cwd));
     }
-    if text.starts_with('/')
-        && let Some(commands) = s.root.get::<dsh_commands::CommandRegistry>()
+    let commands = s.root.get::<dsh_commands::CommandRegistry>();
+    if has_image {
+        if let (Some(commands), Some((name, _))) =
+            (&commands, dsh_commands::parse_command(text.trim_start()))
+            && commands.list().iter().any(|c| c.name == name)
+        {
+            return Err(ApiError::bad_request(format!(
+                "/{name} is a command and takes no images; send the command without images"
+            )));
+        }
+    } else if text.starts_with('/')
+        && let Some(commands) = commands
     {
         let outcome = commands
             .dispatch_line(
@@ -361,7 +483,14 @@ pub async fn prompt(s: &WebState, p: &Value) -> ApiResult {
             );
         }
     }
-    let message = Message::user_text(text);
+    let message = if has_image {
+        Message::user(
+            durable_content(s, &agent, parts).await?,
+            MessageSource::User,
+        )
+    } else {
+        Message::user_text(text)
+    };
     let sent = if mode == "steer" && agent.status() == AgentStatus::Running {
         agent.steer(message)
     } else {
@@ -374,6 +503,78 @@ pub async fn prompt(s: &WebState, p: &Value) -> ApiResult {
         )
     })?;
     Ok(json!({"accepted": true}))
+}
+
+/// Longest attachment id accepted (`sha256:` and 64 hex digits, with room to spare).
+const MAX_ATTACHMENT_ID_CHARS: usize = 200;
+
+/// The reference of the first image block anywhere in `value` whose id is `wanted`.
+fn referenced_image(value: &Value, wanted: &str) -> Option<ImageAttachmentRef> {
+    match value {
+        Value::Object(map) => {
+            if map.get("type").and_then(Value::as_str) == Some("image")
+                && let Some(attachment) = map.get("attachment")
+                && attachment.get("attachmentId").and_then(Value::as_str) == Some(wanted)
+                && let Ok(r) = ImageAttachmentRef::from_json(attachment)
+            {
+                return Some(r);
+            }
+            map.values().find_map(|v| referenced_image(v, wanted))
+        }
+        Value::Array(items) => items.iter().find_map(|v| referenced_image(v, wanted)),
+        _ => None,
+    }
+}
+
+/// `session.attachment {sessionId, attachmentId}`: the stored image (`data`, base64) and
+/// its reference, only when a durable event of that session references the id.
+pub async fn attachment(s: &WebState, p: &Value) -> ApiResult {
+    let id = session_id(p)?;
+    let wanted = Args(p).str("attachmentId")?;
+    if wanted.is_empty() || wanted.len() > MAX_ATTACHMENT_ID_CHARS {
+        return Err(ApiError::bad_request(
+            "attachmentId is not an attachment id",
+        ));
+    }
+    let events = match s.hosting.get(id).and_then(|h| h.agent()) {
+        Some(agent) => agent.session().events(),
+        None => {
+            let files = s.files.clone().ok_or_else(|| not_found(id))?;
+            let owned = id.to_string();
+            match tokio::task::spawn_blocking(move || files.inspect(&owned))
+                .await
+                .map_err(ApiError::internal)?
+            {
+                Ok(loaded) => loaded.events,
+                Err(e) => return Err(crate::hosting::persistence_error(id, e)),
+            }
+        }
+    };
+    let found = events
+        .iter()
+        .find_map(|e| referenced_image(e.data.as_value(), wanted));
+    let Some(image) = found else {
+        return Err(ApiError::new(
+            ErrorCode::AttachmentError,
+            format!("attachment {wanted} was not found in session {id}"),
+        )
+        .with(
+            json!({"reason": "ATTACHMENT_NOT_REFERENCED", "sessionId": id, "attachmentId": wanted}),
+        ));
+    };
+    let store = s.root.get::<AttachmentStore>().ok_or_else(|| {
+        ApiError::new(ErrorCode::AttachmentError, "no attachment store is mounted")
+            .with(json!({"reason": "ATTACHMENTS_UNAVAILABLE"}))
+    })?;
+    let read = image.clone();
+    let bytes = tokio::task::spawn_blocking(move || store.read_image(&read))
+        .await
+        .map_err(ApiError::internal)?
+        .map_err(|e| {
+            ApiError::new(ErrorCode::AttachmentError, e.message)
+                .with(json!({"reason": e.code.as_str()}))
+        })?;
+    Ok(json!({"attachment": image.to_store_value(), "data": encode_base64(&bytes)}))
 }
 
 pub async fn cancel(s: &WebState, p: &Value) -> ApiResult {
