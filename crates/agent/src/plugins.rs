@@ -72,6 +72,9 @@ struct SystemPromptConfig {
     persona: String,
     #[serde(default = "yes")]
     include_harness_identity: bool,
+    /// `false`: no runtime-context snapshot messages (upstream's spine option of that name).
+    #[serde(default = "yes")]
+    include_runtime_context: bool,
     #[serde(default)]
     tool_order: Option<Vec<String>>,
 }
@@ -88,11 +91,15 @@ impl Plugin for SystemPromptPlugin {
     }
     fn apply(&self, ctx: &Context, config: &PluginConfig) -> Result<(), BoxError> {
         let c: SystemPromptConfig = config.parse()?;
-        ctx.provide(SystemPrompt::new(PromptConfig {
+        let prompt = SystemPrompt::new(PromptConfig {
             persona: c.persona,
             include_harness_identity: c.include_harness_identity,
             tool_order: c.tool_order,
-        }))?;
+        });
+        ctx.provide(prompt.clone())?;
+        if !c.include_runtime_context {
+            prompt.suppress_runtime_context(ctx)?;
+        }
         Ok(())
     }
 }

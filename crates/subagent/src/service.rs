@@ -140,13 +140,13 @@ impl Subagents {
             label: request.label.clone(),
         };
         let parent = request.parent.clone();
-        let run = provider
+        let mut run = provider
             .start(ResolvedStart {
                 request,
                 descriptor,
             })
             .await?;
-        observe_run(name, parent, &run);
+        observe_run(name, parent, &mut run);
         Ok(run)
     }
 
@@ -165,8 +165,10 @@ impl Subagents {
     }
 }
 
-/// Emits `subagent/start` now and `subagent/end` when the run's result settles.
-fn observe_run(provider: &str, parent: dsh_agent::AgentRef, run: &SubagentRun) {
+/// Emits `subagent/start` now and `subagent/end` when the run's result settles, before
+/// any awaiter of the result sees it (as upstream, whose tool result follows the end).
+fn observe_run(provider: &str, parent: dsh_agent::AgentRef, run: &mut SubagentRun) {
+    use futures::FutureExt;
     let info = SubagentRunInfo {
         run_id: uuid::Uuid::new_v4().to_string(),
         provider: provider.to_string(),
@@ -177,22 +179,31 @@ fn observe_run(provider: &str, parent: dsh_agent::AgentRef, run: &SubagentRun) {
     parent.ctx().emit::<SubagentStart>(&info);
     let result = run.result.clone();
     let end_info = info;
+    let observed = async move {
+        let outcome = result.await;
+        let end = match &outcome {
+            Ok(r) => SubagentRunEnd {
+                info: end_info,
+                stop_reason: r.stop_reason.as_str().to_string(),
+                last_assistant_message: (!r.output.is_empty()).then(|| r.output.clone()),
+            },
+            Err(_) => SubagentRunEnd {
+                info: end_info,
+                stop_reason: "error".into(),
+                last_assistant_message: None,
+            },
+        };
+        let parent = end.info.parent.clone();
+        parent.ctx().emit::<SubagentEnd>(&end);
+        outcome
+    }
+    .boxed()
+    .shared();
+    run.result = observed.clone();
+    // Settles (and reports) even when nobody awaits the result.
     if let Ok(rt) = tokio::runtime::Handle::try_current() {
         rt.spawn(async move {
-            let end = match result.await {
-                Ok(r) => SubagentRunEnd {
-                    info: end_info,
-                    stop_reason: r.stop_reason.as_str().to_string(),
-                    last_assistant_message: (!r.output.is_empty()).then_some(r.output),
-                },
-                Err(_) => SubagentRunEnd {
-                    info: end_info,
-                    stop_reason: "error".into(),
-                    last_assistant_message: None,
-                },
-            };
-            let parent = end.info.parent.clone();
-            parent.ctx().emit::<SubagentEnd>(&end);
+            let _ = observed.await;
         });
     }
 }

@@ -22,6 +22,8 @@ pub struct PersistentConfig {
     pub backend_type: String,
     pub timeout: Duration,
     pub max_output_chars: usize,
+    /// The model-facing tool description in place of the built-in one.
+    pub description: Option<String>,
 }
 
 impl Default for PersistentConfig {
@@ -30,6 +32,7 @@ impl Default for PersistentConfig {
             backend_type: "shell".into(),
             timeout: Duration::from_millis(300_000),
             max_output_chars: 16_000,
+            description: None,
         }
     }
 }
@@ -93,8 +96,8 @@ fn clip(text: &str, max: usize) -> String {
     }
 }
 
-const RESET: &str =
-    "The shell was reset: the next command starts in a fresh shell in the workspace.";
+/// Upstream's exact words: the SDK `persistent-tools` snapshot pins the result bytes.
+const RESET: &str = "The persistent bash shell was reset; the next bash call starts from the workspace with a fresh current directory and environment.";
 
 /// Per owner: its shell's terminal id; under `lock:<owner>`, the lock serializing its calls.
 type Shells = Arc<Mutex<HashMap<String, (String, Arc<tokio::sync::Mutex<()>>)>>>;
@@ -114,7 +117,7 @@ impl PersistentBashTool {
         Self {
             schema: ToolSchema {
                 name: "bash".into(),
-                description: "Run a command in your persistent bash shell. The shell lives across calls: the working directory, exported and shell variables, and functions carry over. A non-zero exit status is reported as `[exit code: N]`; a command that runs too long is stopped and the shell reset.".into(),
+                description: config.description.clone().unwrap_or_else(|| "Run a command in your persistent bash shell. The shell lives across calls: the working directory, exported and shell variables, and functions carry over. A non-zero exit status is reported as `[exit code: N]`; a command that runs too long is stopped and the shell reset.".into()),
                 parameters: params.to_value().into(),
             },
             params,
@@ -247,9 +250,15 @@ impl PersistentBashTool {
             if run.cancel.is_cancelled() {
                 break Err("tool call aborted".into());
             }
+            // After the start marker, without the line break that opens it or one that
+            // ends it (as upstream renders a partial output).
             let partial = page
                 .rfind(&start)
-                .map(|s| page[s + start.len()..].trim_start_matches('\n').to_string())
+                .map(|s| {
+                    let rest = page[s + start.len()..].trim_start_matches('\n');
+                    let rest = rest.strip_suffix('\n').unwrap_or(rest);
+                    rest.strip_suffix('\r').unwrap_or(rest).to_string()
+                })
                 .unwrap_or_default();
             if let SessionStatus::Exited { code, signal } = &result.status {
                 let marker = match (signal, code) {

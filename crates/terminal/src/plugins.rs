@@ -188,9 +188,11 @@ struct PersistentRow {
     backend_type: Option<String>,
     timeout_ms: Option<f64>,
     max_output_chars: Option<f64>,
+    description: Option<String>,
 }
 
-/// `@deepseek-ai/dsh-tool-bash-persistent` (`{backendType, timeoutMs, maxOutputChars}`):
+/// `@deepseek-ai/dsh-tool-bash-persistent` (`{backendType, timeoutMs, maxOutputChars,
+/// description}`):
 /// registers a `bash` that keeps its shell (compose it instead of `tool-bash`).
 pub struct ToolBashPersistentPlugin;
 
@@ -222,6 +224,7 @@ impl Plugin for ToolBashPersistentPlugin {
             backend_type,
             timeout: Duration::from_millis(positive("timeoutMs", r.timeout_ms, 300_000)?),
             max_output_chars: positive("maxOutputChars", r.max_output_chars, 16_000)? as usize,
+            description: r.description,
         };
         let tools = ctx.require::<dsh_tools::ToolRegistry>()?;
         let tool = Arc::new(PersistentBashTool::new(

@@ -127,16 +127,43 @@ impl LoopAgent {
     }
 
     fn set_status(&self, status: AgentStatus) {
-        let (was_idle, epoch) = *self.idle.borrow();
-        let now_idle = status == AgentStatus::Idle;
-        if was_idle == now_idle {
+        let announce = |status: AgentStatus| {
+            if let Some(agent) = self.agent_ref() {
+                self.ctx
+                    .emit::<AgentStatusChanged>(&StatusPayload { agent, status });
+            }
+        };
+        if status != AgentStatus::Idle {
+            let changed = self
+                .idle
+                .send_if_modified(|s| std::mem::replace(&mut s.0, false));
+            if changed {
+                announce(status);
+            }
             return;
         }
-        let epoch = if now_idle { epoch + 1 } else { epoch };
-        self.idle.send_replace((now_idle, epoch));
-        if let Some(agent) = self.agent_ref() {
-            self.ctx
-                .emit::<AgentStatusChanged>(&StatusPayload { agent, status });
+        if self.idle.borrow().0 {
+            return;
+        }
+        // As upstream: `idle` is announced before idle waiters resume, so an SDK client
+        // sees a child's `idle` before the `subagent.finished` its end causes.
+        announce(status);
+        let mut restarted = false;
+        self.idle.send_if_modified(|s| {
+            if s.0 {
+                return false;
+            }
+            // Restarted meanwhile (by a status listener or another thread), whose own
+            // announcement found the watch still running: waiters wait for the next idle.
+            if self.status() == AgentStatus::Running {
+                restarted = true;
+                return false;
+            }
+            *s = (true, s.1 + 1);
+            true
+        });
+        if restarted {
+            announce(AgentStatus::Running);
         }
     }
 
