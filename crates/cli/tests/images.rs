@@ -674,3 +674,190 @@ fn an_acp_prompt_image_is_stored_and_sent_to_the_vision_model() {
         json!({"type": "image_url", "image_url": {"url": format!("data:image/png;base64,{data}")}})
     );
 }
+
+/// `dsh --profile sdk` on pipes, initialized on `model`; answers come back by id.
+struct Sdk {
+    child: std::process::Child,
+    stdin: std::process::ChildStdin,
+    lines: std::io::Lines<std::io::BufReader<std::process::ChildStdout>>,
+    frames: Vec<Value>,
+}
+
+impl Sdk {
+    fn start(
+        server: &MockServer,
+        home: &std::path::Path,
+        work: &std::path::Path,
+        model: &str,
+    ) -> Self {
+        use std::io::BufRead;
+        let mut child = Command::new(env!("CARGO_BIN_EXE_dsh"))
+            .args(["--profile", "sdk"])
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("HOME", home)
+            .env("DSH_HOME", home.join(".dsh"))
+            .env("DEEPSEEK_API_KEY", "sk-test")
+            .env("DEEPSEEK_BASE_URL", server.url())
+            .current_dir(work)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take().unwrap();
+        let lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+        let mut sdk = Self {
+            child,
+            stdin,
+            lines,
+            frames: Vec::new(),
+        };
+        let init = sdk.call(
+            "initialize",
+            json!({"cwd": work, "provider": "deepseek-official", "model": model}),
+        );
+        assert!(init.get("result").is_some(), "{init}");
+        sdk
+    }
+
+    fn call(&mut self, method: &str, params: Value) -> Value {
+        use std::io::Write;
+        let id = format!("{method}-{}", self.frames.len());
+        writeln!(
+            self.stdin,
+            "{}",
+            json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+        )
+        .unwrap();
+        self.stdin.flush().unwrap();
+        loop {
+            let f: Value = serde_json::from_str(&self.lines.next().unwrap().unwrap()).unwrap();
+            if f["id"] == json!(id) {
+                return f;
+            }
+            self.frames.push(f);
+        }
+    }
+
+    /// Reads notifications until the session goes idle.
+    fn until_idle(&mut self) {
+        loop {
+            let f: Value = serde_json::from_str(&self.lines.next().unwrap().unwrap()).unwrap();
+            let idle = f["method"] == "session.status" && f["params"]["status"] == "idle";
+            self.frames.push(f);
+            if idle {
+                return;
+            }
+        }
+    }
+
+    fn user_messages(&self) -> Vec<Value> {
+        self.frames
+            .iter()
+            .filter(|f| f["params"]["event"]["type"] == "user/message")
+            .map(|f| f["params"]["event"]["data"].clone())
+            .filter(|m| m["source"]["kind"] == "user")
+            .collect()
+    }
+}
+
+impl Drop for Sdk {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn an_sdk_prompt_image_is_stored_and_sent_to_the_vision_model() {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let server = MockServer::with_replies([Reply::text("DONE")]).answer_untooled("T");
+    let mut sdk = Sdk::start(
+        &server,
+        home.path(),
+        work.path(),
+        "deepseek-v4-flash-vision-exp",
+    );
+    let bytes = png(4, 4);
+    let data = dsh_attachments::encode_base64(&bytes);
+
+    // Bad images are refused before anything is queued.
+    for (block, message) in [
+        (
+            json!({"type": "image", "mimeType": "image/png", "data": format!("{data}\n")}),
+            "image data must be canonical base64",
+        ),
+        (
+            json!({"type": "image", "mimeType": "image/bmp", "data": data}),
+            "image mimeType must be image/png, image/jpeg, image/webp, or image/gif",
+        ),
+        (
+            json!({"type": "image", "mimeType": "image/png", "data": dsh_attachments::encode_base64(b"not a png")}),
+            "Invalid image",
+        ),
+    ] {
+        let bad = sdk.call(
+            "session/prompt",
+            json!({"sessionId": "s", "contentBlocks": [{"type": "text", "text": "look"}, block]}),
+        );
+        let got = bad["error"]["message"].as_str().unwrap_or_default();
+        assert!(got.starts_with(message), "{bad}");
+    }
+    assert!(sdk.user_messages().is_empty(), "nothing was queued");
+
+    let ok = sdk.call(
+        "session/prompt",
+        json!({"sessionId": "s", "contentBlocks": [
+            {"type": "text", "text": "What is this? "},
+            {"type": "image", "mimeType": "image/png", "data": data},
+        ]}),
+    );
+    assert!(ok["result"]["messageId"].is_string(), "{ok}");
+    sdk.until_idle();
+    // The log keeps a reference to the stored copy, never the bytes.
+    let messages = sdk.user_messages();
+    assert_eq!(messages.len(), 1, "{messages:#?}");
+    let image = &messages[0]["content"][1];
+    assert_eq!(image["type"], "image", "{image}");
+    assert!(
+        image["attachment"]["attachmentId"]
+            .as_str()
+            .unwrap()
+            .starts_with("sha256:"),
+        "{image}"
+    );
+    assert!(!messages[0].to_string().contains(&data));
+    let requests = model_requests(&server);
+    assert_eq!(requests.len(), 1, "{requests:#?}");
+    let user = requests[0]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["role"] == "user" && m["content"].is_array())
+        .expect("a user message with parts")
+        .clone();
+    assert!(
+        user["content"].as_array().unwrap().contains(
+            &json!({"type": "image_url", "image_url": {"url": format!("data:image/png;base64,{data}")}})
+        ),
+        "{user}"
+    );
+}
+
+#[test]
+fn an_sdk_image_prompt_to_a_text_only_model_is_refused_naming_it() {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let server = MockServer::with_replies([Reply::text("DONE")]).answer_untooled("T");
+    let mut sdk = Sdk::start(&server, home.path(), work.path(), "deepseek-v4-flash");
+    let data = dsh_attachments::encode_base64(&png(4, 4));
+    let refused = sdk.call(
+        "session/prompt",
+        json!({"sessionId": "s", "contentBlocks": [{"type": "image", "mimeType": "image/png", "data": data}]}),
+    );
+    let message = refused["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("deepseek-v4-flash"), "{refused}");
+    assert!(sdk.user_messages().is_empty());
+    assert!(model_requests(&server).is_empty());
+}

@@ -351,9 +351,10 @@ impl Server {
     }
 
     async fn prompt(self: &Arc<Self>, params: Option<Value>) -> Result<Value, RpcError> {
-        self.route()?;
+        let route = self.route()?;
         let id = Self::session_id(&params, "session/prompt")?;
         let mut content = Vec::new();
+        let mut images = Vec::new();
         for block in params
             .as_ref()
             .and_then(|p| p.get("contentBlocks"))
@@ -369,9 +370,19 @@ impl Server {
                         .unwrap_or_default(),
                 )),
                 Some("image") => {
-                    return Err(fail(
-                        "image content blocks are not supported by this build yet",
-                    ));
+                    // Decoded now, stored below once the session's route is known; a
+                    // placeholder keeps the block's place in the message.
+                    let image = dsh_attachments::decode_prompt_image(
+                        block
+                            .get("mimeType")
+                            .and_then(Value::as_str)
+                            .unwrap_or_default(),
+                        block.get("data").and_then(Value::as_str).unwrap_or_default(),
+                        None,
+                    )
+                    .map_err(|e| fail(e.message()))?;
+                    images.push(image);
+                    content.push(ContentBlock::image(Value::Null));
                 }
                 other => {
                     return Err(fail(format!(
@@ -382,6 +393,25 @@ impl Server {
             }
         }
         let agent = self.session(&id).await?;
+        if !images.is_empty() {
+            // The whole batch is stored before anything is queued; a refusal queues nothing.
+            let (provider, model) = agent.current_route((&route.provider, &route.model));
+            let root = self.root.clone();
+            let refs = tokio::task::spawn_blocking(move || {
+                dsh_attachments::admit_prompt_images(&root, &provider, &model, &images)
+            })
+            .await
+            .map_err(fail)?
+            .map_err(|e| fail(e.message()))?;
+            let mut refs = refs.into_iter();
+            for block in &mut content {
+                if block.block_type() == "image"
+                    && let Some(r) = refs.next()
+                {
+                    *block = ContentBlock::image(r.to_store_value());
+                }
+            }
+        }
         let message = Message::user(content, MessageSource::User);
         let message_id = message.id.clone();
         agent.followup(message).map_err(fail)?;
