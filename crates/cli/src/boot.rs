@@ -44,6 +44,7 @@ pub fn catalog() -> Catalog {
     dsh_workflow::register_catalog(&mut c);
     dsh_subagent_product::register_catalog(&mut c);
     dsh_cordis::register_catalog(&mut c);
+    dsh_working_directory::register_catalog(&mut c);
     c.register(dsh_persistence::JsonlPersistencePlugin);
     c.register(crate::headless::HeadlessPlugin);
     c.register(dsh_acp::AcpAgentPlugin);

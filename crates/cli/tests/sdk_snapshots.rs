@@ -108,6 +108,8 @@ const MINIMAL_DEPLOYMENT: &str = "\
   disabled: true
 - id: tool-fs
   disabled: true
+- id: tool-working-directory
+  disabled: true
 - id: tool-fs-search
   disabled: true
 - id: tool-todo

@@ -474,3 +474,86 @@ fn web_fetch_refuses_loopback_and_web_search_reaches_the_deepseek_provider() {
         "no secret in the log"
     );
 }
+
+#[test]
+fn working_directory_moves_the_session_and_later_tools_start_there() {
+    let run = Run::new();
+    std::fs::create_dir(run.work.path().join("sub")).unwrap();
+    let work = run.work.path().canonicalize().unwrap();
+    let server = MockServer::start().answer_untooled("Mock title");
+    server.push(call("get", "working_directory", json!({})));
+    server.push(call("cd", "working_directory", json!({"cd": "sub"})));
+    server.push(call("missing", "working_directory", json!({"cd": "nope"})));
+    server.push(call("empty", "working_directory", json!({"cd": ""})));
+    server.push(call(
+        "pwd",
+        "bash",
+        json!({"command": "pwd", "description": "Where am I"}),
+    ));
+    server.push(call("back", "working_directory", json!({"cd": ".."})));
+    server.push(Reply::text("done"));
+    let out = run.headless(&server, "move around");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let events = run.session();
+    let sub = work.join("sub");
+    let texts = tool_texts(&events);
+    assert_eq!(texts[0], work.display().to_string());
+    assert_eq!(texts[1], sub.display().to_string());
+    assert!(
+        texts[2].contains("working-directory: directory does not exist: \"nope\""),
+        "{texts:?}"
+    );
+    assert!(
+        texts[3].contains("working-directory: cd must not be empty"),
+        "{texts:?}"
+    );
+    assert!(
+        texts[4].starts_with(&sub.display().to_string()),
+        "{texts:?}"
+    );
+    assert_eq!(texts[5], work.display().to_string());
+    // Each move is logged, and the model is told before its next step.
+    let moves: Vec<Value> = events
+        .iter()
+        .filter(|e| e.is(types::WORKING_DIRECTORY_CHANGE))
+        .map(|e| e.data.to_value())
+        .collect();
+    assert_eq!(
+        moves,
+        [
+            json!({"cwd": sub.display().to_string()}),
+            json!({"cwd": work.display().to_string()})
+        ]
+    );
+    let notice = format!(
+        "The working directory changed from \"{}\" to \"{}\".",
+        work.display(),
+        sub.display()
+    );
+    let told = events
+        .iter()
+        .any(|e| e.data.to_string().contains(&notice.replace('"', "\\\"")));
+    assert!(told, "the notice is in the log");
+    let asked = server.requests();
+    assert!(
+        asked.iter().any(|r| r
+            .messages()
+            .iter()
+            .any(|m| m.to_string().contains(&notice.replace('"', "\\\"")))),
+        "the model saw the notice"
+    );
+    // The tool is in the headless tree with upstream's schema.
+    let tools = asked[0].json.as_ref().unwrap()["tools"]
+        .as_array()
+        .unwrap()
+        .clone();
+    let wd = tools
+        .iter()
+        .find(|t| t["function"]["name"] == "working_directory")
+        .expect("working_directory is offered");
+    assert_eq!(
+        wd["function"]["parameters"]["properties"]["cd"]["type"],
+        "string"
+    );
+    assert_eq!(wd["function"]["parameters"].get("required"), None);
+}

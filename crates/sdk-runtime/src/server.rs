@@ -1,7 +1,7 @@
 //! The SDK server: requests onto agents, session activity onto notifications.
 
 use std::collections::{HashMap, HashSet};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -14,9 +14,9 @@ use dsh_kernel::{Context, ListenOptions};
 use dsh_llm::{ContentBlock, LlmRuntime, Message, MessageSource, codes};
 use dsh_persistence::{PersistenceError, SessionFiles};
 use dsh_session::{
-    CancelCause, InboxTarget, RecordFormat, SessionAppended, SessionCreated, types, write_event,
+    CancelCause, InboxTarget, RecordFormat, SessionAppended, SessionCreated, write_event,
 };
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 /// Every failure answers `-32603` with a plain message, as upstream's runtime does.
 fn fail(message: impl std::fmt::Display) -> RpcError {
@@ -52,26 +52,6 @@ pub struct Server {
 
 fn str_param<'a>(params: &'a Option<Value>, key: &str) -> Option<&'a str> {
     params.as_ref()?.get(key)?.as_str()
-}
-
-/// `path` resolved against `base` (lexically: `.` and `..` collapse).
-fn resolve(base: &Path, path: &str) -> PathBuf {
-    let joined = if Path::new(path).is_absolute() {
-        PathBuf::from(path)
-    } else {
-        base.join(path)
-    };
-    let mut out = PathBuf::new();
-    for part in joined.components() {
-        match part {
-            std::path::Component::ParentDir => {
-                out.pop();
-            }
-            std::path::Component::CurDir => {}
-            other => out.push(other),
-        }
-    }
-    out
 }
 
 impl Server {
@@ -224,7 +204,7 @@ impl Server {
         };
         let base = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
         let cwd = str_param(&params, "cwd")
-            .map(|c| resolve(&base, c))
+            .map(|c| dsh_working_directory::resolve(&base, c))
             .unwrap_or(base);
         let max_tokens = match params.as_ref().and_then(|p| p.get("maxTokens")) {
             None | Some(Value::Null) => None,
@@ -377,7 +357,10 @@ impl Server {
                             .get("mimeType")
                             .and_then(Value::as_str)
                             .unwrap_or_default(),
-                        block.get("data").and_then(Value::as_str).unwrap_or_default(),
+                        block
+                            .get("data")
+                            .and_then(Value::as_str)
+                            .unwrap_or_default(),
                         None,
                     )
                     .map_err(|e| fail(e.message()))?;
@@ -478,58 +461,22 @@ impl Server {
             }
         };
         let agent = self.session(&id).await?;
-        let current = agent.cwd().unwrap_or_else(|| PathBuf::from("/"));
-        let (target, notice) = match &path {
-            Some(p) if p.is_empty() => return Err(fail("working-directory: cd must not be empty")),
-            Some(p) => {
-                let target = resolve(&current, p);
-                if !target.is_dir() {
-                    return Err(fail(format!(
-                        "working-directory: directory does not exist: {}",
-                        dsh_kernel::json::to_string(&json!(p))
-                    )));
-                }
-                let notice = format!(
-                    "The working directory changed from {} to {}.",
-                    dsh_kernel::json::to_string(&json!(current.display().to_string())),
-                    dsh_kernel::json::to_string(&json!(target.display().to_string()))
-                );
-                (target, notice)
-            }
-            None if current.is_dir() => return Ok(json!({"cwd": current.display().to_string()})),
-            None => {
-                // The directory vanished: fall back to where the session started.
-                let origin = agent
-                    .session()
-                    .header()
-                    .cwd
-                    .map(PathBuf::from)
-                    .unwrap_or_else(|| PathBuf::from("/"));
-                let notice = format!(
-                    "The working directory {} is unavailable. The working directory is now {}.",
-                    dsh_kernel::json::to_string(&json!(current.display().to_string())),
-                    dsh_kernel::json::to_string(&json!(origin.display().to_string()))
-                );
-                (origin, notice)
-            }
-        };
-        if target != current {
-            let cwd = target.display().to_string();
-            agent
-                .session()
-                .append(types::WORKING_DIRECTORY_CHANGE, json!({"cwd": cwd}), None)
+        let origin = agent
+            .session()
+            .header()
+            .cwd
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from("/"));
+        let current = agent.cwd().unwrap_or_else(|| origin.clone());
+        let settled =
+            dsh_working_directory::settle(agent.session(), &current, &origin, path.as_deref())
                 .map_err(fail)?;
-            let mut source = Map::new();
-            source.insert("kind".into(), json!("working-directory"));
-            let message = Message::user(
-                vec![ContentBlock::text(notice)],
-                MessageSource::Other(source),
-            );
+        if let Some(message) = settled.notice {
             agent
                 .send(message, InboxTarget::NextStep, false)
                 .map_err(fail)?;
         }
-        Ok(json!({"cwd": target.display().to_string()}))
+        Ok(json!({"cwd": settled.cwd.display().to_string()}))
     }
 
     /// Cancels running turns, flushes every log and disposes every agent.
