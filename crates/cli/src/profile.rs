@@ -33,13 +33,17 @@ pub const SDK: Bundle = Bundle {
     package: "@deepseek-ai/dsh-sdk-app",
     patch: include_str!("../bundles/sdk-app.cordis.patch.yml"),
 };
+pub const SDK_MINIMAL: Bundle = Bundle {
+    package: "@deepseek-ai/dsh-sdk-minimal",
+    patch: include_str!("../bundles/sdk-minimal.cordis.patch.yml"),
+};
 pub const ACP: Bundle = Bundle {
     package: "@deepseek-ai/dsh-acp-app",
     patch: include_str!("../bundles/acp-app.cordis.patch.yml"),
 };
 
 fn bundle(package: &str) -> Option<&'static Bundle> {
-    [&BASE, &HEADLESS, &WEB, &SDK, &ACP]
+    [&BASE, &HEADLESS, &WEB, &SDK, &SDK_MINIMAL, &ACP]
         .into_iter()
         .find(|b| b.package == package)
 }
@@ -92,6 +96,11 @@ fn template_bundles(name: &str) -> Option<Vec<&'static str>> {
         "headless" => Some(vec!["@deepseek-ai/dsh-base", "@deepseek-ai/dsh-headless"]),
         "web" => Some(vec!["@deepseek-ai/dsh-base", "@deepseek-ai/dsh-web-app"]),
         "sdk" => Some(vec!["@deepseek-ai/dsh-base", "@deepseek-ai/dsh-sdk-app"]),
+        "sdk-minimal" => Some(vec![
+            "@deepseek-ai/dsh-base",
+            "@deepseek-ai/dsh-sdk-app",
+            "@deepseek-ai/dsh-sdk-minimal",
+        ]),
         "acp" => Some(vec!["@deepseek-ai/dsh-base", "@deepseek-ai/dsh-acp-app"]),
         _ => None,
     }
@@ -113,7 +122,7 @@ pub fn prepare_profile(home: &Path, name: &str) -> Result<PathBuf, ProfileError>
     if !manifest.exists() {
         let Some(bundles) = template_bundles(name) else {
             return Err(err(format!(
-                "dsh: profile \"{name}\" does not exist; this build ships the \"headless\" and \"web\" profiles (create {} to define another)",
+                "dsh: profile \"{name}\" does not exist; this build ships the \"headless\", \"web\", \"sdk\", \"sdk-minimal\" and \"acp\" profiles (create {} to define another)",
                 manifest.display()
             )));
         };

@@ -148,9 +148,23 @@ fn runtime(
     impl FnMut(Value),
     impl FnMut() -> Value,
 ) {
+    runtime_of("sdk", home, work, server)
+}
+
+/// [`runtime`] on another profile.
+fn runtime_of(
+    profile: &str,
+    home: &Path,
+    work: &Path,
+    server: &MockServer,
+) -> (
+    std::process::Child,
+    impl FnMut(Value),
+    impl FnMut() -> Value,
+) {
     use std::io::{BufRead, BufReader, Write};
     let mut child = Command::new(env!("CARGO_BIN_EXE_dsh"))
-        .args(["--profile", "sdk"])
+        .args(["--profile", profile])
         .env_clear()
         .env("PATH", std::env::var("PATH").unwrap_or_default())
         .env("HOME", home)
@@ -299,5 +313,83 @@ fn a_delegated_child_is_reported_started_and_finished() {
     );
     send(serde_json::json!({"jsonrpc": "2.0", "id": 3, "method": "shutdown"}));
     while next()["id"] != 3 {}
+    assert!(child.wait().unwrap().success());
+}
+
+#[test]
+fn the_sdk_minimal_profile_offers_file_tools_and_a_persistent_bash() {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    std::fs::create_dir(work.path().join("inner")).unwrap();
+    let server = MockServer::with_replies([
+        Reply::tool_call(
+            "c1",
+            "bash",
+            &serde_json::json!({"command": "cd inner && export MARK=kept"}).to_string(),
+        ),
+        Reply::tool_call(
+            "c2",
+            "bash",
+            &serde_json::json!({"command": "echo \"$MARK in $(basename $PWD)\""}).to_string(),
+        ),
+        Reply::text("done"),
+    ])
+    .answer_untooled("T");
+    let (mut child, mut send, mut next) =
+        runtime_of("sdk-minimal", home.path(), work.path(), &server);
+    send(
+        serde_json::json!({"jsonrpc": "2.0", "id": "i", "method": "initialize",
+        "params": {"cwd": work.path(), "provider": "deepseek-official", "model": "deepseek-v4-flash"}}),
+    );
+    assert!(next()["result"].is_object());
+    send(
+        serde_json::json!({"jsonrpc": "2.0", "id": "p", "method": "session/prompt",
+        "params": {"sessionId": "m", "contentBlocks": [{"type": "text", "text": "go"}]}}),
+    );
+    let mut results = Vec::new();
+    loop {
+        let f = next();
+        let e = &f["params"]["event"];
+        if e["type"] == "tool/result" {
+            results.push(e["data"]["message"]["content"][0]["content"][0]["text"].clone());
+        }
+        if f["method"] == "session.status" && f["params"]["status"] == "idle" {
+            break;
+        }
+    }
+    // The shell kept its directory and variables between calls.
+    assert!(
+        results[1]
+            .as_str()
+            .unwrap_or_default()
+            .contains("kept in inner"),
+        "{results:?}"
+    );
+    let request = server
+        .requests()
+        .into_iter()
+        .filter_map(|r| r.json)
+        .find(|j| j.get("tools").is_some())
+        .unwrap();
+    let mut names: Vec<String> = request["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap().to_string())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            "bash",
+            "edit",
+            "read",
+            "read_image",
+            "working_directory",
+            "write"
+        ]
+    );
+    send(serde_json::json!({"jsonrpc": "2.0", "id": "s", "method": "shutdown"}));
+    while next()["id"] != "s" {}
     assert!(child.wait().unwrap().success());
 }
