@@ -6,6 +6,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
+#[path = "common/png.rs"]
+mod png;
 
 use std::process::{Command, Output};
 
@@ -15,44 +17,7 @@ use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
 use common::{Run, stderr};
-
-fn crc32(data: &[u8]) -> u32 {
-    let mut crc = 0xFFFF_FFFFu32;
-    for &b in data {
-        crc ^= u32::from(b);
-        for _ in 0..8 {
-            crc = if crc & 1 == 1 {
-                (crc >> 1) ^ 0xEDB8_8320
-            } else {
-                crc >> 1
-            };
-        }
-    }
-    !crc
-}
-
-/// A small PNG of `w`×`h` (header and chunk CRCs valid; pixel data not decoded).
-fn png(w: u32, h: u32) -> Vec<u8> {
-    png_with_payload(w, h, &[0x78, 0x9C, 0x63, 0, 0, 0, 1, 0, 1])
-}
-
-fn png_with_payload(w: u32, h: u32, idat: &[u8]) -> Vec<u8> {
-    let mut out = b"\x89PNG\r\n\x1a\n".to_vec();
-    let mut chunk = |kind: &[u8], body: &[u8]| {
-        out.extend(u32::try_from(body.len()).unwrap().to_be_bytes());
-        let mut crc_input = kind.to_vec();
-        crc_input.extend(body);
-        out.extend(&crc_input);
-        out.extend(crc32(&crc_input).to_be_bytes());
-    };
-    let mut ihdr = w.to_be_bytes().to_vec();
-    ihdr.extend(h.to_be_bytes());
-    ihdr.extend([8, 2, 0, 0, 0]);
-    chunk(b"IHDR", &ihdr);
-    chunk(b"IDAT", idat);
-    chunk(b"IEND", &[]);
-    out
-}
+use png::{png, png_with_payload};
 
 fn adler32(data: &[u8]) -> u32 {
     let (mut a, mut b) = (1u32, 0u32);
@@ -684,22 +649,11 @@ struct Sdk {
 }
 
 impl Sdk {
-    fn start(
-        server: &MockServer,
-        home: &std::path::Path,
-        work: &std::path::Path,
-        model: &str,
-    ) -> Self {
+    fn start(server: &MockServer, run: &Run, model: &str) -> Self {
         use std::io::BufRead;
-        let mut child = Command::new(env!("CARGO_BIN_EXE_dsh"))
+        let mut child = run
+            .base(server)
             .args(["--profile", "sdk"])
-            .env_clear()
-            .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .env("HOME", home)
-            .env("DSH_HOME", home.join(".dsh"))
-            .env("DEEPSEEK_API_KEY", "sk-test")
-            .env("DEEPSEEK_BASE_URL", server.url())
-            .current_dir(work)
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())
             .spawn()
@@ -714,7 +668,7 @@ impl Sdk {
         };
         let init = sdk.call(
             "initialize",
-            json!({"cwd": work, "provider": "deepseek-official", "model": model}),
+            json!({"cwd": run.work.path(), "provider": "deepseek-official", "model": model}),
         );
         assert!(init.get("result").is_some(), "{init}");
         sdk
@@ -770,15 +724,9 @@ impl Drop for Sdk {
 
 #[test]
 fn an_sdk_prompt_image_is_stored_and_sent_to_the_vision_model() {
-    let home = tempfile::tempdir().unwrap();
-    let work = tempfile::tempdir().unwrap();
+    let run = Run::new();
     let server = MockServer::with_replies([Reply::text("DONE")]).answer_untooled("T");
-    let mut sdk = Sdk::start(
-        &server,
-        home.path(),
-        work.path(),
-        "deepseek-v4-flash-vision-exp",
-    );
+    let mut sdk = Sdk::start(&server, &run, "deepseek-v4-flash-vision-exp");
     let bytes = png(4, 4);
     let data = dsh_attachments::encode_base64(&bytes);
 
@@ -847,10 +795,9 @@ fn an_sdk_prompt_image_is_stored_and_sent_to_the_vision_model() {
 
 #[test]
 fn an_sdk_image_prompt_to_a_text_only_model_is_refused_naming_it() {
-    let home = tempfile::tempdir().unwrap();
-    let work = tempfile::tempdir().unwrap();
+    let run = Run::new();
     let server = MockServer::with_replies([Reply::text("DONE")]).answer_untooled("T");
-    let mut sdk = Sdk::start(&server, home.path(), work.path(), "deepseek-v4-flash");
+    let mut sdk = Sdk::start(&server, &run, "deepseek-v4-flash");
     let data = dsh_attachments::encode_base64(&png(4, 4));
     let refused = sdk.call(
         "session/prompt",

@@ -15,6 +15,10 @@ use futures::StreamExt as _;
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
+#[path = "common/png.rs"]
+mod png;
+use png::png;
+
 const WAIT: Duration = Duration::from_secs(30);
 
 struct Web {
@@ -1451,40 +1455,6 @@ async fn a_sign_in_survives_a_restart_on_the_same_port() {
 
 // ---------------------------------------------------------------------------------------
 // Image prompts.
-
-fn crc32(data: &[u8]) -> u32 {
-    let mut crc = 0xFFFF_FFFFu32;
-    for &b in data {
-        crc ^= u32::from(b);
-        for _ in 0..8 {
-            crc = if crc & 1 == 1 {
-                (crc >> 1) ^ 0xEDB8_8320
-            } else {
-                crc >> 1
-            };
-        }
-    }
-    !crc
-}
-
-/// A small PNG of `w`×`h` (header and chunk CRCs valid).
-fn png(w: u32, h: u32) -> Vec<u8> {
-    let mut out = b"\x89PNG\r\n\x1a\n".to_vec();
-    let mut chunk = |kind: &[u8], body: &[u8]| {
-        out.extend(u32::try_from(body.len()).unwrap().to_be_bytes());
-        let mut crc_input = kind.to_vec();
-        crc_input.extend(body);
-        out.extend(&crc_input);
-        out.extend(crc32(&crc_input).to_be_bytes());
-    };
-    let mut ihdr = w.to_be_bytes().to_vec();
-    ihdr.extend(h.to_be_bytes());
-    ihdr.extend([8, 2, 0, 0, 0]);
-    chunk(b"IHDR", &ihdr);
-    chunk(b"IDAT", &[0x78, 0x9C, 0x63, 0, 0, 0, 1, 0, 1]);
-    chunk(b"IEND", &[]);
-    out
-}
 
 /// A web server whose default model is DeepSeek's image-capable one.
 fn vision_web(server: &MockServer) -> Web {
