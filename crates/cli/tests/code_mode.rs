@@ -286,3 +286,204 @@ fn a_typescript_program_runs_and_the_prompt_declares_typescript() {
     let result = requests.iter().find_map(|r| r.last_tool_output()).unwrap();
     assert_eq!(result, "gamma/3");
 }
+
+#[test]
+fn a_program_uses_glob_and_grep_structured_values() {
+    let run = Run::new();
+    std::fs::create_dir_all(run.work.path().join("src")).unwrap();
+    std::fs::write(
+        run.work.path().join("src/a.rs"),
+        "fn alpha() {}\n// TODO one\n",
+    )
+    .unwrap();
+    std::fs::write(
+        run.work.path().join("src/b.rs"),
+        "// TODO two\nfn beta() {}\n",
+    )
+    .unwrap();
+    std::fs::write(run.work.path().join("notes.md"), "TODO not code\n").unwrap();
+    let server = MockServer::start().answer_untooled("Mock title");
+    server.push(run_code(
+        "g1",
+        "const files = await tools.glob({ pattern: 'src/*.rs' });\n\
+         const hits = await tools.grep({ pattern: 'TODO', include: '*.rs' });\n\
+         const where = hits.matches.map(m => `${m.path}:${m.lineNumber}:${m.line}`).sort();\n\
+         return `${files.root}|${files.paths.slice().sort().join(',')}|${where.join(';')}`;",
+    ));
+    server.push(Reply::text("done"));
+    let out = run.code_mode(&server, "code", "use run_code");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let requests = server.requests();
+    let first = requests
+        .iter()
+        .find(|r| r.json.as_ref().is_some_and(|j| j.get("tools").is_some()))
+        .unwrap();
+    // ToolOutputMap types each output from the tool's declared schema; the schema itself
+    // never reaches the provider's tool list.
+    let body = first.json.as_ref().unwrap();
+    let system = body.to_string();
+    for needle in [
+        "lineNumber: number;",
+        "totalLines: number;",
+        "operation: \\\"create\\\" | \\\"update\\\";",
+    ] {
+        assert!(system.contains(needle), "prompt lacks {needle:?}");
+    }
+    assert!(!body["tools"].to_string().contains("lineNumber"));
+    let result = requests.iter().find_map(|r| r.last_tool_output()).unwrap();
+    assert_eq!(
+        result,
+        ".|src/a.rs,src/b.rs|src/a.rs:2:// TODO one;src/b.rs:1:// TODO two"
+    );
+}
+
+#[test]
+fn a_program_polls_a_background_job_through_typed_handles() {
+    let run = Run::new();
+    let server = MockServer::start().answer_untooled("Mock title");
+    server.push(run_code(
+        "j1",
+        "const bg = await tools.bash({ command: 'echo JOB_OUT', description: 'Start a job', run_in_background: true });\n\
+         const out = await tools.job_output({ job_id: bg.jobId, wait: true });\n\
+         const listed = await tools.job_list({});\n\
+         return [bg.kind, out.job.id === bg.jobId, out.job.kind, out.job.status, out.text.trim(), listed.length].join('|');",
+    ));
+    server.push(Reply::text("done"));
+    let out = run.code_mode(&server, "code", "use run_code");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let requests = server.requests();
+    let system = requests
+        .iter()
+        .find(|r| r.json.as_ref().is_some_and(|j| j.get("tools").is_some()))
+        .unwrap()
+        .json
+        .as_ref()
+        .unwrap()
+        .to_string();
+    assert!(system.contains("\\\"cancellation-requested\\\" | \\\"already-finished\\\""));
+    let result = requests.iter().find_map(|r| r.last_tool_output()).unwrap();
+    assert_eq!(result, "background|true|bash|completed|JOB_OUT|1");
+}
+
+/// The `ToolOutputMap` block of a prompt text, one entry per tool (`name` → its lines).
+fn output_map_entries(text: &str) -> std::collections::BTreeMap<String, String> {
+    let mut entries = std::collections::BTreeMap::new();
+    let Some(start) = text.find("interface ToolOutputMap {\n") else {
+        return entries;
+    };
+    let body = &text[start + "interface ToolOutputMap {\n".len()..];
+    let body = &body[..body.find("\n}").unwrap_or(body.len())];
+    let mut current: Option<(String, String)> = None;
+    for line in body.lines() {
+        let top = line.starts_with("  ") && !line.starts_with("   ");
+        if top && let Some((name, _)) = line.trim().split_once(": ") {
+            if let Some((n, e)) = current.take() {
+                entries.insert(n, e);
+            }
+            current = Some((name.trim_matches('"').to_string(), String::new()));
+        }
+        if let Some((_, e)) = current.as_mut() {
+            e.push_str(line);
+            e.push('\n');
+        }
+    }
+    if let Some((n, e)) = current {
+        entries.insert(n, e);
+    }
+    entries
+}
+
+fn prompt_texts(value: &Value, out: &mut Vec<String>) {
+    match value {
+        Value::String(s) if s.contains("interface ToolOutputMap") => out.push(s.clone()),
+        Value::Array(items) => items.iter().for_each(|v| prompt_texts(v, out)),
+        Value::Object(map) => map.values().for_each(|v| prompt_texts(v, out)),
+        _ => {}
+    }
+}
+
+#[test]
+fn output_map_entries_match_upstreams_recorded_prompt() {
+    // Upstream's recorded Code Mode prompts (several compositions) declare its entries.
+    let acp =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/conformance/acp");
+    let mut upstream = std::collections::BTreeMap::new();
+    for scenario in [
+        "code-mode-turn",
+        "code-mode-read-image",
+        "advanced-toolchain",
+    ] {
+        let file = acp.join(scenario).join("system-prompt.expected.md");
+        if let Ok(text) = std::fs::read_to_string(file) {
+            upstream.extend(output_map_entries(&text));
+        }
+    }
+    if upstream.is_empty() {
+        eprintln!("../shared absent: recorded ToolOutputMap not compared");
+        return;
+    }
+    let run = Run::new();
+    // Mount the dynamic-package tools too, as the advanced-toolchain composition does.
+    std::fs::create_dir_all(run.dsh_home()).unwrap();
+    std::fs::write(
+        run.dsh_home().join("cordis.patch.yml"),
+        "- insert:\n    - id: cordis-host-runner\n      name: '@deepseek-ai/dsh-cordis-host-runner'\n    - id: tool-cordis\n      name: '@deepseek-ai/dsh-tool-cordis'\n",
+    )
+    .unwrap();
+    let server = MockServer::start().answer_untooled("Mock title");
+    server.push(Reply::text("done"));
+    let out = run.code_mode(&server, "code", "hello");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut texts = Vec::new();
+    for r in server.requests() {
+        if let Some(j) = r.json.as_ref() {
+            prompt_texts(j, &mut texts);
+        }
+    }
+    let ours = output_map_entries(texts.first().expect("a prompt declares ToolOutputMap"));
+    let mut compared = Vec::new();
+    let mut differing = Vec::new();
+    for (name, entry) in &ours {
+        // `ralph` has no `runId` here (it runs its rounds without the workflow engine), so
+        // declares it optional.
+        if entry.trim_end().ends_with(": JsonValue;") || name == "ralph" {
+            continue;
+        }
+        match upstream.get(name) {
+            Some(want) if want == entry => compared.push(name.clone()),
+            Some(want) => differing.push(format!("{name}:\n ours:\n{entry}\n upstream:\n{want}")),
+            None => {}
+        }
+    }
+    assert!(differing.is_empty(), "{}", differing.join("\n"));
+    eprintln!("typed entries identical to upstream's: {compared:?}");
+    for name in [
+        "bash",
+        "cordis_define",
+        "edit",
+        "job_output",
+        "read",
+        "todo_write",
+        "write",
+    ] {
+        assert!(
+            compared.contains(&name.to_string()),
+            "{name} not compared: {compared:?}"
+        );
+    }
+}

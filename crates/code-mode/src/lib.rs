@@ -84,7 +84,13 @@ impl Plugin for CodeRuntimePlugin {
                 ctx,
                 "tools:code-mode",
                 50.0,
-                Arc::new(move |a| sdk::render_sdk(tools.mode(), &tools.native_schemas(&a.ctx))),
+                Arc::new(move |a| {
+                    sdk::render_sdk(
+                        tools.mode(),
+                        &tools.native_schemas(&a.ctx),
+                        &tools.output_schemas(&a.ctx),
+                    )
+                }),
             )?;
         }
         Ok(())

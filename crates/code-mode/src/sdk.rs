@@ -2,12 +2,16 @@
 //! tools it can call, as generated TypeScript: `ToolArgsMap` (each tool's parameters),
 //! `ToolOutputMap` (what each call resolves to), `ToolName`, `ToolCallError` and `tools`.
 //!
-//! The tool registry carries no output schemas (`ToolSchema` has parameters only), so every
-//! `ToolOutputMap` entry is `JsonValue`. Tools are declared in lexicographic order, so an
-//! unchanged tool set renders byte-identical text.
+//! A tool's `ToolOutputMap` entry is rendered from the output schema it declares
+//! (`Tool::output_schema`, kept out of the provider-facing `ToolSchema`); a tool that declares
+//! none is `JsonValue`. Tools are declared in lexicographic order, so an unchanged tool set
+//! renders byte-identical text.
+
+use std::collections::BTreeMap;
 
 use dsh_llm::ToolSchema;
 use dsh_tools::{RUN_CODE, ToolsMode};
+use serde_json::Value;
 
 use crate::ts_types::{doc_line, json_schema_to_ts, render_key};
 
@@ -37,12 +41,17 @@ The tools it can call:";
 const JSON_VALUE: &str = "type JsonValue = null | boolean | number | string | JsonValue[] | { [key: string]: JsonValue }";
 
 /// The section for `mode` declaring `tools` (the visible native tools; `run_code` itself is
-/// left out).
-pub fn render_sdk(mode: ToolsMode, tools: &[ToolSchema]) -> String {
+/// left out). `outputs` maps a tool name to its declared output schema; a tool absent from
+/// it resolves to `JsonValue`.
+pub fn render_sdk(
+    mode: ToolsMode,
+    tools: &[ToolSchema],
+    outputs: &BTreeMap<String, Value>,
+) -> String {
     let mut sorted: Vec<&ToolSchema> = tools.iter().filter(|t| t.name != RUN_CODE).collect();
     sorted.sort_by(|a, b| a.name.cmp(&b.name));
     let mut args = String::new();
-    let mut outputs = String::new();
+    let mut output_entries = String::new();
     for tool in &sorted {
         let key = render_key(&tool.name);
         if let Some(doc) = doc_line(
@@ -56,7 +65,11 @@ pub fn render_sdk(mode: ToolsMode, tools: &[ToolSchema]) -> String {
             "  {key}: {};\n",
             json_schema_to_ts(&tool.parameters, 1)
         ));
-        outputs.push_str(&format!("  {key}: JsonValue;\n"));
+        let output = match outputs.get(&tool.name) {
+            Some(schema) => json_schema_to_ts(schema, 1),
+            None => "JsonValue".to_string(),
+        };
+        output_entries.push_str(&format!("  {key}: {output};\n"));
     }
     let block = |name: &str, body: &str| {
         if body.is_empty() {
@@ -78,7 +91,7 @@ fails. Call the tools declared below from inside the program.\n\n",
     out.push_str("\n\n");
     out.push_str(&block("ToolArgsMap", &args));
     out.push_str("\n\n");
-    out.push_str(&block("ToolOutputMap", &outputs));
+    out.push_str(&block("ToolOutputMap", &output_entries));
     out.push_str(
         "\n\ntype ToolName = keyof ToolOutputMap\n\n\
 declare class ToolCallError extends Error {\n  readonly name: \"ToolCallError\";\n  readonly toolName: ToolName;\n}\n\n\

@@ -2,6 +2,8 @@
 //! lexicographic order, byte-identical for the same tool set.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use std::collections::BTreeMap;
+
 use dsh_code_mode::{json_schema_to_ts, render_sdk};
 use dsh_llm::ToolSchema;
 use dsh_tools::{ObjectSchema, Prop, RUN_CODE, ToolsMode};
@@ -144,7 +146,26 @@ fn the_section_declares_every_tool_in_order() {
         tool(RUN_CODE, "Not declared."),
         tool("bash", "Run a command."),
     ];
-    let section = render_sdk(ToolsMode::Code, &tools);
+    // `read` declares an output schema; the others resolve to `JsonValue`.
+    let outputs = BTreeMap::from([(
+        "read".to_string(),
+        json!({
+            "type": "object",
+            "additionalProperties": false,
+            "required": ["path", "lines"],
+            "properties": {
+                "path": {"type": "string"},
+                "lines": {"type": "array", "items": {
+                    "type": "object",
+                    "additionalProperties": false,
+                    "required": ["number", "text"],
+                    "properties": {"number": {"type": "integer"}, "text": {"type": "string"}}
+                }},
+                "note": {"oneOf": [{"type": "string"}, {"type": "null"}]}
+            }
+        }),
+    )]);
+    let section = render_sdk(ToolsMode::Code, &tools, &outputs);
     assert!(section.starts_with("`run_code` is the only tool you can call directly"));
     assert!(section.contains("async TypeScript function"));
     assert!(section.contains("ToolCallError"));
@@ -181,7 +202,14 @@ interface ToolArgsMap {
 interface ToolOutputMap {
   bash: JsonValue;
   \"my-tool\": JsonValue;
-  read: JsonValue;
+  read: {
+    path: string;
+    lines: {
+      number: number;
+      text: string;
+    }[];
+    note?: string | null;
+  };
 }
 
 type ToolName = keyof ToolOutputMap
@@ -200,17 +228,17 @@ declare const tools: {
     // Deterministic: any input order renders the same bytes.
     let mut reversed = tools.clone();
     reversed.reverse();
-    assert_eq!(render_sdk(ToolsMode::Code, &reversed), section);
-    assert_eq!(render_sdk(ToolsMode::Code, &tools), section);
+    assert_eq!(render_sdk(ToolsMode::Code, &reversed, &outputs), section);
+    assert_eq!(render_sdk(ToolsMode::Code, &tools, &outputs), section);
 
     // Under `both` the model may also call the tools directly.
-    let both = render_sdk(ToolsMode::Both, &tools);
+    let both = render_sdk(ToolsMode::Both, &tools, &outputs);
     assert!(both.starts_with("## Writing code for run_code"));
 }
 
 #[test]
 fn an_empty_tool_set_still_declares_the_api() {
-    let section = render_sdk(ToolsMode::Both, &[]);
+    let section = render_sdk(ToolsMode::Both, &[], &BTreeMap::new());
     assert!(section.contains("interface ToolArgsMap {}\n\ninterface ToolOutputMap {}"));
 }
 
@@ -218,7 +246,14 @@ fn an_empty_tool_set_still_declares_the_api() {
 fn the_declarations_themselves_strip_to_nothing() {
     // The declaration block is valid erasable TypeScript: a model pasting it into a program
     // gets a program that still runs.
-    let section = render_sdk(ToolsMode::Both, &[tool("read", "Read a file.")]);
+    let section = render_sdk(
+        ToolsMode::Both,
+        &[tool("read", "Read a file.")],
+        &BTreeMap::from([(
+            "read".to_string(),
+            json!({"type": "object", "properties": {"path": {"type": "string"}}}),
+        )]),
+    );
     let code = section
         .split("```ts\n")
         .nth(1)

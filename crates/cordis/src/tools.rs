@@ -298,9 +298,51 @@ fn validate_define(args: &Value) -> Vec<String> {
     out
 }
 
+/// The declared output schemas: `cordis_define`, `cordis_stop` and `cordis_undefine` return
+/// typed handles; the inspection tools and `cordis_run` declare none (any JSON), as upstream.
+fn output_schema(verb: Verb) -> Option<&'static Value> {
+    use std::sync::LazyLock;
+    fn object(properties: &[(&str, &str)]) -> Value {
+        let required: Vec<&str> = properties.iter().map(|(k, _)| *k).collect();
+        let props: serde_json::Map<String, Value> = properties
+            .iter()
+            .map(|(k, t)| (k.to_string(), json!({ "type": t })))
+            .collect();
+        json!({
+            "type": "object",
+            "additionalProperties": false,
+            "required": required,
+            "properties": props,
+        })
+    }
+    static DEFINE: LazyLock<Value> = LazyLock::new(|| {
+        object(&[
+            ("pluginId", "string"),
+            ("packageId", "string"),
+            ("name", "string"),
+            ("purpose", "string"),
+            ("hasHostHalf", "boolean"),
+            ("hasClientHalf", "boolean"),
+        ])
+    });
+    static STOP: LazyLock<Value> = LazyLock::new(|| object(&[("pluginId", "string")]));
+    static UNDEFINE: LazyLock<Value> =
+        LazyLock::new(|| object(&[("pluginId", "string"), ("wasRunning", "boolean")]));
+    match verb {
+        Verb::Define => Some(&DEFINE),
+        Verb::Stop => Some(&STOP),
+        Verb::Undefine => Some(&UNDEFINE),
+        Verb::InspectList | Verb::InspectQuery | Verb::InspectSelf | Verb::Run => None,
+    }
+}
+
 impl Tool for CordisTool {
     fn schema(&self) -> &ToolSchema {
         &self.schema
+    }
+
+    fn output_schema(&self) -> Option<&Value> {
+        output_schema(self.verb)
     }
 
     fn validate(&self, args: &Value) -> Result<(), String> {

@@ -9,7 +9,7 @@ use dsh_kernel::{BoxError, BoxFuture, Context, ListenOptions, Plugin, PluginConf
 use dsh_llm::ToolSchema;
 use dsh_tools::{ObjectSchema, Prop, Tool, ToolOutput, ToolRegistry, ToolRunContext};
 use serde::Deserialize;
-use serde_json::Value;
+use serde_json::{Map, Value, json};
 
 use crate::notice::{completion_message, status_line};
 use crate::registry::{JobRegistry, JobSnapshot, KillOutcome};
@@ -240,10 +240,12 @@ impl JobTool {
                     self.jobs.wait(&id, timeout, caller, &run.cancel).await?;
                 }
                 let (text, job) = self.jobs.read(&id, caller)?;
+                run.set_value(json!({"text": text, "job": public_job(&job)}));
                 Ok(ToolOutput::text(render_output(&text, &job)))
             }
             Which::List => {
                 let jobs = self.jobs.list(caller);
+                run.set_value(Value::Array(jobs.iter().map(public_job).collect()));
                 Ok(ToolOutput::text(render_list(&jobs)))
             }
             Which::Kill => {
@@ -251,6 +253,13 @@ impl JobTool {
                 let reason = args.get("reason").and_then(Value::as_str);
                 let outcome = self.jobs.kill(&id, caller, reason)?;
                 let job = self.jobs.get(&id, caller)?;
+                run.set_value(json!({
+                    "outcome": match outcome {
+                        KillOutcome::AlreadyFinished => "already-finished",
+                        KillOutcome::CancellationRequested => "cancellation-requested",
+                    },
+                    "job": public_job(&job),
+                }));
                 let text = match outcome {
                     KillOutcome::AlreadyFinished => {
                         format!("job {} had already finished {}", job.id, status_line(&job))
@@ -275,6 +284,10 @@ impl Tool for JobTool {
         &self.schema
     }
 
+    fn output_schema(&self) -> Option<&Value> {
+        Some(output_schema(self.which))
+    }
+
     fn validate(&self, args: &Value) -> Result<(), String> {
         self.params.validate(args)
     }
@@ -292,6 +305,76 @@ impl Tool for JobTool {
             config: self.config.clone(),
         };
         Box::pin(async move { this.run(args, ctx).await })
+    }
+}
+
+/// A job as a program sees it: the snapshot without ownership or notice bookkeeping
+/// (`{id, kind, label, status, detail?, startedAt, finishedAt?}`).
+pub fn public_job(job: &JobSnapshot) -> Value {
+    let mut m = Map::new();
+    m.insert("id".into(), json!(job.id));
+    m.insert("kind".into(), json!(job.kind));
+    m.insert("label".into(), json!(job.label));
+    m.insert("status".into(), json!(job.status.as_str()));
+    if let Some(detail) = &job.detail {
+        m.insert("detail".into(), json!(detail));
+    }
+    m.insert("startedAt".into(), json!(job.started_at));
+    if let Some(finished) = job.finished_at {
+        m.insert("finishedAt".into(), json!(finished));
+    }
+    Value::Object(m)
+}
+
+/// The declared output schema of each job tool (upstream's shapes, plain JSON Schema).
+fn output_schema(which: Which) -> &'static Value {
+    use std::sync::LazyLock;
+    fn job() -> Value {
+        json!({
+            "type": "object",
+            "additionalProperties": false,
+            "required": ["id", "kind", "label", "status", "startedAt"],
+            "properties": {
+                "id": {"type": "string"},
+                "kind": {"type": "string"},
+                "label": {"type": "string"},
+                "status": {
+                    "type": "string",
+                    "enum": ["running", "stopping", "completed", "killed", "failed"],
+                },
+                "detail": {"type": "string"},
+                "startedAt": {"type": "integer"},
+                "finishedAt": {"type": "integer"},
+            },
+        })
+    }
+    static OUTPUT: LazyLock<Value> = LazyLock::new(|| {
+        json!({
+            "type": "object",
+            "additionalProperties": false,
+            "required": ["text", "job"],
+            "properties": {"text": {"type": "string"}, "job": job()},
+        })
+    });
+    static LIST: LazyLock<Value> = LazyLock::new(|| json!({"type": "array", "items": job()}));
+    static KILL: LazyLock<Value> = LazyLock::new(|| {
+        json!({
+            "type": "object",
+            "additionalProperties": false,
+            "required": ["outcome", "job"],
+            "properties": {
+                "outcome": {
+                    "type": "string",
+                    "enum": ["cancellation-requested", "already-finished"],
+                },
+                "job": job(),
+            },
+        })
+    });
+    match which {
+        Which::Output => &OUTPUT,
+        Which::List => &LIST,
+        Which::Kill => &KILL,
     }
 }
 
@@ -414,6 +497,33 @@ mod tests {
             started_at: 0,
             finished_at: None,
             reported: false,
+        }
+    }
+
+    #[test]
+    fn public_snapshots_drop_bookkeeping() {
+        let running = snap(JobStatus::Running, None, Some(10));
+        assert_eq!(
+            public_job(&running),
+            json!({"id": "pty-send-1", "kind": "pty-send", "label": "pty-1: ls",
+                   "status": "running", "startedAt": 0})
+        );
+        let mut done = snap(JobStatus::Failed, Some("exit code: 3"), None);
+        done.finished_at = Some(5);
+        done.owner_session = Some("s".into());
+        assert_eq!(
+            public_job(&done),
+            json!({"id": "pty-send-1", "kind": "pty-send", "label": "pty-1: ls",
+                   "status": "failed", "detail": "exit code: 3", "startedAt": 0,
+                   "finishedAt": 5})
+        );
+        // Every field the snapshot carries is declared.
+        let declared = output_schema(Which::List)["items"]["properties"]
+            .as_object()
+            .unwrap()
+            .clone();
+        for key in public_job(&done).as_object().unwrap().keys() {
+            assert!(declared.contains_key(key), "{key}");
         }
     }
 

@@ -6,10 +6,10 @@ use std::sync::Arc;
 use dsh_kernel::{BoxError, BoxFuture};
 use dsh_llm::ToolSchema;
 use dsh_tools::{ObjectSchema, Prop, Tool, ToolOutput, ToolRunContext};
-use serde_json::Value;
+use serde_json::{Map, Value, json};
 
 use crate::render::{format_hover, format_locations};
-use crate::service::{LspService, Operation, Position, Query, QueryResult, lsp_error};
+use crate::service::{LspService, Operation, Position, Query, QueryResult, Range, lsp_error};
 
 /// `tool-lsp` settings.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -113,9 +113,94 @@ pub fn parse_args(args: &Value) -> Result<(Operation, String, Position), BoxErro
     ))
 }
 
+fn range_value(r: &Range) -> Value {
+    json!({
+        "start": {"line": r.start.line, "character": r.start.character},
+        "end": {"line": r.end.line, "character": r.end.character},
+    })
+}
+
+/// The canonical value: `{kind: "locations", locations: [{uri, range}], resolvedWorkspaceUri}`
+/// or `{kind: "hover", hover: {contents, range?} | null}` (zero-based LSP positions).
+pub(crate) fn result_value(result: &QueryResult) -> Value {
+    match result {
+        QueryResult::Locations {
+            locations,
+            workspace_uri,
+        } => json!({
+            "kind": "locations",
+            "locations": locations
+                .iter()
+                .map(|l| json!({"uri": l.uri, "range": range_value(&l.range)}))
+                .collect::<Vec<_>>(),
+            "resolvedWorkspaceUri": workspace_uri,
+        }),
+        QueryResult::Hover(hover) => {
+            let hover = hover.as_ref().map(|h| {
+                let mut m = Map::new();
+                m.insert("contents".into(), json!(h.contents));
+                if let Some(r) = &h.range {
+                    m.insert("range".into(), range_value(r));
+                }
+                Value::Object(m)
+            });
+            json!({"kind": "hover", "hover": hover})
+        }
+    }
+}
+
+/// The declared output schema of `lsp`.
+fn output_schema() -> &'static Value {
+    static S: std::sync::LazyLock<Value> = std::sync::LazyLock::new(|| {
+        let object = |required: &[&str], properties: Value| {
+            json!({
+                "type": "object",
+                "additionalProperties": false,
+                "required": required,
+                "properties": properties,
+            })
+        };
+        let position = object(
+            &["line", "character"],
+            json!({"line": {"type": "integer"}, "character": {"type": "integer"}}),
+        );
+        let range = object(
+            &["start", "end"],
+            json!({"start": position, "end": position}),
+        );
+        let locations = object(
+            &["kind", "locations", "resolvedWorkspaceUri"],
+            json!({
+                "kind": {"type": "string", "const": "locations"},
+                "locations": {"type": "array", "items": object(
+                    &["uri", "range"],
+                    json!({"uri": {"type": "string"}, "range": range}),
+                )},
+                "resolvedWorkspaceUri": {"type": "string"},
+            }),
+        );
+        let hover = object(
+            &["kind", "hover"],
+            json!({
+                "kind": {"type": "string", "const": "hover"},
+                "hover": {"oneOf": [
+                    {"type": "null"},
+                    object(&["contents"], json!({"contents": {"type": "string"}, "range": range})),
+                ]},
+            }),
+        );
+        json!({"oneOf": [locations, hover]})
+    });
+    &S
+}
+
 impl Tool for LspTool {
     fn schema(&self) -> &ToolSchema {
         &self.schema
+    }
+
+    fn output_schema(&self) -> Option<&Value> {
+        Some(output_schema())
     }
 
     fn validate(&self, args: &Value) -> Result<(), String> {
@@ -152,7 +237,9 @@ impl Tool for LspTool {
                 workspace_root,
                 owner: ctx.session.as_ref().map(|s| s.id()),
             };
-            let text = match service.query(query, ctx.cancel.clone()).await? {
+            let result = service.query(query, ctx.cancel.clone()).await?;
+            ctx.set_value(result_value(&result));
+            let text = match result {
                 QueryResult::Locations {
                     locations,
                     workspace_uri,
@@ -166,5 +253,48 @@ impl Tool for LspTool {
             };
             Ok(ToolOutput::text(text))
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::service::{Hover, Location};
+
+    #[test]
+    fn values_follow_the_declared_union() {
+        let at = |line, character| Position { line, character };
+        let range = Range {
+            start: at(1, 2),
+            end: at(1, 5),
+        };
+        let found = QueryResult::Locations {
+            locations: vec![Location {
+                uri: "file:///w/a.rs".into(),
+                range,
+            }],
+            workspace_uri: "file:///w".into(),
+        };
+        assert_eq!(
+            result_value(&found),
+            json!({"kind": "locations", "locations": [{"uri": "file:///w/a.rs", "range": {
+                "start": {"line": 1, "character": 2}, "end": {"line": 1, "character": 5}}}],
+                "resolvedWorkspaceUri": "file:///w"})
+        );
+        assert_eq!(
+            result_value(&QueryResult::Hover(None)),
+            json!({"kind": "hover", "hover": null})
+        );
+        let hover = QueryResult::Hover(Some(Hover {
+            contents: "fn a()".into(),
+            range: None,
+        }));
+        assert_eq!(
+            result_value(&hover),
+            json!({"kind": "hover", "hover": {"contents": "fn a()"}})
+        );
+        let branches = output_schema()["oneOf"].as_array().unwrap();
+        assert_eq!(branches[0]["properties"]["kind"]["const"], "locations");
+        assert_eq!(branches[1]["properties"]["kind"]["const"], "hover");
     }
 }

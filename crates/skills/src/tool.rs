@@ -53,6 +53,7 @@ async fn load(
     view: Context,
     name: String,
     cwd: Option<PathBuf>,
+    run: ToolRunContext,
 ) -> Result<ToolOutput, BoxError> {
     if !is_skill_name(&name) {
         return Err(format!("invalid skill name \"{name}\"").into());
@@ -76,16 +77,74 @@ async fn load(
         if !skill.summary.invocation.model_invocable {
             return Err(refused());
         }
-        Ok(render_skill_content(&skill))
+        Ok((render_skill_content(&skill), skill_value(&skill)))
     })
     .await
     .map_err(|e| -> BoxError { format!("skill lookup failed: {e}").into() })??;
-    Ok(ToolOutput::text(found))
+    let (text, value) = found;
+    run.set_value(value);
+    Ok(ToolOutput::text(text))
+}
+
+/// The canonical value: `{name, provider, resourceBase?, content}`.
+fn skill_value(skill: &crate::registry::SkillDefinition) -> Value {
+    use crate::registry::ResourceBase;
+    let mut m = Map::new();
+    m.insert("name".into(), json!(skill.summary.name));
+    m.insert("provider".into(), json!(skill.summary.provider));
+    if let Some(base) = &skill.summary.resource_base {
+        let base = match base {
+            ResourceBase::Directory(path) => {
+                json!({"kind": "directory", "path": path.to_string_lossy()})
+            }
+            ResourceBase::Url(url) => json!({"kind": "url", "url": url}),
+            ResourceBase::Opaque(description) => {
+                json!({"kind": "opaque", "description": description})
+            }
+        };
+        m.insert("resourceBase".into(), base);
+    }
+    m.insert("content".into(), json!(skill.content));
+    Value::Object(m)
+}
+
+/// The declared output schema of `skill`.
+fn output_schema() -> &'static Value {
+    static S: std::sync::LazyLock<Value> = std::sync::LazyLock::new(|| {
+        let base = |kind: &str, field: &str| {
+            json!({
+                "type": "object",
+                "additionalProperties": false,
+                "required": ["kind", field],
+                "properties": {"kind": {"type": "string", "const": kind}, field: {"type": "string"}},
+            })
+        };
+        json!({
+            "type": "object",
+            "additionalProperties": false,
+            "required": ["name", "provider", "content"],
+            "properties": {
+                "name": {"type": "string"},
+                "provider": {"type": "string"},
+                "resourceBase": {"oneOf": [
+                    base("directory", "path"),
+                    base("url", "url"),
+                    base("opaque", "description"),
+                ]},
+                "content": {"type": "string"},
+            },
+        })
+    });
+    &S
 }
 
 impl Tool for SkillTool {
     fn schema(&self) -> &ToolSchema {
         &self.schema
+    }
+
+    fn output_schema(&self) -> Option<&Value> {
+        Some(output_schema())
     }
 
     fn validate(&self, args: &Value) -> Result<(), String> {
@@ -108,7 +167,7 @@ impl Tool for SkillTool {
                 .and_then(|s| s.header().cwd)
                 .map(PathBuf::from)
         });
-        Box::pin(load(self.skills.clone(), ctx.ctx.clone(), name, cwd))
+        Box::pin(load(self.skills.clone(), ctx.ctx.clone(), name, cwd, ctx))
     }
 }
 
@@ -393,6 +452,44 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
     use pretty_assertions::assert_eq;
+
+    #[test]
+    fn the_value_carries_the_declared_fields() {
+        use crate::registry::{InvocationPolicy, ResourceBase, SkillDefinition};
+        let mut skill = SkillDefinition {
+            summary: SkillSummary {
+                name: "review".into(),
+                description: "d".into(),
+                when_to_use: None,
+                invocation: InvocationPolicy {
+                    model_invocable: true,
+                    user_invocable: true,
+                },
+                source: "bundled".into(),
+                provider: "filesystem".into(),
+                resource_base: Some(ResourceBase::Directory("/s/review".into())),
+            },
+            content: "Do it.".into(),
+            path: None,
+            metadata: None,
+        };
+        assert_eq!(
+            skill_value(&skill),
+            json!({"name": "review", "provider": "filesystem",
+                   "resourceBase": {"kind": "directory", "path": "/s/review"}, "content": "Do it."})
+        );
+        skill.summary.resource_base = None;
+        assert_eq!(
+            skill_value(&skill),
+            json!({"name": "review", "provider": "filesystem", "content": "Do it."})
+        );
+        let declared = output_schema();
+        assert_eq!(declared["required"], json!(["name", "provider", "content"]));
+        assert_eq!(
+            declared["properties"]["resourceBase"]["oneOf"][0]["required"],
+            json!(["kind", "path"])
+        );
+    }
 
     #[test]
     fn gestures_are_whitespace_bounded_names_in_user_text_only() {

@@ -536,6 +536,10 @@ impl Tool for StrReplaceEditorTool {
         &self.inner.schema
     }
 
+    fn output_schema(&self) -> Option<&Value> {
+        Some(crate::outputs::editor())
+    }
+
     fn validate(&self, args: &Value) -> Result<(), String> {
         self.inner.params.validate(args)
     }
@@ -546,7 +550,12 @@ impl Tool for StrReplaceEditorTool {
         ctx: ToolRunContext,
     ) -> BoxFuture<'static, Result<ToolOutput, BoxError>> {
         let inner = self.inner.clone();
-        Box::pin(async move { inner.run(args, ctx).await.map(ToolOutput::text) })
+        Box::pin(async move {
+            let text = inner.run(args, ctx.clone()).await?;
+            // The canonical value is the result text itself.
+            ctx.set_value(Value::String(text.clone()));
+            Ok(ToolOutput::text(text))
+        })
     }
 }
 

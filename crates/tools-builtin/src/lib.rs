@@ -18,6 +18,7 @@ mod editor;
 mod errors;
 mod fs;
 mod guidance;
+mod outputs;
 mod paths;
 mod sandbox;
 mod search;

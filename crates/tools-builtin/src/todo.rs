@@ -147,10 +147,18 @@ impl Inner {
             })
             .collect();
         let mut data = Map::new();
-        data.insert("todos".into(), Value::Array(list));
+        data.insert("todos".into(), Value::Array(list.clone()));
         session
             .append(types::TODO_WRITE, Value::Object(data), None)
             .map_err(|e| errors::plain(e.to_string()))?;
+        run.set_value(json!({
+            "todos": list,
+            "counts": {
+                "pending": count("pending"),
+                "inProgress": active,
+                "completed": count("completed"),
+            },
+        }));
         Ok(ToolOutput::text(format!(
             "Updated todo list: {} pending, {} in progress, {} completed.",
             count("pending"),
@@ -163,6 +171,10 @@ impl Inner {
 impl Tool for TodoWriteTool {
     fn schema(&self) -> &ToolSchema {
         &self.inner.schema
+    }
+
+    fn output_schema(&self) -> Option<&Value> {
+        Some(crate::outputs::todo_write())
     }
 
     fn validate(&self, args: &Value) -> Result<(), String> {

@@ -264,6 +264,18 @@ impl ToolRegistry {
             .collect()
     }
 
+    /// The declared output schemas of the tools visible from `ctx`, by tool name (tools that
+    /// declare none are absent): what a Code Mode program's binding resolves to.
+    pub fn output_schemas(&self, ctx: &Context) -> std::collections::BTreeMap<String, Value> {
+        self.visible(ctx)
+            .iter()
+            .filter_map(|t| {
+                t.output_schema()
+                    .map(|s| (t.schema().name.clone(), s.clone()))
+            })
+            .collect()
+    }
+
     pub fn get(&self, ctx: &Context, name: &str) -> Option<Arc<dyn Tool>> {
         self.visible(ctx)
             .into_iter()

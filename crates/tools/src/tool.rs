@@ -74,6 +74,12 @@ impl ToolRunContext {
 pub trait Tool: Send + Sync + 'static {
     /// Name, description and parameter schema, as the model sees them.
     fn schema(&self) -> &ToolSchema;
+    /// The JSON Schema of the canonical value the tool reports through
+    /// [`ToolRunContext::set_value`], if it declares one. Kept beside, never inside,
+    /// [`ToolSchema`]: providers never receive it; Code Mode types `ToolOutputMap` from it.
+    fn output_schema(&self) -> Option<&Value> {
+        None
+    }
     /// Validates arguments (default: none); the message is the full error text body.
     fn validate(&self, _args: &Value) -> Result<(), String> {
         Ok(())

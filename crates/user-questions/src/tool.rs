@@ -70,6 +70,11 @@ fn validator() -> ObjectSchema {
 
 /// The tool result: the answer as compact JSON.
 pub fn render_answer(answer: &Answer) -> String {
+    dsh_kernel::json::to_string(&answer_value(answer))
+}
+
+/// The canonical value: `{answers: [{id, selected, custom?}]}`.
+fn answer_value(answer: &Answer) -> Value {
     let answers: Vec<Value> = answer
         .answers
         .iter()
@@ -83,7 +88,29 @@ pub fn render_answer(answer: &Answer) -> String {
             Value::Object(m)
         })
         .collect();
-    dsh_kernel::json::to_string(&json!({ "answers": answers }))
+    json!({ "answers": answers })
+}
+
+/// The declared output schema of `ask_user_question`.
+fn output_schema() -> &'static Value {
+    static S: std::sync::LazyLock<Value> = std::sync::LazyLock::new(|| {
+        json!({
+            "type": "object",
+            "additionalProperties": false,
+            "required": ["answers"],
+            "properties": {"answers": {"type": "array", "items": {
+                "type": "object",
+                "additionalProperties": false,
+                "required": ["id", "selected"],
+                "properties": {
+                    "id": {"type": "string"},
+                    "selected": {"type": "array", "items": {"type": "string"}},
+                    "custom": {"type": "string"},
+                },
+            }}},
+        })
+    });
+    &S
 }
 
 fn questions_of(args: &Value) -> Vec<Question> {
@@ -139,6 +166,10 @@ impl Tool for AskUserTool {
         &self.schema
     }
 
+    fn output_schema(&self) -> Option<&Value> {
+        Some(output_schema())
+    }
+
     fn validate(&self, args: &Value) -> Result<(), String> {
         self.params.validate(args)
     }
@@ -161,7 +192,46 @@ impl Tool for AskUserTool {
                     cancel: ctx.cancel.clone(),
                 })
                 .await?;
+            ctx.set_value(answer_value(&answer));
             Ok(ToolOutput::text(render_answer(&answer)))
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::AnswerItem;
+
+    #[test]
+    fn the_value_is_the_rendered_answer_and_matches_its_schema() {
+        let answer = Answer {
+            answers: vec![
+                AnswerItem {
+                    id: "q1".into(),
+                    selected: vec!["A".into()],
+                    custom: None,
+                },
+                AnswerItem {
+                    id: "q2".into(),
+                    selected: vec![],
+                    custom: Some("other".into()),
+                },
+            ],
+        };
+        let value = answer_value(&answer);
+        assert_eq!(
+            value,
+            json!({"answers": [{"id": "q1", "selected": ["A"]},
+                               {"id": "q2", "selected": [], "custom": "other"}]})
+        );
+        assert_eq!(render_answer(&answer), dsh_kernel::json::to_string(&value));
+        let item = &output_schema()["properties"]["answers"]["items"];
+        assert_eq!(item["required"], json!(["id", "selected"]));
+        for a in value["answers"].as_array().into_iter().flatten() {
+            for key in a.as_object().into_iter().flatten().map(|(k, _)| k) {
+                assert!(item["properties"].get(key).is_some(), "{key}");
+            }
+        }
     }
 }

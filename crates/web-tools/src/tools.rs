@@ -292,7 +292,89 @@ pub fn merge(queries: &[String], results: &[SearchResult], max: usize) -> Search
     }
 }
 
+/// The canonical `web_search` value: `{content?, sources, truncated}`.
+pub(crate) fn search_value(r: &SearchResult) -> Value {
+    let mut m = Map::new();
+    if let Some(c) = &r.content {
+        m.insert("content".into(), Value::from(c.as_str()));
+    }
+    m.insert("sources".into(), source_values(r));
+    m.insert("truncated".into(), Value::from(r.truncated));
+    Value::Object(m)
+}
+
+/// The canonical `web_fetch` value: `{url, statusCode, body: {kind, content}, truncated}`
+/// (`truncated`: the provider cut the content; the rendered text may cut more).
+pub(crate) fn fetch_value(f: &Fetched) -> Value {
+    json!({
+        "url": f.url,
+        "statusCode": f.status,
+        "body": {"kind": f.kind.as_str(), "content": f.content},
+        "truncated": f.truncated,
+    })
+}
+
+/// The declared output schemas of `web_search` and `web_fetch`.
+pub(crate) fn output_schema(search: bool) -> &'static Value {
+    use std::sync::LazyLock;
+    static SEARCH: LazyLock<Value> = LazyLock::new(|| {
+        json!({
+            "type": "object",
+            "additionalProperties": false,
+            "required": ["sources", "truncated"],
+            "properties": {
+                "content": {"type": "string"},
+                "sources": {"type": "array", "items": {
+                    "type": "object",
+                    "additionalProperties": false,
+                    "required": ["url"],
+                    "properties": {
+                        "url": {"type": "string"},
+                        "title": {"type": "string"},
+                        "snippet": {"type": "string"},
+                        "publishedAt": {"type": "string"},
+                    },
+                }},
+                "truncated": {"type": "boolean"},
+            },
+        })
+    });
+    static FETCH: LazyLock<Value> = LazyLock::new(|| {
+        let body = |kind: &str| {
+            json!({
+                "type": "object",
+                "additionalProperties": false,
+                "required": ["kind", "content"],
+                "properties": {
+                    "kind": {"type": "string", "const": kind},
+                    "content": {"type": "string"},
+                },
+            })
+        };
+        json!({
+            "type": "object",
+            "additionalProperties": false,
+            "required": ["url", "statusCode", "body", "truncated"],
+            "properties": {
+                "url": {"type": "string"},
+                "statusCode": {"type": "integer"},
+                "body": {"oneOf": [body("html"), body("text")]},
+                "truncated": {"type": "boolean"},
+            },
+        })
+    });
+    if search { &SEARCH } else { &FETCH }
+}
+
 fn search_meta(r: &SearchResult) -> Value {
+    let mut meta = json!({"sources": source_values(r), "truncated": r.truncated});
+    if let Some(c) = &r.content {
+        meta["answer"] = Value::from(c.as_str());
+    }
+    meta
+}
+
+fn source_values(r: &SearchResult) -> Value {
     let sources: Vec<Value> = r
         .sources
         .iter()
@@ -311,11 +393,7 @@ fn search_meta(r: &SearchResult) -> Value {
             Value::Object(m)
         })
         .collect();
-    let mut meta = json!({"sources": sources, "truncated": r.truncated});
-    if let Some(c) = &r.content {
-        meta["answer"] = Value::from(c.as_str());
-    }
-    meta
+    Value::Array(sources)
 }
 
 pub(crate) struct WebFetchTool {
@@ -346,6 +424,10 @@ impl Tool for WebFetchTool {
         &self.schema
     }
 
+    fn output_schema(&self) -> Option<&Value> {
+        Some(output_schema(false))
+    }
+
     fn validate(&self, args: &Value) -> Result<(), String> {
         self.params.validate(args)
     }
@@ -373,6 +455,7 @@ impl Tool for WebFetchTool {
             let fetcher = web.fetcher()?;
             let fetched = fetcher.fetch(url, &ctx.cancel).await?;
             let (text, truncated) = render_fetch(&fetched, max);
+            ctx.set_value(fetch_value(&fetched));
             let mut out = ToolOutput::text(text);
             out.meta = Some(
                 json!({"url": fetched.url, "statusCode": fetched.status, "truncated": truncated}),
@@ -452,6 +535,10 @@ impl Tool for WebSearchTool {
         &self.schema
     }
 
+    fn output_schema(&self) -> Option<&Value> {
+        Some(output_schema(true))
+    }
+
     fn validate(&self, args: &Value) -> Result<(), String> {
         self.params.validate(args)
     }
@@ -512,6 +599,7 @@ impl Tool for WebSearchTool {
                 }
                 merge(&queries, &results, config.search_max_results)
             };
+            ctx.set_value(search_value(&result));
             let mut out = ToolOutput::text(render_search(&result));
             out.meta = Some(search_meta(&result));
             Ok(out)
@@ -528,6 +616,54 @@ mod tests {
         Source {
             url: url.into(),
             ..Source::default()
+        }
+    }
+
+    #[test]
+    fn values_carry_upstream_fields() {
+        let r = SearchResult {
+            content: Some("answer".into()),
+            sources: vec![Source {
+                snippet: Some("snip".into()),
+                ..src("https://a.example/x")
+            }],
+            truncated: false,
+        };
+        assert_eq!(
+            search_value(&r),
+            json!({"content": "answer", "sources": [{"url": "https://a.example/x", "snippet": "snip"}],
+                   "truncated": false})
+        );
+        assert_eq!(
+            search_value(&SearchResult::default()),
+            json!({"sources": [], "truncated": false})
+        );
+        let f = Fetched {
+            url: "https://a.example/".into(),
+            status: 200,
+            kind: BodyKind::Html,
+            content: "<p>x</p>".into(),
+            truncated: true,
+        };
+        assert_eq!(
+            fetch_value(&f),
+            json!({"url": "https://a.example/", "statusCode": 200,
+                   "body": {"kind": "html", "content": "<p>x</p>"}, "truncated": true})
+        );
+        // Every key a value carries is declared.
+        let keys = |schema: &Value| -> Vec<String> {
+            schema["properties"]
+                .as_object()
+                .unwrap()
+                .keys()
+                .cloned()
+                .collect()
+        };
+        for key in search_value(&r).as_object().unwrap().keys() {
+            assert!(keys(output_schema(true)).contains(key), "{key}");
+        }
+        for key in fetch_value(&f).as_object().unwrap().keys() {
+            assert!(keys(output_schema(false)).contains(key), "{key}");
         }
     }
 

@@ -360,6 +360,25 @@ impl Tool for RalphTool {
         &self.schema
     }
 
+    /// `{agentsStarted, result: {status, roundsStarted, report}}`. Upstream also reports a
+    /// `runId` (its Ralph runs on the workflow engine; this one drives rounds directly), so
+    /// it is declared optional and never set.
+    fn output_schema(&self) -> Option<&Value> {
+        static S: std::sync::LazyLock<Value> = std::sync::LazyLock::new(|| {
+            json!({
+                "type": "object",
+                "additionalProperties": false,
+                "required": ["agentsStarted", "result"],
+                "properties": {
+                    "runId": {"type": "string"},
+                    "agentsStarted": {"type": "integer"},
+                    "result": {},
+                },
+            })
+        });
+        Some(&S)
+    }
+
     fn validate(&self, args: &Value) -> Result<(), String> {
         self.params.validate(args)
     }

@@ -297,6 +297,23 @@ impl Tool for WorkflowTool {
         &self.schema
     }
 
+    /// `{runId, agentsStarted, result}`, `result` any JSON.
+    fn output_schema(&self) -> Option<&Value> {
+        static S: std::sync::LazyLock<Value> = std::sync::LazyLock::new(|| {
+            json!({
+                "type": "object",
+                "additionalProperties": false,
+                "required": ["runId", "agentsStarted", "result"],
+                "properties": {
+                    "runId": {"type": "string"},
+                    "agentsStarted": {"type": "integer"},
+                    "result": {},
+                },
+            })
+        });
+        Some(&S)
+    }
+
     fn validate(&self, args: &Value) -> Result<(), String> {
         self.params.validate(args)
     }

@@ -62,6 +62,16 @@ async fn schemas_match_the_pinned_ones() {
             None => eprintln!("../shared absent: pinned schema of {name} not compared"),
         }
     }
+    // Both declare their canonical value for Code Mode's ToolOutputMap.
+    let outputs = tools.output_schemas(&h.root);
+    assert_eq!(
+        outputs["workflow"]["required"],
+        json!(["runId", "agentsStarted", "result"])
+    );
+    assert_eq!(
+        outputs["ralph"]["required"],
+        json!(["agentsStarted", "result"])
+    );
 }
 
 fn workflow_call(id: &str, name: &str, script: &str) -> Reply {

@@ -697,6 +697,10 @@ impl Tool for BashTool {
         &self.inner.schema
     }
 
+    fn output_schema(&self) -> Option<&Value> {
+        Some(crate::outputs::bash())
+    }
+
     fn validate(&self, args: &Value) -> Result<(), String> {
         self.inner.params.validate(args)
     }

@@ -128,6 +128,11 @@ impl Inner {
             format!("The file {} has been updated successfully.", target.display)
         };
         let meta = diffs_meta(hunk_diffs(&file_path, &outcome.before, &outcome.after));
+        run.set_value(serde_json::json!({
+            "path": target.display,
+            "before": outcome.before,
+            "after": outcome.after,
+        }));
         Ok(ToolOutput {
             meta: Some(meta),
             ..ToolOutput::text(message)
@@ -138,6 +143,10 @@ impl Inner {
 impl Tool for EditTool {
     fn schema(&self) -> &ToolSchema {
         &self.inner.schema
+    }
+
+    fn output_schema(&self) -> Option<&Value> {
+        Some(crate::outputs::edit())
     }
 
     fn validate(&self, args: &Value) -> Result<(), String> {

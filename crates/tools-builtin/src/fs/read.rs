@@ -196,6 +196,10 @@ impl Tool for ReadTool {
         &self.inner.schema
     }
 
+    fn output_schema(&self) -> Option<&Value> {
+        Some(crate::outputs::read())
+    }
+
     fn validate(&self, args: &Value) -> Result<(), String> {
         self.inner.params.validate(args)
     }

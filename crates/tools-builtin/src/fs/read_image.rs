@@ -241,6 +241,10 @@ impl Tool for ReadImageTool {
         &self.schema
     }
 
+    fn output_schema(&self) -> Option<&Value> {
+        Some(crate::outputs::read_image())
+    }
+
     fn validate(&self, args: &Value) -> Result<(), String> {
         self.params.validate(args)
     }

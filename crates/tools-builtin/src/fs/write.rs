@@ -121,6 +121,12 @@ impl Inner {
             Some(before) => hunk_diffs(&file_path, before, &outcome.after),
             None => Vec::new(),
         };
+        run.set_value(serde_json::json!({
+            "path": target.display,
+            "operation": if outcome.created { "create" } else { "update" },
+            "before": outcome.before,
+            "after": outcome.after,
+        }));
         Ok(ToolOutput {
             meta: Some(diffs_meta(diffs)),
             ..ToolOutput::text(text)
@@ -131,6 +137,10 @@ impl Inner {
 impl Tool for WriteTool {
     fn schema(&self) -> &ToolSchema {
         &self.inner.schema
+    }
+
+    fn output_schema(&self) -> Option<&Value> {
+        Some(crate::outputs::write())
     }
 
     fn validate(&self, args: &Value) -> Result<(), String> {

@@ -358,8 +358,11 @@ impl Inner {
             None
         };
         let text = render(&paths, &self.config, &root, spill.as_ref());
+        let meta = meta(&paths, &self.config, &root);
+        // A Code Mode program receives every path found, not the rendered page.
+        run.set_value(json!({"root": root, "paths": paths}));
         Ok(ToolOutput {
-            meta: Some(meta(&paths, &self.config, &root)),
+            meta: Some(meta),
             ..ToolOutput::text(text)
         })
     }
@@ -368,6 +371,10 @@ impl Inner {
 impl Tool for GlobTool {
     fn schema(&self) -> &ToolSchema {
         &self.inner.schema
+    }
+
+    fn output_schema(&self) -> Option<&Value> {
+        Some(crate::outputs::glob())
     }
 
     fn validate(&self, args: &Value) -> Result<(), String> {

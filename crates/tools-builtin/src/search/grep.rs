@@ -430,8 +430,15 @@ impl Inner {
             None
         };
         let text = render(&matches, &self.config, spill.as_ref());
+        let meta = meta(&matches, &self.config);
+        // A Code Mode program receives every match found, lines whole.
+        let all: Vec<Value> = matches
+            .into_iter()
+            .map(|m| json!({"path": m.path, "lineNumber": m.line_number, "line": m.line}))
+            .collect();
+        run.set_value(json!({"matches": all}));
         Ok(ToolOutput {
-            meta: Some(meta(&matches, &self.config)),
+            meta: Some(meta),
             ..ToolOutput::text(text)
         })
     }
@@ -440,6 +447,10 @@ impl Inner {
 impl Tool for GrepTool {
     fn schema(&self) -> &ToolSchema {
         &self.inner.schema
+    }
+
+    fn output_schema(&self) -> Option<&Value> {
+        Some(crate::outputs::grep())
     }
 
     fn validate(&self, args: &Value) -> Result<(), String> {
