@@ -422,6 +422,7 @@ fn output_map_entries_match_upstreams_recorded_prompt() {
         "code-mode-turn",
         "code-mode-read-image",
         "advanced-toolchain",
+        "both-mode-turn",
     ] {
         let file = acp.join(scenario).join("system-prompt.expected.md");
         if let Ok(text) = std::fs::read_to_string(file) {
@@ -476,8 +477,13 @@ fn output_map_entries_match_upstreams_recorded_prompt() {
         "bash",
         "cordis_define",
         "edit",
+        "interrupt_agent",
         "job_output",
+        "list_agents",
         "read",
+        "send_message",
+        "subagent",
+        "subagent_fork",
         "todo_write",
         "write",
     ] {

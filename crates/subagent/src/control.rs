@@ -13,7 +13,7 @@ use dsh_prompt::SystemPrompt;
 use dsh_session::SessionStore;
 use dsh_tools::{ObjectSchema, Prop, Tool, ToolOutput, ToolRegistry, ToolRunContext};
 use serde::Deserialize;
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::continuation::{InterruptAuthority, ReportDelivery, coordinator_source};
 use crate::descriptor::Descriptor;
@@ -112,6 +112,24 @@ pub fn render_entry(entry: &ChildEntry, status: &str, descendants: bool) -> Opti
     }
 }
 
+/// One `list_agents` entry as its canonical value (`{kind: "child", id, label, status}` or
+/// `{kind: "diagnostic", id, reason}`, with `parent` and `depth` for descendants); `None`
+/// for a one-shot child, which is never listed.
+pub fn entry_value(entry: &ChildEntry, status: &str, descendants: bool) -> Option<Value> {
+    let mut value = match &entry.identity {
+        Err(d) => json!({"kind": "diagnostic", "id": entry.id, "reason": d.as_str()}),
+        Ok(Descriptor::Continuable { label, .. }) => {
+            json!({"kind": "child", "id": entry.id, "label": label, "status": status})
+        }
+        Ok(Descriptor::OneShot { .. }) => return None,
+    };
+    if descendants && let Some(map) = value.as_object_mut() {
+        map.insert("parent".into(), json!(entry.parent));
+        map.insert("depth".into(), json!(entry.depth));
+    }
+    Some(value)
+}
+
 impl ControlTool {
     fn caller(&self, run: &ToolRunContext) -> Result<AgentRef, BoxError> {
         run.session
@@ -134,10 +152,11 @@ impl ControlTool {
                 let id = text_arg(&args, "subagent_id");
                 let message = text_arg(&args, "message");
                 let source = coordinator_source(caller.id());
-                subagents
+                let message_id = subagents
                     .continuations()?
                     .followup(&caller, &id, vec![ContentBlock::text(message)], source)
                     .await?;
+                run.set_value(json!({"messageId": message_id}));
                 Ok(ToolOutput::text(format!(
                     "message queued as the next turn for subagent {id}"
                 )))
@@ -147,6 +166,7 @@ impl ControlTool {
                 subagents
                     .continuations()?
                     .interrupt(&id, &InterruptAuthority::Ancestor(caller))?;
+                run.set_value(json!({"accepted": true}));
                 Ok(ToolOutput::text(format!(
                     "interrupt requested for agent {id}"
                 )))
@@ -161,7 +181,7 @@ impl ControlTool {
                 })
                 .await?;
                 let agents = self.ctx.require::<Agents>()?;
-                let rows: Vec<String> = entries
+                let (rows, values): (Vec<String>, Vec<Value>) = entries
                     .iter()
                     .filter_map(|e| {
                         let status = match agents.get(&e.id) {
@@ -169,9 +189,13 @@ impl ControlTool {
                             Some(_) => "idle",
                             None => "ready",
                         };
-                        render_entry(e, status, descendants)
+                        Some((
+                            render_entry(e, status, descendants)?,
+                            entry_value(e, status, descendants)?,
+                        ))
                     })
-                    .collect();
+                    .unzip();
+                run.set_value(Value::Array(values));
                 Ok(ToolOutput::text(if rows.is_empty() {
                     "(no subagents)".to_string()
                 } else {
@@ -185,6 +209,7 @@ impl ControlTool {
                     vec![ContentBlock::text(output)],
                     delivery,
                 )?;
+                run.set_value(json!({"messageId": id}));
                 Ok(ToolOutput::text(format!(
                     "report accepted by the agent that started you as message {id}"
                 )))
@@ -196,6 +221,14 @@ impl ControlTool {
 impl Tool for ControlTool {
     fn schema(&self) -> &ToolSchema {
         &self.schema
+    }
+
+    fn output_schema(&self) -> Option<&Value> {
+        Some(match self.which {
+            Which::SendMessage | Which::Report(_) => crate::outputs::message_id(),
+            Which::Interrupt => crate::outputs::interrupt(),
+            Which::ListAgents => crate::outputs::list_agents(),
+        })
     }
 
     fn validate(&self, args: &Value) -> Result<(), String> {

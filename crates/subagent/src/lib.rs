@@ -15,6 +15,7 @@ mod descriptor;
 mod inprocess;
 mod listing;
 mod output;
+pub mod outputs;
 mod plugins;
 mod provider;
 mod providers;
@@ -34,7 +35,8 @@ pub use continuation::{
     SetupContribution, coordinator_source, settlement_notice, settlement_summary,
 };
 pub use control::{
-    ToolListAgentsPlugin, ToolSubagentControlPlugin, ToolSubagentReportPlugin, render_entry,
+    ToolListAgentsPlugin, ToolSubagentControlPlugin, ToolSubagentReportPlugin, entry_value,
+    render_entry,
 };
 pub use descriptor::{
     DESCRIPTOR_EVENT, DESCRIPTOR_VERSION, Descriptor, DescriptorError, ToolFilter, fold_first,

@@ -61,6 +61,10 @@ impl Tool for StructuredTool {
         &self.schema
     }
 
+    fn output_schema(&self) -> Option<&Value> {
+        Some(crate::outputs::structured())
+    }
+
     fn execute(
         &self,
         args: Value,
@@ -74,6 +78,7 @@ impl Tool for StructuredTool {
             }
             capture.lock().staged.push((ctx.call_id.clone(), args));
             ctx.conclude_turn();
+            ctx.set_value(serde_json::json!({"recorded": true}));
             Ok(ToolOutput::text("Structured output recorded."))
         })
     }

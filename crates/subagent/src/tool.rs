@@ -12,7 +12,7 @@ use dsh_llm::{ContentBlock, ToolSchema};
 use dsh_prompt::SystemPrompt;
 use dsh_tools::{ObjectSchema, Prop, Tool, ToolOutput, ToolRegistry, ToolRunContext};
 use serde::Deserialize;
-use serde_json::Value;
+use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use crate::descriptor::ToolFilter;
@@ -363,6 +363,7 @@ impl SubagentTool {
                     request,
                 })
                 .await?;
+            run.set_value(json!({"kind": "continuable", "subagentId": child}));
             return Ok(ToolOutput::text(format!("started subagent {child}")));
         }
         if background {
@@ -370,7 +371,13 @@ impl SubagentTool {
         }
         let request = self.request(parent, &args, run.cancel.clone());
         let started = self.subagents.start(&self.config.provider, request).await?;
+        let run_id = started.id.clone();
         let output = settle_foreground(started).await?;
+        run.set_value(json!({
+            "kind": "foreground",
+            "runId": run_id,
+            "output": serde_json::to_value(&output).unwrap_or_else(|_| json!([])),
+        }));
         Ok(ToolOutput::text(crate::types::text_of(&output)))
     }
 
@@ -444,9 +451,12 @@ impl SubagentTool {
             })
         });
         match registered {
-            Ok(id) => Ok(ToolOutput::text(format!(
-                "started background subagent job {id}"
-            ))),
+            Ok(id) => {
+                run.set_value(json!({"kind": "background", "jobId": id}));
+                Ok(ToolOutput::text(format!(
+                    "started background subagent job {id}"
+                )))
+            }
             Err(e) => {
                 if let Some(r) = run_cell {
                     cancel.cancel();
@@ -469,6 +479,10 @@ impl Drop for AbortOnDrop {
 impl Tool for SubagentTool {
     fn schema(&self) -> &ToolSchema {
         &self.schema
+    }
+
+    fn output_schema(&self) -> Option<&Value> {
+        Some(crate::outputs::subagent())
     }
 
     fn validate(&self, args: &Value) -> Result<(), String> {

@@ -13,6 +13,7 @@
 
 mod inspect;
 mod local;
+mod outputs;
 mod persistent;
 mod plugins;
 mod sanitize;

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use dsh_agent::{AgentRef, Agents};
 use dsh_kernel::{BoxError, BoxFuture};
-use dsh_llm::ToolSchema;
+use dsh_llm::{ContentBlock, ToolSchema};
 use dsh_tools::{ObjectSchema, Prop, Tool, ToolOutput, ToolRunContext};
 use serde_json::Value;
 
@@ -315,9 +315,17 @@ impl PersistentBashTool {
     }
 }
 
+/// The declared output of the persistent `bash`: its result text.
+static TEXT_OUTPUT: std::sync::LazyLock<Value> =
+    std::sync::LazyLock::new(|| serde_json::json!({"type": "string"}));
+
 impl Tool for PersistentBashTool {
     fn schema(&self) -> &ToolSchema {
         &self.schema
+    }
+
+    fn output_schema(&self) -> Option<&Value> {
+        Some(&TEXT_OUTPUT)
     }
 
     fn validate(&self, args: &Value) -> Result<(), String> {
@@ -336,7 +344,15 @@ impl Tool for PersistentBashTool {
             config: self.config.clone(),
             shells: self.shells.clone(),
         };
-        Box::pin(async move { this.run(args, ctx).await })
+        Box::pin(async move {
+            let value = ctx.clone();
+            let out = this.run(args, ctx).await?;
+            // The canonical value is the result text itself (upstream: `{type: string}`).
+            if let [ContentBlock::Text { text }] = out.content.as_slice() {
+                value.set_value(Value::String(text.clone()));
+            }
+            Ok(out)
+        })
     }
 }
 

@@ -15,6 +15,7 @@ use dsh_tools::{ObjectSchema, Prop, Tool, ToolOutput, ToolRunContext};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
+use crate::outputs;
 use crate::service::{TerminalInfo, TerminalService};
 #[cfg(test)]
 use crate::types::WaitReason;
@@ -310,6 +311,16 @@ impl TerminalTool {
                     .terminals
                     .spawn(&owner, &type_name, name.clone(), cwd)
                     .await?;
+                let motd = session.motd();
+                let mut value = outputs::snapshot_value(
+                    &id,
+                    name.as_deref(),
+                    &type_name,
+                    session.pid(),
+                    &session.status(),
+                );
+                value.insert("motd".into(), Value::String(motd));
+                run.set_value(Value::Object(value));
                 render_open(&id, name.as_deref(), &type_name, &session.motd(), max)
             }
             Which::Send => return self.send(args, run, &owner).await,
@@ -325,6 +336,7 @@ impl TerminalTool {
                 let page = claimed
                     .session
                     .read(number("offset", 0), number("count", 500));
+                run.set_value(outputs::read_value(&page));
                 render_read(&page, max)
             }
             Which::Signal => {
@@ -335,6 +347,7 @@ impl TerminalTool {
                 })?;
                 let claimed = self.terminals.get(&me, &id)?;
                 let pgid = claimed.session.signal(signal)?;
+                run.set_value(json!({"delivered": true, "targetPgid": pgid}));
                 bound_text(
                     &format!(
                         "delivered {} to foreground process group {pgid}",
@@ -345,13 +358,22 @@ impl TerminalTool {
             }
             Which::Close => {
                 let id = session_id(&args)?;
-                if self.terminals.kill(&me, &id).await? {
+                let closed = self.terminals.kill(&me, &id).await?;
+                let outcome = if closed { "closed" } else { "already-closing" };
+                run.set_value(json!({"sessionId": id, "outcome": outcome}));
+                if closed {
                     bound_text(&format!("closed terminal session {id}"), max)
                 } else {
                     bound_text(&format!("terminal session {id} was already closing"), max)
                 }
             }
-            Which::List => render_list(&self.terminals.list(&me), max),
+            Which::List => {
+                let sessions = self.terminals.list(&me);
+                run.set_value(Value::Array(
+                    sessions.iter().map(outputs::info_value).collect(),
+                ));
+                render_list(&sessions, max)
+            }
         };
         Ok(ToolOutput::text(text))
     }
@@ -455,7 +477,10 @@ impl TerminalTool {
                 },
             );
             return match started {
-                Ok(job) => Ok(ToolOutput::text(format!("started background job {job}"))),
+                Ok(job) => {
+                    run.set_value(json!({"kind": "background", "jobId": job}));
+                    Ok(ToolOutput::text(format!("started background job {job}")))
+                }
                 Err(e) => {
                     claimed.send_active.store(false, Ordering::SeqCst);
                     Err(e)
@@ -469,6 +494,7 @@ impl TerminalTool {
         if run.cancel.is_cancelled() {
             return Err("terminal send aborted".into());
         }
+        run.set_value(outputs::send_value(&result));
         let mut out = ToolOutput::text(render_send(&result, max));
         out.meta = Some(json!({
             "viewport": result.viewport,
@@ -483,6 +509,17 @@ impl TerminalTool {
 impl Tool for TerminalTool {
     fn schema(&self) -> &ToolSchema {
         &self.schema
+    }
+
+    fn output_schema(&self) -> Option<&Value> {
+        Some(match self.which {
+            Which::Open => outputs::open(),
+            Which::Send => outputs::send(),
+            Which::Read => outputs::read(),
+            Which::Signal => outputs::signal(),
+            Which::Close => outputs::close(),
+            Which::List => outputs::list(),
+        })
     }
 
     fn validate(&self, args: &Value) -> Result<(), String> {
