@@ -979,6 +979,7 @@ impl Bridge {
             self.root.get::<dsh_commands::CommandRegistry>(),
             content.as_slice(),
         ) {
+            let idle_before = session.agent.status() == dsh_agent::AgentStatus::Idle;
             let outcome = commands
                 .dispatch_line(
                     &session.agent,
@@ -992,6 +993,14 @@ impl Bridge {
                     "session/update",
                     json!({"sessionId": id, "update": {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": outcome.reply()}}}),
                 );
+                // A command that sent the model a message (`/plan <message>`) started a
+                // turn: the prompt lasts until that turn ends, like any prompt.
+                if idle_before && session.agent.status() == dsh_agent::AgentStatus::Running {
+                    session.agent.when_idle().await;
+                    if cancel_requested.load(Ordering::Acquire) {
+                        return Ok(json!({"stopReason": "cancelled"}));
+                    }
+                }
                 return Ok(json!({"stopReason": "end_turn"}));
             }
         }

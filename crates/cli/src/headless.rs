@@ -354,7 +354,9 @@ pub async fn run(
             p.finish();
         }
     };
+    let first_seq = agent.session().next_seq();
     // A `/command` task runs the command instead of reaching the model.
+    let mut command_started_turn = false;
     if let Some(commands) = root.get::<dsh_commands::CommandRegistry>() {
         let outcome = commands
             .dispatch_line(&agent, &task.0, tokio_util::sync::CancellationToken::new())
@@ -364,7 +366,11 @@ pub async fn run(
             dsh_commands::LineOutcome::Executed { result, .. } => Some(result.is_error()),
             dsh_commands::LineOutcome::Unknown { .. } => Some(true),
         };
-        if let Some(failed) = failed {
+        // A command that sent the model a message (`/plan <message>`) started a turn: the
+        // run then waits for it and prints its answer like any task.
+        command_started_turn =
+            failed == Some(false) && agent.status() == dsh_agent::AgentStatus::Running;
+        if let Some(failed) = failed.filter(|_| !command_started_turn) {
             stop_progress();
             let reply = outcome.reply();
             if failed {
@@ -387,8 +393,7 @@ pub async fn run(
             };
         }
     }
-    let first_seq = agent.session().next_seq();
-    if let Err(e) = agent.followup(Message::user_text(task.0.clone())) {
+    if !command_started_turn && let Err(e) = agent.followup(Message::user_text(task.0.clone())) {
         stop_progress();
         eprintln!("dsh: {e}");
         return ExitCode::from(1);

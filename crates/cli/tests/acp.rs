@@ -382,3 +382,99 @@ fn claude_code_subagent_hooks_fire_for_a_delegated_child() {
     assert_eq!(stop[0]["stop_hook_active"], false);
     assert!(!work.path().join("wrong.txt").exists());
 }
+
+/// `/plan` over ACP (`dsh --profile acp`, whose tree stacks on the base bundle): the command
+/// answers in the prompt's own updates, the next prompt's request carries the plan section,
+/// `/plan off` leaves, and the request after it has no section.
+#[test]
+fn plan_mode_switches_through_acp_text_prompts() {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let server = MockServer::with_replies([
+        Reply::text("planned"),
+        Reply::text("doing it"),
+        Reply::text("planning the tests"),
+    ])
+    .answer_untooled("T");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_dsh"))
+        .args(["--profile", "acp"])
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", home.path())
+        .env("DSH_HOME", home.path().join(".dsh"))
+        .env("DEEPSEEK_API_KEY", "sk-test")
+        .env("DEEPSEEK_BASE_URL", server.url())
+        .current_dir(work.path())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut call = |id: u64, method: &str, params: Value| -> (Value, String) {
+        writeln!(
+            stdin,
+            "{}",
+            json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+        )
+        .unwrap();
+        stdin.flush().unwrap();
+        let mut text = String::new();
+        loop {
+            let f: Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+            if let Some(t) = f
+                .pointer("/params/update/content/text")
+                .and_then(Value::as_str)
+            {
+                text.push_str(t);
+            }
+            if f["id"] == id && f.get("method").is_none() {
+                return (f, text);
+            }
+        }
+    };
+    call(0, "initialize", json!({"protocolVersion": 1}));
+    let (new, _) = call(
+        1,
+        "session/new",
+        json!({"cwd": work.path(), "mcpServers": []}),
+    );
+    let session = new["result"]["sessionId"].clone();
+    let mut prompt = |id: u64, text: &str| -> String {
+        let (done, said) = call(
+            id,
+            "session/prompt",
+            json!({"sessionId": session, "prompt": [{"type": "text", "text": text}]}),
+        );
+        assert_eq!(done["result"]["stopReason"], "end_turn", "{done}");
+        said
+    };
+    assert_eq!(prompt(2, "/plan"), "Plan mode on. Leave it with /plan off.");
+    assert_eq!(prompt(3, "design a cache"), "planned");
+    assert_eq!(prompt(4, "/plan off"), "Plan mode off.");
+    assert_eq!(prompt(5, "go ahead"), "doing it");
+    // `/plan <message>` selects plan mode and sends the message; the prompt ends with
+    // that turn.
+    assert_eq!(
+        prompt(6, "/plan now plan the tests"),
+        "Plan mode on. Leave it with /plan off.planning the tests"
+    );
+    let systems: Vec<String> = server
+        .requests()
+        .into_iter()
+        .filter_map(|r| r.json)
+        .filter(|j| j.get("tools").is_some())
+        .map(|j| {
+            j["messages"][0]["content"]
+                .as_str()
+                .unwrap_or("")
+                .to_string()
+        })
+        .collect();
+    assert_eq!(systems.len(), 3);
+    assert!(systems[0].contains("Plan mode is on."), "{}", systems[0]);
+    assert!(!systems[1].contains("Plan mode is on."), "{}", systems[1]);
+    assert!(systems[2].contains("Plan mode is on."), "{}", systems[2]);
+    drop(stdin);
+    assert!(child.wait().unwrap().success());
+}

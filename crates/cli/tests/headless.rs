@@ -819,3 +819,156 @@ fn the_settings_reasoning_effort_reaches_the_request() {
     assert_eq!(default_effort, Value::from("high"));
     assert_eq!((logged, marked), (Value::from("high"), Value::Bool(true)));
 }
+
+/// Plan mode through the binary: `/plan` commits `plan/mode` between runs, a resumed run's
+/// requests carry the `plan:policy` section and the `exit_plan_mode` tool, the review
+/// fails clearly where no question channel exists, `/plan off` leaves, and the next request
+/// has no section and tells the model the mode changed.
+#[test]
+fn plan_mode_enters_reviews_and_leaves_across_resumed_runs() {
+    const SECTION: &str = "Plan mode is on.";
+    const PLAN: &str = "# Cache the reader\n\n1. Wrap it.\n2. Test it.";
+    let server = MockServer::with_title_replies([
+        Reply::tool_call(
+            "p1",
+            "exit_plan_mode",
+            &serde_json::json!({ "plan": PLAN }).to_string(),
+        ),
+        Reply::text("I will stay in plan mode."),
+        Reply::text("Implementing now."),
+    ]);
+    let run = Run::new();
+    let on = run.headless(&server, "/plan");
+    assert_eq!(
+        (on.status.code(), stdout(&on)),
+        (
+            Some(0),
+            "Plan mode on. Leave it with /plan off.\n".to_string()
+        ),
+        "{}",
+        stderr(&on)
+    );
+    let id = run.only_session();
+    let resume = |task: &str| {
+        run.cmd(&server, &["--profile", "headless", "--resume", &id, task])
+            .output()
+            .unwrap()
+    };
+    let planned = resume("design a cache");
+    assert_eq!(
+        (planned.status.code(), stdout(&planned)),
+        (Some(0), "I will stay in plan mode.\n".to_string()),
+        "{}",
+        stderr(&planned)
+    );
+    let off = resume("/plan off");
+    assert_eq!(
+        (off.status.code(), stdout(&off)),
+        (Some(0), "Plan mode off.\n".to_string()),
+        "{}",
+        stderr(&off)
+    );
+    let after = resume("go ahead");
+    assert_eq!(stdout(&after), "Implementing now.\n", "{}", stderr(&after));
+
+    // The agent loop's requests (the title request carries no tools).
+    let requests: Vec<_> = server
+        .requests()
+        .into_iter()
+        .filter(|r| r.json.as_ref().is_some_and(|j| j.get("tools").is_some()))
+        .collect();
+    assert_eq!(requests.len(), 3);
+    let system = |i: usize| -> String {
+        requests[i]
+            .messages()
+            .iter()
+            .filter(|m| m["role"] == "system")
+            .filter_map(|m| m["content"].as_str())
+            .collect()
+    };
+    let tools = |i: usize| -> Vec<String> {
+        requests[i].json.as_ref().unwrap()["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|t| t["function"]["name"].as_str().map(str::to_owned))
+            .collect()
+    };
+    assert!(system(0).contains(SECTION), "{}", system(0));
+    assert!(system(1).contains(SECTION));
+    assert!(!system(2).contains(SECTION), "{}", system(2));
+    assert!(tools(0).contains(&"exit_plan_mode".to_string()));
+    assert_eq!(
+        tools(0),
+        tools(2),
+        "the tool catalog does not change with the mode"
+    );
+    let review = requests[1].last_tool_output().unwrap();
+    assert!(
+        review.contains("no channel to ask the user is available"),
+        "{review}"
+    );
+    let last_user = requests[2]
+        .messages()
+        .iter()
+        .filter(|m| m["role"] == "user")
+        .filter_map(|m| m["content"].as_str())
+        .collect::<Vec<_>>();
+    assert!(
+        last_user.iter().any(|t| t.contains("Plan mode is now off")),
+        "{last_user:?}"
+    );
+
+    let modes: Vec<Value> = run
+        .session()
+        .iter()
+        .filter(|e| e.is("plan/mode"))
+        .map(|e| e.data["active"].clone())
+        .collect();
+    assert_eq!(modes, [Value::Bool(true), Value::Bool(false)]);
+}
+
+/// `/plan <message>` selects plan mode and sends the message: the run waits for that turn
+/// and prints its answer, and the request carries the plan section.
+#[test]
+fn plan_with_a_message_runs_the_turn_in_plan_mode() {
+    let server = MockServer::with_title_replies([Reply::text("Here is how I would plan it.")]);
+    let run = Run::new();
+    let out = run.headless(&server, "/plan design a cache");
+    assert_eq!(
+        (out.status.code(), stdout(&out)),
+        (Some(0), "Here is how I would plan it.\n".to_string()),
+        "{}",
+        stderr(&out)
+    );
+    let request = server
+        .requests()
+        .into_iter()
+        .find(|r| r.json.as_ref().is_some_and(|j| j.get("tools").is_some()))
+        .unwrap();
+    let messages = request.messages();
+    assert!(
+        messages[0]["content"]
+            .as_str()
+            .unwrap()
+            .contains("Plan mode is on."),
+        "{}",
+        messages[0]
+    );
+    assert!(
+        messages
+            .iter()
+            .any(|m| m["role"] == "user" && m["content"] == "design a cache"),
+        "{messages:?}"
+    );
+    let types: Vec<String> = run
+        .session()
+        .iter()
+        .map(|e| e.event_type.to_string())
+        .filter(|t| t == "plan/mode" || t.starts_with("command/") || t == "turn/start")
+        .collect();
+    assert_eq!(
+        types,
+        ["command/run", "plan/mode", "turn/start", "command/done"]
+    );
+}

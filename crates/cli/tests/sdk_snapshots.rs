@@ -60,7 +60,7 @@ const REPLAY_ROWS: &str = "\
 ";
 
 /// Upstream's example SDK deployment (`cordis.yml`) is unattended: no permission presets,
-/// no approval, no sandbox (its bash and filesystem rows are the unconfined local ones), so
+/// no approval, no sandbox, no plan mode (its bash and filesystem rows are the unconfined local ones), so
 /// it logs no policy events and sends no runtime-context message; its `subagent` tool runs
 /// children in the foreground only (`enableRunInBackground: false`).
 const SDK_DEPLOYMENT: &str = "\
@@ -71,6 +71,8 @@ const SDK_DEPLOYMENT: &str = "\
 - id: sandbox-policy
   disabled: true
 - id: sandbox
+  disabled: true
+- id: plan-mode
   disabled: true
 - id: bash-sandbox
   config:
@@ -86,7 +88,7 @@ const SDK_DEPLOYMENT: &str = "\
 /// Upstream's minimal deployment (`minimal.cordis.yml`): the system prompt is
 /// `$DSH_SYSTEM_PROMPT` alone (no harness identity, no runtime context), the model sees
 /// only the persistent `bash` and `str_replace_editor`, the sandbox policy is
-/// danger-full-access, and there is no compaction. The bash description is appended from
+/// danger-full-access, and there is no compaction or plan mode. The bash description is appended from
 /// the shared composition (see `minimal_patch`).
 const MINIMAL_DEPLOYMENT: &str = "\
 - id: system-prompt
@@ -139,6 +141,8 @@ const MINIMAL_DEPLOYMENT: &str = "\
 - id: compaction-basic
   disabled: true
 - id: command-compact
+  disabled: true
+- id: plan-mode
   disabled: true
 - insert:
     - id: pty

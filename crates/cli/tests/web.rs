@@ -1742,3 +1742,44 @@ async fn image_prompts_reach_the_model_from_the_store_and_are_served_only_to_the
     );
     assert_eq!(model_requests(&server).len(), 2);
 }
+
+/// `/plan` typed into the web prompt: the command answers in the prompt's response, commits
+/// `plan/mode`, and the next turn's request carries the plan section.
+#[tokio::test]
+async fn plan_mode_is_switched_from_a_web_text_prompt() {
+    let server = MockServer::start().answer_untooled("Planning");
+    server.push(Reply::text("a plan"));
+    let mut web = Web::start(&server, &[("DEEPSEEK_API_KEY", "sk-x")], &[]);
+    web.login().await;
+    let id = web.new_session().await;
+    let on = web
+        .ok(
+            "session.prompt",
+            json!({"sessionId": id, "content": [{"type": "text", "text": "/plan"}]}),
+        )
+        .await;
+    assert_eq!(
+        on["command"],
+        json!({"text": "Plan mode on. Leave it with /plan off.", "isError": false}),
+        "{on}"
+    );
+    let mut sse = web.stream(Some(&id), None).await;
+    web.ok(
+        "session.prompt",
+        json!({"sessionId": id, "content": [{"type": "text", "text": "design a cache"}]}),
+    )
+    .await;
+    sse.until("events", has_turn_end).await;
+    let requests = model_requests(&server);
+    assert_eq!(requests.len(), 1);
+    let system = requests[0]["messages"][0]["content"].as_str().unwrap();
+    assert!(system.contains("Plan mode is on."), "{system}");
+    let modes: Vec<Value> = web
+        .events(&id)
+        .await
+        .into_iter()
+        .filter(|e| e["type"] == "plan/mode")
+        .map(|e| e["data"]["active"].clone())
+        .collect();
+    assert_eq!(modes, [json!(true)]);
+}
