@@ -1,7 +1,8 @@
 //! The web UI in a real headless Chromium (driven over WebDriver by chromedriver) against
 //! the `dsh` binary and the mock LLM: sign-in, Settings → Models, workspaces, a task with
-//! tool cards, a diff and a plan, approvals, steering, cancelling, fork / archive / restore
-//! / delete, a reload mid-turn, bad input, and pasted / dropped images. Each scenario saves screenshots under
+//! tool cards, a diff and a plan, approvals, a question and a plan review, steering,
+//! cancelling, fork / archive / restore / delete, a reload mid-turn, bad input, and pasted /
+//! dropped images. Each scenario saves screenshots under
 //! `target/browser-shots/`. Without chromium and chromedriver the tests say so and pass
 //! without running (install: `apt-get install chromium chromium-driver`).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
@@ -881,5 +882,87 @@ fn drop_and_paste_images_into_the_composer_send_them_and_see_them_in_the_convers
         !request.body.contains("blue"),
         "the removed image stayed out"
     );
+    p.no_errors();
+}
+
+#[test]
+fn answer_a_question_from_the_model_by_clicking_an_option() {
+    let Some(b) = browser("answer_a_question_from_the_model_by_clicking_an_option") else {
+        return;
+    };
+    let mut p = Page::new(&b, "09-question");
+    let server = MockServer::start().answer_untooled("Questions");
+    server.push_all([
+        Reply::tool_call(
+            "call_q",
+            "ask_user_question",
+            &json!({"questions": [{"id": "db", "header": "Storage", "question": "Which database should the cache use?",
+                "options": [{"label": "SQLite", "description": "one file, no server"}, {"label": "Postgres"}]}]})
+            .to_string(),
+        ),
+        text_reply("Going with SQLite."),
+    ]);
+    let web = Web::start(&server.url(), &[("DEEPSEEK_API_KEY", "sk-x")]);
+    p.sign_in(&web);
+    p.choose_launch_workspace();
+    p.start_task("set up the cache");
+    let card = p.wait("document.querySelector('[data-testid=question]')?.innerText");
+    let card = card.as_str().unwrap();
+    assert!(
+        card.contains("Which database should the cache use?")
+            && card.contains("one file, no server"),
+        "{card}"
+    );
+    p.wait("document.querySelector('[data-testid=session-row]')?.dataset.state === 'question'");
+    p.shot("asked");
+    p.click("[data-testid=question-option][value=SQLite]");
+    p.click("[data-testid=question-submit]");
+    p.wait("[...document.querySelectorAll('[data-testid=assistant-text]')].some(e => e.innerText.includes('Going with SQLite.'))");
+    p.wait("!document.querySelector('[data-testid=question]')");
+    p.turn_ended(1);
+    let answer = server.requests()[1].last_tool_output().unwrap_or_default();
+    assert_eq!(answer, r#"{"answers":[{"id":"db","selected":["SQLite"]}]}"#);
+    p.shot("answered");
+    p.no_errors();
+}
+
+#[test]
+fn approve_a_plan_from_its_review_card() {
+    let Some(b) = browser("approve_a_plan_from_its_review_card") else {
+        return;
+    };
+    let mut p = Page::new(&b, "10-plan-review");
+    let server = MockServer::start().answer_untooled("Plans");
+    server.push_all([
+        Reply::tool_call(
+            "call_p",
+            "exit_plan_mode",
+            &json!({"plan": "# Cache plan\n\n1. add a **map**\n2. evict the oldest"}).to_string(),
+        ),
+        text_reply("Carrying out the cache plan."),
+    ]);
+    let web = Web::start(&server.url(), &[("DEEPSEEK_API_KEY", "sk-x")]);
+    p.sign_in(&web);
+    p.choose_launch_workspace();
+    p.start_task("/plan");
+    p.send("design a cache");
+    let plan = p.wait("document.querySelector('[data-testid=plan-review]')?.innerText");
+    let plan = plan.as_str().unwrap();
+    assert!(
+        plan.contains("Cache plan") && plan.contains("evict the oldest"),
+        "{plan}"
+    );
+    assert_eq!(
+        p.js("return document.querySelector('[data-testid=plan-review] strong')?.innerText"),
+        json!("map"),
+        "the plan is rendered as markdown"
+    );
+    p.shot("review");
+    p.click("[data-testid=plan-approve]");
+    p.wait("[...document.querySelectorAll('[data-testid=assistant-text]')].some(e => e.innerText.includes('Carrying out the cache plan.'))");
+    p.wait("!document.querySelector('[data-testid=question]')");
+    let result = server.requests()[1].last_tool_output().unwrap_or_default();
+    assert!(result.contains("Plan approved"), "{result}");
+    p.shot("approved");
     p.no_errors();
 }

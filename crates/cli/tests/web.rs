@@ -1,6 +1,7 @@
 //! `dsh web` end to end without a browser: the launcher, the token/cookie exchange and the
 //! trust fence, the JSON API against the mock LLM, the event stream's resume contract
-//! (no gap, no duplicate across reconnects), approvals, and a clean Ctrl-C.
+//! (no gap, no duplicate across reconnects), approvals, user questions and plan reviews,
+//! and a clean Ctrl-C.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::VecDeque;
@@ -1782,4 +1783,256 @@ async fn plan_mode_is_switched_from_a_web_text_prompt() {
         .map(|e| e["data"]["active"].clone())
         .collect();
     assert_eq!(modes, [json!(true)]);
+}
+
+// ---------------------------------------------------------------------------------------
+// User questions answered from the page.
+
+async fn respond_json(web: &Web, body: &Value) -> Value {
+    web.post("/api/respond")
+        .json(body)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
+fn question_reply(session: &str, question: &str, value: Value) -> Value {
+    let mut value = value;
+    value["sessionId"] = json!(session);
+    value["questionId"] = json!(question);
+    json!({"type": "client-response", "rpcId": question, "result": {"ok": true, "value": value}})
+}
+
+#[tokio::test]
+async fn user_questions_are_answered_once_from_the_page_and_a_cancelled_turn_clears_them() {
+    let server = MockServer::start().answer_untooled("Nothing more.");
+    let ask = |id: &str| {
+        Reply::tool_call(
+            id,
+            "ask_user_question",
+            &json!({"questions": [
+                {"id": "color", "header": "Colour", "question": "Which colour?",
+                 "options": [{"label": "Red"}, {"label": "Blue", "description": "calmer"}]},
+                {"id": "name", "question": "What is the dog called?"}
+            ]})
+            .to_string(),
+        )
+    };
+    server.push(ask("call_q1"));
+    server.push(Reply::text("Blue it is, Rex."));
+    server.push(ask("call_q2"));
+    let mut web = Web::start(&server, &[("DEEPSEEK_API_KEY", "sk-x")], &[]);
+    web.login().await;
+    let id = web
+        .ok(
+            "session.create",
+            json!({"cwd": web.work.path().display().to_string()}),
+        )
+        .await["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let mut sse = web.stream(Some(&id), None).await;
+    web.ok(
+        "session.prompt",
+        json!({"sessionId": id, "content": [{"type": "text", "text": "ask me"}]}),
+    )
+    .await;
+    let frames = sse
+        .until("questions", |q| {
+            q["items"].as_array().is_some_and(|i| !i.is_empty())
+        })
+        .await;
+    let item = frames.last().unwrap().json()["items"][0].clone();
+    assert_eq!(item["sessionId"], json!(id));
+    assert_eq!(item["questions"][0]["header"], "Colour");
+    assert_eq!(item["questions"][0]["options"][1]["label"], "Blue");
+    assert_eq!(item["questions"][1]["question"], "What is the dog called?");
+    assert!(item["planReview"].is_null());
+    let question = item["questionId"].as_str().unwrap().to_string();
+    // A page opened now (a reload) has it in its baseline; the session list says so.
+    let live = web
+        .stream(Some(&id), None)
+        .await
+        .until("live", |_| true)
+        .await
+        .last()
+        .unwrap()
+        .json();
+    assert_eq!(live["questions"][0]["questionId"], json!(question));
+    let listed = web.ok("session.list", json!({})).await;
+    let row = listed["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["sessionId"] == json!(id))
+        .cloned()
+        .unwrap();
+    assert_eq!(row["state"], "question", "{row}");
+    // Answers that do not fit are refused with the reason, and the question stays.
+    let wrong = respond_json(
+        &web,
+        &question_reply(
+            &id,
+            &question,
+            json!({"answers": [{"id": "color", "selected": ["Green"]}, {"id": "name", "custom": "Rex"}]}),
+        ),
+    )
+    .await;
+    assert_eq!(
+        wrong,
+        json!({"accepted": false, "reason": "invalid-answer", "message": "\"Green\" is not an option of question \"color\""})
+    );
+    let two = respond_json(
+        &web,
+        &question_reply(
+            &id,
+            &question,
+            json!({"answers": [{"id": "color", "selected": ["Red", "Blue"]}, {"id": "name", "custom": "Rex"}]}),
+        ),
+    )
+    .await;
+    assert_eq!(two["message"], "question \"color\" takes one option");
+    let good = question_reply(
+        &id,
+        &question,
+        json!({"answers": [{"id": "name", "custom": " Rex "}, {"id": "color", "selected": ["Blue"]}]}),
+    );
+    assert_eq!(respond_json(&web, &good).await, json!({"accepted": true}));
+    assert_eq!(
+        respond_json(&web, &good).await,
+        json!({"accepted": false, "reason": "not-pending"})
+    );
+    sse.until("questions", |q| q["items"] == json!([])).await;
+    sse.until("events", has_turn_end).await;
+    let requests = server.requests();
+    assert_eq!(
+        requests[1].last_tool_output().as_deref(),
+        Some(
+            r#"{"answers":[{"id":"color","selected":["Blue"]},{"id":"name","selected":[],"custom":"Rex"}]}"#
+        ),
+        "the model's next request carries the answer"
+    );
+    // A turn cancelled while the question waits clears it; a late answer is not taken.
+    web.ok(
+        "session.prompt",
+        json!({"sessionId": id, "content": [{"type": "text", "text": "ask again"}]}),
+    )
+    .await;
+    let frames = sse
+        .until("questions", |q| {
+            q["items"].as_array().is_some_and(|i| !i.is_empty())
+        })
+        .await;
+    let second = frames.last().unwrap().json()["items"][0]["questionId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    web.ok("session.cancel", json!({"sessionId": id})).await;
+    sse.until("questions", |q| q["items"] == json!([])).await;
+    assert_eq!(
+        respond_json(
+            &web,
+            &question_reply(
+                &id,
+                &second,
+                json!({"answers": [{"id": "color", "selected": ["Red"]}, {"id": "name", "custom": "Max"}]}),
+            ),
+        )
+        .await,
+        json!({"accepted": false, "reason": "not-pending"})
+    );
+    sse.until("status", |s| s["running"] == false).await;
+    assert_eq!(server.requests().len(), 3, "no model call after the cancel");
+}
+
+/// `/plan`, then `exit_plan_mode`: the page sees the plan review, "keep planning" sends
+/// its feedback to the model, approving the revised plan leaves plan mode (`plan/mode`
+/// flips) and the model's next request carries the approval.
+#[tokio::test]
+async fn a_plan_review_is_sent_back_then_approved_from_the_page() {
+    let server = MockServer::start().answer_untooled("Planning");
+    let submit = |id: &str, plan: &str| {
+        Reply::tool_call(id, "exit_plan_mode", &json!({"plan": plan}).to_string())
+    };
+    server.push(submit("call_p1", "# Cache plan\n\n- add a map"));
+    server.push(submit(
+        "call_p2",
+        "# Cache plan\n\n- add a map\n- evict the oldest",
+    ));
+    server.push(Reply::text("Carrying it out."));
+    let mut web = Web::start(&server, &[("DEEPSEEK_API_KEY", "sk-x")], &[]);
+    web.login().await;
+    let id = web.new_session().await;
+    web.ok(
+        "session.prompt",
+        json!({"sessionId": id, "content": [{"type": "text", "text": "/plan"}]}),
+    )
+    .await;
+    let mut sse = web.stream(Some(&id), None).await;
+    web.ok(
+        "session.prompt",
+        json!({"sessionId": id, "content": [{"type": "text", "text": "design a cache"}]}),
+    )
+    .await;
+    let mut reviews = Vec::new();
+    for round in 0..2 {
+        let frames = sse
+            .until("questions", |q| {
+                q["items"].as_array().is_some_and(|i| !i.is_empty())
+            })
+            .await;
+        let item = frames.last().unwrap().json()["items"][0].clone();
+        let review = &item["planReview"];
+        assert_eq!(review["approve"], "Approve", "{item}");
+        let question = item["questionId"].as_str().unwrap().to_string();
+        let qid = item["questions"][0]["id"].as_str().unwrap().to_string();
+        reviews.push(review["plan"].as_str().unwrap().to_string());
+        let reply = if round == 0 {
+            json!({"answers": [{"id": qid, "selected": ["Keep planning"], "custom": "add eviction"}]})
+        } else {
+            let mixed = respond_json(
+                &web,
+                &question_reply(
+                    &id,
+                    &question,
+                    json!({"answers": [{"id": qid, "selected": ["Approve"], "custom": "but hurry"}]}),
+                ),
+            )
+            .await;
+            assert_eq!(mixed["reason"], "invalid-answer", "{mixed}");
+            json!({"answers": [{"id": qid, "selected": ["Approve"]}]})
+        };
+        assert_eq!(
+            respond_json(&web, &question_reply(&id, &question, reply)).await,
+            json!({"accepted": true})
+        );
+    }
+    sse.until("events", has_turn_end).await;
+    assert_eq!(
+        reviews,
+        [
+            "# Cache plan\n\n- add a map",
+            "# Cache plan\n\n- add a map\n- evict the oldest"
+        ]
+    );
+    let requests = server.requests();
+    let feedback = requests[1].last_tool_output().unwrap_or_default();
+    assert!(
+        feedback.contains("Their feedback: add eviction"),
+        "{feedback}"
+    );
+    let approved = requests[2].last_tool_output().unwrap_or_default();
+    assert!(approved.contains("Plan approved"), "{approved}");
+    let modes: Vec<Value> = web
+        .events(&id)
+        .await
+        .into_iter()
+        .filter(|e| e["type"] == "plan/mode")
+        .map(|e| e["data"]["active"].clone())
+        .collect();
+    assert_eq!(modes, [json!(true), json!(false)]);
 }

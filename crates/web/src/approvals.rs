@@ -4,71 +4,36 @@
 //! `Approvals::request` path ACP uses (which logs `approval/decided`). A turn cancelled
 //! while waiting resolves `cancelled`; nothing waits past shutdown.
 
-use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
-
 use dsh_kernel::BoxFuture;
 use dsh_policies::ApprovalAnswerer;
 use dsh_tools::{ApprovalOutcome, ApprovalRequest};
 use serde_json::{Value, json};
-use tokio::sync::oneshot;
 
 use crate::hub::{Hub, Signal};
-
-struct Pending {
-    order: u64,
-    session_id: String,
-    view: Value,
-    answer: oneshot::Sender<ApprovalOutcome>,
-}
+pub use crate::pending::Answered;
+use crate::pending::PendingWaits;
 
 /// Pending approvals of every session.
 #[derive(Clone)]
 pub struct WebApprovals {
-    pending: Arc<Mutex<BTreeMap<String, Pending>>>,
-    next: Arc<std::sync::atomic::AtomicU64>,
-    hub: Hub,
-}
-
-/// How an answer was taken.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Answered {
-    Accepted,
-    /// Already answered, cancelled, or never asked.
-    NotPending,
+    waits: PendingWaits<ApprovalOutcome>,
 }
 
 impl WebApprovals {
     pub fn new(hub: Hub) -> Self {
         Self {
-            pending: Arc::default(),
-            next: Arc::default(),
-            hub,
+            waits: PendingWaits::new(hub, Signal::Approvals),
         }
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Pending>> {
-        self.pending.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// The pending approvals of `session_id`, oldest first.
     pub fn of_session(&self, session_id: &str) -> Vec<Value> {
-        let map = self.lock();
-        let mut items: Vec<(u64, Value)> = map
-            .values()
-            .filter(|p| p.session_id == session_id)
-            .map(|p| (p.order, p.view.clone()))
-            .collect();
-        items.sort_by_key(|(o, _)| *o);
-        items.into_iter().map(|(_, v)| v).collect()
+        self.waits.of_session(session_id)
     }
 
     /// Sessions with at least one pending approval.
     pub fn sessions_waiting(&self) -> Vec<String> {
-        let mut out: Vec<String> = self.lock().values().map(|p| p.session_id.clone()).collect();
-        out.sort();
-        out.dedup();
-        out
+        self.waits.sessions_waiting()
     }
 
     /// Answers `approval_id` of `session_id`.
@@ -78,26 +43,13 @@ impl WebApprovals {
         approval_id: &str,
         outcome: ApprovalOutcome,
     ) -> Answered {
-        let entry = {
-            let mut map = self.lock();
-            match map.get(approval_id) {
-                Some(p) if p.session_id == session_id => map.remove(approval_id),
-                _ => None,
-            }
-        };
-        match entry {
-            Some(p) => {
-                let _ = p.answer.send(outcome);
-                self.hub.send(Signal::Approvals(session_id.to_string()));
-                self.hub.send(Signal::Lists);
-                Answered::Accepted
-            }
-            None => Answered::NotPending,
-        }
+        self.waits
+            .answer_with(session_id, approval_id, |_| Ok(outcome))
     }
 
-    fn remove(&self, approval_id: &str) -> Option<String> {
-        self.lock().remove(approval_id).map(|p| p.session_id)
+    /// Resolves every pending approval `cancelled` (shutdown).
+    pub fn close_all(&self) {
+        self.waits.close_all();
     }
 }
 
@@ -125,28 +77,11 @@ impl ApprovalAnswerer for WebApprovals {
             } else {
                 request.approval_id.clone()
             };
-            let (tx, rx) = oneshot::channel();
-            let order = this.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            this.lock().insert(
-                id.clone(),
-                Pending {
-                    order,
-                    session_id: session_id.clone(),
-                    view: view(&request, &session_id),
-                    answer: tx,
-                },
-            );
-            this.hub.send(Signal::Approvals(session_id.clone()));
-            this.hub.send(Signal::Lists);
-            let outcome = tokio::select! {
-                answer = rx => answer.unwrap_or(ApprovalOutcome::Cancelled),
-                () = request.cancel.cancelled() => ApprovalOutcome::Cancelled,
-            };
-            if this.remove(&id).is_some() {
-                this.hub.send(Signal::Approvals(session_id));
-                this.hub.send(Signal::Lists);
-            }
-            outcome
+            let view = view(&request, &session_id);
+            this.waits
+                .wait(id, session_id, view, &request.cancel)
+                .await
+                .unwrap_or(ApprovalOutcome::Cancelled)
         })
     }
 }

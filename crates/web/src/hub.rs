@@ -19,6 +19,8 @@ pub enum Signal {
     Queue(String),
     /// A session's pending approvals changed.
     Approvals(String),
+    /// A session's pending user questions changed.
+    Questions(String),
     /// A running tool printed something.
     Output {
         session: String,
@@ -35,7 +37,7 @@ impl Signal {
     pub fn session(&self) -> Option<&str> {
         match self {
             Signal::Lists => None,
-            Signal::Queue(s) | Signal::Approvals(s) => Some(s),
+            Signal::Queue(s) | Signal::Approvals(s) | Signal::Questions(s) => Some(s),
             Signal::Status { session, .. } => Some(session),
             Signal::Output { session, .. } | Signal::AgentError { session, .. } => Some(session),
         }

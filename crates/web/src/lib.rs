@@ -22,7 +22,9 @@ mod http;
 mod hub;
 mod listing;
 mod open_browser;
+mod pending;
 mod plugins;
+mod questions;
 mod routes;
 mod rpc;
 mod server;
@@ -106,6 +108,9 @@ impl RunningWeb {
         for a in &agents {
             a.cancel(dsh_session::CancelCause::User, true);
         }
+        // Nothing waits for a page past this point.
+        self.state.approvals.close_all();
+        self.state.questions.close_all();
         // Sessions settle in parallel, each bounded: a stuck one cannot hold the others.
         let mut closing = tokio::task::JoinSet::new();
         for a in agents {
@@ -187,6 +192,12 @@ pub async fn start(root: &Context) -> Result<RunningWeb, WebError> {
             .register_answerer(root, Arc::new(approvals.clone()))
             .map_err(|e| WebError::Wiring(e.to_string()))?;
     }
+    let questions = questions::WebQuestions::new(hub.clone());
+    if let Some(service) = root.get::<dsh_user_questions::UserQuestions>() {
+        service
+            .register_provider(root, Arc::new(questions.clone()))
+            .map_err(|e| WebError::Wiring(e.to_string()))?;
+    }
     let workspaces = root
         .get::<plugins::WorkspaceRow>()
         .and(root.get::<StorageRoot>())
@@ -210,6 +221,7 @@ pub async fn start(root: &Context) -> Result<RunningWeb, WebError> {
         hub,
         hosting,
         approvals,
+        questions,
         workspaces,
         files: root.get::<dsh_persistence::SessionFiles>(),
         credentials,

@@ -15,6 +15,7 @@ use crate::fence::Fence;
 use crate::hosting::{Hosting, Lifecycle};
 use crate::hub::Hub;
 use crate::listing::Listing;
+use crate::questions::WebQuestions;
 use crate::workspaces::WorkspaceStore;
 
 pub struct WebState {
@@ -22,6 +23,7 @@ pub struct WebState {
     pub hub: Hub,
     pub hosting: Arc<Hosting>,
     pub approvals: WebApprovals,
+    pub questions: WebQuestions,
     pub workspaces: Option<Arc<WorkspaceStore>>,
     pub files: Option<Arc<SessionFiles>>,
     pub credentials: Option<Arc<Credentials>>,

@@ -6,7 +6,7 @@
 //!   session (stream deltas of committed steps elided — their message carries the content);
 //! * `events` `[event…]`: committed events, seq-contiguous, the first one is the previous
 //!   frame's `next`;
-//! * `live` (baseline) / `status` / `queue` / `approvals` / `output` / `agent-error`:
+//! * `live` (baseline) / `status` / `queue` / `approvals` / `questions` / `output` / `agent-error`:
 //!   live state that is not in the log;
 //! * `shutdown` before the server stops; `: keepalive` comments every 15 s.
 //!
@@ -227,6 +227,7 @@ impl Stream {
             "running": agent.as_ref().is_some_and(|a| a.status() == dsh_agent::AgentStatus::Running),
             "queue": agent.as_ref().map_or(json!([]), queue_items),
             "approvals": self.state.approvals.of_session(&hosted.id),
+            "questions": self.state.questions.of_session(&hosted.id),
             "outputs": hosted.outputs(),
             "error": hosted.last_error(),
         });
@@ -254,6 +255,11 @@ impl Stream {
             Signal::Approvals(id) => {
                 let items = self.state.approvals.of_session(&id);
                 self.send_json("approvals", &json!({"sessionId": id, "items": items}))
+                    .await
+            }
+            Signal::Questions(id) => {
+                let items = self.state.questions.of_session(&id);
+                self.send_json("questions", &json!({"sessionId": id, "items": items}))
                     .await
             }
             Signal::Output {

@@ -1,4 +1,4 @@
-// The wire: JSON RPC over POST /api/<method>, approval answers over /api/respond, and the
+// The wire: JSON RPC over POST /api/<method>, approval and question answers over /api/respond, and the
 // server-sent event stream with its cursor. The stream applies `events` frames only when
 // they continue the cursor exactly; anything else reopens the stream from the cursor.
 
@@ -44,6 +44,15 @@ export async function call(method, payload = {}) {
   throw new ApiError(e.code || 'internal', e.message || 'The request failed.', e.details);
 }
 
+// A user question: `{answers: [{id, selected, custom?}]}` or `{dismissed: true}`.
+export async function respondQuestion(sessionId, questionId, reply) {
+  return post('/api/respond', {
+    type: 'client-response',
+    rpcId: questionId,
+    result: { ok: true, value: { sessionId, questionId, ...reply } },
+  });
+}
+
 export async function respond(sessionId, approvalId, outcome) {
   return post('/api/respond', {
     type: 'client-response',
@@ -53,7 +62,7 @@ export async function respond(sessionId, approvalId, outcome) {
 }
 
 // One event stream (host frames, plus one session's frames when `session` is set).
-// handlers: {hello, host, snapshot, events(list), live, status, queue, approvals, output,
+// handlers: {hello, host, snapshot, events(list), live, status, queue, approvals, questions, output,
 // agentError, sessionError, shutdown, gap}
 export class Stream {
   constructor(session, handlers) {
@@ -112,6 +121,7 @@ export class Stream {
     on('status', (d) => hd.status && hd.status(d));
     on('queue', (d) => hd.queue && hd.queue(d));
     on('approvals', (d) => hd.approvals && hd.approvals(d));
+    on('questions', (d) => hd.questions && hd.questions(d));
     on('output', (d) => hd.output && hd.output(d));
     on('agent-error', (d) => hd.agentError && hd.agentError(d));
     on('session-error', (d) => hd.sessionError && hd.sessionError(d));

@@ -1,9 +1,9 @@
 // The conversation of one session, rendered incrementally from its durable events
 // (snapshot, then contiguous `events` batches) plus live state (status, inbox, approvals,
-// tool output). Each event is applied once: anything at or below the cursor is skipped.
+// questions, tool output). Each event is applied once: anything at or below the cursor is skipped.
 
 import { h, append, clear, fmtTokens, basename, toast, confirmDialog, promptDialog } from './util.js';
-import { call, respond, Stream } from './api.js';
+import { call, respond, respondQuestion, Stream } from './api.js';
 import { renderMarkdown, codeBlock } from './md.js';
 import { state, refreshSoon, sessionRow } from './store.js';
 import { DraftImages, acceptImages, promptContent, gallery, releaseSession } from './images.js';
@@ -150,6 +150,8 @@ export class Conversation {
     this.planList = h('ol', { class: 'plan-list' });
     this.plan = h('aside', { class: 'plan hidden', 'data-testid': 'plan' }, h('h3', null, 'Plan'), this.planList);
     this.approvalsEl = h('div', { class: 'approvals', 'data-testid': 'approvals' });
+    this.questionsEl = h('div', { class: 'approvals', 'data-testid': 'questions' });
+    this.questionCards = new Map();
     this.queueEl = h('div', { class: 'queue', 'data-testid': 'queue' });
     this.input = h('textarea', { class: 'composer-input', rows: 3, placeholder: 'Message dsh… (Enter to send, Shift+Enter for a new line; paste or drop images)', 'data-testid': 'composer-input', 'aria-label': 'Message' });
     this.sendBtn = h('button', { class: 'btn btn-primary', 'data-testid': 'send', onclick: () => this.send() }, 'Send');
@@ -168,6 +170,7 @@ export class Conversation {
       this.banner,
       h('div', { class: 'conv-main' }, this.body, this.plan),
       this.approvalsEl,
+      this.questionsEl,
       this.queueEl,
       this.composerEl,
       this.composerNote);
@@ -182,6 +185,7 @@ export class Conversation {
       status: (d) => this.setRunning(d.running),
       queue: (d) => this.setQueue(d.items),
       approvals: (d) => this.setApprovals(d.items),
+      questions: (d) => this.setQuestions(d.items),
       output: (d) => this.output(d.callId, d.text),
       agentError: (d) => this.showError(d.message),
       sessionError: (d) => this.sessionError(d),
@@ -257,6 +261,7 @@ export class Conversation {
     this.setRunning(d.running);
     this.setQueue(d.queue || []);
     this.setApprovals(d.approvals || []);
+    this.setQuestions(d.questions || []);
     this.outputs = d.outputs || {};
     for (const [callId, text] of Object.entries(this.outputs)) { const c = this.cards.get(callId); if (c) c.setOutput(text); }
     if (d.error) this.showError(d.error);
@@ -536,6 +541,77 @@ export class Conversation {
     card.addEventListener('keydown', (e) => {
       if (e.key === 'Enter') { e.preventDefault(); approve.click(); }
       if (e.key === 'Escape') { e.preventDefault(); reject.click(); }
+    });
+    return card;
+  }
+
+  // Pending questions: a card keeps its half-filled choices while it stays pending.
+  setQuestions(items) {
+    const keep = new Map();
+    for (const q of items) keep.set(q.questionId, this.questionCards.get(q.questionId) || this.questionCard(q));
+    this.questionCards = keep;
+    clear(this.questionsEl);
+    for (const card of keep.values()) this.questionsEl.append(card);
+  }
+
+  questionCard(q) {
+    const controls = [];
+    const disable = (on) => controls.forEach((c) => { c.disabled = on; });
+    const send = async (reply) => {
+      disable(true);
+      try {
+        const r = await respondQuestion(this.id, q.questionId, reply);
+        if (r.accepted) return;
+        if (r.reason === 'invalid-answer') { toast(r.message); disable(false); } else toast('This question was already answered.', 'info');
+      } catch (e) { toast(e.message); disable(false); }
+    };
+    const dismiss = h('button', { class: 'btn', 'data-testid': 'question-dismiss', title: 'Close this question and reply in the message box instead' }, 'Reply in chat instead');
+    dismiss.addEventListener('click', () => send({ dismissed: true }));
+    controls.push(dismiss);
+    const card = h('div', { class: 'approval question', 'data-testid': 'question', 'data-question': q.questionId, tabindex: 0, role: 'group', 'aria-label': 'Question for you' });
+    if (q.planReview) {
+      const feedback = h('textarea', { class: 'question-text', rows: 2, placeholder: 'What should change? (sent with Keep planning)', 'data-testid': 'plan-feedback', 'aria-label': 'Feedback on the plan' });
+      const approve = h('button', { class: 'btn btn-primary', 'data-testid': 'plan-approve' }, 'Approve plan');
+      const keep = h('button', { class: 'btn', 'data-testid': 'plan-keep' }, 'Keep planning');
+      const id = q.questions[0].id;
+      approve.addEventListener('click', () => send({ answers: [{ id, selected: [q.planReview.approve] }] }));
+      keep.addEventListener('click', () => send({ answers: [{ id, selected: [q.planReview.keepPlanning], custom: feedback.value }] }));
+      controls.push(feedback, approve, keep);
+      append(card, [
+        h('div', { class: 'approval-title' }, 'Plan ready for review'),
+        h('div', { class: 'question-plan', 'data-testid': 'plan-review' }, renderMarkdown(q.planReview.plan)),
+        feedback,
+        h('div', { class: 'approval-actions' }, approve, keep, dismiss),
+      ]);
+      return card;
+    }
+    const readers = [];
+    for (const item of q.questions || []) {
+      const options = item.options || [];
+      const multi = item.multiSelect === true;
+      const group = `q-${q.questionId}-${item.id}`;
+      const boxes = options.map((o) => {
+        const input = h('input', { type: multi ? 'checkbox' : 'radio', name: group, value: o.label, 'data-testid': 'question-option' });
+        controls.push(input);
+        return { input, el: h('label', { class: 'question-option' }, input, h('span', { class: 'question-label' }, o.label), o.description ? h('span', { class: 'question-desc' }, o.description) : null) };
+      });
+      const text = h('input', { type: 'text', class: 'question-text', placeholder: options.length ? 'Or write your own answer' : 'Your answer', 'data-testid': 'question-custom', 'aria-label': item.question });
+      controls.push(text);
+      readers.push(() => ({ id: item.id, selected: boxes.filter((b) => b.input.checked).map((b) => b.input.value), custom: text.value }));
+      append(card, [
+        item.header ? h('div', { class: 'question-header' }, item.header) : null,
+        h('div', { class: 'approval-title' }, item.question),
+        item.detail ? renderMarkdown(item.detail) : null,
+        boxes.length ? h('div', { class: 'question-options' }, ...boxes.map((b) => b.el)) : null,
+        text,
+      ]);
+    }
+    const submit = h('button', { class: 'btn btn-primary', 'data-testid': 'question-submit' }, 'Send answer');
+    submit.addEventListener('click', () => send({ answers: readers.map((r) => r()) }));
+    controls.push(submit);
+    card.append(h('div', { class: 'approval-actions' }, submit, dismiss));
+    card.addEventListener('keydown', (e) => {
+      if (e.key === 'Enter' && e.target.tagName !== 'TEXTAREA') { e.preventDefault(); submit.click(); }
     });
     return card;
   }

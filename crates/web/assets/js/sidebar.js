@@ -5,7 +5,7 @@ import { h, clear, fmtAgo, basename, toast, dialog, confirmDialog, icon } from '
 import { call } from './api.js';
 import { state, subscribe, changed, chooseWorkspace, workspace, refreshLists } from './store.js';
 
-const STATE_LABEL = { running: 'running', approval: 'needs approval', error: 'error', unreadable: 'unreadable', idle: '' };
+const STATE_LABEL = { running: 'running', approval: 'needs approval', question: 'needs an answer', error: 'error', unreadable: 'unreadable', idle: '' };
 
 export function mountSidebar(el) {
   const wsSelect = h('select', { class: 'input', 'data-testid': 'workspace-select', 'aria-label': 'Workspace' });

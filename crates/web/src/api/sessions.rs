@@ -1,5 +1,5 @@
 //! `session.*`: list, search, create, prompt (queue or steer; text and images), the
-//! attachments a session references, cancel, rename, fork, delete, the pending inbox — and `POST /api/respond` for approvals.
+//! attachments a session references, cancel, rename, fork, delete, the pending inbox — and `POST /api/respond` for approvals and user questions.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -99,6 +99,7 @@ fn row(
     workspaces: &[crate::workspaces::Workspace],
     archived: &[String],
     waiting: &[String],
+    asking: &[String],
 ) -> (i64, Value) {
     match listed {
         Listed::Ok(summary) => {
@@ -111,6 +112,8 @@ fn row(
             let error = hosted.as_ref().and_then(|h| h.last_error());
             let state = if waiting.contains(id) {
                 "approval"
+            } else if asking.contains(id) {
+                "question"
             } else if running {
                 "running"
             } else if error.is_some() {
@@ -177,10 +180,11 @@ pub async fn list(s: &WebState, p: &Value) -> ApiResult {
     let want_archived = Args(p).flag("archived")?;
     let (workspaces, archived) = registry(s).await;
     let waiting = s.approvals.sessions_waiting();
+    let asking = s.questions.sessions_waiting();
     let mut rows: Vec<(i64, Value)> = summaries(s)
         .await
         .iter()
-        .map(|l| row(s, l, &workspaces, &archived, &waiting))
+        .map(|l| row(s, l, &workspaces, &archived, &waiting, &asking))
         .filter(|(_, r)| r["blank"] != Value::Bool(true))
         .filter(|(_, r)| r["archived"] == Value::Bool(want_archived))
         .collect();
@@ -722,9 +726,14 @@ pub async fn update_queue(s: &WebState, p: &Value) -> ApiResult {
 }
 
 /// `POST /api/respond`: `{type: "client-response", rpcId: <approvalId>, result: {ok: true,
-/// value: {sessionId, approvalId, outcome: "allowed-once" | "rejected"}}}`.
+/// value: {sessionId, approvalId, outcome: "allowed-once" | "rejected"}}}`, or for a user
+/// question `rpcId: <questionId>` and `value: {sessionId, questionId, answers: [{id,
+/// selected: [label…], custom?}]}` (or `dismissed: true` to close it unanswered).
 pub fn respond(s: &WebState, body: &Value) -> Value {
     let value = body.pointer("/result/value");
+    if value.and_then(|v| v.get("questionId")).is_some() {
+        return respond_question(s, body);
+    }
     let field = |k: &str| value.and_then(|v| v.get(k)).and_then(Value::as_str);
     let outcome = match field("outcome") {
         Some("allowed-once") => Some(ApprovalOutcome::AllowedOnce),
@@ -742,11 +751,41 @@ pub fn respond(s: &WebState, body: &Value) -> Value {
         (true, Some(session), Some(approval), Some(outcome))
             if body.get("rpcId").and_then(Value::as_str) == Some(approval) =>
         {
-            match s.approvals.answer(session, approval, outcome) {
-                Answered::Accepted => json!({"accepted": true}),
-                Answered::NotPending => json!({"accepted": false, "reason": "not-pending"}),
-            }
+            answered(s.approvals.answer(session, approval, outcome))
         }
         _ => json!({"accepted": false, "reason": "bad-response"}),
+    }
+}
+
+fn respond_question(s: &WebState, body: &Value) -> Value {
+    let value = body.pointer("/result/value").unwrap_or(&Value::Null);
+    let field = |k: &str| value.get(k).and_then(Value::as_str);
+    let well_formed = body.get("type").and_then(Value::as_str) == Some("client-response")
+        && body.pointer("/result/ok") == Some(&Value::Bool(true));
+    let (Some(session), Some(question)) = (field("sessionId"), field("questionId")) else {
+        return json!({"accepted": false, "reason": "bad-response"});
+    };
+    if !well_formed || body.get("rpcId").and_then(Value::as_str) != Some(question) {
+        return json!({"accepted": false, "reason": "bad-response"});
+    }
+    let taken = if value.get("dismissed") == Some(&Value::Bool(true)) {
+        s.questions.dismiss(session, question)
+    } else {
+        s.questions.answer(
+            session,
+            question,
+            value.get("answers").unwrap_or(&Value::Null),
+        )
+    };
+    answered(taken)
+}
+
+fn answered(taken: Answered) -> Value {
+    match taken {
+        Answered::Accepted => json!({"accepted": true}),
+        Answered::NotPending => json!({"accepted": false, "reason": "not-pending"}),
+        Answered::Invalid(message) => {
+            json!({"accepted": false, "reason": "invalid-answer", "message": message})
+        }
     }
 }
