@@ -1,5 +1,6 @@
 //! Shared test helpers for the dsh workspace.
 
+pub mod json_schema;
 pub mod mock_server;
 pub mod sse;
 pub mod webdriver;
