@@ -162,6 +162,71 @@ pub fn is_secret_path(canonical: &Path) -> bool {
         .is_secret(canonical)
 }
 
+/// Whether an already opened file is a credential file of this installation or a `/proc`
+/// secret. The verdict is about the file itself — its inode for the credential files (so a
+/// hard link or a swapped path segment is recognized) and its `/proc` name for procfs files —
+/// so a concurrent swap of a path segment between a path check and the open cannot slip a
+/// secret through.
+pub fn is_secret_file(file: &std::fs::File) -> bool {
+    use std::os::unix::fs::MetadataExt as _;
+    let Ok(meta) = file.metadata() else {
+        return true;
+    };
+    if is_on_procfs(file) {
+        // Name the procfs file by what the kernel says the descriptor is; unknown is secret.
+        return match std::fs::read_link(opened_fd_path(file)) {
+            Ok(path) => is_proc_secret(&path),
+            Err(_) => true,
+        };
+    }
+    static HOME: OnceLock<SecretPaths> = OnceLock::new();
+    let home = HOME.get_or_init(|| SecretPaths::for_home(&dsh_home()));
+    home.files
+        .iter()
+        .any(|f| std::fs::metadata(f).is_ok_and(|m| m.dev() == meta.dev() && m.ino() == meta.ino()))
+}
+
+/// `/proc/self/fd/<n>` of an open file.
+fn opened_fd_path(file: &std::fs::File) -> PathBuf {
+    use std::os::fd::AsRawFd as _;
+    PathBuf::from(format!("/proc/self/fd/{}", file.as_raw_fd()))
+}
+
+/// Whether the file lives on a procfs mount.
+fn is_on_procfs(file: &std::fs::File) -> bool {
+    const PROC_SUPER_MAGIC: i64 = 0x9fa0;
+    rustix::fs::fstatfs(file).is_ok_and(|s| s.f_type == PROC_SUPER_MAGIC)
+}
+
+/// Why [`open_for_read`] did not hand out a file.
+#[derive(Debug)]
+pub enum OpenForRead {
+    /// The opened file is a credential file or a `/proc` secret.
+    Secret,
+    /// The open itself failed.
+    Io(std::io::Error),
+}
+
+/// Opens `path` read-only the way any open does (symlinks followed), without blocking on a
+/// FIFO and without taking a controlling terminal, then refuses the file if
+/// [`is_secret_file`] says so. Tools read through this instead of checking a path first and
+/// opening it afterwards.
+pub fn open_for_read(path: &Path) -> Result<std::fs::File, OpenForRead> {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags((rustix::fs::OFlags::NONBLOCK | rustix::fs::OFlags::NOCTTY).bits() as i32)
+        .open(path)
+        .map_err(OpenForRead::Io)?;
+    if is_secret_file(&file) {
+        return Err(OpenForRead::Secret);
+    }
+    // Reads of regular files ignore O_NONBLOCK; clear it anyway so a device or FIFO a caller
+    // chooses to read behaves as a normal blocking descriptor.
+    let _ = rustix::fs::fcntl_setfl(&file, rustix::fs::OFlags::empty());
+    Ok(file)
+}
+
 /// `/proc/<pid|self|thread-self>[/task/<tid>]/{environ,mem,auxv,pagemap}`.
 pub fn is_proc_secret(path: &Path) -> bool {
     let parts: Vec<&str> = path

@@ -3,8 +3,8 @@
 
 use std::collections::HashMap;
 use std::fs::{File, Metadata};
-use std::io::{ErrorKind, Read as _, Write as _};
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::io::{ErrorKind, Read as _};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, LazyLock, Mutex, Weak};
 
@@ -14,6 +14,7 @@ use crate::errors;
 use crate::paths::{Target, is_path_under, resolve_target};
 use crate::sandbox::{ExecutionPolicy, SandboxMode};
 
+use super::anchor::{Anchor, Parents, Walk};
 use super::events::WriteIntent;
 use dsh_tools::ClientFiles;
 
@@ -130,7 +131,7 @@ pub(crate) fn read_line_window(
     let display = &target.display;
     let not_text =
         |why: &str| errors::fs("FS_NOT_TEXT", format!("cannot read \"{display}\": {why}"));
-    let file = std::fs::File::open(&target.key).map_err(|e| io_error(&e, "open", &target.key))?;
+    let file = open_checked(target)?;
     let mut reader = std::io::BufReader::with_capacity(64 * 1024, file);
     let mut window = LineWindow {
         total: 1,
@@ -227,7 +228,10 @@ pub(crate) fn read_whole_text(target: &Target) -> Result<String, BoxError> {
         }
         Some(_) => {}
     }
-    let raw = std::fs::read(&target.key).map_err(|e| io_error(&e, "open", &target.key))?;
+    let mut raw = Vec::new();
+    open_checked(target)?
+        .read_to_end(&mut raw)
+        .map_err(|e| io_error(&e, "read", &target.key))?;
     if raw[..raw.len().min(BINARY_SAMPLE_BYTES)].contains(&0) {
         return Err(errors::fs(
             "FS_NOT_TEXT",
@@ -242,20 +246,32 @@ pub(crate) fn read_whole_text(target: &Target) -> Result<String, BoxError> {
     })
 }
 
+/// Opens the target for reading and refuses it when the opened file is a secret: the check is
+/// about the file that was opened, so a path segment swapped after resolution cannot lead
+/// the read to the credentials.
+/// Only regular files are handed out: a path swapped for a FIFO or a device after the stat
+/// must not hang or flood the read.
+pub(crate) fn open_checked(target: &Target) -> Result<File, BoxError> {
+    use dsh_sandbox::secrets::{OpenForRead, open_for_read};
+    let file = open_for_read(&target.key).map_err(|e| match e {
+        OpenForRead::Secret => crate::paths::secret_refusal(&target.display),
+        OpenForRead::Io(e) => io_error(&e, "open", &target.key),
+    })?;
+    match file.metadata() {
+        Ok(meta) if meta.is_file() => Ok(file),
+        Ok(_) => Err(errors::fs(
+            "FS_NOT_REGULAR_FILE",
+            format!("cannot read \"{}\": not a regular file", target.display),
+        )),
+        Err(e) => Err(io_error(&e, "stat", &target.key)),
+    }
+}
+
 /// The best-effort LF-normalized diff basis of an existing file: `None` for a non-regular,
 /// too large (`>= max_bytes`), binary, non-UTF-8 or unreadable file.
-fn read_text_for_diff(path: &Path, max_bytes: u64) -> Option<String> {
-    let mut file = File::open(path).ok()?;
-    let meta = file.metadata().ok()?;
-    if !meta.is_file() || meta.size() >= max_bytes {
-        return None;
-    }
-    let mut buf = Vec::with_capacity(meta.size() as usize + 1);
-    (&mut file)
-        .take(meta.size() + 1)
-        .read_to_end(&mut buf)
-        .ok()?;
-    if buf.len() as u64 != meta.size() || buf.contains(&0) {
+fn text_for_diff(anchor: &Anchor, max_bytes: u64) -> Option<String> {
+    let buf = anchor.read_capped(max_bytes)?;
+    if buf.contains(&0) {
         return None;
     }
     decode_utf8(buf).map(|t| normalize_line_endings(&t))
@@ -285,16 +301,21 @@ pub(crate) async fn lock_target(key: &Path) -> tokio::sync::OwnedMutexGuard<()> 
 
 // ------------------------------------------------------------------ fence
 
-/// Enforces the per-call policy on a mutation target and returns the target to mutate:
-/// `read-only` refuses, `workspace-write` re-resolves the target now (catching a swapped
-/// symlink) and requires it under a writable root, `danger-full-access` passes.
-pub(crate) fn fence(target: &Target, policy: Option<&ExecutionPolicy>) -> Result<Target, BoxError> {
+/// Enforces the per-call policy on a mutation target and returns the target to mutate and
+/// how to reach it: `read-only` refuses, `workspace-write` re-resolves the target now and
+/// requires it under a writable root — then the write walks to it without following any
+/// symlink, so a segment swapped after this check is refused rather than followed —,
+/// `danger-full-access` passes.
+pub(crate) fn fence(
+    target: &Target,
+    policy: Option<&ExecutionPolicy>,
+) -> Result<(Target, Walk), BoxError> {
     let Some(policy) = policy else {
-        return Ok(target.clone());
+        return Ok((target.clone(), Walk::Follow));
     };
     let display = &target.display;
     match policy.mode {
-        SandboxMode::DangerFullAccess => Ok(target.clone()),
+        SandboxMode::DangerFullAccess => Ok((target.clone(), Walk::Follow)),
         SandboxMode::ReadOnly => Err(errors::fs(
             "FS_SANDBOX_DENIED",
             format!("cannot write \"{display}\": file access denied under read-only mode"),
@@ -306,7 +327,7 @@ pub(crate) fn fence(target: &Target, policy: Option<&ExecutionPolicy>) -> Result
                 .iter()
                 .any(|root| is_path_under(&fresh.key, root))
             {
-                Ok(fresh)
+                Ok((fresh, Walk::Strict))
             } else {
                 Err(errors::fs(
                     "FS_SANDBOX_DENIED",
@@ -321,89 +342,6 @@ pub(crate) fn fence(target: &Target, policy: Option<&ExecutionPolicy>) -> Result
 
 // ------------------------------------------------------------------ writes
 
-/// Atomically publishes `content` at `path` through a private staging file in the same
-/// directory (dir 0700, file 0600, synced, previous mode restored). With
-/// `create_if_absent`, publication is a hard link, so an existing file is never replaced.
-pub(crate) fn write_atomic(
-    path: &Path,
-    content: &[u8],
-    mode: Option<u32>,
-    create_if_absent: Option<&str>,
-) -> Result<(), BoxError> {
-    let dir = path.parent().unwrap_or(Path::new("/"));
-    std::fs::create_dir_all(dir).map_err(|e| io_error(&e, "mkdir", dir))?;
-    let base = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let staging = dir.join(format!(
-        ".{base}.{}.{}.tmpdir",
-        std::process::id(),
-        uuid::Uuid::new_v4()
-    ));
-    std::fs::DirBuilder::new()
-        .mode(0o700)
-        .create(&staging)
-        .map_err(|e| io_error(&e, "mkdir", &staging))?;
-    let result = stage_and_publish(path, &staging, &base, content, mode, create_if_absent);
-    let _ = std::fs::remove_dir_all(&staging);
-    result
-}
-
-fn stage_and_publish(
-    path: &Path,
-    staging: &Path,
-    base: &str,
-    content: &[u8],
-    mode: Option<u32>,
-    create_if_absent: Option<&str>,
-) -> Result<(), BoxError> {
-    std::fs::set_permissions(staging, std::fs::Permissions::from_mode(0o700))
-        .map_err(|e| io_error(&e, "chmod", staging))?;
-    let temp = staging.join(format!("{base}.tmp"));
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(&temp)
-        .map_err(|e| io_error(&e, "open", &temp))?;
-    file.write_all(content)
-        .map_err(|e| io_error(&e, "write", &temp))?;
-    file.sync_all().map_err(|e| io_error(&e, "fsync", &temp))?;
-    if let Some(mode) = mode {
-        file.set_permissions(std::fs::Permissions::from_mode(mode))
-            .map_err(|e| io_error(&e, "fchmod", &temp))?;
-    }
-    drop(file);
-    match create_if_absent {
-        Some(display) => {
-            std::fs::hard_link(&temp, path).map_err(|e| guarded_create_failure(&e, path, display))
-        }
-        None => std::fs::rename(&temp, path).map_err(|e| io_error(&e, "rename", path)),
-    }
-}
-
-fn guarded_create_failure(error: &std::io::Error, path: &Path, display: &str) -> BoxError {
-    let not_observed = || {
-        errors::fs(
-            "FS_NOT_OBSERVED",
-            format!("cannot overwrite existing \"{display}\" without reading it first"),
-        )
-    };
-    match std::fs::symlink_metadata(path) {
-        Ok(meta) if !meta.is_file() => errors::fs(
-            "FS_NOT_REGULAR_FILE",
-            format!("cannot write \"{display}\": not a regular file"),
-        ),
-        Ok(_) => not_observed(),
-        Err(_) if error.kind() == ErrorKind::AlreadyExists => not_observed(),
-        Err(_) => errors::fs(
-            "FS_IO_ERROR",
-            format!("cannot write \"{display}\": {error}"),
-        ),
-    }
-}
-
 /// The outcome of a `write`.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) struct WriteOutcome {
@@ -415,10 +353,24 @@ pub(crate) struct WriteOutcome {
     pub after: String,
 }
 
-fn version_after_write(target: &Target) -> Result<String, BoxError> {
-    Ok(probe(&target.key)?
+fn version_after_write(anchor: &Anchor, target: &Target) -> Result<String, BoxError> {
+    Ok(anchor
+        .probe()?
         .map(|p| p.version)
         .unwrap_or_else(|| format!("missing:{}", target.key.display())))
+}
+
+/// The anchor of a mutation target, creating missing parents.
+fn anchor_for_write(target: &Target, walk: Walk) -> Result<Anchor, BoxError> {
+    Anchor::open(&target.key, walk, Parents::Create)?.ok_or_else(|| {
+        errors::fs(
+            "FS_NOT_FOUND",
+            format!(
+                "cannot write \"{}\": its directory could not be created",
+                target.display
+            ),
+        )
+    })
 }
 
 /// Writes a whole file under the target lock, honouring the intent guard. With a client
@@ -431,14 +383,18 @@ pub(crate) async fn write_text(
     diff_basis_max_bytes: u64,
     client: Option<Arc<dyn ClientFiles>>,
 ) -> Result<WriteOutcome, BoxError> {
-    let target = fence(target, policy)?;
+    let (target, walk) = fence(target, policy)?;
     let _guard = lock_target(&target.key).await;
     let checked = target.clone();
     let content_len = content.len() as u64;
     let create_if_absent = matches!(intent, Some(WriteIntent::CreateIfAbsent));
     let (existing, before) = blocking(move || {
         let display = &checked.display;
-        let existing = probe(&checked.key)?;
+        let anchor = Anchor::open(&checked.key, walk, Parents::Existing)?;
+        let existing = match &anchor {
+            Some(anchor) => anchor.probe()?,
+            None => None,
+        };
         if let Some(p) = &existing
             && p.kind != Kind::File
         {
@@ -470,9 +426,9 @@ pub(crate) async fn write_text(
                 ));
             }
         }
-        let before = match &existing {
-            Some(_) if content_len < diff_basis_max_bytes => {
-                read_text_for_diff(&checked.key, diff_basis_max_bytes)
+        let before = match (&existing, &anchor) {
+            (Some(_), Some(anchor)) if content_len < diff_basis_max_bytes => {
+                text_for_diff(anchor, diff_basis_max_bytes)
             }
             _ => None,
         };
@@ -480,23 +436,30 @@ pub(crate) async fn write_text(
     })
     .await?;
     let after = normalize_line_endings(&content);
-    match client.filter(|c| c.writes()) {
-        Some(client) => client
-            .write_text(&target.key, content)
-            .await
-            .map_err(|e| client_error("write", &target.display, &e))?,
+    let version = match client.filter(|c| c.writes()) {
+        Some(client) => {
+            client
+                .write_text(&target.key, content)
+                .await
+                .map_err(|e| client_error("write", &target.display, &e))?;
+            let key = target.key.clone();
+            blocking(move || {
+                Ok(probe(&key)?
+                    .map(|p| p.version)
+                    .unwrap_or_else(|| format!("missing:{}", key.display())))
+            })
+            .await?
+        }
         None => {
             let (written, mode) = (target.clone(), existing.as_ref().map(|p| p.mode));
             blocking(move || {
+                let anchor = anchor_for_write(&written, walk)?;
                 let guard = create_if_absent.then_some(written.display.as_str());
-                write_atomic(&written.key, content.as_bytes(), mode, guard)
+                anchor.publish(content.as_bytes(), mode, guard)?;
+                version_after_write(&anchor, &written)
             })
-            .await?;
+            .await?
         }
-    }
-    let version = {
-        let t = target.clone();
-        blocking(move || version_after_write(&t)).await?
     };
     Ok(WriteOutcome {
         created: existing.is_none(),
@@ -531,7 +494,7 @@ pub(crate) async fn edit_text(
     policy: Option<&ExecutionPolicy>,
     client: Option<Arc<dyn ClientFiles>>,
 ) -> Result<EditOutcome, BoxError> {
-    let target = fence(target, policy)?;
+    let (target, walk) = fence(target, policy)?;
     let _guard = lock_target(&target.key).await;
     let display = target.display.clone();
     let stale = {
@@ -548,7 +511,10 @@ pub(crate) async fn edit_text(
         let (t, stale) = (target.clone(), stale.clone());
         blocking(move || {
             let display = &t.display;
-            let Some(existing) = probe(&t.key)? else {
+            let Some(anchor) = Anchor::open(&t.key, walk, Parents::Existing)? else {
+                return Err(stale());
+            };
+            let Some(existing) = anchor.probe()? else {
                 return Err(stale());
             };
             if existing.kind != Kind::File {
@@ -564,7 +530,7 @@ pub(crate) async fn edit_text(
                 return Err(stale());
             }
             let raw = if reads_local {
-                Some(std::fs::read(&t.key).map_err(|e| io_error(&e, "open", &t.key))?)
+                Some(anchor.read_all()?)
             } else {
                 None
             };
@@ -624,20 +590,28 @@ pub(crate) async fn edit_text(
     } else {
         edited.clone()
     };
-    match client.filter(|c| c.writes()) {
-        Some(c) => c
-            .write_text(&target.key, written)
-            .await
-            .map_err(|e| client_error("write", &display, &e))?,
+    let version = match client.filter(|c| c.writes()) {
+        Some(c) => {
+            c.write_text(&target.key, written)
+                .await
+                .map_err(|e| client_error("write", &display, &e))?;
+            let key = target.key.clone();
+            blocking(move || {
+                Ok(probe(&key)?
+                    .map(|p| p.version)
+                    .unwrap_or_else(|| format!("missing:{}", key.display())))
+            })
+            .await?
+        }
         None => {
             let t = target.clone();
-            blocking(move || write_atomic(&t.key, written.as_bytes(), Some(existing.mode), None))
-                .await?;
+            blocking(move || {
+                let anchor = anchor_for_write(&t, walk)?;
+                anchor.publish(written.as_bytes(), Some(existing.mode), None)?;
+                version_after_write(&anchor, &t)
+            })
+            .await?
         }
-    }
-    let version = {
-        let t = target.clone();
-        blocking(move || version_after_write(&t)).await?
     };
     Ok(EditOutcome {
         version,

@@ -1,6 +1,7 @@
 //! The filesystem tools (`read`, `write`, `edit`), the local backend settings, the sandbox
 //! fence, and the read-before-edit observation policy.
 
+mod anchor;
 mod diff;
 mod edit;
 mod events;

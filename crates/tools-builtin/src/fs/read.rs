@@ -327,8 +327,7 @@ fn truncate_line(line: String, max_units: usize) -> String {
 /// Streams the file in chunks: NUL in the leading sample → binary; fatal UTF-8 decoding
 /// across chunk boundaries; a leading BOM is dropped.
 fn read_window(target: &Target, request: &WindowRequest) -> Result<WindowResult, BoxError> {
-    let mut file =
-        std::fs::File::open(&target.key).map_err(|e| io_error(&e, "open", &target.key))?;
+    let mut file = super::io::open_checked(target)?;
     read_window_from(&mut file, target, request)
 }
 

@@ -102,12 +102,12 @@ fn assert_image_route(
 }
 
 /// Reads at most `cap` bytes; a longer file is an error (memory stays bounded).
-fn read_capped(path: &std::path::Path, cap: u64) -> Result<Option<Vec<u8>>, BoxError> {
-    let file = std::fs::File::open(path).map_err(|e| io_error(&e, "open", path))?;
+fn read_capped(target: &crate::paths::Target, cap: u64) -> Result<Option<Vec<u8>>, BoxError> {
+    let file = super::io::open_checked(target)?;
     let mut data = Vec::new();
     file.take(cap + 1)
         .read_to_end(&mut data)
-        .map_err(|e| io_error(&e, "read", path))?;
+        .map_err(|e| io_error(&e, "read", &target.key))?;
     Ok((data.len() as u64 <= cap).then_some(data))
 }
 
@@ -157,8 +157,8 @@ impl ReadImageTool {
         }
         let cap = limits.read_cap();
         let data = {
-            let key = target.key.clone();
-            blocking(move || read_capped(&key, cap)).await?
+            let target = target.clone();
+            blocking(move || read_capped(&target, cap)).await?
         };
         let Some(data) = data else {
             return Err(errors::plain(format!(

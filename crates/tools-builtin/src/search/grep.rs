@@ -364,7 +364,27 @@ fn search(
             raw_bytes: &mut raw_bytes,
             cap: config.raw_output_max_bytes,
         };
-        if let Err(e) = searcher.search_path(&matcher, entry.path(), sink) {
+        // Open first, then judge the opened file: a directory swapped for a link during the
+        // walk cannot lead the search into the credentials.
+        let file = match dsh_sandbox::secrets::open_for_read(entry.path()) {
+            Ok(file) => file,
+            Err(dsh_sandbox::secrets::OpenForRead::Secret) => {
+                if explicit {
+                    return Err(crate::paths::secret_refusal(
+                        &entry.path().to_string_lossy(),
+                    ));
+                }
+                continue;
+            }
+            Err(dsh_sandbox::secrets::OpenForRead::Io(e)) => {
+                stderr.push(format!("rg: {shown}: {e}"));
+                continue;
+            }
+        };
+        if !file.metadata().is_ok_and(|m| m.is_file()) && !explicit {
+            continue;
+        }
+        if let Err(e) = searcher.search_file(&matcher, &file, sink) {
             if raw_bytes > config.raw_output_max_bytes {
                 return Err(raw_overflow("grep", config.raw_output_max_bytes));
             }
