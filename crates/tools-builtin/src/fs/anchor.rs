@@ -318,8 +318,8 @@ impl Stat {
             st.st_dev,
             st.st_ino,
             st.st_size,
-            ns(st.st_mtime, st.st_mtime_nsec),
-            ns(st.st_ctime, st.st_ctime_nsec)
+            ns(st.st_mtime, st.st_mtime_nsec as i64),
+            ns(st.st_ctime, st.st_ctime_nsec as i64)
         )
     }
 }
