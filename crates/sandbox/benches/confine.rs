@@ -25,6 +25,7 @@ fn policy(workspace: &std::path::Path) -> ExecutionPolicy {
         extra_roots: Vec::new(),
         network: Network::Deny,
         masked: Vec::new(),
+        protected: Vec::new(),
     }
 }
 

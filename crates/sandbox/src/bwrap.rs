@@ -57,6 +57,10 @@ pub fn profile_args(policy: &ExecutionPolicy) -> Vec<OsString> {
             }
         }
     }
+    // Protected paths inside the writable roots stay read-only (hooks, git config).
+    for path in &policy.protected {
+        push_bind(&mut args, "--ro-bind", path);
+    }
     // Masks go last: they cover credential files even inside a writable root.
     for file in &policy.masked {
         args.push("--ro-bind".into());
@@ -66,9 +70,29 @@ pub fn profile_args(policy: &ExecutionPolicy) -> Vec<OsString> {
     args
 }
 
-/// The confined form of `argv` under bubblewrap.
+/// The confined form of `argv` under bubblewrap. Inside the namespaces the command runs
+/// through the launcher's `--filter-only` mode (when the binary named one), which adds the
+/// system-call filter mounts cannot express (Unix sockets on the host, io_uring, set-ID bits,
+/// extended attributes); without a launcher the wrap reports partial enforcement.
 pub fn confine(argv: &[OsString], policy: &ExecutionPolicy, enforcement: Enforcement) -> Confined {
     let mut args = profile_args(policy);
+    let enforcement = match crate::landlock::launcher() {
+        Some(launcher) => {
+            // The launcher may live under a path the profile hides (a private /tmp).
+            push_bind(&mut args, "--ro-bind", launcher);
+            args.push("--".into());
+            args.push(launcher.into());
+            args.push(crate::landlock::LAUNCHER_ARG.into());
+            args.push("--filter-only".into());
+            args.push("--net".into());
+            args.push(match policy.network {
+                Network::Deny => "deny".into(),
+                Network::Allow => "allow".into(),
+            });
+            enforcement
+        }
+        None => Enforcement::Partial,
+    };
     args.push("--".into());
     args.extend(argv.iter().cloned());
     Confined {
@@ -76,11 +100,19 @@ pub fn confine(argv: &[OsString], policy: &ExecutionPolicy, enforcement: Enforce
         args,
         enforcement,
         denial_signatures: vec!["read-only file system".into()],
-        runner_failure_rules: vec![RunnerFailureRule {
-            allowed_exit_codes: Vec::new(),
-            fatal_signatures: vec!["bwrap: ".into()],
-            informational_lines: Vec::new(),
-        }],
+        runner_failure_rules: vec![
+            RunnerFailureRule {
+                allowed_exit_codes: Vec::new(),
+                fatal_signatures: vec!["bwrap: ".into()],
+                informational_lines: Vec::new(),
+            },
+            // The filter launcher inside the namespaces fails like the Landlock launcher.
+            RunnerFailureRule {
+                allowed_exit_codes: vec![i32::from(crate::landlock::LAUNCHER_FAILURE)],
+                fatal_signatures: vec!["landlock-run: ".into()],
+                informational_lines: Vec::new(),
+            },
+        ],
         runner: "bwrap",
     }
 }
@@ -98,6 +130,7 @@ mod tests {
             extra_roots: Vec::new(),
             network,
             masked: vec![PathBuf::from("/h/.credentials.yaml")],
+            protected: Vec::new(),
         }
     }
 

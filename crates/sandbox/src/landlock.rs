@@ -6,7 +6,13 @@
 //! ```text
 //! dsh __dsh-landlock [--ro PATH]… [--rw PATH]… [--mask FILE]… [--net deny|allow] -- ARGV…
 //! dsh __dsh-landlock --probe
+//! dsh __dsh-landlock --filter-only [--net deny|allow] -- ARGV…
 //! ```
+//!
+//! Beside the Landlock rules the launcher installs the system-call filter of
+//! [`crate::seccomp`] (sockets Landlock does not see, io_uring, set-ID bits, extended
+//! attributes). `--filter-only` installs just that filter: bubblewrap runs the launcher this
+//! way inside its namespaces, where mounts already confine the file system.
 //!
 //! The launcher grants read/execute on `--ro` trees and every right on `--rw` trees, never
 //! on a masked file (grants above one are split into their siblings), denies TCP bind and
@@ -117,6 +123,7 @@ struct Launch {
     masks: Vec<PathBuf>,
     deny_net: bool,
     probe: bool,
+    filter_only: bool,
     argv: Vec<OsString>,
 }
 
@@ -132,6 +139,7 @@ fn parse(args: &[OsString]) -> Result<Launch, String> {
         };
         match flag.as_str() {
             "--probe" => l.probe = true,
+            "--filter-only" => l.filter_only = true,
             "--ro" => {
                 l.ro.push(value(i)?.into());
                 i += 1;
@@ -233,6 +241,15 @@ pub fn launcher_main(args: &[OsString]) -> std::process::ExitCode {
         Ok(l) => l,
         Err(e) => return fail(e),
     };
+    let filter = crate::seccomp::FilterSpec {
+        deny_network: launch.deny_net,
+    };
+    if launch.filter_only {
+        if let Err(e) = crate::seccomp::install(filter) {
+            return fail(e);
+        }
+        return exec(&launch.argv);
+    }
     let fs_all = AccessFs::from_all(TARGET_ABI);
     let mut ruleset = match Ruleset::default().handle_access(fs_all) {
         Ok(r) => r,
@@ -285,6 +302,9 @@ pub fn launcher_main(args: &[OsString]) -> std::process::ExitCode {
         }
         RulesetStatus::PartiallyEnforced | RulesetStatus::FullyEnforced => {}
     }
+    if let Err(e) = crate::seccomp::install(filter) {
+        return fail(e);
+    }
     if launch.probe {
         use std::io::Write as _;
         let line = match status.ruleset {
@@ -294,10 +314,16 @@ pub fn launcher_main(args: &[OsString]) -> std::process::ExitCode {
         let _ = writeln!(std::io::stdout(), "{line}");
         return std::process::ExitCode::SUCCESS;
     }
+    exec(&launch.argv)
+}
+
+/// Replaces the launcher with `argv`; returns only on failure.
+fn exec(argv: &[OsString]) -> std::process::ExitCode {
     use std::os::unix::process::CommandExt as _;
-    let error = std::process::Command::new(&launch.argv[0])
-        .args(&launch.argv[1..])
-        .exec();
+    let Some((program, args)) = argv.split_first() else {
+        return fail("usage error: no command after --");
+    };
+    let error = std::process::Command::new(program).args(args).exec();
     fail(format!("exec failed: {error}"))
 }
 
@@ -347,6 +373,7 @@ mod tests {
                 masks: vec!["/h/c".into()],
                 deny_net: true,
                 probe: false,
+                filter_only: false,
                 argv: vec!["bash".into(), "-c".into(), "x".into()],
             }
         );

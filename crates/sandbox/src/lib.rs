@@ -20,6 +20,7 @@ mod local;
 mod mode;
 mod policy;
 pub mod runner;
+pub mod seccomp;
 pub mod secrets;
 
 pub use local::{LocalSandbox, LocalSandboxPlugin, RunnerKind, Sandbox, SandboxProvider};

@@ -98,6 +98,7 @@ fn probe_bwrap(timeout: Duration) -> Result<Enforcement, String> {
         extra_roots: Vec::new(),
         network: crate::Network::Deny,
         masked: Vec::new(),
+        protected: Vec::new(),
     };
     let confined = bwrap::confine(&["true".into()], &policy, Enforcement::Full);
     let mut child = std::process::Command::new(&confined.program)
@@ -186,8 +187,10 @@ impl LocalSandbox {
         }
         match self.select() {
             Ok((RunnerKind::Bwrap, e)) => Ok(bwrap::confine(argv, policy, *e)),
-            Ok((RunnerKind::Landlock, e)) => match landlock::launcher() {
-                Some(l) => Ok(landlock::confine(l, argv, policy, *e)),
+            // Landlock has no rule for permission bits, times or a read-only subtree inside a
+            // writable one: whatever the ABI, the wrap is partial (see `enforcement_note`).
+            Ok((RunnerKind::Landlock, _)) => match landlock::launcher() {
+                Some(l) => Ok(landlock::confine(l, argv, policy, Enforcement::Partial)),
                 None => Err(SandboxUnavailable::new(policy.mode, None)),
             },
             Err(_) => Err(SandboxUnavailable::new(policy.mode, None)),
@@ -229,6 +232,19 @@ struct LocalConfig {
     probe_timeout_ms: Option<f64>,
     /// Our extension: the runner chain (default bwrap, then Landlock).
     runners: Option<Vec<RunnerKind>>,
+}
+
+/// What the model is told about the confinement of this host once a runner was chosen: empty
+/// while nothing was probed, in `danger-full-access`, or when the runner confines fully.
+fn enforcement_note(local: &LocalSandbox, mode: crate::SandboxMode) -> String {
+    if !mode.is_confined() || local.runner_command.is_some() {
+        return String::new();
+    }
+    match local.verdict.get() {
+        Some(Ok((RunnerKind::Landlock, _))) => "Sandbox enforcement: partial (Landlock). Commands cannot write outside the writable roots, read the credential files or reach the network, but they can still change permission bits and timestamps of files outside those roots, and protected paths inside the workspace (such as .git/hooks) are writable to commands; the file tools still refuse them.".to_string(),
+        Some(Ok((RunnerKind::Bwrap, Enforcement::Partial))) => "Sandbox enforcement: partial (bubblewrap without its system-call filter): Unix sockets of the host stay reachable from commands.".to_string(),
+        Some(Ok((RunnerKind::Bwrap, Enforcement::Full))) | Some(Err(_)) | None => String::new(),
+    }
 }
 
 /// `@deepseek-ai/dsh-sandbox-local` (config `{runnerCommand?, runnerFailureSignatures?,
@@ -273,7 +289,24 @@ impl Plugin for LocalSandboxPlugin {
         if !c.runner_command.is_empty() {
             local = local.with_runner_command(c.runner_command, c.runner_failure_signatures);
         }
-        ctx.provide(Arc::new(Sandbox(Arc::new(Arc::new(local)))))?;
+        let local = Arc::new(local);
+        ctx.provide(Arc::new(Sandbox(Arc::new(local.clone()))))?;
+        // The honest level of confinement, in the runtime context (logged with the request
+        // that shows it): only once a runner was chosen, so rendering never probes.
+        if let (Some(prompt), Some(policy)) = (
+            ctx.get::<dsh_prompt::SystemPrompt>(),
+            ctx.get::<crate::SandboxPolicy>(),
+        ) {
+            prompt.context(
+                ctx,
+                "sandbox:enforcement",
+                111.0,
+                Arc::new(move |a| {
+                    let mode = policy.resolve(a.session.as_deref()).mode;
+                    enforcement_note(&local, mode)
+                }),
+            )?;
+        }
         Ok(())
     }
 }

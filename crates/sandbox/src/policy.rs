@@ -38,6 +38,10 @@ pub struct ExecutionPolicy {
     pub network: Network,
     /// Files no confined process may read (credentials).
     pub masked: Vec<PathBuf>,
+    /// Existing paths inside the writable roots that stay read-only under
+    /// `workspace-write` (by default the workspace's `.git/hooks` and `.git/config`: a
+    /// hook or a `core.fsmonitor` line would run later, outside any sandbox).
+    pub protected: Vec<PathBuf>,
 }
 
 impl ExecutionPolicy {
@@ -60,7 +64,23 @@ impl ExecutionPolicy {
         }
         roots
     }
+
+    /// The protected path that `path` (canonical) lies in, if any — only under
+    /// `workspace-write`, the one mode where the protection matters.
+    pub fn protected_path_of(&self, path: &Path) -> Option<&Path> {
+        if self.mode != SandboxMode::WorkspaceWrite {
+            return None;
+        }
+        self.protected
+            .iter()
+            .find(|p| path.starts_with(p))
+            .map(PathBuf::as_path)
+    }
 }
+
+/// Workspace-relative paths that stay read-only under `workspace-write` unless configured
+/// otherwise (`protectedPaths`).
+pub const DEFAULT_PROTECTED_PATHS: [&str; 2] = [".git/hooks", ".git/config"];
 
 /// The `sandboxPolicy` service.
 #[derive(Clone, Debug)]
@@ -71,6 +91,8 @@ pub struct SandboxPolicy {
     extra_roots: Vec<PathBuf>,
     network: Network,
     secrets: SecretPaths,
+    /// Workspace-relative (or absolute) paths kept read-only under `workspace-write`.
+    protected: Vec<PathBuf>,
 }
 
 /// The platform's temporary areas (`/tmp` and the process temp dir).
@@ -138,7 +160,15 @@ impl SandboxPolicy {
             extra_roots: Vec::new(),
             network: Network::Deny,
             secrets: SecretPaths::default(),
+            protected: DEFAULT_PROTECTED_PATHS.iter().map(PathBuf::from).collect(),
         }
+    }
+
+    /// Replaces the paths kept read-only under `workspace-write` (relative ones are taken
+    /// from the session's workspace root).
+    pub fn with_protected_paths(mut self, paths: Vec<PathBuf>) -> Self {
+        self.protected = paths;
+        self
     }
 
     /// Replaces the writable temporary areas (e.g. none, for a strict workspace fence).
@@ -177,15 +207,27 @@ impl SandboxPolicy {
             Some(s) => (session_mode(s), s.header().cwd),
             None => (None, None),
         };
+        let mode = mode.unwrap_or(self.default_mode);
+        let workspace_root = cwd
+            .map(|c| workspace_root_of(Path::new(&c)))
+            .unwrap_or_else(|| self.workspace_root.clone());
+        let protected = if mode == SandboxMode::WorkspaceWrite {
+            self.protected
+                .iter()
+                .map(|p| workspace_root.join(p))
+                .filter_map(|p| std::fs::canonicalize(p).ok())
+                .collect()
+        } else {
+            Vec::new()
+        };
         ExecutionPolicy {
-            mode: mode.unwrap_or(self.default_mode),
-            workspace_root: cwd
-                .map(|c| workspace_root_of(Path::new(&c)))
-                .unwrap_or_else(|| self.workspace_root.clone()),
+            mode,
+            workspace_root,
             temp_roots: self.temp_roots.clone(),
             extra_roots: self.extra_roots.clone(),
             network: self.network,
             masked: self.secrets.existing(),
+            protected,
         }
     }
 
@@ -220,10 +262,13 @@ struct PolicyConfig {
     temp_roots: Option<Vec<String>>,
     writable_roots: Option<Vec<String>>,
     network: Option<Network>,
+    /// Our extension: paths kept read-only under `workspace-write` (default
+    /// `[.git/hooks, .git/config]`; `[]` turns the protection off).
+    protected_paths: Option<Vec<String>>,
 }
 
 /// `@deepseek-ai/dsh-sandbox-policy` (config `{mode?, workspaceRoot?, tempRoots?,
-/// writableRoots?, network?}`): provides [`SandboxPolicy`] and the `sandbox:policy`
+/// writableRoots?, network?, protectedPaths?}`): provides [`SandboxPolicy`] and the `sandbox:policy`
 /// runtime-context section. A configured root that does not exist is a load error.
 pub struct SandboxPolicyPlugin;
 
@@ -270,6 +315,9 @@ impl Plugin for SandboxPolicyPlugin {
             .with_secrets(SecretPaths::for_home(&crate::secrets::dsh_home()));
         if let Some(roots) = &c.temp_roots {
             policy = policy.with_temp_roots(roots.iter().map(PathBuf::from).collect());
+        }
+        if let Some(paths) = &c.protected_paths {
+            policy = policy.with_protected_paths(paths.iter().map(PathBuf::from).collect());
         }
         if let Some(roots) = &c.writable_roots {
             let roots = roots

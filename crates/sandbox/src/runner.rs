@@ -13,8 +13,19 @@ use crate::mode::SandboxMode;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Enforcement {
     Full,
-    /// An older kernel ABI: some rights are not handled.
+    /// Some accesses the mode forbids are not confined (an older Landlock ABI, or what
+    /// Landlock cannot express at all: permission bits and times outside the roots).
     Partial,
+}
+
+impl Enforcement {
+    /// The name results carry (`full`, `partial`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Enforcement::Full => "full",
+            Enforcement::Partial => "partial",
+        }
+    }
 }
 
 /// Recognises a run whose runner failed (the command did not run): with an exit code in

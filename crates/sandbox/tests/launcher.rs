@@ -31,6 +31,7 @@ fn policy(workspace: &Path, masked: Vec<PathBuf>) -> ExecutionPolicy {
         extra_roots: Vec::new(),
         network: Network::Deny,
         masked,
+        protected: Vec::new(),
     }
 }
 

@@ -526,9 +526,13 @@ impl BashInner {
         run.set_value(render::typed_value(
             &outcome,
             timeout_ms,
-            policy
-                .as_ref()
-                .map(|p| (p.mode.as_str().to_string(), !markers.is_empty())),
+            policy.as_ref().map(|p| {
+                (
+                    p.mode.as_str().to_string(),
+                    !markers.is_empty(),
+                    confined.as_ref().map(|c| c.enforcement.as_str()),
+                )
+            }),
         ));
         Ok(ToolOutput::text(render::render_result(
             &outcome, timeout_ms, &markers,

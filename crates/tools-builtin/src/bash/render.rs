@@ -67,11 +67,12 @@ fn stream_value(output: &Collected) -> serde_json::Value {
 
 /// The typed value a Code Mode program receives for a finished foreground run
 /// (`{kind: "foreground", exitCode, signal, timedOut, aborted, timeoutMs, stdout, stderr,
-/// sandbox?}`); `sandbox` is `(mode, denied)` when a file policy applied.
+/// sandbox?}`); `sandbox` is `(mode, denied, enforcement)` when a file policy applied
+/// (`enforcement` only for a confined run).
 pub(crate) fn typed_value(
     outcome: &RunOutcome,
     timeout_ms: f64,
-    sandbox: Option<(String, bool)>,
+    sandbox: Option<(String, bool, Option<&'static str>)>,
 ) -> serde_json::Value {
     let mut v = serde_json::json!({
         "kind": "foreground",
@@ -83,11 +84,12 @@ pub(crate) fn typed_value(
         "stdout": stream_value(&outcome.stdout),
         "stderr": stream_value(&outcome.stderr),
     });
-    if let (Some((mode, denied)), Some(map)) = (sandbox, v.as_object_mut()) {
-        map.insert(
-            "sandbox".into(),
-            serde_json::json!({"mode": mode, "denied": denied}),
-        );
+    if let (Some((mode, denied, enforcement)), Some(map)) = (sandbox, v.as_object_mut()) {
+        let mut facts = serde_json::json!({"mode": mode, "denied": denied});
+        if let (Some(e), Some(f)) = (enforcement, facts.as_object_mut()) {
+            f.insert("enforcement".into(), e.into());
+        }
+        map.insert("sandbox".into(), facts);
     }
     v
 }

@@ -322,6 +322,15 @@ pub(crate) fn fence(
         )),
         SandboxMode::WorkspaceWrite => {
             let fresh = resolve_target(Path::new("/"), display)?;
+            if let Some(protected) = policy.protected_path_of(&fresh.key) {
+                return Err(errors::fs(
+                    "FS_SANDBOX_DENIED",
+                    format!(
+                        "cannot write \"{display}\": {} stays read-only under workspace-write mode (hooks and git configuration would run outside the sandbox later)",
+                        protected.display()
+                    ),
+                ));
+            }
             if policy
                 .writable_roots()
                 .iter()
