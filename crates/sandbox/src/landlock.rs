@@ -241,8 +241,14 @@ pub fn launcher_main(args: &[OsString]) -> std::process::ExitCode {
         Ok(l) => l,
         Err(e) => return fail(e),
     };
-    let filter = crate::seccomp::FilterSpec {
-        deny_network: launch.deny_net,
+    use crate::seccomp::{FilterSpec, Sockets};
+    let filter = FilterSpec {
+        sockets: match (launch.deny_net, launch.filter_only) {
+            (false, _) => Sockets::Any,
+            // Inside bubblewrap's private network namespace.
+            (true, true) => Sockets::NoUnix,
+            (true, false) => Sockets::PairsOnly,
+        },
     };
     if launch.filter_only {
         if let Err(e) = crate::seccomp::install(filter) {

@@ -1,11 +1,13 @@
 //! The system-call filter that runs beside Landlock (and inside bubblewrap): it closes what
 //! neither file rules nor a network namespace cover.
 //!
-//! * **Sockets** (only when the network is denied): no socket of any family but `AF_UNIX`
-//!   (so no MPTCP, UDP, raw, netlink or SCTP egress, which Landlock's TCP rules do not
-//!   see), no datagram Unix sockets, and no `connect`/`bind` or addressed `sendto`: a
-//!   confined process keeps only anonymous socket pairs, so no pathname or abstract Unix
-//!   socket on the host (a database, the Docker daemon, an SSH agent) is reachable.
+//! * **Sockets** (only when the network is denied), see [`Sockets`]: under Landlock a
+//!   confined process keeps only anonymous Unix stream pairs (no MPTCP, UDP, raw, netlink
+//!   or SCTP, which Landlock's TCP rules do not see, and no pathname or abstract Unix socket
+//!   of the host); inside bubblewrap's private network namespace it keeps Internet sockets
+//!   (they reach nothing outside it, and a dev server on loopback still works) but no Unix
+//!   socket, since a pathname socket of the host (a database, the Docker daemon, an SSH
+//!   agent) is reachable through any mount.
 //! * **io_uring** is refused outright: its operations (socket, connect, open) bypass this
 //!   filter.
 //! * **Metadata**: set-user-ID and set-group-ID bits cannot be set anywhere, and extended
@@ -21,11 +23,24 @@ use seccompiler::{
     SeccompRule, TargetArch,
 };
 
+/// Which sockets a confined process may create.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Sockets {
+    /// Any (the policy allows the network).
+    Any,
+    /// Everything but Unix sockets: for bubblewrap's private network namespace, where
+    /// Internet sockets reach nothing outside but a pathname Unix socket on the host
+    /// (a database, the Docker daemon) would.
+    NoUnix,
+    /// Only anonymous Unix stream/seqpacket pairs: for Landlock, whose network rules see
+    /// TCP only (MPTCP, UDP and every other family are closed here).
+    PairsOnly,
+}
+
 /// What the filter covers for one launch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FilterSpec {
-    /// Deny every socket except anonymous `AF_UNIX` stream/seqpacket pairs.
-    pub deny_network: bool,
+    pub sockets: Sockets,
 }
 
 // Numbers newer than some libc releases; identical on x86_64 and aarch64 (generic table).
@@ -51,11 +66,6 @@ fn target_arch() -> Result<TargetArch, String> {
 
 fn cond(arg: u8, op: SeccompCmpOp, value: u64) -> Result<SeccompCondition, String> {
     SeccompCondition::new(arg, SeccompCmpArgLen::Dword, op, value)
-        .map_err(|e| format!("seccomp condition: {e}"))
-}
-
-fn qword(arg: u8, op: SeccompCmpOp, value: u64) -> Result<SeccompCondition, String> {
-    SeccompCondition::new(arg, SeccompCmpArgLen::Qword, op, value)
         .map_err(|e| format!("seccomp condition: {e}"))
 }
 
@@ -89,29 +99,34 @@ pub fn programs(spec: FilterSpec) -> Result<Vec<BpfProgram>, String> {
 
     // "Permission denied": the network and set-ID bits.
     let mut denied: BTreeMap<i64, Vec<SeccompRule>> = BTreeMap::new();
-    if spec.deny_network {
-        let unix = libc::AF_UNIX as u64;
-        let dgram = libc::SOCK_DGRAM as u64;
-        // socket(): any family but AF_UNIX, or an AF_UNIX datagram socket (it can send to
-        // any pathname socket without connect).
-        let socket_rules = vec![
-            rule(vec![cond(0, SeccompCmpOp::Ne, unix)?])?,
-            rule(vec![
-                cond(0, SeccompCmpOp::Eq, unix)?,
-                cond(1, SeccompCmpOp::MaskedEq(0xf), dgram)?,
-            ])?,
-        ];
-        add(&mut denied, libc::SYS_socket, socket_rules.clone());
-        // socketpair(): the same rule (a datagram pair can still address other sockets).
-        add(&mut denied, libc::SYS_socketpair, socket_rules);
-        add(&mut denied, libc::SYS_connect, Vec::new());
-        add(&mut denied, libc::SYS_bind, Vec::new());
-        // sendto() with a destination (plain send() passes a null address).
-        add(
-            &mut denied,
-            libc::SYS_sendto,
-            vec![rule(vec![qword(4, SeccompCmpOp::Ne, 0)?])?],
-        );
+    let unix = libc::AF_UNIX as u64;
+    let dgram = libc::SOCK_DGRAM as u64;
+    // A datagram Unix socket can address any pathname socket with each send, even as one
+    // half of a pair.
+    let unix_dgram = || -> Result<SeccompRule, String> {
+        rule(vec![
+            cond(0, SeccompCmpOp::Eq, unix)?,
+            cond(1, SeccompCmpOp::MaskedEq(0xf), dgram)?,
+        ])
+    };
+    match spec.sockets {
+        Sockets::Any => {}
+        Sockets::NoUnix => {
+            add(
+                &mut denied,
+                libc::SYS_socket,
+                vec![rule(vec![cond(0, SeccompCmpOp::Eq, unix)?])?],
+            );
+            add(&mut denied, libc::SYS_socketpair, vec![unix_dgram()?]);
+        }
+        Sockets::PairsOnly => {
+            add(&mut denied, libc::SYS_socket, Vec::new());
+            add(
+                &mut denied,
+                libc::SYS_socketpair,
+                vec![rule(vec![cond(0, SeccompCmpOp::Ne, unix)?])?, unix_dgram()?],
+            );
+        }
     }
     // chmod family: a mode with the set-user-ID or the set-group-ID bit.
     let set_id_rule = |arg: u8| -> Result<Vec<SeccompRule>, String> {
@@ -177,8 +192,8 @@ mod tests {
 
     #[test]
     fn the_filters_compile_for_both_network_settings() {
-        for deny_network in [true, false] {
-            let programs = programs(FilterSpec { deny_network }).unwrap();
+        for sockets in [Sockets::Any, Sockets::NoUnix, Sockets::PairsOnly] {
+            let programs = programs(FilterSpec { sockets }).unwrap();
             assert_eq!(programs.len(), 3);
             assert!(programs.iter().all(|p| !p.is_empty()));
         }
