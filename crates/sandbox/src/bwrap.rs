@@ -84,6 +84,7 @@ pub fn confine(argv: &[OsString], policy: &ExecutionPolicy, enforcement: Enforce
             args.push(launcher.into());
             args.push(crate::landlock::LAUNCHER_ARG.into());
             args.push("--filter-only".into());
+            args.push("--in-bwrap".into());
             args.push("--net".into());
             args.push(match policy.network {
                 Network::Deny => "deny".into(),

@@ -6,7 +6,7 @@
 //! ```text
 //! dsh __dsh-landlock [--ro PATH]… [--rw PATH]… [--mask FILE]… [--net deny|allow] -- ARGV…
 //! dsh __dsh-landlock --probe
-//! dsh __dsh-landlock --filter-only [--net deny|allow] -- ARGV…
+//! dsh __dsh-landlock --filter-only [--in-bwrap] [--net deny|allow] -- ARGV…
 //! ```
 //!
 //! Beside the Landlock rules the launcher installs the system-call filter of
@@ -124,6 +124,7 @@ struct Launch {
     deny_net: bool,
     probe: bool,
     filter_only: bool,
+    in_bwrap: bool,
     argv: Vec<OsString>,
 }
 
@@ -140,6 +141,7 @@ fn parse(args: &[OsString]) -> Result<Launch, String> {
         match flag.as_str() {
             "--probe" => l.probe = true,
             "--filter-only" => l.filter_only = true,
+            "--in-bwrap" => l.in_bwrap = true,
             "--ro" => {
                 l.ro.push(value(i)?.into());
                 i += 1;
@@ -205,7 +207,7 @@ fn split_around(grant: &Path, masks: &[PathBuf]) -> Vec<PathBuf> {
     out
 }
 
-fn fail(message: impl std::fmt::Display) -> std::process::ExitCode {
+pub(crate) fn fail(message: impl std::fmt::Display) -> std::process::ExitCode {
     use std::io::Write as _;
     let _ = writeln!(std::io::stderr(), "landlock-run: {message}");
     std::process::ExitCode::from(LAUNCHER_FAILURE)
@@ -242,10 +244,11 @@ pub fn launcher_main(args: &[OsString]) -> std::process::ExitCode {
         Err(e) => return fail(e),
     };
     use crate::seccomp::{FilterSpec, Sockets};
+    // `--filter-only` runs inside bubblewrap's private network namespace (`--in-bwrap`) or
+    // below the Landlock launcher (Landlock's TCP rules see no other family).
     let filter = FilterSpec {
-        sockets: match (launch.deny_net, launch.filter_only) {
+        sockets: match (launch.deny_net, launch.in_bwrap) {
             (false, _) => Sockets::Any,
-            // Inside bubblewrap's private network namespace.
             (true, true) => Sockets::NoUnix,
             (true, false) => Sockets::PairsOnly,
         },
@@ -308,10 +311,12 @@ pub fn launcher_main(args: &[OsString]) -> std::process::ExitCode {
         }
         RulesetStatus::PartiallyEnforced | RulesetStatus::FullyEnforced => {}
     }
-    if let Err(e) = crate::seccomp::install(filter) {
-        return fail(e);
-    }
     if launch.probe {
+        // The probe proves the filter installs too (the command gets it from the inner
+        // launcher below).
+        if let Err(e) = crate::seccomp::install(filter) {
+            return fail(e);
+        }
         use std::io::Write as _;
         let line = match status.ruleset {
             RulesetStatus::FullyEnforced => "landlock: fully enforced",
@@ -320,7 +325,21 @@ pub fn launcher_main(args: &[OsString]) -> std::process::ExitCode {
         let _ = writeln!(std::io::stdout(), "{line}");
         return std::process::ExitCode::SUCCESS;
     }
-    exec(&launch.argv)
+    // The command runs as our child (we stay its subreaper) through this launcher's
+    // `--filter-only` mode, which installs the system-call filter and execs it.
+    let program = match std::env::current_exe() {
+        Ok(p) => p,
+        Err(e) => return fail(format!("cannot name the launcher: {e}")),
+    };
+    let mut inner = std::process::Command::new(program);
+    inner
+        .arg(LAUNCHER_ARG)
+        .arg("--filter-only")
+        .arg("--net")
+        .arg(if launch.deny_net { "deny" } else { "allow" })
+        .arg("--")
+        .args(&launch.argv);
+    crate::supervise::supervise(inner)
 }
 
 /// Replaces the launcher with `argv`; returns only on failure.
@@ -380,6 +399,7 @@ mod tests {
                 deny_net: true,
                 probe: false,
                 filter_only: false,
+                in_bwrap: false,
                 argv: vec!["bash".into(), "-c".into(), "x".into()],
             }
         );

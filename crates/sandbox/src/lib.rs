@@ -22,6 +22,7 @@ mod policy;
 pub mod runner;
 pub mod seccomp;
 pub mod secrets;
+mod supervise;
 
 pub use local::{LocalSandbox, LocalSandboxPlugin, RunnerKind, Sandbox, SandboxProvider};
 pub use mode::{
