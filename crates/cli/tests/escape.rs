@@ -158,6 +158,14 @@ impl World {
         }
         std::fs::write(work.join(".git/config"), "[core]\n\tbare = false\n").unwrap();
         std::fs::write(work.join("inside.txt"), "inside\n").unwrap();
+        // A build script the model wrote earlier, which the language server runs when it
+        // starts (as rust-analyzer runs build.rs): it must run confined like any command.
+        std::fs::write(
+            work.join("build-probe.sh"),
+            format!("echo x > {}/e-{tag}-L01\n", outside.display()),
+        )
+        .unwrap();
+        std::fs::write(work.join("probe.py"), "def f():\n    pass\nf()\n").unwrap();
         // Links the file-tool probes use: to the credentials and out of the workspace.
         std::os::unix::fs::symlink(&creds, work.join("creds-link")).unwrap();
         std::os::unix::fs::symlink(&outside, work.join("out-link")).unwrap();
@@ -210,12 +218,19 @@ impl World {
             .root
             .path()
             .join(format!("runner-{}.yml", runner.name()));
+        // The language server of the L probes: it runs the workspace's build script when
+        // it starts, then serves (the fake server of the lsp crate's tests).
+        let fake_server = Path::new(env!("CARGO_MANIFEST_DIR")).join("../lsp/tests/fake_server.py");
+        let server = json!({"command": "sh",
+            "args": ["-c", format!("sh ./build-probe.sh >/dev/null 2>&1; exec python3 {} normal", fake_server.display())],
+            "extensionToLanguage": {".py": "python"}});
         std::fs::write(
             &patch,
             format!(
-                "- id: sandbox\n  config:\n    runners: [{}]\n- id: sandbox-policy\n  config:\n    mode: !!js process.env.DSH_PERMISSION_MODE ?? 'workspace-write'\n    tempRoots: ['{}']\n",
+                "- id: sandbox\n  config:\n    runners: [{}]\n- id: sandbox-policy\n  config:\n    mode: !!js process.env.DSH_PERMISSION_MODE ?? 'workspace-write'\n    tempRoots: ['{}']\n- id: lsp-stdio\n  config: {}\n",
                 runner.name(),
-                self.tmp.display()
+                self.tmp.display(),
+                json!({"servers": {"probe": server}})
             ),
         )
         .unwrap();
@@ -971,6 +986,19 @@ fn probes(world: &World, tag: &str) -> Vec<Probe> {
         Gap::None,
     );
 
+    // ---- helper processes the tools start
+    add(
+        "L01",
+        "lsp",
+        "a language server runs a model-written build script",
+        Action::Tool(
+            "lsp",
+            json!({"operation": "hover", "file_path": "probe.py", "line": 3, "character": 1}),
+        ),
+        file_escaped(esc("L01")),
+        Gap::None,
+    );
+
     // ---- races: a job swaps a path segment for a symlink while the tools use it
     let swap_to = |target: &str| {
         format!(
@@ -1198,6 +1226,15 @@ fn suite(mode: &str, runner: Runner, tally: &mut Tally) {
             probe.id
         );
         escaped.extend((probe.check)(&outcome));
+        if probe.category == "lsp" {
+            // The probe only means something if the confined server did start and answer.
+            assert!(
+                outcome.any_shown("f") && !outcome.any_shown("Error"),
+                "{tag} {}: the language server did not answer: {:?}",
+                probe.id,
+                outcome.shown
+            );
+        }
         let is_gap = runner == Runner::Landlock
             && match probe.gap {
                 Gap::None => false,
@@ -1302,7 +1339,8 @@ fn the_probes_do_escape_an_unconfined_mode() {
         .into_iter()
         .filter(|p| {
             // Nothing that touches the host's /etc, mounts or leaves processes behind.
-            matches!(p.category, "write" | "network") && !matches!(p.id.as_str(), "W03" | "W07")
+            matches!(p.category, "write" | "network" | "lsp")
+                && !matches!(p.id.as_str(), "W03" | "W07")
         })
         .collect();
     let shown = run_probes(&world, &probes, "danger-full-access", Runner::Landlock);
@@ -1320,6 +1358,7 @@ fn the_probes_do_escape_an_unconfined_mode() {
         }
     }
     let _ = std::fs::remove_file(format!("/tmp/dsh-escape-{tag}"));
+    assert!(detected.iter().any(|d| d == "L01"), "{detected:?}");
     assert!(
         detected.len() + 2 >= probes.len(),
         "the probes should detect unconfined writes and connections; detected {detected:?} of {}",

@@ -311,7 +311,10 @@ impl Plugin for LspStdioPlugin {
         let service = ctx.require::<LspService>()?;
         let mut registered: Vec<Arc<StdioProvider>> = Vec::new();
         for (id, c) in configs {
-            let provider = Arc::new(StdioProvider::new(id, c));
+            let provider = Arc::new(
+                StdioProvider::new(id, c)
+                    .with_sandbox(ctx.get::<dsh_sandbox::Sandbox>().map(|s| (*s).clone())),
+            );
             if let Err(e) = service.register(provider.clone()) {
                 for p in &registered {
                     service.unregister(dsh_lspid(p));

@@ -100,6 +100,10 @@ pub struct Query {
     pub workspace_root: PathBuf,
     /// The session asking (its servers may shut down when it goes away).
     pub owner: Option<String>,
+    /// The sandbox policy of the asking session, when the composition has one: a server
+    /// started for a confined mode runs under the sandbox runner like any command (a
+    /// build script it runs is model-written code).
+    pub policy: Option<dsh_sandbox::ExecutionPolicy>,
 }
 
 /// A query's answer.

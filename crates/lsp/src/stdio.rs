@@ -41,6 +41,8 @@ pub struct ServerConfig {
 struct Instance {
     conn: Arc<Connection>,
     capabilities: Value,
+    /// The sandbox mode it was started under (`None`: unconfined composition).
+    mode: Option<dsh_sandbox::SandboxMode>,
 }
 
 type Slot = Arc<tokio::sync::Mutex<Option<Instance>>>;
@@ -49,6 +51,8 @@ type Slot = Arc<tokio::sync::Mutex<Option<Instance>>>;
 pub struct StdioProvider {
     id: String,
     config: ServerConfig,
+    /// The runner that confines servers started for confined sessions.
+    sandbox: Option<dsh_sandbox::Sandbox>,
     pool: Mutex<HashMap<PathBuf, Slot>>,
     /// The sessions that queried each workspace's server.
     owners: Mutex<HashMap<PathBuf, BTreeSet<String>>>,
@@ -99,8 +103,14 @@ fn read_source(
     if !path.starts_with(workspace) {
         return Err(format!("source \"{file_path}\" resolves outside the workspace").into());
     }
-    let file = std::fs::File::open(&path)
-        .map_err(|e| format!("source \"{file_path}\" could not be read: {e}"))?;
+    let file = dsh_sandbox::secrets::open_for_read(&path).map_err(|e| match e {
+        dsh_sandbox::secrets::OpenForRead::Secret => {
+            format!("source \"{file_path}\" holds credentials, which tools may not read")
+        }
+        dsh_sandbox::secrets::OpenForRead::Io(e) => {
+            format!("source \"{file_path}\" could not be read: {e}")
+        }
+    })?;
     let mut bytes = Vec::new();
     let read = file
         .take(max as u64 + 1)
@@ -141,11 +151,62 @@ impl StdioProvider {
         Self {
             id: id.into(),
             config,
+            sandbox: None,
             pool: Mutex::new(HashMap::new()),
             owners: Mutex::new(HashMap::new()),
             releasing: Mutex::new(Vec::new()),
             disposed: CancellationToken::new(),
         }
+    }
+
+    /// Confines servers of confined sessions with `sandbox`.
+    pub fn with_sandbox(mut self, sandbox: Option<dsh_sandbox::Sandbox>) -> Self {
+        self.sandbox = sandbox;
+        self
+    }
+
+    /// The program and arguments that start the server for `policy`: the configured
+    /// command, wrapped by the sandbox runner in a confined mode. A confined mode without a
+    /// runner refuses (the server would run model-written build scripts unconfined).
+    async fn command_for(
+        &self,
+        policy: Option<&dsh_sandbox::ExecutionPolicy>,
+    ) -> Result<(PathBuf, String, Vec<String>), Failure> {
+        let c = &self.config;
+        let Some(policy) = policy.filter(|p| p.mode.is_confined()) else {
+            return Ok((c.program.clone(), c.command.clone(), c.args.clone()));
+        };
+        let Some(sandbox) = &self.sandbox else {
+            return Err(Failure::Other(lsp_error(
+                "LSP_SERVER_UNAVAILABLE",
+                format!(
+                    "language server \"{}\" cannot start: the session is in {} mode and no sandbox runner is composed to confine it",
+                    c.command,
+                    policy.mode.as_str()
+                ),
+            )));
+        };
+        let mut argv: Vec<std::ffi::OsString> = vec![c.program.clone().into()];
+        argv.extend(c.args.iter().map(std::ffi::OsString::from));
+        let confined = sandbox.0.confine(argv, policy.clone()).await.map_err(|e| {
+            Failure::Other(lsp_error(
+                "LSP_SERVER_UNAVAILABLE",
+                format!(
+                    "language server \"{}\" cannot start confined: {e}",
+                    c.command
+                ),
+            ))
+        })?;
+        let command = confined.program.to_string_lossy().into_owned();
+        Ok((
+            confined.program,
+            command,
+            confined
+                .args
+                .iter()
+                .map(|a| a.to_string_lossy().into_owned())
+                .collect(),
+        ))
     }
 
     /// The pids of the live servers (for tests and diagnostics).
@@ -163,12 +224,17 @@ impl StdioProvider {
             .collect()
     }
 
-    async fn start(&self, workspace: &Path) -> Result<Instance, Failure> {
+    async fn start(
+        &self,
+        workspace: &Path,
+        policy: Option<&dsh_sandbox::ExecutionPolicy>,
+    ) -> Result<Instance, Failure> {
         let c = &self.config;
+        let (program, command, args) = self.command_for(policy).await?;
         let conn = Connection::spawn(&ServerCommand {
-            program: c.program.clone(),
-            command: c.command.clone(),
-            args: c.args.clone(),
+            program,
+            command,
+            args,
             env: c.env.clone(),
             cwd: workspace.to_path_buf(),
             max_message_bytes: c.max_message_bytes,
@@ -212,7 +278,11 @@ impl StdioProvider {
             ));
         }
         conn.notify("initialized", json!({}));
-        Ok(Instance { conn, capabilities })
+        Ok(Instance {
+            conn,
+            capabilities,
+            mode: policy.map(|p| p.mode),
+        })
     }
 
     async fn run(
@@ -272,8 +342,13 @@ impl StdioProvider {
         if slot.as_ref().is_some_and(|i| i.conn.failure().is_some()) {
             *slot = None;
         }
+        // A server started under another sandbox mode is not this session's to use.
+        let mode = query.policy.as_ref().map(|p| p.mode);
+        if let Some(other) = slot.take_if(|i| i.mode != mode) {
+            other.conn.kill("the sandbox mode changed");
+        }
         if slot.is_none() {
-            *slot = Some(self.start(workspace).await?);
+            *slot = Some(self.start(workspace, query.policy.as_ref()).await?);
         }
         let Some(instance) = slot.as_ref() else {
             return Err(Failure::Other("language server is not running".into()));

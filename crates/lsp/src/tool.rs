@@ -236,6 +236,10 @@ impl Tool for LspTool {
                 position,
                 workspace_root,
                 owner: ctx.session.as_ref().map(|s| s.id()),
+                policy: ctx
+                    .ctx
+                    .get::<dsh_sandbox::SandboxPolicy>()
+                    .map(|p| p.resolve(ctx.session.as_deref())),
             };
             let result = service.query(query, ctx.cancel.clone()).await?;
             ctx.set_value(result_value(&result));

@@ -115,6 +115,7 @@ impl Fixture {
             position: Position { line, character },
             workspace_root: self.dir.path().to_path_buf(),
             owner: Some("session-1".into()),
+            policy: None,
         };
         Ok(match self.service.query(q, cancel).await? {
             QueryResult::Locations {
@@ -370,6 +371,7 @@ async fn rust_analyzer_finds_a_definition() {
             },
             workspace_root: dir.path().to_path_buf(),
             owner: None,
+            policy: None,
         };
         match service.query(q, CancellationToken::new()).await {
             Ok(QueryResult::Locations {
