@@ -67,6 +67,7 @@ fn main() -> ExitCode {
     };
     // Still one thread: move credentials out of the environment block before anything else.
     dsh_sandbox::environ::capture_secrets_from_environment();
+    dsh_sandbox::environ::keep_memory_private();
     if let Ok(exe) = std::env::current_exe() {
         dsh_tools::process::set_reaper_command(exe.clone(), REAPER_ARG);
         dsh_sandbox::landlock::set_launcher(dsh_sandbox::landlock::launcher_for(&exe));

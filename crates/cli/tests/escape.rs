@@ -1365,3 +1365,72 @@ fn the_probes_do_escape_an_unconfined_mode() {
         probes.len()
     );
 }
+
+/// In `danger-full-access` a command runs as the user, unconfined; dsh keeps its memory
+/// (where the API key lives) out of that command's reach by being non-dumpable. Run as an
+/// unprivileged user (through `setpriv` when the test runs as root, since root may read
+/// any process).
+#[test]
+fn an_unconfined_command_cannot_read_dsh_memory() {
+    let root = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let base = std::fs::canonicalize(root.path()).unwrap();
+    let (home, work) = (base.join("home"), base.join("ws"));
+    for d in [&home, &work] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    let as_root = rustix::process::geteuid().is_root();
+    if as_root {
+        for d in [&base, &home, &work] {
+            std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o777)).unwrap();
+        }
+    }
+    let pid = Arc::new(AtomicU32::new(0));
+    let probe = {
+        let pid = pid.clone();
+        Reply::dynamic(move |_: &RecordedRequest| {
+            let pid = pid.load(Ordering::SeqCst);
+            let command = format!(
+                "python3 -c \"import sys; f=open('/proc/{pid}/maps'); a=int(f.readline().split('-')[0],16); m=open('/proc/{pid}/mem','rb'); m.seek(a); print('MEMREAD', len(m.read(64)))\" 2>&1; python3 -c \"import ctypes; l=ctypes.CDLL(None); print('ATTACHED' if l.ptrace(16, {pid}, 0, 0) == 0 else 'refused')\""
+            );
+            Reply::tool_call(
+                "m",
+                "bash",
+                &json!({"command": command, "description": "read dsh memory"}).to_string(),
+            )
+        })
+    };
+    let server = MockServer::with_replies([probe, Reply::text("done")]).answer_untooled("T");
+    let mut command = if as_root {
+        let mut c = Command::new("setpriv");
+        c.args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"]);
+        c.arg(env!("CARGO_BIN_EXE_dsh"));
+        c
+    } else {
+        Command::new(env!("CARGO_BIN_EXE_dsh"))
+    };
+    let mut child = command
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", &home)
+        .env("DSH_HOME", home.join(".dsh"))
+        .env("DEEPSEEK_API_KEY", API_KEY)
+        .env("DEEPSEEK_BASE_URL", server.url())
+        .env("DSH_PERMISSION_MODE", "danger-full-access")
+        .current_dir(&work)
+        .args(["--profile", "headless", "read memory"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // setpriv execs dsh: the pid is dsh's.
+    pid.store(child.id(), Ordering::SeqCst);
+    let status = child.wait().unwrap();
+    let mut err = String::new();
+    let _ = child.stderr.take().unwrap().read_to_string(&mut err);
+    assert_eq!(status.code(), Some(0), "{err}");
+    let shown = server.requests()[1].last_tool_output().unwrap();
+    assert!(
+        !shown.contains("MEMREAD") && !shown.contains("ATTACHED") && shown.contains("refused"),
+        "{shown}"
+    );
+}

@@ -71,3 +71,30 @@ pub fn secret_var(name: &str) -> Option<String> {
     }
     std::env::var(name).ok()
 }
+
+/// Makes this process non-dumpable: its `/proc/<pid>/mem`, `environ` and file descriptors
+/// and a ptrace attach are then open only to holders of `CAP_SYS_PTRACE`, so a command the
+/// agent runs unconfined (`danger-full-access`) as the same user cannot read the API key out
+/// of dsh's memory. (Commands started by dsh are dumpable again after their own exec; a
+/// root user keeps the capability, so there it protects nothing: root can read any process.)
+pub fn keep_memory_private() {
+    if let Err(e) =
+        rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable)
+    {
+        tracing::debug!("cannot make the process non-dumpable: {e}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    #[test]
+    fn the_process_becomes_non_dumpable() {
+        super::keep_memory_private();
+        assert_eq!(
+            rustix::process::dumpable_behavior().unwrap(),
+            rustix::process::DumpableBehavior::NotDumpable
+        );
+    }
+}
