@@ -395,7 +395,11 @@ async fn prompt_sections_are_contributed() {
         .position(|n| *n == "tool:ralph")
         .expect("ralph section");
     assert!(w < r, "{names:?}");
-    assert!(assembly.sections[w].text.contains("Reach for workflow only when"));
+    assert!(
+        assembly.sections[w]
+            .text
+            .contains("Reach for workflow only when")
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -27,7 +27,7 @@ pub use service::{QueryConfig, QueryError, SessionQuery, SessionRecord, SessionV
 pub use tools::{QueryTool, ToolConfig, tools};
 
 /// The model-visible guidance of the session tools.
-pub const PROMPT_SECTION: &str = "Earlier work can be looked up: session_search finds past sessions of this workspace that mention a phrase, and session_event_search finds matching events inside one session. Results come as one complete list, never in pages, and never reach outside this workspace. From a hit, session_trace shows a session's parents and children, session_event_trace shows what replaced or cites an event, and session_event_read returns an event's exact content.";
+pub const PROMPT_SECTION: &str = "Earlier work can be looked up: session_search finds past sessions of this workspace that mention a phrase, and session_event_search finds matching events inside one session. Results come as a single list without paging (a list cut at the result cap says so) and never reach outside this workspace. From a hit, session_trace shows a session's parents and children, session_event_trace shows what replaced or cites an event, and session_event_read returns an event's exact content.";
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]

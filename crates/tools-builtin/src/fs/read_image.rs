@@ -35,7 +35,7 @@ impl ReadImageTool {
         );
         let schema = ToolSchema {
             name: "read_image".into(),
-            description: "Look at an image file (PNG, JPEG, WebP or GIF): the image itself comes back to you. Oversized images are checked and scaled down automatically, and the result tells you how to map coordinates back to the original, so there is no need to install image tools or make thumbnails first. Several images can be read in parallel. Works only when the current model accepts image input.".into(),
+            description: "Look at an image file (PNG, JPEG, WebP or GIF): the image itself comes back to you. Oversized images are checked and scaled down automatically (the result then says how to map coordinates back to the original), so there is no need to install image tools or make thumbnails first. Several images can be read in parallel. Works only when the current model accepts image input.".into(),
             parameters: params.to_value().into(),
         };
         Self {
