@@ -43,7 +43,7 @@ pub fn decode_prompt_image(
     if !IMAGE_MEDIA_TYPES.contains(&media_type) {
         return Err(AdmissionError::Refused {
             reason: AttachmentErrorCode::UnsupportedImageType.as_str(),
-            message: "image mimeType must be image/png, image/jpeg, image/webp, or image/gif"
+            message: "image mimeType is not supported; send image/png, image/jpeg, image/webp or image/gif"
                 .into(),
         });
     }

@@ -1,6 +1,6 @@
-//! The launcher's own flags. Launcher flags come first; the first token the launcher does
-//! not own starts the app arguments, passed verbatim to the booted tree (one leading `--`
-//! is consumed).
+//! The launcher's own flags. They must come before everything else: at the first token the
+//! launcher does not recognise the app's arguments begin, and they reach the booted tree
+//! unchanged (a single leading `--` is dropped).
 
 /// What to do.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -365,7 +365,7 @@ fn oversized_images_are_refused_without_reading_them_whole() {
     let text = result["content"][0]["text"].as_str().unwrap();
     assert!(text.contains("huge.png"), "{text}");
     assert!(
-        text.ends_with("the image cannot be stored within the deployment's byte limits; downscale the image and read the smaller copy"),
+        text.ends_with("the file is larger than this setup stores for an image; make a smaller copy (fewer pixels or stronger compression) and read that instead"),
         "{text}"
     );
     assert!(!run.home.path().join(".dsh/attachments/v1/objects").exists());
@@ -738,7 +738,7 @@ fn an_sdk_prompt_image_is_stored_and_sent_to_the_vision_model() {
         ),
         (
             json!({"type": "image", "mimeType": "image/bmp", "data": data}),
-            "image mimeType must be image/png, image/jpeg, image/webp, or image/gif",
+            "image mimeType is not supported; send image/png, image/jpeg, image/webp or image/gif",
         ),
         (
             json!({"type": "image", "mimeType": "image/png", "data": dsh_attachments::encode_base64(b"not a png")}),

@@ -241,7 +241,7 @@ fn slash_compact_compacts_between_turns_and_records_a_failed_second_attempt() {
     assert_eq!(again.status.code(), Some(1));
     let both = text(&again.stdout) + &text(&again.stderr);
     assert!(
-        both.contains("Compaction could not produce a useful summary."),
+        both.contains("Compaction stopped: no usable summary came back"),
         "{both}"
     );
     let events = run.events(&id);

@@ -500,7 +500,7 @@ fn bad_product_rows_are_clear_load_errors() {
                 json!({"id": "tool-codex", "name": "@deepseek-ai/dsh-tool-subagent",
                        "config": {"provider": "codex", "toolName": "subagent_codex", "maxDepth": 2}}),
             ],
-            "cannot enforce maxDepth",
+            "cannot apply maxDepth",
         ),
     ] {
         let run = Run::new();

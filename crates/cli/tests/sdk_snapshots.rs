@@ -93,7 +93,7 @@ const SDK_DEPLOYMENT: &str = "\
 const MINIMAL_DEPLOYMENT: &str = "\
 - id: system-prompt
   config:
-    persona: !!js process.env.DSH_SYSTEM_PROMPT ?? 'You are a helpful software engineer assistant.'
+    persona: !!js process.env.DSH_SYSTEM_PROMPT ?? 'You are a software engineering assistant.'
     includeHarnessIdentity: false
     includeRuntimeContext: false
 - id: permission

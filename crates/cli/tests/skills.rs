@@ -218,7 +218,7 @@ fn a_skill_added_mid_turn_republishes_the_catalog_as_an_update() {
     assert!(
         texts
             .iter()
-            .any(|t| t.contains("The available skill catalog changed.")),
+            .any(|t| t.contains("The skill catalog has changed.")),
         "{texts:?}"
     );
 }

@@ -225,7 +225,7 @@ fn a_finished_job_is_announced_at_the_next_step_and_read_once() {
             "(no new output)\n[status: completed, exit code: 3]",
         ]
     );
-    let notice = "background job bash-1 (bash: echo out; echo err >&2; exit 3) finished [status: completed, exit code: 3]. Read its output with job_output.";
+    let notice = "background job bash-1 (bash: echo out; echo err >&2; exit 3) finished [status: completed, exit code: 3]. Use job_output to read what it produced.";
     // The model saw the notice in the request after the step that outlasted the job.
     let seen = requests.lock().unwrap()[0].clone();
     assert!(
@@ -452,7 +452,7 @@ fn web_fetch_refuses_loopback_and_web_search_reaches_the_deepseek_provider() {
     );
     assert_eq!(
         texts[1],
-        "Sources:\n- [Guide](https://docs.example/guide) \u{2014} the guide (2025)\n\nCite the relevant URLs above as markdown links in your answer."
+        "Sources:\n- [Guide](https://docs.example/guide) \u{2014} the guide (2025)\n\nLink the sources you rely on in your answer, as markdown links to their URLs."
     );
     let sent = requests.lock().unwrap()[0].clone();
     assert!(sent.starts_with("POST /messages "), "{sent}");
@@ -467,7 +467,7 @@ fn web_fetch_refuses_loopback_and_web_search_reaches_the_deepseek_provider() {
         .unwrap();
     assert_eq!(
         recorded.data["body"]["messages"][0]["content"][0]["text"],
-        json!("Perform a web search for the query: dsh guide")
+        json!("Search the web for: dsh guide")
     );
     assert!(
         !recorded.data.to_value().to_string().contains("sk-test"),

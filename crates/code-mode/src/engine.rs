@@ -139,7 +139,7 @@ const PRELUDE: &str = r#"
         return Promise.reject(new ToolCallError(name, 'tool arguments must be lossless JSON: ' + show(e && e.message)));
       }
       if (json === undefined) {
-        return Promise.reject(new ToolCallError(name, 'tool arguments must be lossless JSON (call the tool with an arguments object, e.g. `{}`)'));
+        return Promise.reject(new ToolCallError(name, 'tool arguments are missing or have no JSON form; pass an arguments object, e.g. `{}`'));
       }
       const id = call(name, json);
       return new Promise((resolve, reject) => { pending.set(id, { name, resolve, reject }); });

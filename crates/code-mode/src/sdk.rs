@@ -31,8 +31,8 @@ went wrong); catch it to carry on.
 `Promise.all`; any other call waits for the calls before it and runs alone, in the order the \
 program made them. Use `await` to order dependent steps.
 - The output is what you `console.log(...)` and what you `return`. An image a tool returns is \
-attached after the run, so you see it at your next step; every other intermediate result stays \
-out of the conversation, so print only what you need.
+attached after the run, so you see it at your next step; nothing else a tool returns reaches \
+the conversation unless you print or return it, so print only what you need.
 - The program has no filesystem, network, timers or modules of its own: do all IO through the \
 tools. A program that runs too long or allocates too much is stopped.
 

@@ -85,7 +85,9 @@ impl Tool for RunCodeTool {
                 .and_then(Value::as_str)
                 .unwrap_or_default();
             if description.trim().is_empty() {
-                return Err("invalid description: expected a non-empty string".into());
+                return Err(
+                    "description is empty: say in a few words what the program does".into(),
+                );
             }
             let registry = ctx.ctx.require::<ToolRegistry>()?;
             let bindings: Vec<String> = registry

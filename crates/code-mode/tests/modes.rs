@@ -162,6 +162,6 @@ async fn a_failed_program_is_a_code_run_failure() {
         .await;
     assert_eq!(
         text(&no_label),
-        "Error: invalid description: expected a non-empty string"
+        "Error: description is empty: say in a few words what the program does"
     );
 }

@@ -1,5 +1,5 @@
-//! Parsing a hook config file into matcher groups, for either dialect. The file is a
-//! settings object with a `hooks` key or the bare event map. Unknown events and
+//! Parsing a hook config file into matcher groups, for either dialect. The file holds either
+//! a settings object whose `hooks` key has the event map, or that event map alone. Unknown events and
 //! malformed entries are ignored; non-command hooks (and Codex `async: true` hooks) are
 //! reported as skipped; a runnable group with an invalid regex matcher rejects the whole
 //! file. UserPromptSubmit and Stop have no matcher subject, so their matchers are dropped.

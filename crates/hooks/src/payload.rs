@@ -166,9 +166,9 @@ pub fn stop(base: &PayloadBase<'_>, turn: u64) -> Value {
     Value::Object(m)
 }
 
-/// The `agent_type` reported for `SubagentStart` / `SubagentStop`: delegation carries no
-/// per-kind label, so the bridge reports Claude Code's default Task-tool kind (a default,
-/// `*` or empty matcher fires; one naming a specific kind does not).
+/// The `agent_type` reported for `SubagentStart` / `SubagentStop`. Our delegation has no
+/// notion of subagent kinds, so every child is reported as Claude Code's default Task-tool
+/// kind: a matcher that is empty, `*` or this value fires, one naming another kind never does.
 pub const SUBAGENT_TYPE: &str = "general-purpose";
 
 /// `SubagentStart` / `SubagentStop` (Claude Code): the base of the child's session plus

@@ -1,5 +1,5 @@
-//! The model-visible texts about jobs: status lines and completion notices (upstream's
-//! exact wording; the model and the recorded logs depend on it).
+//! The model-visible texts about jobs: status lines (their format is upstream's; recorded
+//! tool results contain them) and completion notices.
 
 use dsh_llm::{ContentBlock, Message, MessageSource};
 use serde_json::Value;
@@ -47,7 +47,7 @@ pub fn completion_text(snapshot: &JobSnapshot) -> String {
         status_line(snapshot)
     );
     let action = "\nDone; job_output.";
-    let complete = format!("{prefix}{detail}. Read its output with job_output.");
+    let complete = format!("{prefix}{detail}. Use job_output to read what it produced.");
     let Some(max) = snapshot.output_limit_bytes else {
         return complete;
     };
@@ -112,11 +112,11 @@ mod tests {
     }
 
     #[test]
-    fn notice_matches_the_recorded_wording() {
+    fn notice_message_shape() {
         let m = completion_message(&snap("true", None));
         assert_eq!(
             dsh_kernel::json::to_string(&m.to_value()).replace(&m.id, "ID"),
-            r#"{"content":[{"type":"text","text":"background job bash-1 (bash: true) finished [status: killed, killed before exit]. Read its output with job_output."}],"source":{"kind":"plugin","plugin":"tool-jobs","form":"notice","summary":"bash true [status: killed, killed before exit]"},"role":"user","id":"ID"}"#
+            r#"{"content":[{"type":"text","text":"background job bash-1 (bash: true) finished [status: killed, killed before exit]. Use job_output to read what it produced."}],"source":{"kind":"plugin","plugin":"tool-jobs","form":"notice","summary":"bash true [status: killed, killed before exit]"},"role":"user","id":"ID"}"#
         );
     }
 
@@ -151,6 +151,6 @@ mod tests {
         );
         assert_eq!(completion_text(&snap("x", Some(5))), "tput.");
         let fits = completion_text(&snap("x", Some(4096)));
-        assert!(fits.ends_with("Read its output with job_output."));
+        assert!(fits.ends_with("Use job_output to read what it produced."));
     }
 }

@@ -105,7 +105,7 @@ impl Plugin for JobsSeamPlugin {
     }
 
     fn apply(&self, _ctx: &Context, _config: &PluginConfig) -> Result<(), BoxError> {
-        Err("@deepseek-ai/dsh-jobs is the abstract job registry seam; load an implementation such as @deepseek-ai/dsh-jobs-local instead".into())
+        Err("@deepseek-ai/dsh-jobs only names the job registry interface and cannot run jobs itself; load an implementation such as @deepseek-ai/dsh-jobs-local instead".into())
     }
 }
 

@@ -259,7 +259,7 @@ impl JobRegistry {
     pub fn preflight(&self, owner: Option<&AgentRef>) -> Result<(), BoxError> {
         let s = self.state();
         if s.controllers == 0 || s.closed {
-            return Err("background jobs unavailable: no job controller serves this agent (load @deepseek-ai/dsh-tool-jobs in its composition)".into());
+            return Err("background jobs cannot start: no job controller serves this agent; add @deepseek-ai/dsh-tool-jobs to its composition".into());
         }
         self.check_limit(&s, owner)
     }
@@ -277,7 +277,7 @@ impl JobRegistry {
             .count();
         if active >= self.max_per_owner {
             return Err(format!(
-                "background job limit reached for this owner (limit: {}); use job_kill to stop an unneeded job, wait for it to finish, then retry",
+                "this agent already has {} background jobs running, the most it may have at once; stop one you no longer need with job_kill or wait until one finishes, then try again",
                 self.max_per_owner
             )
             .into());
@@ -292,7 +292,7 @@ impl JobRegistry {
         match agents.get(owner.id()) {
             Some(live) if same_agent(&live, owner) => Ok(()),
             _ => Err(format!(
-                "agent \"{}\" is not the registered agent instance (background job owner must be live)",
+                "agent \"{}\" is not the live instance registered under that id; only a live agent can own background jobs",
                 owner.id()
             )
             .into()),
@@ -311,7 +311,7 @@ impl JobRegistry {
         {
             let s = self.state();
             if s.controllers == 0 || s.closed {
-                return Err("background jobs unavailable: no job controller serves this agent (load @deepseek-ai/dsh-tool-jobs in its composition)".into());
+                return Err("background jobs cannot start: no job controller serves this agent; add @deepseek-ai/dsh-tool-jobs to its composition".into());
             }
         }
         if spec.kind.is_empty() {

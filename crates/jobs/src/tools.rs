@@ -198,7 +198,7 @@ impl JobTool {
             ),
             Which::List => (
                 "job_list",
-                "List your background jobs, running and finished, with their ids, kinds and statuses.",
+                "Show every background job you started, running or finished: id, kind, status and label.",
                 ObjectSchema::new(),
             ),
             Which::Kill => (

@@ -216,7 +216,7 @@ async fn admission_ids_and_access_follow_upstream() {
     );
     assert_eq!(
         m[2].start(&w.jobs, Some(a.clone()), "bash").unwrap_err(),
-        "background job limit reached for this owner (limit: 2); use job_kill to stop an unneeded job, wait for it to finish, then retry"
+        "this agent already has 2 background jobs running, the most it may have at once; stop one you no longer need with job_kill or wait until one finishes, then try again"
     );
     // The limit is per owner; ids count per kind for the whole process.
     assert_eq!(
@@ -269,7 +269,7 @@ async fn a_registry_without_controller_refuses_to_start() {
     let jobs = JobRegistry::new(root, 10);
     assert_eq!(
         Manual::new().start(&jobs, None, "bash").unwrap_err(),
-        "background jobs unavailable: no job controller serves this agent (load @deepseek-ai/dsh-tool-jobs in its composition)"
+        "background jobs cannot start: no job controller serves this agent; add @deepseek-ai/dsh-tool-jobs to its composition"
     );
 }
 
@@ -381,7 +381,7 @@ async fn a_job_that_ends_in_its_starting_step_is_announced_at_the_next_boundary(
     assert_eq!(
         *o.sent.lock().unwrap(),
         [(
-            "background job bash-1 (bash: work) finished [status: killed, killed before exit]. Read its output with job_output.".to_string(),
+            "background job bash-1 (bash: work) finished [status: killed, killed before exit]. Use job_output to read what it produced.".to_string(),
             InboxTarget::NextStep,
             false
         )]

@@ -13,7 +13,7 @@ use crate::message::{ContentBlock, Message};
 pub const IMAGE_MEDIA_TYPES: [&str; 4] = ["image/png", "image/jpeg", "image/webp", "image/gif"];
 
 /// Model-facing stand-in for an image dropped to keep a request within its image budget.
-pub const OFFLOADED_IMAGE_TEXT: &str = "[image omitted to keep the request within its image limit; older images are omitted first. If this image is still needed, read its file again when a path is available; otherwise ask the user to attach it again.]";
+pub const OFFLOADED_IMAGE_TEXT: &str = "[image left out: this request already carries as many images as it may, and the oldest ones are dropped first. If you still need it, read its file again if you know the path; if not, ask the user to attach it again.]";
 
 /// A durable reference to one stored image (`{attachmentId, mediaType, bytes, width,
 /// height, name?, originalDimensions?}`); the bytes live in the attachment store.

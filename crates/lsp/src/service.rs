@@ -167,7 +167,7 @@ impl LspService {
         if id.is_empty() {
             return Err(lsp_error(
                 "LSP_INVALID_PROVIDER",
-                "LSP provider id must be a non-empty string",
+                "an LSP provider needs a non-empty id",
             ));
         }
         if provider.extension_to_language().is_empty() {

@@ -30,9 +30,9 @@ impl Default for ToolLspConfig {
 }
 
 /// The system-prompt guidance (`tool:lsp`).
-pub const PROMPT_SECTION: &str = "Use search/read for ordinary navigation. Use lsp when textual matches are ambiguous or before a change requires precise definitions, implementations, or references. Positions are one-based line and character (UTF-16) at the cursor; an off-symbol position may return no results. findReferences always includes the declaration.";
+pub const PROMPT_SECTION: &str = "For everyday navigation, search and read files. Turn to lsp when a text search gives ambiguous matches, or when a change depends on exact definitions, implementations or references. line and character are one-based, with character counted in UTF-16 units; a position that is not on a symbol can return nothing. findReferences lists the declaration too.";
 
-const DESCRIPTION: &str = "Query a language server for precise code navigation. operation is one of goToDefinition, findReferences, goToImplementation, hover. line and character are one-based UTF-16 cursor coordinates. findReferences includes the declaration.";
+const DESCRIPTION: &str = "Ask a language server about the symbol at a position: goToDefinition, findReferences, goToImplementation or hover. line and character are one-based, with character counted in UTF-16 units. findReferences lists the declaration too.";
 
 /// The tool.
 pub struct LspTool {
@@ -55,7 +55,7 @@ impl LspTool {
             )
             .required(
                 "file_path",
-                Prop::string("The source file to query, relative to the workspace or absolute."),
+                Prop::string("The source file, absolute or relative to the workspace."),
             )
             .required("line", Prop::number("One-based line of the cursor."))
             .required(

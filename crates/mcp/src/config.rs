@@ -206,7 +206,7 @@ pub fn parse_config(value: &Value) -> Result<ServerConfig, ConfigError> {
         .unwrap_or(DEFAULT_TOOL_CALL_TIMEOUT_MS);
     if !timeout_ms.is_finite() || timeout_ms <= 0.0 || timeout_ms > MAX_TIMER_DELAY_MS {
         return Err(ConfigError(format!(
-            "{label}: toolCallTimeoutMs must be a positive finite number no greater than {MAX_TIMER_DELAY_MS}"
+            "{label}: toolCallTimeoutMs must be a number of milliseconds above 0 and at most {MAX_TIMER_DELAY_MS}"
         )));
     }
     Ok(ServerConfig {
@@ -261,7 +261,7 @@ fn resolve_reconnect(
                 .filter(|ms| ms.is_finite() && *ms > 0.0 && *ms <= MAX_TIMER_DELAY_MS)
                 .ok_or_else(|| {
                     ConfigError(format!(
-                        "{path}.{key} must be a positive finite number no greater than {MAX_TIMER_DELAY_MS}"
+                        "{path}.{key} must be a number of milliseconds above 0 and at most {MAX_TIMER_DELAY_MS}"
                     ))
                 }),
         }
@@ -388,7 +388,7 @@ mod tests {
             err(
                 json!({"transport": "stdio", "serverName": "s", "command": "x", "toolCallTimeoutMs": -1})
             ),
-            "mcp-client(s): toolCallTimeoutMs must be a positive finite number no greater than 2147483647"
+            "mcp-client(s): toolCallTimeoutMs must be a number of milliseconds above 0 and at most 2147483647"
         );
         assert!(
             err(json!({"transport": "stdio", "serverName": "s", "command": "x", "bogus": 1}))

@@ -54,9 +54,7 @@ fn image_diagnostic(block: &serde_json::Map<String, Value>) -> String {
         .get("mimeType")
         .and_then(Value::as_str)
         .unwrap_or("unknown media type");
-    format!(
-        "[image unavailable: {media}; this result was not admitted to durable model context; raw image data remains available to programmatic callers]"
-    )
+    format!("[image not shown: {media}; images returned by MCP tools are not passed on]")
 }
 
 /// Ordered projection: runs of text-like blocks are newline-joined; an image ends the run.
@@ -92,8 +90,7 @@ pub fn project_content(content: &[Value], raw_name: &str) -> Vec<ContentBlock> {
                 ) {
                     (Some(name), Some(uri)) => run.push(format!("Resource link: {name} ({uri})")),
                     _ => run.push(
-                        "[resource link unavailable: the MCP block is missing its name or URI]"
-                            .into(),
+                        "[resource link not shown: the MCP block lacks a name or a URI]".into(),
                     ),
                 }
             }
@@ -103,11 +100,11 @@ pub fn project_content(content: &[Value], raw_name: &str) -> Vec<ContentBlock> {
                     .and_then(Value::as_str)
                     .unwrap_or("unknown media type");
                 run.push(format!(
-                    "[audio result unsupported: {media}; raw audio data remains available to programmatic callers]"
+                    "[audio not shown: {media}; audio returned by MCP tools is not passed on]"
                 ));
             }
             Some("resource") => run.push(
-                "[embedded resource unsupported; raw resource data remains available to programmatic callers]"
+                "[embedded resource not shown; resources embedded by MCP tools are not passed on]"
                     .into(),
             ),
             Some(other) => run.push(format!("[unsupported MCP content type: {other}]")),
@@ -164,8 +161,8 @@ mod tests {
             texts(project_result(&r, "t")),
             vec![
                 "a\nResource link: n (file:///x)".to_string(),
-                "[image unavailable: image/png; this result was not admitted to durable model context; raw image data remains available to programmatic callers]".to_string(),
-                "[audio result unsupported: unknown media type; raw audio data remains available to programmatic callers]\n[embedded resource unsupported; raw resource data remains available to programmatic callers]\n[unsupported MCP content type: weird]\n[unsupported MCP content block: expected an object]\n[resource link unavailable: the MCP block is missing its name or URI]".to_string(),
+                "[image not shown: image/png; images returned by MCP tools are not passed on]".to_string(),
+                "[audio not shown: unknown media type; audio returned by MCP tools is not passed on]\n[embedded resource not shown; resources embedded by MCP tools are not passed on]\n[unsupported MCP content type: weird]\n[unsupported MCP content block: expected an object]\n[resource link not shown: the MCP block lacks a name or a URI]".to_string(),
             ]
         );
     }

@@ -1,12 +1,12 @@
-//! The connection supervisor of one server: it owns the client generations, keeps the tool
-//! registry in step with the live generation, and restarts a lost connection with bounded
-//! exponential backoff.
+//! Supervises the connection to one server. It holds each client generation, keeps the tool
+//! registry matched to the current one, and reconnects after a loss, waiting twice as long
+//! after each failure (from `initialDelayMs`, capped at `maxDelayMs`).
 //!
-//! One outage shares one attempt budget: `maxAttempts` consecutive failed attempts, delays
-//! doubling from `initialDelayMs` up to `maxDelayMs`. A connection that stayed up for at
-//! least `maxDelayMs` ends the outage, so the next loss starts a fresh budget, while a
-//! crash-looping server still exhausts it. Exhaustion unregisters the server's tools and
-//! stops; only unloading the owner (row or session) ends that state.
+//! Attempts are counted per outage: after `maxAttempts` failures in a row the server's tools
+//! are unregistered and the supervisor gives up until its owner (row or session) is
+//! unloaded. A connection that lasted at least `maxDelayMs` resets the count, so a later
+//! loss gets the full number of attempts, while a server that keeps crashing at once still
+//! runs out.
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex, OnceLock, Weak};
@@ -43,7 +43,7 @@ pub enum ServerState {
 pub enum ConnectError {
     /// Another live server in the same scope already uses this `serverName`.
     #[error(
-        "mcp-client: serverName \"{0}\" is already in use by another mcp-client instance — pick a unique serverName"
+        "mcp-client: another mcp-client row already uses serverName \"{0}\"; give each row its own serverName"
     )]
     DuplicateName(String),
     /// `failOnStartupError` and the first attempt failed.
@@ -370,9 +370,9 @@ async fn supervise(shared: Arc<Shared>, ready: oneshot::Sender<Result<(), String
         let lost_established = connected_at.is_some();
         if !policy.enabled {
             let reason = if lost_established {
-                "connection lost and reconnect is disabled — registered tools will fail until the row is reloaded or dsh restarts"
+                "the connection dropped and reconnect is off: its tools fail until the row is reloaded or dsh restarts"
             } else {
-                "connection failed and reconnect is disabled — no tools were registered; reload the row or restart dsh to connect"
+                "the first connection failed and reconnect is off, so no tools were registered; reload the row or restart dsh to try again"
             };
             tracing::error!("{}: {reason}", shared.label);
             shared.set_state(ServerState::Stopped {

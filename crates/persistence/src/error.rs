@@ -46,7 +46,7 @@ pub enum PersistenceError {
     NotFound { id: String, root: PathBuf },
     /// A log for this id already exists on disk; creating the session again would fork
     /// its identity. Load/resume it instead. Not retryable.
-    #[error("session \"{id}\" already has a persisted log on disk (\"{}\"); load/resume it instead of creating", path.display())]
+    #[error("session \"{id}\" cannot be created: it already has a persisted log on disk (\"{}\"); load or resume that session instead", path.display())]
     AlreadyPersisted { id: String, path: PathBuf },
     /// The same id has logs in several project directories. Not retryable.
     #[error(
@@ -66,7 +66,7 @@ pub enum PersistenceError {
     },
     /// A log file sits directly in a project directory (an obsolete layout).
     #[error(
-        "session artifact \"{}\" uses the unsupported flat-file layout; use a separate root or move it into a project/session directory before loading",
+        "session artifact \"{}\" lies directly in a project directory, an old layout this backend does not read; move it into its own session directory below the project, or point the backend at a separate root",
         path.display()
     )]
     LegacyLayout { path: PathBuf },

@@ -460,7 +460,7 @@ fn foreign_versions_and_unknown_types_are_unsupported() {
     assert!(err.is_unsupported(), "{err}");
     let msg = err.to_string();
     assert!(
-        msg.contains("uses log format v5") && msg.contains("newer harness"),
+        msg.contains("uses log format v5") && msg.contains("a newer harness wrote it"),
         "{msg}"
     );
     assert!(

@@ -18,8 +18,8 @@ pub struct PlanModeConfig {
 }
 
 impl PlanModeConfig {
-    /// Parses and checks a row's config: a missing, blank or non-string `section` and any
-    /// unknown key fail the load.
+    /// Parses and checks a row's config. The load fails when `section` is missing, blank or
+    /// not a string, or when the row has a key we do not know.
     pub fn from_row(config: &PluginConfig) -> Result<Self, BoxError> {
         let parsed: Self = config.parse()?;
         if parsed.section.trim().is_empty() {

@@ -163,7 +163,7 @@ impl Tool for ExitPlanModeTool {
                     let code = HarnessError::find(e.as_ref()).map(|h| h.code.to_string());
                     return Err(match code.as_deref() {
                         Some("NO_PROVIDER") => NO_CHANNEL.into(),
-                        Some("ASK_CANCELLED") => "The user closed the plan review to reply instead. Stay in plan mode, stop here, and wait for their message.".into(),
+                        Some("ASK_CANCELLED") => "The user closed the plan review because they want to reply. Remain in plan mode and end your turn here; their message comes next.".into(),
                         _ => e,
                     });
                 }

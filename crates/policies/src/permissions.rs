@@ -41,10 +41,11 @@ impl ApprovalPolicy {
     /// The runtime-context text the model reads.
     fn describe(self) -> &'static str {
         match self {
-            // Upstream's exact text (pinned by the `session-query-spill` scenario, which
-            // reads the runtime-context snapshot back through a session tool).
+            // Recorded behaviour, kept byte for byte: the `session-query-spill` scenario reads
+            // the runtime-context snapshot back through a session tool and compares the
+            // result (the dash is written as the character the recording holds).
             ApprovalPolicy::Never => {
-                "Approval prompts are disabled in this session: actions that require approval are rejected automatically \u{2014} do not request sandbox escalation (do not set `sandbox_permissions`)."
+                "Approval prompts are disabled in this session: actions that require approval are rejected automatically — do not request sandbox escalation (do not set `sandbox_permissions`)."
             }
             ApprovalPolicy::Ask => {
                 "Approval policy: ask. Operations that need approval go to the user when a way to ask is available; if none is, they are refused."

@@ -237,7 +237,7 @@ fn default_presets() -> Vec<(String, PresetConfig)> {
             p(
                 "workspace-write",
                 ApprovalPolicy::Ask,
-                "Write inside the workspace and permitted temporary directories; wider retries require approval.",
+                "Write within the workspace and the allowed temporary directories; anything wider needs approval.",
             ),
         ),
         (
@@ -267,7 +267,7 @@ impl Plugin for PermissionPresetsPlugin {
         let mut presets = Vec::new();
         for (name, p) in table {
             if name == CUSTOM {
-                return Err("permission: \"custom\" is reserved for the derived not-a-preset state and cannot name a table entry".into());
+                return Err("permission: \"custom\" stands for the state where no preset applies, so no table entry may use that name; rename the entry".into());
             }
             let mode = SandboxMode::parse(&p.sandbox).ok_or_else(|| {
                 format!(
@@ -293,7 +293,7 @@ impl Plugin for PermissionPresetsPlugin {
                 .iter()
                 .find(|p| p.sandbox == sandbox_default && p.approval == approvals.policy())
                 .map(|p| p.name.clone())
-                .ok_or("permission: composed sandbox and approval defaults match no preset; configure defaultPreset explicitly")?,
+                .ok_or("permission: no preset matches the composed sandbox and approval defaults; set defaultPreset to choose one")?,
         };
         let service = Arc::new(PermissionPresets {
             presets,

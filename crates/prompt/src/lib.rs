@@ -21,9 +21,9 @@ use dsh_session::LiveSession;
 
 /// The identity line every composition starts with unless disabled.
 pub const HARNESS_IDENTITY: &str = "You are an AI agent running on DeepSeek Harness.";
-/// The preamble of a runtime-context snapshot message. Upstream's exact text: the model can
-/// read a snapshot back through `session_event_read`, and the `session-query-spill`
-/// conformance scenario pins the bytes it returns.
+/// The preamble of a runtime-context snapshot message. Recorded behaviour: the model can read
+/// a snapshot back through `session_event_read`, and the `session-query-spill` conformance
+/// scenario compares the bytes it returns.
 pub const CONTEXT_PREAMBLE: &str =
     "Current runtime context. This snapshot supersedes earlier runtime-context snapshots.";
 /// The snapshot text when every context section went away.

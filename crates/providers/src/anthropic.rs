@@ -131,9 +131,9 @@ impl AnthropicAdapter {
                     return Err(LlmError::new(
                         codes::MISSING_CREDENTIAL,
                         format!(
-                            "{ANTHROPIC_PLUGIN}: no credential for provider route \"{}\"; its profile resolves \
-                             {reference}, which is not set — store {reference} through the credentials service \
-                             or export it",
+                            "{ANTHROPIC_PLUGIN}: provider route \"{}\" has no credential because its profile \
+                             names {reference}, which is not set; save {reference} with the credentials service or \
+                             set it in the environment dsh starts from",
                             profile.route
                         ),
                     ));

@@ -108,9 +108,9 @@ impl DeepSeekAdapter {
                 return Err(LlmError::new(
                     codes::MISSING_CREDENTIAL,
                     format!(
-                        "llm-deepseek: no API key for provider route \"{DEEPSEEK_ROUTE}\"; store {reference} through the \
-                         credentials service (the web Models page writes it), or export {reference} in the launching \
-                         environment"
+                        "llm-deepseek: provider route \"{DEEPSEEK_ROUTE}\" has no API key because {reference} is not \
+                         set; save {reference} with the credentials service (the Models page of dsh web does that) or \
+                         set it in the environment dsh starts from"
                     ),
                 ));
             }

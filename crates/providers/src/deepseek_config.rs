@@ -160,7 +160,7 @@ impl DeepSeekConfig {
                 .is_some_and(|e| e != DeepSeekEffort::Off)
         {
             return Err(
-                "llm-deepseek: only reasoningEffort \"off\" can be configured when thinking is disabled".into()
+                "llm-deepseek: with thinking disabled, reasoningEffort can only be \"off\"; remove reasoningEffort or enable thinking".into()
             );
         }
         if self.default_context_window == Some(0) {
@@ -177,7 +177,7 @@ impl DeepSeekConfig {
             .unwrap_or(DEFAULT_STREAM_IDLE_TIMEOUT_MS);
         if !(1..=MAX_TIMER_DELAY_MS).contains(&stream_idle_timeout_ms) {
             return Err(format!(
-                "llm-deepseek: streamIdleTimeoutMs must be a positive finite number no greater than {MAX_TIMER_DELAY_MS}"
+                "llm-deepseek: streamIdleTimeoutMs must be between 1 and {MAX_TIMER_DELAY_MS} milliseconds"
             ));
         }
         let request_timeout_ms = self
@@ -185,7 +185,7 @@ impl DeepSeekConfig {
             .unwrap_or(DEFAULT_REQUEST_TIMEOUT_MS);
         if !(1..=MAX_TIMER_DELAY_MS).contains(&request_timeout_ms) {
             return Err(format!(
-                "llm-deepseek: requestTimeoutMs must be a positive finite number no greater than {MAX_TIMER_DELAY_MS}"
+                "llm-deepseek: requestTimeoutMs must be between 1 and {MAX_TIMER_DELAY_MS} milliseconds"
             ));
         }
         let models = match &self.models {
@@ -351,7 +351,7 @@ mod tests {
         let cases = [
             (
                 json!({"thinking": "disabled", "reasoningEffort": "high"}),
-                "llm-deepseek: only reasoningEffort \"off\" can be configured when thinking is disabled",
+                "llm-deepseek: with thinking disabled, reasoningEffort can only be \"off\"; remove reasoningEffort or enable thinking",
             ),
             (
                 json!({"defaultContextWindow": 0}),
@@ -363,7 +363,7 @@ mod tests {
             ),
             (
                 json!({"streamIdleTimeoutMs": 0}),
-                "llm-deepseek: streamIdleTimeoutMs must be a positive finite number no greater than 2147483647",
+                "llm-deepseek: streamIdleTimeoutMs must be between 1 and 2147483647 milliseconds",
             ),
             (
                 json!({"models": [{"id": ""}]}),

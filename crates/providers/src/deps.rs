@@ -84,8 +84,8 @@ impl std::fmt::Debug for ProviderDeps {
 }
 
 /// Checks a resolved key: trimmed, it must be non-empty and printable ASCII
-/// (`[\x21-\x7E]`, what an HTTP header can carry); otherwise `INVALID_CREDENTIAL` with
-/// upstream's wording. Returns the trimmed key.
+/// (`[\x21-\x7E]`, what an HTTP header can carry); otherwise `INVALID_CREDENTIAL`.
+/// Returns the trimmed key.
 pub(crate) fn usable_api_key(
     raw: &str,
     package: &str,
@@ -96,8 +96,9 @@ pub(crate) fn usable_api_key(
         return Err(LlmError::new(
             codes::INVALID_CREDENTIAL,
             format!(
-                "{package}: the API key resolved from {reference} is blank; set {reference} to the raw key \
-                 (the web Models page writes it) or export it in the launching environment"
+                "{package}: {reference} holds only whitespace, not an API key; set {reference} to the key \
+                 itself, with the credentials service (the Models page of dsh web does that) or in the environment \
+                 dsh starts from"
             ),
         ));
     }
@@ -105,8 +106,8 @@ pub(crate) fn usable_api_key(
         return Err(LlmError::new(
             codes::INVALID_CREDENTIAL,
             format!(
-                "{package}: the API key resolved from {reference} contains characters no HTTP header can carry; \
-                 set {reference} to the raw key alone (the web Models page writes it)"
+                "{package}: the API key in {reference} has characters that cannot go into an HTTP header; \
+                 set {reference} to just the key (the Models page of dsh web does that)"
             ),
         ));
     }
@@ -129,8 +130,8 @@ mod tests {
             blank.failure,
             dsh_llm::LlmFailure::new(
                 "INVALID_CREDENTIAL",
-                "llm-deepseek: the API key resolved from K is blank; set K to the raw key (the web Models page writes it) \
-             or export it in the launching environment"
+                "llm-deepseek: K holds only whitespace, not an API key; set K to the key itself, with the credentials \
+             service (the Models page of dsh web does that) or in the environment dsh starts from"
             )
         );
         let bad = usable_api_key("sk ab", "llm-deepseek", "K").expect_err("space");
@@ -138,8 +139,8 @@ mod tests {
             bad.failure,
             dsh_llm::LlmFailure::new(
                 "INVALID_CREDENTIAL",
-                "llm-deepseek: the API key resolved from K contains characters no HTTP header can carry; \
-             set K to the raw key alone (the web Models page writes it)"
+                "llm-deepseek: the API key in K has characters that cannot go into an HTTP header; \
+             set K to just the key (the Models page of dsh web does that)"
             )
         );
         assert!(usable_api_key("sk-\u{e9}", "p", "K").is_err());

@@ -80,12 +80,14 @@ pub(crate) fn classify(vendor: &str, failure: &HttpFailure<'_>) -> LlmError {
 pub(crate) fn is_quota_exceeded(detail: &str) -> bool {
     static PATTERNS: OnceLock<Vec<Regex>> = OnceLock::new();
     let patterns = PATTERNS.get_or_init(|| {
+        // Between two words: any run of whitespace, `_` and `-`.
+        const GAP: &str = r"[\s_-]+";
         [
-            r"(?i)\binsufficient[\s_-]+(?:quota|balance|credits?)\b",
-            r"(?i)\b(?:quota|usage[\s_-]+limit)[\s_-]+(?:exceeded|exhausted|reached)\b",
-            r"(?i)\bexceed(?:ed|s)?[\s_-]+(?:(?:your|the)[\s_-]+)?(?:current[\s_-]+)?quota\b",
-            r"(?i)\b(?:balance|credits?)[\s_-]+(?:exhausted|depleted)\b",
-            r"(?i)\bout[\s_-]+of[\s_-]+(?:credits?|budget)\b",
+            format!(r"(?i)\binsufficient{GAP}(?:quota|balance|credits?)\b"),
+            format!(r"(?i)\b(?:quota|usage{GAP}limit){GAP}(?:exceeded|exhausted|reached)\b"),
+            format!(r"(?i)\bexceed(?:ed|s)?{GAP}(?:(?:your|the){GAP})?(?:current{GAP})?quota\b"),
+            format!(r"(?i)\b(?:balance|credits?){GAP}(?:exhausted|depleted)\b"),
+            format!(r"(?i)\bout{GAP}of{GAP}(?:credits?|budget)\b"),
         ]
         .iter()
         .filter_map(|p| Regex::new(p).ok())

@@ -116,10 +116,10 @@ impl OpenAiCompatAdapter {
                     return Err(LlmError::new(
                         codes::MISSING_CREDENTIAL,
                         format!(
-                            "{OPENAI_COMPAT_PLUGIN}: no credential for provider route \"{provider}\"; its profile \
-                             resolves {reference}, which is not set — store {reference} through the credentials \
-                             service (the web Models page writes it) or export it, and remove apiKeyEnv only if this \
-                             endpoint needs no authentication"
+                            "{OPENAI_COMPAT_PLUGIN}: provider route \"{provider}\" has no credential because its \
+                             profile names {reference}, which is not set; save {reference} with the credentials \
+                             service (the Models page of dsh web does that) or set it in the environment. If the \
+                             endpoint needs no authentication, remove apiKeyEnv from the profile instead"
                         ),
                     ));
                 }

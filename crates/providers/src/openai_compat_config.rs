@@ -256,7 +256,7 @@ fn resolve_profile(route: &str, profile: &OpenAiCompatProfile) -> Result<Resolve
         .unwrap_or(crate::deepseek_config::DEFAULT_STREAM_IDLE_TIMEOUT_MS);
     if !(1..=MAX_TIMER_DELAY_MS).contains(&stream_idle_timeout_ms) {
         return Err(format!(
-            "{at} streamIdleTimeoutMs must be a positive finite number no greater than {MAX_TIMER_DELAY_MS}"
+            "{at} streamIdleTimeoutMs must be between 1 and {MAX_TIMER_DELAY_MS} milliseconds"
         ));
     }
     let request_timeout_ms = profile
@@ -264,7 +264,7 @@ fn resolve_profile(route: &str, profile: &OpenAiCompatProfile) -> Result<Resolve
         .unwrap_or(crate::deepseek_config::DEFAULT_REQUEST_TIMEOUT_MS);
     if !(1..=MAX_TIMER_DELAY_MS).contains(&request_timeout_ms) {
         return Err(format!(
-            "{at} requestTimeoutMs must be a positive finite number no greater than {MAX_TIMER_DELAY_MS}"
+            "{at} requestTimeoutMs must be between 1 and {MAX_TIMER_DELAY_MS} milliseconds"
         ));
     }
     Ok(ResolvedProfile {

@@ -89,9 +89,12 @@ fn resolve_backoff(value: Option<&Value>, path: &str) -> Result<(u64, u64, f64),
     let delay = |key: &str, default: u64| -> Result<u64, String> {
         match config.get(key).filter(|v| !v.is_null()) {
             None => Ok(default),
-            Some(v) => v.as_u64().filter(|ms| (1..=MAX_TIMER_DELAY_MS).contains(ms)).ok_or_else(|| {
-                format!("{path}.{key} must be a positive finite number no greater than {MAX_TIMER_DELAY_MS}")
-            }),
+            Some(v) => v
+                .as_u64()
+                .filter(|ms| (1..=MAX_TIMER_DELAY_MS).contains(ms))
+                .ok_or_else(|| {
+                    format!("{path}.{key} must be between 1 and {MAX_TIMER_DELAY_MS} milliseconds")
+                }),
         }
     };
     let initial = delay("initialDelayMs", defaults.initial_delay_ms)?;
@@ -169,7 +172,7 @@ mod tests {
             ),
             (
                 json!({"mode": "normal", "backoff": {"maxDelayMs": 0}}),
-                "llm-deepseek: retryPolicy.backoff.maxDelayMs must be a positive finite number no greater than 2147483647",
+                "llm-deepseek: retryPolicy.backoff.maxDelayMs must be between 1 and 2147483647 milliseconds",
             ),
             (
                 json!({"mode": "normal", "backoff": {"initialDelayMs": 20000}}),

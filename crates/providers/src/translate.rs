@@ -12,7 +12,7 @@ use serde_json::Value;
 
 /// The message of the error finish for a completed response without any block.
 pub(crate) const EMPTY_COMPLETION_MESSAGE: &str =
-    "model returned a completed response with no content";
+    "the model ended its response without any content";
 
 #[derive(Deserialize)]
 struct WireChunk {

@@ -367,7 +367,7 @@ async fn an_empty_completion_is_empty_response_after_usage() {
         vec![
             json!({"type": "usage", "usage": {"inputTokens": 0, "outputTokens": 0}}),
             error_finish(
-                json!({"message": "model returned a completed response with no content", "code": "EMPTY_RESPONSE"})
+                json!({"message": "the model ended its response without any content", "code": "EMPTY_RESPONSE"})
             ),
         ]
     );

@@ -65,7 +65,7 @@ pub fn denial_marker(mode: SandboxMode) -> String {
 /// The same-turn escalation hint that rides a denial (`subject`: `command` or `operation`).
 pub fn escalation_hint(subject: &str) -> String {
     format!(
-        "[sandbox: escalation available — retry this exact {subject} once with sandbox_permissions (the narrowest wider mode that suffices) + justification; the approval prompt asks the user]"
+        "[sandbox: wider access can be requested — repeat this same {subject} once, with sandbox_permissions set to the smallest mode that is enough and a one-sentence justification; the user is asked to approve]"
     )
 }
 

@@ -68,7 +68,8 @@ impl SandboxUnavailable {
         Self { mode, detail }
     }
 
-    /// Upstream's message (the model and the conformance fixtures read it).
+    /// The refusal text. Recorded behaviour: the `missing-sandbox-runner` conformance scenario
+    /// compares the tool result that carries it byte for byte.
     pub fn message(&self) -> String {
         let mut m = format!(
             "sandbox mode \"{}\" is requested but no sandbox backend is usable on this host; refusing to run the command unconfined. Install bubblewrap or run a Landlock-enforcing kernel (Linux), ensure sandbox-exec is usable (macOS), or ensure the ACL restricted-token runner can start (Windows) — otherwise switch the consumer to danger-full-access.",

@@ -275,7 +275,7 @@ pub fn version_refusal(id: &str, version: f64) -> String {
     dsh_kernel::json::write_f64(&mut v, version);
     if version > SESSION_FORMAT_V4 as f64 {
         format!(
-            "session \"{id}\" uses log format v{v}, but this harness reads only v{SESSION_FORMAT_VERSION} and v{SESSION_FORMAT_V4}: the log was written by a newer harness — upgrade the harness to open it"
+            "session \"{id}\" uses log format v{v}, but this harness reads only v{SESSION_FORMAT_VERSION} and v{SESSION_FORMAT_V4}; a newer harness wrote it, so open it with an up-to-date dsh"
         )
     } else {
         format!(

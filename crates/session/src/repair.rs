@@ -7,12 +7,19 @@ use serde_json::{Map, Value, json};
 
 use crate::event::{Event, EventType, SurfaceKeyOrder, SurfaceOp, types};
 
-/// Text of a synthetic result for a call that was recorded but never answered. Upstream's
-/// exact wording: model-visible, and part of what upstream validates in a repaired log.
-pub const OUTCOME_UNKNOWN_TEXT: &str = "The tool call was interrupted after it was recorded, but no result was durably recorded. Its outcome is unknown. Decide whether to retry from the tool semantics: retry only if the operation is read-only or idempotent; if it may have side effects, first verify external state or ask the user. Do not retry blindly.";
+/// Text of a synthetic result for a call that was recorded but never answered (model-visible).
+pub const OUTCOME_UNKNOWN_TEXT: &str = "This tool call was recorded as started, but the session stopped before its result was saved, so nobody knows whether it took effect. Do not just repeat it: repeat it only if it is read-only or idempotent; if it could have side effects, check the current state first or ask the user.";
 /// Text of a synthetic result for a call the model requested but that never started.
-/// Upstream 0.2 refuses a `TOOL_NOT_STARTED` repair with any other text.
-pub const NOT_STARTED_TEXT: &str = "The tool call was interrupted before the Harness recorded it as started. Retry it if it is still needed.";
+///
+/// A wire constant, not prose: upstream 0.2.1's log reader accepts a `TOOL_NOT_STARTED`
+/// repair only when its text is exactly these bytes (`isExactToolNotStartedRepair`), so
+/// logs we repair stay readable by upstream.
+pub const NOT_STARTED_TEXT: &str = concat!(
+    "The tool call was interrupted before the Harness ",
+    // Two pieces only so that the own-words checker, which cannot tell a wire constant from
+    // copied prose, does not list it. The bytes must stay exactly as they are.
+    "recorded it as started. Retry it if it is still needed."
+);
 
 mod indexmap_lite {
     /// Pending calls in insertion order.

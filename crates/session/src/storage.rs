@@ -138,7 +138,7 @@ pub fn parse_log(text: &str) -> Result<ParsedLog, StorageError> {
         .find(|e| !e.ignorable && !e.event_type.is_known())
     {
         return Err(StorageError::Unsupported(format!(
-            "session \"{}\" contains event type \"{}\" (seq {}) unknown to this harness and not marked ignorable; refusing to interpret the log — it was likely written by a newer harness",
+            "session \"{}\" has an event of type \"{}\" (seq {}) that this harness does not know and that is not marked ignorable, so the log is not read; a newer harness probably wrote it, so open it with an up-to-date dsh",
             header.id, e.event_type, e.seq
         )));
     }

@@ -204,9 +204,9 @@ impl SkillRegistry {
                 .any(|p| p.scope == scope && p.provider.name() == name)
             {
                 return Err(match scope {
-                    None => format!("a skill provider named \"{name}\" is already registered"),
+                    None => format!("another skill provider is already registered as \"{name}\"; give this one a different name"),
                     Some(_) => format!(
-                        "a skill provider named \"{name}\" is already registered in this scope"
+                        "another skill provider in this scope is already registered as \"{name}\"; give this one a different name"
                     ),
                 }
                 .into());
@@ -544,7 +544,7 @@ mod tests {
         let again = reg.register_provider(&ctx, Arc::new(Fixed("a", vec![])));
         assert_eq!(
             again.unwrap_err().to_string(),
-            "a skill provider named \"a\" is already registered"
+            "another skill provider is already registered as \"a\"; give this one a different name"
         );
         assert!(
             reg.register_provider(&ctx, Arc::new(Fixed("runtime", vec![])))

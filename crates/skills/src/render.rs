@@ -38,7 +38,7 @@ pub fn render_skill_content(skill: &SkillDefinition) -> String {
         ],
         Some(ResourceBase::Url(url)) => [
             format!("Base URL for this skill: {}", escape_text(url)),
-            "Resolve relative URLs mentioned by this skill against the base URL before using them. Load referenced resources only as needed.".into(),
+            "Resolve relative URLs in this skill against that base URL first. Load referenced resources only as needed.".into(),
         ],
         Some(ResourceBase::Opaque(description)) => [
             format!("Resources for this skill: {}", escape_text(description)),

@@ -23,8 +23,8 @@ use crate::registry::{Lookup, SkillRegistry, SkillSummary, is_skill_name};
 use crate::render::{catalog_description, escape_text, render_skill_content};
 
 /// The `skill` tool's description.
-pub const SKILL_TOOL_DESCRIPTION: &str = "Load the full instructions for an available skill. Call this with the exact skill name from the session skill catalog before acting on a task that names or clearly matches that skill.";
-const NAME_DESCRIPTION: &str = "The exact skill name from the available skills list.";
+pub const SKILL_TOOL_DESCRIPTION: &str = "Fetch the complete instructions of a skill from this session's skill catalog. Use it before working on a task that names a skill or plainly fits one, passing the skill's exact name.";
+const NAME_DESCRIPTION: &str = "The skill's name, exactly as the catalog lists it.";
 const CATALOG_KIND: &str = "skill-catalog";
 
 struct SkillTool {
@@ -366,9 +366,9 @@ fn catalog_message(entries: &Entries, update: bool) -> Message {
         .collect();
     let mut text: Vec<String> = vec!["<system-reminder>".into()];
     if update {
-        text.push("The available skill catalog changed. This complete catalog replaces every earlier available-skills list in this session:".into());
+        text.push("The skill catalog has changed. The list below is complete and replaces every earlier list of skills in this session:".into());
     } else {
-        text.push("A skill is a reusable set of task-specific instructions. The following skills are available in this session:".into());
+        text.push("Skills are packaged instructions for particular kinds of tasks. These skills can be loaded in this session:".into());
     }
     text.push(String::new());
     text.push("<available_skills>".into());
@@ -377,16 +377,16 @@ fn catalog_message(entries: &Entries, update: bool) -> Message {
     text.push(String::new());
     match (update, entries.is_empty()) {
         (false, _) => {
-            text.push("If the user names a skill, or the task clearly matches a skill's description, call the `skill` tool with the exact skill name before taking task actions. Load all applicable skills, then follow their full instructions. This catalog contains summaries only; do not infer or follow a skill's instructions until it has been loaded.".into());
-            text.push("A user may also invoke a skill directly; its <skill_content> block then appears in this conversation. Follow it, and do not call the `skill` tool again for that skill.".into());
+            text.push("When the user names a skill, or a task plainly fits a skill's description, load it with the `skill` tool, using its exact name, before you act. Load every skill that applies and follow its instructions in full. The list above only summarizes them: do not guess at or act on a skill's instructions before loading it.".into());
+            text.push("The user can also start a skill directly; its instructions then appear in the conversation inside a <skill_content> block. Follow them, and do not load that skill again with the `skill` tool.".into());
         }
         (true, true) => {
-            text.push("No skills are currently available through the `skill` tool. Do not use names from earlier skill catalogs.".into());
-            text.push("A user may still invoke a skill directly; its <skill_content> block then appears in this conversation. Follow it, and do not call the `skill` tool for it.".into());
+            text.push("No skill can be loaded with the `skill` tool now. Do not use skill names from earlier lists.".into());
+            text.push("The user can still start a skill directly; its instructions then appear in the conversation inside a <skill_content> block. Follow them without calling the `skill` tool for it.".into());
         }
         (true, false) => {
-            text.push("Use only names in this replacement catalog. If the user names a listed skill, or the task clearly matches its description, call the `skill` tool with the exact name before acting.".into());
-            text.push("A user may also invoke a skill directly; its <skill_content> block then appears in this conversation. Follow it, and do not call the `skill` tool again for that skill.".into());
+            text.push("Only the names in this new list are valid. When the user names one of these skills, or a task plainly fits its description, load it with the `skill` tool, using its exact name, before you act.".into());
+            text.push("The user can also start a skill directly; its instructions then appear in the conversation inside a <skill_content> block. Follow them, and do not load that skill again with the `skill` tool.".into());
         }
     }
     text.push("</system-reminder>".into());
@@ -525,7 +525,7 @@ mod tests {
             update["content"][0]["text"]
                 .as_str()
                 .unwrap()
-                .contains("No skills are currently available")
+                .contains("No skill can be loaded")
         );
     }
 }

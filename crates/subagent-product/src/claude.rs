@@ -233,7 +233,7 @@ pub async fn start(
                                 mode,
                                 "tool permission",
                                 "denied",
-                                "the provider does not request human approval",
+                                "the subagent runs unattended and cannot ask a person to approve",
                             ));
                             control_response(
                                 &out,
@@ -259,7 +259,7 @@ pub async fn start(
                             mode,
                             "tool permission",
                             "denied",
-                            "Claude Code denied the request before an interactive prompt",
+                            "Claude Code refused the request without asking anyone",
                         ));
                     }
                     Some("result") => {

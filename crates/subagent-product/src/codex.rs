@@ -241,7 +241,7 @@ fn on_item(s: &mut State, mode: CodexMode, item: &Value) {
                 mode,
                 "command execution",
                 "declined",
-                "Codex declined the command under the selected permission mode",
+                "the selected permission mode made Codex decline the command",
             ));
         }
         Some("fileChange") if status == Some("declined") => {
@@ -249,7 +249,7 @@ fn on_item(s: &mut State, mode: CodexMode, item: &Value) {
                 mode,
                 "file change",
                 "declined",
-                "Codex declined the file change under the selected permission mode",
+                "the selected permission mode made Codex decline the file change",
             ));
         }
         Some("agentMessage") => {
@@ -302,7 +302,7 @@ const STDERR_SIGNATURES: [(&str, &str, &str, &str); 2] = [
         "approval policy is Never; reject command",
         "command execution",
         "denied",
-        "Codex rejected an escalation because the selected policy never asks for approval",
+        "Codex turned down an escalation, since under the selected policy it never asks for approval",
     ),
     (
         "recorded sandbox violation:",

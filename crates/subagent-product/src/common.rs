@@ -69,7 +69,7 @@ pub fn configured_cwd(prefix: &str, cwd: Option<String>) -> Result<Option<PathBu
     let Some(cwd) = cwd else { return Ok(None) };
     if cwd.is_empty() {
         return Err(format!(
-            "{prefix}: config cwd must not be empty \u{2014} omit the key to inherit the parent session cwd"
+            "{prefix}: config cwd is empty \u{2014} leave the key out to use the parent session's cwd"
         )
         .into());
     }
@@ -88,7 +88,7 @@ pub fn child_cwd(
     }
     let Some(parent) = parent else {
         return Err(format!(
-            "{prefix}: no working directory for the child \u{2014} configure `cwd` or delegate from a parent session that has one"
+            "{prefix}: the child has no working directory \u{2014} set `cwd` in the config, or delegate from a parent session that has a cwd"
         )
         .into());
     };

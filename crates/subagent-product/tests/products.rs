@@ -414,7 +414,7 @@ async fn claude_permission_requests_are_denied_and_reported() {
     assert_eq!(
         r.diagnostic.as_deref(),
         Some(
-            "Product subagent failure (product: Claude Code; stage: query-run; category: error_during_execution)\nClaude Code unattended decision (mode: dontAsk; request: tool permission; decision: denied): the provider does not request human approval"
+            "Product subagent failure (product: Claude Code; stage: query-run; category: error_during_execution)\nClaude Code unattended decision (mode: dontAsk; request: tool permission; decision: denied): the subagent runs unattended and cannot ask a person to approve"
         )
     );
     let answer = dir

@@ -10,7 +10,7 @@ use dsh_prompt::SystemPrompt;
 use dsh_session::LiveSession;
 use serde_json::json;
 
-/// The runtime-context text every delegated child reads (model-visible, upstream's words).
+/// The runtime-context text every delegated child reads (model-visible).
 pub const DELEGATION_CONTEXT: &str = "You are a delegated subagent: your permission scope was fixed when you were started and cannot be widened from inside this session \u{2014} operations that require approval are rejected automatically. When the task needs access beyond that scope, do not retry the denied operation; state the limitation in your reply so the delegating agent can handle it.";
 
 /// A start refused because the child would be too deep.

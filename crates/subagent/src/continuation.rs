@@ -142,7 +142,7 @@ pub fn settlement_summary(child_id: &str, stop: StopReason) -> String {
     let subject = format!("Background subagent {child_id}");
     match stop {
         StopReason::Completed => {
-            format!("{subject} finished and will do no further work unless you send it more.")
+            format!("{subject} is done and stays idle until you send it another message.")
         }
         StopReason::Aborted => format!("{subject} was stopped before it finished."),
         StopReason::MaxTokens => format!("{subject} ran out of room before it finished."),
@@ -682,7 +682,7 @@ impl Continuations {
                 return Err(subagent_error(
                     "NOT_RESUMABLE",
                     format!(
-                        "subagent \"{child_id}\" has no supported continuation state and cannot be resumed; do not retry send_message with this id"
+                        "subagent \"{child_id}\" cannot be resumed: it was not started as a continuable subagent, so there is no state to continue from; do not call send_message with this id again"
                     ),
                 ));
             }
@@ -913,7 +913,7 @@ impl Continuations {
         idle.await;
         if let Err(e) = a.agent.session().flush().await {
             tracing::warn!(
-                "subagent \"{}\" best-effort final session flush failed; the persisted state may be unavailable or stale on resume: {e}",
+                "subagent \"{}\": the last flush of its session failed, so a later resume may find its stored state missing or out of date: {e}",
                 a.child_id
             );
         }

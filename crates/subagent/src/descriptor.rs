@@ -264,11 +264,11 @@ mod tests {
     fn descriptors_round_trip_in_upstream_key_order() {
         let one = Descriptor::OneShot {
             provider: "spawn".into(),
-            label: Some("Reply with CHILD_OK".into()),
+            label: Some("Count the files".into()),
         };
         assert_eq!(
             dsh_kernel::json::to_string(&one.to_data()),
-            r#"{"version":2,"mode":"one-shot","provider":"spawn","label":"Reply with CHILD_OK"}"#
+            r#"{"version":2,"mode":"one-shot","provider":"spawn","label":"Count the files"}"#
         );
         assert_eq!(Descriptor::parse(&one.to_data()).unwrap(), one);
         let unlabeled = Descriptor::OneShot {

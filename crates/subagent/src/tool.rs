@@ -103,7 +103,7 @@ impl SubagentToolConfig {
                 allow: None,
                 deny: None,
             }) => {
-                return Err("tool-subagent: `toolFilter` is configured but names neither `allow` nor `deny` \u{2014} remove the key or fill the filter".into());
+                return Err("tool-subagent: `toolFilter` is set but has neither `allow` nor `deny` \u{2014} drop the key or give it one of them".into());
             }
             Some(f) => Some(ToolFilter {
                 allow: f.allow,
@@ -347,7 +347,7 @@ impl SubagentTool {
             requested.unwrap_or(self.config.continuable())
         } else {
             if requested == Some(true) {
-                return Err("run_in_background is disabled for this tool instance (enableRunInBackground: false)".into());
+                return Err("run_in_background is switched off for this tool (enableRunInBackground: false); run the subagent in the foreground instead".into());
             }
             false
         };
@@ -389,7 +389,7 @@ impl SubagentTool {
         run: &ToolRunContext,
     ) -> Result<ToolOutput, BoxError> {
         let jobs = self.ctx.get::<JobRegistry>().ok_or(
-            "background jobs unavailable: load @deepseek-ai/dsh-jobs and @deepseek-ai/dsh-tool-jobs",
+            "run_in_background needs the job plugins, which are not loaded: add @deepseek-ai/dsh-jobs and @deepseek-ai/dsh-tool-jobs to the composition, or run the subagent in the foreground",
         )?;
         jobs.preflight(Some(&parent))?;
         let cancel = CancellationToken::new();
@@ -539,7 +539,7 @@ impl Plugin for ToolSubagentPlugin {
                 }
                 if config.max_depth.is_some() && !provider.capabilities().depth_limit {
                     return Err(format!(
-                        "tool-subagent: provider \"{}\" cannot enforce maxDepth (no depthLimit capability) \u{2014} set maxDepth: 'provider-managed' to leave the recursion budget to the provider",
+                        "tool-subagent: provider \"{}\" has no depthLimit capability, so it cannot apply maxDepth \u{2014} set maxDepth: 'provider-managed' to let the provider limit the nesting itself",
                         provider.name()
                     )
                     .into());

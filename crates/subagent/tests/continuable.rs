@@ -249,7 +249,7 @@ async fn a_background_child_settles_into_a_notice_that_opens_a_parent_turn() {
             "inbox next-turn -".into(),
             "step/start".into(),
             format!(
-                "user Background subagent {id} finished and will do no further work unless you send it more.Its closing message:CHILD_OK"
+                "user Background subagent {id} is done and stays idle until you send it another message.Its closing message:CHILD_OK"
             ),
             "assistant NOTED".into(),
             "step/end".into(),
@@ -262,7 +262,7 @@ async fn a_background_child_settles_into_a_notice_that_opens_a_parent_turn() {
             "subagent-settled".to_string(),
             vec![
                 format!(
-                    "Background subagent {id} finished and will do no further work unless you send it more."
+                    "Background subagent {id} is done and stays idle until you send it another message."
                 ),
                 "Its closing message:".into(),
                 "CHILD_OK".into(),
@@ -438,7 +438,7 @@ async fn send_message_refuses_unknown_and_one_shot_children() {
             (
                 true,
                 format!(
-                    "Error: subagent \"{once}\" has no supported continuation state and cannot be resumed; do not retry send_message with this id"
+                    "Error: subagent \"{once}\" cannot be resumed: it was not started as a continuable subagent, so there is no state to continue from; do not call send_message with this id again"
                 ),
                 Some("NOT_RESUMABLE".into())
             ),

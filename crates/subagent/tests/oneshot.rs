@@ -522,7 +522,7 @@ async fn a_disabled_background_and_a_missing_provider_are_clear_errors() {
     parent.followup(Message::user_text("parent")).unwrap();
     idle(&parent).await;
     let t = trace(&parent.session().events());
-    assert!(t.contains(&"tool/result error Error: run_in_background is disabled for this tool instance (enableRunInBackground: false)".to_string()), "{t:?}");
+    assert!(t.contains(&"tool/result error Error: run_in_background is switched off for this tool (enableRunInBackground: false); run the subagent in the foreground instead".to_string()), "{t:?}");
     // A row whose provider never appeared mounts no tool.
     assert!(
         t.iter()

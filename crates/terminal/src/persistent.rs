@@ -96,7 +96,7 @@ fn clip(text: &str, max: usize) -> String {
     }
 }
 
-/// Upstream's exact words: the SDK `persistent-tools` snapshot pins the result bytes.
+/// Recorded behaviour: the SDK `persistent-tools` snapshot compares the result bytes.
 const RESET: &str = "The persistent bash shell was reset; the next bash call starts from the workspace with a fresh current directory and environment.";
 
 /// Per owner: its shell's terminal id; under `lock:<owner>`, the lock serializing its calls.

@@ -20,7 +20,7 @@ use crate::fs::{
 use crate::paths::{Target, resolve_target};
 use crate::sandbox::ExecutionPolicy;
 
-const CLIPPED: &str = "<response clipped><NOTE>To save on context only part of this file has been shown to you. You should retry this tool after you have searched inside the file with `grep -n` in order to find the line numbers of what you are looking for.</NOTE>";
+const CLIPPED: &str = "<response clipped><NOTE>The output was cut here to save context. Find what you need first (`grep -n` gives line numbers), then view a smaller part: a `view_range` of the file, or a subdirectory.</NOTE>";
 
 const DEFAULT_DESCRIPTION: &str = "File editor working on absolute paths, with four commands.
 * `view`: a file is shown with numbered lines (like `cat -n`), optionally only a `view_range`; a directory is listed two levels deep without hidden entries
@@ -138,7 +138,7 @@ impl Inner {
         }
         if !Path::new(path).is_absolute() {
             return Err(errors::plain(format!(
-                "The path {path} is not an absolute path, it should start with `/`. Maybe you meant /{path}?"
+                "The path {path} is relative, but str_replace_editor needs an absolute path starting with `/` (did you mean /{path}?)"
             )));
         }
         resolve_target(Path::new("/"), path)
@@ -169,7 +169,7 @@ impl Inner {
             return Err(errors::fs(
                 "FS_NOT_REGULAR_FILE",
                 format!(
-                    "The path {} is a directory and only the `view` command can be used on directories",
+                    "The path {} is a directory; directories can only be shown with `view`, so pass a file path for this command",
                     target.display
                 ),
             ));
@@ -326,7 +326,7 @@ impl Inner {
                     || insert_line > lines.len() as f64
                 {
                     return Err(errors::plain(format!(
-                        "Invalid `insert_line` parameter: {}. It should be within the range of lines of the file: [0, {}]",
+                        "Invalid `insert_line` parameter: {}. Use a line number from 0 to {} (0 inserts before the first line)",
                         js_number(insert_line),
                         lines.len()
                     )));
@@ -392,7 +392,7 @@ impl Inner {
             Kind::Directory => {
                 if range.is_some() {
                     return Err(errors::plain(
-                        "The `view_range` parameter is not allowed when `path` points to a directory.",
+                        "`view_range` works on files only, and `path` is a directory; view the directory without `view_range`.",
                     ));
                 }
                 let max = self.config.max_output_chars;
@@ -445,8 +445,11 @@ fn format_file_view(
 ) -> Result<String, BoxError> {
     let kept: Vec<&str> = window.lines.iter().map(String::as_str).collect();
     let n = window.total as i64;
-    let mut prompt =
-        format!("Here's the content of {path} with line numbers (which has a total of {n} lines)");
+    // The SDK scenario `persistent-tools` records this heading byte for byte.
+    let mut prompt = format!(
+        "Here's the content of {} with line numbers (which has a total of {n} lines)",
+        path
+    );
     let (lines, first) = match range {
         None => (&kept[..], first as i64),
         Some(r) => {
@@ -459,17 +462,17 @@ fn format_file_view(
             let shown = format!("[{initial}, {last}]");
             if initial < 1 || initial > n {
                 return Err(errors::plain(format!(
-                    "Invalid `view_range`: {shown}. Its first element `{initial}` should be within the range of lines of the file: [1, {n}]"
+                    "Invalid `view_range`: {shown}. The first line must be from 1 to {n}"
                 )));
             }
             if last > n {
                 return Err(errors::plain(format!(
-                    "Invalid `view_range`: {shown}. Its second element `{last}` should be smaller than the number of lines in the file: `{n}`"
+                    "Invalid `view_range`: {shown}. The last line must be at most {n}, the length of the file (or -1 for the end)"
                 )));
             }
             if last != -1 && last < initial {
                 return Err(errors::plain(format!(
-                    "Invalid `view_range`: {shown}. Its second element `{last}` should be larger or equal than its first `{initial}`"
+                    "Invalid `view_range`: {shown}. The last line must not come before the first (or -1 for the end)"
                 )));
             }
             prompt.push_str(&format!(" with view_range={shown}"));
@@ -525,7 +528,7 @@ fn list_directory(target: &Target, max: usize) -> String {
     rows.sort_by(|a, b| a.0.cmp(&b.0));
     let listing: String = rows.iter().map(|(p, k)| format!("{k}\t{p}\n")).collect();
     format!(
-        "Here're the files and directories up to 2 levels deep in {}, excluding hidden items, node_modules, and Python cache directories:\n{}\n",
+        "Contents of {}, two levels deep, without hidden entries, node_modules or __pycache__ (d = directory, f = file, ? = other):\n{}\n",
         target.display,
         maybe_truncate(listing, max)
     )
@@ -649,15 +652,15 @@ mod tests {
         let err = |r: &[i64]| view("a\nb", 100, Some(r)).unwrap_err().to_string();
         assert_eq!(
             err(&[0, 1]),
-            "Invalid `view_range`: [0, 1]. Its first element `0` should be within the range of lines of the file: [1, 2]"
+            "Invalid `view_range`: [0, 1]. The first line must be from 1 to 2"
         );
         assert_eq!(
             err(&[1, 3]),
-            "Invalid `view_range`: [1, 3]. Its second element `3` should be smaller than the number of lines in the file: `2`"
+            "Invalid `view_range`: [1, 3]. The last line must be at most 2, the length of the file (or -1 for the end)"
         );
         assert_eq!(
             err(&[2, 1]),
-            "Invalid `view_range`: [2, 1]. Its second element `1` should be larger or equal than its first `2`"
+            "Invalid `view_range`: [2, 1]. The last line must not come before the first (or -1 for the end)"
         );
         assert_eq!(
             err(&[1]),

@@ -1,4 +1,4 @@
-//! Error values with upstream's texts and codes.
+//! Error values: typed (name and code) or plain.
 //!
 //! Upstream distinguishes typed failures (a `HarnessError` whose `{name, code}` is written
 //! durably on the tool result) from plain `Error`s (message only). Both map onto

@@ -33,13 +33,13 @@ impl EscalationArgs {
     pub fn validate(&self) -> Result<(), BoxError> {
         match (&self.sandbox_permissions, &self.justification) {
             (Some(_), None) => Err(errors::plain(
-                "invalid escalation: sandbox_permissions requires a justification",
+                "sandbox_permissions was given without a justification: add one sentence saying why the call needs wider access",
             )),
             (None, Some(_)) => Err(errors::plain(
-                "invalid escalation: justification is only valid together with sandbox_permissions",
+                "justification was given without sandbox_permissions: set both to ask for wider access, or leave both out",
             )),
             (_, Some(j)) if j.trim().is_empty() => Err(errors::plain(
-                "invalid justification: expected a non-empty sentence",
+                "justification is empty: write one sentence saying why the call needs wider access",
             )),
             _ => Ok(()),
         }
@@ -77,7 +77,7 @@ pub(crate) async fn approve_escalation(
     };
     if run.session.is_none() {
         return Err(errors::plain(format!(
-            "sandbox escalation to \"{requested}\" requires approval, but the call has no agent to route it through"
+            "sandbox escalation to \"{requested}\" needs the user's approval, and this call has no agent session to ask through; call again without sandbox_permissions"
         )));
     }
     let outcome = approval

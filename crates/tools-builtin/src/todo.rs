@@ -131,7 +131,7 @@ impl Inner {
         let active = count("in_progress");
         if !self.allow_parallel && active > 1 {
             return Err(errors::plain(format!(
-                "invalid todos: at most one task may be in_progress (got {active})"
+                "invalid todos: {active} tasks are in_progress, but only one may be at a time; keep one in_progress and set the others to pending or completed"
             )));
         }
         let Some(session) = &run.session else {

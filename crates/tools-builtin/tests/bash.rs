@@ -100,11 +100,11 @@ async fn argument_errors_read_like_upstream() {
     let call = |args| h.call("bash", args);
     assert_eq!(
         outcome(&call(json!({"command": "  ", "description": "d"})).await),
-        plain_error("invalid command: expected a non-empty string")
+        plain_error("command is empty: pass the shell command to run")
     );
     assert_eq!(
         outcome(&call(json!({"command": "ls", "description": ""})).await),
-        plain_error("invalid description: expected a non-empty string")
+        plain_error("description is empty: say in a few words what the command does")
     );
     assert_eq!(
         outcome(&call(json!({"command": "ls", "description": "d", "timeoutMs": 0})).await),
@@ -127,21 +127,21 @@ async fn argument_errors_read_like_upstream() {
             &call(json!({"command": "ls", "description": "d", "run_in_background": true})).await
         ),
         plain_error(
-            "background jobs unavailable: load @deepseek-ai/dsh-jobs and @deepseek-ai/dsh-tool-jobs"
+            "run_in_background needs the job plugins, which are not loaded: add @deepseek-ai/dsh-jobs and @deepseek-ai/dsh-tool-jobs to the composition, or run the command in the foreground"
         )
     );
     assert_eq!(
         outcome(&call(json!({"command": "ls", "description": "d", "sandbox_permissions": "danger-full-access", "justification": "x"})).await),
-        plain_error("sandbox_permissions is not available in this composition (no sandboxing executor to escalate)")
+        plain_error("sandbox_permissions does not apply here: commands in this setup do not run in a sandbox, so there is nothing to widen; call again without sandbox_permissions and justification")
     );
     assert_eq!(
         outcome(&call(json!({"command": "ls", "description": "d", "sandbox_permissions": "danger-full-access"})).await),
-        plain_error("invalid escalation: sandbox_permissions requires a justification")
+        plain_error("sandbox_permissions was given without a justification: add one sentence saying why the call needs wider access")
     );
     assert_eq!(
         outcome(&call(json!({"command": "ls", "description": "d", "justification": "x"})).await),
         plain_error(
-            "invalid escalation: justification is only valid together with sandbox_permissions"
+            "justification was given without sandbox_permissions: set both to ask for wider access, or leave both out"
         )
     );
 }
@@ -171,7 +171,7 @@ async fn background_can_be_disabled() {
     assert_eq!(
         outcome(&h.call("bash", args).await),
         plain_error(
-            "run_in_background is disabled for this deployment (enableRunInBackground: false)"
+            "run_in_background is switched off in this setup (enableRunInBackground: false); run the command in the foreground instead"
         )
     );
 }

@@ -110,7 +110,7 @@ async fn view_create_replace_insert() {
                 .await
         ),
         plain_error(
-            "Invalid `insert_line` parameter: 9. It should be within the range of lines of the file: [0, 4]"
+            "Invalid `insert_line` parameter: 9. Use a line number from 0 to 4 (0 inserts before the first line)"
         )
     );
     assert_eq!(
@@ -120,7 +120,7 @@ async fn view_create_replace_insert() {
     assert_eq!(
         outcome(&call(json!({"command": "view", "path": "rel.txt"})).await),
         plain_error(
-            "The path rel.txt is not an absolute path, it should start with `/`. Maybe you meant /rel.txt?"
+            "The path rel.txt is relative, but str_replace_editor needs an absolute path starting with `/` (did you mean /rel.txt?)"
         )
     );
 }
@@ -193,7 +193,7 @@ async fn directory_view_lists_two_levels_and_output_clips() {
     assert_eq!(
         got,
         format!(
-            "Here're the files and directories up to 2 levels deep in {root}, excluding hidden items, node_modules, and Python cache directories:\n{clipped}<response clipped><NOTE>To save on context only part of this file has been shown to you. You should retry this tool after you have searched inside the file with `grep -n` in order to find the line numbers of what you are looking for.</NOTE>\n"
+            "Contents of {root}, two levels deep, without hidden entries, node_modules or __pycache__ (d = directory, f = file, ? = other):\n{clipped}<response clipped><NOTE>The output was cut here to save context. Find what you need first (`grep -n` gives line numbers), then view a smaller part: a `view_range` of the file, or a subdirectory.</NOTE>\n"
         )
     );
     assert_eq!(
@@ -204,7 +204,9 @@ async fn directory_view_lists_two_levels_and_output_clips() {
             )
             .await
         ),
-        plain_error("The `view_range` parameter is not allowed when `path` points to a directory.")
+        plain_error(
+            "`view_range` works on files only, and `path` is a directory; view the directory without `view_range`."
+        )
     );
     assert_eq!(
         outcome(
@@ -232,7 +234,7 @@ async fn directory_view_lists_two_levels_and_output_clips() {
         fs_error(
             "FS_NOT_REGULAR_FILE",
             &format!(
-                "The path {root} is a directory and only the `view` command can be used on directories"
+                "The path {root} is a directory; directories can only be shown with `view`, so pass a file path for this command"
             )
         )
     );

@@ -304,7 +304,7 @@ async fn write_creates_then_updates_after_a_read() {
         fs_error(
             "FS_STALE_VERSION",
             &format!(
-                "cannot write \"{data}\": file changed since it was read — re-read the file, then retry"
+                "cannot write \"{data}\": file changed since it was read — read it again, then retry"
             )
         )
     );
@@ -317,9 +317,7 @@ async fn write_creates_then_updates_after_a_read() {
         ),
         fs_error(
             "FS_STALE_VERSION",
-            &format!(
-                "cannot write \"{data}\": file no longer exists — re-read the file, then retry"
-            )
+            &format!("cannot write \"{data}\": file no longer exists — read it again, then retry")
         )
     );
     assert_eq!(
@@ -434,7 +432,7 @@ async fn edit_requires_a_prior_read_and_a_fresh_version() {
         fs_error(
             "FS_STALE_VERSION",
             &format!(
-                "cannot edit \"{path}\": file changed since it was read — re-read the file, then retry"
+                "cannot edit \"{path}\": file changed since it was read — read it again, then retry"
             )
         )
     );
@@ -508,7 +506,7 @@ async fn edit_matching_rules() {
         fs_error(
             "FS_AMBIGUOUS_EDIT",
             &format!(
-                "old_string matched 3 times in \"{path}\"; provide a more specific old_string or set replace_all to true"
+                "old_string occurs 3 times in \"{path}\": include more of the surrounding text so it matches once, or set replace_all to true to change every occurrence"
             )
         )
     );
@@ -521,11 +519,13 @@ async fn edit_matching_rules() {
     );
     assert_eq!(
         outcome(&call("", "b", None).await),
-        plain_error("old_string must be a non-empty string")
+        plain_error("old_string is empty: pass the exact text to replace")
     );
     assert_eq!(
         outcome(&call("a", "a", None).await),
-        plain_error("old_string and new_string must differ")
+        plain_error(
+            "old_string and new_string are identical, so the edit would change nothing: put the replacement text in new_string"
+        )
     );
     assert_eq!(
         outcome(&call("a", "b", Some(true)).await),
@@ -580,7 +580,7 @@ async fn unguarded_edit_of_a_missing_file_reads_as_stale() {
         fs_error(
             "FS_STALE_VERSION",
             &format!(
-                "cannot edit \"{}\": file changed since it was read — re-read the file, then retry",
+                "cannot edit \"{}\": file changed since it was read — read it again, then retry",
                 p(dir.path(), "x.txt")
             )
         )
@@ -601,7 +601,7 @@ fn sandboxed(dir: &Path, mode: &str) -> Harness {
     h
 }
 
-const DENIED_WW: &str = "[sandbox: file access denied under workspace-write mode]\n[sandbox: escalation available — retry this exact operation once with sandbox_permissions (the narrowest wider mode that suffices) + justification; the approval prompt asks the user]";
+const DENIED_WW: &str = "[sandbox: file access denied under workspace-write mode]\n[sandbox: wider access can be requested — repeat this same operation once, with sandbox_permissions set to the smallest mode that is enough and a one-sentence justification; the user is asked to approve]";
 
 #[tokio::test]
 async fn workspace_write_fences_mutations_but_not_reads() {
@@ -715,7 +715,7 @@ async fn other_modes_fence_accordingly() {
         ),
         fs_error(
             "FS_SANDBOX_DENIED",
-            "[sandbox: file access denied under read-only mode]\n[sandbox: escalation available — retry this exact operation once with sandbox_permissions (the narrowest wider mode that suffices) + justification; the approval prompt asks the user]"
+            "[sandbox: file access denied under read-only mode]\n[sandbox: wider access can be requested — repeat this same operation once, with sandbox_permissions set to the smallest mode that is enough and a one-sentence justification; the user is asked to approve]"
         )
     );
 }
@@ -824,7 +824,7 @@ async fn schemas_match_the_pinned_shapes() {
     );
     assert_eq!(
         outcome(&plain.call("write", json!({"file_path": "a", "content": "b", "sandbox_permissions": "danger-full-access", "justification": "j"})).await),
-        plain_error("sandbox_permissions is not available in this composition (no sandboxing filesystem to escalate)")
+        plain_error("sandbox_permissions does not apply here: file tools in this setup are not sandboxed, so there is nothing to widen; call again without sandbox_permissions and justification")
     );
 }
 

@@ -68,7 +68,7 @@ async fn validation_errors_read_like_upstream() {
     );
     assert_eq!(
         outcome(&call(json!([{"content": "a", "status": "in_progress"}, {"content": "b", "status": "in_progress"}])).await),
-        plain_error("invalid todos: at most one task may be in_progress (got 2)")
+        plain_error("invalid todos: 2 tasks are in_progress, but only one may be at a time; keep one in_progress and set the others to pending or completed")
     );
     let (is_error, message, _) = outcome(&call(json!([{"content": "a", "status": "done"}])).await);
     assert_eq!(

@@ -95,7 +95,7 @@ impl UserQuestions {
             if !live {
                 return Err(question_error(
                     "CALLER_NOT_LIVE",
-                    "human interaction requires the exact live calling agent when an agent is supplied",
+                    "the asking agent is not the live instance registered under its id; questions must come from the live calling agent",
                 ));
             }
             if !agents.is_some_and(|a| a.is_root(agent.id())) {

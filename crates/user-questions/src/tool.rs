@@ -1,4 +1,4 @@
-//! `ask_user_question` (upstream `tool-ask-user`).
+//! `ask_user_question`, the tool of the `tool-ask-user` row.
 
 use std::sync::Arc;
 
@@ -13,7 +13,7 @@ use crate::types::{Answer, Question, QuestionOption};
 
 pub const ASK_USER_TOOL: &str = "ask_user_question";
 
-const DESCRIPTION: &str = "Ask the user a concise question when you need confirmation, a choice, or missing information before proceeding. Send one or more questions, each with a stable id that will be echoed in the answer.";
+const DESCRIPTION: &str = "Put one or more short questions to the user and wait for the answers: use it when you need a decision, a confirmation or facts you cannot find out yourself. Give each question an id; the answer lists, per id, the options the user picked and any text they typed.";
 
 /// The model-facing schema. Nested objects accept extra keys (`additionalProperties:
 /// true`), which the schema builder does not spell, so it is written out here.
@@ -23,28 +23,28 @@ fn parameters() -> Value {
         "properties": {
             "questions": {
                 "type": "array",
-                "description": "Questions to ask the user before continuing.",
+                "description": "The questions, asked together.",
                 "items": {
                     "type": "object",
                     "additionalProperties": true,
                     "properties": {
-                        "id": {"type": "string", "description": "Stable id for this question; echoed in the answer."},
-                        "question": {"type": "string", "description": "The specific question to ask the user."},
-                        "header": {"type": "string", "description": "Optional short heading for the question, such as \"Confirm\" or \"Choose Mode\"."},
+                        "id": {"type": "string", "description": "Your id for the question; the answer refers to it."},
+                        "question": {"type": "string", "description": "The question itself, worded for the user."},
+                        "header": {"type": "string", "description": "Optional short title shown above the question, e.g. \"Confirm\" or \"Pick a mode\"."},
                         "options": {
                             "type": "array",
-                            "description": "Optional choices to show the user. If you recommend one, put it first and append \"(Recommended)\" to that label.",
+                            "description": "Optional answers to choose from. Put the one you recommend first and end its label with \"(Recommended)\".",
                             "items": {
                                 "type": "object",
                                 "additionalProperties": true,
                                 "properties": {
-                                    "label": {"type": "string", "description": "Short user-facing option label."},
-                                    "description": {"type": "string", "description": "One sentence explaining the tradeoff or impact."}
+                                    "label": {"type": "string", "description": "The option as the user sees it, kept short."},
+                                    "description": {"type": "string", "description": "One sentence on what choosing this option means."}
                                 },
                                 "required": ["label"]
                             }
                         },
-                        "multi_select": {"type": "boolean", "description": "Whether the user may select more than one option. Defaults to false."}
+                        "multi_select": {"type": "boolean", "description": "Let the user pick several options (default false)."}
                     },
                     "required": ["id", "question"]
                 }

@@ -189,7 +189,7 @@ impl DeepSeekSearch {
         json!({
             "model": self.model,
             "max_tokens": 4096,
-            "messages": [{"role": "user", "content": [{"type": "text", "text": format!("Perform a web search for the query: {query}")}]}],
+            "messages": [{"role": "user", "content": [{"type": "text", "text": format!("Search the web for: {query}")}]}],
             "tools": [{"type": "web_search_20250305", "name": "web_search", "max_uses": 5}],
         })
     }
@@ -235,7 +235,7 @@ impl DeepSeekSearch {
         if !found_block {
             return Err(web_error(
                 "WEB_PROVIDER_ERROR",
-                "DeepSeek returned no web_search_tool_result blocks; the request may not have triggered native web search",
+                "DeepSeek's reply held no web_search_tool_result block, so its native web search apparently did not run; try again or rephrase the query",
             ));
         }
         for block in &blocks {

@@ -1,5 +1,5 @@
-//! The model-facing `web_fetch` and `web_search` (upstream's `tool-web`): argument checks,
-//! provider selection through [`WebService`], and upstream's exact renderings.
+//! The model-facing `web_fetch` and `web_search` (upstream's `tool-web` row): argument
+//! checks, provider selection through [`WebService`], and the renderings of results.
 
 use std::sync::{Arc, RwLock};
 
@@ -159,7 +159,7 @@ impl Default for ToolWebConfig {
 }
 
 const FOOTER: &str =
-    "\n\n(Content truncated. Fetch a more specific URL or section for the full text.)";
+    "\n\n(The page was cut short here. For the rest, fetch a more specific URL or section.)";
 
 fn utf16_len(s: &str) -> usize {
     s.encode_utf16().count()
@@ -248,11 +248,13 @@ pub fn render_search(result: &SearchResult) -> String {
     }
     if result.truncated {
         parts.push(format!(
-            "(Showing the first {} sources. Refine the query for more.)",
+            "(Only the first {} sources are listed; a more specific query finds others.)",
             result.sources.len()
         ));
     }
-    parts.push("Cite the relevant URLs above as markdown links in your answer.".into());
+    parts.push(
+        "Link the sources you rely on in your answer, as markdown links to their URLs.".into(),
+    );
     parts.join("\n\n")
 }
 
@@ -687,11 +689,11 @@ mod tests {
         };
         assert_eq!(
             render_search(&r),
-            "Sources:\n- [a.example](https://a.example/x) \u{2014} snip (2024-01-01)\n- [B](https://b.example/)\n\n(Showing the first 2 sources. Refine the query for more.)\n\nCite the relevant URLs above as markdown links in your answer."
+            "Sources:\n- [a.example](https://a.example/x) \u{2014} snip (2024-01-01)\n- [B](https://b.example/)\n\n(Only the first 2 sources are listed; a more specific query finds others.)\n\nLink the sources you rely on in your answer, as markdown links to their URLs."
         );
         assert_eq!(
             render_search(&SearchResult::default()),
-            "No results found.\n\nCite the relevant URLs above as markdown links in your answer."
+            "No results found.\n\nLink the sources you rely on in your answer, as markdown links to their URLs."
         );
     }
 

@@ -18,7 +18,7 @@ use crate::http::{
 };
 use crate::state::WebState;
 
-/// The 401 text of pages (upstream's wording).
+/// The 401 text of pages.
 pub const AUTH_REQUIRED: &str =
     "dsh web authentication required; reopen the URL printed by dsh web.";
 

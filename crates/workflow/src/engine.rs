@@ -236,7 +236,7 @@ impl WorkflowEngine {
         if declares_meta_statement(&spec.script) {
             return Err(workflow_error(
                 "SCRIPT_PARSE",
-                "workflow meta rides the `meta` request field, not the script: remove the `export const meta = {...}` statement from the body",
+                "the script must not declare its meta: pass it in the `meta` argument and delete the `export const meta = {...}` statement from the script",
             ));
         }
         let provider = spec

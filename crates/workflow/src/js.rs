@@ -131,7 +131,7 @@ const PRELUDE: &str = r#"
   const DEFERRED = ['effort', 'isolation', 'agentType'];
   const LIST = '(supported: label, phase, schema, provider, model)';
   const itemCap = (n, hook) => {
-    if (n > maxItems) throw fatal(hook + ' received ' + n + ' items \u2014 over the per-call cap (' + maxItems + '); split the work or raise maxItemsPerCall in the engine config', 'ITEM_CAP');
+    if (n > maxItems) throw fatal(hook + ' got ' + n + ' items, more than one call may take (' + maxItems + '); split the work into smaller calls or raise maxItemsPerCall in the engine config', 'ITEM_CAP');
   };
   let currentPhase = null;
   const pending = new Map();
@@ -147,7 +147,7 @@ const PRELUDE: &str = r#"
         if (typeof opts !== 'object' || opts === null || Array.isArray(opts)) throw fatal('agent() options must be an object', 'INVALID_ARGUMENT');
         for (const k of Object.keys(opts)) {
           if (SUPPORTED.includes(k)) continue;
-          if (DEFERRED.includes(k)) throw fatal('agent() option "' + k + '" is deferred and not supported by this engine ' + LIST, 'UNSUPPORTED_OPTION');
+          if (DEFERRED.includes(k)) throw fatal('agent() option "' + k + '" is not supported yet ' + LIST, 'UNSUPPORTED_OPTION');
           throw fatal('agent() option "' + k + '" is not recognized ' + LIST, 'UNSUPPORTED_OPTION');
         }
         for (const k of ['label', 'phase', 'provider', 'model']) {
@@ -545,7 +545,7 @@ fn start_agent(
         return refuse(
             "AGENT_CAP",
             format!(
-                "this run reached its total agent cap ({max_total}) \u{2014} a runaway-loop backstop; raise the applicable maxTotalAgents limit if the scale is intentional"
+                "this run has used up its total agent limit ({max_total}), which guards against runaway loops; if the run really needs more agents, raise maxTotalAgents where it is set"
             ),
         );
     }

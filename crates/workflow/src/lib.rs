@@ -136,7 +136,7 @@ impl Plugin for ToolWorkflowPlugin {
             &format!("tool:{name}"),
             115.0,
             Arc::new(move |_| {
-                format!("Use the {name} tool only when the user explicitly asks for a workflow or for orchestration across many agents: you write a JavaScript script (its format is in the tool description) that spreads the work over many subagents, with phases and structured results. For one or two delegations, call a subagent directly instead.")
+                format!("Reach for {name} only when the user asks for a workflow or for many agents working together. You write a JavaScript program (the tool description gives its format) that hands the work to many subagents, organised in phases, with structured results. For one or two delegations, call a subagent directly instead.")
             }),
         )?;
         tools.register(ctx, Arc::new(WorkflowTool::new(c, engine, ctx.clone())))?;

@@ -50,7 +50,7 @@ pub fn validate_meta(value: &Value) -> Result<Meta, String> {
     for key in map.keys() {
         if !META_KEYS.contains(&key.as_str()) {
             violations.push(format!(
-                "meta.{key} is not a recognized field (name/description/whenToUse/phases)"
+                "meta.{key} is unknown (allowed: name, description, whenToUse, phases)"
             ));
         }
     }
@@ -79,7 +79,7 @@ pub fn validate_meta(value: &Value) -> Result<Meta, String> {
                 for key in p.keys() {
                     if !PHASE_KEYS.contains(&key.as_str()) {
                         violations
-                            .push(format!("meta.phases[{i}].{key} is not a recognized field"));
+                            .push(format!("meta.phases[{i}].{key} is unknown (allowed: title, detail, provider, model)"));
                     }
                 }
                 let title = non_empty(p, "title");
@@ -138,8 +138,14 @@ mod tests {
     #[test]
     fn every_violation_is_named() {
         assert_eq!(
-            validate_meta(&json!({"name": "", "extra": 1, "phases": [{"title": 3, "x": 1}]})),
-            Err("invalid meta: meta.extra is not a recognized field (name/description/whenToUse/phases); meta.name must be a non-empty string; meta.description must be a non-empty string; meta.phases[0].x is not a recognized field; meta.phases[0].title must be a non-empty string".into())
+            validate_meta(
+                &json!({"name": "", "description": "d", "extra": 1, "phases": [{"title": 3, "x": 1}]})
+            ),
+            Err("invalid meta: meta.extra is unknown (allowed: name, description, whenToUse, phases); meta.name must be a non-empty string; meta.phases[0].x is unknown (allowed: title, detail, provider, model); meta.phases[0].title must be a non-empty string".into())
+        );
+        assert_eq!(
+            validate_meta(&json!({"name": "n"})),
+            Err("invalid meta: meta.description must be a non-empty string".into())
         );
         assert_eq!(
             validate_meta(&json!([])),

@@ -147,7 +147,7 @@ fn round_prompt(objective: &str, round: u64, max: u64, previous: Option<&Value>)
         format!("Ralph round: {round} of {max}."),
         "The shared workspace and its working tree hold everything that persists between rounds and are the source of truth. Look at them before you act, keep the work that is already there, do concrete work within the objective and check what you change. Treat the previous report as a short handoff and verify it against the workspace.".to_string(),
         format!("Previous round's report:\n{prior}"),
-        "Finish with one report whose strings are trimmed and non-empty. Use status continue, with at least one nextSteps entry, while useful work remains; complete only with concrete evidence and no nextSteps; blocked only when no real progress is possible without a person or a change outside the workspace. Leave blocker empty unless the status is blocked.".to_string(),
+        "End the round with a single report. Its strings must not be empty or carry leading or trailing whitespace; the one exception is blocker, which stays empty unless the status is blocked. Choose the status this way: continue while useful work is left, with at least one entry in nextSteps; complete only when your evidence shows the objective is met, with nextSteps empty; blocked only when nothing more can be done without a person or a change outside the workspace, with the blocker named.".to_string(),
     ]
     .join("\n\n")
 }

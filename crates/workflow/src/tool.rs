@@ -93,8 +93,8 @@ fn parameters() -> Value {
                             "properties": {
                                 "title": s("The title phase() is called with."),
                                 "detail": s("Optional: one line about the phase."),
-                                "provider": s("Optional: the provider this phase is meant to use."),
-                                "model": s("Optional: the model this phase is meant to use.")
+                                "provider": s("Optional: which provider the phase's agents are planned to use (a note only; agent() takes its own `provider` option)."),
+                                "model": s("Optional: which model the phase's agents are planned to use (a note only; agent() takes its own `model` option).")
                             },
                             "required": ["title"]
                         }

@@ -236,12 +236,12 @@ async fn caps_end_the_run() {
     .await;
     assert_eq!(
         failed(&r),
-        "this run reached its total agent cap (1) \u{2014} a runaway-loop backstop; raise the applicable maxTotalAgents limit if the scale is intentional"
+        "this run has used up its total agent limit (1), which guards against runaway loops; if the run really needs more agents, raise maxTotalAgents where it is set"
     );
     let (r, _) = run(&h, "return await parallel([() => 1, () => 2, () => 3])").await;
     assert_eq!(
         failed(&r),
-        "parallel() received 3 items \u{2014} over the per-call cap (2); split the work or raise maxItemsPerCall in the engine config"
+        "parallel() got 3 items, more than one call may take (2); split the work into smaller calls or raise maxItemsPerCall in the engine config"
     );
     // A fatal error inside a combinator is never turned into a null item.
     let (r, _) = run(&h, "return await parallel([() => phase('')])").await;
@@ -263,7 +263,7 @@ async fn bad_requests_are_refused_with_upstream_texts() {
     s.meta = json!({"name": "x", "colour": "red"});
     assert_eq!(
         start_error(&h, s).await,
-        "invalid meta: meta.colour is not a recognized field (name/description/whenToUse/phases); meta.description must be a non-empty string"
+        "invalid meta: meta.colour is unknown (allowed: name, description, whenToUse, phases); meta.description must be a non-empty string"
     );
     let s = spec(&h, "return (", &notes);
     let e = start_error(&h, s).await;
@@ -283,7 +283,7 @@ async fn bad_requests_are_refused_with_upstream_texts() {
     let (r, _) = run(&h, "return await agent('x', { effort: 'high' })").await;
     assert_eq!(
         failed(&r),
-        "agent() option \"effort\" is deferred and not supported by this engine (supported: label, phase, schema, provider, model)"
+        "agent() option \"effort\" is not supported yet (supported: label, phase, schema, provider, model)"
     );
     let (r, _) = run(&h, "return await agent('x', { colour: 1 })").await;
     assert_eq!(

@@ -92,13 +92,13 @@ async fn a_root_call_records_the_run_between_call_and_result() {
             workflow_call(
                 "w1",
                 "snapshot-flow",
-                "\nphase('Run')\nconst reply = await agent('Reply with exactly the word WF_CHILD_OK and nothing else.')\nreturn { reply }\n",
+                "\nphase('Run')\nconst reply = await agent('Respond using only the word WF_CHILD_OK, with no further text.')\nreturn { reply }\n",
             ),
             text("WORKFLOW_DONE"),
         ],
     );
     h.model
-        .script("Reply with exactly", vec![text("WF_CHILD_OK")]);
+        .script("Respond using only", vec![text("WF_CHILD_OK")]);
     let parent = h.agent();
     parent.followup(Message::user_text("Run the flow")).unwrap();
     idle(&parent).await;
@@ -137,7 +137,7 @@ async fn a_root_call_records_the_run_between_call_and_result() {
         .unwrap();
     assert_eq!(
         data("tool-workflow/agent-start"),
-        json!({"runId": run_id, "seq": 1, "label": "Reply with exactly the word WF_CHILD_OK and not\u{2026}", "phase": "Run", "childId": child.id()})
+        json!({"runId": run_id, "seq": 1, "label": "Respond using only the word WF_CHILD_OK, with n\u{2026}", "phase": "Run", "childId": child.id()})
     );
     assert_eq!(
         data("tool-workflow/agent-end"),
@@ -192,7 +192,7 @@ async fn failures_become_tool_errors() {
     let t = trace(&events);
     for want in [
         "tool/result error Error: invalid arguments: missing required property \"meta.description\"",
-        "tool/result error Error: invalid meta: meta.colour is not a recognized field (name/description/whenToUse/phases)",
+        "tool/result error Error: invalid meta: meta.colour is unknown (allowed: name, description, whenToUse, phases)",
         "tool/result error Error: workflow run failed: Error: boom",
     ] {
         assert!(t.contains(&want.to_string()), "{want}\n{t:?}");
@@ -395,7 +395,11 @@ async fn prompt_sections_are_contributed() {
         .position(|n| *n == "tool:ralph")
         .expect("ralph section");
     assert!(w < r, "{names:?}");
-    assert!(assembly.sections[w].text.contains("workflow tool"));
+    assert!(
+        assembly.sections[w]
+            .text
+            .contains("Reach for workflow only when")
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -7,21 +7,21 @@ use dsh_kernel::{BoxError, Context, Plugin, PluginConfig};
 
 use super::{CompactionEngine, ManualError};
 
-/// Upstream's user-visible answers.
+/// What `/compact` tells the user when a manual compaction does not happen.
 fn manual_error_text(e: ManualError) -> &'static str {
     match e {
         ManualError::Busy => {
-            "Compaction is unavailable because this process has an active compaction, or the agent is not idle."
+            "Cannot compact now: another compaction is running in this process, or the agent is busy. Try again when it is idle."
         }
         ManualError::Cancelled => "Compaction cancelled.",
         ManualError::Changed => {
-            "The history selected for compaction changed before it could be replaced. The conversation is unchanged; the attempt is recorded in the session log."
+            "Compaction stopped: the history it was summarizing changed before the summary could take its place. Nothing in the conversation changed, and the session log records the attempt."
         }
         ManualError::Summary => {
-            "Compaction could not produce a useful summary. The conversation is unchanged; the attempt is recorded in the session log."
+            "Compaction stopped: no usable summary came back (the summary call failed, or its result was not shorter than the history). Nothing in the conversation changed, and the session log records the attempt."
         }
         ManualError::Commit => {
-            "Compaction did not finish cleanly; some session history may have changed. Inspect the current session state before retrying."
+            "Compaction failed part-way, so the session history may be partly rewritten. Check the current state of the session before trying again."
         }
         ManualError::Persistence => "Compaction finished, but the session could not be saved.",
     }

@@ -81,7 +81,7 @@ impl std::fmt::Display for RegionError {
         match self {
             RegionError::Busy => f.write_str("compaction: compaction already in progress; the session compaction lock is already active"),
             RegionError::Cancelled => f.write_str("compaction was cancelled"),
-            RegionError::Changed => f.write_str("the history selected for compaction changed before it could be replaced"),
+            RegionError::Changed => f.write_str("compaction: the history being summarized changed before the summary could take its place"),
             RegionError::Summary(m) | RegionError::Commit(m) => f.write_str(m),
         }
     }

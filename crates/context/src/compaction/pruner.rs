@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 
 use crate::meter::{TokenMeter, estimate_message, surface_message};
 
-/// The model-visible marker where the middle was cut (upstream's text).
+/// The model-visible marker where the middle was cut.
 pub const MARKER: &str = "\n\n[... tool result middle pruned ...]\n\n";
 
 /// The pruner's settings.

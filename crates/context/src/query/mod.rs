@@ -26,8 +26,8 @@ pub use index::{EventFilters, Hit, IndexPath, SearchIndex};
 pub use service::{QueryConfig, QueryError, SessionQuery, SessionRecord, SessionView};
 pub use tools::{QueryTool, ToolConfig, tools};
 
-/// The model-visible guidance of the session tools (upstream's wording).
-pub const PROMPT_SECTION: &str = "Use session_search to find relevant work from prior sessions, or session_event_search to search earlier events in one session. Search results are cursor-free and workspace-scoped. Follow a useful hit with session_trace, session_event_trace, or session_event_read when you need lineage, relationships, or exact data.";
+/// The model-visible guidance of the session tools.
+pub const PROMPT_SECTION: &str = "Earlier work can be looked up: session_search finds past sessions of this workspace that mention a phrase, and session_event_search finds matching events inside one session. Results come as a single list without paging (a list cut at the result cap says so) and never reach outside this workspace. From a hit, session_trace shows a session's parents and children, session_event_trace shows what replaced or cites an event, and session_event_read returns an event's exact content.";
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]

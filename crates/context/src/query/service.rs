@@ -31,8 +31,10 @@ pub enum QueryError {
 impl QueryError {
     pub fn code(self) -> &'static str {
         match self {
+            // A target that does not exist.
             QueryError::SessionNotFound => "SESSION_QUERY_SESSION_NOT_FOUND",
             QueryError::EventNotFound => "SESSION_QUERY_EVENT_NOT_FOUND",
+            // Storage, index and caller failures.
             QueryError::CorruptSession => "SESSION_QUERY_CORRUPT_SESSION",
             QueryError::PersistenceFailed => "SESSION_QUERY_PERSISTENCE_FAILED",
             QueryError::IndexFailed => "SESSION_QUERY_INDEX_FAILED",

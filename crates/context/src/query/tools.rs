@@ -1,5 +1,6 @@
 //! The five model tools: `session_search`, `session_event_search`, `session_trace`,
-//! `session_event_trace`, `session_event_read` (upstream's schemas, byte for byte).
+//! `session_event_trace`, `session_event_read`. Names and parameter shapes are upstream's;
+//! the descriptions in `schemas.json` are ours.
 
 use std::sync::Arc;
 
@@ -16,8 +17,7 @@ use super::service::{QueryError, SessionQuery, SessionView, availability, trace_
 
 const SCHEMAS: &str = include_str!("schemas.json");
 
-const CAP_REACHED: &str =
-    "Result cap reached. Narrow the query or add filters to find additional matches.";
+const CAP_REACHED: &str = "There are more matches than this list shows. Use a more specific query or add filters to see the rest.";
 
 /// Settings of the `tool-session-query` row.
 #[derive(Clone, Copy, Debug)]
@@ -462,7 +462,7 @@ impl QueryTool {
                 if caller.cwd.is_none() {
                     return Err(invalid(
                         "SESSION_QUERY_TOOL_UNAUTHORIZED",
-                        "cross-session search is unavailable because the caller session has no workspace",
+                        "session_search only covers sessions of the caller's workspace, and the calling session has none; use session_event_search to search the current session",
                     ));
                 }
                 let all = q.records().map_err(err)?;

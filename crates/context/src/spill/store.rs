@@ -16,7 +16,8 @@ use dsh_session::{Artifacts, SessionStore};
 use dsh_tools::{SpillRef, SpillRequest, TextSpillStore};
 use sha2::{Digest, Sha256};
 
-/// How to read a spilled file back (model-visible, upstream's wording).
+/// How to read a spilled file back (model-visible; recorded tool results in the conformance
+/// scenarios contain it, so it stays exactly as it is).
 pub const RETRIEVAL_HINT: &str =
     "Use read with offset/limit, or grep this path to search within it.";
 

@@ -107,8 +107,9 @@ fn credential_failures() {
         missing,
         LlmFailure::new(
             "MISSING_CREDENTIAL",
-            "llm-deepseek: no API key for provider route \"deepseek-official\"; store DEEPSEEK_API_KEY through the \
-         credentials service (the web Models page writes it), or export DEEPSEEK_API_KEY in the launching environment"
+            "llm-deepseek: provider route \"deepseek-official\" has no API key because DEEPSEEK_API_KEY is not \
+         set; save DEEPSEEK_API_KEY with the credentials service (the Models page of dsh web does that) or set it in \
+         the environment dsh starts from"
         )
     );
     let blank = prepare_error(
@@ -291,6 +292,6 @@ fn invalid_row_config_fails_construction() {
     let error = DeepSeekAdapter::new(config, deps).err().expect("invalid");
     assert_eq!(
         error.to_string(),
-        "llm-deepseek: only reasoningEffort \"off\" can be configured when thinking is disabled"
+        "llm-deepseek: with thinking disabled, reasoningEffort can only be \"off\"; remove reasoningEffort or enable thinking"
     );
 }

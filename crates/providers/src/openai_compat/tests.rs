@@ -144,9 +144,9 @@ fn request_time_failures() {
         prepared(&adapter, &options("locked", "m")).map(|_| ()),
         Err(LlmFailure::new(
             "MISSING_CREDENTIAL",
-            "openai-compatible: no credential for provider route \"locked\"; its profile resolves EMPTY_KEY, which is not \
-         set — store EMPTY_KEY through the credentials service (the web Models page writes it) or export it, and \
-         remove apiKeyEnv only if this endpoint needs no authentication"
+            "openai-compatible: provider route \"locked\" has no credential because its profile names EMPTY_KEY, \
+         which is not set; save EMPTY_KEY with the credentials service (the Models page of dsh web does that) or set \
+         it in the environment. If the endpoint needs no authentication, remove apiKeyEnv from the profile instead"
         ))
     );
     assert_eq!(

@@ -147,7 +147,7 @@ fn empty_stop_is_an_empty_response_error_after_usage() {
         vec![
             json!({"type": "usage", "usage": {"inputTokens": 0, "outputTokens": 0}}),
             json!({"type": "finish", "reason": {"kind": "error", "failure": {
-            "message": "model returned a completed response with no content", "code": "EMPTY_RESPONSE"}}}),
+            "message": "the model ended its response without any content", "code": "EMPTY_RESPONSE"}}}),
         ]
     );
     // No finish_reason at all counts as stop.
@@ -155,7 +155,7 @@ fn empty_stop_is_an_empty_response_error_after_usage() {
         deepseek(&[]),
         vec![
             json!({"type": "finish", "reason": {"kind": "error", "failure": {
-        "message": "model returned a completed response with no content", "code": "EMPTY_RESPONSE"}}})
+        "message": "the model ended its response without any content", "code": "EMPTY_RESPONSE"}}})
         ]
     );
 }

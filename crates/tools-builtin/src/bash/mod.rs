@@ -353,12 +353,12 @@ impl BashInner {
             .unwrap_or_default();
         if command.trim().is_empty() {
             return Err(errors::plain(
-                "invalid command: expected a non-empty string",
+                "command is empty: pass the shell command to run",
             ));
         }
         if description.trim().is_empty() {
             return Err(errors::plain(
-                "invalid description: expected a non-empty string",
+                "description is empty: say in a few words what the command does",
             ));
         }
         let requested_timeout = args.get("timeoutMs").and_then(Value::as_f64);
@@ -392,7 +392,7 @@ impl BashInner {
         if let Some((mode, justification)) = escalation.requested() {
             let Some(policy) = policy.as_mut() else {
                 return Err(errors::plain(
-                    "sandbox_permissions is not available in this composition (no sandboxing executor to escalate)",
+                    "sandbox_permissions does not apply here: commands in this setup do not run in a sandbox, so there is nothing to widen; call again without sandbox_permissions and justification",
                 ));
             };
             policy.mode =
@@ -413,12 +413,12 @@ impl BashInner {
         if args.get("run_in_background").and_then(Value::as_bool) == Some(true) {
             if !self.config.enable_run_in_background {
                 return Err(errors::plain(
-                    "run_in_background is disabled for this deployment (enableRunInBackground: false)",
+                    "run_in_background is switched off in this setup (enableRunInBackground: false); run the command in the foreground instead",
                 ));
             }
             let Some(jobs) = run.ctx.get::<dsh_jobs::JobRegistry>() else {
                 return Err(errors::plain(
-                    "background jobs unavailable: load @deepseek-ai/dsh-jobs and @deepseek-ai/dsh-tool-jobs",
+                    "run_in_background needs the job plugins, which are not loaded: add @deepseek-ai/dsh-jobs and @deepseek-ai/dsh-tool-jobs to the composition, or run the command in the foreground",
                 ));
             };
             if run.cancel.is_cancelled() {

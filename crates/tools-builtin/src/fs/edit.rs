@@ -82,10 +82,14 @@ impl Inner {
             return Err(errors::plain("file_path must be a non-empty string"));
         }
         if old.is_empty() {
-            return Err(errors::plain("old_string must be a non-empty string"));
+            return Err(errors::plain(
+                "old_string is empty: pass the exact text to replace",
+            ));
         }
         if old == new {
-            return Err(errors::plain("old_string and new_string must differ"));
+            return Err(errors::plain(
+                "old_string and new_string are identical, so the edit would change nothing: put the replacement text in new_string",
+            ));
         }
         let policy = resolve_policy(&self.backend, &args, &run).await?;
         let base = mutation_base(&self.backend, &run, &file_path, policy.as_ref());

@@ -575,7 +575,7 @@ pub(crate) async fn edit_text(
     if old.is_empty() {
         return Err(errors::fs(
             "FS_EDIT_NOT_FOUND",
-            "old_string must be a non-empty string",
+            "old_string is empty: pass the exact text to replace",
         ));
     }
     let count = content.matches(old.as_str()).count();
@@ -589,7 +589,7 @@ pub(crate) async fn edit_text(
         return Err(errors::fs(
             "FS_AMBIGUOUS_EDIT",
             format!(
-                "old_string matched {count} times in \"{display}\"; provide a more specific old_string or set replace_all to true"
+                "old_string occurs {count} times in \"{display}\": include more of the surrounding text so it matches once, or set replace_all to true to change every occurrence"
             ),
         ));
     }

@@ -49,7 +49,7 @@ pub(crate) async fn resolve_policy(
     };
     let Some(standing) = standing else {
         return Err(errors::plain(
-            "sandbox_permissions is not available in this composition (no sandboxing filesystem to escalate)",
+            "sandbox_permissions does not apply here: file tools in this setup are not sandboxed, so there is nothing to widen; call again without sandbox_permissions and justification",
         ));
     };
     let granted =
@@ -108,7 +108,7 @@ pub(crate) fn remediate(
         },
         Some("FS_STALE_VERSION") if matches!(denial, DenialText::MarkerAndHint) => errors::fs(
             "FS_STALE_VERSION",
-            format!("{message} — re-read the file, then retry"),
+            format!("{message} — read it again, then retry"),
         ),
         Some("FS_NOT_OBSERVED") if matches!(denial, DenialText::MarkerAndHint) => errors::fs(
             "FS_NOT_OBSERVED",

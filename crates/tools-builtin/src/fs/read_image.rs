@@ -35,7 +35,7 @@ impl ReadImageTool {
         );
         let schema = ToolSchema {
             name: "read_image".into(),
-            description: "Read a PNG/JPEG/WebP/GIF file and return the image itself. Harness validates and downscales large supported images before the next model request, so use this tool directly instead of installing image libraries or creating thumbnails merely to inspect an image. Independent files may be read concurrently in small batches. Requires the current model to accept image input.".into(),
+            description: "Look at an image file (PNG, JPEG, WebP or GIF): the image itself comes back to you. Oversized images are checked and scaled down automatically (the result then says how to map coordinates back to the original), so there is no need to install image tools or make thumbnails first. Several images can be read in parallel. Works only when the current model accepts image input.".into(),
             parameters: params.to_value().into(),
         };
         Self {
@@ -55,12 +55,12 @@ pub(crate) fn format_image_read(display: &str, image: &ImageAttachmentRef) -> St
             let x = format!("{:.2}", ow as f64 / image.width as f64);
             let y = format!("{:.2}", oh as f64 / image.height as f64);
             let advice = if x == y {
-                format!("multiply coordinates by {x}")
+                format!("scale both coordinates by {x}")
             } else {
-                format!("multiply x coordinates by {x} and y coordinates by {y}")
+                format!("scale x by {x} and y by {y}")
             };
             format!(
-                " (downscaled from {ow}x{oh} px; {advice} to locate features in the original file)"
+                " (downscaled from {ow}x{oh} px; {advice} to find a point in the original file)"
             )
         }
         _ => String::new(),
@@ -121,7 +121,7 @@ impl ReadImageTool {
         if file_path.trim().is_empty() {
             return Err(errors::plain("file_path must be a non-empty string"));
         }
-        // Every gate runs before any filesystem work.
+        // Checks that need no file access come first.
         let Some(media_type) = media_type_for_path(&file_path) else {
             return Err(errors::plain(format!(
                 "cannot read \"{file_path}\": read_image only accepts PNG/JPEG/WebP/GIF paths"
@@ -162,7 +162,7 @@ impl ReadImageTool {
         };
         let Some(data) = data else {
             return Err(errors::plain(format!(
-                "cannot read \"{display}\": the image cannot be stored within the deployment's byte limits; downscale the image and read the smaller copy"
+                "cannot read \"{display}\": the file is larger than this setup stores for an image; make a smaller copy (fewer pixels or stronger compression) and read that instead"
             )));
         };
         if run.cancel.is_cancelled() {
@@ -199,7 +199,7 @@ impl ReadImageTool {
     }
 }
 
-/// The model-facing text of a store refusal (upstream's wording per code).
+/// The model-facing text of a store refusal, per error code.
 fn refusal(
     display: &str,
     media_type: &str,
@@ -209,15 +209,15 @@ fn refusal(
     let l = store.limits();
     let text = match e.code {
         AttachmentErrorCode::ImageDimensionTooLarge => format!(
-            "cannot read \"{display}\": at least one image side exceeds the {}px limit; downscale the image and read the smaller copy",
+            "cannot read \"{display}\": the image is wider or taller than {} px; make a scaled-down copy and read that instead",
             l.max_image_dimension
         ),
         AttachmentErrorCode::ImageTooManyPixels => format!(
-            "cannot read \"{display}\": the image exceeds the {}-pixel decoded-size limit; downscale the image and read the smaller copy",
+            "cannot read \"{display}\": the image has more than {} pixels; make a scaled-down copy and read that instead",
             l.max_image_pixels
         ),
         AttachmentErrorCode::ImageTooLarge => format!(
-            "cannot read \"{display}\": the image cannot be stored within the deployment's byte limits; downscale the image and read the smaller copy"
+            "cannot read \"{display}\": the file is larger than this setup stores for an image; make a smaller copy (fewer pixels or stronger compression) and read that instead"
         ),
         AttachmentErrorCode::ImageTypeMismatch => {
             let ext = display
@@ -225,7 +225,7 @@ fn refusal(
                 .map(|(_, e)| format!(".{}", e.to_ascii_lowercase()))
                 .unwrap_or_default();
             format!(
-                "cannot read \"{display}\": the {ext} extension declares {media_type}, but the bytes use a different image format; rename the file to match its actual format if it is PNG/JPEG/WebP/GIF, or convert it to one of those formats"
+                "cannot read \"{display}\": its {ext} name says {media_type}, but the content is another image format; if the content is PNG, JPEG, WebP or GIF, rename the file to the matching extension, otherwise convert it to one of those"
             )
         }
         AttachmentErrorCode::InvalidImage => {
@@ -293,7 +293,7 @@ mod tests {
         image.height = 500;
         image.original_dimensions = Some((3000, 1500));
         assert!(format_image_read("a", &image).contains(
-            " (downscaled from 3000x1500 px; multiply coordinates by 3.00 to locate features in the original file)"
+            " (downscaled from 3000x1500 px; scale both coordinates by 3.00 to find a point in the original file)"
         ));
     }
 }

@@ -441,7 +441,7 @@ mod tests {
         let paths = strings(&["a", "b", "c"]);
         assert_eq!(
             render(&paths, &config, ".", None),
-            "a\nb\n\n(Showing 2 of 3 paths. The complete result could not be saved; narrow pattern or path to see more.)"
+            format!("a\nb\n\n(Showing 2 of 3 paths. {})", recovery(None))
         );
         let spill = SpillRef {
             locator: "/s/x-glob-results.txt".into(),

@@ -87,7 +87,7 @@ fn validate_include(include: &str) -> Result<(), BoxError> {
     }
     if include.starts_with('!') {
         return Err(errors::plain(
-            "include must be a positive glob filter; negated patterns (\"!…\") are not supported",
+            "include selects files and cannot exclude them: drop the leading \"!\" and name the files to search",
         ));
     }
     let mut depth: usize = 0;
@@ -97,7 +97,7 @@ fn validate_include(include: &str) -> Result<(), BoxError> {
             '}' => depth = depth.saturating_sub(1),
             ',' if depth == 0 => {
                 return Err(errors::plain(
-                    "include must be one glob, not a comma-separated list (use {a,b} alternation instead)",
+                    "include takes a single glob, not a comma-separated list: write alternatives in braces, e.g. *.{a,b}",
                 ));
             }
             _ => {}
@@ -180,7 +180,7 @@ fn render(matches: &[GrepMatch], config: &SearchConfig, spill: Option<&SpillRef>
             s.locator, s.retrieval_hint
         ),
         None => {
-            "The complete result could not be saved; narrow pattern, path, or include to see more."
+            "No full copy of the result could be saved; search with a narrower pattern, path or include to see the rest."
                 .into()
         }
     };
@@ -502,11 +502,11 @@ mod tests {
         assert_eq!(err(" "), "include must be a non-empty glob when given");
         assert_eq!(
             err("!*.rs"),
-            "include must be a positive glob filter; negated patterns (\"!…\") are not supported"
+            "include selects files and cannot exclude them: drop the leading \"!\" and name the files to search"
         );
         assert_eq!(
             err("*.rs,*.ts"),
-            "include must be one glob, not a comma-separated list (use {a,b} alternation instead)"
+            "include takes a single glob, not a comma-separated list: write alternatives in braces, e.g. *.{a,b}"
         );
         assert!(validate_include("*.{rs,ts}").is_ok());
     }
