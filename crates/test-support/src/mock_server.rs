@@ -32,7 +32,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
 pub use completion::{Completion, ToolCall, Usage, UsagePlacement};
-pub use reply::{Gate, Reply, Step, sse_event};
+pub use reply::{Gate, Reply, Step, sse_event, sse_head};
 
 /// One request as received.
 #[derive(Clone, Debug, PartialEq)]
@@ -407,11 +407,17 @@ async fn play(stream: &mut TcpStream, steps: Vec<Step>) -> Outcome {
                 stream.write_all(head.as_bytes()).await
             }
             Step::Bytes(bytes) if bytes.is_empty() => Ok(()),
-            Step::Bytes(bytes) => {
-                let mut chunk = format!("{:x}\r\n", bytes.len()).into_bytes();
-                chunk.extend_from_slice(&bytes);
-                chunk.extend_from_slice(b"\r\n");
-                stream.write_all(&chunk).await
+            Step::Bytes(bytes) => write_chunk(stream, &bytes).await,
+            Step::Repeat { bytes, .. } if bytes.is_empty() => Ok(()),
+            Step::Repeat { bytes, times } => {
+                let mut written = Ok(());
+                for _ in 0..times {
+                    written = write_chunk(stream, &bytes).await;
+                    if written.is_err() {
+                        break;
+                    }
+                }
+                written
             }
             Step::Sleep(pause) => {
                 tokio::select! {
@@ -437,6 +443,14 @@ async fn play(stream: &mut TcpStream, steps: Vec<Step>) -> Outcome {
     }
     let _ = stream.shutdown().await;
     Outcome::Finished
+}
+
+/// Writes one HTTP chunk of a chunked body.
+async fn write_chunk(stream: &mut TcpStream, bytes: &[u8]) -> std::io::Result<()> {
+    let mut chunk = format!("{:x}\r\n", bytes.len()).into_bytes();
+    chunk.extend_from_slice(bytes);
+    chunk.extend_from_slice(b"\r\n");
+    stream.write_all(&chunk).await
 }
 
 /// Resolves once the client closed its side (or the socket failed).
