@@ -85,6 +85,8 @@ struct State {
     finished: usize,
     /// Canned answer for requests without tools (auxiliary calls).
     aux_text: Option<String>,
+    /// Computed answer for requests without tools (wins over `aux_text`).
+    aux_responder: Option<Responder>,
     aux_requests: Vec<RecordedRequest>,
     /// Canned answer for compaction summary calls (`x-deepseek-harness-compact: 1`).
     compaction_text: Option<String>,
@@ -172,6 +174,18 @@ impl MockServer {
     pub fn answer_untooled(self, text: &str) -> Self {
         let text = text.to_string();
         self.shared.update(move |s| s.aux_text = Some(text));
+        self
+    }
+
+    /// [`MockServer::answer_untooled`] with a reply computed from the request: for routes
+    /// whose protocol is not chat completions (Anthropic Messages, OpenAI Responses), whose
+    /// auxiliary calls need an answer in their own framing.
+    pub fn answer_untooled_with(
+        self,
+        f: impl Fn(&RecordedRequest) -> Reply + Send + Sync + 'static,
+    ) -> Self {
+        let f: Responder = Arc::new(f);
+        self.shared.update(move |s| s.aux_responder = Some(f));
         self
     }
 
@@ -352,6 +366,14 @@ async fn serve(mut stream: TcpStream, shared: Arc<Shared>) {
         {
             reply = Some(Reply::text(text.clone()));
             s.compaction_requests.push(request.clone());
+            return;
+        }
+        if is_chat
+            && untooled
+            && let Some(f) = &s.aux_responder
+        {
+            reply = Some(f(&request));
+            s.aux_requests.push(request.clone());
             return;
         }
         if is_chat
