@@ -173,11 +173,15 @@ mod tests {
         let mut s = Session::new(SessionHeader::new("s", 0));
         s.append_at(types::TURN_START, json!({"turn": 1}), None, 0)
             .unwrap();
+        let mut step = 0;
         for kind in kinds {
+            if *kind == types::STEP_START {
+                step += 1;
+            }
             let data = match *kind {
-                types::ASSISTANT_CHUNK => json!({"turn": 1, "step": 1,
+                types::ASSISTANT_CHUNK => json!({"turn": 1, "step": step,
                     "chunk": {"type": "text-delta", "index": 0, "text": "x"}}),
-                _ => json!({"turn": 1, "step": 1}),
+                _ => json!({"turn": 1, "step": step}),
             };
             s.append_at(kind, data, None, 0).unwrap();
         }
@@ -192,14 +196,16 @@ mod tests {
             types::ASSISTANT_CHUNK,
             "test/note",
             types::STEP_END,
+            types::STEP_START,
             types::ASSISTANT_CHUNK,
         ]);
-        // Seqs: 0 turn/start, 1 step/start, 2-3 chunks, 4 note, 5 step/end, 6 chunk.
+        // Seqs: 0 turn/start, 1 step/start, 2-3 chunks, 4 note, 5 step/end, 6 step/start,
+        // 7 chunk.
         assert_eq!(on_disk(&events, 2), 2);
         assert_eq!(on_disk(&events, 4), 2, "the chunks are not on disk yet");
         assert_eq!(on_disk(&events, 5), 2, "another event does not close them");
         assert_eq!(on_disk(&events, 6), 6, "step/end wrote them");
-        assert_eq!(on_disk(&events, 7), 6, "a new open chunk holds again");
+        assert_eq!(on_disk(&events, 8), 7, "a new open chunk holds again");
         assert_eq!(on_disk(&events[3..], 6), 6, "a scan may start anywhere");
     }
 }
