@@ -15,6 +15,8 @@ work=$(mktemp -d)
 trap 'kill $MOCK 2>/dev/null || true; rm -rf "$work"' EXIT
 export DSH_HOME=$work/home DEEPSEEK_API_KEY=sk-mock DSH_TELEMETRY_DISABLED=1
 mkdir -p "$work/repo" "$DSH_HOME"
+# The DeepSeek route speaks Messages when asked to (as upstream 0.2's does by default).
+[ "$protocol" = anthropic ] && printf 'llm-deepseek:\n  api: anthropic-messages\n' >"$DSH_HOME/settings.yaml"
 python3 bench/huge_response.py --port-file "$work/port" --mib "$mib" --delta-bytes "$delta" \
   --protocol "$protocol" &
 MOCK=$!

@@ -27,8 +27,9 @@ Arguments:
                                `-` reads the task from standard input
 
 Options:
-  --json                       print every durable session event as one JSON line while
-                               it happens (same as --output-format stream-json)
+  --json                       print every session event as one JSON line as soon as the
+                               session log holds it (a reply's stream chunks come with
+                               the reply; same as --output-format stream-json)
   --output-format <format>     text (default) or stream-json
   --session-id <id>            continue a stored session (see `dsh sessions list`)
                                instead of starting a fresh one
@@ -39,7 +40,8 @@ Options:
   -h, --help                   show this help
 
 On a terminal, stderr shows live progress (turn, step, elapsed time, tokens, each tool
-call and how it ended); stdout holds only the answer.
+call and how it ended); stdout holds only the answer. When nothing reads stdout any more
+(`| head`), the run ends with status 141 (with --json at once, as on Ctrl-C).
 
 Examples:
   dsh headless \"run the tests and fix what fails\"

@@ -705,3 +705,46 @@ impl AgentFactory for LoopFactory {
         Ok(agent_ref)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::FailingStreak;
+    use pretty_assertions::assert_eq;
+
+    fn run(outcomes: &[(&str, &str, bool)]) -> usize {
+        let mut streak = FailingStreak::default();
+        for (name, args, failed) in outcomes {
+            streak.record(name, args, failed.then(|| "boom".to_string()));
+        }
+        streak.count
+    }
+
+    #[test]
+    fn only_the_same_call_failing_in_a_row_counts() {
+        assert_eq!(run(&[("bash", "{x", true); 3]), 3);
+        assert_eq!(
+            run(&[
+                ("bash", "{x", true),
+                ("bash", "{x", false),
+                ("bash", "{x", true)
+            ]),
+            1,
+            "a success restarts the count"
+        );
+        assert_eq!(
+            run(&[
+                ("bash", "{x", true),
+                ("bash", "{y", true),
+                ("bash", "{y", true)
+            ]),
+            2,
+            "other arguments start a new run"
+        );
+        assert_eq!(
+            run(&[("bash", "{x", true), ("read", "{x", true)]),
+            1,
+            "another tool starts a new run"
+        );
+        assert_eq!(run(&[]), 0);
+    }
+}
