@@ -91,6 +91,8 @@ impl std::fmt::Debug for Auth {
 pub enum Exchange {
     /// The token matches and was not used yet: set this cookie (`Set-Cookie` value).
     Grant(String),
+    /// [`Auth::peek`]: the token matches and is not spent (nothing was minted).
+    Unspent,
     /// The token matches but already signed a browser in.
     Spent,
     /// Wrong or repeated token.
@@ -147,7 +149,7 @@ impl Auth {
         match tokens {
             [one] if self.token_matches(one) => match self.spent.load(Ordering::Acquire) {
                 true => Exchange::Spent,
-                false => Exchange::Grant(String::new()),
+                false => Exchange::Unspent,
             },
             _ => Exchange::Refuse,
         }
@@ -284,7 +286,7 @@ mod tests {
             Exchange::Refuse
         );
         assert_eq!(a.exchange(&[], "h:1", 0), Exchange::Refuse);
-        assert_eq!(a.peek(&["tok".into()]), Exchange::Grant(String::new()));
+        assert_eq!(a.peek(&["tok".into()]), Exchange::Unspent);
         let Exchange::Grant(cookie) = a.exchange(&["tok".into()], "h:1", 0) else {
             panic!("granted");
         };

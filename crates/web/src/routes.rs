@@ -81,21 +81,23 @@ async fn route(state: Arc<WebState>, req: Request<Incoming>) -> Resp {
     if path == "/" && is_read && !tokens.is_empty() {
         // A signed-in browser reopening the link is sent on without spending the token; a
         // HEAD (link previews, prefetchers) never spends it either.
-        let signed_in = authenticated(&state, &req);
-        let exchange = if signed_in {
-            Exchange::Grant(String::new())
+        let exchange = if authenticated(&state, &req) {
+            match state.auth.peek(&tokens) {
+                Exchange::Refuse => Exchange::Refuse,
+                Exchange::Grant(_) | Exchange::Unspent | Exchange::Spent => Exchange::Unspent,
+            }
         } else if method == Method::HEAD {
             state.auth.peek(&tokens)
         } else {
             state.auth.exchange(&tokens, &authority(&req), now_ms())
         };
         let resp = match exchange {
-            Exchange::Grant(cookie) => {
+            Exchange::Grant(_) | Exchange::Unspent => {
                 let mut r = empty(StatusCode::SEE_OTHER);
                 let h = r.headers_mut();
                 h.insert(header::LOCATION, HeaderValue::from_static("./"));
-                if !cookie.is_empty()
-                    && let Ok(v) = HeaderValue::from_str(&cookie)
+                if let Exchange::Grant(cookie) = &exchange
+                    && let Ok(v) = HeaderValue::from_str(cookie)
                 {
                     h.insert(header::SET_COOKIE, v);
                 }
