@@ -11,7 +11,10 @@ mod plugins;
 mod registry;
 
 pub use consumed::{ConsumedWork, fold_consumed_work};
-pub use driver::{LoopAgent, LoopConfig, RuntimeContextProjection};
+pub use driver::{
+    DEFAULT_MAX_IDENTICAL_FAILING_CALLS, DEFAULT_MAX_STEPS_PER_TURN,
+    DEFAULT_MAX_TOOL_CALLS_PER_RESPONSE, LoopAgent, LoopConfig, RuntimeContextProjection,
+};
 pub use events::{
     AgentCreated, AgentDisposed, AgentDisposing, AgentErrorEvent, AgentErrorPayload, AgentPayload,
     AgentStatusChanged, InboxClaimed, InboxDiscarded, InboxInserted, InboxPayload, PreStep,

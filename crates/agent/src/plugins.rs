@@ -10,7 +10,10 @@ use dsh_session::{SessionStore, system_clock};
 use dsh_tools::ToolRegistry;
 use serde::Deserialize;
 
-use crate::driver::{LoopConfig, LoopFactory, Services};
+use crate::driver::{
+    DEFAULT_MAX_IDENTICAL_FAILING_CALLS, DEFAULT_MAX_STEPS_PER_TURN,
+    DEFAULT_MAX_TOOL_CALLS_PER_RESPONSE, LoopConfig, LoopFactory, Services,
+};
 use crate::registry::Agents;
 
 /// `@deepseek-ai/dsh-llm`: the adapter registry and the `llm/stream` waterfall.
@@ -125,6 +128,25 @@ struct AgentLoopConfig {
     agents: Vec<serde_json::Value>,
     #[serde(default)]
     check_invariants: Option<bool>,
+    /// Loop bounds of this build (upstream has none): see [`LoopConfig`].
+    #[serde(default)]
+    max_steps_per_turn: Option<u64>,
+    #[serde(default)]
+    max_tool_calls_per_response: Option<u64>,
+    #[serde(default)]
+    max_identical_failing_calls: Option<u64>,
+}
+
+/// A configured bound: absent means `default`; zero is refused with the key's name.
+fn bound(value: Option<u64>, key: &str, default: u64) -> Result<u64, BoxError> {
+    match value {
+        None => Ok(default),
+        Some(0) => Err(format!(
+            "@deepseek-ai/dsh-agent-loop: {key} must be a positive integer (got 0)"
+        )
+        .into()),
+        Some(n) => Ok(n),
+    }
 }
 
 fn ten() -> usize {
@@ -155,9 +177,25 @@ impl Plugin for AgentLoopPlugin {
         services
             .prompt
             .tools(ctx, Arc::new(move |a| tools.schemas(&a.ctx)))?;
+        let as_count = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
         let config = LoopConfig {
             max_parallel_tool_calls: c.max_parallel_tool_calls.max(1),
             check_invariants: c.check_invariants.unwrap_or(cfg!(debug_assertions)),
+            max_steps_per_turn: bound(
+                c.max_steps_per_turn,
+                "maxStepsPerTurn",
+                DEFAULT_MAX_STEPS_PER_TURN,
+            )?,
+            max_tool_calls_per_response: as_count(bound(
+                c.max_tool_calls_per_response,
+                "maxToolCallsPerResponse",
+                DEFAULT_MAX_TOOL_CALLS_PER_RESPONSE as u64,
+            )?),
+            max_identical_failing_calls: as_count(bound(
+                c.max_identical_failing_calls,
+                "maxIdenticalFailingCalls",
+                DEFAULT_MAX_IDENTICAL_FAILING_CALLS as u64,
+            )?),
         };
         if config.check_invariants {
             install_request_invariant(ctx, services.sessions.clone())?;

@@ -451,8 +451,11 @@ fn render(web: &Web, id: &str, events: usize, shown: usize) {
     };
     let driver = dsh_test_support::webdriver::Driver::start(&tools).unwrap();
     let b = driver.browser(&tools).unwrap();
-    b.goto(&format!("{}/?token={}", web.base, web.token))
-        .unwrap();
+    // The launch token signs in once and `start` spent it: hand the browser the cookie.
+    b.goto(&format!("{}/", web.base)).unwrap();
+    let (name, value) = web.cookie.split_once('=').unwrap();
+    b.add_cookie(name, value).unwrap();
+    b.goto(&format!("{}/", web.base)).unwrap();
     b.wait_for(
         "window.__dsh && window.__dsh.booted",
         Duration::from_secs(30),

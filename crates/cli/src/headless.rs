@@ -1,18 +1,20 @@
 //! The headless app: one task in, a fresh persisted session, the final answer out.
 
-use std::io::Write as _;
 use std::process::ExitCode;
 use std::sync::Arc;
 
 use dsh_agent::{AgentOptions, Agents, CreateAgent};
 use dsh_kernel::{BoxError, Context, ListenOptions, Plugin, PluginConfig};
+use dsh_llm::LlmCallConfig;
 use dsh_llm::Message;
 use dsh_policies::DefaultModel;
-use dsh_session::{CancelCause, RecordFormat, SessionAppended, TurnEndReason, types, write_event};
+use dsh_session::{CancelCause, SessionAppended, TurnEndReason, types};
 use serde::Deserialize;
 
 use crate::progress::Progress;
 pub use crate::progress::Verbosity;
+use crate::stdout::{self, StdoutError};
+use crate::stream_json::StreamJson;
 
 pub const HELP: &str = "\
 Usage: dsh headless [options] [task...]
@@ -25,8 +27,9 @@ Arguments:
                                `-` reads the task from standard input
 
 Options:
-  --json                       print every durable session event as one JSON line while
-                               it happens (same as --output-format stream-json)
+  --json                       print every session event as one JSON line as soon as the
+                               session log holds it (a reply's stream chunks come with
+                               the reply; same as --output-format stream-json)
   --output-format <format>     text (default) or stream-json
   --session-id <id>            continue a stored session (see `dsh sessions list`)
                                instead of starting a fresh one
@@ -37,7 +40,8 @@ Options:
   -h, --help                   show this help
 
 On a terminal, stderr shows live progress (turn, step, elapsed time, tokens, each tool
-call and how it ended); stdout holds only the answer.
+call and how it ended); stdout holds only the answer. When nothing reads stdout any more
+(`| head`), the run ends with status 141 (with --json at once, as on Ctrl-C).
 
 Examples:
   dsh headless \"run the tests and fix what fails\"
@@ -294,35 +298,23 @@ pub async fn run(
             return ExitCode::from(1);
         }
     };
-    if format == OutputFormat::StreamJson {
-        // Events the session got while it was created (pinned policy facts, a resumed
-        // log's end-seed) come first; the listener prints the rest as they happen.
-        let mut out = std::io::stdout().lock();
-        let session = agent.session();
-        for event in session.events_from(session.stored_len()) {
-            let mut line = String::new();
-            write_event(&mut line, &event, RecordFormat::Full);
-            line.push('\n');
-            let _ = out.write_all(line.as_bytes());
-        }
-        let _ = out.flush();
-        drop(out);
-        let id = agent.id().to_string();
-        let printer = root.on_emit::<SessionAppended>(ListenOptions::GLOBAL, move |p| {
-            if p.session.id() == id {
-                let mut line = String::new();
-                write_event(&mut line, &p.event, RecordFormat::Full);
-                line.push('\n');
-                let mut out = std::io::stdout().lock();
-                out.write_all(line.as_bytes())?;
-                out.flush()?;
+    // Events the session got while it was created (pinned policy facts, a resumed log's
+    // end-seed) come first, then the rest, each once it is durable.
+    let printer = match format {
+        OutputFormat::StreamJson => match StreamJson::start(root, agent.session()) {
+            Ok(p) => Some(p),
+            Err(e) => {
+                eprintln!("dsh: {e}");
+                agent.dispose().await;
+                return ExitCode::from(1);
             }
-            Ok(())
-        });
-        if let Err(e) = printer {
-            eprintln!("dsh: {e}");
-        }
-    }
+        },
+        OutputFormat::Text => None,
+    };
+    // Cancelled when the reader of stdout went away: the run then stops like on Ctrl-C.
+    let stdout_closed = printer
+        .as_ref()
+        .map_or_else(tokio_util::sync::CancellationToken::new, StreamJson::closed);
     let progress = Progress::for_stderr(verbosity);
     let mut ticker = None;
     if let Some(p) = &progress {
@@ -373,15 +365,24 @@ pub async fn run(
         if let Some(failed) = failed.filter(|_| !command_started_turn) {
             stop_progress();
             let reply = outcome.reply();
+            let mut printed = Ok(());
             if failed {
                 eprintln!("dsh: {reply}");
             } else if format == OutputFormat::Text {
-                println!("{reply}");
+                printed = stdout::write(&format!("{reply}\n"));
             }
             let saved = agent.session().flush().await;
             agent.dispose().await;
             if let Some(writers) = root.get::<dsh_persistence::SessionWriters>() {
                 let _ = writers.flush_all().await;
+            }
+            if let Some(p) = printer
+                && let Some(e) = p.finish().await
+            {
+                printed = Err(e);
+            }
+            if let Err(e) = printed {
+                return e.exit_code();
             }
             return match (failed, saved) {
                 (false, Ok(_)) => ExitCode::SUCCESS,
@@ -413,6 +414,7 @@ pub async fn run(
         _ = agent.when_idle() => {}
         _ = tokio::signal::ctrl_c() => { code = Some(130u8); }
         _ = term => { code = Some(SIGTERM_EXIT); }
+        _ = stdout_closed.cancelled() => { code = Some(stdout::CLOSED_EXIT); }
     }
     if code.is_some() {
         agent.cancel(CancelCause::User, false);
@@ -424,6 +426,10 @@ pub async fn run(
         saved = false;
     }
     let (text, reason) = summarize(&agent.session().events(), first_seq);
+    let route = agent
+        .session()
+        .read(|s| s.request_header().map(|h| h.config.clone()));
+    let session_id = agent.id().to_string();
     stop_progress();
     agent.dispose().await;
     if let Some(writers) = root.get::<dsh_persistence::SessionWriters>()
@@ -434,11 +440,21 @@ pub async fn run(
         }
         saved = false;
     }
+    let mut printed: Result<(), StdoutError> = Ok(());
+    if let Some(p) = printer
+        && let Some(e) = p.finish().await
+    {
+        printed = Err(e);
+    }
     if let Some(c) = code {
         return ExitCode::from(c);
     }
-    if format == OutputFormat::Text {
-        println!("{text}");
+    if format == OutputFormat::Text && printed.is_ok() {
+        printed = stdout::write(&format!("{text}\n"));
+    }
+    if let Err(e) = printed {
+        // The reader went away (or stdout failed): the log is complete, nothing else to say.
+        return e.exit_code();
     }
     match reason {
         // A completed turn whose log could not be stored is not a success.
@@ -448,8 +464,45 @@ pub async fn run(
             eprintln!("dsh: {}: {}", f.code, f.message);
             ExitCode::from(1)
         }
+        Some(TurnEndReason::MaxTokens) => {
+            eprintln!("dsh: {}", max_tokens_message(route.as_ref(), &session_id));
+            ExitCode::from(1)
+        }
         _ => ExitCode::from(1),
     }
+}
+
+/// What to tell the user when the model stopped at its output cap: what happened, which
+/// setting raises the cap, and how to go on.
+fn max_tokens_message(route: Option<&LlmCallConfig>, session_id: &str) -> String {
+    let limit = match route {
+        Some(LlmCallConfig {
+            provider,
+            model,
+            max_tokens: Some(n),
+            ..
+        }) => format!("its output limit of {n} tokens ({provider} / {model})"),
+        Some(LlmCallConfig {
+            provider, model, ..
+        }) => format!("its output limit ({provider} / {model})"),
+        None => "its output limit".to_string(),
+    };
+    let section = match route.map(|r| r.provider.as_str()) {
+        Some(dsh_providers::DEEPSEEK_ROUTE) => {
+            format!("the {} section", dsh_providers::DEEPSEEK_PLUGIN)
+        }
+        Some(other) => format!(
+            "the {} or {} profile of route \"{other}\"",
+            dsh_providers::OPENAI_COMPAT_PLUGIN,
+            dsh_providers::ANTHROPIC_PLUGIN
+        ),
+        None => "the provider's section".to_string(),
+    };
+    format!(
+        "the model stopped at {limit} before finishing, so the answer is cut short \
+         (what it wrote is kept in the session). Raise maxTokens for the model in {section} of \
+         the settings, or let it go on with: dsh headless --session-id {session_id} \"continue\""
+    )
 }
 
 #[cfg(test)]

@@ -10,6 +10,8 @@ mod profile;
 mod progress;
 mod sdkapp;
 mod sessions;
+mod stdout;
+mod stream_json;
 mod webapp;
 
 use std::process::ExitCode;
@@ -82,14 +84,8 @@ fn main() -> ExitCode {
     };
     let home = dsh_policies::dsh_home();
     match mode {
-        Mode::Version => {
-            println!("{}", env!("CARGO_PKG_VERSION"));
-            ExitCode::SUCCESS
-        }
-        Mode::Help => {
-            print!("{}", launcher::HELP);
-            ExitCode::SUCCESS
-        }
+        Mode::Version => stdout::print(&format!("{}\n", env!("CARGO_PKG_VERSION"))),
+        Mode::Help => stdout::print(launcher::HELP),
         Mode::Dump {
             profile,
             default_only,
@@ -99,8 +95,7 @@ fn main() -> ExitCode {
                 for w in &c.warnings {
                     eprintln!("dsh: {w}");
                 }
-                print!("{}", dsh_kernel::config::render_dump(&c));
-                ExitCode::SUCCESS
+                stdout::print(&dsh_kernel::config::render_dump(&c))
             }
             Err(e) => {
                 eprintln!("{e}");
@@ -138,10 +133,7 @@ fn run_profile(
         }
     };
     let (task, format, resume, progress) = match startup {
-        headless::Startup::Help => {
-            print!("{}", headless::HELP);
-            return ExitCode::SUCCESS;
-        }
+        headless::Startup::Help => return stdout::print(headless::HELP),
         headless::Startup::Run {
             task,
             format,
@@ -164,10 +156,9 @@ fn run_profile(
 fn run_acp(home: &std::path::Path, args: &[String]) -> ExitCode {
     if let Some(a) = args.first() {
         if a == "-h" || a == "--help" {
-            println!(
-                "Usage: dsh acp\n\nServe the Agent Client Protocol (JSON-RPC 2.0, one JSON object per line) on stdin/stdout.\nThe composition is chosen by DSH_SNAPSHOT_CONFIG (default: the built-in ACP composition);\n$DSH_HOME/cordis.patch.yml is applied on top outside snapshot mode."
+            return stdout::print(
+                "Usage: dsh acp\n\nServe the Agent Client Protocol (JSON-RPC 2.0, one JSON object per line) on stdin/stdout.\nThe composition is chosen by DSH_SNAPSHOT_CONFIG (default: the built-in ACP composition);\n$DSH_HOME/cordis.patch.yml is applied on top outside snapshot mode.\n",
             );
-            return ExitCode::SUCCESS;
         }
         eprintln!("error: dsh acp takes no arguments, got {a:?}");
         return ExitCode::from(1);

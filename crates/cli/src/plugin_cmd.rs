@@ -52,10 +52,7 @@ pub fn run(home: &Path, args: &[String]) -> ExitCode {
     };
     let path = dir.join("cordis.patch.yml");
     match arg(0) {
-        None | Some("-h" | "--help") => {
-            print!("{HELP}");
-            ExitCode::SUCCESS
-        }
+        None | Some("-h" | "--help") => crate::stdout::print(HELP),
         Some("list") if args.len() == 1 => list(&path),
         Some("remove") if args.len() == 2 => remove(&path, &args[1]),
         Some("add") => add(&path, &args[1..]),
@@ -113,6 +110,7 @@ fn list(path: &Path) -> ExitCode {
         Ok(e) => e,
         Err(e) => return fail(e),
     };
+    let mut out = String::new();
     for row in inserted(&entries) {
         if !str_of(row, "name").is_some_and(is_plugin_host) {
             continue;
@@ -129,13 +127,13 @@ fn list(path: &Path) -> ExitCode {
                 other => emit(other),
             }));
         }
-        println!(
-            "{}\t{}",
+        out.push_str(&format!(
+            "{}\t{}\n",
             str_of(row, "id").unwrap_or("?"),
             command.join(" ")
-        );
+        ));
     }
-    ExitCode::SUCCESS
+    crate::stdout::print(&out)
 }
 
 fn add(path: &Path, args: &[String]) -> ExitCode {
@@ -191,10 +189,10 @@ fn add(path: &Path, args: &[String]) -> ExitCode {
         Node::Seq(vec![row]),
     )]));
     match write(path, entries) {
-        Ok(()) => {
-            println!("added plugin row \"{id}\" to {}", path.display());
-            ExitCode::SUCCESS
-        }
+        Ok(()) => crate::stdout::print(&format!(
+            "added plugin row \"{id}\" to {}\n",
+            path.display()
+        )),
         Err(e) => fail(e),
     }
 }
@@ -227,10 +225,7 @@ fn remove(path: &Path, id: &str) -> ExitCode {
     }
     entries.retain(|e| !matches!(e.get("insert"), Some(Node::Seq(rows)) if rows.is_empty() && e.get("id").is_none()));
     match write(path, entries) {
-        Ok(()) => {
-            println!("removed plugin row \"{id}\"");
-            ExitCode::SUCCESS
-        }
+        Ok(()) => crate::stdout::print(&format!("removed plugin row \"{id}\"\n")),
         Err(e) => fail(e),
     }
 }

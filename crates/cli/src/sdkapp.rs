@@ -57,8 +57,7 @@ pub fn run_acp(home: &Path, profile: &str, patches: &[String], args: &[String]) 
 fn no_args(what: &str, help: &str, args: &[String]) -> Option<ExitCode> {
     let a = args.first()?;
     if a == "-h" || a == "--help" {
-        print!("{help}");
-        return Some(ExitCode::SUCCESS);
+        return Some(crate::stdout::print(help));
     }
     eprintln!("error: {what} takes no arguments, got {a:?}");
     Some(ExitCode::from(1))

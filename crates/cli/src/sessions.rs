@@ -118,7 +118,7 @@ fn list(root: &Path, all: bool) -> ExitCode {
     for list in children.values_mut() {
         list.sort_by_key(|&i| (rows[i].1.created_at, rows[i].1.id.clone()));
     }
-    let mut out = std::io::stdout().lock();
+    let mut out = crate::stdout::Guarded::new();
     let mut stack: Vec<(usize, usize)> = rows
         .iter()
         .enumerate()
@@ -148,7 +148,7 @@ fn list(root: &Path, all: bool) -> ExitCode {
             stack.extend(kids.iter().rev().map(|&k| (k, depth + 1)));
         }
     }
-    ExitCode::SUCCESS
+    out.finish(ExitCode::SUCCESS)
 }
 
 /// Whether a session was started by a delegation (its header names its parent and origin).
@@ -251,7 +251,7 @@ fn show(root: &Path, target: &str, mode: &str) -> ExitCode {
         Ok(l) => l,
         Err(e) => return fail(format!("{}: {e}", path.display())),
     };
-    let mut out = std::io::stdout().lock();
+    let mut out = crate::stdout::Guarded::new();
     match mode {
         "--json" => {
             for e in &loaded.events {
@@ -388,7 +388,7 @@ fn show(root: &Path, target: &str, mode: &str) -> ExitCode {
             }
         }
     }
-    ExitCode::SUCCESS
+    out.finish(ExitCode::SUCCESS)
 }
 
 fn fork(root: &Path, id: &str, at: Option<u64>) -> ExitCode {
@@ -428,8 +428,7 @@ fn fork(root: &Path, id: &str, at: Option<u64>) -> ExitCode {
     if let Err(e) = files(root, compression).create(&header, child.events()) {
         return fail(e);
     }
-    println!("{}", header.id);
-    ExitCode::SUCCESS
+    crate::stdout::print(&format!("{}\n", header.id))
 }
 
 fn export(root: &Path, id: &str) -> ExitCode {
@@ -438,11 +437,7 @@ fn export(root: &Path, id: &str) -> ExitCode {
         Err(e) => return fail(e),
     };
     match files(root, Compression::Zstd).read_raw_file(&path) {
-        Ok(text) => {
-            let mut out = std::io::stdout().lock();
-            let _ = out.write_all(text.as_bytes());
-            ExitCode::SUCCESS
-        }
+        Ok(text) => crate::stdout::print(&text),
         Err(e) => fail(format!("{}: {e}", path.display())),
     }
 }
@@ -452,10 +447,7 @@ pub fn run(home: &Path, args: &[String]) -> ExitCode {
     let root = home.join("sessions");
     let arg = |i: usize| args.get(i).map(String::as_str);
     match (arg(0), arg(1)) {
-        (None | Some("-h" | "--help"), _) => {
-            print!("{HELP}");
-            ExitCode::SUCCESS
-        }
+        (None | Some("-h" | "--help"), _) => crate::stdout::print(HELP),
         (Some("list"), None) => list(&root, false),
         (Some("list"), Some("--all")) if args.len() == 2 => list(&root, true),
         (Some("show"), Some(target)) => match arg(2) {

@@ -3,7 +3,6 @@
 //! open the browser on a local launch, and shut down cleanly on Ctrl-C (exit 130) or
 //! SIGTERM (exit 143): running turns are cancelled and every log is flushed.
 
-use std::io::Write as _;
 use std::path::Path;
 use std::process::ExitCode;
 
@@ -16,10 +15,7 @@ const SIGTERM_EXIT: u8 = 143;
 
 pub fn run(home: &Path, profile_name: &str, patches: &[String], args: &[String]) -> ExitCode {
     let startup = match startup::parse_args(args) {
-        Ok(Startup::Help) => {
-            print!("{}", startup::HELP);
-            return ExitCode::SUCCESS;
-        }
+        Ok(Startup::Help) => return crate::stdout::print(startup::HELP),
         Ok(Startup::Run(s)) => s,
         Err(e) => {
             eprintln!("{e}");
@@ -59,13 +55,14 @@ async fn serve(root: &Context) -> u8 {
     for w in web.warnings() {
         eprintln!("dsh web: warning: {w}");
     }
+    // The server keeps serving when nobody reads stdout any more: these lines only inform.
     if web.prints_url() {
-        let mut out = std::io::stdout().lock();
-        let _ = writeln!(out, "dsh web: {}", web.url());
-        let _ = out.flush();
+        let _ = crate::stdout::write(&format!("dsh web: {}\n", web.url()));
     }
     if web.wants_browser() && dsh_web::is_local_launch(|k| std::env::var(k).ok()) {
-        println!("dsh web: opening the default browser; pass --no-open to disable");
+        let _ = crate::stdout::write(
+            "dsh web: opening the default browser; pass --no-open to disable\n",
+        );
         if let Err(e) = dsh_web::open_browser(web.url()) {
             eprintln!("dsh web: could not open the default browser ({e}); open the URL above");
         }

@@ -405,6 +405,14 @@ async fn every_request_needs_the_token_cookie_and_the_fence_refuses_foreign_host
         let r = c.get(format!("{base}{q}")).send().await.unwrap();
         assert_eq!(r.status(), 401, "{q}");
     }
+    // A HEAD (a link preview) answers without spending the token.
+    let r = c
+        .head(format!("{base}/?token={}", web.token))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 303);
+    assert!(r.headers().get("set-cookie").is_none());
     // The exchange.
     let r = c
         .get(format!("{base}/?token={}", web.token))
@@ -427,7 +435,39 @@ async fn every_request_needs_the_token_cookie_and_the_fence_refuses_foreign_host
     ] {
         assert!(set.contains(attr), "{attr} in {set}");
     }
-    let cookie = web.login().await;
+    let cookie = set.split(';').next().unwrap().to_string();
+    web.cookie = Some(cookie.clone());
+    // The token is spent: another browser (no cookie) gets a page saying what to do, by GET
+    // and by HEAD; the signed-in browser reopening the link is sent on without a new cookie.
+    let r = c
+        .get(format!("{base}/?token={}", web.token))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 401);
+    assert!(r.headers().get("set-cookie").is_none());
+    assert_eq!(r.text().await.unwrap(), dsh_web::TOKEN_SPENT);
+    let r = c
+        .head(format!("{base}/?token={}", web.token))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 401);
+    let r = c
+        .get(format!("{base}/?token={}", web.token))
+        .header("cookie", &cookie)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 303);
+    assert!(r.headers().get("set-cookie").is_none());
+    let r = c
+        .get(format!("{base}/"))
+        .header("cookie", &cookie)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200, "the first browser stays signed in");
     // The cookie verifies with the secret stored in .credentials.yaml (mode 0600).
     let creds_path = web.home.path().join(".dsh/.credentials.yaml");
     let creds = std::fs::read_to_string(&creds_path).unwrap();

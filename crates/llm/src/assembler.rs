@@ -22,6 +22,8 @@ pub struct BlockAssembler {
     usage: Option<TokenUsage>,
     finish: Option<FinishReason>,
     replay_state: Option<Value>,
+    /// Tool-call blocks opened so far.
+    tool_calls: usize,
 }
 
 /// An open block of a type the assembler cannot complete.
@@ -38,9 +40,14 @@ impl BlockAssembler {
     }
 
     fn partial(&mut self, index: u32, block_type: &str) -> &mut Partial {
-        let pos = match self.partials.iter().position(|p| p.index == index) {
+        // Indexes are unique and deltas nearly always extend the newest block: search from
+        // the end, so a response with many blocks is not quadratic.
+        let pos = match self.partials.iter().rposition(|p| p.index == index) {
             Some(pos) => pos,
             None => {
+                if block_type == "tool-call" {
+                    self.tool_calls += 1;
+                }
                 self.partials.push(Partial {
                     index,
                     block_type: block_type.to_string(),
@@ -91,6 +98,8 @@ impl BlockAssembler {
                 let p = self.partial(*index, block.block_type());
                 if p.closed.is_none() {
                     p.closed = Some(block.clone());
+                    // The closed block wins from now on: the deltas' copy is dead weight.
+                    p.text = String::new();
                 }
             }
             StreamChunk::Usage { usage } => self.usage = Some(usage.clone()),
@@ -101,6 +110,21 @@ impl BlockAssembler {
                 self.finish = Some(reason.clone());
                 self.replay_state = replay_state.clone();
             }
+        }
+    }
+
+    /// [`BlockAssembler::push`] for a chunk the caller no longer needs: a `block-end`'s
+    /// block is moved in instead of copied (a long answer is not held twice).
+    pub fn push_owned(&mut self, chunk: StreamChunk) {
+        match chunk {
+            StreamChunk::BlockEnd { index, block } => {
+                let p = self.partial(index, block.block_type());
+                if p.closed.is_none() {
+                    p.closed = Some(block);
+                    p.text = String::new();
+                }
+            }
+            other => self.push(&other),
         }
     }
 
@@ -152,6 +176,60 @@ impl BlockAssembler {
             out.push(block);
         }
         Ok(out)
+    }
+
+    /// [`BlockAssembler::blocks`], moving the text out instead of copying it. The assembler
+    /// is spent afterwards: read `usage`, `finish` and `replay_state` first.
+    pub fn take_blocks(&mut self) -> Result<Vec<ContentBlock>, OpenUnknownBlock> {
+        // Refuse before moving anything, so a refusal leaves the assembler intact.
+        if let Some(p) = self.partials.iter().find(|p| {
+            p.closed.is_none()
+                && !matches!(p.block_type.as_str(), "text" | "reasoning" | "tool-call")
+        }) {
+            return Err(OpenUnknownBlock {
+                index: p.index,
+                block_type: p.block_type.clone(),
+            });
+        }
+        let drop_calls = matches!(self.finish, Some(FinishReason::MaxTokens));
+        let mut out = Vec::with_capacity(self.partials.len());
+        for p in &mut self.partials {
+            let block = match p.closed.take() {
+                Some(block) => block,
+                None => {
+                    let text = std::mem::take(&mut p.text);
+                    match p.block_type.as_str() {
+                        "text" => ContentBlock::Text { text },
+                        "reasoning" => ContentBlock::Reasoning { text },
+                        "tool-call" => ContentBlock::ToolCall {
+                            id: p
+                                .call_id
+                                .take()
+                                .unwrap_or_else(|| format!("call-{}", p.index)),
+                            name: p.call_name.take().unwrap_or_default(),
+                            arguments: text,
+                        },
+                        other => {
+                            return Err(OpenUnknownBlock {
+                                index: p.index,
+                                block_type: other.to_string(),
+                            });
+                        }
+                    }
+                }
+            };
+            if drop_calls && matches!(block, ContentBlock::ToolCall { .. }) {
+                continue;
+            }
+            out.push(block);
+        }
+        self.partials.clear();
+        Ok(out)
+    }
+
+    /// How many tool-call blocks the stream opened so far.
+    pub fn tool_call_count(&self) -> usize {
+        self.tool_calls
     }
 
     /// The adapter's replay envelope, with `blocks` entries pruned where blocks were dropped;
@@ -324,5 +402,73 @@ mod tests {
             block_type: "image".into(),
         }]);
         assert!(a.blocks().is_err());
+        let mut a = a;
+        assert!(a.take_blocks().is_err());
+        assert!(
+            a.blocks().is_err(),
+            "a refused take leaves the blocks in place"
+        );
+    }
+
+    fn mixed() -> Vec<StreamChunk> {
+        vec![
+            StreamChunk::ReasoningDelta {
+                index: 0,
+                text: "why".into(),
+            },
+            StreamChunk::TextDelta {
+                index: 1,
+                text: "ans".into(),
+            },
+            StreamChunk::TextDelta {
+                index: 1,
+                text: "wer".into(),
+            },
+            StreamChunk::ToolCallDelta {
+                index: 2,
+                id: "c1".into(),
+                name: Some("bash".into()),
+                arguments_delta: "{}".into(),
+            },
+            StreamChunk::ToolCallDelta {
+                index: 3,
+                id: "c2".into(),
+                name: Some("read".into()),
+                arguments_delta: "{\"p\":1}".into(),
+            },
+            StreamChunk::BlockEnd {
+                index: 1,
+                block: ContentBlock::text("answer"),
+            },
+            StreamChunk::finish(FinishReason::ToolCalls),
+        ]
+    }
+
+    #[test]
+    fn taking_the_blocks_moves_what_blocks_would_copy() {
+        let copied = feed(&mixed());
+        let mut owned = BlockAssembler::new();
+        for c in mixed() {
+            owned.push_owned(c);
+        }
+        assert_eq!(copied.tool_call_count(), 2);
+        assert_eq!(owned.tool_call_count(), 2);
+        let expected = copied.blocks().unwrap();
+        assert_eq!(owned.blocks().unwrap(), expected);
+        assert_eq!(owned.take_blocks().unwrap(), expected);
+        let mut capped = feed(&[
+            StreamChunk::TextDelta {
+                index: 0,
+                text: "cut".into(),
+            },
+            StreamChunk::ToolCallDelta {
+                index: 1,
+                id: "c".into(),
+                name: None,
+                arguments_delta: "{".into(),
+            },
+            StreamChunk::finish(FinishReason::MaxTokens),
+        ]);
+        assert_eq!(capped.take_blocks().unwrap(), [ContentBlock::text("cut")]);
     }
 }

@@ -45,6 +45,17 @@ pub mod codes {
     pub const INVALID_PREPARED_CALL: &str = "INVALID_PREPARED_CALL";
     /// An unclassified failure.
     pub const UNKNOWN: &str = "UNKNOWN";
+    /// One response carried more bytes than the route's `maxResponseBytes` allows; the
+    /// attempt was cut there. Not retryable (a retry would pay the same cost again).
+    pub const RESPONSE_TOO_LARGE: &str = "RESPONSE_TOO_LARGE";
+    /// One response asked for more tool calls than the agent loop's
+    /// `maxToolCallsPerResponse`; none of them ran. Not retryable.
+    pub const TOO_MANY_TOOL_CALLS: &str = "TOO_MANY_TOOL_CALLS";
+    /// A turn reached the agent loop's `maxStepsPerTurn`. Ends the turn, not retryable.
+    pub const STEP_LIMIT: &str = "STEP_LIMIT";
+    /// The same tool call (same tool, same arguments) failed `maxIdenticalFailingCalls`
+    /// times in a row. Ends the turn, not retryable.
+    pub const REPEATED_FAILING_CALL: &str = "REPEATED_FAILING_CALL";
 
     /// Codes the default retry policy retries.
     pub const DEFAULT_RETRYABLE: [&str; 6] = [

@@ -160,6 +160,7 @@ impl AnthropicAdapter {
                 cancel: options.cancel.clone(),
                 vendor,
                 protocol: Protocol::OpenAiResponses,
+                limit: response_limit(profile),
             });
         }
         headers.push((
@@ -188,7 +189,18 @@ impl AnthropicAdapter {
             cancel: options.cancel.clone(),
             vendor,
             protocol: Protocol::AnthropicMessages,
+            limit: response_limit(profile),
         })
+    }
+}
+
+fn response_limit(profile: &ResolvedAnthropicProfile) -> crate::response_limit::ResponseLimit {
+    crate::response_limit::ResponseLimit {
+        bytes: profile.max_response_bytes,
+        setting: format!(
+            "of provider \"{}\" in the {ANTHROPIC_PLUGIN} settings",
+            profile.route
+        ),
     }
 }
 

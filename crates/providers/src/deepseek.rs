@@ -13,6 +13,7 @@ use crate::deps::{ProviderDeps, usable_api_key};
 use crate::error::ProviderError;
 use crate::http::{build_client, completions_url, header_map, user_agent};
 use crate::live::LiveConfig;
+use crate::response_limit::ResponseLimit;
 use crate::serialize::{
     DeepSeekEffort, Dialect, Thinking, has_image, images_prepared, serialize_request,
 };
@@ -149,6 +150,7 @@ impl DeepSeekAdapter {
             cancel: options.cancel.clone(),
             vendor: VENDOR.into(),
             protocol: crate::transport::Protocol::ChatCompletions(ReasoningField::ReasoningContent),
+            limit: response_limit(config),
         })
     }
 }
@@ -195,6 +197,7 @@ impl DeepSeekAdapter {
             anthropic_version: "2023-06-01".into(),
             stream_idle_timeout_ms: config.stream_idle_timeout_ms,
             request_timeout_ms: config.request_timeout_ms,
+            max_response_bytes: config.max_response_bytes,
             retry_policy: config.retry_policy.clone(),
         };
         headers.retain(|(name, _)| name != "authorization");
@@ -221,7 +224,15 @@ impl DeepSeekAdapter {
             cancel: options.cancel.clone(),
             vendor: VENDOR.into(),
             protocol: crate::transport::Protocol::AnthropicMessages,
+            limit: response_limit(config),
         })
+    }
+}
+
+fn response_limit(config: &ResolvedDeepSeek) -> ResponseLimit {
+    ResponseLimit {
+        bytes: config.max_response_bytes,
+        setting: format!("in the {DEEPSEEK_PLUGIN} settings"),
     }
 }
 

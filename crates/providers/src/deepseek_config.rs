@@ -5,6 +5,7 @@ use dsh_llm::RetryPolicy;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use crate::response_limit::resolve_max_response_bytes;
 use crate::retry_policy::{MAX_TIMER_DELAY_MS, resolve_retry_policy};
 use crate::serialize::{DeepSeekEffort, Thinking};
 
@@ -113,6 +114,10 @@ pub struct DeepSeekConfig {
     /// Overall deadline of one attempt (900,000 ms); nothing resets it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub request_timeout_ms: Option<u64>,
+    /// Most bytes one response may carry (128 MiB); past it the attempt fails with
+    /// `RESPONSE_TOO_LARGE`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_response_bytes: Option<u64>,
     /// `{mode: normal|always, maxRetries?, retryableCodes?, backoff?}`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry_policy: Option<Value>,
@@ -134,6 +139,7 @@ pub struct ResolvedDeepSeek {
     pub models: Vec<DeepSeekModelEntry>,
     pub stream_idle_timeout_ms: u64,
     pub request_timeout_ms: u64,
+    pub max_response_bytes: u64,
     pub retry_policy: RetryPolicy,
 }
 
@@ -188,6 +194,8 @@ impl DeepSeekConfig {
                 "llm-deepseek: requestTimeoutMs must be between 1 and {MAX_TIMER_DELAY_MS} milliseconds"
             ));
         }
+        let max_response_bytes =
+            resolve_max_response_bytes(self.max_response_bytes, "llm-deepseek:")?;
         let models = match &self.models {
             None => default_models(),
             Some(models) => {
@@ -228,6 +236,7 @@ impl DeepSeekConfig {
             models,
             stream_idle_timeout_ms,
             request_timeout_ms,
+            max_response_bytes,
             retry_policy: resolve_retry_policy(
                 self.retry_policy.as_ref(),
                 "llm-deepseek: retryPolicy",
@@ -306,6 +315,7 @@ mod tests {
                 models: default_models(),
                 stream_idle_timeout_ms: 120_000,
                 request_timeout_ms: 900_000,
+                max_response_bytes: 128 << 20,
                 retry_policy: RetryPolicy::default(),
             }
         );

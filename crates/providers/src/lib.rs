@@ -27,6 +27,7 @@ mod live;
 mod openai_compat;
 mod openai_compat_config;
 mod plugins;
+mod response_limit;
 mod responses;
 mod retry_policy;
 mod serialize;
@@ -55,6 +56,7 @@ pub use openai_compat_config::{
     OpenAiCompatSwitches, ResolvedOpenAiCompat, ResolvedProfile,
 };
 pub use plugins::{AnthropicPlugin, DeepSeekPlugin, OpenAiCompatPlugin, register_catalog};
+pub use response_limit::DEFAULT_MAX_RESPONSE_BYTES;
 pub use retry_policy::{MAX_TIMER_DELAY_MS, resolve_retry_policy};
 pub use serialize::{DeepSeekEffort, Thinking};
 

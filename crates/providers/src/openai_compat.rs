@@ -165,6 +165,13 @@ impl OpenAiCompatAdapter {
             protocol: crate::transport::Protocol::ChatCompletions(
                 ReasoningField::ReasoningContentOrReasoning,
             ),
+            limit: crate::response_limit::ResponseLimit {
+                bytes: profile.max_response_bytes,
+                setting: format!(
+                    "of provider \"{}\" in the {OPENAI_COMPAT_PLUGIN} settings",
+                    options.config.provider
+                ),
+            },
         })
     }
 }

@@ -5,6 +5,7 @@ use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::response_limit::resolve_max_response_bytes;
 use crate::retry_policy::{MAX_TIMER_DELAY_MS, resolve_retry_policy};
 
 /// The plugin (and settings-section) name.
@@ -58,6 +59,9 @@ pub struct OpenAiCompatProfile {
     /// Overall deadline of one attempt; default 900,000.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub request_timeout_ms: Option<u64>,
+    /// Most bytes one response may carry; default 128 MiB.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_response_bytes: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry_policy: Option<Value>,
 }
@@ -137,6 +141,7 @@ pub struct ResolvedProfile {
     pub profile: OpenAiCompatProfile,
     pub stream_idle_timeout_ms: u64,
     pub request_timeout_ms: u64,
+    pub max_response_bytes: u64,
     pub retry_policy: RetryPolicy,
 }
 
@@ -267,10 +272,13 @@ fn resolve_profile(route: &str, profile: &OpenAiCompatProfile) -> Result<Resolve
             "{at} requestTimeoutMs must be between 1 and {MAX_TIMER_DELAY_MS} milliseconds"
         ));
     }
+    let max_response_bytes =
+        resolve_max_response_bytes(profile.max_response_bytes, &format!("{at}:"))?;
     Ok(ResolvedProfile {
         profile: profile.clone(),
         stream_idle_timeout_ms,
         request_timeout_ms,
+        max_response_bytes,
         retry_policy: resolve_retry_policy(
             profile.retry_policy.as_ref(),
             &format!("{at} retryPolicy"),

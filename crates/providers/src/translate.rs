@@ -20,6 +20,10 @@ struct WireChunk {
     choices: Option<Vec<WireChoice>>,
     #[serde(default)]
     usage: Option<WireUsage>,
+    /// An error the endpoint reports inside the stream (after a 200), OpenAI-style
+    /// `{"error": {"message", "type", "code"}}` (or a bare string).
+    #[serde(default)]
+    error: Option<Value>,
 }
 
 #[derive(Deserialize)]
@@ -172,18 +176,16 @@ struct OpenBlock {
 }
 
 impl OpenBlock {
-    fn close(&self) -> ContentBlock {
+    /// The finished block; the text moves into it (the stream is over).
+    fn close(&mut self) -> ContentBlock {
+        let text = std::mem::take(&mut self.text);
         match self.kind {
-            BlockKind::Text => ContentBlock::Text {
-                text: self.text.clone(),
-            },
-            BlockKind::Reasoning => ContentBlock::Reasoning {
-                text: self.text.clone(),
-            },
+            BlockKind::Text => ContentBlock::Text { text },
+            BlockKind::Reasoning => ContentBlock::Reasoning { text },
             BlockKind::ToolCall => ContentBlock::ToolCall {
                 id: self.call_id.clone().unwrap_or_default(),
                 name: self.name.clone().unwrap_or_default(),
-                arguments: self.text.clone(),
+                arguments: text,
             },
         }
     }
@@ -246,6 +248,9 @@ impl Translator {
     /// `MALFORMED_RESPONSE` (`malformed SSE payload: <first 120 chars>`).
     pub(crate) fn payload(&mut self, data: &str) -> Result<Vec<StreamChunk>, LlmError> {
         let chunk: WireChunk = serde_json::from_str(data).map_err(|_| malformed(data))?;
+        if let Some(error) = chunk.error.as_ref().filter(|e| !e.is_null()) {
+            return Err(stream_error(error));
+        }
         let mut out = Vec::new();
         for choice in chunk.choices.unwrap_or_default() {
             if let Some(delta) = choice.delta {
@@ -350,7 +355,7 @@ impl Translator {
     pub(crate) fn done(&mut self) -> Vec<StreamChunk> {
         let mut out: Vec<StreamChunk> = self
             .blocks
-            .iter()
+            .iter_mut()
             .map(|b| StreamChunk::BlockEnd {
                 index: b.index,
                 block: b.close(),
@@ -369,6 +374,45 @@ impl Translator {
         out.push(StreamChunk::finish(reason));
         out
     }
+}
+
+/// The failure of an error the endpoint sent inside a stream: the provider's own text,
+/// classified by its wording (quota, context overflow, rate limit, invalid request,
+/// authentication; anything else is a server failure, as an error after a 200 usually is).
+pub(crate) fn stream_error(error: &Value) -> LlmError {
+    let field = |name: &str| {
+        error
+            .get(name)
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+    };
+    let message = match error {
+        Value::String(text) if !text.is_empty() => text.clone(),
+        _ => match field("message") {
+            Some(text) => text.to_string(),
+            None => format!("the provider reported an error mid-stream: {error}"),
+        },
+    };
+    let detail = [field("code"), field("type"), Some(message.as_str())]
+        .into_iter()
+        .flatten()
+        .collect::<Vec<_>>()
+        .join(" ");
+    let lower = detail.to_ascii_lowercase();
+    let code = if crate::http_error::is_quota_exceeded(&detail) {
+        codes::QUOTA
+    } else if dsh_llm::is_context_window_exceeded(&detail) {
+        codes::CONTEXT_WINDOW_EXCEEDED
+    } else if lower.contains("rate_limit") || lower.contains("rate limit") {
+        codes::RATE_LIMIT
+    } else if lower.contains("authentication") || lower.contains("permission") {
+        codes::AUTH
+    } else if lower.contains("invalid_request") {
+        codes::INVALID_REQUEST
+    } else {
+        codes::SERVER
+    };
+    LlmError::new(code, message)
 }
 
 fn malformed(data: &str) -> LlmError {

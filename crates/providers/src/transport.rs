@@ -9,8 +9,9 @@
 //!   provider that keeps a stream open with comments alone cannot hold a turn forever.
 //!
 //! Bodies are bounded too: an error body is read up to [`MAX_ERROR_BODY_BYTES`], SSE lines
-//! and events up to the decoder's limits. Nothing is spawned: dropping the stream drops the
-//! response, which closes the connection.
+//! and events up to the decoder's limits, and a whole response up to the route's
+//! `maxResponseBytes` (see `response_limit`). Nothing is spawned: dropping the stream drops
+//! the response, which closes the connection.
 
 use std::collections::VecDeque;
 use std::future::Future;
@@ -23,6 +24,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::anthropic::translate::MessagesTranslator;
 use crate::http_error::{HttpFailure, classify};
+use crate::response_limit::ResponseLimit;
 use crate::responses::translate::ResponsesTranslator;
 use crate::sse::{DONE, SseDecoder};
 use crate::translate::{ReasoningField, Translator};
@@ -60,6 +62,8 @@ pub(crate) struct HttpCall {
     /// The product name in messages (`DeepSeek` → `DeepSeek stream idle timeout after …`).
     pub vendor: String,
     pub protocol: Protocol,
+    /// The most body bytes one response may carry.
+    pub limit: ResponseLimit,
 }
 
 enum Phase {
@@ -85,6 +89,8 @@ struct Attempt {
     started: Instant,
     /// Waiting time since bytes last arrived (or since the start).
     idle_spent: Duration,
+    /// Body bytes received so far.
+    received: u64,
 }
 
 enum Waited<T> {
@@ -102,6 +108,7 @@ pub(crate) fn stream_call(call: HttpCall) -> AdapterStream {
         queue: VecDeque::new(),
         started: Instant::now(),
         idle_spent: Duration::ZERO,
+        received: 0,
     };
     futures::stream::unfold(attempt, |mut attempt| async move {
         let item = attempt.next_item().await?;
@@ -357,6 +364,10 @@ impl Attempt {
             Waited::Ready(Ok(Some(bytes))) => bytes,
         };
         self.progressed();
+        self.received = self.received.saturating_add(bytes.len() as u64);
+        if self.received > self.call.limit.bytes {
+            return Err(self.call.limit.exceeded(&self.call.vendor));
+        }
         let payloads = decoder.feed(&bytes).map_err(|overflow| {
             LlmError::new(
                 codes::MALFORMED_RESPONSE,

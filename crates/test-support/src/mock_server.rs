@@ -32,7 +32,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
 pub use completion::{Completion, ToolCall, Usage, UsagePlacement};
-pub use reply::{Gate, Reply, Step, sse_event};
+pub use reply::{Gate, Reply, Step, sse_event, sse_head};
 
 /// One request as received.
 #[derive(Clone, Debug, PartialEq)]
@@ -85,6 +85,8 @@ struct State {
     finished: usize,
     /// Canned answer for requests without tools (auxiliary calls).
     aux_text: Option<String>,
+    /// Computed answer for requests without tools (wins over `aux_text`).
+    aux_responder: Option<Responder>,
     aux_requests: Vec<RecordedRequest>,
     /// Canned answer for compaction summary calls (`x-deepseek-harness-compact: 1`).
     compaction_text: Option<String>,
@@ -172,6 +174,18 @@ impl MockServer {
     pub fn answer_untooled(self, text: &str) -> Self {
         let text = text.to_string();
         self.shared.update(move |s| s.aux_text = Some(text));
+        self
+    }
+
+    /// [`MockServer::answer_untooled`] with a reply computed from the request: for routes
+    /// whose protocol is not chat completions (Anthropic Messages, OpenAI Responses), whose
+    /// auxiliary calls need an answer in their own framing.
+    pub fn answer_untooled_with(
+        self,
+        f: impl Fn(&RecordedRequest) -> Reply + Send + Sync + 'static,
+    ) -> Self {
+        let f: Responder = Arc::new(f);
+        self.shared.update(move |s| s.aux_responder = Some(f));
         self
     }
 
@@ -356,6 +370,14 @@ async fn serve(mut stream: TcpStream, shared: Arc<Shared>) {
         }
         if is_chat
             && untooled
+            && let Some(f) = &s.aux_responder
+        {
+            reply = Some(f(&request));
+            s.aux_requests.push(request.clone());
+            return;
+        }
+        if is_chat
+            && untooled
             && let Some(text) = &s.aux_text
         {
             // Auxiliary calls (titles, summaries) are answered without consuming the script.
@@ -407,11 +429,17 @@ async fn play(stream: &mut TcpStream, steps: Vec<Step>) -> Outcome {
                 stream.write_all(head.as_bytes()).await
             }
             Step::Bytes(bytes) if bytes.is_empty() => Ok(()),
-            Step::Bytes(bytes) => {
-                let mut chunk = format!("{:x}\r\n", bytes.len()).into_bytes();
-                chunk.extend_from_slice(&bytes);
-                chunk.extend_from_slice(b"\r\n");
-                stream.write_all(&chunk).await
+            Step::Bytes(bytes) => write_chunk(stream, &bytes).await,
+            Step::Repeat { bytes, .. } if bytes.is_empty() => Ok(()),
+            Step::Repeat { bytes, times } => {
+                let mut written = Ok(());
+                for _ in 0..times {
+                    written = write_chunk(stream, &bytes).await;
+                    if written.is_err() {
+                        break;
+                    }
+                }
+                written
             }
             Step::Sleep(pause) => {
                 tokio::select! {
@@ -437,6 +465,14 @@ async fn play(stream: &mut TcpStream, steps: Vec<Step>) -> Outcome {
     }
     let _ = stream.shutdown().await;
     Outcome::Finished
+}
+
+/// Writes one HTTP chunk of a chunked body.
+async fn write_chunk(stream: &mut TcpStream, bytes: &[u8]) -> std::io::Result<()> {
+    let mut chunk = format!("{:x}\r\n", bytes.len()).into_bytes();
+    chunk.extend_from_slice(bytes);
+    chunk.extend_from_slice(b"\r\n");
+    stream.write_all(&chunk).await
 }
 
 /// Resolves once the client closed its side (or the socket failed).

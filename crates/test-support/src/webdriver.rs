@@ -350,6 +350,17 @@ impl Browser {
         self.post("/url", json!({"url": url})).map(|_| ())
     }
 
+    /// Sets a cookie on the current page's origin (navigate there first), as a server's
+    /// `Set-Cookie` would: for signing a browser in with a cookie another client obtained.
+    pub fn add_cookie(&self, name: &str, value: &str) -> Result<(), String> {
+        self.post(
+            "/cookie",
+            json!({"cookie": {"name": name, "value": value, "path": "/", "httpOnly": true,
+                "sameSite": "Strict"}}),
+        )
+        .map(|_| ())
+    }
+
     pub fn refresh(&self) -> Result<(), String> {
         self.post("/refresh", json!({})).map(|_| ())
     }

@@ -2,11 +2,18 @@
 //! HttpOnly, SameSite=Strict cookie bound to the request authority (upstream 0.2's format,
 //! so a cookie minted by either implementation for the same `$DSH_HOME` verifies in both).
 //!
+//! The token signs in one browser, once: the first exchange spends it, so a copy of the URL
+//! that leaks later (shell history, a screenshot, a terminal log) signs nobody in. A browser
+//! that already holds a valid cookie is sent on without spending it; anyone else gets a page
+//! saying the link was used and how to get a new one (restart `dsh web`).
+//!
 //! Cookie: `dsh-auth-<b64url(SHA-256(authority))>` =
 //! `v1.<b64url(JSON {version, authority, issuedAt, expiresAt})>.<b64url(HMAC-SHA256(secret, body))>`.
 //! The signing secret lives in `.credentials.yaml` under
 //! `records.client-connection/browser-session`, so a cookie survives restarts on the same
 //! port. Tokens are compared in constant time.
+
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
@@ -69,6 +76,8 @@ pub struct Auth {
     /// Compares tokens without leaking timing: both sides are HMACed under this key.
     compare_key: hmac::Key,
     max_age_ms: u64,
+    /// Set by the first successful exchange.
+    spent: AtomicBool,
 }
 
 impl std::fmt::Debug for Auth {
@@ -80,8 +89,12 @@ impl std::fmt::Debug for Auth {
 /// What a `?token=` exchange yields.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Exchange {
-    /// The token matches: set this cookie (`Set-Cookie` value).
+    /// The token matches and was not used yet: set this cookie (`Set-Cookie` value).
     Grant(String),
+    /// [`Auth::peek`]: the token matches and is not spent (nothing was minted).
+    Unspent,
+    /// The token matches but already signed a browser in.
+    Spent,
     /// Wrong or repeated token.
     Refuse,
 }
@@ -96,6 +109,7 @@ impl Auth {
             key: hmac::Key::new(hmac::HMAC_SHA256, secret),
             compare_key: hmac::Key::new(hmac::HMAC_SHA256, &compare),
             max_age_ms: max_age_days.saturating_mul(86_400_000),
+            spent: AtomicBool::new(false),
         })
     }
 
@@ -115,10 +129,28 @@ impl Auth {
         format!("dsh-auth-{}", B64.encode(hash.as_ref()))
     }
 
-    /// Exchanges the query's `token` values for a cookie on `authority`.
+    /// Exchanges the query's `token` values for a cookie on `authority`; the first
+    /// successful exchange spends the token (of concurrent ones exactly one wins).
     pub fn exchange(&self, tokens: &[String], authority: &str, now_ms: u64) -> Exchange {
         match tokens {
-            [one] if self.token_matches(one) => Exchange::Grant(self.set_cookie(authority, now_ms)),
+            [one] if self.token_matches(one) => {
+                if self.spent.swap(true, Ordering::AcqRel) {
+                    Exchange::Spent
+                } else {
+                    Exchange::Grant(self.set_cookie(authority, now_ms))
+                }
+            }
+            _ => Exchange::Refuse,
+        }
+    }
+
+    /// What an exchange would answer, without spending the token (for `HEAD`).
+    pub fn peek(&self, tokens: &[String]) -> Exchange {
+        match tokens {
+            [one] if self.token_matches(one) => match self.spent.load(Ordering::Acquire) {
+                true => Exchange::Spent,
+                false => Exchange::Unspent,
+            },
             _ => Exchange::Refuse,
         }
     }
@@ -254,9 +286,18 @@ mod tests {
             Exchange::Refuse
         );
         assert_eq!(a.exchange(&[], "h:1", 0), Exchange::Refuse);
+        assert_eq!(a.peek(&["tok".into()]), Exchange::Unspent);
         let Exchange::Grant(cookie) = a.exchange(&["tok".into()], "h:1", 0) else {
             panic!("granted");
         };
+        assert_eq!(
+            a.exchange(&["tok".into()], "h:1", 0),
+            Exchange::Spent,
+            "the token works once"
+        );
+        assert_eq!(a.exchange(&["tok".into()], "h:2", 9), Exchange::Spent);
+        assert_eq!(a.peek(&["tok".into()]), Exchange::Spent);
+        assert_eq!(a.exchange(&["nope".into()], "h:1", 0), Exchange::Refuse);
         assert!(cookie.starts_with(&format!("{}=v1.", Auth::cookie_name("h:1"))));
         assert!(cookie.ends_with(
             "; Max-Age=2592000; Path=/; Expires=Sat, 31 Jan 1970 00:00:00 GMT; HttpOnly; SameSite=Strict"

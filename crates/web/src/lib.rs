@@ -44,7 +44,7 @@ pub use assets::{ASSETS, first_page_bytes};
 pub use auth::{Auth, SECRET_RECORD};
 pub use open_browser::{is_local_launch, open as open_browser};
 pub use plugins::{ConnectionConfig, StorageRoot, WebAppConfig, WebServerConfig, register_catalog};
-pub use routes::AUTH_REQUIRED;
+pub use routes::{AUTH_REQUIRED, TOKEN_SPENT};
 pub use stream::elide_committed_chunks;
 
 /// Why the web app could not start.

@@ -22,6 +22,12 @@ use crate::state::WebState;
 pub const AUTH_REQUIRED: &str =
     "dsh web authentication required; reopen the URL printed by dsh web.";
 
+/// The page for a sign-in link that was already used.
+pub const TOKEN_SPENT: &str = "This dsh web sign-in link has already been used. Each link \
+signs in one browser, once, and the browser that opened it first is signed in. To sign in \
+here, stop dsh web and start it again: it prints a new link. Browsers already signed in \
+stay signed in.";
+
 /// Largest request body.
 pub const MAX_BODY_BYTES: usize = 8 << 20;
 
@@ -73,18 +79,34 @@ async fn route(state: Arc<WebState>, req: Request<Incoming>) -> Resp {
     let is_read = method == Method::GET || method == Method::HEAD;
     let tokens = query_values(req.uri().query(), "token");
     if path == "/" && is_read && !tokens.is_empty() {
-        let resp = match state.auth.exchange(&tokens, &authority(&req), now_ms()) {
-            Exchange::Grant(cookie) => {
+        // A signed-in browser reopening the link is sent on without spending the token; a
+        // HEAD (link previews, prefetchers) never spends it either.
+        let exchange = if authenticated(&state, &req) {
+            match state.auth.peek(&tokens) {
+                Exchange::Refuse => Exchange::Refuse,
+                Exchange::Grant(_) | Exchange::Unspent | Exchange::Spent => Exchange::Unspent,
+            }
+        } else if method == Method::HEAD {
+            state.auth.peek(&tokens)
+        } else {
+            state.auth.exchange(&tokens, &authority(&req), now_ms())
+        };
+        let resp = match exchange {
+            Exchange::Grant(_) | Exchange::Unspent => {
                 let mut r = empty(StatusCode::SEE_OTHER);
                 let h = r.headers_mut();
                 h.insert(header::LOCATION, HeaderValue::from_static("./"));
-                if !authenticated(&state, &req)
-                    && let Ok(v) = HeaderValue::from_str(&cookie)
+                if let Exchange::Grant(cookie) = &exchange
+                    && let Ok(v) = HeaderValue::from_str(cookie)
                 {
                     h.insert(header::SET_COOKIE, v);
                 }
                 no_store(&mut r);
                 r
+            }
+            Exchange::Spent => {
+                tracing::warn!("web: refused a second use of the launch token");
+                text(StatusCode::UNAUTHORIZED, TOKEN_SPENT)
             }
             Exchange::Refuse => text(StatusCode::UNAUTHORIZED, AUTH_REQUIRED),
         };

@@ -37,13 +37,35 @@ pub struct LoopConfig {
     pub max_parallel_tool_calls: usize,
     /// Run the "model-visible means logged" check before every request.
     pub check_invariants: bool,
+    /// `maxStepsPerTurn`: a turn that would start one more step ends with `STEP_LIMIT`.
+    pub max_steps_per_turn: u64,
+    /// `maxToolCallsPerResponse`: a response asking for more calls ends the turn with
+    /// `TOO_MANY_TOOL_CALLS` (none of them runs).
+    pub max_tool_calls_per_response: usize,
+    /// `maxIdenticalFailingCalls`: this many failures in a row of one call (same tool, same
+    /// arguments) end the turn with `REPEATED_FAILING_CALL`.
+    pub max_identical_failing_calls: usize,
 }
+
+/// Default `maxStepsPerTurn`: far above what a real task needs in one turn (long agentic
+/// turns run tens to a few hundred steps), low enough that a provider stuck in a loop
+/// stops in bounded time and cost.
+pub const DEFAULT_MAX_STEPS_PER_TURN: u64 = 1000;
+/// Default `maxToolCallsPerResponse`: models ask for a handful of parallel calls, rarely a
+/// few dozen.
+pub const DEFAULT_MAX_TOOL_CALLS_PER_RESPONSE: usize = 256;
+/// Default `maxIdenticalFailingCalls`: a model retrying the very call that just failed,
+/// unchanged, five times is not going to succeed the sixth.
+pub const DEFAULT_MAX_IDENTICAL_FAILING_CALLS: usize = 5;
 
 impl Default for LoopConfig {
     fn default() -> Self {
         Self {
             max_parallel_tool_calls: 10,
             check_invariants: cfg!(debug_assertions),
+            max_steps_per_turn: DEFAULT_MAX_STEPS_PER_TURN,
+            max_tool_calls_per_response: DEFAULT_MAX_TOOL_CALLS_PER_RESPONSE,
+            max_identical_failing_calls: DEFAULT_MAX_IDENTICAL_FAILING_CALLS,
         }
     }
 }
@@ -64,6 +86,8 @@ pub(crate) struct Run {
     pub turn: u64,
     pub step: u64,
     pub wake_requested: bool,
+    /// Consecutive failures of one identical call in this turn.
+    pub failing: FailingStreak,
 }
 
 impl Run {
@@ -74,7 +98,37 @@ impl Run {
             turn,
             step: 0,
             wake_requested: false,
+            failing: FailingStreak::default(),
         }
+    }
+}
+
+/// The run of identical failing calls at the end of the turn so far: the call (tool name
+/// and raw arguments), how many times in a row it failed, and its last error text.
+#[derive(Debug, Default)]
+pub(crate) struct FailingStreak {
+    pub call: Option<(String, String)>,
+    pub count: usize,
+    pub last_error: String,
+}
+
+impl FailingStreak {
+    /// Counts one committed result, in model order.
+    pub fn record(&mut self, name: &str, arguments: &str, failed: Option<String>) {
+        let Some(error) = failed else {
+            *self = FailingStreak::default();
+            return;
+        };
+        let same = self
+            .call
+            .as_ref()
+            .is_some_and(|(n, a)| n == name && a == arguments);
+        if !same {
+            self.call = Some((name.to_string(), arguments.to_string()));
+            self.count = 0;
+        }
+        self.count += 1;
+        self.last_error = error;
     }
 }
 
@@ -649,5 +703,48 @@ impl AgentFactory for LoopFactory {
             source: start,
         });
         Ok(agent_ref)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::FailingStreak;
+    use pretty_assertions::assert_eq;
+
+    fn run(outcomes: &[(&str, &str, bool)]) -> usize {
+        let mut streak = FailingStreak::default();
+        for (name, args, failed) in outcomes {
+            streak.record(name, args, failed.then(|| "boom".to_string()));
+        }
+        streak.count
+    }
+
+    #[test]
+    fn only_the_same_call_failing_in_a_row_counts() {
+        assert_eq!(run(&[("bash", "{x", true); 3]), 3);
+        assert_eq!(
+            run(&[
+                ("bash", "{x", true),
+                ("bash", "{x", false),
+                ("bash", "{x", true)
+            ]),
+            1,
+            "a success restarts the count"
+        );
+        assert_eq!(
+            run(&[
+                ("bash", "{x", true),
+                ("bash", "{y", true),
+                ("bash", "{y", true)
+            ]),
+            2,
+            "other arguments start a new run"
+        );
+        assert_eq!(
+            run(&[("bash", "{x", true), ("read", "{x", true)]),
+            1,
+            "another tool starts a new run"
+        );
+        assert_eq!(run(&[]), 0);
     }
 }

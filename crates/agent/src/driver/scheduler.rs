@@ -84,6 +84,24 @@ impl LoopAgent {
             .map_err(|e| Fail::Error(Box::new(e)))
     }
 
+    /// Feeds the identical-failing-calls streak with a committed result.
+    fn record_outcome(&self, call: &Call, result: &ToolResult) {
+        let failed = result.is_error.then(|| {
+            result
+                .content
+                .iter()
+                .filter_map(|b| match b {
+                    dsh_llm::ContentBlock::Text { text } => Some(text.as_str()),
+                    _ => None,
+                })
+                .collect::<Vec<_>>()
+                .join(" ")
+        });
+        if let super::Phase::Running(run) = &mut self.state().phase {
+            run.failing.record(&call.1, &call.2, failed);
+        }
+    }
+
     /// A call that never started because the turn was cancelled: a synthetic pair that
     /// bypasses the pipeline.
     fn append_skipped(&self, turn: u64, step: u64, call: &Call) -> Result<(), Fail> {
@@ -157,6 +175,7 @@ impl LoopAgent {
                 &result,
                 call_seqs[*committed],
             )?;
+            self.record_outcome(&group[*committed], &result);
             for context in &result.additional_contexts {
                 self.mutate_inbox(
                     InboxTarget::NextStep,

@@ -23,6 +23,9 @@ use crate::events::{
 };
 use crate::handle::Agent;
 
+/// The plugin whose settings hold the loop bounds (named in their errors).
+const LOOP_PLUGIN: &str = "@deepseek-ai/dsh-agent-loop";
+
 /// Why a turn stopped early.
 pub(crate) enum Fail {
     /// The turn's signal was cancelled.
@@ -88,6 +91,7 @@ impl LoopAgent {
         if let Phase::Running(run) = &mut self.state().phase {
             run.turn = turn;
             run.step = 0;
+            run.failing = super::FailingStreak::default();
         }
         let claimed = match self.claim(InboxTarget::NextTurn, turn) {
             Ok(c) => c,
@@ -108,6 +112,40 @@ impl LoopAgent {
             token,
             claimed,
         })
+    }
+
+    /// The failure of a loop bound: the turn ends `error` with `code` and `message`.
+    fn bound_hit(&self, code: &str, message: String) -> Fail {
+        tracing::warn!(agent = %self.id(), code, "{message}");
+        Fail::Error(Box::new(LlmError::new(code, message)))
+    }
+
+    /// Ends the turn when the same call failed `maxIdenticalFailingCalls` times in a row.
+    fn check_failing_streak(&self) -> Result<(), Fail> {
+        let limit = self.config.max_identical_failing_calls;
+        let hit = match &self.state().phase {
+            Phase::Running(run) if run.failing.count >= limit => run
+                .failing
+                .call
+                .as_ref()
+                .map(|(name, _)| (name.clone(), run.failing.last_error.clone())),
+            Phase::Running(_) | Phase::Idle => None,
+        };
+        let Some((name, last_error)) = hit else {
+            return Ok(());
+        };
+        let mut last_error: String = last_error.split_whitespace().collect::<Vec<_>>().join(" ");
+        if last_error.chars().count() > 300 {
+            last_error = last_error.chars().take(299).collect::<String>() + "…";
+        }
+        Err(self.bound_hit(
+            codes::REPEATED_FAILING_CALL,
+            format!(
+                "the model called {name} with the same arguments {limit} times in a row and every \
+                 call failed, so the turn was stopped instead of repeating it again (last error: \
+                 {last_error}); the limit is maxIdenticalFailingCalls of {LOOP_PLUGIN}"
+            ),
+        ))
     }
 
     fn report_error(&self, turn: u64, step: u64, message: &str) {
@@ -202,6 +240,19 @@ impl LoopAgent {
         loop {
             check(token)?;
             let step = self.current_step() + 1;
+            // Checked before anything is claimed: input waiting for the next step stays in
+            // the inbox for the next turn.
+            if step > self.config.max_steps_per_turn {
+                return Err(self.bound_hit(
+                    codes::STEP_LIMIT,
+                    format!(
+                        "the turn was stopped after {} steps without the model finishing; the limit \
+                         is maxStepsPerTurn of {LOOP_PLUGIN}. Send a message to continue, or raise \
+                         the limit if turns this long are expected",
+                        self.config.max_steps_per_turn
+                    ),
+                ));
+            }
             let claimed = match first.take() {
                 Some(c) => c,
                 None => self
@@ -372,8 +423,22 @@ impl LoopAgent {
                     let data = json!({"turn": turn, "step": step, "chunk": serde_json::to_value(&chunk).map_err(|e| Fail::Error(Box::new(e)))?});
                     let event = self.session().append(types::ASSISTANT_CHUNK, data, None).map_err(|e| self.fail_append(e))?;
                     chunk_seqs.push(event.seq);
-                    asm.push(&chunk);
-                    if matches!(chunk, StreamChunk::Finish { .. }) {
+                    let finished = matches!(chunk, StreamChunk::Finish { .. });
+                    asm.push_owned(chunk);
+                    // Stopped while streaming: the calls past the bound are never assembled.
+                    let limit = self.config.max_tool_calls_per_response;
+                    if asm.tool_call_count() > limit {
+                        return Err(self.bound_hit(
+                            codes::TOO_MANY_TOOL_CALLS,
+                            format!(
+                                "the model asked for more than {limit} tool calls in one response, so \
+                                 none of them ran and the turn was stopped; the limit is \
+                                 maxToolCallsPerResponse of {LOOP_PLUGIN}: raise it if responses \
+                                 this wide are expected"
+                            ),
+                        ));
+                    }
+                    if finished {
                         break;
                     }
                 }
@@ -433,25 +498,13 @@ impl LoopAgent {
                 }
                 continue;
             }
-            let blocks = asm.blocks().map_err(|e| Fail::Error(Box::new(e)))?;
-            let message = Message::assistant(blocks, &provider, &model, asm.replay_state());
-            let data = AssistantMessageData {
-                turn,
-                step,
-                message: &message,
-                usage: asm.usage(),
-                interrupted: None,
-            };
-            self.session()
-                .append(
-                    types::ASSISTANT_MESSAGE,
-                    dsh_session::to_data(&data),
-                    Some(SurfaceIntent::append_citing(chunk_seqs)),
-                )
-                .map_err(|e| self.fail_append(e))?;
-            if matches!(finish, FinishReason::MaxTokens) {
-                return Ok(Some(StepEnd::MaxTokens));
-            }
+            // The assembler's text moves into the message and the message is dropped once
+            // its logged form exists: a long answer is not held three times over.
+            let replay_state = asm.replay_state();
+            let usage = asm.usage().cloned();
+            let blocks = asm.take_blocks().map_err(|e| Fail::Error(Box::new(e)))?;
+            drop(asm);
+            let message = Message::assistant(blocks, &provider, &model, replay_state);
             let calls: Vec<(String, String, String)> = message
                 .content
                 .iter()
@@ -464,10 +517,35 @@ impl LoopAgent {
                     _ => None,
                 })
                 .collect();
+            let data = dsh_session::to_data(&AssistantMessageData {
+                turn,
+                step,
+                message: &message,
+                usage: usage.as_ref(),
+                interrupted: None,
+            });
+            drop(message);
+            self.session()
+                .append(
+                    types::ASSISTANT_MESSAGE,
+                    data,
+                    Some(SurfaceIntent::append_citing(chunk_seqs)),
+                )
+                .map_err(|e| self.fail_append(e))?;
+            if matches!(finish, FinishReason::MaxTokens) {
+                tracing::warn!(
+                    agent = %self.id(),
+                    turn,
+                    step,
+                    "the model stopped at its output limit (max tokens); the answer is cut short"
+                );
+                return Ok(Some(StepEnd::MaxTokens));
+            }
             if calls.is_empty() {
                 return Ok(Some(StepEnd::Completed));
             }
             let concluded = self.execute_tool_calls(turn, step, calls, token).await?;
+            self.check_failing_streak()?;
             return Ok(if concluded {
                 Some(StepEnd::Completed)
             } else {

@@ -6,7 +6,8 @@
 //! `apiKeyEnv`, `baseURL`, `models` (`id`, `name`, `contextWindow`, `maxTokens`,
 //! `reasoningEfforts`, `input`), `defaultContextWindow`, `defaultMaxTokens`, `defaultInput`,
 //! `headers`, `reasoning`, `thinkingBudgets`, `cacheRetention`, `compat`
-//! (`supportsTemperature`), `streamIdleTimeoutMs`, `requestTimeoutMs` and `retryPolicy`.
+//! (`supportsTemperature`), `streamIdleTimeoutMs`, `requestTimeoutMs`, `maxResponseBytes`
+//! (this build's bound on one response) and `retryPolicy`.
 //! Other protocols are refused with a message naming the adapter that serves them.
 
 use dsh_llm::RetryPolicy;
@@ -14,6 +15,7 @@ use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::response_limit::resolve_max_response_bytes;
 use crate::retry_policy::{MAX_TIMER_DELAY_MS, resolve_retry_policy};
 
 /// The plugin (and settings-section) name.
@@ -96,6 +98,9 @@ pub struct AnthropicProfile {
     pub stream_idle_timeout_ms: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub request_timeout_ms: Option<u64>,
+    /// Most bytes one response may carry; default 128 MiB.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_response_bytes: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry_policy: Option<Value>,
 }
@@ -180,6 +185,7 @@ pub struct ResolvedAnthropicProfile {
     pub anthropic_version: String,
     pub stream_idle_timeout_ms: u64,
     pub request_timeout_ms: u64,
+    pub max_response_bytes: u64,
     pub retry_policy: RetryPolicy,
 }
 
@@ -387,6 +393,7 @@ fn resolve_profile(route: &str, p: &AnthropicProfile) -> Result<ResolvedAnthropi
             "{at} requestTimeoutMs must be between 1 and {MAX_TIMER_DELAY_MS} milliseconds"
         ));
     }
+    let max_response_bytes = resolve_max_response_bytes(p.max_response_bytes, &format!("{at}:"))?;
     Ok(ResolvedAnthropicProfile {
         route: route.to_string(),
         api,
@@ -410,6 +417,7 @@ fn resolve_profile(route: &str, p: &AnthropicProfile) -> Result<ResolvedAnthropi
             .unwrap_or_else(|| "2023-06-01".to_string()),
         stream_idle_timeout_ms,
         request_timeout_ms,
+        max_response_bytes,
         retry_policy: resolve_retry_policy(p.retry_policy.as_ref(), &format!("{at} retryPolicy"))?,
     })
 }

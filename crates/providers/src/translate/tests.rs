@@ -260,6 +260,61 @@ fn malformed_payloads_are_malformed_response_with_the_first_120_chars() {
 }
 
 #[test]
+fn an_error_inside_the_stream_carries_the_providers_text() {
+    let mut translator = Translator::new(ReasoningField::ReasoningContent);
+    translator
+        .payload(&delta(json!({"content": "partial"})).to_string())
+        .expect("a normal delta first");
+    let cases = [
+        (
+            json!({"error": {"message": "The server is overloaded, try later", "type": "server_error", "code": null}}),
+            ("SERVER", "The server is overloaded, try later"),
+        ),
+        (
+            json!({"error": {"message": "Rate limit reached for requests", "type": "rate_limit_error"}}),
+            ("RATE_LIMIT", "Rate limit reached for requests"),
+        ),
+        (
+            json!({"error": {"message": "Insufficient Balance", "type": "unknown_error"}}),
+            ("QUOTA", "Insufficient Balance"),
+        ),
+        (
+            json!({"error": {"message": "This model's maximum context length is 8192 tokens", "type": "invalid_request_error"}}),
+            (
+                "CONTEXT_WINDOW_EXCEEDED",
+                "This model's maximum context length is 8192 tokens",
+            ),
+        ),
+        (
+            json!({"error": "upstream gone"}),
+            ("SERVER", "upstream gone"),
+        ),
+        (
+            json!({"error": {"type": "server_error"}}),
+            (
+                "SERVER",
+                "the provider reported an error mid-stream: {\"type\":\"server_error\"}",
+            ),
+        ),
+    ];
+    for (payload, (code, message)) in cases {
+        let error = translator
+            .payload(&payload.to_string())
+            .expect_err("an error payload fails the attempt");
+        assert_eq!(
+            (error.code(), error.failure.message.as_str()),
+            (code, message),
+            "{payload}"
+        );
+    }
+    // `error: null` next to ordinary fields is no error.
+    let chunks = translator
+        .payload(r#"{"error": null, "choices": [{"delta": {"content": "!"}}]}"#)
+        .expect("no error");
+    assert_eq!(chunks.len(), 1);
+}
+
+#[test]
 fn the_reasoning_alias_is_read_only_for_generic_servers() {
     let payloads = [delta(json!({"reasoning": "r", "content": "t"}))];
     let generic = run(ReasoningField::ReasoningContentOrReasoning, &payloads);

@@ -20,6 +20,9 @@ pub enum Step {
     },
     /// Body bytes, written as one HTTP chunk (and so usually one client read).
     Bytes(Vec<u8>),
+    /// The same body bytes `times` times over, one HTTP chunk each, produced while they are
+    /// written: a response of any size without the server holding it.
+    Repeat { bytes: Vec<u8>, times: usize },
     /// Send nothing for a while (the client hanging up meanwhile ends the reply).
     Sleep(Duration),
     /// Send nothing until the gate opens (the client hanging up meanwhile ends the reply).
@@ -97,7 +100,8 @@ impl std::fmt::Debug for Reply {
     }
 }
 
-fn sse_head() -> Step {
+/// The head of a 200 `text/event-stream` response.
+pub fn sse_head() -> Step {
     Step::Head {
         status: 200,
         headers: vec![
@@ -135,6 +139,24 @@ impl Reply {
             steps.push(Step::Sleep(every));
             elapsed += every;
         }
+        Self::steps(steps)
+    }
+
+    /// A chat-completions text answer whose body is at least `bytes` long: the role chunk,
+    /// then the same 1 KiB text delta over and over, then a normal `stop` finish and
+    /// `[DONE]` — a provider that does not stop talking.
+    pub fn oversized_text(bytes: usize) -> Self {
+        let payloads = Completion::text("x".repeat(1000))
+            .delta_chars(1000)
+            .payloads();
+        let delta = format!("data: {}\n\n", payloads[1]).into_bytes();
+        let times = bytes.div_ceil(delta.len());
+        let mut steps = vec![sse_head(), sse_event(&payloads[0])];
+        steps.push(Step::Repeat {
+            bytes: delta,
+            times,
+        });
+        steps.extend(payloads[2..].iter().map(|p| sse_event(p)));
         Self::steps(steps)
     }
 

@@ -160,6 +160,7 @@ fn inserted_pauses_land_after_the_given_event() {
         .map(|s| match s {
             Step::Head { headers, .. } => format!("head {}", headers.len()),
             Step::Bytes(b) => String::from_utf8_lossy(b).trim().to_string(),
+            Step::Repeat { times, .. } => format!("repeat {times}"),
             Step::Sleep(_) => "sleep".into(),
             Step::Wait(_) => "wait".into(),
             Step::End => "end".into(),
@@ -201,4 +202,35 @@ fn echo_reads_the_last_tool_message() {
         })
         .collect();
     assert_eq!(text, "TERMINAL_OK\n");
+}
+
+#[test]
+fn an_oversized_text_answer_is_generated_while_it_is_written() {
+    let server = MockServer::with_replies([Reply::oversized_text(200_000)]);
+    let response = exchange(&server, "POST", "/chat/completions", "{}");
+    let body = body(&response);
+    assert!(body.len() >= 200_000, "{}", body.len());
+    let events: Vec<Value> = body
+        .split("\n\n")
+        .filter(|e| !e.is_empty())
+        .map(|e| e.strip_prefix("data: ").expect("data line"))
+        .filter(|e| *e != "[DONE]")
+        .map(|e| serde_json::from_str(e).expect("json event"))
+        .collect();
+    let text: String = events
+        .iter()
+        .filter_map(|e| {
+            e.pointer("/choices/0/delta/content")
+                .and_then(Value::as_str)
+        })
+        .collect();
+    assert_eq!(text.len() % 1000, 0);
+    assert!(text.len() > 100_000, "{}", text.len());
+    assert_eq!(
+        events
+            .last()
+            .and_then(|e| e.pointer("/choices/0/finish_reason")),
+        Some(&json!("stop"))
+    );
+    assert!(body.ends_with("data: [DONE]\n\n"));
 }
