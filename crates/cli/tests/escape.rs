@@ -219,7 +219,8 @@ impl World {
             .path()
             .join(format!("runner-{}.yml", runner.name()));
         // The language server of the L probes: it runs the workspace's build script when
-        // it starts, then serves (the fake server of the lsp crate's tests).
+        // it starts, then serves (the fake server of the lsp crate's tests). A race repeats
+        // one call whose failures are expected: the repeated-failure guard stays out of it.
         let fake_server = Path::new(env!("CARGO_MANIFEST_DIR")).join("../lsp/tests/fake_server.py");
         let server = json!({"command": "sh",
             "args": ["-c", format!("sh ./build-probe.sh >/dev/null 2>&1; exec python3 {} normal", fake_server.display())],
@@ -227,7 +228,7 @@ impl World {
         std::fs::write(
             &patch,
             format!(
-                "- id: sandbox\n  config:\n    runners: [{}]\n- id: sandbox-policy\n  config:\n    mode: !!js process.env.DSH_PERMISSION_MODE ?? 'workspace-write'\n    tempRoots: ['{}']\n- id: lsp-stdio\n  config: {}\n",
+                "- id: sandbox\n  config:\n    runners: [{}]\n- id: sandbox-policy\n  config:\n    mode: !!js process.env.DSH_PERMISSION_MODE ?? 'workspace-write'\n    tempRoots: ['{}']\n- id: lsp-stdio\n  config: {}\n- id: agent-loop\n  config:\n    agents: []\n    maxIdenticalFailingCalls: 1000\n",
                 runner.name(),
                 self.tmp.display(),
                 json!({"servers": {"probe": server}})
