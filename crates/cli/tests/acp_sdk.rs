@@ -22,9 +22,7 @@ fn sdk_ready() -> bool {
         .join("node_modules/@agentclientprotocol/sdk/package.json")
         .is_file();
     if !(node && sdk) {
-        eprintln!(
-            "skipping: the ACP SDK driver needs node and `npm ci` in crates/cli/tests/acp-client (.ci/run does it)"
-        );
+        dsh_test_support::prereq::skip("the ACP SDK driver needs node and `npm ci` in crates/cli/tests/acp-client (.ci/run does it)");
     }
     node && sdk
 }

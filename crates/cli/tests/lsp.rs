@@ -23,7 +23,7 @@ fn fake_server() -> Option<String> {
         .output()
         .is_ok_and(|o| o.status.success());
     if !ok {
-        eprintln!("skipping: python3 is needed for the fake language server");
+        dsh_test_support::prereq::skip("python3 is needed for the fake language server");
         return None;
     }
     Some(
@@ -210,9 +210,7 @@ fn the_default_tree_discovers_rust_analyzer() {
         .output()
         .is_ok_and(|o| o.status.success());
     if !works {
-        eprintln!(
-            "skipping: rust-analyzer does not run here (`rustup component add rust-analyzer`)"
-        );
+        dsh_test_support::prereq::skip("rust-analyzer does not run here (`rustup component add rust-analyzer`)");
         return;
     }
     let run = Run::new();

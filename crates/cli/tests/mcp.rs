@@ -31,7 +31,7 @@ fn stub_script() -> Option<String> {
         .output()
         .is_ok_and(|o| o.status.success());
     if !ok {
-        eprintln!("skipping: python3 is needed for the stub MCP server");
+        dsh_test_support::prereq::skip("python3 is needed for the stub MCP server");
         return None;
     }
     Some(mcp_dir().join("stub_server.py").display().to_string())
@@ -45,9 +45,7 @@ fn everything_script() -> Option<String> {
         .output()
         .is_ok_and(|o| o.status.success());
     if !node || !script.exists() {
-        eprintln!(
-            "skipping: server-everything needs node and `npm ci` in crates/mcp/tests/servers (.ci/run does it)"
-        );
+        dsh_test_support::prereq::skip("server-everything needs node and `npm ci` in crates/mcp/tests/servers (.ci/run does it)");
         return None;
     }
     Some(script.display().to_string())

@@ -23,7 +23,7 @@ fn guard_script() -> Option<String> {
         .output()
         .is_ok_and(|o| o.status.success());
     if !ok {
-        eprintln!("skipping: python3 is needed for examples/plugins/guard.py");
+        dsh_test_support::prereq::skip("python3 is needed for examples/plugins/guard.py");
         return None;
     }
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/plugins/guard.py");

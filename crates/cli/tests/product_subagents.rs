@@ -108,7 +108,7 @@ fn python() -> bool {
         .output()
         .is_ok_and(|o| o.status.success());
     if !ok {
-        eprintln!("skipping: the stand-in Codex needs python3");
+        dsh_test_support::prereq::skip("the stand-in Codex needs python3");
     }
     ok
 }
@@ -397,7 +397,7 @@ fn is_product_tool(name: &str) -> bool {
 fn product_tool_rows_match_the_pinned_conformance_schemas() {
     for scenario in ["product-subagent-both", "product-subagent-codex"] {
         let Some(pinned) = pinned_tools(scenario) else {
-            eprintln!("skipping {scenario}: ../shared/conformance is not available");
+            dsh_test_support::prereq::skip(&format!("{scenario}: ../shared/conformance is not available"));
             continue;
         };
         let patch = std::fs::read_to_string(

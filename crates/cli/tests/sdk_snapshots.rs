@@ -215,7 +215,7 @@ fn shared_dir() -> Option<PathBuf> {
     if dir.is_dir() {
         Some(dir)
     } else {
-        eprintln!("SKIP: ../shared/conformance/sdk is not available");
+        dsh_test_support::prereq::skip("../shared/conformance/sdk is not available");
         None
     }
 }

@@ -173,7 +173,7 @@ fn list_show_fork_and_export() {
 fn upstream_logs_open_by_path() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/conformance/acp");
     if !root.exists() {
-        eprintln!("skipping: ../shared is absent");
+        dsh_test_support::prereq::skip("../shared is absent");
         return;
     }
     let home = tempfile::tempdir().unwrap();

@@ -100,7 +100,7 @@ fn poll_until(ready: &'static str, polls: usize) -> Vec<Reply> {
 #[test]
 fn a_dev_server_started_by_the_model_is_polled_killed_and_leaves_no_process() {
     if !have("python3") {
-        eprintln!("SKIPPED: python3 is not on PATH");
+        dsh_test_support::prereq::skip("python3 is not on PATH");
         return;
     }
     let run = Run::new();

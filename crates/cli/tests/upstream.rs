@@ -28,13 +28,11 @@ fn upstream_bin() -> Option<PathBuf> {
 /// Both pieces, or a visible reason to skip.
 fn setup() -> Option<(PathBuf, PathBuf)> {
     let Some(bench) = shared_bench() else {
-        eprintln!("skipping: ../shared/bench/mockllm.py is not present");
+        dsh_test_support::prereq::skip("../shared/bench/mockllm.py is not present");
         return None;
     };
     let Some(bin) = upstream_bin() else {
-        eprintln!(
-            "skipping: upstream dsh 0.2.1 is not installed (set DSH2_BIN to the executable of PyPI deepseek-harness-runtime-bin; .ci/run does)"
-        );
+        dsh_test_support::prereq::skip("upstream dsh 0.2.1 is not installed (set DSH2_BIN to the executable of PyPI deepseek-harness-runtime-bin; .ci/run does)");
         return None;
     };
     Some((bench, bin))

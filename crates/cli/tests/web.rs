@@ -1370,7 +1370,7 @@ fn local_ip() -> Option<std::net::IpAddr> {
 #[tokio::test]
 async fn a_non_loopback_bind_warns_and_keeps_configuration_on_loopback() {
     let Some(ip) = local_ip() else {
-        eprintln!("SKIPPED: this machine has no non-loopback IPv4 address to bind");
+        dsh_test_support::prereq::skip("this machine has no non-loopback IPv4 address to bind");
         return;
     };
     let server = MockServer::start();

@@ -27,7 +27,7 @@ fn which(program: &str) -> Option<PathBuf> {
 fn python() -> Option<PathBuf> {
     let p = which("python3");
     if p.is_none() {
-        eprintln!("skipped: python3 is not on PATH");
+        dsh_test_support::prereq::skip("python3 is not on PATH");
     }
     p
 }
@@ -331,7 +331,7 @@ async fn a_server_that_never_answers_is_cancelled_then_killed() {
 #[tokio::test]
 async fn rust_analyzer_finds_a_definition() {
     let Some(ra) = which("rust-analyzer") else {
-        eprintln!("skipped: rust-analyzer is not on PATH");
+        dsh_test_support::prereq::skip("rust-analyzer is not on PATH");
         return;
     };
     let works = std::process::Command::new(&ra)
@@ -339,7 +339,7 @@ async fn rust_analyzer_finds_a_definition() {
         .output()
         .is_ok_and(|o| o.status.success());
     if !works {
-        eprintln!("skipped: rust-analyzer is on PATH but does not run (rustup component missing?)");
+        dsh_test_support::prereq::skip("rust-analyzer is on PATH but does not run (rustup component missing?)");
         return;
     }
     let dir = tempfile::tempdir().unwrap();

@@ -21,7 +21,7 @@ fn python() -> bool {
         .output()
         .is_ok_and(|o| o.status.success());
     if !ok {
-        eprintln!("skipping: python3 is needed for the test plugin");
+        dsh_test_support::prereq::skip("python3 is needed for the test plugin");
     }
     ok
 }

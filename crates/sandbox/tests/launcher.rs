@@ -17,7 +17,7 @@ fn launcher() -> Option<PathBuf> {
     match landlock::probe(&path, Duration::from_secs(10)) {
         Ok(_) => Some(path),
         Err(why) => {
-            eprintln!("skipping: Landlock is unusable here: {why}");
+            dsh_test_support::prereq::skip(&format!("Landlock is unusable here: {why}"));
             None
         }
     }

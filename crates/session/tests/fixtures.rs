@@ -29,7 +29,7 @@ fn fixture_logs() -> Option<Vec<PathBuf>> {
 #[test]
 fn upstream_logs_load_derive_and_roundtrip() {
     let Some(files) = fixture_logs() else {
-        eprintln!("skipping: ../shared/conformance/acp is not present");
+        dsh_test_support::prereq::skip("../shared/conformance/acp is not present");
         return;
     };
     assert!(

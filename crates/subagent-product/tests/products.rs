@@ -22,7 +22,7 @@ fn python() -> Option<&'static str> {
         .output()
         .is_ok_and(|o| o.status.success());
     if !ok {
-        eprintln!("skipping: the stand-in products need python3");
+        dsh_test_support::prereq::skip("the stand-in products need python3");
     }
     ok.then_some("python3")
 }

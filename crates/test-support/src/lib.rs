@@ -2,5 +2,6 @@
 
 pub mod json_schema;
 pub mod mock_server;
+pub mod prereq;
 pub mod sse;
 pub mod webdriver;

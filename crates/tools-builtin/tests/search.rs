@@ -48,7 +48,7 @@ fn search_error(code: &str, message: &str) -> (bool, String, Option<(String, Str
 #[tokio::test]
 async fn glob_reproduces_the_recorded_sampling_result() {
     let Some(dir) = fixture_dir("fs-glob-sampling") else {
-        eprintln!("shared fixtures absent; skipping");
+        dsh_test_support::prereq::skip("../shared/conformance fixtures are absent");
         return;
     };
     let log = std::fs::read_to_string(dir.join("session.jsonl")).unwrap();
