@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Runs upstream's recorded ACP scenarios (../shared/conformance) against our binary and fails
-# if any scenario listed in conformance/passing.txt no longer passes. A scenario counts as
-# passing only at both levels: its stdout, and its session log wherever the scenario has
-# one (stdout alone is mostly replayed model text). Skips cleanly without ../shared.
+# if any scenario listed in conformance/passing.txt no longer passes at every level it is
+# compared at. A scenario counts as passing at both levels only when both were compared: its
+# stdout, and its session logs (structure through the shared runner, policy records through
+# conformance/policy_check.py). Scenarios upstream records no log for (no model turn) are
+# listed as `<name> stdout-only` and counted apart. Skips cleanly without ../shared.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 shared="../shared/conformance"
@@ -11,39 +13,72 @@ if [ ! -f "$shared/run.py" ]; then
   exit 0
 fi
 cargo build --bin dsh
-bin="$PWD/target/debug/dsh"
+bin="${CARGO_TARGET_DIR:-$PWD/target}/debug/dsh"
 out=$(mktemp)
+trap 'rm -f "$out"' EXIT
 # Every scenario runs, so the figures below describe the whole suite, not just the ratchet.
-python3 "$shared/run.py" --agent "$bin acp" --scenarios "$shared/acp" -j 2 --json "$out" >/dev/null 2>&1 || true
-python3 - "$out" conformance/passing.txt <<'PY'
+python3 "$shared/run.py" --agent "$bin acp" --scenarios "$shared/acp" -j 2 --keep --json "$out" >/dev/null 2>&1 || true
+status=0
+python3 conformance/policy_check.py "$out" "$shared/acp" "$shared/run.py" || status=1
+python3 - "$out" conformance/passing.txt <<'PY' || status=1
 import json, sys
 results = {r["name"]: r for r in json.load(open(sys.argv[1]))["results"]}
-want = [l.strip() for l in open(sys.argv[2]) if l.strip() and not l.lstrip().startswith("#")]
+listed = {}
+for line in open(sys.argv[2]):
+    line = line.strip()
+    if not line or line.startswith("#"):
+        continue
+    name, _, level = line.partition(" ")
+    listed[name] = level.strip() or "both"
 
-def full_pass(r):
-    return r.get("stdout") == "PASS" and r.get("log") in ("PASS", "SKIP")
+NO_LOG = "scenario has no model turn"
 
-log_pass = sum(1 for r in results.values() if r.get("log") == "PASS")
-log_fail = sum(1 for r in results.values() if r.get("log") == "FAIL")
-full = sorted(n for n, r in results.items() if full_pass(r))
-stdout_only = sorted(n for n, r in results.items() if r.get("stdout") == "PASS" and r.get("log") == "FAIL")
-print(f"log level: {log_pass} passed, {log_fail} failed")
-print(f"both levels: {len(full)} of {len(results)} scenarios pass")
-print(f"stdout only (not counted as passing): {len(stdout_only)}")
+def verdict(r):
+    """both / stdout-only / failed / not-run"""
+    if r.get("stdout") == "SKIP":
+        return "not-run"
+    if r.get("stdout") != "PASS":
+        return "failed"
+    if r.get("log") == "PASS":
+        return "both"
+    if r.get("log") == "SKIP" and NO_LOG in (r.get("log_reason") or ""):
+        return "stdout-only"
+    return "failed"
+
+by = {}
+for name, r in results.items():
+    by.setdefault(verdict(r), []).append(name)
+print(f"both levels compared and passing: {len(by.get('both', []))} of {len(results)} scenarios")
+print(f"stdout only (upstream records no log for them): {len(by.get('stdout-only', []))}: " + ", ".join(sorted(by.get('stdout-only', []))))
+for name in sorted(by.get("failed", [])):
+    r = results[name]
+    print(f"failing: {name}: stdout {r.get('stdout')} ({r.get('stdout_reason') or r.get('error') or ''}), log {r.get('log')} ({r.get('log_reason') or ''})")
+for name in sorted(by.get("not-run", [])):
+    print(f"not run: {name}: {results[name].get('stdout_reason') or results[name].get('error') or 'skipped by the runner'}")
 bad = []
-for name in want:
+for name, level in listed.items():
     r = results.get(name)
     if r is None:
         bad.append(f"{name}: not run")
-    elif not full_pass(r):
-        bad.append(f"{name}: stdout {r.get('stdout')} ({r.get('stdout_reason') or r.get('error')}), log {r.get('log')} ({r.get('log_reason')})")
-new = [n for n in full if n not in want]
+        continue
+    got = verdict(r)
+    if got != level:
+        bad.append(f"{name}: listed as {level}, now {got}: stdout {r.get('stdout')} ({r.get('stdout_reason') or r.get('error') or ''}), log {r.get('log')} ({r.get('log_reason') or ''})")
+new = [n for n in by.get("both", []) + by.get("stdout-only", []) if n not in listed]
 if new:
-    print("passing now but not in conformance/passing.txt (add them): " + ", ".join(new))
+    print("passing now but not in conformance/passing.txt (add them): " + ", ".join(sorted(new)))
 if bad:
     print("conformance ratchet FAILED:")
     for b in bad:
         print("  " + b)
     sys.exit(1)
-print(f"conformance ratchet: all {len(want)} listed scenarios pass at both levels")
+print(f"conformance ratchet: all {len(listed)} listed scenarios pass at the levels listed")
 PY
+# The kept scenario folders (the policy check reads them) go now.
+python3 - "$out" <<'PY'
+import json, shutil, sys
+for r in json.load(open(sys.argv[1]))["results"]:
+    for d in (r.get("dirs") or {}).values():
+        shutil.rmtree(d, ignore_errors=True)
+PY
+exit $status
