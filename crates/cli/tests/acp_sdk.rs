@@ -22,7 +22,9 @@ fn sdk_ready() -> bool {
         .join("node_modules/@agentclientprotocol/sdk/package.json")
         .is_file();
     if !(node && sdk) {
-        dsh_test_support::prereq::skip("the ACP SDK driver needs node and `npm ci` in crates/cli/tests/acp-client (.ci/run does it)");
+        dsh_test_support::prereq::skip(
+            "the ACP SDK driver needs node and `npm ci` in crates/cli/tests/acp-client (.ci/run does it)",
+        );
     }
     node && sdk
 }

@@ -33,7 +33,9 @@ fn tools() -> Option<&'static (Tools, Mutex<Option<Driver>>)> {
 /// browser tools are not installed.
 fn browser(test: &str) -> Option<Browser> {
     let Some((tools, driver)) = tools() else {
-        dsh_test_support::prereq::skip(&format!("{test}: browser tests need chromium and chromedriver on PATH (apt-get install chromium chromium-driver)"));
+        dsh_test_support::prereq::skip(&format!(
+            "{test}: browser tests need chromium and chromedriver on PATH (apt-get install chromium chromium-driver)"
+        ));
         return None;
     };
     let mut guard = driver.lock().unwrap_or_else(|p| p.into_inner());

@@ -49,7 +49,9 @@ fn a_full_disk_ends_the_turn_with_an_error_and_keeps_what_the_model_saw() {
         .status()
         .is_ok_and(|s| s.success())
     {
-        dsh_test_support::prereq::skip("unprivileged user and mount namespaces are unavailable (unshare -rm)");
+        dsh_test_support::prereq::skip(
+            "unprivileged user and mount namespaces are unavailable (unshare -rm)",
+        );
         return;
     }
     let home = tempfile::tempdir().unwrap();

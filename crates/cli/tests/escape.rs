@@ -28,8 +28,10 @@ use std::time::{Duration, Instant};
 use dsh_test_support::mock_server::{MockServer, RecordedRequest, Reply};
 use serde_json::{Value, json};
 
-const API_KEY: &str = "sk-escape-suite-key-0123456789";
-const STORED_SECRET: &str = "sk-stored-credential-9876543210";
+mod common;
+
+use common::confined::{API_KEY, Confined, STORED_SECRET};
+
 const SECRETS: [&str; 4] = [
     API_KEY,
     STORED_SECRET,
@@ -104,12 +106,7 @@ impl Outcome<'_> {
 }
 
 struct World {
-    root: tempfile::TempDir,
-    home: PathBuf,
-    dsh_home: PathBuf,
-    work: PathBuf,
-    outside: PathBuf,
-    tmp: PathBuf,
+    base: Confined,
     tcp4: TcpListener,
     tcp6: Option<TcpListener>,
     mptcp4: TcpListener,
@@ -130,23 +127,8 @@ fn abstract_listener(name: &str) -> UnixListener {
 
 impl World {
     fn new(tag: &str) -> Self {
-        let root = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
-        let base = std::fs::canonicalize(root.path()).unwrap();
-        let home = base.join("home");
-        let dsh_home = home.join(".dsh");
-        let work = base.join("ws");
-        let outside = base.join("outside");
-        let tmp = base.join("tmp");
-        for d in [&dsh_home, &work, &outside, &tmp] {
-            std::fs::create_dir_all(d).unwrap();
-        }
-        let creds = dsh_home.join(".credentials.yaml");
-        std::fs::write(
-            &creds,
-            format!("version: 1\nrefs:\n  OTHER_SERVICE_TOKEN: {STORED_SECRET}\n"),
-        )
-        .unwrap();
-        std::fs::set_permissions(&creds, std::fs::Permissions::from_mode(0o600)).unwrap();
+        let base = Confined::new();
+        let (work, outside, creds) = (base.work.clone(), base.outside.clone(), base.creds());
         for n in 1..=8 {
             let victim = outside.join(format!("victim{n}.txt"));
             std::fs::write(&victim, "original\n").unwrap();
@@ -190,11 +172,7 @@ impl World {
         let abstract_stream = abstract_listener(&abstract_name);
         abstract_stream.set_nonblocking(true).unwrap();
         Self {
-            home,
-            dsh_home,
-            work,
-            outside,
-            tmp,
+            base,
             tcp4: nonblocking(TcpListener::bind("127.0.0.1:0").unwrap()),
             tcp6: TcpListener::bind("[::1]:0").ok().map(nonblocking),
             mptcp4: nonblocking(TcpListener::bind("127.0.0.1:0").unwrap()),
@@ -205,16 +183,12 @@ impl World {
             unix_dgram_pair_target,
             abstract_name,
             abstract_stream,
-            root,
         }
-    }
-
-    fn creds(&self) -> PathBuf {
-        self.dsh_home.join(".credentials.yaml")
     }
 
     fn patch(&self, runner: Runner) -> PathBuf {
         let patch = self
+            .base
             .root
             .path()
             .join(format!("runner-{}.yml", runner.name()));
@@ -228,14 +202,21 @@ impl World {
         std::fs::write(
             &patch,
             format!(
-                "- id: sandbox\n  config:\n    runners: [{}]\n- id: sandbox-policy\n  config:\n    mode: !!js process.env.DSH_PERMISSION_MODE ?? 'workspace-write'\n    tempRoots: ['{}']\n- id: lsp-stdio\n  config: {}\n- id: agent-loop\n  config:\n    agents: []\n    maxIdenticalFailingCalls: 1000\n",
+                "- id: sandbox\n  config:\n    runners: [{}]\n{}- id: lsp-stdio\n  config: {}\n- id: agent-loop\n  config:\n    agents: []\n    maxIdenticalFailingCalls: 1000\n",
                 runner.name(),
-                self.tmp.display(),
+                self.policy_row(),
                 json!({"servers": {"probe": server}})
             ),
         )
         .unwrap();
         patch
+    }
+}
+
+impl std::ops::Deref for World {
+    type Target = Confined;
+    fn deref(&self) -> &Confined {
+        &self.base
     }
 }
 

@@ -210,7 +210,9 @@ fn the_default_tree_discovers_rust_analyzer() {
         .output()
         .is_ok_and(|o| o.status.success());
     if !works {
-        dsh_test_support::prereq::skip("rust-analyzer does not run here (`rustup component add rust-analyzer`)");
+        dsh_test_support::prereq::skip(
+            "rust-analyzer does not run here (`rustup component add rust-analyzer`)",
+        );
         return;
     }
     let run = Run::new();

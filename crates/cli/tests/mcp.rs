@@ -45,7 +45,9 @@ fn everything_script() -> Option<String> {
         .output()
         .is_ok_and(|o| o.status.success());
     if !node || !script.exists() {
-        dsh_test_support::prereq::skip("server-everything needs node and `npm ci` in crates/mcp/tests/servers (.ci/run does it)");
+        dsh_test_support::prereq::skip(
+            "server-everything needs node and `npm ci` in crates/mcp/tests/servers (.ci/run does it)",
+        );
         return None;
     }
     Some(script.display().to_string())

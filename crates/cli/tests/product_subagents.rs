@@ -397,7 +397,9 @@ fn is_product_tool(name: &str) -> bool {
 fn product_tool_rows_match_the_pinned_conformance_schemas() {
     for scenario in ["product-subagent-both", "product-subagent-codex"] {
         let Some(pinned) = pinned_tools(scenario) else {
-            dsh_test_support::prereq::skip(&format!("{scenario}: ../shared/conformance is not available"));
+            dsh_test_support::prereq::skip(&format!(
+                "{scenario}: ../shared/conformance is not available"
+            ));
             continue;
         };
         let patch = std::fs::read_to_string(

@@ -6,64 +6,14 @@
 //! skipped with a visible message, except under `CI=true` where it fails.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
 
-use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use dsh_test_support::mock_server::{MockServer, Reply};
 use serde_json::json;
 
-const API_KEY: &str = "sk-escape-suite-key-0123456789";
-const STORED_SECRET: &str = "sk-stored-credential-9876543210";
+mod common;
 
-struct World {
-    _root: tempfile::TempDir,
-    home: PathBuf,
-    dsh_home: PathBuf,
-    work: PathBuf,
-    outside: PathBuf,
-    /// The only writable temp root (set explicitly, so the world may live under /tmp).
-    tmp: PathBuf,
-}
-
-impl World {
-    fn new() -> Self {
-        let root = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
-        let base = std::fs::canonicalize(root.path()).unwrap();
-        let home = base.join("home");
-        let dsh_home = home.join(".dsh");
-        let work = base.join("ws");
-        let outside = base.join("outside");
-        let tmp = base.join("tmp");
-        for d in [&dsh_home, &work, &outside, &tmp] {
-            std::fs::create_dir_all(d).unwrap();
-        }
-        let creds = dsh_home.join(".credentials.yaml");
-        std::fs::write(
-            &creds,
-            format!("version: 1\nrefs:\n  OTHER_SERVICE_TOKEN: {STORED_SECRET}\n"),
-        )
-        .unwrap();
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&creds, std::fs::Permissions::from_mode(0o600)).unwrap();
-        std::fs::create_dir_all(work.join(".git")).unwrap();
-        Self {
-            _root: root,
-            home,
-            dsh_home,
-            work,
-            outside,
-            tmp,
-        }
-    }
-
-    /// The sandbox-policy row with this world's temp root.
-    fn policy_row(&self) -> String {
-        format!(
-            "- id: sandbox-policy\n  config:\n    mode: !!js process.env.DSH_PERMISSION_MODE ?? 'workspace-write'\n    tempRoots: ['{}']\n",
-            self.tmp.display()
-        )
-    }
-}
+use common::confined::{API_KEY, Confined as World, STORED_SECRET};
 
 fn dsh(world: &World, server: &MockServer, mode: &str, runner: &str) -> std::process::Output {
     let patch = world.work.join(format!("runner-{runner}.yml"));

@@ -20,7 +20,9 @@ fn sdk_python() -> Option<PathBuf> {
             .is_ok_and(|s| s.success())
     });
     if !usable {
-        dsh_test_support::prereq::skip("set DSH_SDK_PYTHON to a Python with deepseek-harness-sdk installed (.ci/run does)");
+        dsh_test_support::prereq::skip(
+            "set DSH_SDK_PYTHON to a Python with deepseek-harness-sdk installed (.ci/run does)",
+        );
         return None;
     }
     python

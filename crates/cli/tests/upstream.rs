@@ -32,7 +32,9 @@ fn setup() -> Option<(PathBuf, PathBuf)> {
         return None;
     };
     let Some(bin) = upstream_bin() else {
-        dsh_test_support::prereq::skip("upstream dsh 0.2.1 is not installed (set DSH2_BIN to the executable of PyPI deepseek-harness-runtime-bin; .ci/run does)");
+        dsh_test_support::prereq::skip(
+            "upstream dsh 0.2.1 is not installed (set DSH2_BIN to the executable of PyPI deepseek-harness-runtime-bin; .ci/run does)",
+        );
         return None;
     };
     Some((bench, bin))

@@ -339,7 +339,9 @@ async fn rust_analyzer_finds_a_definition() {
         .output()
         .is_ok_and(|o| o.status.success());
     if !works {
-        dsh_test_support::prereq::skip("rust-analyzer is on PATH but does not run (rustup component missing?)");
+        dsh_test_support::prereq::skip(
+            "rust-analyzer is on PATH but does not run (rustup component missing?)",
+        );
         return;
     }
     let dir = tempfile::tempdir().unwrap();

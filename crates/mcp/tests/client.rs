@@ -475,7 +475,9 @@ fn everything() -> Option<PathBuf> {
         .output()
         .is_ok_and(|o| o.status.success());
     if !node || !script.exists() {
-        dsh_test_support::prereq::skip("server-everything needs node and `npm ci` in crates/mcp/tests/servers (.ci/run does it)");
+        dsh_test_support::prereq::skip(
+            "server-everything needs node and `npm ci` in crates/mcp/tests/servers (.ci/run does it)",
+        );
         return None;
     }
     Some(script)
@@ -580,7 +582,9 @@ async fn server_filesystem_reads_and_writes_inside_its_allowed_directory() {
     let script = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/servers/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js");
     if everything().is_none() || !script.exists() {
-        dsh_test_support::prereq::skip("server-filesystem needs node and `npm ci` in crates/mcp/tests/servers (.ci/run does it)");
+        dsh_test_support::prereq::skip(
+            "server-filesystem needs node and `npm ci` in crates/mcp/tests/servers (.ci/run does it)",
+        );
         return;
     }
     let dir = tempfile::tempdir().unwrap();

@@ -174,8 +174,14 @@ fn real_v4_logs_decode() {
         let (parsed, _) = parse_log_v4(&text).unwrap_or_else(|e| panic!("{name}: {e}"));
         assert_eq!(parsed.tail_issue, None, "{name}");
         let messages = derived(&parsed.header, &parsed.events);
-        assert!(!messages.is_empty(), "{name}: no model-visible message derived");
+        assert!(
+            !messages.is_empty(),
+            "{name}: no model-visible message derived"
+        );
         decoded += 1;
     }
-    assert!(decoded > 0, "DSH_V4_SAMPLES names a folder without any *.session.v4.jsonl");
+    assert!(
+        decoded > 0,
+        "DSH_V4_SAMPLES names a folder without any *.session.v4.jsonl"
+    );
 }

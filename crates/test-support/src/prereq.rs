@@ -46,7 +46,11 @@ pub fn require<T>(value: Option<T>, missing: &str) -> Option<T> {
 /// Whether `program --version` (or the given probe arguments) runs successfully.
 pub fn runs(program: &str, args: &[&str]) -> bool {
     std::process::Command::new(program)
-        .args(if args.is_empty() { &["--version"][..] } else { args })
+        .args(if args.is_empty() {
+            &["--version"][..]
+        } else {
+            args
+        })
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())

@@ -3,6 +3,8 @@
 //! complete log, no repair). Each test file adds its own shorthands in an `impl Run`.
 #![allow(dead_code)]
 
+pub mod confined;
+
 use std::path::PathBuf;
 use std::process::{Command, Output};
 use std::sync::Arc;
