@@ -791,7 +791,7 @@ fn probes(world: &World, tag: &str) -> Vec<Probe> {
         "ptrace-attach to dsh",
         Action::BashWithPid(Arc::new(|pid| {
             format!(
-                "python3 -c \"import ctypes; l=ctypes.CDLL(None); r=l.ptrace(16, {pid}, 0, 0); print('ATTACHED' if r == 0 else 'refused')\" 2>&1"
+                "python3 -c \"import ctypes; l=ctypes.CDLL(None); r=l.ptrace(0x4206, {pid}, 0, 0); print('ATTACHED' if r == 0 else 'refused')\" 2>&1"
             )
         })),
         shown_contains("ATTACHED"),
@@ -1369,7 +1369,7 @@ fn an_unconfined_command_cannot_read_dsh_memory() {
         Reply::dynamic(move |_: &RecordedRequest| {
             let pid = pid.load(Ordering::SeqCst);
             let command = format!(
-                "python3 -c \"import sys; f=open('/proc/{pid}/maps'); a=int(f.readline().split('-')[0],16); m=open('/proc/{pid}/mem','rb'); m.seek(a); print('MEMREAD', len(m.read(64)))\" 2>&1; python3 -c \"import ctypes; l=ctypes.CDLL(None); print('ATTACHED' if l.ptrace(16, {pid}, 0, 0) == 0 else 'refused')\""
+                "python3 -c \"import sys; f=open('/proc/{pid}/maps'); a=int(f.readline().split('-')[0],16); m=open('/proc/{pid}/mem','rb'); m.seek(a); print('MEMREAD', len(m.read(64)))\" 2>&1; python3 -c \"import ctypes; l=ctypes.CDLL(None); print('ATTACHED' if l.ptrace(0x4206, {pid}, 0, 0) == 0 else 'refused')\""
             );
             Reply::tool_call(
                 "m",
