@@ -12,12 +12,15 @@ if [ ! -f "$shared/run.py" ]; then
   echo "conformance: ../shared/conformance is absent; skipping the ratchet"
   exit 0
 fi
-cargo build --bin dsh
-bin="${CARGO_TARGET_DIR:-$PWD/target}/debug/dsh"
+# dsh-conformance is dsh plus the fixture plugins of upstream's snapshot suite (the
+# production dsh has none); it reads the scenario's composition (DSH_SNAPSHOT_CONFIG) from
+# conformance/compositions/.
+cargo build --bin dsh-conformance
+bin="${CARGO_TARGET_DIR:-$PWD/target}/debug/dsh-conformance"
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 # Every scenario runs, so the figures below describe the whole suite, not just the ratchet.
-python3 "$shared/run.py" --agent "$bin acp" --scenarios "$shared/acp" -j 2 --keep --json "$out" >/dev/null 2>&1 || true
+python3 "$shared/run.py" --agent "$bin acp --compositions $PWD/conformance/compositions" --scenarios "$shared/acp" -j 2 --keep --json "$out" >/dev/null 2>&1 || true
 status=0
 python3 conformance/policy_check.py "$out" "$shared/acp" "$shared/run.py" || status=1
 python3 - "$out" conformance/passing.txt <<'PY' || status=1

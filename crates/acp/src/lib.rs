@@ -15,6 +15,7 @@ mod images;
 mod project;
 mod rpc;
 
+use std::path::Path;
 use std::sync::Arc;
 
 use dsh_kernel::config::Layer;
@@ -27,184 +28,76 @@ pub use bridge::{AcpConfig, Bridge, Projection};
 pub use rpc::{Incoming, Peer, RpcError, classify};
 
 const ACP_COMPOSITION: &str = include_str!("../compositions/acp.cordis.yml");
-const RETRY_PATCH: &str = include_str!("../compositions/retry.patch.yml");
-const FS_SEARCH_COMPOSITION: &str = include_str!("../compositions/fs-search.cordis.yml");
-const INSTRUCTIONS_PATCH: &str = include_str!("../compositions/agent-instructions.patch.yml");
-const SANDBOX_ROOT_PATCH: &str = include_str!("../compositions/session-sandbox-root.patch.yml");
-const PARTIAL_LANDLOCK_PATCH: &str = include_str!("../compositions/partial-landlock.patch.yml");
-const SESSION_QUERY_PATCH: &str = include_str!("../compositions/session-query.patch.yml");
-const DEPTH_TWO_PATCH: &str = include_str!("../compositions/depth-two.patch.yml");
-const SUBAGENT_FAILURE_PATCH: &str =
-    include_str!("../compositions/subagent-durability-failure.patch.yml");
-const WEB_PATCH: &str = include_str!("../compositions/web.patch.yml");
-const IMAGE_PATCH: &str = include_str!("../compositions/image.patch.yml");
-const IMAGE_TEXT_ROUTE_PATCH: &str = include_str!("../compositions/image-text-route.patch.yml");
-const CONTINUABLE_INHERITANCE_PATCH: &str =
-    include_str!("../compositions/subagent-continuable-inheritance.patch.yml");
-const CHILD_QUESTION_PATCH: &str = include_str!("../compositions/child-question.patch.yml");
-const RESULT_DIAGNOSTIC_PATCH: &str =
-    include_str!("../compositions/subagent-result-diagnostic.patch.yml");
-const PTY_PATCH: &str = include_str!("../compositions/pty.patch.yml");
-const LSP_PATCH: &str = include_str!("../compositions/lsp.patch.yml");
-const CODE_MODE_PATCH: &str = include_str!("../compositions/code-mode.patch.yml");
-const BOTH_MODE_PATCH: &str = include_str!("../compositions/both-mode.patch.yml");
-const PRODUCT_BOTH_PATCH: &str = include_str!("../compositions/product-subagent-both.patch.yml");
-const PRODUCT_CODEX_PATCH: &str = include_str!("../compositions/product-subagent-codex.patch.yml");
-const ADVANCED_PATCH: &str = include_str!("../compositions/advanced.patch.yml");
 
-/// Upstream composition names (`DSH_SNAPSHOT_CONFIG`) this build has a composition for.
-pub const KNOWN_COMPOSITIONS: [&str; 25] = [
-    "code-mode.cordis.yml",
-    "code-mode-image.cordis.yml",
-    "code-mode-workspace-context.cordis.yml",
-    "both-mode.cordis.yml",
-    "cordis.yml",
-    "background-job-admission.cordis.yml",
-    "image.cordis.yml",
-    "image-text-route.cordis.yml",
-    "web.cordis.yml",
-    "pty.cordis.yml",
-    "tests/lsp.cordis.yml",
-    "tests/fs-search.cordis.yml",
-    "retry.cordis.yml",
-    "agent-instructions.cordis.yml",
-    "session-sandbox-root.cordis.yml",
-    "partial-landlock.cordis.yml",
-    "session-query.cordis.yml",
-    "depth-two.cordis.yml",
-    "subagent-durability-failure.cordis.yml",
-    "subagent-continuable-inheritance.cordis.yml",
-    "child-question.cordis.yml",
-    "subagent-result-diagnostic.cordis.yml",
-    "product-subagent-both.cordis.yml",
-    "product-subagent-codex.cordis.yml",
-    "advanced.cordis.yml",
-];
+/// The composition `DSH_SNAPSHOT_CONFIG` names when it is unset (upstream's default).
+pub const DEFAULT_COMPOSITION: &str = "cordis.yml";
 
-/// The layers of the ACP composition selected by `DSH_SNAPSHOT_CONFIG` (upstream's
-/// composition file name). A name this build has no composition for is an error: running
-/// another composition instead would report results for a feature set nobody asked for.
-pub fn composition_layers(config: Option<&str>) -> Result<Vec<Layer>, String> {
-    let parse =
-        |label: &str, text: &str| Layer::parse(label, label, text).map_err(|e| e.to_string());
-    let name = config.unwrap_or("cordis.yml");
-    Ok(match name {
-        "tests/fs-search.cordis.yml" => vec![parse(
-            "dsh-acp/fs-search.cordis.yml",
-            FS_SEARCH_COMPOSITION,
-        )?],
-        "retry.cordis.yml" => vec![
-            parse("dsh-acp/acp.cordis.yml", ACP_COMPOSITION)?,
-            parse("dsh-acp/retry.patch.yml", RETRY_PATCH)?,
-        ],
-        "agent-instructions.cordis.yml" => vec![
-            parse("dsh-acp/acp.cordis.yml", ACP_COMPOSITION)?,
-            parse("dsh-acp/agent-instructions.patch.yml", INSTRUCTIONS_PATCH)?,
-        ],
-        "session-sandbox-root.cordis.yml" => vec![
-            parse("dsh-acp/acp.cordis.yml", ACP_COMPOSITION)?,
-            parse("dsh-acp/session-sandbox-root.patch.yml", SANDBOX_ROOT_PATCH)?,
-        ],
-        "partial-landlock.cordis.yml" => vec![
-            parse("dsh-acp/acp.cordis.yml", ACP_COMPOSITION)?,
-            parse("dsh-acp/partial-landlock.patch.yml", PARTIAL_LANDLOCK_PATCH)?,
-        ],
-        "session-query.cordis.yml" => vec![
-            parse("dsh-acp/acp.cordis.yml", ACP_COMPOSITION)?,
-            parse("dsh-acp/session-query.patch.yml", SESSION_QUERY_PATCH)?,
-        ],
-        "web.cordis.yml" => vec![
-            parse("dsh-acp/acp.cordis.yml", ACP_COMPOSITION)?,
-            parse("dsh-acp/web.patch.yml", WEB_PATCH)?,
-        ],
-        "pty.cordis.yml" => vec![
-            parse("dsh-acp/acp.cordis.yml", ACP_COMPOSITION)?,
-            parse("dsh-acp/pty.patch.yml", PTY_PATCH)?,
-        ],
-        "tests/lsp.cordis.yml" => vec![
-            parse("dsh-acp/acp.cordis.yml", ACP_COMPOSITION)?,
-            parse("dsh-acp/lsp.patch.yml", LSP_PATCH)?,
-        ],
-        "code-mode.cordis.yml" | "code-mode-workspace-context.cordis.yml" => vec![
-            parse("dsh-acp/acp.cordis.yml", ACP_COMPOSITION)?,
-            parse("dsh-acp/code-mode.patch.yml", CODE_MODE_PATCH)?,
-        ],
-        "code-mode-image.cordis.yml" => vec![
-            parse("dsh-acp/acp.cordis.yml", ACP_COMPOSITION)?,
-            parse("dsh-acp/image.patch.yml", IMAGE_PATCH)?,
-            parse("dsh-acp/code-mode.patch.yml", CODE_MODE_PATCH)?,
-        ],
-        "both-mode.cordis.yml" => vec![
-            parse("dsh-acp/acp.cordis.yml", ACP_COMPOSITION)?,
-            parse("dsh-acp/both-mode.patch.yml", BOTH_MODE_PATCH)?,
-        ],
-        "image.cordis.yml" => vec![
-            parse("dsh-acp/acp.cordis.yml", ACP_COMPOSITION)?,
-            parse("dsh-acp/image.patch.yml", IMAGE_PATCH)?,
-        ],
-        "image-text-route.cordis.yml" => vec![
-            parse("dsh-acp/acp.cordis.yml", ACP_COMPOSITION)?,
-            parse("dsh-acp/image-text-route.patch.yml", IMAGE_TEXT_ROUTE_PATCH)?,
-        ],
-        "depth-two.cordis.yml" => vec![
-            parse("dsh-acp/acp.cordis.yml", ACP_COMPOSITION)?,
-            parse("dsh-acp/depth-two.patch.yml", DEPTH_TWO_PATCH)?,
-        ],
-        "subagent-durability-failure.cordis.yml" => vec![
-            parse("dsh-acp/acp.cordis.yml", ACP_COMPOSITION)?,
-            parse(
-                "dsh-acp/subagent-durability-failure.patch.yml",
-                SUBAGENT_FAILURE_PATCH,
-            )?,
-        ],
-        "subagent-continuable-inheritance.cordis.yml" => vec![
-            parse("dsh-acp/acp.cordis.yml", ACP_COMPOSITION)?,
-            parse(
-                "dsh-acp/subagent-continuable-inheritance.patch.yml",
-                CONTINUABLE_INHERITANCE_PATCH,
-            )?,
-        ],
-        "child-question.cordis.yml" => vec![
-            parse("dsh-acp/acp.cordis.yml", ACP_COMPOSITION)?,
-            parse("dsh-acp/child-question.patch.yml", CHILD_QUESTION_PATCH)?,
-        ],
-        "subagent-result-diagnostic.cordis.yml" => vec![
-            parse("dsh-acp/acp.cordis.yml", ACP_COMPOSITION)?,
-            parse(
-                "dsh-acp/subagent-result-diagnostic.patch.yml",
-                RESULT_DIAGNOSTIC_PATCH,
-            )?,
-        ],
-        "product-subagent-both.cordis.yml" => vec![
-            parse("dsh-acp/acp.cordis.yml", ACP_COMPOSITION)?,
-            parse(
-                "dsh-acp/product-subagent-both.patch.yml",
-                PRODUCT_BOTH_PATCH,
-            )?,
-        ],
-        "product-subagent-codex.cordis.yml" => vec![
-            parse("dsh-acp/acp.cordis.yml", ACP_COMPOSITION)?,
-            parse(
-                "dsh-acp/product-subagent-codex.patch.yml",
-                PRODUCT_CODEX_PATCH,
-            )?,
-        ],
-        "advanced.cordis.yml" => vec![
-            parse("dsh-acp/acp.cordis.yml", ACP_COMPOSITION)?,
-            parse("dsh-acp/advanced.patch.yml", ADVANCED_PATCH)?,
-        ],
-        // Upstream's overlay sets a `tasks` key its ACP demo ignores, so the default job
-        // limit applies; the recorded log shows exactly that.
-        "cordis.yml" | "background-job-admission.cordis.yml" => {
-            vec![parse("dsh-acp/acp.cordis.yml", ACP_COMPOSITION)?]
+/// The layers `dsh acp` composes: with `folder` (a compositions folder such as the
+/// repository's `conformance/compositions/`), the file `name` (`DSH_SNAPSHOT_CONFIG`, an
+/// upstream composition name such as `code-mode.cordis.yml` or `tests/lsp.cordis.yml`,
+/// default `cordis.yml`) in it, read as an entry list whose include rows resolve against
+/// the file; without a folder, the built-in composition. A name the folder does not have
+/// is an error: running another composition instead would report results for a feature set
+/// nobody asked for.
+pub fn composition_layers(folder: Option<&Path>, name: Option<&str>) -> Result<Vec<Layer>, String> {
+    let Some(folder) = folder else {
+        return match name {
+            None | Some(DEFAULT_COMPOSITION) => Layer::parse_rows(
+                "dsh-acp/acp.cordis.yml",
+                "dsh-acp/acp.cordis.yml",
+                ACP_COMPOSITION,
+            )
+            .map(|l| vec![l])
+            .map_err(|e| e.to_string()),
+            Some(other) => Err(format!(
+                "DSH_SNAPSHOT_CONFIG names \"{other}\", but this server has only its built-in composition; pass --compositions DIR (a folder of compositions, such as the repository's conformance/compositions) to choose one by name"
+            )),
+        };
+    };
+    let name = name.unwrap_or(DEFAULT_COMPOSITION);
+    let relative = Path::new(name);
+    let inside = relative
+        .components()
+        .all(|c| matches!(c, std::path::Component::Normal(_)));
+    let path = folder.join(relative);
+    if !inside || !path.is_file() {
+        let mut known = Vec::new();
+        list_compositions(folder, Path::new(""), &mut known);
+        known.sort();
+        return Err(format!(
+            "DSH_SNAPSHOT_CONFIG names \"{name}\", which is not a composition in {} (known: {})",
+            folder.display(),
+            if known.is_empty() {
+                "none; is the folder right?".to_string()
+            } else {
+                known.join(", ")
+            }
+        ));
+    }
+    let text = std::fs::read_to_string(&path)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let shown = std::path::absolute(&path)
+        .unwrap_or(path)
+        .display()
+        .to_string();
+    Layer::parse_rows(shown.clone(), shown, &text)
+        .map(|l| vec![l])
+        .map_err(|e| e.to_string())
+}
+
+/// Every composition (`*cordis.yml`) under `dir`, as paths relative to the folder.
+fn list_compositions(dir: &Path, prefix: &Path, out: &mut Vec<String>) {
+    let Ok(entries) = std::fs::read_dir(dir.join(prefix)) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let rel = prefix.join(entry.file_name());
+        if entry.file_type().is_ok_and(|t| t.is_dir()) {
+            list_compositions(dir, &rel, out);
+        } else if rel.to_string_lossy().ends_with("cordis.yml") {
+            out.push(rel.display().to_string());
         }
-        other => {
-            return Err(format!(
-                "DSH_SNAPSHOT_CONFIG names \"{other}\", a composition this build does not have (known: {})",
-                KNOWN_COMPOSITIONS.join(", ")
-            ));
-        }
-    })
+    }
 }
 
 #[derive(Deserialize)]
@@ -312,10 +205,27 @@ where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin + Send + 'static,
 {
-    let config = root
+    serve_with(root, input, output, None).await
+}
+
+/// [`serve`], with `projection` (when given) instead of the one the acp-agent row chose.
+pub async fn serve_with<R, W>(
+    root: &Context,
+    input: R,
+    output: W,
+    projection: Option<Projection>,
+) -> Result<(), String>
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let mut config = root
         .get::<AcpConfig>()
         .map(|c| (*c).clone())
         .ok_or("the composition has no acp-agent row")?;
+    if let Some(p) = projection {
+        config.projection = p;
+    }
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
     let writer = tokio::spawn(write_loop(rx, output));
     let peer = Peer::new(tx.clone());

@@ -6,18 +6,6 @@ use dsh_kernel::config::{Composition, EvalEnv, to_load_rows};
 use dsh_kernel::{Catalog, Context, LoadedTree, load_tree};
 use serde_json::Value;
 
-/// The catalog of a replay (snapshot) run: every plugin plus upstream's test fixtures.
-pub fn snapshot_catalog() -> Catalog {
-    let mut c = catalog();
-    dsh_policies::register_snapshot_fixtures(&mut c);
-    dsh_sandbox::register_snapshot_fixtures(&mut c);
-    dsh_subagent::register_snapshot_fixtures(&mut c);
-    dsh_user_questions::register_snapshot_fixtures(&mut c);
-    dsh_web_tools::register_snapshot_fixtures(&mut c);
-    dsh_terminal::register_snapshot_fixtures(&mut c);
-    c
-}
-
 /// Every production plugin compiled into this binary.
 pub fn catalog() -> Catalog {
     let mut c = Catalog::new();

@@ -522,6 +522,12 @@ impl Acp {
             .env("DEEPSEEK_API_KEY", "sk-test")
             .env("DEEPSEEK_BASE_URL", server.url())
             .env("DSH_SNAPSHOT_CONFIG", composition)
+            // The repository's conformance compositions, which DSH_SNAPSHOT_CONFIG names.
+            .arg("--compositions")
+            .arg(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/../../conformance/compositions"
+            ))
             .current_dir(work)
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())

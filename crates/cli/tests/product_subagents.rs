@@ -402,12 +402,24 @@ fn product_tool_rows_match_the_pinned_conformance_schemas() {
             ));
             continue;
         };
-        let patch = std::fs::read_to_string(
+        // The conformance composition's own patches (the product rows it inserts into the
+        // included ACP composition), as a patch layer for the headless profile.
+        let composition = std::fs::read_to_string(
             Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("../acp/compositions")
-                .join(format!("{scenario}.patch.yml")),
+                .join("../../conformance/compositions")
+                .join(format!("{scenario}.cordis.yml")),
         )
         .unwrap();
+        let rows = dsh_kernel::config::parse(&composition).unwrap().unwrap();
+        let dsh_kernel::config::Node::Seq(rows) = rows else {
+            panic!("{scenario}: not a list of rows")
+        };
+        let patches = rows[0]
+            .get("config")
+            .and_then(|c| c.get("patches"))
+            .cloned()
+            .unwrap();
+        let patch = dsh_kernel::config::emit(&patches);
         let server = MockServer::start()
             .answer_untooled("Ping")
             .respond_with(|_| Reply::text("PONG"));

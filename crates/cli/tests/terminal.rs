@@ -376,6 +376,12 @@ impl Acp {
             .env("DEEPSEEK_BASE_URL", server.url())
             .env("DSH_PERMISSION_MODE", "workspace-write")
             .env("DSH_SNAPSHOT_CONFIG", "pty.cordis.yml")
+            // The repository's conformance compositions, which DSH_SNAPSHOT_CONFIG names.
+            .arg("--compositions")
+            .arg(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/../../conformance/compositions"
+            ))
             .current_dir(run.work.path())
             .stdin(std::process::Stdio::piped())
             .stdout(std::process::Stdio::piped())

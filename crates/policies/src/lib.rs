@@ -37,9 +37,3 @@ pub fn register_catalog(catalog: &mut dsh_kernel::Catalog) {
         .register(instructions::InstructionsPlugin)
         .register(timeout::ToolCallTimeoutPolicyPlugin);
 }
-
-/// Adds the fixtures of upstream's snapshot suite (never part of a production tree: only
-/// `dsh acp` under `DSH_SNAPSHOT=replay` registers them).
-pub fn register_snapshot_fixtures(catalog: &mut dsh_kernel::Catalog) {
-    catalog.register(instructions::CompactionFixturePlugin);
-}

@@ -14,7 +14,6 @@
 
 pub mod bwrap;
 pub mod environ;
-mod fixture;
 pub mod landlock;
 mod local;
 mod mode;
@@ -35,11 +34,6 @@ pub use policy::{
 pub use runner::{
     Confined, Enforcement, RunnerFailureRule, SANDBOX_UNAVAILABLE, SandboxUnavailable,
 };
-
-/// Adds the fixtures of upstream's snapshot suite (only under `DSH_SNAPSHOT=replay`).
-pub fn register_snapshot_fixtures(catalog: &mut dsh_kernel::Catalog) {
-    catalog.register(fixture::PartialLandlockFixturePlugin);
-}
 
 /// Adds the sandbox plugins to `catalog`.
 pub fn register_catalog(catalog: &mut dsh_kernel::Catalog) {

@@ -21,7 +21,6 @@ mod provider;
 mod providers;
 mod schema;
 mod service;
-mod snapshot;
 mod structured;
 mod tool;
 mod types;
@@ -51,10 +50,6 @@ pub use providers::{
 };
 pub use schema::{check_object_schema, validate as validate_schema_value};
 pub use service::{ProviderAdded, ProviderRemoved, Subagents};
-pub use snapshot::{
-    ContinuableFencePlugin, DurabilityFailurePlugin, PLACEHOLDER_CHILD_ID,
-    ParentSandboxOverridePlugin, ResultDiagnosticPlugin, SettlementMarkerPlugin, UNKNOWN_CHILD_ID,
-};
 pub use structured::{STRUCTURED_OUTPUT_TOOL, StructuredCapture};
 pub use tool::{
     BackgroundMode, SubagentToolConfig, ToolSubagentPlugin, foreground_failure, settle_foreground,
@@ -76,14 +71,4 @@ pub fn register_catalog(catalog: &mut dsh_kernel::Catalog) {
         .register(ToolSubagentControlPlugin)
         .register(ToolListAgentsPlugin)
         .register(ToolSubagentReportPlugin);
-}
-
-/// Adds upstream's snapshot fixtures (replay runs only).
-pub fn register_snapshot_fixtures(catalog: &mut dsh_kernel::Catalog) {
-    catalog
-        .register(SettlementMarkerPlugin)
-        .register(DurabilityFailurePlugin)
-        .register(ContinuableFencePlugin)
-        .register(ParentSandboxOverridePlugin)
-        .register(ResultDiagnosticPlugin);
 }

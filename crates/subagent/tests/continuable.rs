@@ -633,8 +633,8 @@ async fn follow_ups_to_a_working_child_queue_as_its_next_turns_in_order() {
             Value::Null,
         )],
     );
-    let placeholder = dsh_subagent::PLACEHOLDER_CHILD_ID;
-    let unknown = dsh_subagent::UNKNOWN_CHILD_ID;
+    let placeholder = dsh_conformance::PLACEHOLDER_CHILD_ID;
+    let unknown = dsh_conformance::UNKNOWN_CHILD_ID;
     s.h.model.script(
         "parent",
         vec![

@@ -18,15 +18,14 @@ mod persistent;
 mod plugins;
 mod sanitize;
 mod service;
-mod snapshot;
 mod tools;
 mod types;
 
 pub use local::{LocalBackend, LocalConfig};
 pub use persistent::{PersistentBashTool, PersistentConfig, ansi_c_quote, extract, wrap};
 pub use plugins::{
-    SnapshotBackendPlugin, TerminalBashPlugin, TerminalPlugin, ToolBashPersistentPlugin,
-    ToolTerminalPlugin, register_catalog, register_snapshot_fixtures,
+    TerminalBashPlugin, TerminalPlugin, ToolBashPersistentPlugin, ToolTerminalPlugin,
+    register_catalog,
 };
 pub use sanitize::Sanitizer;
 pub use service::{TerminalInfo, TerminalService};

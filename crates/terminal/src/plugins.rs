@@ -11,7 +11,6 @@ use serde::Deserialize;
 use crate::local::{LocalBackend, LocalConfig};
 use crate::persistent::{PersistentBashTool, PersistentConfig};
 use crate::service::TerminalService;
-use crate::snapshot::SnapshotBackend;
 use crate::tools::{ToolTerminalConfig, register};
 
 /// `@deepseek-ai/dsh-terminal`: the terminal registry. An agent's terminals are closed
@@ -131,20 +130,6 @@ impl Plugin for TerminalBashPlugin {
     }
 }
 
-/// `@deepseek-ai/dsh-test-pty-snapshot-backend` (replay catalog only).
-pub struct SnapshotBackendPlugin;
-
-impl Plugin for SnapshotBackendPlugin {
-    fn name(&self) -> &'static str {
-        "@deepseek-ai/dsh-test-pty-snapshot-backend"
-    }
-
-    fn apply(&self, ctx: &Context, _config: &PluginConfig) -> Result<(), BoxError> {
-        ctx.require::<TerminalService>()?
-            .register_backend(ctx, Arc::new(SnapshotBackend))
-    }
-}
-
 #[derive(Deserialize, Default)]
 #[serde(rename_all = "camelCase")]
 struct ToolRow {
@@ -248,8 +233,4 @@ pub fn register_catalog(catalog: &mut Catalog) {
     catalog.register(TerminalBashPlugin);
     catalog.register(ToolTerminalPlugin);
     catalog.register(ToolBashPersistentPlugin);
-}
-
-pub fn register_snapshot_fixtures(catalog: &mut Catalog) {
-    catalog.register(SnapshotBackendPlugin);
 }

@@ -8,7 +8,7 @@ mod service;
 mod tool;
 mod types;
 
-pub use plugins::{ChildQuestionTripwirePlugin, ToolAskUserPlugin, UserQuestionsPlugin};
+pub use plugins::{ToolAskUserPlugin, UserQuestionsPlugin};
 pub use service::{AskRequest, QuestionProvider, UserQuestions, question_error};
 pub use tool::{ASK_USER_TOOL, render_answer};
 pub use types::{Answer, AnswerItem, Question, QuestionOption};
@@ -18,9 +18,4 @@ pub fn register_catalog(catalog: &mut dsh_kernel::Catalog) {
     catalog
         .register(UserQuestionsPlugin)
         .register(ToolAskUserPlugin);
-}
-
-/// Adds upstream's snapshot fixture (replay runs only).
-pub fn register_snapshot_fixtures(catalog: &mut dsh_kernel::Catalog) {
-    catalog.register(ChildQuestionTripwirePlugin);
 }

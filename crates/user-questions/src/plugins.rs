@@ -2,12 +2,11 @@
 
 use std::sync::Arc;
 
-use dsh_kernel::{BoxError, BoxFuture, Context, Plugin, PluginConfig};
+use dsh_kernel::{BoxError, Context, Plugin, PluginConfig};
 use dsh_tools::ToolRegistry;
 
-use crate::service::{AskRequest, QuestionProvider, UserQuestions};
+use crate::service::UserQuestions;
 use crate::tool::AskUserTool;
-use crate::types::Answer;
 
 /// `@deepseek-ai/dsh-user-questions`: provides the [`UserQuestions`] service. A UI
 /// registers the provider that actually asks the human.
@@ -36,32 +35,6 @@ impl Plugin for ToolAskUserPlugin {
         let service = ctx.require::<UserQuestions>()?;
         let tools = ctx.require::<ToolRegistry>()?;
         tools.register(ctx, Arc::new(AskUserTool::new(service, ctx.clone())))?;
-        Ok(())
-    }
-}
-
-struct Tripwire;
-
-impl QuestionProvider for Tripwire {
-    fn ask(&self, _request: AskRequest) -> BoxFuture<'static, Result<Answer, BoxError>> {
-        Box::pin(async {
-            Err("snapshot tripwire: delegated question reached the UI provider".into())
-        })
-    }
-}
-
-/// `@deepseek-ai/dsh-test-child-question-tripwire` (replay only): a UI provider that must
-/// never be reached — the delegated caller is refused before it.
-pub struct ChildQuestionTripwirePlugin;
-
-impl Plugin for ChildQuestionTripwirePlugin {
-    fn name(&self) -> &'static str {
-        "@deepseek-ai/dsh-test-child-question-tripwire"
-    }
-
-    fn apply(&self, ctx: &Context, _config: &PluginConfig) -> Result<(), BoxError> {
-        ctx.require::<UserQuestions>()?
-            .register_provider(ctx, Arc::new(Tripwire))?;
         Ok(())
     }
 }

@@ -11,7 +11,6 @@
 
 mod error;
 mod fetch;
-mod fixture;
 mod markdown;
 mod plugins;
 mod search;
@@ -20,11 +19,10 @@ mod tools;
 pub use error::{web_code, web_error};
 pub use fetch::guard::{AddressPolicy, HostResolver, SystemResolver, is_blocked};
 pub use fetch::{BodyKind, FetchLimits, Fetched, HttpFetcher, classify, cut_utf16, validate_url};
-pub use fixture::{FIXTURE_PAGE, FIXTURE_PORT, WebFetchFixturePlugin};
 pub use markdown::html_to_markdown;
 pub use plugins::{
     ToolWebPlugin, WebFetchHttpPlugin, WebPlugin, WebSearchDeepSeekPlugin, WebSearchExaPlugin,
-    WebSearchPerplexityPlugin, register_catalog, register_snapshot_fixtures,
+    WebSearchPerplexityPlugin, register_catalog,
 };
 pub use search::{
     CredentialLookup, DeepSeekSearch, ExaSearch, Key, PerplexitySearch, SearchProvider,

@@ -10,7 +10,6 @@ use serde::Deserialize;
 
 use crate::fetch::guard::AddressPolicy;
 use crate::fetch::{FetchLimits, HttpFetcher};
-use crate::fixture::WebFetchFixturePlugin;
 use crate::search::{
     CredentialLookup, DeepSeekSearch, ExaSearch, Key, PerplexitySearch, SearchProvider,
 };
@@ -339,9 +338,4 @@ pub fn register_catalog(catalog: &mut Catalog) {
     catalog.register(WebSearchExaPlugin);
     catalog.register(WebSearchPerplexityPlugin);
     catalog.register(ToolWebPlugin);
-}
-
-/// Registers the replay fixture (the scenario's loopback page server).
-pub fn register_snapshot_fixtures(catalog: &mut Catalog) {
-    catalog.register(WebFetchFixturePlugin);
 }

@@ -9,12 +9,34 @@
 //!   (no deep merge); a `name` key only guards (a mismatch skips the entry with a warning).
 //!
 //! A patch naming an id that is not in the tree is not fatal: one warning naming the layer.
+//!
+//! A row named `@deepseek-ai/cordis-plugin-include` (config `{path, patches}`) stands for
+//! the rows of another file, an *entry list* (rows, not patch entries) read when the row is
+//! composed: `path` resolves against the directory of the file that holds the row, `patches`
+//! apply to the included rows only, and the included rows load in place of the include row.
+//! As upstream has it, patches outside an include do not reach the rows inside it (an include
+//! nested in an include is reached by neither). A missing file, a cycle and runaway nesting
+//! are errors naming the row.
+
+use std::path::{Component, Path, PathBuf};
 
 use serde_json::{Map, Number, Value};
 
 use super::expr::{EvalEnv, JsValue, evaluate};
 use super::yaml::{Node, emit, parse};
 use crate::plugin::LoadRow;
+
+/// The row name of a file include.
+pub const INCLUDE_PLUGIN: &str = "@deepseek-ai/cordis-plugin-include";
+
+/// How deep includes may nest.
+const MAX_INCLUDE_DEPTH: usize = 16;
+/// How many files one composition may include in all (diamonds count each time).
+const MAX_INCLUDED_FILES: usize = 256;
+/// The largest included file.
+const MAX_INCLUDE_BYTES: u64 = 4 << 20;
+/// The file kinds an include reads (as upstream's include: YAML or JSON).
+const INCLUDE_EXTENSIONS: [&str; 3] = ["yml", "yaml", "json"];
 
 /// One parsed patch file.
 #[derive(Clone, Debug)]
@@ -24,6 +46,9 @@ pub struct Layer {
     /// The file the entries came from (for error messages).
     pub file: String,
     pub entries: Vec<Node>,
+    /// The directory relative include paths resolve against: the directory of `file` when
+    /// `file` is an absolute path, none for built-in layers.
+    pub dir: Option<PathBuf>,
 }
 
 /// A composition file could not be used.
@@ -58,6 +83,12 @@ pub enum ConfigError {
         expected: &'static str,
         found: &'static str,
     },
+    #[error("{file}: row \"{row}\" ({INCLUDE_PLUGIN}): {message}")]
+    Include {
+        file: String,
+        row: String,
+        message: String,
+    },
 }
 
 impl Layer {
@@ -81,11 +112,30 @@ impl Layer {
                 return Err(ConfigError::EntryNotMapping { file, index: i + 1 });
             }
         }
+        let path = Path::new(&file);
+        let dir = path
+            .is_absolute()
+            .then(|| path.parent().map(Path::to_path_buf))
+            .flatten();
         Ok(Self {
             label: label.into(),
             file,
             entries,
+            dir,
         })
+    }
+
+    /// Parses an *entry list*: a file of rows (what an include reads, and upstream's
+    /// composition files), as one layer that inserts them.
+    pub fn parse_rows(
+        label: impl Into<String>,
+        file: impl Into<String>,
+        text: &str,
+    ) -> Result<Self, ConfigError> {
+        let mut layer = Self::parse(label, file, text)?;
+        let rows = std::mem::take(&mut layer.entries);
+        layer.entries = vec![Node::Map(vec![("insert".into(), Node::Seq(rows))])];
+        Ok(layer)
     }
 }
 
@@ -102,8 +152,11 @@ pub struct ComposedRow {
     pub patched_by: Vec<String>,
     /// File that last set the row's `config`.
     pub config_file: String,
-    /// Children of a group row (`group: true`), composed the same way.
+    /// Children of a group row (`group: true`), composed the same way; for an include row,
+    /// the included rows with the include's patches applied.
     pub children: Vec<ComposedRow>,
+    /// For an include row: the file it included.
+    pub included: Option<PathBuf>,
 }
 
 impl ComposedRow {
@@ -117,6 +170,11 @@ impl ComposedRow {
 
     pub fn is_group(&self) -> bool {
         matches!(self.node.get("group"), Some(Node::Bool(true))) || self.name() == "cordis:group"
+    }
+
+    /// Whether the row includes another file's rows.
+    pub fn is_include(&self) -> bool {
+        self.name() == INCLUDE_PLUGIN
     }
 
     /// The row mapping with group children written back into `config`.
@@ -139,7 +197,167 @@ pub struct Composition {
     pub warnings: Vec<String>,
 }
 
-fn make_row(node: &Node, layer: &Layer, index: usize) -> Result<ComposedRow, ConfigError> {
+/// The includes being expanded: the chain of files (for cycles and depth), how many files
+/// were read, and the warnings their patches produced.
+#[derive(Default)]
+struct Includes {
+    chain: Vec<PathBuf>,
+    files: usize,
+    warnings: Vec<String>,
+}
+
+fn include_err(file: &str, row: &str, message: impl Into<String>) -> ConfigError {
+    ConfigError::Include {
+        file: file.to_string(),
+        row: row.to_string(),
+        message: message.into(),
+    }
+}
+
+/// Reads and composes the file `row` includes (its config from `layer`, whose directory
+/// relative paths resolve against), with the include's patches applied.
+fn expand_include(
+    row: &mut ComposedRow,
+    layer: &Layer,
+    includes: &mut Includes,
+) -> Result<(), ConfigError> {
+    let id = row.id().to_string();
+    let err = |message: String| include_err(&layer.file, &id, message);
+    let config = row.node.get("config");
+    let path = match config.and_then(|c| c.get("path")) {
+        Some(Node::Str(p)) if !p.is_empty() => p.clone(),
+        Some(Node::Js(_)) => {
+            return Err(err(
+                "`path` must be a literal file path (an include reads it when the tree is composed, before any `!!js` runs)".into(),
+            ));
+        }
+        Some(other) => {
+            return Err(err(format!(
+                "`path` must be a string naming a YAML or JSON file, not {}",
+                other.kind()
+            )));
+        }
+        None => {
+            return Err(err(
+                "config needs `path`, the YAML or JSON file to include".into()
+            ));
+        }
+    };
+    let ext = Path::new(&path)
+        .extension()
+        .and_then(|e| e.to_str())
+        .unwrap_or("");
+    if !INCLUDE_EXTENSIONS.contains(&ext) {
+        return Err(err(format!(
+            "cannot include \"{path}\": only .yml, .yaml and .json files hold rows"
+        )));
+    }
+    let target = if Path::new(&path).is_absolute() {
+        PathBuf::from(&path)
+    } else {
+        match &layer.dir {
+            Some(dir) => dir.join(&path),
+            None => {
+                return Err(err(format!(
+                    "cannot resolve \"{path}\": the layer is built in and has no directory (use an absolute path, or include from a file)"
+                )));
+            }
+        }
+    };
+    let target = normalize(&target);
+    let shown = target.display().to_string();
+    if let Some(at) = includes.chain.iter().position(|p| *p == target) {
+        let cycle: Vec<String> = includes.chain[at..]
+            .iter()
+            .chain(std::iter::once(&target))
+            .map(|p| p.display().to_string())
+            .collect();
+        return Err(err(format!("include cycle: {}", cycle.join(" -> "))));
+    }
+    if includes.chain.len() >= MAX_INCLUDE_DEPTH {
+        return Err(err(format!(
+            "includes nest more than {MAX_INCLUDE_DEPTH} files deep at {shown}"
+        )));
+    }
+    includes.files += 1;
+    if includes.files > MAX_INCLUDED_FILES {
+        return Err(err(format!(
+            "the composition includes more than {MAX_INCLUDED_FILES} files"
+        )));
+    }
+    let text = read_bounded(&target).map_err(|e| err(format!("cannot read {shown}: {e}")))?;
+    let included = Layer::parse_rows(shown.clone(), shown.clone(), &text)?;
+    let patches = match config.and_then(|c| c.get("patches")) {
+        None | Some(Node::Null) => Vec::new(),
+        Some(Node::Seq(items)) => {
+            if let Some(i) = items.iter().position(|e| !matches!(e, Node::Map(_))) {
+                return Err(err(format!(
+                    "patch {} of `patches` must be a mapping (a patch entry)",
+                    i + 1
+                )));
+            }
+            items.clone()
+        }
+        Some(other) => {
+            return Err(err(format!(
+                "`patches` must be a list of patch entries, not {}",
+                other.kind()
+            )));
+        }
+    };
+    // The patches' rows join the included tree, so paths in them resolve as the included
+    // file's do; errors still name the file the patches are written in.
+    let patch_layer = Layer {
+        label: format!("{} (row \"{id}\")", layer.label),
+        file: layer.file.clone(),
+        entries: patches,
+        dir: target.parent().map(Path::to_path_buf),
+    };
+    includes.chain.push(target.clone());
+    let composed = compose_layers(&[included, patch_layer], includes);
+    includes.chain.pop();
+    let composed = composed?;
+    includes.warnings.extend(composed.warnings);
+    row.children = composed.rows;
+    row.included = Some(target);
+    Ok(())
+}
+
+/// `path` without `.` and with `..` applied lexically (symlinks are not resolved, so a
+/// cycle through a symlink is caught by the depth bound instead).
+fn normalize(path: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for c in path.components() {
+        match c {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                out.pop();
+            }
+            other => out.push(other),
+        }
+    }
+    out
+}
+
+fn read_bounded(path: &Path) -> std::io::Result<String> {
+    use std::io::Read;
+    let file = std::fs::File::open(path)?;
+    let mut text = String::new();
+    file.take(MAX_INCLUDE_BYTES + 1).read_to_string(&mut text)?;
+    if text.len() as u64 > MAX_INCLUDE_BYTES {
+        return Err(std::io::Error::other(format!(
+            "larger than {MAX_INCLUDE_BYTES} bytes"
+        )));
+    }
+    Ok(text)
+}
+
+fn make_row(
+    node: &Node,
+    layer: &Layer,
+    index: usize,
+    includes: &mut Includes,
+) -> Result<ComposedRow, ConfigError> {
     let str_field = |field: &'static str| -> Result<String, ConfigError> {
         node.get(field)
             .and_then(Node::as_str)
@@ -160,8 +378,11 @@ fn make_row(node: &Node, layer: &Layer, index: usize) -> Result<ComposedRow, Con
         patched_by: Vec::new(),
         config_file: layer.file.clone(),
         children: Vec::new(),
+        included: None,
     };
-    if row.is_group() {
+    if row.is_include() {
+        expand_include(&mut row, layer, includes)?;
+    } else if row.is_group() {
         let children = match node.get("config") {
             Some(Node::Seq(items)) => items.clone(),
             None | Some(Node::Null) => Vec::new(),
@@ -178,7 +399,7 @@ fn make_row(node: &Node, layer: &Layer, index: usize) -> Result<ComposedRow, Con
         row.children = children
             .iter()
             .enumerate()
-            .map(|(i, c)| make_row(c, layer, i))
+            .map(|(i, c)| make_row(c, layer, i, includes))
             .collect::<Result<_, _>>()?;
         check_unique(&row.children, &layer.file)?;
     }
@@ -197,10 +418,15 @@ fn check_unique(rows: &[ComposedRow], file: &str) -> Result<(), ConfigError> {
     Ok(())
 }
 
+/// The row `id`, searched through groups but not into includes (their rows answer only to
+/// the include's own patches).
 fn find_mut<'a>(rows: &'a mut [ComposedRow], id: &str) -> Option<&'a mut ComposedRow> {
     for r in rows.iter_mut() {
         if r.id() == id {
             return Some(r);
+        }
+        if r.is_include() {
+            continue;
         }
         if let Some(found) = find_mut(&mut r.children, id) {
             return Some(found);
@@ -211,6 +437,13 @@ fn find_mut<'a>(rows: &'a mut [ComposedRow], id: &str) -> Option<&'a mut Compose
 
 /// Applies `layers` in order over an empty tree.
 pub fn compose(layers: &[Layer]) -> Result<Composition, ConfigError> {
+    let mut includes = Includes::default();
+    let mut out = compose_layers(layers, &mut includes)?;
+    out.warnings.append(&mut includes.warnings);
+    Ok(out)
+}
+
+fn compose_layers(layers: &[Layer], includes: &mut Includes) -> Result<Composition, ConfigError> {
     let mut out = Composition::default();
     for layer in layers {
         for (index, entry) in layer.entries.iter().enumerate() {
@@ -219,14 +452,14 @@ pub fn compose(layers: &[Layer]) -> Result<Composition, ConfigError> {
             match (id, insert) {
                 (None, Some(Node::Seq(rows))) => {
                     for (i, r) in rows.iter().enumerate() {
-                        out.rows.push(make_row(r, layer, i)?);
+                        out.rows.push(make_row(r, layer, i, includes)?);
                     }
                     check_unique(&out.rows, &layer.file)?;
                 }
                 (Some(group), Some(Node::Seq(rows))) => match find_mut(&mut out.rows, &group) {
                     Some(g) if g.is_group() => {
                         for (i, r) in rows.iter().enumerate() {
-                            g.children.push(make_row(r, layer, i)?);
+                            g.children.push(make_row(r, layer, i, includes)?);
                         }
                         check_unique(&g.children, &layer.file)?;
                         if !g.patched_by.contains(&layer.label) {
@@ -280,8 +513,11 @@ pub fn compose(layers: &[Layer]) -> Result<Composition, ConfigError> {
                         row.node.set(key, value.clone());
                         if key == "config" {
                             row.config_file = layer.file.clone();
-                            if row.is_group() {
-                                let fresh = make_row(&row.node, layer, index)?;
+                            if row.is_include() {
+                                // The include now reads what this layer's config names.
+                                expand_include(row, layer, includes)?;
+                            } else if row.is_group() {
+                                let fresh = make_row(&row.node, layer, index, includes)?;
                                 row.children = fresh.children;
                             }
                         }
@@ -401,6 +637,12 @@ pub fn to_load_rows(rows: &[ComposedRow], env: &EvalEnv) -> Result<Vec<LoadRow>,
             }
         };
         if disabled {
+            continue;
+        }
+        if row.is_include() {
+            // The included rows load in place of the include row, so a row in it may wait
+            // for a service any row of the tree provides (as upstream's loader lets it).
+            out.extend(to_load_rows(&row.children, env)?);
             continue;
         }
         if row.is_group() {

@@ -375,10 +375,9 @@ impl Harness {
         dsh_policies::register_catalog(&mut catalog);
         dsh_jobs::register_catalog(&mut catalog);
         dsh_subagent::register_catalog(&mut catalog);
-        dsh_subagent::register_snapshot_fixtures(&mut catalog);
         dsh_sandbox::register_catalog(&mut catalog);
         dsh_user_questions::register_catalog(&mut catalog);
-        dsh_user_questions::register_snapshot_fixtures(&mut catalog);
+        dsh_conformance::register_fixtures(&mut catalog);
         catalog.register(dsh_persistence::JsonlPersistencePlugin);
         more(&mut catalog);
         let root = Context::new_root();
