@@ -149,6 +149,13 @@ pub(crate) fn declared_size(buf: &[u8], frames: &[(usize, usize)]) -> usize {
         .fold(0usize, usize::saturating_add)
 }
 
+/// The environment variable that sets [`InflateLimits::frame`].
+pub const MAX_FRAME_BYTES_ENV: &str = "DSH_MAX_LOG_FRAME_BYTES";
+/// The environment variable that sets [`InflateLimits::log`].
+pub const MAX_LOG_BYTES_ENV: &str = "DSH_MAX_LOG_BYTES";
+/// Default of [`InflateLimits::frame`]: one batch of a live session is far smaller.
+pub const DEFAULT_MAX_FRAME_BYTES: u64 = 256 << 20;
+
 /// Smallest plaintext budget of a compressed log, whatever its size.
 pub(crate) const MIN_PLAIN_BUDGET: u64 = 64 << 20;
 /// Largest plaintext budget of a compressed log.
@@ -157,68 +164,211 @@ pub(crate) const MAX_PLAIN_BUDGET: u64 = 4 << 30;
 /// decompression bomb, thousands of times.
 const PLAIN_PER_COMPRESSED: u64 = 256;
 
-/// How much plaintext a compressed log of `compressed_len` bytes may inflate to.
-pub(crate) fn plain_budget(compressed_len: usize) -> u64 {
-    (compressed_len as u64)
-        .saturating_mul(PLAIN_PER_COMPRESSED)
-        .clamp(MIN_PLAIN_BUDGET, MAX_PLAIN_BUDGET)
+/// How much a compressed log may inflate when it is read. Every decompression of a log's
+/// bytes counts: its intact frames, the candidate frames probed after damaged bytes (to
+/// tell damage inside the log from a crash tail) and the salvage of a torn last frame.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct InflateLimits {
+    /// Most plaintext any one frame may inflate to.
+    pub frame: u64,
+    /// Most plaintext a whole log may inflate to; `None`: 256 bytes per compressed byte,
+    /// at least 64 MiB and at most 4 GiB.
+    pub log: Option<u64>,
 }
 
-/// Why [`decode_bounded`] stopped.
+impl Default for InflateLimits {
+    fn default() -> Self {
+        Self {
+            frame: DEFAULT_MAX_FRAME_BYTES,
+            log: None,
+        }
+    }
+}
+
+impl InflateLimits {
+    /// The defaults, overridden by `DSH_MAX_LOG_FRAME_BYTES` and `DSH_MAX_LOG_BYTES`
+    /// (positive byte counts). A value that is not one is an error naming the variable.
+    pub fn from_env() -> Result<Self, String> {
+        let read = |name: &str| -> Result<Option<u64>, String> {
+            match std::env::var(name) {
+                Err(_) => Ok(None),
+                Ok(raw) if raw.trim().is_empty() => Ok(None),
+                Ok(raw) => match raw.trim().parse::<u64>() {
+                    Ok(n) if n > 0 => Ok(Some(n)),
+                    _ => Err(format!(
+                        "{name} must be a positive number of bytes (got \"{raw}\")"
+                    )),
+                },
+            }
+        };
+        Ok(Self {
+            frame: read(MAX_FRAME_BYTES_ENV)?.unwrap_or(DEFAULT_MAX_FRAME_BYTES),
+            log: read(MAX_LOG_BYTES_ENV)?,
+        })
+    }
+
+    /// The plaintext budget of a log of `compressed_len` bytes.
+    pub(crate) fn log_budget(&self, compressed_len: usize) -> u64 {
+        self.log.unwrap_or_else(|| {
+            (compressed_len as u64)
+                .saturating_mul(PLAIN_PER_COMPRESSED)
+                .clamp(MIN_PLAIN_BUDGET, MAX_PLAIN_BUDGET)
+        })
+    }
+}
+
+/// Why a frame could not be inflated.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum DecodeError {
     /// Frame `frame` (an index into the given frames) failed validation.
     Invalid { frame: usize, message: String },
-    /// The plaintext would exceed the budget.
+    /// The plaintext would exceed a limit (the message names it and how to raise it).
     TooLarge { message: String },
 }
 
-/// Decompresses `frames` of `buf` one by one (checksums verified), appending to `out`, and
-/// stops once `out` would exceed the budget of a log of `buf.len()` bytes.
+/// The plaintext budget of reading one log: what is left of the whole-log allowance, and
+/// the per-frame cap.
+#[derive(Debug, Clone)]
+pub(crate) struct Budget {
+    limits: InflateLimits,
+    compressed_len: usize,
+    total: u64,
+    used: u64,
+}
+
+impl Budget {
+    /// A fresh budget for reading a log of `compressed_len` bytes.
+    pub fn for_log(compressed_len: usize, limits: InflateLimits) -> Self {
+        Self {
+            limits,
+            compressed_len,
+            total: limits.log_budget(compressed_len),
+            used: 0,
+        }
+    }
+
+    /// What is left of the whole-log allowance.
+    pub fn left(&self) -> u64 {
+        self.total.saturating_sub(self.used)
+    }
+
+    /// Inflates the single frame `frame` (found at byte `at` of the log; its checksum
+    /// verified) into `sink`, within the per-frame cap and what is left of the log's
+    /// allowance. Returns the plaintext length. Nothing past the allowed bytes is ever
+    /// produced: a bomb stops at the cap.
+    pub fn inflate(
+        &mut self,
+        frame: &[u8],
+        at: usize,
+        index: usize,
+        sink: &mut impl std::io::Write,
+    ) -> Result<u64, DecodeError> {
+        let (room, cap) = self.room();
+        let invalid = |e: std::io::Error| DecodeError::Invalid {
+            frame: index,
+            message: format!("Zstandard frame at byte {at} failed validation: {e}"),
+        };
+        let decoder = zstd::stream::read::Decoder::with_buffer(frame)
+            .map_err(invalid)?
+            .single_frame();
+        let produced = std::io::copy(&mut decoder.take(room.saturating_add(1)), sink);
+        let produced = produced.map_err(invalid)?;
+        self.used = self.used.saturating_add(produced.min(room));
+        if produced <= room {
+            return Ok(produced);
+        }
+        Err(DecodeError::TooLarge {
+            message: self.exceeded(at, cap),
+        })
+    }
+
+    /// How many bytes the next frame may inflate to, and which limit sets that.
+    fn room(&self) -> (u64, Cap) {
+        match self.limits.frame <= self.left() {
+            true => (self.limits.frame, Cap::Frame),
+            false => (self.left(), Cap::Log),
+        }
+    }
+
+    /// The error text for a frame at byte `at` that went past the `cap` limit.
+    fn exceeded(&self, at: usize, cap: Cap) -> String {
+        if cap == Cap::Frame {
+            format!(
+                "the Zstandard frame at byte {at} inflates to more than {} bytes, the limit for one frame (set {MAX_FRAME_BYTES_ENV} to raise it); refusing it as a likely decompression bomb",
+                self.limits.frame
+            )
+        } else {
+            let rule = match self.limits.log {
+                Some(_) => String::new(),
+                None => format!(" (256 per compressed byte of {})", self.compressed_len),
+            };
+            format!(
+                "the log inflates to more than {} bytes{rule}, the limit for one log (set {MAX_LOG_BYTES_ENV} to raise it); refusing it as a likely decompression bomb",
+                self.total
+            )
+        }
+    }
+}
+
+/// Which limit bounds the next frame.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Cap {
+    Frame,
+    Log,
+}
+
+/// Decompresses `frames` of `buf` one by one (checksums verified), appending to `out`,
+/// within `budget`. On an error `out` holds exactly the frames before the failing one.
 pub(crate) fn decode_bounded(
     buf: &[u8],
     frames: &[(usize, usize)],
     out: &mut Vec<u8>,
+    budget: &mut Budget,
 ) -> Result<(), DecodeError> {
-    let budget = plain_budget(buf.len());
     for (i, &(start, end)) in frames.iter().enumerate() {
-        let room = budget.saturating_sub(out.len() as u64);
-        let invalid = |e: std::io::Error| DecodeError::Invalid {
-            frame: i,
-            message: format!("Zstandard frame at byte {start} failed validation: {e}"),
-        };
-        let decoder = zstd::stream::read::Decoder::with_buffer(&buf[start..end])
-            .map_err(invalid)?
-            .single_frame();
         let before = out.len();
-        decoder
-            .take(room.saturating_add(1))
-            .read_to_end(out)
-            .map_err(invalid)?;
-        if (out.len() - before) as u64 > room {
+        if let Err(e) = budget.inflate(&buf[start..end], start, i, out) {
             out.truncate(before);
-            return Err(DecodeError::TooLarge {
-                message: format!(
-                    "the log inflates to more than {budget} bytes from {} compressed bytes; refusing it as a likely decompression bomb",
-                    buf.len()
-                ),
-            });
+            return Err(e);
         }
     }
     Ok(())
 }
 
 /// Decompresses complete frames (checksums verified), appending to `out`.
+#[cfg(test)]
 pub(crate) fn decompress_complete(frames: &[u8], out: &mut Vec<u8>) -> std::io::Result<()> {
     let mut decoder = zstd::stream::read::Decoder::with_buffer(frames)?;
     decoder.read_to_end(out)?;
     Ok(())
 }
 
-/// Whether a valid frame (structurally complete, checksum verified) starts somewhere after
-/// the first byte of `tail`. A crash can only tear the last frame, so an apparently torn
-/// frame followed by a valid one is damage inside the log, not a crash tail.
-pub(crate) fn valid_frame_follows(tail: &[u8]) -> Option<usize> {
+/// Counts bytes written and keeps none.
+struct Discard;
+
+impl std::io::Write for Discard {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Where a valid frame (structurally complete, checksum verified) starts somewhere after
+/// the first byte of `tail` (which begins at byte `offset` of the log). A crash can only
+/// tear the last frame, so an apparently torn frame followed by a valid one is damage
+/// inside the log, not a crash tail.
+///
+/// Candidates are inflated (into nothing) within `budget`: a candidate that inflates past
+/// a limit is an error, since whether it is valid cannot be known without inflating it,
+/// and taking it for garbage would cut whatever it holds.
+pub(crate) fn valid_frame_follows(
+    tail: &[u8],
+    offset: usize,
+    budget: &mut Budget,
+) -> Result<Option<usize>, DecodeError> {
     let mut from = 1;
     while let Some(rel) = tail
         .get(from..)
@@ -227,23 +377,32 @@ pub(crate) fn valid_frame_follows(tail: &[u8]) -> Option<usize> {
         let at = from + rel;
         if let Ok(scan) = scan_frames(&tail[at..], 1)
             && let Some(&(start, end)) = scan.frames.first()
-            && decompress_complete(&tail[at + start..at + end], &mut Vec::new()).is_ok()
         {
-            return Some(at);
+            match budget.inflate(&tail[at + start..at + end], offset + at, 0, &mut Discard) {
+                Ok(_) => return Ok(Some(at)),
+                Err(DecodeError::Invalid { .. }) => {}
+                Err(too_large @ DecodeError::TooLarge { .. }) => return Err(too_large),
+            }
         }
         from = at + 1;
     }
-    None
+    Ok(None)
 }
 
-/// Salvages the plaintext of a torn frame: the output produced before the decoder hit the
-/// end of input (or an error). Never fails; a frame with no whole block yields nothing.
-pub(crate) fn salvage_torn(frame_prefix: &[u8]) -> Vec<u8> {
+/// Salvages the plaintext of a torn frame (at byte `at` of the log): the output produced
+/// before the decoder hit the end of input or an error. A frame with no whole block yields
+/// nothing; one that inflates past the budget is an error (what it holds is not cut).
+pub(crate) fn salvage_torn(
+    frame_prefix: &[u8],
+    at: usize,
+    budget: &mut Budget,
+) -> Result<Vec<u8>, DecodeError> {
     let mut out = Vec::new();
     let Ok(decoder) = zstd::stream::read::Decoder::with_buffer(frame_prefix) else {
-        return out;
+        return Ok(out);
     };
-    let mut decoder = decoder.single_frame();
+    let (room, cap) = budget.room();
+    let mut decoder = decoder.single_frame().take(room.saturating_add(1));
     let mut chunk = vec![0u8; 64 * 1024];
     loop {
         match decoder.read(&mut chunk) {
@@ -251,7 +410,14 @@ pub(crate) fn salvage_torn(frame_prefix: &[u8]) -> Vec<u8> {
             Ok(n) => out.extend_from_slice(&chunk[..n]),
         }
     }
-    out
+    let produced = out.len() as u64;
+    budget.used = budget.used.saturating_add(produced.min(room));
+    if produced > room {
+        return Err(DecodeError::TooLarge {
+            message: budget.exceeded(at, cap),
+        });
+    }
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -320,9 +486,14 @@ mod tests {
             })
             .collect();
         let frame = compress_frame(&plain).unwrap();
-        let salvaged = salvage_torn(&frame[..frame.len() - 10]);
+        let mut budget = Budget::for_log(frame.len(), InflateLimits::default());
+        let salvaged = salvage_torn(&frame[..frame.len() - 10], 0, &mut budget).unwrap();
         assert!(salvaged.len() >= 128 * 1024, "salvaged {}", salvaged.len());
         assert_eq!(&plain[..salvaged.len()], &salvaged[..]);
-        assert!(salvage_torn(&frame[..5]).is_empty());
+        assert!(
+            salvage_torn(&frame[..5], 0, &mut budget)
+                .unwrap()
+                .is_empty()
+        );
     }
 }
