@@ -73,6 +73,7 @@ impl SessionFiles {
                     }
                     continue;
                 }
+                crate::lock::sweep_temp_files(&path);
                 if let Some((_, opposite)) =
                     layout::generations(&path, self.compression.opposite()).pop()
                 {

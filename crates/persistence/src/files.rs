@@ -326,6 +326,7 @@ impl SessionFiles {
         fsio::ensure_private_dir(project_dir)?;
         fsio::ensure_private_dir(session_dir)?;
         self.locks.acquire(&header.id, session_dir)?;
+        crate::lock::remove_temp_files_locked(session_dir);
         if fsio::exists(path)? {
             return Err(PersistenceError::AlreadyPersisted {
                 id: header.id.clone(),
@@ -426,6 +427,7 @@ impl SessionFiles {
         let path = self.require(id)?;
         let dir = path.parent().unwrap_or(&self.root);
         self.locks.acquire(id, dir)?;
+        crate::lock::remove_temp_files_locked(dir);
         let loaded = self.open(&path, Some(self.compression), Some(id), RepairMode::Durable);
         if loaded.is_err() {
             self.locks.release(id);

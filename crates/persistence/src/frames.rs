@@ -189,21 +189,20 @@ impl InflateLimits {
     /// The defaults, overridden by `DSH_MAX_LOG_FRAME_BYTES` and `DSH_MAX_LOG_BYTES`
     /// (positive byte counts). A value that is not one is an error naming the variable.
     pub fn from_env() -> Result<Self, String> {
-        let read = |name: &str| -> Result<Option<u64>, String> {
-            match std::env::var(name) {
-                Err(_) => Ok(None),
-                Ok(raw) if raw.trim().is_empty() => Ok(None),
-                Ok(raw) => match raw.trim().parse::<u64>() {
-                    Ok(n) if n > 0 => Ok(Some(n)),
-                    _ => Err(format!(
-                        "{name} must be a positive number of bytes (got \"{raw}\")"
-                    )),
-                },
-            }
+        let log = match std::env::var_os(MAX_LOG_BYTES_ENV) {
+            None => None,
+            Some(_) => Some(dsh_kernel::config::byte_limit_from_env(
+                MAX_LOG_BYTES_ENV,
+                0,
+            )?)
+            .filter(|n| *n > 0),
         };
         Ok(Self {
-            frame: read(MAX_FRAME_BYTES_ENV)?.unwrap_or(DEFAULT_MAX_FRAME_BYTES),
-            log: read(MAX_LOG_BYTES_ENV)?,
+            frame: dsh_kernel::config::byte_limit_from_env(
+                MAX_FRAME_BYTES_ENV,
+                DEFAULT_MAX_FRAME_BYTES,
+            )?,
+            log,
         })
     }
 
