@@ -152,12 +152,16 @@ fn write_new(path: &Path, text: &str) -> Result<(), ProfileError> {
 /// The bundle packages a profile stacks.
 pub fn profile_bundles(dir: &Path) -> Result<Vec<String>, ProfileError> {
     let manifest = dir.join("package.json");
-    let text = std::fs::read_to_string(&manifest).map_err(|e| {
-        err(format!(
-            "dsh: failed to read profile manifest {}: {e}",
-            manifest.display()
-        ))
-    })?;
+    let text = match dsh_kernel::config::read_config_file(&manifest) {
+        Ok(Some(text)) => text,
+        Ok(None) => {
+            return Err(err(format!(
+                "dsh: failed to read profile manifest {}: it does not exist",
+                manifest.display()
+            )));
+        }
+        Err(e) => return Err(err(format!("dsh: failed to read profile manifest: {e}"))),
+    };
     let doc: Value = serde_json::from_str(&text).map_err(|e| {
         err(format!(
             "dsh: failed to read profile manifest {}: {e}",
@@ -182,15 +186,16 @@ pub fn profile_bundles(dir: &Path) -> Result<Vec<String>, ProfileError> {
 }
 
 fn read_layer(label: &str, path: &Path, required: bool) -> Result<Option<Layer>, ProfileError> {
-    let text = match std::fs::read_to_string(path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound && !required => return Ok(None),
-        Err(e) => {
+    let text = match dsh_kernel::config::read_config_file(path) {
+        Ok(Some(t)) => t,
+        Ok(None) if !required => return Ok(None),
+        Ok(None) => {
             return Err(err(format!(
-                "dsh: failed to read patch layer {}: {e}",
+                "dsh: failed to read patch layer {}: it does not exist",
                 path.display()
             )));
         }
+        Err(e) => return Err(err(format!("dsh: failed to read patch layer: {e}"))),
     };
     let shown = path.display().to_string();
     Layer::parse(label, shown, &text)
