@@ -89,28 +89,10 @@ pub(crate) fn scan_frames(buf: &[u8], max_frames: usize) -> Result<FrameScan, Fr
             return torn(frames, start);
         }
         offset += rest;
-        loop {
-            if buf.len() - offset < 3 {
-                return torn(frames, start);
-            }
-            let header = u32::from(buf[offset])
-                | u32::from(buf[offset + 1]) << 8
-                | u32::from(buf[offset + 2]) << 16;
-            let last = header & 1 != 0;
-            let block_type = (header >> 1) & 0x03;
-            let size = (header >> 3) as usize;
-            if block_type == 3 {
-                damage!("reserved Zstandard block type at byte {offset}");
-            }
-            offset += 3;
-            let payload = if block_type == 1 { 1 } else { size };
-            if buf.len() - offset < payload {
-                return torn(frames, start);
-            }
-            offset += payload;
-            if last {
-                break;
-            }
+        match walk_blocks(buf, offset, None) {
+            Blocks::End(end) => offset = end,
+            Blocks::Torn => return torn(frames, start),
+            Blocks::Reserved(at) => damage!("reserved Zstandard block type at byte {at}"),
         }
         if checksum {
             if buf.len() - offset < 4 {
@@ -127,6 +109,126 @@ pub(crate) fn scan_frames(buf: &[u8], max_frames: usize) -> Result<FrameScan, Fr
         frames,
         torn_start: None,
     })
+}
+
+/// Where a frame's chain of blocks leads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Blocks {
+    /// The last block ends here.
+    End(usize),
+    /// The input ends inside the chain.
+    Torn,
+    /// A block at this offset has the reserved type.
+    Reserved(usize),
+}
+
+/// Block offsets known to lead to [`Blocks::Torn`] or [`Blocks::Reserved`]: whatever frame
+/// header led there, the chain from such an offset ends the same way. Without this,
+/// candidate frames nested inside each other's blocks would each walk the same long chain
+/// again (quadratic in the damaged tail).
+struct DeadEnds {
+    bits: Vec<u64>,
+    /// Block headers read by walks that used this memo (the work done).
+    steps: usize,
+}
+
+impl DeadEnds {
+    fn new(len: usize) -> Self {
+        Self {
+            bits: vec![0; len / 64 + 1],
+            steps: 0,
+        }
+    }
+
+    fn contains(&self, at: usize) -> bool {
+        self.bits
+            .get(at / 64)
+            .is_some_and(|word| word & (1 << (at % 64)) != 0)
+    }
+
+    fn insert(&mut self, at: usize) {
+        if let Some(word) = self.bits.get_mut(at / 64) {
+            *word |= 1 << (at % 64);
+        }
+    }
+}
+
+/// Follows the block headers of a frame from `offset` to the end of its last block. With
+/// `dead_ends`, a chain reaching an offset known to be a dead end stops there, and every
+/// offset of a chain that turns out dead is remembered.
+fn walk_blocks(buf: &[u8], mut offset: usize, dead_ends: Option<&mut DeadEnds>) -> Blocks {
+    let mut visited = Vec::new();
+    let outcome = loop {
+        if let Some(dead) = dead_ends.as_deref()
+            && dead.contains(offset)
+        {
+            break Blocks::Torn;
+        }
+        if dead_ends.is_some() {
+            visited.push(offset);
+        }
+        if buf.len() - offset < 3 {
+            break Blocks::Torn;
+        }
+        let header = u32::from(buf[offset])
+            | u32::from(buf[offset + 1]) << 8
+            | u32::from(buf[offset + 2]) << 16;
+        let last = header & 1 != 0;
+        let block_type = (header >> 1) & 0x03;
+        let size = (header >> 3) as usize;
+        if block_type == 3 {
+            break Blocks::Reserved(offset);
+        }
+        let payload = if block_type == 1 { 1 } else { size };
+        if buf.len() - offset - 3 < payload {
+            break Blocks::Torn;
+        }
+        offset += 3 + payload;
+        if last {
+            break Blocks::End(offset);
+        }
+    };
+    if let Some(dead) = dead_ends {
+        dead.steps += visited.len();
+        if !matches!(outcome, Blocks::End(_)) {
+            for at in visited {
+                dead.insert(at);
+            }
+        }
+    }
+    outcome
+}
+
+/// The end offset of the frame starting at `start` of `buf` when it is structurally
+/// complete, using and extending `dead_ends` (offsets in `buf`) for its blocks.
+fn complete_frame_at_in(buf: &[u8], start: usize, dead_ends: &mut DeadEnds) -> Option<usize> {
+    let frame = buf.get(start..)?;
+    if !frame.starts_with(&MAGIC) {
+        return None;
+    }
+    let descriptor = *frame.get(4)?;
+    if descriptor & 0x18 != 0 {
+        return None;
+    }
+    let single_segment = descriptor & 0x20 != 0;
+    let checksum = descriptor & 0x04 != 0;
+    let dictionary_bytes = match descriptor & 0x03 {
+        3 => 4,
+        n => usize::from(n),
+    };
+    let content_size_bytes = match descriptor >> 6 {
+        0 => usize::from(single_segment),
+        n => 1usize << n,
+    };
+    let header = 5 + usize::from(!single_segment) + dictionary_bytes + content_size_bytes;
+    if frame.len() < header {
+        return None;
+    }
+    let Blocks::End(end) = walk_blocks(buf, start + header, Some(dead_ends)) else {
+        return None;
+    };
+    let end = end + if checksum { 4 } else { 0 };
+    (end <= buf.len()).then_some(end)
 }
 
 /// Compresses `plain` into one checksummed frame.
@@ -368,16 +470,23 @@ pub(crate) fn valid_frame_follows(
     offset: usize,
     budget: &mut Budget,
 ) -> Result<Option<usize>, DecodeError> {
+    find_valid_frame(tail, offset, budget, &mut DeadEnds::new(tail.len()))
+}
+
+fn find_valid_frame(
+    tail: &[u8],
+    offset: usize,
+    budget: &mut Budget,
+    dead_ends: &mut DeadEnds,
+) -> Result<Option<usize>, DecodeError> {
     let mut from = 1;
     while let Some(rel) = tail
         .get(from..)
         .and_then(|t| t.windows(4).position(|w| w == MAGIC))
     {
         let at = from + rel;
-        if let Ok(scan) = scan_frames(&tail[at..], 1)
-            && let Some(&(start, end)) = scan.frames.first()
-        {
-            match budget.inflate(&tail[at + start..at + end], offset + at, 0, &mut Discard) {
+        if let Some(end) = complete_frame_at_in(tail, at, dead_ends) {
+            match budget.inflate(&tail[at..end], offset + at, 0, &mut Discard) {
                 Ok(_) => return Ok(Some(at)),
                 Err(DecodeError::Invalid { .. }) => {}
                 Err(too_large @ DecodeError::TooLarge { .. }) => return Err(too_large),
@@ -456,6 +565,45 @@ mod tests {
         let mut out = Vec::new();
         decompress_complete(&buf, &mut out).unwrap();
         assert_eq!(out, b"header\none\ntwo\n");
+    }
+
+    /// `units` raw blocks of 16 bytes in a chain that runs past the end; each payload
+    /// starts a candidate frame whose first block jumps to the next outer block, so every
+    /// candidate's chain joins the outer one.
+    fn nested_candidates(units: usize) -> Vec<u8> {
+        let header = |size: u32| (size << 3).to_le_bytes()[..3].to_vec();
+        let mut tail = b"junk".to_vec();
+        for _ in 0..units {
+            tail.extend(header(16));
+            tail.extend(MAGIC);
+            tail.extend([0x00, 0x38]);
+            tail.extend(header(7));
+            tail.extend([0u8; 7]);
+        }
+        tail.extend(header(1 << 20));
+        tail
+    }
+
+    #[test]
+    fn nested_candidate_frames_are_walked_once() {
+        for units in [1_000, 4_000] {
+            let tail = nested_candidates(units);
+            let mut budget = Budget::for_log(tail.len(), InflateLimits::default());
+            let mut dead_ends = DeadEnds::new(tail.len());
+            assert_eq!(
+                find_valid_frame(&tail, 0, &mut budget, &mut dead_ends),
+                Ok(None)
+            );
+            // Each outer block is read once, plus each candidate's own first block: linear
+            // (walking each candidate's chain to the end would be units² / 2).
+            assert!(dead_ends.steps <= 3 * units, "{} steps", dead_ends.steps);
+        }
+        // A valid frame after the same chain is still found.
+        let mut tail = nested_candidates(100);
+        let at = tail.len();
+        tail.extend(compress_frame(b"line\n").unwrap());
+        let mut budget = Budget::for_log(tail.len(), InflateLimits::default());
+        assert_eq!(valid_frame_follows(&tail, 0, &mut budget), Ok(Some(at)));
     }
 
     #[test]
