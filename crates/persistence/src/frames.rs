@@ -357,12 +357,12 @@ impl Budget {
     /// verified) into `sink`, within the per-frame cap and what is left of the log's
     /// allowance. Returns the plaintext length. Nothing past the allowed bytes is ever
     /// produced: a bomb stops at the cap.
-    pub fn inflate(
+    fn inflate(
         &mut self,
         frame: &[u8],
         at: usize,
         index: usize,
-        sink: &mut impl std::io::Write,
+        sink: Sink<'_>,
     ) -> Result<u64, DecodeError> {
         let (room, cap) = self.room();
         let invalid = |e: std::io::Error| DecodeError::Invalid {
@@ -372,7 +372,11 @@ impl Budget {
         let decoder = zstd::stream::read::Decoder::with_buffer(frame)
             .map_err(invalid)?
             .single_frame();
-        let produced = std::io::copy(&mut decoder.take(room.saturating_add(1)), sink);
+        let mut limited = decoder.take(room.saturating_add(1));
+        let produced = match sink {
+            Sink::Keep(out) => limited.read_to_end(out).map(|n| n as u64),
+            Sink::Discard => std::io::copy(&mut limited, &mut std::io::sink()),
+        };
         let produced = produced.map_err(invalid)?;
         self.used = self.used.saturating_add(produced.min(room));
         if produced <= room {
@@ -411,6 +415,14 @@ impl Budget {
     }
 }
 
+/// Where inflated bytes go.
+enum Sink<'a> {
+    /// Appended to the plaintext.
+    Keep(&'a mut Vec<u8>),
+    /// Only counted (a candidate frame probed for validity).
+    Discard,
+}
+
 /// Which limit bounds the next frame.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Cap {
@@ -428,7 +440,7 @@ pub(crate) fn decode_bounded(
 ) -> Result<(), DecodeError> {
     for (i, &(start, end)) in frames.iter().enumerate() {
         let before = out.len();
-        if let Err(e) = budget.inflate(&buf[start..end], start, i, out) {
+        if let Err(e) = budget.inflate(&buf[start..end], start, i, Sink::Keep(out)) {
             out.truncate(before);
             return Err(e);
         }
@@ -442,19 +454,6 @@ pub(crate) fn decompress_complete(frames: &[u8], out: &mut Vec<u8>) -> std::io::
     let mut decoder = zstd::stream::read::Decoder::with_buffer(frames)?;
     decoder.read_to_end(out)?;
     Ok(())
-}
-
-/// Counts bytes written and keeps none.
-struct Discard;
-
-impl std::io::Write for Discard {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
 }
 
 /// Where a valid frame (structurally complete, checksum verified) starts somewhere after
@@ -486,7 +485,7 @@ fn find_valid_frame(
     {
         let at = from + rel;
         if let Some(end) = complete_frame_at_in(tail, at, dead_ends) {
-            match budget.inflate(&tail[at..end], offset + at, 0, &mut Discard) {
+            match budget.inflate(&tail[at..end], offset + at, 0, Sink::Discard) {
                 Ok(_) => return Ok(Some(at)),
                 Err(DecodeError::Invalid { .. }) => {}
                 Err(too_large @ DecodeError::TooLarge { .. }) => return Err(too_large),
