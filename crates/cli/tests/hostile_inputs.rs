@@ -174,8 +174,9 @@ fn frame_ends(bytes: &[u8]) -> Vec<usize> {
 
 #[test]
 fn logs_cut_to_their_header_or_first_batch_resume() {
-    // frames kept: 1 = the header alone, 2 = the header and the first batch.
-    for frames in [1, 2] {
+    // Cut after the header frame, inside the first batch's frame (a torn frame with no
+    // whole record), and after the first batch.
+    for (frames, extra) in [(1, 0), (1, 10), (2, 0)] {
         let server =
             MockServer::with_replies([Reply::text("first answer"), Reply::text("continued")])
                 .answer_untooled("Title");
@@ -190,7 +191,7 @@ fn logs_cut_to_their_header_or_first_batch_resume() {
         let bytes = std::fs::read(&path).unwrap();
         let ends = frame_ends(&bytes);
         assert!(ends.len() > frames, "the run wrote {} frames", ends.len());
-        std::fs::write(&path, &bytes[..ends[frames - 1]]).unwrap();
+        std::fs::write(&path, &bytes[..ends[frames - 1] + extra]).unwrap();
 
         let out = run
             .cmd(&server, &["headless", "--session-id", &id, "continue"])
@@ -199,7 +200,7 @@ fn logs_cut_to_their_header_or_first_batch_resume() {
         assert_eq!(
             (out.status.code(), stdout(&out)),
             (Some(0), "continued\n".to_string()),
-            "frames {frames}: {}",
+            "frames {frames} + {extra} bytes: {}",
             stderr(&out)
         );
         let events = run.events(&id);
