@@ -39,6 +39,9 @@ Options:
                                also when stderr is not a terminal
   -h, --help                   show this help
 
+Limits (environment): DSH_MAX_TASK_BYTES caps a task read with `-` (default 16 MiB);
+DSH_MAX_CONFIG_BYTES caps each config or patch file read (default 16 MiB).
+
 On a terminal, stderr shows live progress (turn, step, elapsed time, tokens, each tool
 call and how it ended); stdout holds only the answer. When nothing reads stdout any more
 (`| head`), the run ends with status 141 (with --json at once, as on Ctrl-C).
@@ -76,11 +79,29 @@ pub enum Startup {
 /// from standard input.
 pub fn parse_args(args: &[String]) -> Result<Startup, String> {
     parse_args_with(args, || {
-        let mut text = String::new();
-        std::io::Read::read_to_string(&mut std::io::stdin(), &mut text)
-            .map_err(|e| format!("error: cannot read the task from standard input: {e}"))?;
-        Ok(text)
+        let limit =
+            dsh_kernel::config::byte_limit_from_env(MAX_TASK_BYTES_ENV, DEFAULT_MAX_TASK_BYTES)
+                .map_err(|e| format!("error: {e}"))?;
+        read_task(std::io::stdin().lock(), limit)
     })
+}
+
+/// The environment variable that sets the largest task read from standard input.
+pub const MAX_TASK_BYTES_ENV: &str = "DSH_MAX_TASK_BYTES";
+/// The default largest task read from standard input.
+pub const DEFAULT_MAX_TASK_BYTES: u64 = 16 << 20;
+
+/// Reads a task of at most `limit` bytes; more is an error naming the limit and setting.
+fn read_task(input: impl std::io::Read, limit: u64) -> Result<String, String> {
+    match dsh_kernel::config::read_text_bounded(input, limit) {
+        Ok(Ok(text)) => Ok(text),
+        Ok(Err(())) => Err(format!(
+            "error: the task on standard input is larger than {limit} bytes (set {MAX_TASK_BYTES_ENV} to raise the limit)"
+        )),
+        Err(e) => Err(format!(
+            "error: cannot read the task from standard input: {e}"
+        )),
+    }
 }
 
 fn parse_args_with(
@@ -599,6 +620,22 @@ mod tests {
         assert_eq!(
             p(&["--session-id"]),
             Err("error: option '--session-id <id>' argument missing".into())
+        );
+    }
+
+    #[test]
+    fn a_stdin_task_is_read_within_its_limit() {
+        assert_eq!(read_task(&b"fix it\n"[..], 7), Ok("fix it\n".to_string()));
+        assert_eq!(
+            read_task(&b"fix it\n"[..], 6),
+            Err("error: the task on standard input is larger than 6 bytes (set DSH_MAX_TASK_BYTES to raise the limit)".to_string())
+        );
+        // An endless input stops at the limit.
+        assert!(read_task(std::io::repeat(b'x'), 1 << 16).is_err());
+        assert!(
+            read_task(&[0xFFu8, b'\n'][..], 64)
+                .unwrap_err()
+                .contains("cannot read the task from standard input")
         );
     }
 }

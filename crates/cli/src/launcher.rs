@@ -59,6 +59,15 @@ Commands:
                          --profile headless; `dsh headless --help` for its options)
   web [args...]          short for --profile web
 
+Limits (environment variables, in bytes; past one, the error names it):
+  DSH_MAX_CONFIG_BYTES     each settings, credentials, .env, profile or patch file
+                           (default 16 MiB)
+  DSH_MAX_TASK_BYTES       a task read from standard input with `-` (default 16 MiB)
+  DSH_MAX_LOG_FRAME_BYTES  what one frame of a compressed session log may inflate to
+                           (default 256 MiB)
+  DSH_MAX_LOG_BYTES        what a whole compressed session log may inflate to (default
+                           256 bytes per stored byte, between 64 MiB and 4 GiB)
+
 Examples:
   dsh headless \"fix the failing test\"
   dsh headless --session-id <id> \"continue\"

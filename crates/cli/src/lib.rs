@@ -249,7 +249,14 @@ fn run_acp(home: &std::path::Path, args: &[String], extensions: &Extensions) -> 
         };
     if snapshot.is_none() {
         let patch = home.join("cordis.patch.yml");
-        if let Ok(text) = std::fs::read_to_string(&patch) {
+        let text = match dsh_kernel::config::read_config_file(&patch) {
+            Ok(text) => text,
+            Err(e) => {
+                eprintln!("dsh: {e}");
+                return ExitCode::from(CONFIG_ERROR);
+            }
+        };
+        if let Some(text) = text {
             match dsh_kernel::config::Layer::parse(
                 patch.display().to_string(),
                 patch.display().to_string(),

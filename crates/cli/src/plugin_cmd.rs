@@ -63,10 +63,10 @@ pub fn run(home: &Path, args: &[String]) -> ExitCode {
 }
 
 fn read(path: &Path) -> Result<Vec<Node>, String> {
-    let text = match std::fs::read_to_string(path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
+    let text = match dsh_kernel::config::read_config_file(path) {
+        Ok(Some(t)) => t,
+        Ok(None) => return Ok(Vec::new()),
+        Err(e) => return Err(e.to_string()),
     };
     match parse(&text).map_err(|e| format!("{}: {e}", path.display()))? {
         None | Some(Node::Null) => Ok(Vec::new()),

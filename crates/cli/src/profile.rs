@@ -144,20 +144,64 @@ pub fn prepare_profile(home: &Path, name: &str) -> Result<PathBuf, ProfileError>
     Ok(dir)
 }
 
+/// Creates `path` with `text`, whole or not at all: the text goes to a temp file that is
+/// linked into place, so a run killed while creating a profile never leaves a half-written
+/// manifest or patch that every later run would refuse. An existing `path` (another run
+/// created it first) is kept.
 fn write_new(path: &Path, text: &str) -> Result<(), ProfileError> {
-    std::fs::write(path, text)
-        .map_err(|e| err(format!("dsh: cannot write {}: {e}", path.display())))
+    use std::io::Write as _;
+    let fail = |e: std::io::Error| err(format!("dsh: cannot write {}: {e}", path.display()));
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    remove_dead_temp_files(dir, &name);
+    let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
+    let written = std::fs::File::create(&tmp).and_then(|mut f| {
+        f.write_all(text.as_bytes())?;
+        f.sync_all()
+    });
+    let linked = written.and_then(|()| match std::fs::hard_link(&tmp, path) {
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        other => other,
+    });
+    let _ = std::fs::remove_file(&tmp);
+    linked.map_err(fail)
+}
+
+/// Removes `.<name>.<pid>.tmp` files of `dir` whose process is gone (killed while
+/// [`write_new`] ran).
+fn remove_dead_temp_files(dir: &Path, name: &str) {
+    let prefix = format!(".{name}.");
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let file = entry.file_name().to_string_lossy().into_owned();
+        let Some(pid) = file
+            .strip_prefix(&prefix)
+            .and_then(|rest| rest.strip_suffix(".tmp"))
+            .and_then(|pid| pid.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if pid != std::process::id() && !Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
 }
 
 /// The bundle packages a profile stacks.
 pub fn profile_bundles(dir: &Path) -> Result<Vec<String>, ProfileError> {
     let manifest = dir.join("package.json");
-    let text = std::fs::read_to_string(&manifest).map_err(|e| {
-        err(format!(
-            "dsh: failed to read profile manifest {}: {e}",
-            manifest.display()
-        ))
-    })?;
+    let text = match dsh_kernel::config::read_config_file(&manifest) {
+        Ok(Some(text)) => text,
+        Ok(None) => {
+            return Err(err(format!(
+                "dsh: failed to read profile manifest {}: it does not exist",
+                manifest.display()
+            )));
+        }
+        Err(e) => return Err(err(format!("dsh: failed to read profile manifest: {e}"))),
+    };
     let doc: Value = serde_json::from_str(&text).map_err(|e| {
         err(format!(
             "dsh: failed to read profile manifest {}: {e}",
@@ -182,15 +226,16 @@ pub fn profile_bundles(dir: &Path) -> Result<Vec<String>, ProfileError> {
 }
 
 fn read_layer(label: &str, path: &Path, required: bool) -> Result<Option<Layer>, ProfileError> {
-    let text = match std::fs::read_to_string(path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound && !required => return Ok(None),
-        Err(e) => {
+    let text = match dsh_kernel::config::read_config_file(path) {
+        Ok(Some(t)) => t,
+        Ok(None) if !required => return Ok(None),
+        Ok(None) => {
             return Err(err(format!(
-                "dsh: failed to read patch layer {}: {e}",
+                "dsh: failed to read patch layer {}: it does not exist",
                 path.display()
             )));
         }
+        Err(e) => return Err(err(format!("dsh: failed to read patch layer: {e}"))),
     };
     let shown = path.display().to_string();
     Layer::parse(label, shown, &text)

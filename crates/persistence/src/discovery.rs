@@ -73,6 +73,7 @@ impl SessionFiles {
                     }
                     continue;
                 }
+                crate::lock::sweep_temp_files(&path);
                 if let Some((_, opposite)) =
                     layout::generations(&path, self.compression.opposite()).pop()
                 {
@@ -134,14 +135,14 @@ impl SessionFiles {
                     return Ok(None);
                 };
                 let mut plain = Vec::new();
-                frames::decode_bounded(&prefix[..end], &[(start, end)], &mut plain).map_err(
-                    |e| match e {
+                let mut budget = frames::Budget::for_log(end, self.inflate_limits()?);
+                frames::decode_bounded(&prefix[..end], &[(start, end)], &mut plain, &mut budget)
+                    .map_err(|e| match e {
                         frames::DecodeError::Invalid { message, .. }
                         | frames::DecodeError::TooLarge { message } => {
                             PersistenceError::corrupt(path, message)
                         }
-                    },
-                )?;
+                    })?;
                 match plain.iter().position(|b| *b == b'\n') {
                     Some(i) if i + 1 == plain.len() => plain.truncate(i),
                     _ => {

@@ -73,6 +73,10 @@ pub enum PersistenceError {
     /// An id or cwd cannot name a storage path (it is empty).
     #[error("{0}")]
     InvalidPath(String),
+    /// A setting of this store (an environment variable such as `DSH_MAX_LOG_BYTES`) is
+    /// not valid; the message names it. Not retryable until it is fixed.
+    #[error("{0}")]
+    Setting(String),
 }
 
 fn list_paths(paths: &[PathBuf]) -> String {

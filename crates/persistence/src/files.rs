@@ -15,7 +15,7 @@ use dsh_session::{
 };
 
 use crate::error::PersistenceError;
-use crate::frames;
+use crate::frames::{self, InflateLimits};
 use crate::fsio::{self, Durability};
 use crate::layout::{self, Compression};
 use crate::lock::HeldLocks;
@@ -107,6 +107,9 @@ pub struct SessionFiles {
     format: u64,
     /// Logs this process appends to, by session id (shared by clones).
     open_logs: Arc<Mutex<HashMap<String, OpenLog>>>,
+    /// How far a compressed log may inflate when read (from the environment, unless set;
+    /// an invalid setting fails every read with its message).
+    inflate: Result<InflateLimits, String>,
 }
 
 impl SessionFiles {
@@ -123,7 +126,31 @@ impl SessionFiles {
             durability: Durability::Fsync,
             format: SESSION_FORMAT_V4,
             open_logs: Arc::new(Mutex::new(HashMap::new())),
+            inflate: InflateLimits::from_env(),
         }
+    }
+
+    /// The same store reading compressed logs within `limits` (instead of the limits the
+    /// environment sets).
+    pub fn with_inflate_limits(mut self, limits: InflateLimits) -> Self {
+        self.inflate = Ok(limits);
+        self
+    }
+
+    /// How far a compressed log may inflate when read; an invalid setting is an error.
+    pub fn inflate_limits(&self) -> Result<InflateLimits, PersistenceError> {
+        self.inflate.clone().map_err(PersistenceError::Setting)
+    }
+
+    /// [`scan::scan`] of `bytes` (read from `path`) within this store's limits.
+    pub(crate) fn scan(
+        &self,
+        path: &Path,
+        bytes: &[u8],
+        compression: Compression,
+    ) -> Result<ScannedLog, PersistenceError> {
+        scan::scan(bytes, compression, self.inflate_limits()?)
+            .map_err(|e| PersistenceError::from_storage(path, e))
     }
 
     /// The same store writing new logs in format `version` (0 or 4).
@@ -275,8 +302,7 @@ impl SessionFiles {
     /// How to continue the stored log at `path`: a v4 log's state is rebuilt by reading it.
     fn encoding_of_file(&self, path: &Path) -> Result<Encoding, PersistenceError> {
         let bytes = fsio::read_stable(path)?;
-        let scanned = scan::scan(&bytes, detect(path, &bytes))
-            .map_err(|e| PersistenceError::from_storage(path, e))?;
+        let scanned = self.scan(path, &bytes, detect(path, &bytes))?;
         Ok(match scanned.v4 {
             Some(resume) => Encoding::V4(resume.encoder),
             None => Encoding::V0,
@@ -300,6 +326,7 @@ impl SessionFiles {
         fsio::ensure_private_dir(project_dir)?;
         fsio::ensure_private_dir(session_dir)?;
         self.locks.acquire(&header.id, session_dir)?;
+        crate::lock::remove_temp_files_locked(session_dir);
         if fsio::exists(path)? {
             return Err(PersistenceError::AlreadyPersisted {
                 id: header.id.clone(),
@@ -400,6 +427,7 @@ impl SessionFiles {
         let path = self.require(id)?;
         let dir = path.parent().unwrap_or(&self.root);
         self.locks.acquire(id, dir)?;
+        crate::lock::remove_temp_files_locked(dir);
         let loaded = self.open(&path, Some(self.compression), Some(id), RepairMode::Durable);
         if loaded.is_err() {
             self.locks.release(id);
@@ -451,15 +479,25 @@ impl SessionFiles {
         match compression.unwrap_or_else(|| detect(path, &bytes)) {
             Compression::None => Ok(String::from_utf8_lossy(&bytes).into_owned()),
             Compression::Zstd => {
-                let scan = frames::scan_frames(&bytes, usize::MAX)
-                    .map(|s| s.frames)
-                    .or_else(
-                        |d| match frames::valid_frame_follows(&bytes[d.frame_start..]) {
-                            None => Ok(d.frames),
-                            Some(_) => Err(d.message),
-                        },
-                    )
-                    .map_err(|e| PersistenceError::corrupt(path, e))?;
+                let mut budget = frames::Budget::for_log(bytes.len(), self.inflate_limits()?);
+                let message = |e: frames::DecodeError| match e {
+                    frames::DecodeError::Invalid { message, .. }
+                    | frames::DecodeError::TooLarge { message } => message,
+                };
+                let scan = match frames::scan_frames(&bytes, usize::MAX) {
+                    Ok(scan) => scan.frames,
+                    Err(d) => {
+                        match frames::valid_frame_follows(
+                            &bytes[d.frame_start..],
+                            d.frame_start,
+                            &mut budget,
+                        ) {
+                            Ok(None) => d.frames,
+                            Ok(Some(_)) => return Err(PersistenceError::corrupt(path, d.message)),
+                            Err(e) => return Err(PersistenceError::corrupt(path, message(e))),
+                        }
+                    }
+                };
                 if scan.is_empty() {
                     return Err(PersistenceError::corrupt(
                         path,
@@ -467,12 +505,8 @@ impl SessionFiles {
                     ));
                 }
                 let mut plain = Vec::new();
-                frames::decode_bounded(&bytes, &scan, &mut plain).map_err(|e| match e {
-                    frames::DecodeError::Invalid { message, .. }
-                    | frames::DecodeError::TooLarge { message } => {
-                        PersistenceError::corrupt(path, message)
-                    }
-                })?;
+                frames::decode_bounded(&bytes, &scan, &mut plain, &mut budget)
+                    .map_err(|e| PersistenceError::corrupt(path, message(e)))?;
                 Ok(String::from_utf8_lossy(&plain).into_owned())
             }
         }
@@ -495,8 +529,7 @@ impl SessionFiles {
         let bytes = fsio::read_stable(path)?;
         let compression = compression.unwrap_or_else(|| detect(path, &bytes));
         let file_len = bytes.len() as u64;
-        let scanned =
-            scan::scan(&bytes, compression).map_err(|e| PersistenceError::from_storage(path, e))?;
+        let scanned = self.scan(path, &bytes, compression)?;
         drop(bytes);
         crate::discovery::check_generation(path, &scanned.header, compression)?;
         if let Some(id) = expected_id {
@@ -573,8 +606,7 @@ impl SessionFiles {
                     "repaired session log after an interrupted write"
                 );
                 // Read the repaired file back: what we return is exactly what is stored.
-                let again = scan::scan(&fsio::read_stable(path)?, compression)
-                    .map_err(|e| PersistenceError::from_storage(path, e))?;
+                let again = self.scan(path, &fsio::read_stable(path)?, compression)?;
                 if again.truncate_to.is_some()
                     || !interrupted_turn_closers(&again.events).is_empty()
                 {

@@ -27,6 +27,7 @@ mod writer;
 
 pub use error::PersistenceError;
 pub use files::{ChunkPacking, Loaded, Repair, SessionFiles};
+pub use frames::{DEFAULT_MAX_FRAME_BYTES, InflateLimits, MAX_FRAME_BYTES_ENV, MAX_LOG_BYTES_ENV};
 pub use fsio::Durability;
 pub use layout::{Compression, encode_segment, project_key};
 pub use lock::LOCK_FILE;
@@ -40,7 +41,14 @@ pub use writer::{SessionWriter, WriteTiming, WriterStart};
 /// Entry points for the fuzz targets (`fuzz/`): the byte-level readers without any IO.
 #[doc(hidden)]
 pub mod fuzzing {
+    use crate::frames::{Budget, InflateLimits};
     use crate::layout::Compression;
+
+    /// Small limits, so a fuzzed bomb is refused after little work.
+    const LIMITS: InflateLimits = InflateLimits {
+        frame: 1 << 20,
+        log: Some(4 << 20),
+    };
 
     /// Scans a log's bytes as the loader does; returns the number of events it kept.
     pub fn scan_log(bytes: &[u8], zstd: bool) -> Result<usize, String> {
@@ -49,19 +57,26 @@ pub mod fuzzing {
         } else {
             Compression::None
         };
-        crate::scan::scan(bytes, compression)
+        crate::scan::scan(bytes, compression, LIMITS)
             .map(|s| s.events.len())
             .map_err(|e| e.to_string())
     }
 
-    /// Scans Zstandard frame boundaries and decodes them within the plaintext budget.
+    /// Scans Zstandard frame boundaries, decodes them within the plaintext budget, and
+    /// probes for a valid frame after damage and salvages a torn tail as the loader does.
     pub fn frames(bytes: &[u8]) -> Result<usize, String> {
-        let frames = crate::frames::scan_frames(bytes, usize::MAX)
-            .map(|s| s.frames)
-            .map_err(|d| d.message)?;
+        let mut budget = Budget::for_log(bytes.len(), LIMITS);
+        let (frames, torn) = match crate::frames::scan_frames(bytes, usize::MAX) {
+            Ok(scan) => (scan.frames, scan.torn_start),
+            Err(damage) => (damage.frames, Some(damage.frame_start)),
+        };
         let mut out = Vec::new();
-        crate::frames::decode_bounded(bytes, &frames, &mut out).map_err(|e| format!("{e:?}"))?;
-        let _ = crate::frames::salvage_torn(bytes);
+        crate::frames::decode_bounded(bytes, &frames, &mut out, &mut budget)
+            .map_err(|e| format!("{e:?}"))?;
+        if let Some(at) = torn {
+            let _ = crate::frames::valid_frame_follows(&bytes[at..], at, &mut budget);
+            let _ = crate::frames::salvage_torn(&bytes[at..], at, &mut budget);
+        }
         Ok(out.len())
     }
 }

@@ -84,6 +84,70 @@ impl HeldLocks {
     }
 }
 
+/// Whether `name` is a temp file [`crate::fsio::publish_new_file`] writes before linking a
+/// log into place: `<log name>.<12 hex digits>.tmp`.
+pub(crate) fn is_temp_log_name(name: &str) -> bool {
+    let Some(rest) = name.strip_suffix(".tmp") else {
+        return false;
+    };
+    let Some((log, suffix)) = rest.rsplit_once('.') else {
+        return false;
+    };
+    suffix.len() == 12
+        && suffix.bytes().all(|b| b.is_ascii_hexdigit())
+        && log.starts_with("session.")
+        && log.contains(".jsonl")
+}
+
+/// Removes the temp files of session directory `dir`. Only call it while holding the
+/// session's lock: every temp file is written under that lock, so whatever is left then
+/// belongs to a writer that died (killed between writing and publishing).
+pub(crate) fn remove_temp_files_locked(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let mut removed = false;
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        if name.to_str().is_some_and(is_temp_log_name) {
+            match std::fs::remove_file(entry.path()) {
+                Ok(()) => {
+                    removed = true;
+                    tracing::info!(path = %entry.path().display(), "removed a temp file a killed writer left");
+                }
+                Err(e) => {
+                    tracing::warn!(path = %entry.path().display(), error = %e, "cannot remove a stale temp file");
+                }
+            }
+        }
+    }
+    if removed {
+        let _ = crate::fsio::sync_dir(dir);
+    }
+}
+
+/// Removes temp files a killed writer left in session directory `dir`, when no process
+/// holds the session's lock (a live writer may be about to publish one). Costs one
+/// directory read; the lock is only tried when there is something to remove.
+pub(crate) fn sweep_temp_files(dir: &Path) {
+    let has_temp = std::fs::read_dir(dir).is_ok_and(|entries| {
+        entries
+            .flatten()
+            .any(|e| e.file_name().to_str().is_some_and(is_temp_log_name))
+    });
+    if !has_temp {
+        return;
+    }
+    // No lock file: nobody ever held the lock here, so the files are not ours to judge.
+    let Ok(file) = OpenOptions::new().read(true).open(dir.join(LOCK_FILE)) else {
+        return;
+    };
+    if file.try_lock().is_ok() {
+        remove_temp_files_locked(dir);
+        // Closing the descriptor releases the lock; the holder note is left as it was.
+    }
+}
+
 fn holder_note() -> String {
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|h| h.trim().to_string())
@@ -119,6 +183,40 @@ fn describe_holder(file: &mut File) -> String {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    #[test]
+    fn stale_temp_files_are_swept_only_when_the_lock_is_free() {
+        assert!(is_temp_log_name("session.v4.jsonl.zstd.0123456789ab.tmp"));
+        assert!(is_temp_log_name("session.jsonl.abcdef012345.tmp"));
+        for other in [
+            "session.v4.jsonl.zstd",
+            "notes.0123456789ab.tmp",
+            "session.v4.jsonl.zstd.0123.tmp",
+            "session.v4.jsonl.zstd.0123456789xy.tmp",
+            "session.lock",
+        ] {
+            assert!(!is_temp_log_name(other), "{other}");
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let temp = dir.path().join("session.v4.jsonl.zstd.0123456789ab.tmp");
+        let keep = dir.path().join("notes.tmp");
+        std::fs::write(&temp, b"x").unwrap();
+        std::fs::write(&keep, b"x").unwrap();
+        // No lock file: left alone.
+        sweep_temp_files(dir.path());
+        assert!(temp.exists());
+        // A live holder: left alone.
+        let live = HeldLocks::default();
+        live.acquire("s", dir.path()).unwrap();
+        sweep_temp_files(dir.path());
+        assert!(temp.exists());
+        // The holder died (its lock released): swept, other files kept.
+        live.release("s");
+        sweep_temp_files(dir.path());
+        assert!(!temp.exists());
+        assert!(keep.exists());
+        assert!(dir.path().join(LOCK_FILE).exists());
+    }
 
     #[test]
     fn a_second_holder_is_refused_with_the_first_named() {

@@ -141,6 +141,7 @@ impl SessionFiles {
                 continue;
             };
             for s in sessions.flatten() {
+                crate::lock::sweep_temp_files(&s.path());
                 let newest = [Compression::Zstd, Compression::None]
                     .into_iter()
                     .flat_map(|c| layout::generations(&s.path(), c))

@@ -278,8 +278,10 @@ impl SessionWriters {
         durable: u64,
     ) -> (SessionWriter, Vec<Arc<Event>>) {
         let stored_len = session.stored_len().max(durable);
+        // A restored session has a log even when it holds no events (cut to its header):
+        // it is appended to, never created again.
         let start = match stored_len {
-            0 => WriterStart::Fresh,
+            0 if !session.is_restored() => WriterStart::Fresh,
             n => WriterStart::Stored { stored_len: n },
         };
         let writer = SessionWriter::new(

@@ -9,7 +9,7 @@ use dsh_session::{
 };
 use serde_json::Value;
 
-use crate::frames;
+use crate::frames::{self, Budget, DecodeError, InflateLimits};
 use crate::layout::Compression;
 
 /// A log read from bytes.
@@ -40,11 +40,15 @@ fn corrupt(detail: impl Into<String>) -> StorageError {
     StorageError::Corrupt(detail.into())
 }
 
-/// Reads a log in the given encoding.
-pub(crate) fn scan(bytes: &[u8], compression: Compression) -> Result<ScannedLog, StorageError> {
+/// Reads a log in the given encoding; a compressed log inflates within `limits`.
+pub(crate) fn scan(
+    bytes: &[u8],
+    compression: Compression,
+    limits: InflateLimits,
+) -> Result<ScannedLog, StorageError> {
     match compression {
         Compression::None => scan_plain(bytes),
-        Compression::Zstd => scan_zstd(bytes),
+        Compression::Zstd => scan_zstd(bytes, limits),
     }
 }
 
@@ -63,7 +67,10 @@ fn scan_plain(bytes: &[u8]) -> Result<ScannedLog, StorageError> {
     })
 }
 
-fn scan_zstd(bytes: &[u8]) -> Result<ScannedLog, StorageError> {
+fn scan_zstd(bytes: &[u8], limits: InflateLimits) -> Result<ScannedLog, StorageError> {
+    // Every frame inflated while reading this log (kept, probed or salvaged) draws from
+    // one budget, so damaged bytes cannot make the scan do unbounded work.
+    let mut budget = Budget::for_log(bytes.len(), limits);
     // Structural damage with no valid frame after it is what a crash or power loss leaves
     // (a torn write, a zero-filled tail): it is cut like a torn frame. Damage followed by a
     // valid frame is inside the log and refused.
@@ -76,13 +83,22 @@ fn scan_zstd(bytes: &[u8]) -> Result<ScannedLog, StorageError> {
                 Some(damage.message),
             ),
         };
-    if let Some(torn) = torn_start
-        && let Some(at) = frames::valid_frame_follows(&bytes[torn..])
-    {
-        return Err(corrupt(format!(
-            "damaged Zstandard frame at byte {torn} is followed by a valid frame at byte {}",
-            torn + at
-        )));
+    if let Some(torn) = torn_start {
+        match frames::valid_frame_follows(&bytes[torn..], torn, &mut budget) {
+            Ok(None) => {}
+            Ok(Some(at)) => {
+                return Err(corrupt(format!(
+                    "damaged Zstandard frame at byte {torn} is followed by a valid frame at byte {}",
+                    torn + at
+                )));
+            }
+            Err(e) => {
+                return Err(corrupt(format!(
+                    "damaged Zstandard frame at byte {torn}; looking for a valid frame after it: {}",
+                    decode_message(e)
+                )));
+            }
+        }
     }
     let Some(&(header_start, header_end)) = complete_frames.first() else {
         return Err(corrupt(match tail_issue {
@@ -96,37 +112,38 @@ fn scan_zstd(bytes: &[u8]) -> Result<ScannedLog, StorageError> {
     // Size the plaintext once (frames declare their content size); a bogus declaration
     // only costs a capacity hint, capped by the plaintext budget.
     let hint = frames::declared_size(bytes, &complete_frames)
-        .min(usize::try_from(frames::plain_budget(bytes.len())).unwrap_or(usize::MAX));
+        .min(usize::try_from(budget.left()).unwrap_or(usize::MAX));
     let mut plain = Vec::with_capacity(hint + 1);
-    frames::decode_bounded(bytes, &[(header_start, header_end)], &mut plain).map_err(|e| {
+    frames::decode_bounded(
+        bytes,
+        &[(header_start, header_end)],
+        &mut plain,
+        &mut budget,
+    )
+    .map_err(|e| {
         corrupt(match e {
-            frames::DecodeError::Invalid { message, .. } => {
+            DecodeError::Invalid { message, .. } => {
                 format!("Zstandard header frame failed validation: {message}")
             }
-            frames::DecodeError::TooLarge { message } => message,
+            DecodeError::TooLarge { message } => message,
         })
     })?;
     check_header_frame(&plain)?;
-    let mut body_frames = &complete_frames[1..];
+    let body_frames = &complete_frames[1..];
     // A last complete frame that fails validation (with nothing valid after it) was not
     // fully written before a power loss: it is torn, not damage inside the log.
-    match frames::decode_bounded(bytes, body_frames, &mut plain) {
+    match frames::decode_bounded(bytes, body_frames, &mut plain, &mut budget) {
         Ok(()) => {}
-        Err(frames::DecodeError::TooLarge { message }) => return Err(corrupt(message)),
-        Err(frames::DecodeError::Invalid { frame, message }) => {
+        Err(DecodeError::TooLarge { message }) => return Err(corrupt(message)),
+        Err(DecodeError::Invalid { frame, message }) => {
             // Only the last complete frame can be a power-loss artifact (whatever follows
-            // it is already known to hold no valid frame).
+            // it is already known to hold no valid frame). `plain` holds the frames
+            // before it.
             if frame + 1 != body_frames.len() {
                 return Err(corrupt(message));
             }
             torn_start = Some(body_frames[frame].0);
             tail_issue = Some(message);
-            body_frames = &body_frames[..frame];
-            plain.truncate(header_end_plain(&plain));
-            frames::decode_bounded(bytes, body_frames, &mut plain).map_err(|e| match e {
-                frames::DecodeError::Invalid { message, .. }
-                | frames::DecodeError::TooLarge { message } => corrupt(message),
-            })?;
         }
     }
     let (complete, complete_v4) = parse_bytes(&plain)?;
@@ -148,7 +165,13 @@ fn scan_zstd(bytes: &[u8]) -> Result<ScannedLog, StorageError> {
             v4: complete_v4,
         });
     };
-    let salvaged = frames::salvage_torn(&bytes[torn_start..]);
+    let salvaged =
+        frames::salvage_torn(&bytes[torn_start..], torn_start, &mut budget).map_err(|e| {
+            corrupt(format!(
+                "salvaging the torn Zstandard frame at byte {torn_start}: {}",
+                decode_message(e)
+            ))
+        })?;
     // Only whole lines of the salvaged text can be records; the rest is dropped.
     let whole_lines = salvaged
         .iter()
@@ -176,12 +199,10 @@ fn scan_zstd(bytes: &[u8]) -> Result<ScannedLog, StorageError> {
     })
 }
 
-/// Length of the header line at the start of `plain`.
-fn header_end_plain(plain: &[u8]) -> usize {
-    plain
-        .iter()
-        .position(|b| *b == b'\n')
-        .map_or(plain.len(), |i| i + 1)
+fn decode_message(e: DecodeError) -> String {
+    match e {
+        DecodeError::Invalid { message, .. } | DecodeError::TooLarge { message } => message,
+    }
 }
 
 /// The header frame holds exactly one newline-terminated line.

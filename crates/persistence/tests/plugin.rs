@@ -325,6 +325,56 @@ async fn resumed_sessions_append_after_their_stored_prefix() {
 }
 
 #[tokio::test]
+async fn a_log_cut_to_its_header_resumes_by_appending() {
+    for compression in ["zstd", "none"] {
+        let h = harness(json!({"compression": compression}));
+        let id = format!("cut-{compression}");
+        let live = h
+            .store
+            .create(&h.ctx, session_header(&id), SessionSource::Fresh)
+            .unwrap();
+        run_turn(&live, "one");
+        live.flush().await.unwrap();
+        let path = h.files.path_for(&live.header()).unwrap();
+        h.store.dispose(&id);
+        drop(live);
+        h.files.release(&id);
+        // Keep only the header (its line, or its frame: the first write put the header in a
+        // frame of its own).
+        let bytes = std::fs::read(&path).unwrap();
+        let header_len = match compression {
+            "none" => bytes.iter().position(|b| *b == b'\n').unwrap() + 1,
+            _ => zstd::zstd_safe::find_frame_compressed_size(&bytes).unwrap(),
+        };
+        std::fs::write(&path, &bytes[..header_len]).unwrap();
+
+        let loaded = h.files.load(&id).unwrap();
+        assert_eq!((loaded.stored_len, loaded.events.len()), (0, 0));
+        let resumed = h
+            .store
+            .create(
+                &h.ctx,
+                loaded.header.clone(),
+                SessionSource::Restored {
+                    events: loaded.events.clone(),
+                    stored_len: loaded.stored_len,
+                },
+            )
+            .unwrap();
+        assert!(resumed.is_restored());
+        run_turn(&resumed, "two");
+        resumed.flush().await.unwrap();
+        let again = h.files.inspect(&id).unwrap();
+        assert_eq!(again.repair, None);
+        assert_eq!(again.events, resumed.events());
+        assert_eq!(
+            again.events.last().unwrap().event_type.as_str(),
+            types::TURN_END
+        );
+    }
+}
+
+#[tokio::test]
 async fn every_event_mode_is_visible_before_append_returns() {
     let h = harness(json!({"compression": "none", "writeBatchMaxDelayMs": 0}));
     let live = h

@@ -8,7 +8,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use dsh_persistence::{ChunkPacking, Compression, PersistenceError, SessionFiles};
+use dsh_persistence::{ChunkPacking, Compression, InflateLimits, PersistenceError, SessionFiles};
 use dsh_session::{
     Event, NOT_STARTED_TEXT, OUTCOME_UNKNOWN_TEXT, SessionHeader, decode_record, encode_batch,
     header_line, interrupted_turn_closers, types,
@@ -643,6 +643,109 @@ fn a_decompression_bomb_is_refused_quickly_and_bounded() {
     );
     // The header alone still lists.
     assert_eq!(files.list().unwrap().len(), 1);
+}
+
+/// A frame of `blocks` RLE blocks of 128 KiB each (4 bytes per block on disk), with no
+/// checksum: a few kilobytes that inflate to `blocks` × 128 KiB. Without its last block
+/// (`last: false`) it is torn.
+fn rle_bomb(blocks: usize, last: bool) -> Vec<u8> {
+    // Magic, descriptor (no content size, not single-segment, no checksum), a 128 KiB window.
+    let mut frame = vec![0x28, 0xB5, 0x2F, 0xFD, 0x00, 0x38];
+    for i in 0..blocks {
+        let is_last = last && i + 1 == blocks;
+        let header = (128u32 * 1024) << 3 | 1 << 1 | u32::from(is_last);
+        frame.extend_from_slice(&header.to_le_bytes()[..3]);
+        frame.push(b'a');
+    }
+    frame
+}
+
+/// A compressed log: its header frame, one batch, then `tail`.
+fn log_with_tail(dir: &Path, id: &str, tail: &[u8], limits: Option<InflateLimits>) -> SessionFiles {
+    let mut files = SessionFiles::new(dir, Compression::Zstd, ChunkPacking::Packed).with_format(0);
+    if let Some(limits) = limits {
+        files = files.with_inflate_limits(limits);
+    }
+    let h = header(id, None);
+    let events = session_events(&h, 1, 2, false);
+    files.create(&h, &events).unwrap();
+    files.release(id);
+    let path = files.path_for(&h).unwrap();
+    let mut bytes = std::fs::read(&path).unwrap();
+    bytes.extend_from_slice(tail);
+    std::fs::write(&path, &bytes).unwrap();
+    files
+}
+
+#[test]
+fn a_bomb_frame_behind_damaged_bytes_is_refused_within_the_limits() {
+    let dir = tempfile::tempdir().unwrap();
+    // 512 MiB from 16 KiB, behind bytes a crash could have left.
+    let mut tail = b"garbage after a crash".to_vec();
+    tail.extend(rle_bomb(4096, true));
+    // Default limits: the log's allowance (64 MiB for a small file) runs out first.
+    let files = log_with_tail(dir.path(), "bomb-a", &tail, None);
+    for err in [
+        files.inspect("bomb-a").unwrap_err(),
+        files.load("bomb-a").unwrap_err(),
+    ] {
+        let text = err.to_string();
+        assert!(err.is_corrupt(), "{text}");
+        assert!(
+            text.contains("looking for a valid frame after it")
+                && text.contains("more than 67108864 bytes")
+                && text.contains("set DSH_MAX_LOG_BYTES to raise it")
+                && text.contains("decompression bomb"),
+            "{text}"
+        );
+    }
+    let raw = files.read_raw("bomb-a").unwrap_err().to_string();
+    assert!(raw.contains("DSH_MAX_LOG_BYTES"), "{raw}");
+    // The file is untouched (nothing recorded is cut) and the header still lists.
+    assert_eq!(files.list().unwrap().len(), 1);
+    // A smaller per-frame limit is the one named.
+    let limits = InflateLimits {
+        frame: 1 << 20,
+        log: None,
+    };
+    let files = log_with_tail(dir.path(), "bomb-b", &tail, Some(limits));
+    let text = files.inspect("bomb-b").unwrap_err().to_string();
+    assert!(
+        text.contains("frame at byte")
+            && text.contains("more than 1048576 bytes, the limit for one frame")
+            && text.contains("set DSH_MAX_LOG_FRAME_BYTES to raise it"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_torn_bomb_frame_is_not_salvaged_past_the_limits() {
+    let dir = tempfile::tempdir().unwrap();
+    let limits = InflateLimits {
+        frame: 1 << 20,
+        log: Some(8 << 20),
+    };
+    let files = log_with_tail(dir.path(), "torn-bomb", &rle_bomb(64, false), Some(limits));
+    let path = files.find("torn-bomb").unwrap().unwrap();
+    let before = std::fs::read(&path).unwrap();
+    let text = files.load("torn-bomb").unwrap_err().to_string();
+    assert!(
+        text.contains("salvaging the torn Zstandard frame")
+            && text.contains("DSH_MAX_LOG_FRAME_BYTES"),
+        "{text}"
+    );
+    assert_eq!(
+        std::fs::read(&path).unwrap(),
+        before,
+        "a refused log is not repaired"
+    );
+    // Within the limits the same torn frame is salvaged (it holds no whole line) and cut.
+    let files = files.with_inflate_limits(InflateLimits {
+        frame: 16 << 20,
+        log: None,
+    });
+    let loaded = files.load("torn-bomb").unwrap();
+    assert!(loaded.repair.unwrap().truncated_to.is_some());
 }
 
 #[test]

@@ -413,59 +413,171 @@ fn wait(mut child: Child) -> String {
     }
 }
 
+/// One line a plugin wrote on stdout, as the host understands it.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum PluginLine {
+    /// Blank: skipped.
+    Blank,
+    /// A `log` notification with its message.
+    Log(String),
+    /// Some other request or notification (the host answers none).
+    Ignored,
+    /// The answer to call `id`.
+    Reply {
+        id: u64,
+        reply: Result<Value, String>,
+    },
+    /// The link is broken: why (garbage, a response without a numeric id).
+    Broken(String),
+}
+
+/// Classifies one line of plugin output (without its newline).
+pub(crate) fn classify_line(line: &[u8]) -> PluginLine {
+    let text = String::from_utf8_lossy(line);
+    let text = text.trim();
+    if text.is_empty() {
+        return PluginLine::Blank;
+    }
+    let message: Value = match serde_json::from_str(text) {
+        Ok(v @ Value::Object(_)) => v,
+        _ => {
+            let shown: String = text.chars().take(200).collect();
+            return PluginLine::Broken(format!(
+                "plugin wrote garbage to stdout (not a JSON-RPC message): {shown}"
+            ));
+        }
+    };
+    if message.get("method").is_some() {
+        // Plugin → host messages: only `log` notifications are understood.
+        if message.get("method").and_then(Value::as_str) == Some("log") {
+            let text = message
+                .pointer("/params/message")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            return PluginLine::Log(text.to_string());
+        }
+        return PluginLine::Ignored;
+    }
+    let Some(id) = message.get("id").and_then(Value::as_u64) else {
+        return PluginLine::Broken("plugin wrote a response without a numeric id".into());
+    };
+    let reply = match (message.get("result"), message.get("error")) {
+        (_, Some(error)) => Err(error
+            .get("message")
+            .and_then(Value::as_str)
+            .map_or_else(|| error.to_string(), str::to_string)),
+        (Some(result), None) => Ok(result.clone()),
+        (None, None) => Ok(Value::Null),
+    };
+    PluginLine::Reply { id, reply }
+}
+
+/// Reads one line (newline included) of at most `max` bytes into `line`. `Ok(false)` at
+/// end of input; an over-long line is an error naming the limit.
+pub(crate) fn read_bounded_line(
+    reader: &mut impl std::io::BufRead,
+    line: &mut Vec<u8>,
+    max: u64,
+) -> Result<bool, String> {
+    line.clear();
+    match std::io::Read::take(&mut *reader, max).read_until(b'\n', line) {
+        Ok(0) | Err(_) => Ok(false),
+        Ok(_) if line.last() != Some(&b'\n') && line.len() as u64 >= max => {
+            Err(format!("plugin wrote a line longer than {max} bytes"))
+        }
+        Ok(_) => Ok(true),
+    }
+}
+
 /// Reads responses until end of input or garbage; returns why it stopped.
 fn read_loop(conn: &Conn, stdout: std::process::ChildStdout, label: &str) -> String {
     let mut reader = BufReader::new(stdout);
     let mut line = Vec::new();
     loop {
-        line.clear();
-        let read = std::io::Read::take(&mut reader, MAX_LINE_BYTES).read_until(b'\n', &mut line);
-        match read {
-            Ok(0) | Err(_) => return "plugin process exited".into(),
-            Ok(_) => {}
+        match read_bounded_line(&mut reader, &mut line, MAX_LINE_BYTES) {
+            Ok(true) => {}
+            Ok(false) => return "plugin process exited".into(),
+            Err(why) => return why,
         }
-        if line.last() != Some(&b'\n') && line.len() as u64 >= MAX_LINE_BYTES {
-            return format!("plugin wrote a line longer than {MAX_LINE_BYTES} bytes");
-        }
-        let text = String::from_utf8_lossy(&line);
-        let text = text.trim();
-        if text.is_empty() {
-            continue;
-        }
-        let message: Value = match serde_json::from_str(text) {
-            Ok(v @ Value::Object(_)) => v,
-            _ => {
-                let shown: String = text.chars().take(200).collect();
-                return format!("plugin wrote garbage to stdout (not a JSON-RPC message): {shown}");
-            }
-        };
-        if message.get("method").is_some() {
-            // Plugin → host messages: only `log` notifications are understood.
-            if message.get("method").and_then(Value::as_str) == Some("log") {
-                let text = message
-                    .pointer("/params/message")
-                    .and_then(Value::as_str)
-                    .unwrap_or_default();
-                tracing::info!("{label}: {text}");
-            } else {
+        match classify_line(&line) {
+            PluginLine::Blank => {}
+            PluginLine::Log(text) => tracing::info!("{label}: {text}"),
+            PluginLine::Ignored => {
                 tracing::warn!("{label}: ignored a request or notification from the plugin");
             }
-            continue;
+            PluginLine::Broken(why) => return why,
+            PluginLine::Reply { id, reply } => {
+                let waiter = conn.pending().waiters.remove(&id);
+                if let Some(w) = waiter {
+                    w.send(reply);
+                }
+            }
         }
-        let Some(id) = message.get("id").and_then(Value::as_u64) else {
-            return "plugin wrote a response without a numeric id".into();
-        };
-        let reply = match (message.get("result"), message.get("error")) {
-            (_, Some(error)) => Err(error
-                .get("message")
-                .and_then(Value::as_str)
-                .map_or_else(|| error.to_string(), str::to_string)),
-            (Some(result), None) => Ok(result.clone()),
-            (None, None) => Ok(Value::Null),
-        };
-        let waiter = conn.pending().waiters.remove(&id);
-        if let Some(w) = waiter {
-            w.send(reply);
-        }
+    }
+}
+
+/// Entry point for the fuzz target (`fuzz/`): plugin stdout bytes through the host's
+/// bounded line reader and classifier; returns how many lines were read.
+pub(crate) fn fuzz_lines(bytes: &[u8], max_line: u64) -> usize {
+    let mut reader = std::io::BufReader::with_capacity(64, bytes);
+    let mut line = Vec::new();
+    let mut n = 0;
+    while let Ok(true) = read_bounded_line(&mut reader, &mut line, max_line) {
+        let _ = classify_line(&line);
+        n += 1;
+    }
+    n
+}
+
+#[cfg(test)]
+mod line_tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    #[test]
+    fn plugin_lines_are_classified_and_bounded() {
+        assert_eq!(classify_line(b"  \r\n"), PluginLine::Blank);
+        assert_eq!(
+            classify_line(br#"{"jsonrpc":"2.0","method":"log","params":{"message":"hi"}}"#),
+            PluginLine::Log("hi".into())
+        );
+        assert_eq!(
+            classify_line(br#"{"method":"other","id":3}"#),
+            PluginLine::Ignored
+        );
+        assert_eq!(
+            classify_line(br#"{"id":7,"result":{"ok":true}}"#),
+            PluginLine::Reply {
+                id: 7,
+                reply: Ok(json!({"ok": true}))
+            }
+        );
+        assert_eq!(
+            classify_line(br#"{"id":8,"error":{"code":1,"message":"no"}}"#),
+            PluginLine::Reply {
+                id: 8,
+                reply: Err("no".into())
+            }
+        );
+        assert_eq!(
+            classify_line(br#"{"id":"x","result":1}"#),
+            PluginLine::Broken("plugin wrote a response without a numeric id".into())
+        );
+        assert!(matches!(classify_line(b"[1,2]"), PluginLine::Broken(_)));
+        assert!(matches!(
+            classify_line(&[0xFF, 0xFE]),
+            PluginLine::Broken(_)
+        ));
+
+        let mut reader = std::io::BufReader::with_capacity(4, &b"ab\ncdefgh\nij"[..]);
+        let mut line = Vec::new();
+        assert_eq!(read_bounded_line(&mut reader, &mut line, 5), Ok(true));
+        assert_eq!(line, b"ab\n");
+        assert_eq!(
+            read_bounded_line(&mut reader, &mut line, 5),
+            Err("plugin wrote a line longer than 5 bytes".into())
+        );
+        assert_eq!(fuzz_lines(b"{}\n\n{\"id\":1}\nrest", 64), 4);
     }
 }

@@ -27,3 +27,13 @@ pub const ROW_NAME: &str = "dsh-plugin-host";
 pub fn register_catalog(catalog: &mut dsh_kernel::Catalog) {
     catalog.register(PluginHostPlugin);
 }
+
+/// Entry points for the fuzz targets (`fuzz/`).
+#[doc(hidden)]
+pub mod fuzzing {
+    /// Reads plugin stdout `bytes` as the host does (lines of at most `max_line` bytes)
+    /// and classifies each line; returns how many lines were read.
+    pub fn lines(bytes: &[u8], max_line: u64) -> usize {
+        crate::host::fuzz_lines(bytes, max_line)
+    }
+}

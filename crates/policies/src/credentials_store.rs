@@ -197,42 +197,12 @@ impl Credentials {
                 )));
             }
         };
-        if doc.get("version").is_some_and(|v| v != &Value::from(1)) {
-            return Err(unreadable(format!(
-                "{} has an unsupported version (expected 1)",
-                self.file.display()
-            )));
-        }
-        let mut out = Document::default();
-        for (k, v) in doc {
-            match (k.as_str(), v) {
-                ("version", _) => {}
-                ("refs", Value::Object(refs)) => {
-                    for (name, value) in refs {
-                        match value {
-                            Value::String(s) => {
-                                out.refs.insert(name, s);
-                            }
-                            other => {
-                                return Err(unreadable(format!(
-                                    "{}: refs.{name} is not a string ({other})",
-                                    self.file.display()
-                                )));
-                            }
-                        }
-                    }
-                }
-                ("records", Value::Object(records)) => out.records = records,
-                ("refs" | "records", Value::Null) => {}
-                (key, _) => {
-                    return Err(unreadable(format!(
-                        "{}: unexpected content under \"{key}\"; fix the file before saving credentials",
-                        self.file.display()
-                    )));
-                }
-            }
-        }
-        Ok(out)
+        let checked = crate::credentials_doc::validate(doc, &self.file)
+            .map_err(|e| unreadable(format!("{e}; fix the file before saving credentials")))?;
+        Ok(Document {
+            refs: checked.refs,
+            records: checked.records,
+        })
     }
 
     fn write_document(&self, doc: &Document) -> Result<(), CredentialWriteError> {

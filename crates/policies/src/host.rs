@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use dsh_kernel::config::{Node, parse};
+use dsh_kernel::config::{ConfigFileError, Node, parse, read_config_file};
 use dsh_kernel::{BoxError, Context, Plugin, PluginConfig};
 use serde::Deserialize;
 use serde_json::{Map, Value};
@@ -52,12 +52,11 @@ fn node_to_json(node: &Node) -> Value {
     }
 }
 
-/// Parses a YAML (or JSON) document into JSON; a missing or empty file is `None`.
+/// Parses a YAML (or JSON) document into JSON; a missing or empty file is `None`. The file
+/// is read within the config size limit (`DSH_MAX_CONFIG_BYTES`).
 pub fn read_yaml_file(path: &Path) -> Result<Option<Value>, String> {
-    let text = match std::fs::read_to_string(path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(format!("cannot read {}: {e}", path.display())),
+    let Some(text) = read_config_file(path).map_err(|e| e.to_string())? else {
+        return Ok(None);
     };
     match parse(&text) {
         Ok(node) => Ok(node.map(|n| node_to_json(&n))),
@@ -214,47 +213,17 @@ impl Credentials {
                         }
                     }
                 }
-                match doc.get("version") {
-                    Some(v) if v == &Value::from(1) => {}
-                    Some(_) => {
-                        return Err(format!(
-                            "credentials-local: {} has an unsupported version (expected 1)",
-                            file.display()
-                        ));
-                    }
-                    None => {
-                        return Err(format!(
-                            "credentials-local: {} has no `version: 1`; put `version: 1` at the top and nest keys under `refs:`",
-                            file.display()
-                        ));
-                    }
-                }
-                if let Some(k) = doc
-                    .keys()
-                    .find(|k| !matches!(k.as_str(), "version" | "refs" | "records"))
-                {
+                // An empty document is an empty store; any other needs its version first
+                // (a flat list of keys is the old layout, not a set of unknown keys).
+                if !doc.is_empty() && !doc.contains_key("version") {
                     return Err(format!(
-                        "credentials-local: {}: unknown top-level key \"{k}\"",
+                        "credentials-local: {} has no `version: 1`; put `version: 1` at the top and nest keys under `refs:`",
                         file.display()
                     ));
                 }
-                let mut refs = HashMap::new();
-                if let Some(Value::Object(r)) = doc.get("refs") {
-                    for (k, v) in r {
-                        match v.as_str() {
-                            Some(s) if !s.trim().is_empty() => {
-                                refs.insert(k.clone(), s.to_string());
-                            }
-                            _ => {
-                                return Err(format!(
-                                    "credentials-local: {}: refs.{k} is empty; remove the key instead",
-                                    file.display()
-                                ));
-                            }
-                        }
-                    }
-                }
-                refs
+                crate::credentials_doc::validate(doc, &file)
+                    .map_err(|e| format!("credentials-local: {e}"))?
+                    .refs
             }
             Some(_) => {
                 return Err(format!(
@@ -263,16 +232,19 @@ impl Credentials {
                 ));
             }
         };
-        let read_env = |p: PathBuf| {
-            std::fs::read_to_string(p)
-                .map(|t| parse_dotenv(&t))
-                .unwrap_or_default()
+        // An unreadable `.env` is skipped as before; one past the size limit is an error.
+        let read_env = |p: PathBuf| match read_config_file(&p) {
+            Ok(text) => Ok(text.map(|t| parse_dotenv(&t)).unwrap_or_default()),
+            Err(e @ (ConfigFileError::TooLarge { .. } | ConfigFileError::Setting(_))) => {
+                Err(format!("credentials-local: {e}"))
+            }
+            Err(ConfigFileError::Io { .. }) => Ok(HashMap::new()),
         };
-        let project_env = read_env(cwd.join(".env"));
+        let project_env = read_env(cwd.join(".env"))?;
         let user_env = if home == cwd {
             HashMap::new()
         } else {
-            read_env(home.join(".env"))
+            read_env(home.join(".env"))?
         };
         Ok(Self {
             refs: std::sync::RwLock::new(refs),

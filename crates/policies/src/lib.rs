@@ -3,6 +3,7 @@
 //! settings, credentials and the default model.
 
 pub mod checkpoint;
+mod credentials_doc;
 mod credentials_store;
 pub mod host;
 pub mod instructions;

@@ -81,7 +81,7 @@ impl Settings {
             path: self.path.display().to_string(),
             source,
         };
-        if let Ok(old) = std::fs::read_to_string(&self.path)
+        if let Ok(Some(old)) = dsh_kernel::config::read_config_file(&self.path)
             && old.contains('#')
         {
             let backup = self.path.with_extension("yaml.bak");

@@ -39,6 +39,9 @@ pub struct LiveSession {
     clock: Clock,
     /// Number of leading events that already are in durable storage (restored logs).
     stored_len: u64,
+    /// Whether the session came from a stored log, which exists even when it holds no
+    /// events yet (a log cut to its header).
+    restored: bool,
 }
 
 impl std::fmt::Debug for LiveSession {
@@ -124,6 +127,13 @@ impl LiveSession {
     /// Events `[0, stored_len)` came from durable storage.
     pub fn stored_len(&self) -> u64 {
         self.stored_len
+    }
+
+    /// Whether the session was restored from a stored log ([`SessionSource::Restored`]):
+    /// its log exists, even when [`LiveSession::stored_len`] is 0, so persistence appends
+    /// to it instead of creating one.
+    pub fn is_restored(&self) -> bool {
+        self.restored
     }
 
     /// The context events of this session are dispatched through (its owner's scope).
@@ -301,11 +311,11 @@ impl SessionStore {
             return Err(StoreError::AlreadyExists(id));
         }
         let now = self.now();
-        let (session, stored_len) = match source {
-            SessionSource::Fresh => (Session::new(header), 0),
-            SessionSource::Seeded(seed) => (Session::with_seed(header, seed, now)?, 0),
+        let (session, stored_len, restored) = match source {
+            SessionSource::Fresh => (Session::new(header), 0, false),
+            SessionSource::Seeded(seed) => (Session::with_seed(header, seed, now)?, 0, false),
             SessionSource::Restored { events, stored_len } => {
-                (Session::with_seed(header, events, now)?, stored_len)
+                (Session::with_seed(header, events, now)?, stored_len, true)
             }
         };
         let live = Arc::new(LiveSession {
@@ -314,6 +324,7 @@ impl SessionStore {
             ctx: ctx.clone(),
             clock: self.clock.clone(),
             stored_len,
+            restored,
         });
         {
             let mut map = self.live.write().unwrap_or_else(|p| p.into_inner());

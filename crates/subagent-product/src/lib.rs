@@ -411,3 +411,32 @@ impl Plugin for DshSdkPlugin {
         )
     }
 }
+
+/// Entry points for the fuzz targets (`fuzz/`).
+#[doc(hidden)]
+pub mod fuzzing {
+    /// Reads a child's stdout `bytes` as the driver does (lines of at most `max_line`
+    /// bytes), parses each line as JSON-RPC, classifies it and builds the reply frame a
+    /// request would get; returns how many lines were read.
+    pub async fn lines(bytes: &[u8], max_line: usize) -> std::io::Result<usize> {
+        let mut reader = tokio::io::BufReader::with_capacity(64, bytes);
+        let mut buf = Vec::new();
+        let mut n = 0;
+        loop {
+            match crate::process::read_line_bounded(&mut reader, &mut buf, max_line).await? {
+                crate::process::LineRead::Eof => return Ok(n),
+                crate::process::LineRead::TooLong => {}
+                crate::process::LineRead::Line => {
+                    let text = String::from_utf8_lossy(&buf);
+                    if let Ok(msg) = serde_json::from_str::<serde_json::Value>(text.trim())
+                        && let crate::rpc::Incoming::Request { id, method, .. } =
+                            crate::rpc::classify(&msg)
+                    {
+                        let _ = crate::rpc::reply_frame(id, Err((-32601, method.to_string())));
+                    }
+                }
+            }
+            n += 1;
+        }
+    }
+}

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use dsh_tools::process::{ProcessGroup, resolve_program};
-use tokio::io::{AsyncBufReadExt as _, AsyncWriteExt as _, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt as _, BufReader};
 use tokio::process::ChildStderr;
 use tokio::sync::{mpsc, watch};
 
@@ -109,6 +109,59 @@ pub(crate) fn child_env(overlay: &[(String, String)]) -> Vec<(String, String)> {
     env
 }
 
+/// The longest stdout line kept from a child (a message may carry a file or an image); a
+/// longer one is skipped up to its newline, never held whole.
+pub(crate) const MAX_LINE_BYTES: usize = 64 << 20;
+
+/// What [`read_line_bounded`] read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum LineRead {
+    Eof,
+    Line,
+    TooLong,
+}
+
+/// Reads one newline-terminated line into `buf` (cleared first), holding at most `max`
+/// bytes of it: a longer line is consumed up to its newline and reported as too long.
+pub(crate) async fn read_line_bounded<R: AsyncBufReadExt + Unpin>(
+    reader: &mut R,
+    buf: &mut Vec<u8>,
+    max: usize,
+) -> std::io::Result<LineRead> {
+    buf.clear();
+    let mut too_long = false;
+    loop {
+        let available = reader.fill_buf().await?;
+        if available.is_empty() {
+            return Ok(match (too_long, buf.is_empty()) {
+                (true, _) => LineRead::TooLong,
+                (false, true) => LineRead::Eof,
+                (false, false) => LineRead::Line,
+            });
+        }
+        let (take, done) = match available.iter().position(|b| *b == b'\n') {
+            Some(i) => (i + 1, true),
+            None => (available.len(), false),
+        };
+        if !too_long {
+            if buf.len() + take > max {
+                too_long = true;
+                buf.clear();
+            } else {
+                buf.extend_from_slice(&available[..take]);
+            }
+        }
+        reader.consume(take);
+        if done {
+            return Ok(if too_long {
+                LineRead::TooLong
+            } else {
+                LineRead::Line
+            });
+        }
+    }
+}
+
 /// Spawns `launch`. Fails when the program cannot be started (missing, not executable).
 pub(crate) fn spawn(launch: &Launch) -> std::io::Result<Spawned> {
     let env = child_env(&launch.env);
@@ -152,10 +205,14 @@ pub(crate) fn spawn(launch: &Launch) -> std::io::Result<Spawned> {
         let mut reader = BufReader::new(stdout);
         let mut buf = Vec::new();
         loop {
-            buf.clear();
-            match reader.read_until(b'\n', &mut buf).await {
-                Ok(0) | Err(_) => break,
-                Ok(_) => {
+            match read_line_bounded(&mut reader, &mut buf, MAX_LINE_BYTES).await {
+                Ok(LineRead::Eof) | Err(_) => break,
+                Ok(LineRead::TooLong) => {
+                    tracing::warn!(
+                        "a child program wrote a line longer than {MAX_LINE_BYTES} bytes; it was skipped"
+                    );
+                }
+                Ok(LineRead::Line) => {
                     let line = String::from_utf8_lossy(&buf).trim().to_string();
                     if !line.is_empty() && line_tx.send(line).is_err() {
                         // Nobody listens any more; keep draining so the child never
@@ -276,5 +333,48 @@ impl Proc {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .disarm();
+    }
+}
+
+#[cfg(test)]
+mod line_tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    async fn all(bytes: &[u8], capacity: usize, max: usize) -> Vec<(LineRead, String)> {
+        let mut reader = BufReader::with_capacity(capacity, bytes);
+        let mut buf = Vec::new();
+        let mut out = Vec::new();
+        loop {
+            let read = read_line_bounded(&mut reader, &mut buf, max).await.unwrap();
+            if read == LineRead::Eof {
+                return out;
+            }
+            out.push((read, String::from_utf8_lossy(&buf).into_owned()));
+        }
+    }
+
+    #[tokio::test]
+    async fn an_overlong_line_is_skipped_without_being_held_and_the_next_one_reads() {
+        let mut input = b"{\"a\":1}\n".to_vec();
+        input.extend(std::iter::repeat_n(b'x', 1000));
+        input.extend(b"\n{\"b\":2}\ntail");
+        for capacity in [1, 7, 64, 4096] {
+            assert_eq!(
+                all(&input, capacity, 100).await,
+                vec![
+                    (LineRead::Line, "{\"a\":1}\n".to_string()),
+                    (LineRead::TooLong, String::new()),
+                    (LineRead::Line, "{\"b\":2}\n".to_string()),
+                    (LineRead::Line, "tail".to_string()),
+                ],
+                "capacity {capacity}"
+            );
+        }
+        // An endless line at the end of input is reported, not held.
+        assert_eq!(
+            all(&[b'y'; 500], 64, 100).await,
+            vec![(LineRead::TooLong, String::new())]
+        );
     }
 }

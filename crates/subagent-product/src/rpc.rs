@@ -24,6 +24,64 @@ pub(crate) type Reply = Result<Value, (i64, String)>;
 
 type Handler = Box<dyn Fn(Inbound<'_>) -> Option<Reply> + Send + Sync>;
 
+/// One parsed message from the peer, by its shape.
+pub(crate) enum Incoming<'a> {
+    Request {
+        id: &'a Value,
+        method: &'a str,
+        params: &'a Value,
+    },
+    Notification {
+        method: &'a str,
+        params: &'a Value,
+    },
+    /// The answer to our request `id` (an error response is an `Err` with its message).
+    Response {
+        id: u64,
+        outcome: Result<Value, String>,
+    },
+    /// Neither (or a response to an id we never use): dropped.
+    Ignored,
+}
+
+static NULL: Value = Value::Null;
+
+/// Sorts a peer message into request, notification or response.
+pub(crate) fn classify(msg: &Value) -> Incoming<'_> {
+    let method = msg.get("method").and_then(Value::as_str);
+    let id = msg.get("id").filter(|v| !v.is_null());
+    let params = msg.get("params").unwrap_or(&NULL);
+    match (method, id) {
+        (Some(method), Some(id)) => Incoming::Request { id, method, params },
+        (Some(method), None) => Incoming::Notification { method, params },
+        (None, Some(id)) => {
+            let Some(id) = id.as_u64() else {
+                return Incoming::Ignored;
+            };
+            let outcome = match msg.get("error") {
+                Some(e) if !e.is_null() => Err(e
+                    .get("message")
+                    .and_then(Value::as_str)
+                    .map(str::to_string)
+                    .unwrap_or_else(|| e.to_string())),
+                _ => Ok(msg.get("result").cloned().unwrap_or(Value::Null)),
+            };
+            Incoming::Response { id, outcome }
+        }
+        (None, None) => Incoming::Ignored,
+    }
+}
+
+/// Our answer to a peer request.
+pub(crate) fn reply_frame(id: &Value, reply: Reply) -> Value {
+    match reply {
+        Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
+        Err((code, message)) => {
+            json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
+        }
+    }
+}
+
 /// One connection.
 pub(crate) struct Rpc {
     out: Outbox,
@@ -70,45 +128,26 @@ impl Rpc {
     }
 
     fn dispatch(&self, msg: &Value, handler: &Handler) {
-        let method = msg.get("method").and_then(Value::as_str);
-        let id = msg.get("id").filter(|v| !v.is_null());
-        let null = Value::Null;
-        let params = msg.get("params").unwrap_or(&null);
-        match (method, id) {
-            (Some(method), Some(id)) => {
+        match classify(msg) {
+            Incoming::Request { id, method, params } => {
                 let reply = handler(Inbound::Request { method, params })
                     .unwrap_or_else(|| Err((-32601, format!("method not found: {method}"))));
-                let frame = match reply {
-                    Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
-                    Err((code, message)) => {
-                        json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message}})
-                    }
-                };
-                self.out.send(frame.to_string());
+                self.out.send(reply_frame(id, reply).to_string());
             }
-            (Some(method), None) => {
+            Incoming::Notification { method, params } => {
                 let _ = handler(Inbound::Notification { method, params });
             }
-            (None, Some(id)) => {
-                let Some(n) = id.as_u64() else { return };
+            Incoming::Response { id, outcome } => {
                 let tx = self
                     .pending
                     .lock()
                     .unwrap_or_else(|p| p.into_inner())
-                    .remove(&n);
+                    .remove(&id);
                 if let Some(tx) = tx {
-                    let outcome = match msg.get("error") {
-                        Some(e) if !e.is_null() => Err(e
-                            .get("message")
-                            .and_then(Value::as_str)
-                            .map(str::to_string)
-                            .unwrap_or_else(|| e.to_string())),
-                        _ => Ok(msg.get("result").cloned().unwrap_or(Value::Null)),
-                    };
                     let _ = tx.send(outcome);
                 }
             }
-            (None, None) => {}
+            Incoming::Ignored => {}
         }
     }
 

@@ -406,9 +406,12 @@ fn make_row(
     Ok(row)
 }
 
+/// The first repeated id among `rows` is an error (a hash set: comparing every pair made
+/// layers with many rows quadratic).
 fn check_unique(rows: &[ComposedRow], file: &str) -> Result<(), ConfigError> {
-    for (i, r) in rows.iter().enumerate() {
-        if rows[..i].iter().any(|o| o.id() == r.id()) {
+    let mut seen = std::collections::HashSet::with_capacity(rows.len());
+    for r in rows {
+        if !seen.insert(r.id()) {
             return Err(ConfigError::DuplicateId {
                 file: file.to_string(),
                 id: r.id().to_string(),
@@ -506,20 +509,21 @@ fn compose_layers(layers: &[Layer], includes: &mut Includes) -> Result<Compositi
                     }
                     let before = row.to_node();
                     let Node::Map(fields) = entry else { continue };
-                    for (key, value) in fields {
-                        if matches!(key.as_str(), "id" | "name" | "insert") {
-                            continue;
-                        }
-                        row.node.set(key, value.clone());
-                        if key == "config" {
-                            row.config_file = layer.file.clone();
-                            if row.is_include() {
-                                // The include now reads what this layer's config names.
-                                expand_include(row, layer, includes)?;
-                            } else if row.is_group() {
-                                let fresh = make_row(&row.node, layer, index, includes)?;
-                                row.children = fresh.children;
-                            }
+                    let assigned: Vec<(String, Node)> = fields
+                        .iter()
+                        .filter(|(key, _)| !matches!(key.as_str(), "id" | "name" | "insert"))
+                        .cloned()
+                        .collect();
+                    let sets_config = assigned.iter().any(|(key, _)| key == "config");
+                    row.node.set_all(assigned);
+                    if sets_config {
+                        row.config_file = layer.file.clone();
+                        if row.is_include() {
+                            // The include now reads what this layer's config names.
+                            expand_include(row, layer, includes)?;
+                        } else if row.is_group() {
+                            let fresh = make_row(&row.node, layer, index, includes)?;
+                            row.children = fresh.children;
                         }
                     }
                     if row.to_node() != before && !row.patched_by.contains(&layer.label) {

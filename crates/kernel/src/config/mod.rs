@@ -2,6 +2,7 @@
 
 mod compose;
 mod expr;
+mod file;
 mod yaml;
 
 pub use compose::{
@@ -9,4 +10,8 @@ pub use compose::{
     to_load_rows,
 };
 pub use expr::{EvalEnv, JsValue, evaluate};
+pub use file::{
+    ConfigFileError, DEFAULT_MAX_CONFIG_BYTES, MAX_CONFIG_BYTES_ENV, byte_limit_from_env,
+    max_config_bytes, read_config_file, read_config_file_within, read_text_bounded,
+};
 pub use yaml::{Node, YamlError, emit, parse};

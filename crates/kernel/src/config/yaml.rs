@@ -1,7 +1,7 @@
 //! A small YAML model for composition files: parse (keeping key order, line numbers and
 //! `!!js` expressions) and emit (one loadable document, `!!js` unevaluated).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
 
 use saphyr_parser::{Event, Parser, ScalarStyle, Span};
@@ -42,6 +42,26 @@ impl Node {
             match entries.iter_mut().find(|(k, _)| k == key) {
                 Some(slot) => slot.1 = value,
                 None => entries.push((key.to_string(), value)),
+            }
+        }
+    }
+
+    /// Sets every `(key, value)` of `fields` in order, as [`Node::set`] would one by one,
+    /// in time linear in both mappings.
+    pub fn set_all(&mut self, fields: Vec<(String, Node)>) {
+        let Node::Map(entries) = self else { return };
+        let mut position: HashMap<String, usize> = entries
+            .iter()
+            .enumerate()
+            .map(|(i, (k, _))| (k.clone(), i))
+            .collect();
+        for (key, value) in fields {
+            match position.get(&key) {
+                Some(&i) => entries[i].1 = value,
+                None => {
+                    position.insert(key.clone(), entries.len());
+                    entries.push((key, value));
+                }
             }
         }
     }
@@ -122,30 +142,44 @@ pub const MAX_NODES: usize = 200_000;
 /// Deepest nesting of collections in a document.
 pub const MAX_DEPTH: usize = 128;
 
-fn node_count(node: &Node) -> usize {
-    match node {
-        Node::Seq(items) => 1 + items.iter().map(node_count).sum::<usize>(),
-        Node::Map(entries) => {
-            1 + entries
-                .iter()
-                .map(|(_, v)| 1 + node_count(v))
-                .sum::<usize>()
+/// A collection being parsed.
+enum Frame {
+    Seq {
+        items: Vec<Node>,
+        anchor: usize,
+        /// Nodes inside so far (aliases at their expanded size).
+        size: usize,
+    },
+    Map {
+        entries: Vec<(String, Node)>,
+        /// The key read, waiting for its value.
+        pending: Option<String>,
+        /// Every key of `entries` (and `pending`), so a duplicate is found in constant
+        /// time: scanning `entries` per key made large mappings quadratic.
+        keys: HashSet<String>,
+        anchor: usize,
+        size: usize,
+    },
+}
+
+impl Frame {
+    fn size_mut(&mut self) -> &mut usize {
+        match self {
+            Frame::Seq { size, .. } | Frame::Map { size, .. } => size,
         }
-        _ => 1,
     }
 }
 
 /// Parses one YAML document. An empty document (or only comments) yields `None`.
+///
+/// Linear in the input: each event is handled in constant time (amortized), except that
+/// an anchored node is copied once and each alias copies what it names, both bounded by
+/// [`MAX_NODES`].
 pub fn parse(text: &str) -> Result<Option<Node>, YamlError> {
     let mut parser = Parser::new_from_str(text);
     // Anchored nodes with their expanded size.
     let mut anchors: HashMap<usize, (Node, usize)> = HashMap::new();
     let mut nodes = 0usize;
-    // Stack of open collections: (node, pending key, anchor id)
-    enum Frame {
-        Seq(Vec<Node>, usize),
-        Map(Vec<(String, Node)>, Option<String>, usize),
-    }
     let mut stack: Vec<Frame> = Vec::new();
     let mut root: Option<Node> = None;
     let mut documents = 0;
@@ -155,7 +189,8 @@ pub fn parse(text: &str) -> Result<Option<Node>, YamlError> {
             line: e.marker().line(),
             column: e.marker().col() + 1,
         })?;
-        let completed: Option<(Node, usize)> = match event {
+        // A completed node: the node, its anchor (0: none) and its expanded size.
+        let completed: Option<(Node, usize, usize)> = match event {
             Event::StreamStart | Event::Nothing | Event::DocumentEnd => None,
             Event::StreamEnd => break,
             Event::DocumentStart(_) => {
@@ -177,7 +212,7 @@ pub fn parse(text: &str) -> Result<Option<Node>, YamlError> {
                         format!("aliases expand the document beyond {MAX_NODES} nodes"),
                     ));
                 }
-                Some((node, 0))
+                Some((node, 0, size))
             }
             Event::Scalar(value, style, anchor, tag) => {
                 let node = match tag.as_deref() {
@@ -200,7 +235,7 @@ pub fn parse(text: &str) -> Result<Option<Node>, YamlError> {
                     None if style == ScalarStyle::Plain => resolve_plain(&value),
                     None => Node::Str(value.to_string()),
                 };
-                Some((node, anchor))
+                Some((node, anchor, 1))
             }
             Event::SequenceStart(anchor, _) => {
                 if stack.len() >= MAX_DEPTH {
@@ -209,7 +244,11 @@ pub fn parse(text: &str) -> Result<Option<Node>, YamlError> {
                         format!("collections nest deeper than {MAX_DEPTH} levels"),
                     ));
                 }
-                stack.push(Frame::Seq(Vec::new(), anchor));
+                stack.push(Frame::Seq {
+                    items: Vec::new(),
+                    anchor,
+                    size: 1,
+                });
                 None
             }
             Event::MappingStart(anchor, _) => {
@@ -219,19 +258,35 @@ pub fn parse(text: &str) -> Result<Option<Node>, YamlError> {
                         format!("collections nest deeper than {MAX_DEPTH} levels"),
                     ));
                 }
-                stack.push(Frame::Map(Vec::new(), None, anchor));
+                stack.push(Frame::Map {
+                    entries: Vec::new(),
+                    pending: None,
+                    keys: HashSet::new(),
+                    anchor,
+                    size: 1,
+                });
                 None
             }
             Event::SequenceEnd => match stack.pop() {
-                Some(Frame::Seq(items, anchor)) => Some((Node::Seq(items), anchor)),
+                Some(Frame::Seq {
+                    items,
+                    anchor,
+                    size,
+                }) => Some((Node::Seq(items), anchor, size)),
                 _ => return Err(at(&span, "unbalanced sequence")),
             },
             Event::MappingEnd => match stack.pop() {
-                Some(Frame::Map(entries, None, anchor)) => Some((Node::Map(entries), anchor)),
+                Some(Frame::Map {
+                    entries,
+                    pending: None,
+                    anchor,
+                    size,
+                    ..
+                }) => Some((Node::Map(entries), anchor, size)),
                 _ => return Err(at(&span, "unbalanced mapping")),
             },
         };
-        let Some((node, anchor)) = completed else {
+        let Some((node, anchor, size)) = completed else {
             continue;
         };
         nodes = nodes.saturating_add(1);
@@ -242,13 +297,21 @@ pub fn parse(text: &str) -> Result<Option<Node>, YamlError> {
             ));
         }
         if anchor != 0 {
-            let size = node_count(&node);
             anchors.insert(anchor, (node.clone(), size));
+        }
+        if let Some(parent) = stack.last_mut() {
+            let total = parent.size_mut();
+            *total = total.saturating_add(size);
         }
         match stack.last_mut() {
             None => root = Some(node),
-            Some(Frame::Seq(items, _)) => items.push(node),
-            Some(Frame::Map(entries, pending, _)) => match pending.take() {
+            Some(Frame::Seq { items, .. }) => items.push(node),
+            Some(Frame::Map {
+                entries,
+                pending,
+                keys,
+                ..
+            }) => match pending.take() {
                 None => {
                     let key = match node {
                         Node::Str(s) => s,
@@ -258,7 +321,7 @@ pub fn parse(text: &str) -> Result<Option<Node>, YamlError> {
                         Node::Float(f) => f.to_string(),
                         _ => return Err(at(&span, "mapping keys must be scalars")),
                     };
-                    if entries.iter().any(|(k, _)| *k == key) {
+                    if !keys.insert(key.clone()) {
                         return Err(at(&span, format!("duplicated mapping key \"{key}\"")));
                     }
                     *pending = Some(key);
@@ -465,6 +528,53 @@ mod tests {
         let emitted = emit(&node);
         let again = parse(&emitted).unwrap().unwrap();
         assert_eq!(again, node, "emitted:\n{emitted}");
+    }
+
+    #[test]
+    fn duplicate_keys_are_refused_at_the_repeated_key_in_any_mapping() {
+        let err = parse("a: 1\nb: 2\nc: 3\nb: 4\n").unwrap_err();
+        assert_eq!(
+            err,
+            YamlError {
+                message: "duplicated mapping key \"b\"".into(),
+                line: 4,
+                column: 1
+            }
+        );
+        // Keys are compared after resolution (`1` and `'1'` are both "1"), per mapping.
+        let err = parse("rows:\n  - {x: 1, y: 2}\n  - x: 1\n    1: a\n    '1': b\n").unwrap_err();
+        assert_eq!((err.line, err.column), (5, 5), "{err}");
+        assert!(err.message.contains("\"1\""), "{err}");
+        // The same key in sibling and nested mappings is fine.
+        let node = parse("a: {k: 1}\nb: {k: 2, a: {k: 3}}\n").unwrap().unwrap();
+        assert_eq!(
+            node.get("b").and_then(|b| b.get("a")),
+            Some(&Node::Map(vec![("k".into(), Node::Int(3))]))
+        );
+        // Large mappings keep every key in order.
+        let text: String = (0..5000).map(|i| format!("k{i}: {i}\n")).collect();
+        let Node::Map(entries) = parse(&text).unwrap().unwrap() else {
+            panic!()
+        };
+        assert_eq!(entries.len(), 5000);
+        assert_eq!(entries[4999], ("k4999".to_string(), Node::Int(4999)));
+    }
+
+    #[test]
+    fn set_all_assigns_like_set_in_order() {
+        let mut a = parse("x: 1\ny: 2\n").unwrap().unwrap();
+        let mut b = a.clone();
+        let fields = vec![
+            ("y".to_string(), Node::Int(20)),
+            ("z".to_string(), Node::Int(3)),
+            ("x".to_string(), Node::Null),
+            ("z".to_string(), Node::Int(30)),
+        ];
+        for (k, v) in fields.clone() {
+            a.set(&k, v);
+        }
+        b.set_all(fields);
+        assert_eq!(a, b);
     }
 
     #[test]
