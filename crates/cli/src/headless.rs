@@ -14,7 +14,8 @@ use serde::Deserialize;
 use crate::progress::Progress;
 pub use crate::progress::Verbosity;
 use crate::stdout::{self, StdoutError};
-use crate::stream_json::StreamJson;
+use crate::run_events::RunEvents;
+use crate::stream_json::{Style, StreamJson};
 
 pub const HELP: &str = "\
 Usage: dsh headless [options] [task...]
@@ -27,10 +28,14 @@ Arguments:
                                `-` reads the task from standard input
 
 Options:
-  --json                       print every session event as one JSON line as soon as the
-                               session log holds it (a reply's stream chunks come with
-                               the reply; same as --output-format stream-json)
-  --output-format <format>     text (default) or stream-json
+  --json                       print run events as JSON lines instead of the answer, as
+                               upstream dsh 0.2 does: `session` (sessionId, cwd) first,
+                               `status` phases with each step's token usage, `thinking`,
+                               `text`, `tool_call`, `tool_result`, then `final` (or
+                               `error`); same as --output-format json
+  --output-format <format>     text (default), json (the run events of --json) or
+                               stream-json: every session event exactly as the session
+                               log records it (a reply's stream chunks come with the reply)
   --session-id <id>            continue a stored session (see `dsh sessions list`)
                                instead of starting a fresh one
   --resume <id>                the same as --session-id
@@ -60,6 +65,9 @@ const SIGTERM_EXIT: u8 = 143;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum OutputFormat {
     Text,
+    /// Upstream 0.2's run events (`--json`).
+    Events,
+    /// The session's log events (`--output-format stream-json`).
     StreamJson,
 }
 
@@ -139,14 +147,15 @@ fn parse_args_with(
         } else if a == "-v" || a == "--verbose" {
             progress = Verbosity::Verbose;
         } else if a == "--json" {
-            format = OutputFormat::StreamJson;
+            format = OutputFormat::Events;
         } else if name == "--output-format" {
             format = match value_of(&mut i, a, "--output-format <format>")?.as_str() {
                 "text" => OutputFormat::Text,
+                "json" => OutputFormat::Events,
                 "stream-json" => OutputFormat::StreamJson,
                 other => {
                     return Err(format!(
-                        "error: unknown output format '{other}' (expected text or stream-json)"
+                        "error: unknown output format '{other}' (expected text, json or stream-json)"
                     ));
                 }
             };
@@ -246,6 +255,16 @@ fn summarize(
     (text, reason)
 }
 
+/// Reports a failure that ends the run: `dsh: <message>` on stderr, and with `--json` an
+/// `error` line on stdout too (where a script reading the run events looks for it).
+fn fail(format: OutputFormat, message: &str) -> ExitCode {
+    eprintln!("dsh: {message}");
+    if format == OutputFormat::Events {
+        let _ = stdout::write(&format!("{}\n", RunEvents::error_line(message)));
+    }
+    ExitCode::from(1)
+}
+
 /// Runs the task on a loaded tree (in a fresh session, or continuing `resume`).
 pub async fn run(
     root: &Context,
@@ -254,15 +273,14 @@ pub async fn run(
     verbosity: Verbosity,
 ) -> ExitCode {
     let Some(task) = root.get::<HeadlessTask>() else {
-        eprintln!("dsh: the profile has no headless-runner row; nothing to run");
-        return ExitCode::from(1);
+        return fail(
+            format,
+            "the profile has no headless-runner row; nothing to run",
+        );
     };
     let agents = match root.require::<Agents>() {
         Ok(a) => a,
-        Err(e) => {
-            eprintln!("dsh: {e}");
-            return ExitCode::from(1);
-        }
+        Err(e) => return fail(format, &e.to_string()),
     };
     let model = root
         .get::<DefaultModel>()
@@ -283,21 +301,15 @@ pub async fn run(
     request.cwd = cwd;
     if let Some(id) = resume {
         let Some(files) = root.get::<dsh_persistence::SessionFiles>() else {
-            eprintln!(
-                "dsh: --resume needs session persistence (the session-persistence-jsonl row is disabled)"
+            return fail(
+                format,
+                "--resume needs session persistence (the session-persistence-jsonl row is disabled)",
             );
-            return ExitCode::from(1);
         };
         let loaded = match tokio::task::spawn_blocking(move || files.load(&id)).await {
             Ok(Ok(l)) => l,
-            Ok(Err(e)) => {
-                eprintln!("dsh: cannot resume: {e}");
-                return ExitCode::from(1);
-            }
-            Err(e) => {
-                eprintln!("dsh: cannot resume: {e}");
-                return ExitCode::from(1);
-            }
+            Ok(Err(e)) => return fail(format, &format!("cannot resume: {e}")),
+            Err(e) => return fail(format, &format!("cannot resume: {e}")),
         };
         request.session_id = Some(loaded.header.id.clone());
         request.cwd = loaded
@@ -312,25 +324,32 @@ pub async fn run(
             stored_len: loaded.stored_len,
         };
     }
+    let cwd_text = request.cwd.as_ref().map(|p| p.display().to_string());
     let agent = match agents.create(root, request) {
         Ok(a) => a,
-        Err(e) => {
-            eprintln!("dsh: {e}");
-            return ExitCode::from(1);
-        }
+        Err(e) => return fail(format, &e.to_string()),
     };
+    if format == OutputFormat::Events {
+        let line = RunEvents::session_line(agent.id(), cwd_text.as_deref());
+        if let Err(e) = stdout::write(&format!("{line}\n")) {
+            agent.dispose().await;
+            return e.exit_code();
+        }
+    }
     // Events the session got while it was created (pinned policy facts, a resumed log's
     // end-seed) come first, then the rest, each once it is durable.
-    let printer = match format {
-        OutputFormat::StreamJson => match StreamJson::start(root, agent.session()) {
-            Ok(p) => Some(p),
-            Err(e) => {
-                eprintln!("dsh: {e}");
-                agent.dispose().await;
-                return ExitCode::from(1);
-            }
-        },
+    let style = match format {
+        OutputFormat::StreamJson => Some(Style::Log),
+        OutputFormat::Events => Some(Style::Run),
         OutputFormat::Text => None,
+    };
+    let printer = match style.map(|style| StreamJson::start(root, agent.session(), style)) {
+        Some(Ok(p)) => Some(p),
+        Some(Err(e)) => {
+            agent.dispose().await;
+            return fail(format, &e.to_string());
+        }
+        None => None,
     };
     // Cancelled when the reader of stdout went away: the run then stops like on Ctrl-C.
     let stdout_closed = printer
@@ -392,6 +411,11 @@ pub async fn run(
             } else if format == OutputFormat::Text {
                 printed = stdout::write(&format!("{reply}\n"));
             }
+            let last_line = match (format, failed) {
+                (OutputFormat::Events, true) => Some(RunEvents::error_line(&reply)),
+                (OutputFormat::Events, false) => Some(RunEvents::final_line(&reply)),
+                _ => None,
+            };
             let saved = agent.session().flush().await;
             agent.dispose().await;
             if let Some(writers) = root.get::<dsh_persistence::SessionWriters>() {
@@ -401,6 +425,9 @@ pub async fn run(
                 && let Some(e) = p.finish().await
             {
                 printed = Err(e);
+            }
+            if let (Ok(()), Some(line)) = (&printed, last_line) {
+                printed = stdout::write(&format!("{line}\n"));
             }
             if let Err(e) = printed {
                 return e.exit_code();
@@ -417,8 +444,7 @@ pub async fn run(
     }
     if !command_started_turn && let Err(e) = agent.followup(Message::user_text(task.0.clone())) {
         stop_progress();
-        eprintln!("dsh: {e}");
-        return ExitCode::from(1);
+        return fail(format, &e.to_string());
     }
     let mut code = None;
     let mut sigterm =
@@ -466,6 +492,12 @@ pub async fn run(
         && let Some(e) = p.finish().await
     {
         printed = Err(e);
+    }
+    if format == OutputFormat::Events
+        && printed.is_ok()
+        && code != Some(stdout::CLOSED_EXIT)
+    {
+        printed = stdout::write(&format!("{}\n", RunEvents::final_line(&text)));
     }
     if let Some(c) = code {
         return ExitCode::from(c);
@@ -596,7 +628,7 @@ mod tests {
         };
         assert_eq!(
             p(&["--json", "--session-id", "s-9", "continue"]),
-            run("continue", OutputFormat::StreamJson, Some("s-9"))
+            run("continue", OutputFormat::Events, Some("s-9"))
         );
         assert_eq!(
             p(&["--session-id=s-9", "go"]),
@@ -606,7 +638,7 @@ mod tests {
         let from = |text: &'static str| move || Ok(text.to_string());
         assert_eq!(
             parse_args_with(&args(&["--json", "-"]), from("fix it\n")),
-            run("fix it", OutputFormat::StreamJson, None)
+            run("fix it", OutputFormat::Events, None)
         );
         assert_eq!(
             parse_args_with(&args(&["-"]), from(" \n")),

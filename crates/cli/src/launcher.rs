@@ -46,8 +46,10 @@ Arguments:
 
 Options:
   -V, --version          print the version and exit
-  --profile <name>       the profile to boot ($DSH_HOME/profiles/<name>; headless, web)
-  --patch <path>         an extra patch layer, applied last (repeatable)
+  --profile <name>       the profile to boot ($DSH_HOME/profiles/<name>; shipped: headless,
+                         web, sdk, sdk-minimal, acp)
+  --patch <path>         an extra patch layer, applied last (repeatable; also accepted
+                         among the app's arguments: dsh headless --patch extra.yml \"task\")
   --dump-config          print the composed config tree and exit
   --dump-default-config  print the bundled default tree (bundle layers only) and exit
 
@@ -58,6 +60,8 @@ Commands:
   headless [args...]     the headless app: one task, the answer on stdout (short for
                          --profile headless; `dsh headless --help` for its options)
   web [args...]          short for --profile web
+  <profile> [args...]    short for --profile <profile> when the profile exists (or is
+                         shipped: sdk, sdk-minimal)
 
 Limits (environment variables, in bytes; past one, the error names it):
   DSH_MAX_CONFIG_BYTES     each settings, credentials, .env, profile or patch file
@@ -78,8 +82,30 @@ Examples:
   dsh acp
 ";
 
-/// Parses the launcher arguments (without the program name).
+/// Parses the launcher arguments (without the program name), knowing only the shipped
+/// profile names.
+#[cfg(test)]
 pub fn parse(argv: &[String]) -> Result<Mode, UsageError> {
+    parse_with(argv, &|name| crate::profile::is_template(name))
+}
+
+/// App flags that take a value as the next argument: a launcher flag is never looked for in
+/// that value (`dsh headless --session-id --patch` keeps `--patch` as the id).
+const APP_VALUE_FLAGS: &[&str] = &[
+    "--session-id",
+    "--resume",
+    "--output-format",
+    "--host",
+    "--port",
+    "--public-url",
+    "--trusted-host",
+    "--tls-cert",
+    "--tls-key",
+];
+
+/// Parses the launcher arguments (without the program name). `is_profile` says whether a
+/// bare first word names a profile (`dsh sdk --help`, `dsh rescue` for a custom profile).
+pub fn parse_with(argv: &[String], is_profile: &dyn Fn(&str) -> bool) -> Result<Mode, UsageError> {
     let mut profile: Option<String> = None;
     let mut patches = Vec::new();
     let (mut dump, mut dump_default, mut version) = (false, false, false);
@@ -158,12 +184,67 @@ pub fn parse(argv: &[String]) -> Result<Mode, UsageError> {
             rest[0]
         )));
     }
-    // Upstream 0.2's short forms: `dsh headless …`, `dsh web …` (launcher flags may precede).
+    // Upstream 0.2's short forms: `dsh headless …`, `dsh web …`, `dsh <profile> …`
+    // (launcher flags may precede).
     if profile.is_none()
-        && let Some(short @ ("web" | "headless")) = rest.first().map(String::as_str)
+        && let Some(short) = rest.first()
+        && !short.starts_with('-')
+        && (short == "web" || short == "headless" || is_profile(short))
     {
-        profile = Some(short.into());
+        profile = Some(short.clone());
         rest.remove(0);
+    }
+    // Launcher flags are accepted among the app's arguments too, as upstream 0.2's usage
+    // line shows (`dsh headless --patch extra.yml "task"`); after a `--` everything is the
+    // app's.
+    if profile.is_some() {
+        let mut kept = Vec::with_capacity(rest.len());
+        let mut j = 0;
+        while j < rest.len() {
+            let tok = rest[j].as_str();
+            let (flag, inline) = match tok.split_once('=') {
+                Some((f, v)) if f.starts_with("--") => (f, Some(v)),
+                _ => (tok, None),
+            };
+            match flag {
+                "--" => {
+                    kept.extend(rest[j..].iter().cloned());
+                    break;
+                }
+                "--patch" => {
+                    let v = match inline {
+                        Some(v) => v.to_string(),
+                        None => {
+                            j += 1;
+                            rest.get(j)
+                                .cloned()
+                                .ok_or_else(|| usage("option '--patch <path>' argument missing"))?
+                        }
+                    };
+                    if v.is_empty() {
+                        return Err(usage("--patch needs a path"));
+                    }
+                    patches.push(v);
+                }
+                "--dump-config" if inline.is_none() => dump = true,
+                "--dump-default-config" if inline.is_none() => dump_default = true,
+                "--profile" => {
+                    return Err(usage(
+                        "--profile goes before the app's arguments (dsh --profile <name> [args...])",
+                    ));
+                }
+                f if inline.is_none() && APP_VALUE_FLAGS.contains(&f) => {
+                    kept.push(rest[j].clone());
+                    if let Some(v) = rest.get(j + 1) {
+                        kept.push(v.clone());
+                        j += 1;
+                    }
+                }
+                _ => kept.push(rest[j].clone()),
+            }
+            j += 1;
+        }
+        rest = kept;
     }
     if dump && dump_default {
         return Err(usage(
@@ -271,6 +352,68 @@ mod tests {
             Ok(Mode::Plugin {
                 args: vec!["--profile".into(), "web".into(), "list".into()]
             })
+        );
+    }
+
+    #[test]
+    fn launcher_flags_among_the_app_arguments() {
+        let run = |patches: &[&str], args: &[&str]| {
+            Ok(Mode::Profile {
+                profile: "headless".into(),
+                patches: patches.iter().map(|s| s.to_string()).collect(),
+                args: args.iter().map(|s| s.to_string()).collect(),
+            })
+        };
+        assert_eq!(
+            p(&["headless", "--patch", "f.yml", "do it"]),
+            run(&["f.yml"], &["do it"])
+        );
+        assert_eq!(
+            p(&["--patch", "a.yml", "headless", "--json", "--patch=b.yml", "go"]),
+            run(&["a.yml", "b.yml"], &["--json", "go"])
+        );
+        // A value of an app flag and everything after `--` stay the app's.
+        assert_eq!(
+            p(&["headless", "--session-id", "--patch", "go", "--", "--patch", "x"]),
+            run(&[], &["--session-id", "--patch", "go", "--", "--patch", "x"])
+        );
+        assert_eq!(
+            p(&["headless", "--dump-config", "--patch", "f.yml"]),
+            Ok(Mode::Dump {
+                profile: "headless".into(),
+                default_only: false,
+                patches: vec!["f.yml".into()]
+            })
+        );
+        assert_eq!(
+            p(&["headless", "go", "--patch"]),
+            Err(usage("option '--patch <path>' argument missing"))
+        );
+        assert!(p(&["headless", "--profile", "web", "go"]).is_err());
+    }
+
+    #[test]
+    fn any_profile_by_its_name() {
+        assert_eq!(
+            p(&["sdk", "--help"]),
+            Ok(Mode::Profile {
+                profile: "sdk".into(),
+                patches: vec![],
+                args: vec!["--help".into()]
+            })
+        );
+        let custom = |n: &str| n == "rescue";
+        assert_eq!(
+            parse_with(&["rescue".to_string(), "go".to_string()], &custom),
+            Ok(Mode::Profile {
+                profile: "rescue".into(),
+                patches: vec![],
+                args: vec!["go".into()]
+            })
+        );
+        assert_eq!(
+            parse_with(&["nothere".to_string()], &custom),
+            Err(usage("--profile <name> is required"))
         );
     }
 

@@ -10,6 +10,7 @@ mod launcher;
 mod plugin_cmd;
 mod profile;
 mod progress;
+mod run_events;
 mod sdkapp;
 mod sessions;
 mod stdout;
@@ -86,14 +87,14 @@ pub fn main(extensions: &Extensions) -> ExitCode {
         dsh_sandbox::landlock::set_launcher(dsh_sandbox::landlock::launcher_for(&exe));
     }
     init_tracing();
-    let mode = match launcher::parse(&argv) {
+    let home = dsh_policies::dsh_home();
+    let mode = match launcher::parse_with(&argv, &|name| profile::exists(&home, name)) {
         Ok(m) => m,
         Err(e) => {
             eprintln!("error: {}", e.0);
             return ExitCode::from(1);
         }
     };
-    let home = dsh_policies::dsh_home();
     match mode {
         Mode::Version => stdout::print(&format!("{}\n", env!("CARGO_PKG_VERSION"))),
         Mode::Help => stdout::print(launcher::HELP),
@@ -140,6 +141,12 @@ fn run_profile(
         Ok(s) => s,
         Err(e) => {
             eprintln!("{e}");
+            // A script reading `--json` run events finds the failure on stdout too.
+            if args.iter().any(|a| a == "--json") {
+                let message = e.strip_prefix("error: ").unwrap_or(&e);
+                let line = run_events::RunEvents::error_line(message);
+                let _ = stdout::write(&format!("{line}\n"));
+            }
             return ExitCode::from(1);
         }
     };

@@ -106,6 +106,21 @@ fn template_bundles(name: &str) -> Option<Vec<&'static str>> {
     }
 }
 
+/// Whether this build ships a template for the profile `name`.
+pub fn is_template(name: &str) -> bool {
+    template_bundles(name).is_some()
+}
+
+/// Whether `name` can be booted as a profile: a shipped template or a folder under
+/// `$DSH_HOME/profiles` with a manifest.
+pub fn exists(home: &Path, name: &str) -> bool {
+    is_template(name)
+        || (!name.is_empty()
+            && !name.contains(['/', '\\'])
+            && !name.starts_with('.')
+            && home.join("profiles").join(name).join("package.json").is_file())
+}
+
 /// Creates `profiles/<name>` from its template when it has no manifest yet.
 pub fn prepare_profile(home: &Path, name: &str) -> Result<PathBuf, ProfileError> {
     if name.is_empty()

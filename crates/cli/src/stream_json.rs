@@ -26,7 +26,17 @@ use dsh_session::{Event, LiveSession, RecordFormat, SessionAppended, types, writ
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
+use crate::run_events::RunEvents;
 use crate::stdout::StdoutError;
+
+/// What the printed lines are.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Style {
+    /// Every session event as the log records it (`--output-format stream-json`).
+    Log,
+    /// Upstream 0.2's run events (`--json`, see `run_events`).
+    Run,
+}
 
 /// The running printer of one session.
 pub struct StreamJson {
@@ -46,7 +56,11 @@ enum Source {
 impl StreamJson {
     /// Starts printing `session`'s events from its stored prefix on (a resumed log's
     /// stored events are not repeated).
-    pub fn start(root: &Context, session: &Arc<LiveSession>) -> Result<Self, BoxError> {
+    pub fn start(
+        root: &Context,
+        session: &Arc<LiveSession>,
+        style: Style,
+    ) -> Result<Self, BoxError> {
         let writer = root
             .get::<SessionWriters>()
             .and_then(|w| w.get(&session.id()));
@@ -67,7 +81,13 @@ impl StreamJson {
         };
         let stop = CancellationToken::new();
         let closed = CancellationToken::new();
-        let task = tokio::spawn(run(session.clone(), source, stop.clone(), closed.clone()));
+        let task = tokio::spawn(run(
+            session.clone(),
+            source,
+            style,
+            stop.clone(),
+            closed.clone(),
+        ));
         Ok(Self { stop, closed, task })
     }
 
@@ -86,10 +106,12 @@ impl StreamJson {
 async fn run(
     session: Arc<LiveSession>,
     source: Source,
+    style: Style,
     stop: CancellationToken,
     closed: CancellationToken,
 ) -> Option<StdoutError> {
     let mut next = session.stored_len();
+    let mut mapper = (style == Style::Run).then(RunEvents::default);
     loop {
         let stopping = stop.is_cancelled();
         let (upto, known) = match &source {
@@ -103,7 +125,7 @@ async fn run(
             }
         };
         if upto > next {
-            if let Err(e) = print_range(&session, next, upto) {
+            if let Err(e) = print_range(&session, next, upto, mapper.as_mut()) {
                 closed.cancel();
                 return Some(e);
             }
@@ -149,16 +171,37 @@ async fn wait_for_more(source: &Source, known: u64) {
     }
 }
 
-/// Prints events `[from, upto)` as one write.
-fn print_range(session: &LiveSession, from: u64, upto: u64) -> Result<(), StdoutError> {
+/// Prints events `[from, upto)` as one write: as logged, or as run events through `mapper`.
+fn print_range(
+    session: &LiveSession,
+    from: u64,
+    upto: u64,
+    mut mapper: Option<&mut RunEvents>,
+) -> Result<(), StdoutError> {
     let mut text = String::new();
+    let mut lines = Vec::new();
     for event in session
         .events_from(from)
         .into_iter()
         .take_while(|e| e.seq < upto)
     {
-        write_event(&mut text, &event, RecordFormat::Full);
-        text.push('\n');
+        match mapper.as_deref_mut() {
+            Some(m) => {
+                lines.clear();
+                m.map(&event, &mut lines);
+                for line in &lines {
+                    text.push_str(&line.to_string());
+                    text.push('\n');
+                }
+            }
+            None => {
+                write_event(&mut text, &event, RecordFormat::Full);
+                text.push('\n');
+            }
+        }
+    }
+    if text.is_empty() {
+        return Ok(());
     }
     crate::stdout::write(&text)
 }

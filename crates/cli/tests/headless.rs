@@ -616,23 +616,40 @@ fn upstream_02_headless_grammar() {
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
-    let user = lines
-        .iter()
-        .find(|l| l["type"] == "user/message")
-        .expect("the task is recorded");
+    // Upstream 0.2's run events: the session line first (the id to continue with), the
+    // answer in `final` last.
+    assert_eq!(lines[0]["type"], "session", "{lines:?}");
     assert_eq!(
-        user["data"]["content"][0]["text"], "describe the repository",
-        "the task came from stdin"
+        lines[0]["cwd"],
+        run.work.path().canonicalize().unwrap().display().to_string()
     );
-    let id = {
+    let id = lines[0]["sessionId"].as_str().unwrap().to_string();
+    assert_eq!(
+        lines.last().unwrap(),
+        &serde_json::json!({"type": "final", "text": "from stdin"})
+    );
+    let phases: Vec<&str> = lines
+        .iter()
+        .filter(|l| l["type"] == "status")
+        .map(|l| l["phase"].as_str().unwrap())
+        .collect();
+    assert_eq!(phases, ["turn_start", "step_start", "step_end", "turn_end"]);
+    assert!(lines.iter().any(|l| l["type"] == "text" && l["text"] == "from stdin"));
+    let stored = {
         let root = run.home.path().join(".dsh/sessions");
         SessionFiles::new(&root, Compression::Zstd, ChunkPacking::Packed)
-            .list()
-            .unwrap()[0]
-            .0
-            .id
-            .clone()
+            .load(&id)
+            .unwrap()
+            .events
     };
+    let user = stored
+        .iter()
+        .find(|e| e.is(types::USER_MESSAGE))
+        .expect("the task is recorded");
+    assert_eq!(
+        user.data["content"][0]["text"], "describe the repository",
+        "the task came from stdin"
+    );
     let out = run
         .cmd(&server, &["headless", "--session-id", &id, "continue"])
         .output()
@@ -971,4 +988,49 @@ fn plan_with_a_message_runs_the_turn_in_plan_mode() {
         types,
         ["command/run", "plan/mode", "turn/start", "command/done"]
     );
+}
+
+/// Upstream 0.2's launcher grammar: launcher flags after the app name
+/// (`dsh headless --patch F "task"`), and any profile by its name (`dsh sdk --help`).
+#[test]
+fn launcher_flags_follow_the_app_name() {
+    let server = MockServer::with_title_replies([Reply::text("patched run")]);
+    let run = Run::new();
+    let patch = run.work.path().join("extra.yml");
+    std::fs::write(
+        &patch,
+        "- id: spill-policy\n  config:\n    maxInlineTokens: 777\n",
+    )
+    .unwrap();
+    let patch = patch.to_string_lossy().into_owned();
+    let dump = run
+        .cmd(&server, &["headless", "--patch", &patch, "--dump-config"])
+        .output()
+        .unwrap();
+    assert_eq!(dump.status.code(), Some(0), "{}", stderr(&dump));
+    assert!(
+        stdout(&dump).contains("maxInlineTokens: 777"),
+        "{}",
+        stdout(&dump)
+    );
+    let out = run
+        .cmd(&server, &["headless", "--patch", &patch, "go"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        (out.status.code(), stdout(&out)),
+        (Some(0), "patched run\n".to_string()),
+        "{}",
+        stderr(&out)
+    );
+    // A patch that does not exist is named: the flag reached the launcher.
+    let missing = run
+        .cmd(&server, &["headless", "--patch", "nope.yml", "go"])
+        .output()
+        .unwrap();
+    assert_ne!(missing.status.code(), Some(0));
+    assert!(stderr(&missing).contains("nope.yml"), "{}", stderr(&missing));
+    let help = run.cmd(&server, &["sdk", "--help"]).output().unwrap();
+    assert_eq!(help.status.code(), Some(0), "{}", stderr(&help));
+    assert!(!stdout(&help).is_empty());
 }

@@ -215,6 +215,22 @@ fn the_default_tree_discovers_rust_analyzer() {
         );
         return;
     }
+    // Without the standard library's source rust-analyzer tries to install it itself,
+    // which the sandbox refuses; it then answers nothing at all.
+    let sysroot = Command::new("rustc")
+        .args(["--print", "sysroot"])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default();
+    if !Path::new(&sysroot)
+        .join("lib/rustlib/src/rust/library")
+        .is_dir()
+    {
+        dsh_test_support::prereq::skip(
+            "the toolchain has no rust-src, which rust-analyzer needs (`rustup component add rust-src`)",
+        );
+        return;
+    }
     let run = Run::new();
     let work = run.work.path();
     std::fs::create_dir(work.join("src")).unwrap();
@@ -251,8 +267,17 @@ fn the_default_tree_discovers_rust_analyzer() {
     let real_home = std::env::var("HOME").unwrap_or_default();
     let rustup_home = std::env::var("RUSTUP_HOME").unwrap_or(format!("{real_home}/.rustup"));
     let cargo_home = std::env::var("CARGO_HOME").unwrap_or(format!("{real_home}/.cargo"));
-    let out = run
-        .base(&server)
+    // The probe project pins this repository's toolchain (which `.ci/run` equips with
+    // rust-analyzer and rust-src). Without a pin, rust-analyzer loads the machine's default
+    // toolchain, which may lack the standard library's source; it then tries `rustup
+    // component add rust-src`, which the sandbox (rightly) refuses, and answers nothing.
+    std::fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../rust-toolchain.toml"),
+        work.join("rust-toolchain.toml"),
+    )
+    .unwrap();
+    let mut cmd = run.base(&server);
+    let out = cmd
         .env("RUSTUP_HOME", rustup_home)
         .env("CARGO_HOME", cargo_home)
         .args(["--profile", "headless", "navigate"])

@@ -406,3 +406,63 @@ fn a_migrated_v0_log_continues_in_upstream_021() {
     assert_eq!(turns_completed(&m.events(&mock, &id)), 3);
     assert_eq!(v0_file(), before);
 }
+
+/// The run events of `dsh headless --json`, with what differs per run (ids, paths, token
+/// counts, tool output formatting) reduced to its shape: type, phase, tool, status, and
+/// the texts of `text` and `final`.
+fn run_event_shape(stdout: &str) -> Vec<String> {
+    stdout
+        .lines()
+        .map(|l| {
+            let v: Value = serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}"));
+            let s = |k: &str| v[k].as_str().unwrap_or_default().to_string();
+            match s("type").as_str() {
+                "session" => {
+                    assert!(s("sessionId").starts_with("session-"), "{l}");
+                    assert!(!s("cwd").is_empty(), "{l}");
+                    "session".into()
+                }
+                "status" => {
+                    let usage = if v.get("usage").is_some() {
+                        let keys: Vec<&String> = v["usage"].as_object().unwrap().keys().collect();
+                        format!(" usage {keys:?}")
+                    } else {
+                        String::new()
+                    };
+                    format!("status {} {}{usage}", s("phase"), v["reason"]["kind"])
+                }
+                "tool_call" => format!("tool_call {} {}", s("tool"), v["input"]["command"]),
+                "tool_result" => format!("tool_result {}", s("status")),
+                "thinking" | "text" | "final" => format!("{} {}", s("type"), s("text").trim()),
+                other => other.to_string(),
+            }
+        })
+        .collect()
+}
+
+/// A script written for 0.2.1's `--json` (reads `session.sessionId`, waits for `final`)
+/// sees the same run events from ours, and the id continues the session in both.
+#[test]
+fn json_run_events_match_upstream_021() {
+    let Some((bench, upstream)) = setup() else {
+        return;
+    };
+    let mock = Mock::start(&bench, "b-echo.json");
+    let theirs = Machine::new();
+    let ours = Machine::new();
+    let their_out = ok(theirs.command(&upstream, &mock, &["headless", "--json", "Run it."]));
+    mock.reset();
+    let our_out = ok(ours.ours(&mock, &["headless", "--json", "Run it."]));
+    let (their_shape, our_shape) = (run_event_shape(&their_out), run_event_shape(&our_out));
+    assert_eq!(their_shape, our_shape, "ours:\n{our_out}\ntheirs:\n{their_out}");
+    assert!(their_shape.len() >= 10, "{their_shape:?}");
+    let id = |out: &str| -> String {
+        let first: Value = serde_json::from_str(out.lines().next().unwrap()).unwrap();
+        first["sessionId"].as_str().unwrap().to_string()
+    };
+    let our_id = id(&our_out);
+    assert_eq!(our_id, ours.session_id(&mock));
+    let again = ok(ours.ours(&mock, &["headless", "--json", "--session-id", &our_id, "go on"]));
+    assert_eq!(id(&again), our_id, "a continued session keeps its id");
+    assert!(again.lines().last().unwrap().contains("\"type\":\"final\""));
+}

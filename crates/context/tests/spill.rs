@@ -42,6 +42,13 @@ impl Tool for Echo {
 }
 
 fn setup(spill_root: Option<&std::path::Path>) -> (Context, Arc<ToolRegistry>, Arc<LiveSession>) {
+    setup_with(spill_root, json!({"maxInlineBytes": 600}))
+}
+
+fn setup_with(
+    spill_root: Option<&std::path::Path>,
+    policy: serde_json::Value,
+) -> (Context, Arc<ToolRegistry>, Arc<LiveSession>) {
     let root = Context::new_root();
     let store = SessionStore::new(system_clock());
     root.provide(store.clone()).unwrap();
@@ -55,7 +62,7 @@ fn setup(spill_root: Option<&std::path::Path>) -> (Context, Arc<ToolRegistry>, A
         );
         SpillLocalPlugin.apply(&root, &c).unwrap();
     }
-    let c = PluginConfig::new("spill-policy", "test", json!({"maxInlineBytes": 600}));
+    let c = PluginConfig::new("spill-policy", "test", policy);
     SpillPolicyPlugin.apply(&root, &c).unwrap();
     registry.register(&root, Echo::named("echo")).unwrap();
     registry.register(&root, Echo::named("read")).unwrap();
@@ -118,4 +125,28 @@ async fn without_a_spill_area_results_are_truncated_with_a_marker() {
         text.contains("The complete result could not be saved (no spill store is loaded)"),
         "{text}"
     );
+}
+
+/// Upstream 0.2's key: the cap is in estimated tokens (UTF-16 units / 4, plus 4 per block).
+#[tokio::test]
+async fn the_cap_in_tokens_counts_utf16_units() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (root, registry, session) = setup_with(Some(tmp.path()), json!({"maxInlineTokens": 154}));
+    // 300 × "é" is 600 bytes but 300 UTF-16 units: 75 + 4 tokens, under the cap.
+    assert_eq!(
+        call(&root, &registry, &session, "echo", 600).await,
+        "é".repeat(300)
+    );
+    // 1200 × "é": 304 tokens, over; the replacement is priced within the cap.
+    let text = call(&root, &registry, &session, "echo", 2400).await;
+    assert!(text.contains("\n\n(Omitted "), "{text}");
+    let units = text.encode_utf16().count();
+    assert!(units.div_ceil(4) + 4 <= 154, "{units} units");
+    // Both keys: the smaller budget wins; a bad value names its key.
+    let bad = PluginConfig::new("spill-policy", "t", json!({"maxInlineTokens": -1}));
+    let err = SpillPolicyPlugin
+        .apply(&Context::new_root(), &bad)
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("maxInlineTokens must be a non-negative integer"), "{err}");
 }

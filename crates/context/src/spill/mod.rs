@@ -3,8 +3,11 @@
 //!
 //! * `@deepseek-ai/dsh-spill-local` ([`SpillLocalPlugin`], config `{root?}`) provides the
 //!   `spillStore` service ([`LocalSpillStore`]).
-//! * `@deepseek-ai/dsh-spill-policy` ([`SpillPolicyPlugin`], config `{maxInlineBytes?}`) is a
-//!   `tools/post-execute` listener (outermost) that bounds every tool's plain-text result.
+//! * `@deepseek-ai/dsh-spill-policy` ([`SpillPolicyPlugin`], config `{maxInlineTokens?,
+//!   maxInlineBytes?}`) is a `tools/post-execute` listener (outermost) that bounds every
+//!   tool's plain-text result. `maxInlineTokens` is upstream 0.2's key, priced with the token
+//!   meter's estimate; `maxInlineBytes` is this build's 0.1-era key, still accepted (when
+//!   both are set, a result must fit both).
 
 mod retain;
 mod store;
@@ -92,7 +95,55 @@ fn plain_text(content: &[ContentBlock]) -> Option<String> {
 #[derive(Deserialize, Default)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct PolicyConfig {
+    max_inline_tokens: Option<Value>,
     max_inline_bytes: Option<Value>,
+}
+
+/// What a result may cost inline.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Cap {
+    bytes: Option<usize>,
+    tokens: Option<u64>,
+}
+
+impl Cap {
+    /// Whether `text` (one text block) is over the cap.
+    fn exceeded_by(&self, text: &str) -> bool {
+        self.bytes.is_some_and(|b| text.len() > b)
+            || self
+                .tokens
+                .is_some_and(|t| crate::meter::text_tokens(text) + 4 > t)
+    }
+
+    /// The bytes a replacement may take: a text of at most `4 × (tokens − 4)` bytes is
+    /// priced at most `tokens` (the meter counts UTF-16 units, never more than bytes).
+    fn byte_budget(&self) -> usize {
+        let from_tokens = self
+            .tokens
+            .map(|t| usize::try_from(t.saturating_sub(4).saturating_mul(4)).unwrap_or(usize::MAX));
+        match (self.bytes, from_tokens) {
+            (Some(a), Some(b)) => a.min(b),
+            (Some(a), None) | (None, Some(a)) => a,
+            (None, None) => usize::MAX,
+        }
+    }
+}
+
+/// A non-negative whole number from a config value, or an error naming the key.
+fn whole_number(key: &str, raw: &Value) -> Result<u64, BoxError> {
+    raw.as_u64()
+        .or_else(|| {
+            raw.as_f64()
+                .filter(|f| f.fract() == 0.0 && *f >= 0.0 && *f <= 9_007_199_254_740_991.0)
+                .map(|f| f as u64)
+        })
+        .ok_or_else(|| {
+            format!(
+                "spill-policy: {key} must be a non-negative integer (got {})",
+                dsh_kernel::json::to_string(raw)
+            )
+            .into()
+        })
 }
 
 /// `@deepseek-ai/dsh-spill-policy`: bounds accepted plain-text results of top-level calls
@@ -106,22 +157,22 @@ impl Plugin for SpillPolicyPlugin {
 
     fn apply(&self, ctx: &Context, config: &PluginConfig) -> Result<(), BoxError> {
         let c: PolicyConfig = config.parse()?;
-        let Some(raw) = c.max_inline_bytes else {
-            return Ok(());
+        let cap = Cap {
+            bytes: c
+                .max_inline_bytes
+                .filter(|v| !v.is_null())
+                .map(|v| whole_number("maxInlineBytes", &v))
+                .transpose()?
+                .map(|b| usize::try_from(b).unwrap_or(usize::MAX)),
+            tokens: c
+                .max_inline_tokens
+                .filter(|v| !v.is_null())
+                .map(|v| whole_number("maxInlineTokens", &v))
+                .transpose()?,
         };
-        let cap = raw
-            .as_u64()
-            .or_else(|| {
-                raw.as_f64()
-                    .filter(|f| f.fract() == 0.0 && *f >= 0.0)
-                    .map(|f| f as u64)
-            })
-            .ok_or_else(|| {
-                format!(
-                    "spill-policy: maxInlineBytes must be a non-negative integer (got {})",
-                    dsh_kernel::json::to_string(&raw)
-                )
-            })? as usize;
+        if cap.bytes.is_none() && cap.tokens.is_none() {
+            return Ok(());
+        }
         ctx.on_waterfall::<PostExecute>(ListenOptions::PREPEND, move |payload, next| {
             Box::pin(async move {
                 let decision = next.run().await?;
@@ -135,7 +186,11 @@ impl Plugin for SpillPolicyPlugin {
                 let exec = &payload.exec;
                 let effective = content.as_ref().unwrap_or(&payload.result.content);
                 let text = match plain_text(effective) {
-                    Some(t) if t.len() > cap && exec.parent.is_none() && exec.name != "read" => t,
+                    Some(t)
+                        if cap.exceeded_by(&t) && exec.parent.is_none() && exec.name != "read" =>
+                    {
+                        t
+                    }
                     _ => {
                         return Ok(PostToolDecision::Accept {
                             content,
@@ -143,7 +198,7 @@ impl Plugin for SpillPolicyPlugin {
                         });
                     }
                 };
-                let replaced = spill_replacement(exec, &text, cap).await;
+                let replaced = spill_replacement(exec, &text, cap.byte_budget()).await;
                 Ok(PostToolDecision::Accept {
                     content: match replaced {
                         Some(r) => Some(vec![ContentBlock::text(r)]),
@@ -187,7 +242,7 @@ async fn spill_replacement(
         }
     };
     if replaced.is_none() {
-        tracing::warn!(tool = %exec.name, "spill-policy: the spill notice exceeds maxInlineBytes; keeping the inline content");
+        tracing::warn!(tool = %exec.name, "spill-policy: the spill notice exceeds the inline cap; keeping the inline content");
     }
     replaced
 }
