@@ -69,10 +69,15 @@ impl Plugin for ToolsPlugin {
 }
 
 #[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct SystemPromptConfig {
+    /// The 0.1 spelling of `personaPrefix`.
     #[serde(default)]
-    persona: String,
+    persona: Option<String>,
+    #[serde(default)]
+    persona_prefix: Option<String>,
+    #[serde(default)]
+    persona_suffix: Option<String>,
     #[serde(default = "yes")]
     include_harness_identity: bool,
     /// `false`: no runtime-context snapshot messages (upstream's spine option of that name).
@@ -94,8 +99,18 @@ impl Plugin for SystemPromptPlugin {
     }
     fn apply(&self, ctx: &Context, config: &PluginConfig) -> Result<(), BoxError> {
         let c: SystemPromptConfig = config.parse()?;
+        let persona = match (c.persona, c.persona_prefix) {
+            (Some(old), Some(new)) if old != new => {
+                return Err(
+                    "system-prompt: both persona (the 0.1 name) and personaPrefix are set; keep only personaPrefix"
+                        .into(),
+                );
+            }
+            (old, new) => new.or(old).unwrap_or_default(),
+        };
         let prompt = SystemPrompt::new(PromptConfig {
-            persona: c.persona,
+            persona,
+            persona_suffix: c.persona_suffix.unwrap_or_default(),
             include_harness_identity: c.include_harness_identity,
             tool_order: c.tool_order,
         });

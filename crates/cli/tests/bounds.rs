@@ -260,15 +260,8 @@ fn an_openai_compatible_route_has_the_bound_too() {
          \x20     models:\n        - id: m\n      maxResponseBytes: {LIMIT}\n",
         server.url()
     ));
-    // The headless bundle has no openai-compatible row; the web bundle's row, added.
-    let patch = run.work.path().join("compat.yml");
-    std::fs::write(
-        &patch,
-        "- insert:\n    - id: llm-openai-compatible\n      name: '@deepseek-ai/dsh-llm-openai-compatible'\n",
-    )
-    .unwrap();
-    let patch = patch.display().to_string();
-    let out = run.headless(&server, &["--patch", &patch, "talk"], &[]);
+    // A settings section is all it takes: every profile mounts the adapter.
+    let out = run.headless(&server, &["talk"], &[]);
     assert_stopped_at_the_limit(
         &run,
         &out,

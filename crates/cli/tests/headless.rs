@@ -1034,3 +1034,56 @@ fn launcher_flags_follow_the_app_name() {
     assert_eq!(help.status.code(), Some(0), "{}", stderr(&help));
     assert!(!stdout(&help).is_empty());
 }
+
+/// A 0.2.1 profile patch: `system-prompt.personaPrefix` and `personaSuffix` shape the
+/// prompt (first and last), the 0.1 `persona` still works, and a key the row does not know
+/// is an error naming it.
+#[test]
+fn persona_prefix_and_suffix_from_a_02_patch() {
+    let server = MockServer::with_title_replies([Reply::text("one"), Reply::text("two")]);
+    let run = Run::new();
+    let write = |name: &str, text: &str| {
+        let p = run.work.path().join(name);
+        std::fs::write(&p, text).unwrap();
+        p.to_string_lossy().into_owned()
+    };
+    let patch = write(
+        "p02.yml",
+        "- id: system-prompt\n  config:\n    personaPrefix: PREFIX for {{model}}\n    personaSuffix: SUFFIX at the end\n",
+    );
+    let out = run
+        .cmd(&server, &["headless", "--patch", &patch, "go"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let system = server.requests()[0].json.clone().unwrap()["messages"][0]["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(system.contains("PREFIX for deepseek"), "{system}");
+    assert!(system.trim_end().ends_with("SUFFIX at the end"), "{system}");
+    let old = write(
+        "p01.yml",
+        "- id: system-prompt\n  config:\n    persona: OLD persona\n",
+    );
+    let out = run
+        .cmd(&server, &["headless", "--patch", &old, "go"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let system = server.requests().last().unwrap().json.clone().unwrap()["messages"][0]["content"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(system.contains("OLD persona"), "{system}");
+    let bad = write(
+        "bad.yml",
+        "- id: system-prompt\n  config:\n    personaPrefx: typo\n",
+    );
+    let out = run
+        .cmd(&server, &["headless", "--patch", &bad, "go"])
+        .output()
+        .unwrap();
+    assert_ne!(out.status.code(), Some(0));
+    assert!(stderr(&out).contains("personaPrefx"), "{}", stderr(&out));
+}

@@ -371,7 +371,7 @@ fn oversized_images_are_refused_without_reading_them_whole() {
     assert!(!run.home.path().join(".dsh/attachments/v1/objects").exists());
 }
 
-/// A run on an `openai-compatible` route (the row added by a patch) serving `vision`,
+/// A run on an `openai-compatible` route (configured by a patch of its row) serving `vision`,
 /// which declares image input, and `plain`, which does not.
 fn openai_compatible_run(server: &MockServer, model: &str) -> Run {
     let run = Run::new();
@@ -381,7 +381,7 @@ fn openai_compatible_run(server: &MockServer, model: &str) -> Run {
     std::fs::write(
         run.work.path().join("gateway.yml"),
         format!(
-            "- insert:\n    - id: llm-openai-compatible\n      name: '@deepseek-ai/dsh-llm-openai-compatible'\n      config:\n        providers:\n          local-gateway:\n            baseURL: {}/v1\n            models:\n              - id: vision\n                input: [text, image]\n              - id: plain\n",
+            "- id: llm-openai-compatible\n  config:\n    providers:\n      local-gateway:\n        baseURL: {}/v1\n        models:\n          - id: vision\n            input: [text, image]\n          - id: plain\n",
             server.url()
         ),
     )

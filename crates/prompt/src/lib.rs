@@ -69,6 +69,8 @@ struct Registry {
 #[derive(Clone, Debug, Default)]
 pub struct PromptConfig {
     pub persona: String,
+    /// Upstream 0.2's `personaSuffix`: a deployment's text after every other section.
+    pub persona_suffix: String,
     pub include_harness_identity: bool,
     pub tool_order: Option<Vec<String>>,
 }
@@ -167,6 +169,17 @@ impl SystemPrompt {
                 order: 0.0,
                 text: Arc::new(move |_| persona.clone()),
             });
+            let suffix = this.config.persona_suffix.clone();
+            if !suffix.is_empty() {
+                reg.sections.push(Named {
+                    id: 0,
+                    scope: None,
+                    name: "deployment:persona-suffix".into(),
+                    // Last: upstream 0.2 places it after every other section.
+                    order: 10_200.0,
+                    text: Arc::new(move |_| suffix.clone()),
+                });
+            }
         }
         this
     }
@@ -545,6 +558,7 @@ mod tests {
         let root = Context::new_root();
         let sp = SystemPrompt::new(PromptConfig {
             persona: "P {{model}}".into(),
+            persona_suffix: String::new(),
             include_harness_identity: true,
             tool_order: None,
         });
