@@ -13,9 +13,9 @@ use serde::Deserialize;
 
 use crate::progress::Progress;
 pub use crate::progress::Verbosity;
-use crate::stdout::{self, StdoutError};
 use crate::run_events::RunEvents;
-use crate::stream_json::{Style, StreamJson};
+use crate::stdout::{self, StdoutError};
+use crate::stream_json::{StreamJson, Style};
 
 pub const HELP: &str = "\
 Usage: dsh headless [options] [task...]
@@ -493,10 +493,7 @@ pub async fn run(
     {
         printed = Err(e);
     }
-    if format == OutputFormat::Events
-        && printed.is_ok()
-        && code != Some(stdout::CLOSED_EXIT)
-    {
+    if format == OutputFormat::Events && printed.is_ok() && code != Some(stdout::CLOSED_EXIT) {
         printed = stdout::write(&format!("{}\n", RunEvents::final_line(&text)));
     }
     if let Some(c) = code {

@@ -26,6 +26,9 @@ pub enum Mode {
     Plugin {
         args: Vec<String>,
     },
+    Models {
+        args: Vec<String>,
+    },
 }
 
 /// A usage error (printed as `error: <message>`, exit 1).
@@ -57,6 +60,8 @@ Commands:
   acp [args...]          serve the Agent Client Protocol on stdio
   sessions [args...]     list, show, fork and export stored sessions
   plugin [args...]       add, remove and list external plugins of a profile
+  models [args...]       the model routes and models configured (`--probe` asks the
+                         endpoints; `dsh models --help`)
   headless [args...]     the headless app: one task, the answer on stdout (short for
                          --profile headless; `dsh headless --help` for its options)
   web [args...]          short for --profile web
@@ -173,11 +178,16 @@ pub fn parse_with(argv: &[String], is_profile: &dyn Fn(&str) -> bool) -> Result<
                     args: rest[1..].to_vec(),
                 });
             }
+            Some("models") => {
+                return Ok(Mode::Models {
+                    args: rest[1..].to_vec(),
+                });
+            }
             _ => {}
         }
     } else if matches!(
         rest.first().map(String::as_str),
-        Some("acp" | "sessions" | "plugin")
+        Some("acp" | "sessions" | "plugin" | "models")
     ) {
         return Err(usage(format!(
             "{} takes none of --profile, --patch, --dump-config or --dump-default-config",
@@ -369,13 +379,31 @@ mod tests {
             run(&["f.yml"], &["do it"])
         );
         assert_eq!(
-            p(&["--patch", "a.yml", "headless", "--json", "--patch=b.yml", "go"]),
+            p(&[
+                "--patch",
+                "a.yml",
+                "headless",
+                "--json",
+                "--patch=b.yml",
+                "go"
+            ]),
             run(&["a.yml", "b.yml"], &["--json", "go"])
         );
         // A value of an app flag and everything after `--` stay the app's.
         assert_eq!(
-            p(&["headless", "--session-id", "--patch", "go", "--", "--patch", "x"]),
-            run(&[], &["--session-id", "--patch", "go", "--", "--patch", "x"])
+            p(&[
+                "headless",
+                "--session-id",
+                "--patch",
+                "go",
+                "--",
+                "--patch",
+                "x"
+            ]),
+            run(
+                &[],
+                &["--session-id", "--patch", "go", "--", "--patch", "x"]
+            )
         );
         assert_eq!(
             p(&["headless", "--dump-config", "--patch", "f.yml"]),

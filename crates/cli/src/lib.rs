@@ -7,6 +7,7 @@
 mod boot;
 mod headless;
 mod launcher;
+mod models_cmd;
 mod plugin_cmd;
 mod profile;
 mod progress;
@@ -122,6 +123,7 @@ pub fn main(extensions: &Extensions) -> ExitCode {
         Mode::Acp { args } => run_acp(&home, &args, extensions),
         Mode::Sessions { args } => sessions::run(&home, &args),
         Mode::Plugin { args } => plugin_cmd::run(&home, &args),
+        Mode::Models { args } => models_cmd::run(&home, &args),
     }
 }
 

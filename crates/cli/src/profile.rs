@@ -118,7 +118,11 @@ pub fn exists(home: &Path, name: &str) -> bool {
         || (!name.is_empty()
             && !name.contains(['/', '\\'])
             && !name.starts_with('.')
-            && home.join("profiles").join(name).join("package.json").is_file())
+            && home
+                .join("profiles")
+                .join(name)
+                .join("package.json")
+                .is_file())
 }
 
 /// Creates `profiles/<name>` from its template when it has no manifest yet.

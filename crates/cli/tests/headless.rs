@@ -621,7 +621,12 @@ fn upstream_02_headless_grammar() {
     assert_eq!(lines[0]["type"], "session", "{lines:?}");
     assert_eq!(
         lines[0]["cwd"],
-        run.work.path().canonicalize().unwrap().display().to_string()
+        run.work
+            .path()
+            .canonicalize()
+            .unwrap()
+            .display()
+            .to_string()
     );
     let id = lines[0]["sessionId"].as_str().unwrap().to_string();
     assert_eq!(
@@ -634,7 +639,11 @@ fn upstream_02_headless_grammar() {
         .map(|l| l["phase"].as_str().unwrap())
         .collect();
     assert_eq!(phases, ["turn_start", "step_start", "step_end", "turn_end"]);
-    assert!(lines.iter().any(|l| l["type"] == "text" && l["text"] == "from stdin"));
+    assert!(
+        lines
+            .iter()
+            .any(|l| l["type"] == "text" && l["text"] == "from stdin")
+    );
     let stored = {
         let root = run.home.path().join(".dsh/sessions");
         SessionFiles::new(&root, Compression::Zstd, ChunkPacking::Packed)
@@ -1029,7 +1038,11 @@ fn launcher_flags_follow_the_app_name() {
         .output()
         .unwrap();
     assert_ne!(missing.status.code(), Some(0));
-    assert!(stderr(&missing).contains("nope.yml"), "{}", stderr(&missing));
+    assert!(
+        stderr(&missing).contains("nope.yml"),
+        "{}",
+        stderr(&missing)
+    );
     let help = run.cmd(&server, &["sdk", "--help"]).output().unwrap();
     assert_eq!(help.status.code(), Some(0), "{}", stderr(&help));
     assert!(!stdout(&help).is_empty());

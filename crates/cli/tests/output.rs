@@ -65,7 +65,13 @@ fn every_json_line_is_in_the_log_when_it_is_printed() {
     let run = Run::new();
     let mut child = run
         .base(&server)
-        .args(["--profile", "headless", "--output-format", "stream-json", "go"])
+        .args([
+            "--profile",
+            "headless",
+            "--output-format",
+            "stream-json",
+            "go",
+        ])
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -140,7 +146,13 @@ fn a_closed_stdout_stops_a_json_run_quietly_with_the_log_complete() {
     server.push(Reply::text("a long answer nobody reads").hold_after_event(2, &gate));
     let run = Run::new();
     let mut cmd = run.base(&server);
-    cmd.args(["--profile", "headless", "--output-format", "stream-json", "say it"]);
+    cmd.args([
+        "--profile",
+        "headless",
+        "--output-format",
+        "stream-json",
+        "say it",
+    ]);
     let out = with_closed_stdout(cmd);
     gate.open();
     assert_quiet_end(&out, "headless --output-format stream-json");

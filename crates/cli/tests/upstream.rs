@@ -454,7 +454,10 @@ fn json_run_events_match_upstream_021() {
     mock.reset();
     let our_out = ok(ours.ours(&mock, &["headless", "--json", "Run it."]));
     let (their_shape, our_shape) = (run_event_shape(&their_out), run_event_shape(&our_out));
-    assert_eq!(their_shape, our_shape, "ours:\n{our_out}\ntheirs:\n{their_out}");
+    assert_eq!(
+        their_shape, our_shape,
+        "ours:\n{our_out}\ntheirs:\n{their_out}"
+    );
     assert!(their_shape.len() >= 10, "{their_shape:?}");
     let id = |out: &str| -> String {
         let first: Value = serde_json::from_str(out.lines().next().unwrap()).unwrap();
@@ -462,7 +465,10 @@ fn json_run_events_match_upstream_021() {
     };
     let our_id = id(&our_out);
     assert_eq!(our_id, ours.session_id(&mock));
-    let again = ok(ours.ours(&mock, &["headless", "--json", "--session-id", &our_id, "go on"]));
+    let again = ok(ours.ours(
+        &mock,
+        &["headless", "--json", "--session-id", &our_id, "go on"],
+    ));
     assert_eq!(id(&again), our_id, "a continued session keeps its id");
     assert!(again.lines().last().unwrap().contains("\"type\":\"final\""));
 }

@@ -148,5 +148,8 @@ async fn the_cap_in_tokens_counts_utf16_units() {
         .apply(&Context::new_root(), &bad)
         .unwrap_err()
         .to_string();
-    assert!(err.contains("maxInlineTokens must be a non-negative integer"), "{err}");
+    assert!(
+        err.contains("maxInlineTokens must be a non-negative integer"),
+        "{err}"
+    );
 }

@@ -35,6 +35,14 @@ pub trait LlmAdapter: Send + Sync + 'static {
     }
     /// Streams one attempt.
     fn stream(&self, options: Arc<GenerateOptions>) -> AdapterStream;
+    /// What the route's endpoint says it serves (`GET …/models`), for routes whose API has
+    /// such a list; `None` when the route cannot ask.
+    fn served_models(
+        &self,
+        _provider: &str,
+    ) -> Option<BoxFuture<'static, Result<Vec<String>, LlmError>>> {
+        None
+    }
 }
 
 /// `llm/stream` (waterfall): every model request flows through it. Listeners may observe,
@@ -178,6 +186,14 @@ impl LlmRuntime {
         self.adapter_for(provider)
             .map(|a| a.models(provider))
             .unwrap_or_default()
+    }
+
+    /// Asks the route's endpoint which models it serves (see [`LlmAdapter::served_models`]).
+    pub fn served_models(
+        &self,
+        provider: &str,
+    ) -> Option<BoxFuture<'static, Result<Vec<String>, LlmError>>> {
+        self.adapter_for(provider)?.served_models(provider)
     }
 
     /// Model information for a route.

@@ -78,6 +78,41 @@ impl OpenAiCompatAdapter {
             .collect()
     }
 
+    /// The credential, configured headers and user agent of a request to `profile`.
+    fn auth_headers(
+        &self,
+        profile: &ResolvedProfile,
+        provider: &str,
+    ) -> Result<Vec<(String, String)>, LlmError> {
+        let mut headers: Vec<(String, String)> = Vec::new();
+        if let Some(reference) = &profile.profile.api_key_env {
+            let key = match (self.deps.api_key)(reference) {
+                Some(raw) if !raw.trim().is_empty() => {
+                    usable_api_key(&raw, OPENAI_COMPAT_PLUGIN, reference)?
+                }
+                _ => {
+                    return Err(LlmError::new(
+                        codes::MISSING_CREDENTIAL,
+                        format!(
+                            "{OPENAI_COMPAT_PLUGIN}: provider route \"{provider}\" has no credential because its \
+                             profile names {reference}, which is not set; save {reference} with the credentials \
+                             service (the Models page of dsh web does that) or set it in the environment. If the \
+                             endpoint needs no authentication, remove apiKeyEnv from the profile instead"
+                        ),
+                    ));
+                }
+            };
+            headers.push(("authorization".into(), format!("Bearer {key}")));
+        }
+        for (name, value) in &profile.profile.headers {
+            if !name.eq_ignore_ascii_case("user-agent") {
+                headers.push((name.clone(), value.clone()));
+            }
+        }
+        headers.push(("user-agent".into(), user_agent()));
+        Ok(headers)
+    }
+
     fn prepare(
         &self,
         profile: &ResolvedProfile,
@@ -106,34 +141,9 @@ impl OpenAiCompatAdapter {
                 ));
             }
         }
-        let mut headers: Vec<(String, String)> = Vec::new();
-        if let Some(reference) = &profile.profile.api_key_env {
-            let key = match (self.deps.api_key)(reference) {
-                Some(raw) if !raw.trim().is_empty() => {
-                    usable_api_key(&raw, OPENAI_COMPAT_PLUGIN, reference)?
-                }
-                _ => {
-                    return Err(LlmError::new(
-                        codes::MISSING_CREDENTIAL,
-                        format!(
-                            "{OPENAI_COMPAT_PLUGIN}: provider route \"{provider}\" has no credential because its \
-                             profile names {reference}, which is not set; save {reference} with the credentials \
-                             service (the Models page of dsh web does that) or set it in the environment. If the \
-                             endpoint needs no authentication, remove apiKeyEnv from the profile instead"
-                        ),
-                    ));
-                }
-            };
-            headers.push(("authorization".into(), format!("Bearer {key}")));
-        }
+        let mut headers = self.auth_headers(profile, provider)?;
         headers.push(("content-type".into(), "application/json".into()));
         headers.push(("accept".into(), "text/event-stream".into()));
-        for (name, value) in &profile.profile.headers {
-            if !name.eq_ignore_ascii_case("user-agent") {
-                headers.push((name.clone(), value.clone()));
-            }
-        }
-        headers.push(("user-agent".into(), user_agent()));
         let headers = header_map(&headers, &vendor, base_url)?;
         let compat = &profile.profile.compat;
         let dialect = Dialect {
@@ -226,6 +236,59 @@ fn model_info_for(
 impl LlmAdapter for OpenAiCompatAdapter {
     fn models(&self, provider: &str) -> Vec<ModelInfo> {
         self.list_models(provider)
+    }
+
+    fn served_models(
+        &self,
+        provider: &str,
+    ) -> Option<dsh_kernel::BoxFuture<'static, Result<Vec<String>, LlmError>>> {
+        let config = self.live.current();
+        let profile = config.get(provider)?;
+        let base_url = profile.profile.base_url.trim_end_matches('/').to_string();
+        let url = format!("{base_url}/models");
+        let vendor = profile.vendor(provider);
+        let prepared = self.auth_headers(profile, provider).and_then(|mut h| {
+            h.push(("accept".into(), "application/json".into()));
+            Ok((
+                header_map(&h, &vendor, &base_url)?,
+                self.client.for_url(&url)?,
+            ))
+        });
+        Some(Box::pin(async move {
+            let (headers, client) = prepared?;
+            let failed =
+                |what: String| LlmError::new(codes::TRANSPORT, format!("GET {url}: {what}"));
+            let response = client
+                .get(&url)
+                .headers(headers)
+                .timeout(std::time::Duration::from_secs(10))
+                .send()
+                .await
+                .map_err(|e| failed(e.to_string()))?;
+            let status = response.status();
+            if !status.is_success() {
+                return Err(failed(format!("HTTP {status}")));
+            }
+            // A listing is small; a larger answer is not a listing.
+            let body = response.bytes().await.map_err(|e| failed(e.to_string()))?;
+            if body.len() > 8 << 20 {
+                return Err(failed(format!(
+                    "{} bytes is too large for a model list",
+                    body.len()
+                )));
+            }
+            let value: serde_json::Value =
+                serde_json::from_slice(&body).map_err(|e| failed(format!("not JSON: {e}")))?;
+            let ids = value["data"]
+                .as_array()
+                .or_else(|| value["models"].as_array())
+                .ok_or_else(|| failed("no `data` list of models in the answer".into()))?
+                .iter()
+                .filter_map(|m| m["id"].as_str().or_else(|| m["name"].as_str()))
+                .map(str::to_owned)
+                .collect();
+            Ok(ids)
+        }))
     }
 
     fn model_info(&self, provider: &str, model: &str) -> Result<ModelInfo, LlmError> {
