@@ -317,7 +317,7 @@ fn a_delegated_child_is_reported_started_and_finished() {
 }
 
 #[test]
-fn the_sdk_minimal_profile_offers_file_tools_and_a_persistent_bash() {
+fn the_sdk_minimal_profile_offers_upstream_021s_minimal_tools_and_a_persistent_bash() {
     let home = tempfile::tempdir().unwrap();
     let work = tempfile::tempdir().unwrap();
     std::fs::create_dir(work.path().join("inner")).unwrap();
@@ -380,14 +380,8 @@ fn the_sdk_minimal_profile_offers_file_tools_and_a_persistent_bash() {
     names.sort();
     assert_eq!(
         names,
-        [
-            "bash",
-            "edit",
-            "read",
-            "read_image",
-            "working_directory",
-            "write"
-        ]
+        ["bash", "read_image", "working_directory"],
+        "upstream 0.2.1's minimal set"
     );
     send(serde_json::json!({"jsonrpc": "2.0", "id": "s", "method": "shutdown"}));
     while next()["id"] != "s" {}

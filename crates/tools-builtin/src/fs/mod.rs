@@ -147,8 +147,13 @@ impl Plugin for FsSandboxPlugin {
 
 /// Config of `@deepseek-ai/dsh-tool-fs`.
 #[derive(Deserialize, Default)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct ToolFsConfig {
+    /// Upstream 0.2's per-tool switches (each on unless `false`).
+    read: Option<bool>,
+    read_image: Option<bool>,
+    write: Option<bool>,
+    edit: Option<bool>,
     read_limit: Option<f64>,
     read_max_line_length: Option<f64>,
     read_max_bytes: Option<f64>,
@@ -165,8 +170,10 @@ fn positive_integer(name: &str, value: Option<f64>, default: u64) -> Result<u64,
     }
 }
 
-/// `@deepseek-ai/dsh-tool-fs` (config `{readLimit?, readMaxLineLength?, readMaxBytes?,
-/// readStreamMinSize?}`): registers `read`, `write` and `edit` over the loaded backend.
+/// `@deepseek-ai/dsh-tool-fs` (config `{read?, readImage?, write?, edit?, readLimit?,
+/// readMaxLineLength?, readMaxBytes?, readStreamMinSize?}`): registers `read`, `read_image`,
+/// `write` and `edit` over the loaded backend, each unless its switch is `false` (upstream
+/// 0.2's sdk-minimal keeps only `read_image`).
 pub struct ToolFsPlugin;
 
 impl Plugin for ToolFsPlugin {
@@ -196,22 +203,28 @@ impl Plugin for ToolFsPlugin {
         // Like upstream's `inject: ['fs']`: the row waits for the backend row, so a fenced
         // backend can never be missed because of row order.
         let backend = ctx.require::<FsBackend>()?;
-        let read = ReadTool::new(limits, backend.clone());
-        let write = WriteTool::new(backend.clone());
-        let edit = EditTool::new(backend.clone());
-        register_read_image(ctx, backend)?;
-        Guidance::<FsGuidance>::publish(
-            ctx,
-            vec![
-                read.prompt_section(),
-                write.prompt_section(),
-                edit.prompt_section(),
-            ],
-        )?;
+        let on = |switch: Option<bool>| switch != Some(false);
+        let read = on(c.read).then(|| ReadTool::new(limits, backend.clone()));
+        let write = on(c.write).then(|| WriteTool::new(backend.clone()));
+        let edit = on(c.edit).then(|| EditTool::new(backend.clone()));
+        if on(c.read_image) {
+            register_read_image(ctx, backend)?;
+        }
+        let mut sections = Vec::new();
+        sections.extend(read.as_ref().map(|t| t.prompt_section()));
+        sections.extend(write.as_ref().map(|t| t.prompt_section()));
+        sections.extend(edit.as_ref().map(|t| t.prompt_section()));
+        Guidance::<FsGuidance>::publish(ctx, sections)?;
         let registry = ctx.require::<ToolRegistry>()?;
-        registry.register(ctx, Arc::new(read))?;
-        registry.register(ctx, Arc::new(write))?;
-        registry.register(ctx, Arc::new(edit))?;
+        if let Some(t) = read {
+            registry.register(ctx, Arc::new(t))?;
+        }
+        if let Some(t) = write {
+            registry.register(ctx, Arc::new(t))?;
+        }
+        if let Some(t) = edit {
+            registry.register(ctx, Arc::new(t))?;
+        }
         Ok(())
     }
 }
