@@ -366,7 +366,7 @@ impl Continuations {
         self.assert_admitting(&parent)?;
         let create = CreateAgent {
             session_id: Some(child_id.clone()),
-            cwd: parent_cwd(&parent),
+            cwd: request.cwd.clone().or_else(|| parent_cwd(&parent)),
             options: child_options(&parent, request.agent_options.as_ref()),
             source: AgentSource::Seeded {
                 prefix: seed,

@@ -51,7 +51,7 @@ fn build(which: Which, ctx: &Context) -> ControlTool {
         Which::SendMessage => (
             "Give one of your continuable background subagents another turn: the message is queued as its next turn, in order, whether it is working, idle or only stored. Use the id the subagent tool returned.",
             ObjectSchema::new()
-                .required("subagent_id", Prop::string("The durable id of a subagent you started."))
+                .required("agent_id", Prop::string("The durable id of a subagent you started."))
                 .required("message", Prop::string("What the subagent should do next; it keeps its own conversation so far.")),
         ),
         Which::Interrupt => (
@@ -149,7 +149,11 @@ impl ControlTool {
         let subagents = self.ctx.require::<Subagents>()?;
         match self.which {
             Which::SendMessage => {
-                let id = text_arg(&args, "subagent_id");
+                // `subagent_id` is the 0.1 name, still read from older transcripts.
+                let id = match text_arg(&args, "agent_id") {
+                    id if id.is_empty() => text_arg(&args, "subagent_id"),
+                    id => id,
+                };
                 let message = text_arg(&args, "message");
                 let source = coordinator_source(caller.id());
                 let message_id = subagents

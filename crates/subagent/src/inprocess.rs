@@ -100,7 +100,7 @@ impl InProcess {
             &self.ctx,
             CreateAgent {
                 session_id: Some(child_id.clone()),
-                cwd: parent_cwd(&parent),
+                cwd: request.cwd.clone().or_else(|| parent_cwd(&parent)),
                 options: child_options(&parent, request.agent_options.as_ref()),
                 source,
                 meta: child_meta(&parent, depth),

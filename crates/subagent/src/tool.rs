@@ -182,7 +182,13 @@ fn params(inherits: bool, config: &SubagentToolConfig) -> (String, ObjectSchema)
             "description",
             Prop::string("A short label for the task (3-5 words), shown to the user."),
         )
-        .required("prompt", Prop::string(prompt));
+        .required("prompt", Prop::string(prompt))
+        .optional(
+            "cwd",
+            Prop::string(
+                "Where the subagent starts: a directory inside your workspace, relative to your current directory or absolute. Without it the subagent starts where you started. Each side's later directory changes stay its own.",
+            ),
+        );
     if config.background_enabled {
         schema = schema.optional(
             "run_in_background",
@@ -319,6 +325,50 @@ fn run_outcome(r: &SubagentResult) -> JobOutcome {
 }
 
 impl SubagentTool {
+    /// The child's starting directory from the `cwd` argument: resolved against the
+    /// caller's current directory, an existing directory, and inside the caller's workspace
+    /// (the child's sandbox is rooted at its directory, so a child started outside would
+    /// get a wider sandbox than its parent).
+    fn child_cwd(
+        &self,
+        parent: &AgentRef,
+        args: &Value,
+        run: &ToolRunContext,
+    ) -> Result<Option<std::path::PathBuf>, BoxError> {
+        let Some(raw) = args.get("cwd").and_then(Value::as_str) else {
+            return Ok(None);
+        };
+        if raw.trim().is_empty() {
+            return Err("cwd must not be empty; leave it out to start where you started".into());
+        }
+        let base = run
+            .cwd
+            .clone()
+            .or_else(|| crate::child::parent_cwd(parent))
+            .unwrap_or_else(|| std::path::PathBuf::from("/"));
+        let target = if std::path::Path::new(raw).is_absolute() {
+            std::path::PathBuf::from(raw)
+        } else {
+            base.join(raw)
+        };
+        let target = std::fs::canonicalize(&target)
+            .ok()
+            .filter(|p| p.is_dir())
+            .ok_or_else(|| format!("cwd {raw:?} is not an existing directory"))?;
+        if let Some(policy) = self.ctx.get::<dsh_sandbox::SandboxPolicy>() {
+            let root = policy.resolve(Some(parent.session())).workspace_root;
+            let root = std::fs::canonicalize(&root).unwrap_or(root);
+            if !target.starts_with(&root) {
+                return Err(format!(
+                    "cwd {raw:?} is outside your workspace {}; a subagent starts inside it",
+                    root.display()
+                )
+                .into());
+            }
+        }
+        Ok(Some(target))
+    }
+
     fn request(&self, parent: AgentRef, args: &Value, cancel: CancellationToken) -> StartRequest {
         let text = |k: &str| {
             args.get(k)
@@ -351,8 +401,10 @@ impl SubagentTool {
             }
             false
         };
+        let cwd = self.child_cwd(&parent, &args, &run)?;
         if background && self.config.continuable() {
-            let request = self.request(parent, &args, run.cancel.clone());
+            let mut request = self.request(parent, &args, run.cancel.clone());
+            request.cwd = cwd;
             let label = request.label.clone().unwrap_or_default();
             let child = self
                 .subagents
@@ -367,9 +419,10 @@ impl SubagentTool {
             return Ok(ToolOutput::text(format!("started subagent {child}")));
         }
         if background {
-            return self.start_job(parent, &args, &run).await;
+            return self.start_job(parent, &args, &run, cwd).await;
         }
-        let request = self.request(parent, &args, run.cancel.clone());
+        let mut request = self.request(parent, &args, run.cancel.clone());
+        request.cwd = cwd;
         let started = self.subagents.start(&self.config.provider, request).await?;
         let run_id = started.id.clone();
         let output = settle_foreground(started).await?;
@@ -387,13 +440,15 @@ impl SubagentTool {
         parent: AgentRef,
         args: &Value,
         run: &ToolRunContext,
+        cwd: Option<std::path::PathBuf>,
     ) -> Result<ToolOutput, BoxError> {
         let jobs = self.ctx.get::<JobRegistry>().ok_or(
             "run_in_background needs the job plugins, which are not loaded: add @deepseek-ai/dsh-jobs and @deepseek-ai/dsh-tool-jobs to the composition, or run the subagent in the foreground",
         )?;
         jobs.preflight(Some(&parent))?;
         let cancel = CancellationToken::new();
-        let request = self.request(parent.clone(), args, cancel.clone());
+        let mut request = self.request(parent.clone(), args, cancel.clone());
+        request.cwd = cwd;
         let label = request.label.clone().unwrap_or_default();
         let started = self
             .subagents

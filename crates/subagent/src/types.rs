@@ -154,6 +154,9 @@ pub struct StartRequest {
     pub tool_filter: Option<ToolFilter>,
     /// Shadows the deployment persona in the child's prompt.
     pub persona: Option<String>,
+    /// The child's starting directory (upstream 0.2's `cwd` argument), already checked;
+    /// `None`: the parent's.
+    pub cwd: Option<std::path::PathBuf>,
 }
 
 impl StartRequest {
@@ -168,6 +171,7 @@ impl StartRequest {
             max_depth: None,
             tool_filter: None,
             persona: None,
+            cwd: None,
         }
     }
 }

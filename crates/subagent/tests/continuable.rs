@@ -337,7 +337,7 @@ async fn send_message_cold_resumes_a_settled_child_as_its_next_turn() {
                 Some(calls(&[(
                     "more",
                     "send_message",
-                    json!({"subagent_id": id, "message": "second task"}),
+                    json!({"agent_id": id, "message": "second task"}),
                 )]))
             }),
             text("SENT"),
@@ -408,12 +408,12 @@ async fn send_message_refuses_unknown_and_one_shot_children() {
                     (
                         "a",
                         "send_message",
-                        json!({"subagent_id": "no-such-child", "message": "hi"}),
+                        json!({"agent_id": "no-such-child", "message": "hi"}),
                     ),
                     (
                         "b",
                         "send_message",
-                        json!({"subagent_id": id, "message": "hi"}),
+                        json!({"agent_id": id, "message": "hi"}),
                     ),
                 ]))
             }),
@@ -642,17 +642,17 @@ async fn follow_ups_to_a_working_child_queue_as_its_next_turns_in_order() {
             calls(&[(
                 "m2",
                 "send_message",
-                json!({"subagent_id": placeholder, "message": "second"}),
+                json!({"agent_id": placeholder, "message": "second"}),
             )]),
             calls(&[(
                 "m3",
                 "send_message",
-                json!({"subagent_id": placeholder, "message": "third"}),
+                json!({"agent_id": placeholder, "message": "third"}),
             )]),
             calls(&[(
                 "m4",
                 "send_message",
-                json!({"subagent_id": unknown, "message": "hello?"}),
+                json!({"agent_id": unknown, "message": "hello?"}),
             )]),
             text("DONE"),
             text("NOTED"),

@@ -110,7 +110,7 @@ async fn each_tool_reports_a_value_matching_its_declared_schema() {
                 Some(calls(&[(
                     "m",
                     "send_message",
-                    json!({"subagent_id": id, "message": "more"}),
+                    json!({"agent_id": id, "message": "more"}),
                 )]))
             }),
             lazy(move || {
