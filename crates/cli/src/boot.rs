@@ -13,6 +13,7 @@ pub fn catalog() -> Catalog {
     dsh_policies::register_catalog(&mut c);
     dsh_sandbox::register_catalog(&mut c);
     c.register(dsh_commands::CommandsPlugin);
+    c.register(dsh_commands::FeedbackCommandPlugin);
     dsh_context::register_catalog(&mut c);
     c.register(dsh_replay::ReplayPlugin);
     dsh_providers::register_catalog(&mut c);

@@ -397,6 +397,7 @@ pub async fn run(
             dsh_commands::LineOutcome::NotACommand => None,
             dsh_commands::LineOutcome::Executed { result, .. } => Some(result.is_error()),
             dsh_commands::LineOutcome::Unknown { .. } => Some(true),
+            dsh_commands::LineOutcome::Help { .. } => Some(false),
         };
         // A command that sent the model a message (`/plan <message>`) started a turn: the
         // run then waits for it and prints its answer like any task.

@@ -1100,3 +1100,44 @@ fn persona_prefix_and_suffix_from_a_02_patch() {
     assert_ne!(out.status.code(), Some(0));
     assert!(stderr(&out).contains("personaPrefx"), "{}", stderr(&out));
 }
+
+/// `/help` lists the session's slash commands; `/feedback <text>` leaves the remark in the
+/// session log (`feedback/record`), as upstream 0.2.1's command does.
+#[test]
+fn help_lists_commands_and_feedback_is_logged() {
+    let server = MockServer::start();
+    let run = Run::new();
+    let help = run.cmd(&server, &["headless", "/help"]).output().unwrap();
+    assert_eq!(help.status.code(), Some(0), "{}", stderr(&help));
+    let text = stdout(&help);
+    for command in ["/feedback <text>", "/permission", "/plan", "/compact"] {
+        assert!(text.contains(command), "{command}: {text}");
+    }
+    let out = run
+        .cmd(&server, &["headless", "/feedback the diff view was great"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        stdout(&out).starts_with("Feedback recorded in session session-"),
+        "{}",
+        stdout(&out)
+    );
+    let id = stdout(&out)
+        .trim()
+        .trim_start_matches("Feedback recorded in session ")
+        .trim_end_matches('.')
+        .to_string();
+    let events = run.events(&id);
+    let remark = events
+        .iter()
+        .find(|e| e.is("feedback/record"))
+        .expect("the remark is in the log");
+    assert_eq!(remark.data["text"], "the diff view was great");
+    let empty = run
+        .cmd(&server, &["headless", "/feedback"])
+        .output()
+        .unwrap();
+    assert_eq!(empty.status.code(), Some(1));
+    assert!(server.requests().is_empty(), "no command reached the model");
+}

@@ -122,6 +122,20 @@ pub enum LineOutcome {
         name: String,
         known: Vec<CommandDescriptor>,
     },
+    /// `/help` (when no command of that name is registered): the commands there are.
+    /// Nothing was logged or sent.
+    Help { known: Vec<CommandDescriptor> },
+}
+
+/// One line per command: `/name hint — description`.
+fn command_lines(known: &[CommandDescriptor]) -> Vec<String> {
+    known
+        .iter()
+        .map(|c| match &c.hint {
+            Some(h) => format!("/{} {h} — {}", c.name, c.description),
+            None => format!("/{} — {}", c.name, c.description),
+        })
+        .collect()
 }
 
 impl LineOutcome {
@@ -130,14 +144,16 @@ impl LineOutcome {
         match self {
             LineOutcome::NotACommand => String::new(),
             LineOutcome::Executed { result, .. } => result.text().to_string(),
+            LineOutcome::Help { known } => {
+                let list = command_lines(known);
+                if list.is_empty() {
+                    "No slash commands are available in this session.".to_string()
+                } else {
+                    format!("Slash commands:\n{}", list.join("\n"))
+                }
+            }
             LineOutcome::Unknown { name, known } => {
-                let list: Vec<String> = known
-                    .iter()
-                    .map(|c| match &c.hint {
-                        Some(h) => format!("/{} {h} — {}", c.name, c.description),
-                        None => format!("/{} — {}", c.name, c.description),
-                    })
-                    .collect();
+                let list = command_lines(known);
                 if list.is_empty() {
                     format!("unknown command /{name}: no commands are available")
                 } else {
@@ -338,6 +354,9 @@ impl CommandRegistry {
             if self.is_prompt_gesture(agent, name) {
                 return LineOutcome::NotACommand;
             }
+            if name == "help" {
+                return LineOutcome::Help { known: self.list() };
+            }
             return LineOutcome::Unknown {
                 name: name.to_string(),
                 known: self.list(),
@@ -355,6 +374,50 @@ async fn tokio_select<T>(cancel: CancellationToken, work: BoxFuture<'static, T>)
     tokio::select! {
         v = work => Some(v),
         () = cancel.cancelled() => None,
+    }
+}
+
+/// `@deepseek-ai/dsh-command-feedback`: `/feedback <text>` records a remark about the
+/// session in its log (`feedback/record {text}`), where whoever reads the log later finds it.
+pub struct FeedbackCommandPlugin;
+
+/// The event `/feedback` appends.
+pub const FEEDBACK_EVENT: &str = "feedback/record";
+
+impl Plugin for FeedbackCommandPlugin {
+    fn name(&self) -> &'static str {
+        "@deepseek-ai/dsh-command-feedback"
+    }
+
+    fn apply(&self, ctx: &Context, _config: &PluginConfig) -> Result<(), BoxError> {
+        let commands = ctx.require::<CommandRegistry>()?;
+        commands.register(
+            ctx,
+            CommandDefinition {
+                name: "feedback".into(),
+                description: "Leave a remark about this session in its log".into(),
+                hint: Some("<text>".into()),
+                // The text goes into the feedback event, not the command record as well.
+                record_input: false,
+                handler: Arc::new(|invocation| {
+                    Box::pin(async move {
+                        let text = invocation.raw_input.trim();
+                        if text.is_empty() {
+                            return Ok(CommandResult::error(
+                                "Nothing to record: write the remark after the command, as in /feedback the tests were flaky",
+                            ));
+                        }
+                        let session = invocation.agent.session();
+                        let event = session.append(FEEDBACK_EVENT, json!({"text": text}), None)?;
+                        Ok(CommandResult::Success {
+                            text: Some(format!("Feedback recorded in session {}.", session.id())),
+                            source_event_seq: Some(event.seq),
+                        })
+                    })
+                }),
+            },
+        )?;
+        Ok(())
     }
 }
 

@@ -480,6 +480,7 @@ pub async fn prompt(s: &WebState, p: &Value) -> ApiResult {
             dsh_commands::LineOutcome::NotACommand => None,
             dsh_commands::LineOutcome::Executed { result, .. } => Some(result.is_error()),
             dsh_commands::LineOutcome::Unknown { .. } => Some(true),
+            dsh_commands::LineOutcome::Help { .. } => Some(false),
         };
         if let Some(is_error) = is_error {
             return Ok(
