@@ -29,6 +29,13 @@ pub enum Mode {
     Models {
         args: Vec<String>,
     },
+    /// `--from-default-profile <template>`: recreate the custom profile `profile` from a
+    /// shipped template, then do `then` (boot it or dump its config).
+    Recreate {
+        profile: String,
+        template: String,
+        then: Box<Mode>,
+    },
 }
 
 /// A usage error (printed as `error: <message>`, exit 1).
@@ -55,6 +62,10 @@ Options:
                          among the app's arguments: dsh headless --patch extra.yml \"task\")
   --dump-config          print the composed config tree and exit
   --dump-default-config  print the bundled default tree (bundle layers only) and exit
+  --from-default-profile <template>
+                         recreate the custom profile from a shipped template (headless,
+                         web, sdk, sdk-minimal, acp) before booting it; the previous
+                         folder is kept beside it (dsh rescue --from-default-profile web)
 
 Commands:
   acp [args...]          serve the Agent Client Protocol on stdio
@@ -114,6 +125,7 @@ pub fn parse_with(argv: &[String], is_profile: &dyn Fn(&str) -> bool) -> Result<
     let mut profile: Option<String> = None;
     let mut patches = Vec::new();
     let (mut dump, mut dump_default, mut version) = (false, false, false);
+    let mut from_default: Option<String> = None;
     let mut i = 0;
     let take_value =
         |i: &mut usize, flag: &str, inline: Option<&str>| -> Result<String, UsageError> {
@@ -151,6 +163,13 @@ pub fn parse_with(argv: &[String], is_profile: &dyn Fn(&str) -> bool) -> Result<
             }
             "--dump-config" => dump = true,
             "--dump-default-config" => dump_default = true,
+            "--from-default-profile" => {
+                let v = take_value(&mut i, "--from-default-profile <name>", inline)?;
+                if v.is_empty() {
+                    return Err(usage("--from-default-profile needs a name"));
+                }
+                from_default = Some(v);
+            }
             _ => break,
         }
         i += 1;
@@ -161,7 +180,12 @@ pub fn parse_with(argv: &[String], is_profile: &dyn Fn(&str) -> bool) -> Result<
     let mut rest: Vec<String> = argv[i..].to_vec();
     if rest.first().map(String::as_str) == Some("--") {
         rest.remove(0);
-    } else if profile.is_none() && !dump && !dump_default && patches.is_empty() {
+    } else if profile.is_none()
+        && !dump
+        && !dump_default
+        && patches.is_empty()
+        && from_default.is_none()
+    {
         match rest.first().map(String::as_str) {
             Some("acp") => {
                 return Ok(Mode::Acp {
@@ -199,7 +223,12 @@ pub fn parse_with(argv: &[String], is_profile: &dyn Fn(&str) -> bool) -> Result<
     if profile.is_none()
         && let Some(short) = rest.first()
         && !short.starts_with('-')
-        && (short == "web" || short == "headless" || is_profile(short))
+        && (short == "web"
+            || short == "headless"
+            || is_profile(short)
+            || rest
+                .iter()
+                .any(|a| a == "--from-default-profile" || a.starts_with("--from-default-profile=")))
     {
         profile = Some(short.clone());
         rest.remove(0);
@@ -238,6 +267,21 @@ pub fn parse_with(argv: &[String], is_profile: &dyn Fn(&str) -> bool) -> Result<
                 }
                 "--dump-config" if inline.is_none() => dump = true,
                 "--dump-default-config" if inline.is_none() => dump_default = true,
+                "--from-default-profile" => {
+                    let v = match inline {
+                        Some(v) => v.to_string(),
+                        None => {
+                            j += 1;
+                            rest.get(j).cloned().ok_or_else(|| {
+                                usage("option '--from-default-profile <name>' argument missing")
+                            })?
+                        }
+                    };
+                    if v.is_empty() {
+                        return Err(usage("--from-default-profile needs a name"));
+                    }
+                    from_default = Some(v);
+                }
                 "--profile" => {
                     return Err(usage(
                         "--profile goes before the app's arguments (dsh --profile <name> [args...])",
@@ -283,17 +327,39 @@ pub fn parse_with(argv: &[String], is_profile: &dyn Fn(&str) -> bool) -> Result<
                 "--dump-default-config prints the bundle layers and takes no --patch",
             ));
         }
-        return Ok(Mode::Dump {
-            profile,
-            default_only: dump_default,
-            patches,
-        });
+        return Ok(recreating(
+            from_default,
+            Mode::Dump {
+                profile,
+                default_only: dump_default,
+                patches,
+            },
+        ));
     }
-    Ok(Mode::Profile {
-        profile,
-        patches,
-        args: rest,
-    })
+    Ok(recreating(
+        from_default,
+        Mode::Profile {
+            profile,
+            patches,
+            args: rest,
+        },
+    ))
+}
+
+/// `mode`, first recreating its profile from `template` when one was named.
+fn recreating(template: Option<String>, mode: Mode) -> Mode {
+    let profile = match &mode {
+        Mode::Profile { profile, .. } | Mode::Dump { profile, .. } => profile.clone(),
+        _ => return mode,
+    };
+    match template {
+        Some(template) => Mode::Recreate {
+            profile,
+            template,
+            then: Box::new(mode),
+        },
+        None => mode,
+    }
 }
 
 #[cfg(test)]
@@ -418,6 +484,45 @@ mod tests {
             Err(usage("option '--patch <path>' argument missing"))
         );
         assert!(p(&["headless", "--profile", "web", "go"]).is_err());
+    }
+
+    #[test]
+    fn from_default_profile_wraps_the_mode() {
+        let none = |_: &str| false;
+        let argv = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            parse_with(&argv(&["rescue", "--from-default-profile", "web"]), &none),
+            Ok(Mode::Recreate {
+                profile: "rescue".into(),
+                template: "web".into(),
+                then: Box::new(Mode::Profile {
+                    profile: "rescue".into(),
+                    patches: vec![],
+                    args: vec![]
+                })
+            })
+        );
+        assert_eq!(
+            parse_with(
+                &argv(&[
+                    "--from-default-profile=sdk",
+                    "--profile",
+                    "x",
+                    "--dump-config"
+                ]),
+                &none
+            ),
+            Ok(Mode::Recreate {
+                profile: "x".into(),
+                template: "sdk".into(),
+                then: Box::new(Mode::Dump {
+                    profile: "x".into(),
+                    default_only: false,
+                    patches: vec![]
+                })
+            })
+        );
+        assert!(parse_with(&argv(&["x", "--from-default-profile"]), &none).is_err());
     }
 
     #[test]

@@ -89,13 +89,35 @@ pub fn main(extensions: &Extensions) -> ExitCode {
     }
     init_tracing();
     let home = dsh_policies::dsh_home();
-    let mode = match launcher::parse_with(&argv, &|name| profile::exists(&home, name)) {
+    let mut mode = match launcher::parse_with(&argv, &|name| profile::exists(&home, name)) {
         Ok(m) => m,
         Err(e) => {
             eprintln!("error: {}", e.0);
             return ExitCode::from(1);
         }
     };
+    if let Mode::Recreate {
+        profile,
+        template,
+        then,
+    } = mode
+    {
+        match profile::recreate_from_template(&home, &profile, &template) {
+            Ok(previous) => {
+                if let Some(p) = previous {
+                    eprintln!(
+                        "dsh: profile \"{profile}\" recreated from \"{template}\"; the previous one is kept at {}",
+                        p.display()
+                    );
+                }
+            }
+            Err(e) => {
+                eprintln!("{e}");
+                return ExitCode::from(CONFIG_ERROR);
+            }
+        }
+        mode = *then;
+    }
     match mode {
         Mode::Version => stdout::print(&format!("{}\n", env!("CARGO_PKG_VERSION"))),
         Mode::Help => stdout::print(launcher::HELP),
@@ -124,6 +146,7 @@ pub fn main(extensions: &Extensions) -> ExitCode {
         Mode::Sessions { args } => sessions::run(&home, &args),
         Mode::Plugin { args } => plugin_cmd::run(&home, &args),
         Mode::Models { args } => models_cmd::run(&home, &args),
+        Mode::Recreate { .. } => ExitCode::from(1),
     }
 }
 

@@ -141,26 +141,99 @@ pub fn prepare_profile(home: &Path, name: &str) -> Result<PathBuf, ProfileError>
     if !manifest.exists() {
         let Some(bundles) = template_bundles(name) else {
             return Err(err(format!(
-                "dsh: profile \"{name}\" does not exist; this build ships the \"headless\", \"web\", \"sdk\", \"sdk-minimal\" and \"acp\" profiles (create {} to define another)",
+                "dsh: profile \"{name}\" does not exist; this build ships the \"headless\", \"web\", \"sdk\", \"sdk-minimal\" and \"acp\" profiles (create {} to define another, or copy a shipped one: dsh {name} --from-default-profile headless)",
                 manifest.display()
             )));
         };
-        std::fs::create_dir_all(&dir)
-            .map_err(|e| err(format!("dsh: cannot create profile {}: {e}", dir.display())))?;
-        let doc = json!({
-            "name": format!("dsh-profile-{name}"),
-            "private": true,
-            "dependencies": {},
-            "dsh": {"profile": {"bundles": bundles}}
-        });
-        let text = serde_json::to_string_pretty(&doc).unwrap_or_default() + "\n";
-        write_new(&manifest, &text)?;
-        let patch = dir.join("cordis.patch.yml");
-        if !patch.exists() {
-            write_new(&patch, USER_PATCH_TEMPLATE)?;
-        }
+        init_profile(&dir, name, &bundles)?;
     }
     Ok(dir)
+}
+
+/// Writes a profile folder `dir` named `name` over `bundles`: the manifest and, when there
+/// is none, the commented user patch.
+fn init_profile(dir: &Path, name: &str, bundles: &[&str]) -> Result<(), ProfileError> {
+    std::fs::create_dir_all(dir)
+        .map_err(|e| err(format!("dsh: cannot create profile {}: {e}", dir.display())))?;
+    let doc = json!({
+        "name": format!("dsh-profile-{name}"),
+        "private": true,
+        "dependencies": {},
+        "dsh": {"profile": {"bundles": bundles}}
+    });
+    let text = serde_json::to_string_pretty(&doc).unwrap_or_default() + "\n";
+    write_new(&dir.join("package.json"), &text)?;
+    let patch = dir.join("cordis.patch.yml");
+    if !patch.exists() {
+        write_new(&patch, USER_PATCH_TEMPLATE)?;
+    }
+    Ok(())
+}
+
+/// `--from-default-profile`: replaces the custom profile `name` with a fresh copy of the
+/// shipped template `template`. The fresh copy is built beside it and swapped in by rename;
+/// the previous folder is kept in that staging folder, whose path is returned. A shipped
+/// name cannot be the target (it is always its template).
+pub fn recreate_from_template(
+    home: &Path,
+    name: &str,
+    template: &str,
+) -> Result<Option<PathBuf>, ProfileError> {
+    let Some(bundles) = template_bundles(template) else {
+        return Err(err(format!(
+            "dsh: --from-default-profile: no shipped profile is called \"{template}\"; use one of \"acp\", \"headless\", \"sdk\", \"sdk-minimal\", \"web\""
+        )));
+    };
+    if ["headless", "web", "sdk", "sdk-minimal", "acp"]
+        .iter()
+        .any(|s| s.eq_ignore_ascii_case(name))
+    {
+        return Err(err(format!(
+            "dsh: \"{name}\" is a shipped profile and always follows its template; give --from-default-profile a custom profile name (dsh rescue --from-default-profile {template})"
+        )));
+    }
+    if name.is_empty()
+        || name.contains(['/', '\\'])
+        || name.starts_with('.')
+        || name == "node_modules"
+    {
+        return Err(err(format!("dsh: invalid profile name \"{name}\"")));
+    }
+    let profiles = home.join("profiles");
+    std::fs::create_dir_all(&profiles)
+        .map_err(|e| err(format!("dsh: cannot create {}: {e}", profiles.display())))?;
+    let staging = profiles.join(format!(".{name}.staging-{}", uuid::Uuid::new_v4().simple()));
+    let fresh = staging.join("new").join(name);
+    init_profile(&fresh, name, &bundles)?;
+    let dir = profiles.join(name);
+    let previous = staging.join("previous");
+    let moved = match std::fs::rename(&dir, &previous) {
+        Ok(()) => true,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
+        Err(e) => {
+            let _ = std::fs::remove_dir_all(&staging);
+            return Err(err(format!(
+                "dsh: cannot move {} aside: {e}",
+                dir.display()
+            )));
+        }
+    };
+    if let Err(e) = std::fs::rename(&fresh, &dir) {
+        if moved && !dir.exists() {
+            let _ = std::fs::rename(&previous, &dir);
+        }
+        return Err(err(format!(
+            "dsh: cannot put the fresh profile in place at {}: {e}",
+            dir.display()
+        )));
+    }
+    let _ = std::fs::remove_dir(staging.join("new"));
+    if moved {
+        Ok(Some(previous))
+    } else {
+        let _ = std::fs::remove_dir_all(&staging);
+        Ok(None)
+    }
 }
 
 /// Creates `path` with `text`, whole or not at all: the text goes to a temp file that is

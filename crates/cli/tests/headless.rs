@@ -1141,3 +1141,59 @@ fn help_lists_commands_and_feedback_is_logged() {
     assert_eq!(empty.status.code(), Some(1));
     assert!(server.requests().is_empty(), "no command reached the model");
 }
+
+/// `dsh rescue --from-default-profile headless`: a custom profile recreated from a shipped
+/// template (its old patch moved aside), then booted by its name alone.
+#[test]
+fn a_custom_profile_from_a_shipped_template() {
+    let server = MockServer::with_title_replies([Reply::text("rescued")]);
+    let run = Run::new();
+    let dir = run.dsh_home().join("profiles/rescue");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("package.json"), "{ broken").unwrap();
+    let out = run
+        .cmd(
+            &server,
+            &["rescue", "--from-default-profile", "headless", "go"],
+        )
+        .output()
+        .unwrap();
+    assert_eq!(
+        (out.status.code(), stdout(&out)),
+        (Some(0), "rescued\n".to_string()),
+        "{}",
+        stderr(&out)
+    );
+    assert!(
+        stderr(&out).contains("the previous one is kept at"),
+        "{}",
+        stderr(&out)
+    );
+    let manifest = std::fs::read_to_string(dir.join("package.json")).unwrap();
+    assert!(manifest.contains("@deepseek-ai/dsh-headless"), "{manifest}");
+    let dump = run
+        .cmd(&server, &["rescue", "--dump-config"])
+        .output()
+        .unwrap();
+    assert_eq!(dump.status.code(), Some(0), "{}", stderr(&dump));
+    assert!(stdout(&dump).contains("headless-runner"));
+    let shipped = run
+        .cmd(&server, &["web", "--from-default-profile", "headless"])
+        .output()
+        .unwrap();
+    assert_ne!(shipped.status.code(), Some(0));
+    assert!(
+        stderr(&shipped).contains("shipped profile"),
+        "{}",
+        stderr(&shipped)
+    );
+    let unknown = run
+        .cmd(&server, &["other", "--from-default-profile", "nope"])
+        .output()
+        .unwrap();
+    assert!(
+        stderr(&unknown).contains("no shipped profile is called \"nope\""),
+        "{}",
+        stderr(&unknown)
+    );
+}
