@@ -244,6 +244,19 @@ async fn cancelling_the_call_cancels_every_child() {
             == 2
     })
     .await;
+    // Cancel once both children are waiting on the model: a cancel that lands before a
+    // child's first step is a different path (its turn never asks the model).
+    support::wait_for(|| {
+        let children: Vec<String> = sessions
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|s| s.header().parent_session.as_deref() == Some(pid.as_str()))
+            .map(|s| s.id().to_string())
+            .collect();
+        children.len() == 2 && children.iter().all(|c| !h.model.requests_of(c).is_empty())
+    })
+    .await;
     parent.cancel(dsh_session::CancelCause::User, false);
     idle(&parent).await;
     let events = parent.session().events();
