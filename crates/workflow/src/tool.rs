@@ -106,6 +106,10 @@ fn parameters() -> Value {
                 "type": "object",
                 "description": "Optional JSON input, available to the script as the global `args` (put a list inside a field, e.g. {\"items\": [...]}).",
                 "additionalProperties": true
+            },
+            "run_in_background": {
+                "type": "boolean",
+                "description": "Start the workflow as a background job and get its job id at once; its return value comes with the notice that it finished (job_output reads it, job_kill stops it)."
             }
         },
         "required": ["script", "meta"]
@@ -129,6 +133,7 @@ fn validator() -> ObjectSchema {
         .required("script", Prop::string(""))
         .required("meta", Prop::Object(meta))
         .optional("args", Prop::Object(ObjectSchema::new()))
+        .optional("run_in_background", Prop::boolean(""))
 }
 
 /// The number of UTF-16 units of `s`.
@@ -357,7 +362,21 @@ impl Tool for WorkflowTool {
                 parent,
                 observer: Some(observer),
             };
+            let background = args.get("run_in_background").and_then(Value::as_bool) == Some(true);
+            let jobs = if background {
+                let jobs = ctx.get::<dsh_jobs::JobRegistry>().ok_or(
+                    "run_in_background needs the job plugins, which are not loaded: add @deepseek-ai/dsh-jobs and @deepseek-ai/dsh-tool-jobs to the composition, or run the workflow in the foreground",
+                )?;
+                jobs.preflight(Some(&spec.parent))?;
+                Some(jobs)
+            } else {
+                None
+            };
+            let owner = spec.parent.clone();
             let workflow = engine.start(spec).await?;
+            if let Some(jobs) = jobs {
+                return start_job(&jobs, owner, workflow, recorder, &run, max);
+            }
             let result = tokio::select! {
                 r = workflow.result() => r,
                 () = run.cancel.cancelled() => {
@@ -384,6 +403,88 @@ impl Tool for WorkflowTool {
                 max,
             )))
         })
+    }
+}
+
+/// `run_in_background: true`: the started run becomes a job of the caller; its settlement
+/// (the rendered return value, or why it failed) arrives as the job's notice.
+fn start_job(
+    jobs: &dsh_jobs::JobRegistry,
+    owner: dsh_agent::AgentRef,
+    workflow: crate::engine::WorkflowRun,
+    recorder: Option<Arc<Recorder>>,
+    run: &ToolRunContext,
+    max: usize,
+) -> Result<ToolOutput, BoxError> {
+    use dsh_jobs::{Announce, JobHooks, JobOutcome, JobStart, Terminal};
+    let workflow = Arc::new(workflow);
+    let spec = JobStart {
+        kind: "workflow".into(),
+        label: workflow.meta.name.clone(),
+        owner: Some(owner),
+        output_limit_bytes: None,
+        announce: Announce::AtSettlement,
+        tool_call: Some(run.call_id.clone()),
+    };
+    let running = workflow.clone();
+    let stopping = workflow.clone();
+    let registered = jobs.start(spec, move |settler| {
+        let task = tokio::spawn(async move {
+            let result = running.result().await;
+            running.dispose().await;
+            if let Some(r) = &recorder {
+                r.finish(&running.id, result.stop_reason);
+            }
+            let outcome = match (&result.stop_reason, stop_reason_error(&result)) {
+                (RunStop::Cancelled, _) => JobOutcome {
+                    status: Terminal::Killed,
+                    detail: None,
+                    output: None,
+                },
+                (_, Some(error)) => JobOutcome::new(Terminal::Failed, error),
+                (_, None) => JobOutcome {
+                    status: Terminal::Completed,
+                    detail: None,
+                    output: Some(render_result(
+                        &running.meta.name,
+                        result.agents_started,
+                        &result.value,
+                        max,
+                    )),
+                },
+            };
+            settler.settle(outcome);
+        });
+        Ok(JobHooks {
+            cancel: Box::new(move |_reason| {
+                stopping.cancel("the job was killed");
+                Ok(())
+            }),
+            read_output: None,
+            keep_alive: Some(Box::new(AbortOnDrop(task))),
+        })
+    });
+    match registered {
+        Ok(id) => {
+            run.set_value(json!({"kind": "background", "jobId": id, "runId": workflow.id}));
+            Ok(ToolOutput::text(format!(
+                "started workflow \"{}\" as background job {id}",
+                workflow.meta.name
+            )))
+        }
+        Err(e) => {
+            workflow.cancel("the job could not be registered");
+            Err(e)
+        }
+    }
+}
+
+/// Aborts the waiting task when the job is dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 

@@ -46,7 +46,15 @@ async fn schemas_match_the_pinned_ones() {
         serde_json::to_value(&s.parameters).unwrap()
     };
     for name in ["workflow", "ralph"] {
-        let ours = get(name);
+        let mut ours = get(name);
+        if name == "workflow" {
+            // 0.2.1 adds `run_in_background` (a boolean, last); the pins are 0.1.1's.
+            let added = ours["properties"]
+                .as_object_mut()
+                .unwrap()
+                .shift_remove("run_in_background");
+            assert_eq!(added.map(|p| p["type"].clone()), Some(json!("boolean")));
+        }
         // Key order is part of the request bytes.
         let keys: Vec<_> = ours.as_object().unwrap().keys().cloned().collect();
         assert_eq!(keys, vec!["type", "properties", "required"]);
@@ -439,4 +447,46 @@ async fn a_call_from_a_code_mode_program_records_nothing() {
     let t = trace(&parent.session().events());
     assert!(t.contains(&"tool/result INNER".to_string()), "{t:?}");
     assert!(!t.iter().any(|l| l.starts_with("tool-workflow/")), "{t:?}");
+}
+
+/// 0.2.1's `run_in_background: true`: the call returns a job id at once; the run's
+/// rendered return value is the job's output when it settles.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_background_workflow_is_a_job_with_its_return_value_as_output() {
+    let h = Harness::workflows(json!({}));
+    h.model.script(
+        "Start it",
+        vec![
+            calls(&[(
+                "w1",
+                "workflow",
+                json!({"meta": {"name": "bg-flow", "description": "d"}, "run_in_background": true,
+                    "script": "const reply = await agent('Answer BG_WF_OK'); return { reply }"}),
+            )]),
+            calls(&[(
+                "o",
+                "job_output",
+                json!({"job_id": "workflow-1", "wait": true}),
+            )]),
+            text("DONE"),
+        ],
+    );
+    h.model.script("Answer BG_WF_OK", vec![text("BG_WF_OK")]);
+    let parent = h.agent();
+    parent.followup(Message::user_text("Start it")).unwrap();
+    idle(&parent).await;
+    let t = trace(&parent.session().events());
+    assert!(
+        t.contains(
+            &"tool/result started workflow \"bg-flow\" as background job workflow-1".to_string()
+        ),
+        "{t:?}"
+    );
+    assert!(
+        t.iter().any(
+            |l| l.starts_with("tool/result workflow \"bg-flow\" completed (1 agent).")
+                && l.contains("BG_WF_OK")
+        ),
+        "{t:?}"
+    );
 }
