@@ -11,33 +11,47 @@ use serde_json::{Value, json};
 
 use common::Run;
 
+/// The events as SSE, numbered by `sequence_number` as the API does.
 fn sse(events: &[Value]) -> Reply {
-    Reply::sse_bytes(
-        events
-            .iter()
-            .map(|e| format!("event: {}\ndata: {e}\n\n", e["type"].as_str().unwrap()).into_bytes()),
-    )
+    Reply::sse_bytes(events.iter().enumerate().map(|(n, e)| {
+        let mut e = e.clone();
+        e["sequence_number"] = json!(n);
+        format!("event: {}\ndata: {e}\n\n", e["type"].as_str().unwrap()).into_bytes()
+    }))
+}
+
+/// A Response object with the fields the API always sends.
+fn response(status: &str, usage: Option<Value>) -> Value {
+    let mut r = json!({"id": "resp_1", "object": "response", "created_at": 1_760_000_000,
+        "model": "gpt-test", "status": status, "output": [], "parallel_tool_calls": true,
+        "tool_choice": "auto", "tools": []});
+    if let Some(u) = usage {
+        r["usage"] = u;
+    }
+    r
 }
 
 fn created() -> Value {
-    json!({"type": "response.created", "response": {"id": "resp_1", "model": "gpt-test", "status": "in_progress"}})
+    json!({"type": "response.created", "response": response("in_progress", None)})
 }
 
 fn completed() -> Value {
-    json!({"type": "response.completed", "response": {"id": "resp_1", "model": "gpt-test", "status": "completed",
-        "usage": {"input_tokens": 40, "input_tokens_details": {"cached_tokens": 8},
-                  "output_tokens": 5, "output_tokens_details": {"reasoning_tokens": 2}}}})
+    json!({"type": "response.completed", "response": response("completed", Some(
+        json!({"input_tokens": 40, "input_tokens_details": {"cached_tokens": 8, "cache_write_tokens": 0},
+               "output_tokens": 5, "output_tokens_details": {"reasoning_tokens": 2},
+               "total_tokens": 45})))})
 }
 
 fn text_reply(text: &str) -> Reply {
     sse(&[
         created(),
         json!({"type": "response.output_item.added", "output_index": 0,
-               "item": {"type": "message", "id": "msg_1", "role": "assistant", "content": []}}),
-        json!({"type": "response.output_text.delta", "item_id": "msg_1", "output_index": 0, "content_index": 0, "delta": text}),
+               "item": {"type": "message", "id": "msg_1", "role": "assistant", "status": "in_progress", "content": []}}),
+        json!({"type": "response.output_text.delta", "item_id": "msg_1", "output_index": 0, "content_index": 0,
+               "delta": text, "logprobs": []}),
         json!({"type": "response.output_item.done", "output_index": 0,
-               "item": {"type": "message", "id": "msg_1", "role": "assistant",
-                        "content": [{"type": "output_text", "text": text}]}}),
+               "item": {"type": "message", "id": "msg_1", "role": "assistant", "status": "completed",
+                        "content": [{"type": "output_text", "text": text, "annotations": []}]}}),
         completed(),
     ])
 }
@@ -51,7 +65,8 @@ fn tool_reply() -> Reply {
         json!({"type": "response.reasoning_summary_text.delta", "item_id": "rs_7", "output_index": 0,
                "summary_index": 0, "delta": "Run echo."}),
         json!({"type": "response.output_item.done", "output_index": 0,
-               "item": {"type": "reasoning", "id": "rs_7", "encrypted_content": "enc-xyz"}}),
+               "item": {"type": "reasoning", "id": "rs_7", "summary": [{"type": "summary_text", "text": "Run echo."}],
+                        "encrypted_content": "enc-xyz"}}),
         json!({"type": "response.output_item.added", "output_index": 1,
                "item": {"type": "function_call", "id": "fc_7", "call_id": "call_7", "name": "bash", "arguments": ""}}),
         json!({"type": "response.function_call_arguments.delta", "item_id": "fc_7", "output_index": 1, "delta": arguments}),

@@ -410,11 +410,70 @@ async fn serve(mut stream: TcpStream, shared: Arc<Shared>) {
             None,
         ),
     };
-    let outcome = play(&mut stream, reply.resolve(&request)).await;
+    let (steps, generated) = reply.resolve_marked(&request);
+    if is_chat && let Some(dir) = std::env::var_os(WIRE_RECORD_ENV) {
+        record_wire(std::path::Path::new(&dir), &request, &steps, generated);
+    }
+    let outcome = play(&mut stream, steps).await;
     shared.update(|s| match outcome {
         Outcome::Finished => s.finished += 1,
         Outcome::ClientGone => s.early_disconnects += 1,
     });
+}
+
+/// When set, every model request the mock serves is written to this directory with the
+/// reply it got, one JSON file each (`{test, path, request, status, response}`), for
+/// `conformance/wire_check.py` to validate against the providers' official SDK types.
+pub const WIRE_RECORD_ENV: &str = "DSH_WIRE_RECORD_DIR";
+
+/// Largest response body kept in a wire record (bigger ones are recorded without it).
+const WIRE_RESPONSE_LIMIT: usize = 1 << 20;
+
+fn record_wire(dir: &std::path::Path, request: &RecordedRequest, steps: &[Step], generated: bool) {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let Some(json) = &request.json else { return };
+    let mut status = 200;
+    let mut body: Vec<u8> = Vec::new();
+    let mut complete = true;
+    for step in steps {
+        match step {
+            Step::Head { status: s, .. } => status = *s,
+            Step::Bytes(b) => body.extend_from_slice(b),
+            Step::Repeat { bytes, times } => {
+                if bytes.len().saturating_mul(*times) > WIRE_RESPONSE_LIMIT {
+                    complete = false;
+                } else {
+                    for _ in 0..*times {
+                        body.extend_from_slice(bytes);
+                    }
+                }
+            }
+            Step::Drop => complete = false,
+            _ => {}
+        }
+        if body.len() > WIRE_RESPONSE_LIMIT {
+            complete = false;
+        }
+    }
+    let test = std::env::current_exe()
+        .ok()
+        .and_then(|p| p.file_stem().map(|s| s.to_string_lossy().into_owned()))
+        .unwrap_or_default();
+    let test = test
+        .rsplit_once('-')
+        .map_or(test.clone(), |(name, _)| name.to_string());
+    let record = serde_json::json!({
+        "test": test,
+        "path": request.path,
+        "request": json,
+        "status": status,
+        "generated": generated,
+        "response": complete.then(|| String::from_utf8_lossy(&body).into_owned()),
+    });
+    let _ = std::fs::create_dir_all(dir);
+    let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let file = dir.join(format!("{}-{}-{n}.json", test, std::process::id()));
+    let _ = std::fs::write(file, record.to_string());
 }
 
 async fn play(stream: &mut TcpStream, steps: Vec<Step>) -> Outcome {

@@ -89,6 +89,9 @@ pub struct Reply {
     extra_headers: Vec<(String, String)>,
     /// Steps inserted after the n-th [`Step::Bytes`] (0 = before the first).
     inserts: Vec<(usize, Step)>,
+    /// Built by [`Reply::completion`]: a well-formed stream by construction (raw and
+    /// deliberately broken replies are not), which the wire check holds to the SDK types.
+    generated: bool,
 }
 
 impl std::fmt::Debug for Reply {
@@ -126,6 +129,7 @@ impl Reply {
             body: Body::Steps(steps),
             extra_headers: Vec::new(),
             inserts: Vec::new(),
+            generated: false,
         }
     }
 
@@ -166,6 +170,7 @@ impl Reply {
             body: Body::Dynamic(Arc::new(f)),
             extra_headers: Vec::new(),
             inserts: Vec::new(),
+            generated: false,
         }
     }
 
@@ -185,7 +190,10 @@ impl Reply {
 
     /// A streamed completion (see [`Completion`]).
     pub fn completion(completion: Completion) -> Self {
-        Self::sse_payloads(completion.payloads())
+        Self {
+            generated: true,
+            ..Self::sse_payloads(completion.payloads())
+        }
     }
 
     /// A plain text answer in small deltas.
@@ -337,10 +345,17 @@ impl Reply {
 
     /// The concrete steps for `request`.
     pub(crate) fn resolve(self, request: &RecordedRequest) -> Vec<Step> {
-        let mut steps = match self.body {
-            Body::Steps(steps) => steps,
-            Body::Dynamic(f) => f(request).resolve(request),
+        self.resolve_marked(request).0
+    }
+
+    /// The steps, and whether they came from [`Reply::completion`] unaltered.
+    pub(crate) fn resolve_marked(self, request: &RecordedRequest) -> (Vec<Step>, bool) {
+        let unaltered = self.inserts.is_empty();
+        let (mut steps, generated) = match self.body {
+            Body::Steps(steps) => (steps, self.generated),
+            Body::Dynamic(f) => f(request).resolve_marked(request),
         };
+        let generated = generated && unaltered;
         if let Some(Step::Head { headers, .. }) =
             steps.iter_mut().find(|s| matches!(s, Step::Head { .. }))
         {
@@ -361,6 +376,6 @@ impl Reply {
                 None => steps.push(step),
             }
         }
-        steps
+        (steps, generated)
     }
 }
