@@ -37,6 +37,8 @@ EXTENSIONS = {
     "chat": {
         # DeepSeek: thinking mode switch (`{"type": "enabled"|"disabled"}`).
         "thinking": "DeepSeek thinking-mode switch",
+        # DeepSeek (and reasoningPassback endpoints): an assistant turn's reasoning sent back.
+        "messages.*.reasoning_content": "DeepSeek reasoning passback on assistant messages",
     },
     "messages": {
         # DeepSeek's Anthropic-compatible endpoint reads the effort here.
@@ -44,6 +46,9 @@ EXTENSIONS = {
     },
     "responses": {},
 }
+
+# The mock's own unit tests send it hand-made requests: not adapter traffic.
+SELF_TESTS = {"dsh_test_support"}
 
 # Test files whose mock replies are meant to be valid provider streams.
 GOOD_PATH_TESTS = {"anthropic", "responses"}
@@ -189,12 +194,30 @@ def first_error(e):
     return f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}"
 
 
+def strip_extensions(kind, body, stats):
+    """`body` without the documented vendor extensions (`a.*.b` names a key of each item of
+    the list `a`), each one counted."""
+    body = json.loads(json.dumps(body))
+    for ext in EXTENSIONS[kind]:
+        parts = ext.split(".")
+        targets = [body]
+        for part in parts[:-1]:
+            nxt = []
+            for t in targets:
+                if part == "*" and isinstance(t, list):
+                    nxt.extend(x for x in t if isinstance(x, dict))
+                elif isinstance(t, dict) and part in t:
+                    nxt.append(t[part])
+            targets = nxt
+        for t in targets:
+            if isinstance(t, dict) and parts[-1] in t:
+                del t[parts[-1]]
+                stats["extensions"][f"{kind}.{ext}"] += 1
+    return body
+
+
 def check_request(kind, body, stats):
-    body = dict(body)
-    for key in list(body):
-        if key in EXTENSIONS[kind]:
-            stats["extensions"][f"{kind}.{key}"] += 1
-            del body[key]
+    body = strip_extensions(kind, body, stats)
     streaming, plain = REQUESTS[kind]
     tp, checker = streaming if body.get("stream") else plain
     try:
@@ -241,11 +264,14 @@ def main():
     root = Path(sys.argv[1])
     files = sorted(root.glob("*.json"))
     stats = {"requests": Counter(), "responses": Counter(), "events": Counter(),
-             "extensions": Counter(), "skipped": Counter()}
+             "extensions": Counter(), "skipped": Counter(), "failed": Counter()}
     failures = []
     for f in files:
         record = json.loads(f.read_text())
         kind = kind_of(record.get("path", ""))
+        if record.get("test") in SELF_TESTS:
+            stats["skipped"]["the mock's own tests"] += 1
+            continue
         if kind is None:
             stats["skipped"]["unknown path"] += 1
             continue
@@ -256,14 +282,15 @@ def main():
             problem = check_response(kind, record["response"], stats)
             stats["responses"][kind] += 1
         if problem:
+            stats["failed"][kind] += 1
             failures.append(f"{f.name} [{record.get('test')} {record.get('path')}]: {problem}")
     print(f"wire check: {len(files)} records in {root}")
     for kind in ("chat", "messages", "responses"):
-        print(f"  {kind:9} requests valid {stats['requests'][kind] - sum(1 for x in failures if f' {kind}' in x):5}"
-              f" / {stats['requests'][kind]:5}; responses checked {stats['responses'][kind]:4}"
-              f" ({stats['events'][kind]} stream events)")
+        print(f"  {kind:9} {stats['requests'][kind]:5} requests, {stats['responses'][kind]:4} replies"
+              f" ({stats['events'][kind]} stream events) checked; {stats['failed'][kind]} failed")
     for ext, n in sorted(stats["extensions"].items()):
-        print(f"  extension {ext}: {n} requests ({EXTENSIONS[ext.split('.')[0]][ext.split('.')[1]]})")
+        kind, name = ext.split(".", 1)
+        print(f"  extension {ext}: {n} times ({EXTENSIONS[kind][name]})")
     for why, n in stats["skipped"].items():
         print(f"  skipped ({why}): {n}")
     if failures:

@@ -78,7 +78,7 @@ impl OpenAiCompatAdapter {
             .collect()
     }
 
-    /// The credential, configured headers and user agent of a request to `profile`.
+    /// The credential header of a request to `profile` (none without `apiKeyEnv`).
     fn auth_headers(
         &self,
         profile: &ResolvedProfile,
@@ -104,12 +104,6 @@ impl OpenAiCompatAdapter {
             };
             headers.push(("authorization".into(), format!("Bearer {key}")));
         }
-        for (name, value) in &profile.profile.headers {
-            if !name.eq_ignore_ascii_case("user-agent") {
-                headers.push((name.clone(), value.clone()));
-            }
-        }
-        headers.push(("user-agent".into(), user_agent()));
         Ok(headers)
     }
 
@@ -144,6 +138,7 @@ impl OpenAiCompatAdapter {
         let mut headers = self.auth_headers(profile, provider)?;
         headers.push(("content-type".into(), "application/json".into()));
         headers.push(("accept".into(), "text/event-stream".into()));
+        headers.extend(configured_headers(profile));
         let headers = header_map(&headers, &vendor, base_url)?;
         let compat = &profile.profile.compat;
         let dialect = Dialect {
@@ -184,6 +179,20 @@ impl OpenAiCompatAdapter {
             },
         })
     }
+}
+
+/// The profile's configured headers, then the attribution user agent (which wins over a
+/// configured one).
+fn configured_headers(profile: &ResolvedProfile) -> Vec<(String, String)> {
+    let mut headers: Vec<(String, String)> = profile
+        .profile
+        .headers
+        .iter()
+        .filter(|(name, _)| !name.eq_ignore_ascii_case("user-agent"))
+        .map(|(n, v)| (n.clone(), v.clone()))
+        .collect();
+    headers.push(("user-agent".into(), user_agent()));
+    headers
 }
 
 fn unknown_route(provider: &str) -> LlmError {
@@ -249,6 +258,7 @@ impl LlmAdapter for OpenAiCompatAdapter {
         let vendor = profile.vendor(provider);
         let prepared = self.auth_headers(profile, provider).and_then(|mut h| {
             h.push(("accept".into(), "application/json".into()));
+            h.extend(configured_headers(profile));
             Ok((
                 header_map(&h, &vendor, &base_url)?,
                 self.client.for_url(&url)?,
