@@ -98,6 +98,30 @@ Examples:
   dsh acp
 ";
 
+/// The value of a launcher flag at `args[*i]`: inline (`--flag=v`) or the next argument
+/// (then `*i` moves past it). Missing or empty values are usage errors.
+fn flag_value(
+    args: &[String],
+    i: &mut usize,
+    inline: Option<&str>,
+    flag: &str,
+    what: &str,
+) -> Result<String, UsageError> {
+    let v = match inline {
+        Some(v) => v.to_string(),
+        None => {
+            *i += 1;
+            args.get(*i)
+                .cloned()
+                .ok_or_else(|| usage(format!("option '{flag} <{what}>' argument missing")))?
+        }
+    };
+    if v.is_empty() {
+        return Err(usage(format!("{flag} needs a {what}")));
+    }
+    Ok(v)
+}
+
 /// Parses the launcher arguments (without the program name), knowing only the shipped
 /// profile names.
 #[cfg(test)]
@@ -127,18 +151,6 @@ pub fn parse_with(argv: &[String], is_profile: &dyn Fn(&str) -> bool) -> Result<
     let (mut dump, mut dump_default, mut version) = (false, false, false);
     let mut from_default: Option<String> = None;
     let mut i = 0;
-    let take_value =
-        |i: &mut usize, flag: &str, inline: Option<&str>| -> Result<String, UsageError> {
-            match inline {
-                Some(v) => Ok(v.to_string()),
-                None => {
-                    *i += 1;
-                    argv.get(*i)
-                        .cloned()
-                        .ok_or_else(|| usage(format!("option '{flag}' argument missing")))
-                }
-            }
-        };
     while i < argv.len() {
         let tok = argv[i].as_str();
         let (flag, inline) = match tok.split_once('=') {
@@ -147,28 +159,12 @@ pub fn parse_with(argv: &[String], is_profile: &dyn Fn(&str) -> bool) -> Result<
         };
         match flag {
             "-V" | "--version" => version = true,
-            "--profile" => {
-                let v = take_value(&mut i, "--profile <name>", inline)?;
-                if v.is_empty() {
-                    return Err(usage("--profile needs a name"));
-                }
-                profile = Some(v);
-            }
-            "--patch" => {
-                let v = take_value(&mut i, "--patch <path>", inline)?;
-                if v.is_empty() {
-                    return Err(usage("--patch needs a path"));
-                }
-                patches.push(v);
-            }
+            "--profile" => profile = Some(flag_value(argv, &mut i, inline, flag, "name")?),
+            "--patch" => patches.push(flag_value(argv, &mut i, inline, flag, "path")?),
             "--dump-config" => dump = true,
             "--dump-default-config" => dump_default = true,
             "--from-default-profile" => {
-                let v = take_value(&mut i, "--from-default-profile <name>", inline)?;
-                if v.is_empty() {
-                    return Err(usage("--from-default-profile needs a name"));
-                }
-                from_default = Some(v);
+                from_default = Some(flag_value(argv, &mut i, inline, flag, "name")?);
             }
             _ => break,
         }
@@ -250,37 +246,11 @@ pub fn parse_with(argv: &[String], is_profile: &dyn Fn(&str) -> bool) -> Result<
                     kept.extend(rest[j..].iter().cloned());
                     break;
                 }
-                "--patch" => {
-                    let v = match inline {
-                        Some(v) => v.to_string(),
-                        None => {
-                            j += 1;
-                            rest.get(j)
-                                .cloned()
-                                .ok_or_else(|| usage("option '--patch <path>' argument missing"))?
-                        }
-                    };
-                    if v.is_empty() {
-                        return Err(usage("--patch needs a path"));
-                    }
-                    patches.push(v);
-                }
+                "--patch" => patches.push(flag_value(&rest, &mut j, inline, flag, "path")?),
                 "--dump-config" if inline.is_none() => dump = true,
                 "--dump-default-config" if inline.is_none() => dump_default = true,
                 "--from-default-profile" => {
-                    let v = match inline {
-                        Some(v) => v.to_string(),
-                        None => {
-                            j += 1;
-                            rest.get(j).cloned().ok_or_else(|| {
-                                usage("option '--from-default-profile <name>' argument missing")
-                            })?
-                        }
-                    };
-                    if v.is_empty() {
-                        return Err(usage("--from-default-profile needs a name"));
-                    }
-                    from_default = Some(v);
+                    from_default = Some(flag_value(&rest, &mut j, inline, flag, "name")?);
                 }
                 "--profile" => {
                     return Err(usage(

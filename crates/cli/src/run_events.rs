@@ -55,14 +55,7 @@ impl RunEvents {
                 let Ok(message) = Message::from_json(&data["message"]) else {
                     return;
                 };
-                let thinking: String = message
-                    .content
-                    .iter()
-                    .filter_map(|b| match b {
-                        ContentBlock::Reasoning { text } => Some(text.as_str()),
-                        _ => None,
-                    })
-                    .collect();
+                let thinking = message.reasoning_text();
                 if !thinking.is_empty() {
                     out.push(json!({"type": "thinking", "text": thinking}));
                 }

@@ -372,6 +372,17 @@ impl Message {
         }
     }
 
+    /// Concatenated text of the `reasoning` blocks.
+    pub fn reasoning_text(&self) -> String {
+        self.content
+            .iter()
+            .filter_map(|b| match b {
+                ContentBlock::Reasoning { text } => Some(text.as_str()),
+                _ => None,
+            })
+            .collect()
+    }
+
     /// Concatenated text of the `text` blocks.
     pub fn text(&self) -> String {
         self.content

@@ -377,14 +377,7 @@ fn serialize_assistant(message: &Message, dialect: &Dialect) -> Value {
         Value::from(flatten_text(&message.content)),
     );
     if dialect.reasoning_passback {
-        let reasoning: String = message
-            .content
-            .iter()
-            .filter_map(|b| match b {
-                ContentBlock::Reasoning { text } => Some(text.as_str()),
-                _ => None,
-            })
-            .collect();
+        let reasoning = message.reasoning_text();
         if !reasoning.is_empty() {
             wire.insert("reasoning_content".into(), Value::from(reasoning));
         }
