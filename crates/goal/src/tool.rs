@@ -41,25 +41,27 @@ pub fn section_text(blocked_after: u64) -> String {
     )
 }
 
-/// `{goal: null} | {goal: {...}, activation}`: the value every goal tool reports.
+/// `{goal: null} | {goal: {...}, activation}`: the value every goal tool reports (JSON
+/// Schema; Code Mode types `ToolOutputMap` from it).
 pub fn goal_value_schema() -> Value {
-    let req = |t: &str| json!({"type": t, "required": true});
+    let t = |t: &str| json!({ "type": t });
     json!({"oneOf": [
-        {"type": "object", "additionalProperties": false, "properties": {"goal": {"type": "null", "required": true}}},
+        {"type": "object", "additionalProperties": false,
+         "properties": {"goal": {"type": "null"}}, "required": ["goal"]},
         {"type": "object", "additionalProperties": false, "properties": {
-            "goal": {"type": "object", "additionalProperties": false, "required": true, "properties": {
-                "id": req("string"),
-                "revision": req("integer"),
-                "objective": req("string"),
-                "phase": {"type": "string", "required": true, "enum": ["active", "paused", "blocked", "complete"]},
-                "roundsStarted": req("integer"),
-                "maxGoalRounds": req("integer"),
+            "goal": {"type": "object", "additionalProperties": false, "properties": {
+                "id": t("string"),
+                "revision": t("integer"),
+                "objective": t("string"),
+                "phase": {"type": "string", "enum": ["active", "paused", "blocked", "complete"]},
+                "roundsStarted": t("integer"),
+                "maxGoalRounds": t("integer"),
                 "blockedReason": {"type": "object", "additionalProperties": false, "properties": {
-                    "code": req("string"), "message": req("string")
-                }}
-            }},
-            "activation": {"type": "string", "required": true, "enum": ["armed", "disarmed"]}
-        }}
+                    "code": t("string"), "message": t("string")
+                }, "required": ["code", "message"]}
+            }, "required": ["id", "revision", "objective", "phase", "roundsStarted", "maxGoalRounds"]},
+            "activation": {"type": "string", "enum": ["armed", "disarmed"]}
+        }, "required": ["goal", "activation"]}
     ]})
 }
 
