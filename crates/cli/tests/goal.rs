@@ -50,8 +50,8 @@ fn body(r: &RecordedRequest) -> String {
 /// update_goal on exactly that revision.
 fn update_from_last_get(id: &'static str, action: &'static str) -> Reply {
     Reply::dynamic(move |r| {
-        let got: Value = serde_json::from_str(&r.last_tool_output().unwrap_or_default())
-            .unwrap_or(Value::Null);
+        let got: Value =
+            serde_json::from_str(&r.last_tool_output().unwrap_or_default()).unwrap_or(Value::Null);
         call(
             id,
             "update_goal",
@@ -132,14 +132,20 @@ fn the_round_driver_continues_an_active_goal_across_turns() {
         for tool in ["create_goal", "get_goal", "update_goal"] {
             assert!(b.contains(&format!("\"{tool}\"")), "{tool} missing");
         }
-        assert!(b.contains("create_goal can take it from there"), "no tool:goal section");
+        assert!(
+            b.contains("create_goal can take it from there"),
+            "no tool:goal section"
+        );
     }
     // The second turn opens with the driver's round prompt, not a person's message.
     assert!(!body(&requests[1]).contains("<goal_round>"));
     let round = body(&requests[2]);
     assert!(round.contains("<goal_round>"), "{round}");
     assert!(round.contains("Round: 1/5"), "{round}");
-    assert!(round.contains(r#"Objective: \"Make the parser tests pass\""#), "{round}");
+    assert!(
+        round.contains(r#"Objective: \"Make the parser tests pass\""#),
+        "{round}"
+    );
     // After complete in a goal round, the model is told to write its closing message.
     assert!(!body(&requests[3]).contains("<goal_complete>"));
     assert!(body(&requests[4]).contains("<goal_complete>"));
@@ -210,7 +216,11 @@ fn the_round_driver_continues_an_active_goal_across_turns() {
 #[test]
 fn goal_tools_refuse_bad_updates_and_the_round_limit_blocks() {
     let server = MockServer::with_replies([
-        call("c1", "create_goal", json!({"objective": "Ship it", "max_goal_rounds": 1})),
+        call(
+            "c1",
+            "create_goal",
+            json!({"objective": "Ship it", "max_goal_rounds": 1}),
+        ),
         call(
             "c2",
             "update_goal",
@@ -294,7 +304,12 @@ fn the_goal_command_sets_shows_resumes_and_clears() {
     .answer_untooled("Mock title");
     let run = Run::new();
     let set = run.headless(&server, &["/goal Write the quarterly report"]);
-    assert_eq!(set.status.code(), Some(1), "the round hit max tokens: {}", stderr(&set));
+    assert_eq!(
+        set.status.code(),
+        Some(1),
+        "the round hit max tokens: {}",
+        stderr(&set)
+    );
     assert_eq!(stdout(&set), "Drafting the rep\n");
     let id = run.only_session();
     let resume = |task: &str| run.headless(&server, &["--resume", &id, task]);
@@ -338,5 +353,9 @@ fn the_goal_command_sets_shows_resumes_and_clears() {
         ["create", "resume", "complete", "clear"]
     );
     assert_eq!(round_sources(&events).len(), 2);
-    assert_eq!(loop_requests(&server).len(), 4, "no round after complete or clear");
+    assert_eq!(
+        loop_requests(&server).len(),
+        4,
+        "no round after complete or clear"
+    );
 }

@@ -64,10 +64,7 @@ fn next_commands(goal: &GoalView) -> &'static str {
 /// The text a person sees for `goal` under `title`.
 pub fn render(title: &str, goal: &GoalView) -> String {
     let g = goal.goal();
-    let mut lines = vec![
-        title.to_string(),
-        format!("Status: {}", g.phase.as_str()),
-    ];
+    let mut lines = vec![title.to_string(), format!("Status: {}", g.phase.as_str())];
     if let Some(r) = &g.blocked_reason {
         lines.push(format!("Blocker: {}: {}", r.code, r.message));
     }
@@ -176,9 +173,9 @@ pub(crate) fn register(
             record_input: true,
             handler: Arc::new(move |invocation| {
                 let goals = goals.clone();
-                Box::pin(async move {
-                    Ok(run(&goals, &invocation.agent, parse(&invocation.raw_input)))
-                })
+                Box::pin(
+                    async move { Ok(run(&goals, &invocation.agent, parse(&invocation.raw_input))) },
+                )
             }),
         },
     )?;
@@ -197,7 +194,13 @@ mod tests {
         assert_eq!(parse("clear"), GoalCommand::Clear);
         assert_eq!(parse("edit"), GoalCommand::EditWithoutObjective);
         assert_eq!(parse("Edit  ship it "), GoalCommand::Edit("ship it".into()));
-        assert_eq!(parse("editor fixes"), GoalCommand::Create("editor fixes".into()));
-        assert_eq!(parse("pause the build"), GoalCommand::Create("pause the build".into()));
+        assert_eq!(
+            parse("editor fixes"),
+            GoalCommand::Create("editor fixes".into())
+        );
+        assert_eq!(
+            parse("pause the build"),
+            GoalCommand::Create("pause the build".into())
+        );
     }
 }

@@ -49,7 +49,10 @@ fn drive(goals: &Goals, agent: &AgentRef, trigger: Trigger) {
         Ok(Some(g)) => g,
         Ok(None) => return,
         Err(e) => {
-            tracing::warn!("goal-round-driver: the goal of {} is unreadable: {e}", agent.id());
+            tracing::warn!(
+                "goal-round-driver: the goal of {} is unreadable: {e}",
+                agent.id()
+            );
             goals.disarm(agent);
             return;
         }
@@ -84,9 +87,8 @@ fn drive(goals: &Goals, agent: &AgentRef, trigger: Trigger) {
         return;
     }
     let round = goal.record.rounds_started + 1;
-    let message = round_source(&goal, round).map(|source| {
-        Message::user(vec![ContentBlock::text(round_prompt(&goal, round))], source)
-    });
+    let message = round_source(&goal, round)
+        .map(|source| Message::user(vec![ContentBlock::text(round_prompt(&goal, round))], source));
     let queued = message.and_then(|m| agent.followup(m).map_err(|e| e.0.into()));
     if let Err(e) = queued {
         tracing::warn!(

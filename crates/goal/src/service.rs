@@ -253,10 +253,7 @@ impl Goals {
         self.commit(agent, Operation::Create, record, Activation::Armed)
     }
 
-    fn expect_current(
-        agent: &AgentRef,
-        expected: &GoalRef,
-    ) -> Result<GoalRecord, HarnessError> {
+    fn expect_current(agent: &AgentRef, expected: &GoalRef) -> Result<GoalRecord, HarnessError> {
         let current = Self::record(agent.session())?
             .ok_or_else(|| goal_error("GOAL_NOT_FOUND", "this session has no current goal"))?;
         if current.goal.id != expected.id || current.goal.revision != expected.revision {
@@ -326,7 +323,12 @@ impl Goals {
             goal.max_goal_rounds = resolve_max_rounds(n)?;
         }
         let activation = self.activation_of(agent.session());
-        self.commit(agent, Operation::Edit, Self::next(&current, goal), activation)
+        self.commit(
+            agent,
+            Operation::Edit,
+            Self::next(&current, goal),
+            activation,
+        )
     }
 
     /// Pauses an active goal and disarms it.
@@ -379,11 +381,7 @@ impl Goals {
     }
 
     /// Marks a goal complete and disarms it.
-    pub fn complete(
-        &self,
-        agent: &AgentRef,
-        expected: &GoalRef,
-    ) -> Result<GoalView, HarnessError> {
+    pub fn complete(&self, agent: &AgentRef, expected: &GoalRef) -> Result<GoalView, HarnessError> {
         let current = Self::expect_current(agent, expected)?;
         if current.goal.phase == GoalPhase::Complete {
             return Err(Self::bad_transition(
@@ -458,9 +456,12 @@ impl Goals {
         activation: Activation,
     ) -> Result<(), HarnessError> {
         let session = agent.session();
-        session
-            .append(GOAL_CHANGE_EVENT, data, None)
-            .map_err(|e| goal_error("GOAL_LOG_FAILED", format!("the goal change was not logged: {e}")))?;
+        session.append(GOAL_CHANGE_EVENT, data, None).map_err(|e| {
+            goal_error(
+                "GOAL_LOG_FAILED",
+                format!("the goal change was not logged: {e}"),
+            )
+        })?;
         let mut map = self.lock();
         match activation {
             Activation::Armed => {

@@ -161,14 +161,14 @@ fn keys(map: &Map<String, Value>) -> String {
 fn positive(value: &Value, field: &str) -> Result<u64, String> {
     value
         .as_u64()
-        .filter(|n| *n >= 1 && *n <= (1 << 53) - 1)
+        .filter(|n| *n >= 1 && *n < (1 << 53))
         .ok_or_else(|| format!("goal change {field} is not a positive safe integer"))
 }
 
 fn non_negative(value: &Value, field: &str) -> Result<u64, String> {
     value
         .as_u64()
-        .filter(|n| *n <= (1 << 53) - 1)
+        .filter(|n| *n < (1 << 53))
         .ok_or_else(|| format!("goal change {field} is not a non-negative safe integer"))
 }
 

@@ -97,7 +97,10 @@ impl Execution {
     /// The calling agent, live and running, inside its open turn.
     fn resolve(root: &Context, ctx: &ToolRunContext) -> Result<Self, BoxError> {
         let session = ctx.session.clone().ok_or_else(|| {
-            reject("GOAL_TOOL_AGENT_REQUIRED", "the goal tools need a calling agent")
+            reject(
+                "GOAL_TOOL_AGENT_REQUIRED",
+                "the goal tools need a calling agent",
+            )
         })?;
         let driver_required = || {
             reject(
@@ -315,7 +318,9 @@ impl Tool for CreateGoalTool {
 
 /// Non-empty optional text (an empty string is a strict-schema filler, as upstream).
 fn text_arg<'a>(args: &'a Value, key: &str) -> Option<&'a str> {
-    args.get(key).and_then(Value::as_str).filter(|s| !s.is_empty())
+    args.get(key)
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
 }
 
 /// A round cap other than the filler `0`.
@@ -446,7 +451,8 @@ impl Tool for UpdateGoalTool {
                         } else {
                             wrapup_text(objective, Some(raw_reason))
                         };
-                        let summary: String = format!("{action}: {objective}").chars().take(200).collect();
+                        let summary: String =
+                            format!("{action}: {objective}").chars().take(200).collect();
                         let mut extra = Map::new();
                         extra.insert("kind".into(), json!("tool-goal"));
                         extra.insert("form".into(), json!("notice"));
@@ -512,7 +518,10 @@ mod tests {
             json!({"goal_id": "g", "revision": 0}),
             json!({"goal_id": "g", "revision": 1.5}),
         ] {
-            let e = goal_ref(&bad).err().map(|e| e.to_string()).unwrap_or_default();
+            let e = goal_ref(&bad)
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default();
             assert!(e.contains("goal_id"), "{bad}: {e}");
         }
     }
