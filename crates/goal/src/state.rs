@@ -451,3 +451,122 @@ pub fn last_turn_end_kind(events: &[Arc<Event>]) -> Option<String> {
         .find(|e| e.is(types::TURN_END))
         .and_then(|e| e.data["reason"]["kind"].as_str().map(str::to_string))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    fn snap(op: &str, id: &str, rev: u64, phase: &str, rounds: u64) -> Value {
+        let mut goal = json!({"id": id, "revision": rev, "objective": "Ship it",
+            "phase": phase, "maxGoalRounds": 4});
+        if phase == "blocked" {
+            goal["blockedReason"] = json!({"code": "round-limit", "message": "Out of rounds."});
+        }
+        json!({"kind": "goal/change", "version": 1, "operation": op, "goal": goal,
+            "roundsStarted": rounds, "createdAt": 10, "updatedAt": 20})
+    }
+
+    fn fold(changes: &[Value]) -> Result<GoalFold, String> {
+        let mut f = GoalFold::default();
+        for c in changes {
+            apply_change(&mut f, c)?;
+        }
+        Ok(f)
+    }
+
+    #[test]
+    fn a_goal_lives_through_its_phases_and_can_be_replaced_once_complete() {
+        let f = fold(&[
+            snap("create", "g1", 1, "active", 0),
+            snap("pause", "g1", 2, "paused", 0),
+            snap("resume", "g1", 3, "active", 0),
+            snap("block", "g1", 4, "blocked", 0),
+            snap("complete", "g1", 5, "complete", 0),
+            snap("create", "g2", 1, "active", 0),
+        ])
+        .unwrap();
+        let current = f.current.unwrap();
+        assert_eq!(
+            (
+                current.goal.id.as_str(),
+                current.goal.revision,
+                current.goal.phase
+            ),
+            ("g2", 1, GoalPhase::Active)
+        );
+        let cleared = fold(&[
+            snap("create", "g1", 1, "active", 0),
+            json!({"kind": "goal/change", "version": 1, "operation": "clear",
+                "cleared": {"id": "g1", "revision": 2}, "clearedAt": 30}),
+        ])
+        .unwrap();
+        assert_eq!(cleared.current, None);
+    }
+
+    #[test]
+    fn invalid_histories_do_not_fold() {
+        let bad = [
+            // A second create while the first goal is active.
+            vec![
+                snap("create", "g1", 1, "active", 0),
+                snap("create", "g2", 1, "active", 0),
+            ],
+            // A revision that skips one.
+            vec![
+                snap("create", "g1", 1, "active", 0),
+                snap("pause", "g1", 3, "paused", 0),
+            ],
+            // Pause of a paused goal.
+            vec![
+                snap("create", "g1", 1, "active", 0),
+                snap("pause", "g1", 2, "paused", 0),
+                snap("pause", "g1", 3, "paused", 0),
+            ],
+            // Rounds that change outside a round prompt.
+            vec![
+                snap("create", "g1", 1, "active", 0),
+                snap("edit", "g1", 2, "active", 2),
+            ],
+            // A reused id.
+            vec![
+                snap("create", "g1", 1, "active", 0),
+                snap("complete", "g1", 2, "complete", 0),
+                snap("create", "g1", 1, "active", 0),
+            ],
+            // Unknown version and extra keys.
+            vec![json!({"kind": "goal/change", "version": 2, "operation": "create"})],
+            vec![{
+                let mut v = snap("create", "g1", 1, "active", 0);
+                v["extra"] = json!(true);
+                v
+            }],
+        ];
+        for history in bad {
+            assert!(fold(&history).is_err(), "{history:?} folded");
+        }
+    }
+
+    #[test]
+    fn round_sources_are_read_strictly() {
+        assert_eq!(RoundSource::from_source(&json!({"kind": "user"})), None);
+        assert_eq!(
+            RoundSource::from_source(
+                &json!({"kind": "goal", "goalId": "g", "revision": 1, "round": 2})
+            ),
+            Some(Ok(RoundSource {
+                goal_id: "g".into(),
+                revision: 1,
+                round: 2
+            }))
+        );
+        assert!(matches!(
+            RoundSource::from_source(
+                &json!({"kind": "goal", "goalId": "g", "revision": 1, "round": 0})
+            ),
+            Some(Err(_))
+        ));
+        assert!(is_kebab("round-limit") && is_kebab("model-reported") && is_kebab("a1"));
+        assert!(!is_kebab("Round") && !is_kebab("a--b") && !is_kebab("-a") && !is_kebab(""));
+    }
+}
