@@ -290,7 +290,8 @@ fn goal_tools_refuse_bad_updates_and_the_round_limit_blocks() {
 
 /// `/goal` through headless: set a goal (its first round starts at once and the run waits
 /// for it), a turn cut short disarms it, `/goal` after resume shows it active and disarmed,
-/// `/goal resume` re-arms it and the next round completes it, and `/goal clear` removes it.
+/// `/goal pause` pauses it, `/goal resume` re-arms it and the next round completes it, and
+/// `/goal clear` removes it.
 #[test]
 fn the_goal_command_sets_shows_resumes_and_clears() {
     let server = MockServer::with_replies([
@@ -329,6 +330,17 @@ fn the_goal_command_sets_shows_resumes_and_clears() {
     assert_eq!(again.status.code(), Some(1));
     assert!(stderr(&again).contains("/goal clear"), "{}", stderr(&again));
 
+    let paused = resume("/goal pause");
+    assert_eq!(
+        (paused.status.code(), stdout(&paused)),
+        (
+            Some(0),
+            "Goal paused\nStatus: paused\nObjective: Write the quarterly report\nRounds: 1/256\nActivation: disarmed\n\nCommands: /goal edit <objective>, /goal resume, /goal clear\n"
+                .to_string()
+        ),
+        "{}",
+        stderr(&paused)
+    );
     let resumed = resume("/goal resume");
     assert_eq!(
         (resumed.status.code(), stdout(&resumed)),
@@ -350,12 +362,87 @@ fn the_goal_command_sets_shows_resumes_and_clears() {
     let events = run.events(&id);
     assert_eq!(
         goal_operations(&events),
-        ["create", "resume", "complete", "clear"]
+        ["create", "pause", "resume", "complete", "clear"]
     );
     assert_eq!(round_sources(&events).len(), 2);
     assert_eq!(
         loop_requests(&server).len(),
         4,
         "no round after complete or clear"
+    );
+}
+
+/// A person's own message allows edit but the model may never resume a goal the person
+/// paused (`GOAL_TOOL_RESUME_PAUSED`); an edit keeps the phase, and a paused goal starts no
+/// round.
+#[test]
+fn the_model_cannot_resume_a_paused_goal_but_may_edit_it_for_a_person() {
+    let with_goal = |id: &'static str, extra: Value| {
+        Reply::dynamic(move |r| {
+            let got: Value = serde_json::from_str(&r.last_tool_output().unwrap_or_default())
+                .unwrap_or(Value::Null);
+            let mut args =
+                json!({"goal_id": got["goal"]["id"], "revision": got["goal"]["revision"]});
+            for (k, v) in extra.as_object().unwrap() {
+                args[k] = v.clone();
+            }
+            call(id, "update_goal", args)
+        })
+    };
+    let server = MockServer::with_replies([
+        Reply::max_tokens("Outl"),
+        call("c1", "get_goal", json!({})),
+        with_goal("c2", json!({"action": "resume"})),
+        call("c3", "get_goal", json!({})),
+        with_goal(
+            "c4",
+            json!({"action": "edit", "objective": "Draft the release plan"}),
+        ),
+        Reply::text("Renamed; it stays paused until you resume it."),
+    ])
+    .answer_untooled("Mock title");
+    let run = Run::new();
+    let set = run.headless(&server, &["/goal Draft the plan"]);
+    assert_eq!(set.status.code(), Some(1), "{}", stderr(&set));
+    let id = run.only_session();
+    let paused = run.headless(&server, &["--resume", &id, "/goal pause"]);
+    assert_eq!(paused.status.code(), Some(0), "{}", stderr(&paused));
+    let out = run.headless(
+        &server,
+        &["--resume", &id, "Carry on, and call it the release plan"],
+    );
+    assert_eq!(
+        (out.status.code(), stdout(&out)),
+        (
+            Some(0),
+            "Renamed; it stays paused until you resume it.\n".to_string()
+        ),
+        "{}",
+        stderr(&out)
+    );
+    let events = run.events(&id);
+    let codes: Vec<String> = events
+        .iter()
+        .filter(|e| e.is(types::TOOL_RESULT))
+        .map(|e| {
+            e.data
+                .pointer("/error/code")
+                .and_then(Value::as_str)
+                .unwrap_or("ok")
+                .to_string()
+        })
+        .collect();
+    assert_eq!(codes, ["ok", "GOAL_TOOL_RESUME_PAUSED", "ok", "ok"]);
+    assert_eq!(goal_operations(&events), ["create", "pause", "edit"]);
+    let edited = redact(tool_texts(&events).last().unwrap());
+    assert_eq!(
+        edited,
+        json!({"goal": {"id": "<id>", "revision": 3, "objective": "Draft the release plan",
+            "phase": "paused", "roundsStarted": 1, "maxGoalRounds": 256}, "activation": "disarmed"})
+    );
+    assert_eq!(
+        loop_requests(&server).len(),
+        6,
+        "a paused goal starts no round"
     );
 }

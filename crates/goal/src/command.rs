@@ -131,9 +131,14 @@ fn run(goals: &Goals, agent: &dsh_agent::AgentRef, command: GoalCommand) -> Comm
         },
         GoalCommand::Pause => match &current {
             None => return missing("pause"),
-            Some(c) => goals
-                .pause(agent, &GoalRef::from(c))
-                .map(|g| render("Goal paused", &g)),
+            Some(c) => goals.pause(agent, &GoalRef::from(c)).map(|g| {
+                // A person pausing while a turn runs (a web or ACP prompt during a round)
+                // stops that turn too, as upstream; queued input stays for later.
+                if agent.status() == dsh_agent::AgentStatus::Running {
+                    agent.cancel(dsh_session::CancelCause::User, true);
+                }
+                render("Goal paused", &g)
+            }),
         },
         GoalCommand::Resume => match &current {
             None => return missing("resume"),
