@@ -24,7 +24,7 @@ pub fn tool_kind(name: &str, args: &Value) -> &'static str {
             Some("view") => "read",
             _ => "edit",
         },
-        "read" | "read_image" | "skill" => "read",
+        "read" | "read_image" | "skill" | "get_goal" => "read",
         "grep" | "glob" => "search",
         "todo_write" => "think",
         "web_fetch" | "web_search" => "fetch",
@@ -107,6 +107,17 @@ pub fn describe_call(call_id: &str, name: &str, args: &Value, cwd: &Path) -> Map
             }
         }),
         "todo_write" => Some("Update plan".to_string()),
+        // Upstream 0.2.1's goal-tool titles.
+        "get_goal" => Some("Read current goal".to_string()),
+        "create_goal" => Some("Create goal".to_string()),
+        "update_goal" => Some(match str_arg(args, "action") {
+            Some("edit") => "Edit goal".to_string(),
+            Some("pause") => "Pause goal".to_string(),
+            Some("resume") => "Resume goal".to_string(),
+            Some("complete") => "Complete goal".to_string(),
+            Some("blocked") => "Mark goal".to_string(),
+            _ => "Update goal".to_string(),
+        }),
         "skill" => str_arg(args, "name").map(|n| format!("Load skill {n}")),
         _ => str_arg(args, "description").map(str::to_owned),
     }
@@ -462,6 +473,30 @@ mod tests {
             cwd,
         );
         assert_eq!(d["title"], "Grep fn main in src");
+        let goal = |name: &str, args: Value| {
+            let d = describe_call("c", name, &args, cwd);
+            (
+                d["title"].as_str().map(str::to_owned),
+                d["kind"].as_str().map(str::to_owned),
+            )
+        };
+        let owned = |t: &str, k: &str| (Some(t.to_string()), Some(k.to_string()));
+        assert_eq!(
+            goal("get_goal", json!({})),
+            owned("Read current goal", "read")
+        );
+        assert_eq!(
+            goal("create_goal", json!({"objective": "x"})),
+            owned("Create goal", "other")
+        );
+        assert_eq!(
+            goal("update_goal", json!({"action": "blocked"})),
+            owned("Mark goal", "other")
+        );
+        assert_eq!(
+            goal("update_goal", json!({"action": "complete"})),
+            owned("Complete goal", "other")
+        );
         let d = describe_call("c", "mystery", &json!("not json"), cwd);
         assert_eq!(
             (d["title"].as_str(), d["kind"].as_str()),

@@ -478,3 +478,102 @@ fn plan_mode_switches_through_acp_text_prompts() {
     drop(stdin);
     assert!(child.wait().unwrap().success());
 }
+
+/// `/goal` over ACP (`dsh --profile acp`): setting a goal answers in the prompt's updates and
+/// starts the goal's first round at once; the prompt ends only when the round has completed
+/// the goal and the model has written its closing message. `/goal` then shows it complete.
+#[test]
+fn a_goal_set_over_acp_runs_its_round_within_the_prompt() {
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let server = MockServer::with_replies([
+        Reply::tool_call("g1", "get_goal", "{}"),
+        Reply::dynamic(|r| {
+            let got: Value =
+                serde_json::from_str(&r.last_tool_output().unwrap_or_default()).unwrap();
+            let args = json!({"goal_id": got["goal"]["id"], "revision": got["goal"]["revision"],
+                "action": "complete"});
+            Reply::tool_call("g2", "update_goal", &args.to_string())
+        }),
+        Reply::text("Changelog tidied."),
+    ])
+    .answer_untooled("T");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_dsh"))
+        .args(["--profile", "acp"])
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", home.path())
+        .env("DSH_HOME", home.path().join(".dsh"))
+        .env("DEEPSEEK_API_KEY", "sk-test")
+        .env("DEEPSEEK_BASE_URL", server.url())
+        .current_dir(work.path())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut call = |id: u64, method: &str, params: Value| -> (Value, String) {
+        writeln!(
+            stdin,
+            "{}",
+            json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+        )
+        .unwrap();
+        stdin.flush().unwrap();
+        let mut text = String::new();
+        loop {
+            let f: Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+            if let Some(t) = f
+                .pointer("/params/update/content/text")
+                .and_then(Value::as_str)
+            {
+                text.push_str(t);
+            }
+            if f["id"] == id && f.get("method").is_none() {
+                return (f, text);
+            }
+        }
+    };
+    call(0, "initialize", json!({"protocolVersion": 1}));
+    let (new, _) = call(
+        1,
+        "session/new",
+        json!({"cwd": work.path(), "mcpServers": []}),
+    );
+    let session = new["result"]["sessionId"].clone();
+    let mut prompt = |id: u64, text: &str| -> String {
+        let (done, said) = call(
+            id,
+            "session/prompt",
+            json!({"sessionId": session, "prompt": [{"type": "text", "text": text}]}),
+        );
+        assert_eq!(done["result"]["stopReason"], "end_turn", "{done}");
+        said
+    };
+    assert_eq!(
+        prompt(2, "/goal"),
+        "This session has no goal yet.\nUsage: /goal [<objective>|clear|edit <objective>|pause|resume]"
+    );
+    assert_eq!(
+        prompt(3, "/goal Tidy the changelog"),
+        "Goal set\nStatus: active\nObjective: Tidy the changelog\nRounds: 0/256\nActivation: armed\n\nCommands: /goal edit <objective>, /goal pause, /goal clear\
+         Changelog tidied."
+    );
+    assert_eq!(
+        prompt(4, "/goal"),
+        "Goal\nStatus: complete\nObjective: Tidy the changelog\nRounds: 1/256\nActivation: disarmed\n\nCommands: /goal <objective>, /goal clear"
+    );
+    let bodies: Vec<String> = server
+        .requests()
+        .into_iter()
+        .filter_map(|r| r.json)
+        .filter(|j| j.get("tools").is_some())
+        .map(|j| j.to_string())
+        .collect();
+    assert_eq!(bodies.len(), 3);
+    assert!(bodies[0].contains("<goal_round>") && bodies[0].contains("Round: 1/256"));
+    assert!(bodies[2].contains("<goal_complete>"));
+    drop(stdin);
+    assert!(child.wait().unwrap().success());
+}

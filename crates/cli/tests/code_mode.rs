@@ -476,7 +476,9 @@ fn output_map_entries_match_upstreams_recorded_prompt() {
     for name in [
         "bash",
         "cordis_define",
+        "create_goal",
         "edit",
+        "get_goal",
         "interrupt_agent",
         "job_output",
         "list_agents",
@@ -485,6 +487,7 @@ fn output_map_entries_match_upstreams_recorded_prompt() {
         "subagent",
         "subagent_fork",
         "todo_write",
+        "update_goal",
         "write",
     ] {
         assert!(

@@ -88,7 +88,8 @@ const SDK_DEPLOYMENT: &str = "\
 /// Upstream's minimal deployment (`minimal.cordis.yml`): the system prompt is
 /// `$DSH_SYSTEM_PROMPT` alone (no harness identity, no runtime context), the model sees
 /// only the persistent `bash` and `str_replace_editor`, the sandbox policy is
-/// danger-full-access, and there is no compaction or plan mode. The bash description is appended from
+/// danger-full-access, and there is no compaction, plan mode or goal tools (the 0.1 tree had none).
+/// The bash description is appended from
 /// the shared composition (see `minimal_patch`).
 const MINIMAL_DEPLOYMENT: &str = "\
 - id: system-prompt
@@ -115,6 +116,8 @@ const MINIMAL_DEPLOYMENT: &str = "\
 - id: tool-fs-search
   disabled: true
 - id: tool-todo
+  disabled: true
+- id: tool-goal
   disabled: true
 - id: tool-subagent-control
   disabled: true

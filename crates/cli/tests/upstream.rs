@@ -472,3 +472,98 @@ fn json_run_events_match_upstream_021() {
     assert_eq!(id(&again), our_id, "a continued session keeps its id");
     assert!(again.lines().last().unwrap().contains("\"type\":\"final\""));
 }
+
+/// The text after `marker` in a headless run's stdout, parsed as JSON.
+fn json_after(stdout: &str, marker: &str) -> Value {
+    let at = stdout
+        .find(marker)
+        .unwrap_or_else(|| panic!("{marker} not in {stdout}"));
+    serde_json::from_str(stdout[at + marker.len()..].trim()).unwrap()
+}
+
+fn script(dir: &Path, steps: Value) -> PathBuf {
+    let path = dir.join("script.json");
+    let body = serde_json::json!({"steps": steps, "done_text": "done",
+        "aux_when_no_tools": true, "aux_text": "Title"});
+    std::fs::write(&path, body.to_string()).unwrap();
+    path
+}
+
+/// Goals are one log vocabulary in both builds: a goal ours created, ran for its one round
+/// and blocked at the round limit reads the same in 0.2.1 (`get_goal` there), and a goal
+/// 0.2.1 created reads in ours as active and disarmed (a resumed goal), starting no round.
+#[test]
+fn goal_state_crosses_between_ours_and_upstream_021() {
+    let Some((bench, upstream)) = setup() else {
+        return;
+    };
+    let steps = serde_json::json!([
+        {"tool_calls": [{"name": "create_goal",
+            "arguments": {"objective": "Make the parser tests pass", "max_goal_rounds": 1}}]},
+        {"text": "Goal set."},
+        {"tool_calls": [{"name": "get_goal", "arguments": {}}]},
+        {"text": "Round one done."},
+        // 0.2.1 continues our session.
+        {"tool_calls": [{"name": "get_goal", "arguments": {}}]},
+        {"text": "seen: {last_tool_output}"}
+    ]);
+    let dir = tempfile::tempdir().unwrap();
+    let mock = Mock::start(&bench, script(dir.path(), steps).to_str().unwrap());
+    let m = Machine::new();
+    assert_eq!(
+        ok(m.ours(
+            &mock,
+            &["headless", "Keep at it until the parser tests pass"]
+        )),
+        "Round one done.\n"
+    );
+    let id = m.session_id(&mock);
+    let seen = ok(m.command(
+        &upstream,
+        &mock,
+        &["headless", "--session-id", &id, "Where is the goal?"],
+    ));
+    let mut value = json_after(&seen, "seen: ");
+    value["goal"]["id"] = Value::from("<id>");
+    assert_eq!(
+        value,
+        serde_json::json!({"goal": {"id": "<id>", "revision": 2,
+            "objective": "Make the parser tests pass", "phase": "blocked", "roundsStarted": 1,
+            "maxGoalRounds": 1, "blockedReason": {"code": "round-limit",
+            "message": "The goal used all 1 rounds it was allowed."}},
+            "activation": "disarmed"})
+    );
+
+    let steps = serde_json::json!([
+        {"tool_calls": [{"name": "create_goal",
+            "arguments": {"objective": "Write the changelog", "max_goal_rounds": 3}}]},
+        {"text": "Goal set."},
+        // Ours continues 0.2.1's session.
+        {"tool_calls": [{"name": "get_goal", "arguments": {}}]},
+        {"text": "seen: {last_tool_output}"}
+    ]);
+    let dir = tempfile::tempdir().unwrap();
+    let mock = Mock::start(&bench, script(dir.path(), steps).to_str().unwrap());
+    let m = Machine::new();
+    ok(m.command(&upstream, &mock, &["headless", "Write the changelog"]));
+    let id = m.session_id(&mock);
+    let seen = ok(m.ours(
+        &mock,
+        &["headless", "--session-id", &id, "Where is the goal?"],
+    ));
+    let mut value = json_after(&seen, "seen: ");
+    value["goal"]["id"] = Value::from("<id>");
+    assert_eq!(
+        value,
+        serde_json::json!({"goal": {"id": "<id>", "revision": 1,
+            "objective": "Write the changelog", "phase": "active", "roundsStarted": 0,
+            "maxGoalRounds": 3}, "activation": "disarmed"})
+    );
+    let operations: Vec<Value> = m
+        .events(&mock, &id)
+        .iter()
+        .filter(|e| e["type"] == "goal/change")
+        .map(|e| e["data"]["operation"].clone())
+        .collect();
+    assert_eq!(operations, [Value::from("create")]);
+}

@@ -1825,6 +1825,51 @@ async fn plan_mode_is_switched_from_a_web_text_prompt() {
     assert_eq!(modes, [json!(true)]);
 }
 
+/// `/goal <objective>` typed into the web prompt: the command answers in the prompt's
+/// response and the goal's first round starts on its own; in it the model completes the
+/// goal, and the log holds the goal's changes and the round prompt.
+#[tokio::test]
+async fn a_goal_set_from_a_web_prompt_runs_its_first_round() {
+    let server = MockServer::start().answer_untooled("Goals");
+    server.push(Reply::tool_call("g1", "get_goal", "{}"));
+    server.push(Reply::dynamic(|r| {
+        let got: Value = serde_json::from_str(&r.last_tool_output().unwrap_or_default()).unwrap();
+        let args = json!({"goal_id": got["goal"]["id"], "revision": got["goal"]["revision"],
+            "action": "complete"});
+        Reply::tool_call("g2", "update_goal", &args.to_string())
+    }));
+    server.push(Reply::text("Docs updated."));
+    let mut web = Web::start(&server, &[("DEEPSEEK_API_KEY", "sk-x")], &[]);
+    web.login().await;
+    let id = web.new_session().await;
+    let mut sse = web.stream(Some(&id), None).await;
+    let set = web
+        .ok(
+            "session.prompt",
+            json!({"sessionId": id, "content": [{"type": "text", "text": "/goal Update the docs"}]}),
+        )
+        .await;
+    assert_eq!(set["command"]["isError"], json!(false), "{set}");
+    let text = set["command"]["text"].as_str().unwrap_or("");
+    assert!(text.starts_with("Goal set\nStatus: active\n"), "{text}");
+    sse.until("events", has_turn_end).await;
+    let requests = model_requests(&server);
+    assert_eq!(requests.len(), 3);
+    assert!(requests[0].to_string().contains("<goal_round>"));
+    let events = web.events(&id).await;
+    let operations: Vec<Value> = events
+        .iter()
+        .filter(|e| e["type"] == "goal/change")
+        .map(|e| e["data"]["operation"].clone())
+        .collect();
+    assert_eq!(operations, [json!("create"), json!("complete")]);
+    let rounds = events
+        .iter()
+        .filter(|e| e["type"] == "user/message" && e["data"]["source"]["kind"] == "goal")
+        .count();
+    assert_eq!(rounds, 1);
+}
+
 // ---------------------------------------------------------------------------------------
 // User questions answered from the page.
 
