@@ -172,11 +172,11 @@ fn permission_presets_switch_a_session_and_the_model_is_told() {
     );
     let out = headless(&world, &idle, &["/bogus"]);
     assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        String::from_utf8_lossy(&out.stderr)
-            .contains("unknown command /bogus; available commands:\n/compact — Compact older conversation history\n/permission <preset>"),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+        err.contains("unknown command /bogus; available commands:\n/compact — Compact older conversation history\n")
+            && err.contains("\n/permission <preset> — "),
+        "{err}"
     );
     assert!(idle.requests().is_empty(), "no command reached the model");
 

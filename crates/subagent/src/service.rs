@@ -123,6 +123,7 @@ impl Subagents {
                 "toolFilter",
             ),
             (request.persona.is_some(), caps.persona, "persona"),
+            (request.cwd.is_some(), caps.cwd, "cwd"),
         ];
         for (wanted, offered, cap) in needs {
             if wanted && !offered {

@@ -175,20 +175,24 @@ fn wording(inherits: bool, config: &SubagentToolConfig) -> (String, &'static str
     (format!("{base}{tail}"), prompt)
 }
 
-fn params(inherits: bool, config: &SubagentToolConfig) -> (String, ObjectSchema) {
+fn params(inherits: bool, takes_cwd: bool, config: &SubagentToolConfig) -> (String, ObjectSchema) {
     let (description, prompt) = wording(inherits, config);
     let mut schema = ObjectSchema::new()
         .required(
             "description",
             Prop::string("A short label for the task (3-5 words), shown to the user."),
         )
-        .required("prompt", Prop::string(prompt))
-        .optional(
+        .required("prompt", Prop::string(prompt));
+    // Only providers that can start a child elsewhere offer it (product children run where
+    // their row says).
+    if takes_cwd {
+        schema = schema.optional(
             "cwd",
             Prop::string(
                 "Where the subagent starts: a directory inside your workspace, relative to your current directory or absolute. Without it the subagent starts where you started. Each side's later directory changes stay its own.",
             ),
         );
+    }
     if config.background_enabled {
         schema = schema.optional(
             "run_in_background",
@@ -218,7 +222,11 @@ impl SubagentTool {
         subagents: Arc<Subagents>,
         ctx: Context,
     ) -> Self {
-        let (description, params) = params(provider.inherits_parent_context(), &config);
+        let (description, params) = params(
+            provider.inherits_parent_context(),
+            provider.capabilities().cwd,
+            &config,
+        );
         Self {
             schema: ToolSchema {
                 name: config.tool_name.clone(),

@@ -123,6 +123,8 @@ pub struct Capabilities {
     pub depth_limit: bool,
     pub tool_filter: bool,
     pub persona: bool,
+    /// Starts the child in a directory of the caller's choosing (the tools' `cwd`).
+    pub cwd: bool,
 }
 
 impl Capabilities {
@@ -132,6 +134,7 @@ impl Capabilities {
         depth_limit: true,
         tool_filter: true,
         persona: true,
+        cwd: true,
     };
 }
 
