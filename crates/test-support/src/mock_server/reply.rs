@@ -344,6 +344,7 @@ impl Reply {
     }
 
     /// The concrete steps for `request`.
+    #[cfg(test)]
     pub(crate) fn resolve(self, request: &RecordedRequest) -> Vec<Step> {
         self.resolve_marked(request).0
     }
