@@ -112,3 +112,42 @@ fn a_probe_that_fails_says_why() {
         "{text}"
     );
 }
+
+/// An endpoint that rejects a parameter or the model: the error says which setting to
+/// change (#29 item 4).
+#[test]
+fn a_rejected_request_says_what_to_change_in_the_settings() {
+    let cases = [
+        (
+            dsh_test_support::mock_server::Reply::error_json(
+                400,
+                "Unrecognized request argument supplied: stream_options",
+                "invalid_request_error",
+                None,
+            ),
+            "set compat: {supportsUsageInStreaming: false} on provider \"local\"",
+        ),
+        (
+            dsh_test_support::mock_server::Reply::error_json(
+                404,
+                "The model `smollm3` does not exist",
+                "invalid_request_error",
+                Some("model_not_found"),
+            ),
+            "`dsh models --probe` lists what it serves",
+        ),
+    ];
+    for (reply, wanted) in cases {
+        let server = MockServer::start().answer_untooled("T");
+        server.push(reply);
+        let run = Run::new();
+        run.settings(&format!(
+            "openai-compatible:\n  providers:\n    local:\n      baseURL: {}\n      models:\n        - id: smollm3\n\
+             agent-default-model:\n  provider: local\n  model: smollm3\n",
+            server.url()
+        ));
+        let out = run.base(&server).args(["headless", "hi"]).output().unwrap();
+        assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+        assert!(stderr(&out).contains(wanted), "{}", stderr(&out));
+    }
+}

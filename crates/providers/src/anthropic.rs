@@ -161,6 +161,7 @@ impl AnthropicAdapter {
                 vendor,
                 protocol: Protocol::OpenAiResponses,
                 limit: response_limit(profile),
+                rejection_hint: None,
             });
         }
         headers.push((
@@ -190,6 +191,7 @@ impl AnthropicAdapter {
             vendor,
             protocol: Protocol::AnthropicMessages,
             limit: response_limit(profile),
+            rejection_hint: None,
         })
     }
 }

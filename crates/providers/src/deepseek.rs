@@ -151,6 +151,7 @@ impl DeepSeekAdapter {
             vendor: VENDOR.into(),
             protocol: crate::transport::Protocol::ChatCompletions(ReasoningField::ReasoningContent),
             limit: response_limit(config),
+            rejection_hint: None,
         })
     }
 }
@@ -225,6 +226,7 @@ impl DeepSeekAdapter {
             vendor: VENDOR.into(),
             protocol: crate::transport::Protocol::AnthropicMessages,
             limit: response_limit(config),
+            rejection_hint: None,
         })
     }
 }

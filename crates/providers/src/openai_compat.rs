@@ -177,8 +177,61 @@ impl OpenAiCompatAdapter {
                     options.config.provider
                 ),
             },
+            rejection_hint: Some(rejection_hint(&options.config.provider, model, base_url)),
         })
     }
+}
+
+/// What to change when an endpoint rejects a request: a model it does not serve, or a
+/// parameter it does not take (each has a compat switch).
+fn rejection_hint(route: &str, model: &str, base_url: &str) -> crate::transport::RejectionHint {
+    let (route, model, base_url) = (route.to_string(), model.to_string(), base_url.to_string());
+    std::sync::Arc::new(move |failure: &dsh_llm::LlmFailure| {
+        let text = failure.message.to_ascii_lowercase();
+        let status = failure.status.unwrap_or(0);
+        let switch = |name: &str, value: &str| {
+            format!(
+                "the endpoint does not take that parameter: set compat: {{{name}: {value}}} on provider \"{route}\" in the {OPENAI_COMPAT_PLUGIN} section of settings.yaml"
+            )
+        };
+        if matches!(status, 400 | 422) {
+            if text.contains("stream_options") {
+                return Some(switch("supportsUsageInStreaming", "false"));
+            }
+            if text.contains("reasoning_effort") {
+                return Some(switch("supportsReasoningEffort", "false"));
+            }
+            if text.contains("max_completion_tokens") {
+                return Some(switch("maxTokensField", "max_tokens"));
+            }
+            if text.contains("max_tokens") {
+                return Some(switch("maxTokensField", "max_completion_tokens"));
+            }
+            if text.contains("developer") {
+                return Some(switch("supportsDeveloperRole", "false"));
+            }
+            if text.contains("reasoning_content") {
+                return Some(switch("reasoningPassback", "false"));
+            }
+        }
+        let unknown_model = text.contains("model")
+            && [
+                "not found",
+                "does not exist",
+                "not exist",
+                "unknown",
+                "no such",
+                "invalid model",
+            ]
+            .iter()
+            .any(|w| text.contains(w));
+        if unknown_model || status == 404 {
+            return Some(format!(
+                "provider \"{route}\" may not serve model \"{model}\" at {base_url}: `dsh models --probe` lists what it serves; fix the models list of \"{route}\" (or its baseURL, which should end where /chat/completions begins, such as …/v1) in the {OPENAI_COMPAT_PLUGIN} section of settings.yaml"
+            ));
+        }
+        None
+    })
 }
 
 /// The profile's configured headers, then the attribution user agent (which wins over a

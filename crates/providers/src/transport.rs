@@ -64,7 +64,14 @@ pub(crate) struct HttpCall {
     pub protocol: Protocol,
     /// The most body bytes one response may carry.
     pub limit: ResponseLimit,
+    /// What to change in the configuration when the endpoint rejects the request, appended
+    /// to the error's message (routes a user configures themselves have one).
+    pub rejection_hint: Option<RejectionHint>,
 }
+
+/// See [`HttpCall::rejection_hint`].
+pub(crate) type RejectionHint =
+    std::sync::Arc<dyn Fn(&dsh_llm::LlmFailure) -> Option<String> + Send + Sync>;
 
 enum Phase {
     Connect,
@@ -307,7 +314,7 @@ impl Attempt {
             Protocol::ChatCompletions(_) | Protocol::OpenAiResponses => classify,
             Protocol::AnthropicMessages => crate::anthropic::classify_http,
         };
-        let error = classify(
+        let mut error = classify(
             &self.call.vendor,
             &HttpFailure {
                 status,
@@ -317,6 +324,14 @@ impl Attempt {
                 body: &body,
             },
         );
+        if let Some(hint) = self
+            .call
+            .rejection_hint
+            .as_ref()
+            .and_then(|h| h(&error.failure))
+        {
+            error.failure.message = format!("{}; {hint}", error.failure.message);
+        }
         tracing::debug!(status, code = %error.code(), body = %body, "chat-completions request rejected");
         error
     }
