@@ -53,7 +53,7 @@ pub use openai_compat::OpenAiCompatAdapter;
 pub use openai_compat_config::{
     MaxTokensField, OPENAI_COMPAT_DEFAULT_CONTEXT_WINDOW, OPENAI_COMPAT_DEFAULT_MAX_TOKENS,
     OPENAI_COMPAT_PLUGIN, OpenAiCompatConfig, OpenAiCompatModel, OpenAiCompatProfile,
-    OpenAiCompatSwitches, ResolvedOpenAiCompat, ResolvedProfile,
+    OpenAiCompatSwitches, ResolvedOpenAiCompat, ResolvedProfile, ToolChoice,
 };
 pub use plugins::{AnthropicPlugin, DeepSeekPlugin, OpenAiCompatPlugin, register_catalog};
 pub use response_limit::DEFAULT_MAX_RESPONSE_BYTES;

@@ -21,7 +21,7 @@ use crate::http::{build_client, completions_url, header_map, user_agent};
 use crate::live::LiveConfig;
 use crate::openai_compat_config::{
     OPENAI_COMPAT_DEFAULT_CONTEXT_WINDOW, OPENAI_COMPAT_DEFAULT_MAX_TOKENS, OPENAI_COMPAT_PLUGIN,
-    OpenAiCompatConfig, ResolvedOpenAiCompat, ResolvedProfile,
+    OpenAiCompatConfig, ResolvedOpenAiCompat, ResolvedProfile, ToolChoice,
 };
 use crate::serialize::{Dialect, ReasoningWire, has_image, images_prepared, serialize_request};
 use crate::translate::ReasoningField;
@@ -137,17 +137,24 @@ impl OpenAiCompatAdapter {
         }
         let mut headers = self.auth_headers(profile, provider)?;
         headers.push(("content-type".into(), "application/json".into()));
-        headers.push(("accept".into(), "text/event-stream".into()));
+        let compat = &profile.profile.compat;
+        let accept = if compat.stream {
+            "text/event-stream"
+        } else {
+            "application/json"
+        };
+        headers.push(("accept".into(), accept.into()));
         headers.extend(configured_headers(profile));
         let headers = header_map(&headers, &vendor, base_url)?;
-        let compat = &profile.profile.compat;
         let dialect = Dialect {
             system_role: if compat.supports_developer_role {
                 "developer"
             } else {
                 "system"
             },
+            streaming: compat.stream,
             include_usage: compat.supports_usage_in_streaming,
+            tool_choice: compat.tool_choice.map(ToolChoice::wire),
             max_tokens_field: compat.max_tokens_field.wire(),
             reasoning_passback: compat.reasoning_passback,
             reasoning: if compat.supports_reasoning_effort {
@@ -167,9 +174,15 @@ impl OpenAiCompatAdapter {
             request_timeout_ms: profile.request_timeout_ms,
             cancel: options.cancel.clone(),
             vendor,
-            protocol: crate::transport::Protocol::ChatCompletions(
-                ReasoningField::ReasoningContentOrReasoning,
-            ),
+            protocol: if compat.stream {
+                crate::transport::Protocol::ChatCompletions(
+                    ReasoningField::ReasoningContentOrReasoning,
+                )
+            } else {
+                crate::transport::Protocol::ChatCompletion(
+                    ReasoningField::ReasoningContentOrReasoning,
+                )
+            },
             limit: crate::response_limit::ResponseLimit {
                 bytes: profile.max_response_bytes,
                 setting: format!(
@@ -194,7 +207,25 @@ fn rejection_hint(route: &str, model: &str, base_url: &str) -> crate::transport:
                 "the endpoint does not take that parameter: set compat: {{{name}: {value}}} on provider \"{route}\" in the {OPENAI_COMPAT_PLUGIN} section of settings.yaml"
             )
         };
+        // llama-cpp-python's chatml-function-calling cannot stream a call its model chose:
+        // it fails after answering 200 (the stream ends before any event) or says so.
+        let no_stream = format!(
+            "llama-cpp-python's server fails a stream this way for a tool call its model chose and for a prompt past its context; with compat: {{stream: false}} on provider \"{route}\" in the {OPENAI_COMPAT_PLUGIN} section of settings.yaml it answers, or names its error, in one reply"
+        );
+        if failure.code == dsh_llm::codes::STREAM_CLOSED {
+            return Some(format!(
+                "the endpoint ended the stream before sending anything (its own log says why); {no_stream}"
+            ));
+        }
+        if text.contains("streaming") && text.contains("tool") {
+            return Some(format!("the endpoint cannot stream that reply; {no_stream}"));
+        }
         if matches!(status, 400 | 422) {
+            if text.contains("tool_choice") {
+                return Some(format!(
+                    "the endpoint does not take that tool_choice: remove compat.toolChoice (or pick auto, required or none) on provider \"{route}\" in the {OPENAI_COMPAT_PLUGIN} section of settings.yaml"
+                ));
+            }
             if text.contains("stream_options") {
                 return Some(switch("supportsUsageInStreaming", "false"));
             }

@@ -121,6 +121,33 @@ pub struct OpenAiCompatSwitches {
     pub supports_developer_role: bool,
     /// Replay assistant reasoning as `reasoning_content` (default false).
     pub reasoning_passback: bool,
+    /// Ask for a streamed reply (default true). `false` asks for one JSON completion, for
+    /// servers that cannot stream some replies: llama-cpp-python streams no usage and no tool
+    /// call its `chatml-function-calling` format chose itself.
+    pub stream: bool,
+    /// `tool_choice` sent with the tools (default: not sent). Servers that offer tools to
+    /// the model only when asked (llama-cpp-python's `chatml-function-calling`) need `auto`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tool_choice: Option<ToolChoice>,
+}
+
+/// The `tool_choice` values a configuration may send.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolChoice {
+    Auto,
+    Required,
+    None,
+}
+
+impl ToolChoice {
+    pub fn wire(self) -> &'static str {
+        match self {
+            ToolChoice::Auto => "auto",
+            ToolChoice::Required => "required",
+            ToolChoice::None => "none",
+        }
+    }
 }
 
 impl Default for OpenAiCompatSwitches {
@@ -131,6 +158,8 @@ impl Default for OpenAiCompatSwitches {
             supports_reasoning_effort: false,
             supports_developer_role: false,
             reasoning_passback: false,
+            stream: true,
+            tool_choice: None,
         }
     }
 }

@@ -87,8 +87,12 @@ pub(crate) enum ReasoningWire {
 pub(crate) struct Dialect {
     /// Role of the `options.system` prompt (`system` or `developer`).
     pub system_role: &'static str,
-    /// Whether to send `stream_options: {include_usage: true}`.
+    /// Whether the reply streams (`stream: true`); `false` asks for one JSON completion.
+    pub streaming: bool,
+    /// Whether to send `stream_options: {include_usage: true}` (streaming only).
     pub include_usage: bool,
+    /// `tool_choice` sent beside `tools` (absent: not sent, the endpoint's default).
+    pub tool_choice: Option<&'static str>,
     /// `max_tokens` or `max_completion_tokens`.
     pub max_tokens_field: &'static str,
     /// Whether assistant turns carry their reasoning back as `reasoning_content`.
@@ -101,7 +105,9 @@ impl Dialect {
     pub(crate) fn deepseek(thinking: Option<Thinking>, effort: Option<DeepSeekEffort>) -> Self {
         Self {
             system_role: "system",
+            streaming: true,
             include_usage: true,
+            tool_choice: None,
             max_tokens_field: "max_tokens",
             reasoning_passback: true,
             reasoning: ReasoningWire::DeepSeek { thinking, effort },
@@ -163,8 +169,8 @@ pub(crate) fn serialize_request(
     let mut body = Map::new();
     body.insert("model".into(), Value::from(options.config.model.as_str()));
     body.insert("messages".into(), Value::Array(messages));
-    body.insert("stream".into(), Value::Bool(true));
-    if dialect.include_usage {
+    body.insert("stream".into(), Value::Bool(dialect.streaming));
+    if dialect.streaming && dialect.include_usage {
         body.insert("stream_options".into(), json!({"include_usage": true}));
     }
     match &dialect.reasoning {
@@ -199,6 +205,9 @@ pub(crate) fn serialize_request(
             })
             .collect();
         body.insert("tools".into(), Value::Array(tools));
+        if let Some(choice) = dialect.tool_choice {
+            body.insert("tool_choice".into(), Value::from(choice));
+        }
     }
     if let Some(temperature) = options.config.temperature {
         body.insert("temperature".into(), js_number(temperature));

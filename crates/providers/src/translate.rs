@@ -45,6 +45,9 @@ struct WireDelta {
     reasoning: Option<Value>,
     #[serde(default)]
     tool_calls: Option<Vec<WireToolCall>>,
+    /// The single call of the legacy function-calling API, which older servers still send.
+    #[serde(default)]
+    function_call: Option<WireFunction>,
 }
 
 #[derive(Deserialize)]
@@ -120,7 +123,8 @@ pub(crate) fn map_usage(usage: &WireUsage) -> TokenUsage {
 pub(crate) fn map_finish_reason(reason: &str) -> FinishReason {
     match reason {
         "stop" => FinishReason::Stop,
-        "tool_calls" => FinishReason::ToolCalls,
+        // `function_call`: the legacy single-call API some servers still answer in.
+        "tool_calls" | "function_call" => FinishReason::ToolCalls,
         "length" => FinishReason::MaxTokens,
         other => FinishReason::Error(LlmFailure::new(
             other.to_uppercase(),
@@ -244,6 +248,12 @@ impl Translator {
         position
     }
 
+    /// Whether this reads a generic OpenAI-compatible endpoint (not DeepSeek's own API),
+    /// whose servers vary in how they shape tool calls.
+    fn generic(&self) -> bool {
+        self.reasoning_field == ReasoningField::ReasoningContentOrReasoning
+    }
+
     /// Translates one JSON payload (not `[DONE]`). Invalid payloads are
     /// `MALFORMED_RESPONSE` (`malformed SSE payload: <first 120 chars>`).
     pub(crate) fn payload(&mut self, data: &str) -> Result<Vec<StreamChunk>, LlmError> {
@@ -313,7 +323,16 @@ impl Translator {
                 text: text.clone(),
             });
         }
-        for call in delta.tool_calls.unwrap_or_default() {
+        let calls = match (delta.tool_calls, delta.function_call) {
+            (Some(calls), _) => calls,
+            (None, Some(function)) if self.generic() => vec![WireToolCall {
+                index: Some(Value::from("function_call")),
+                id: None,
+                function: Some(function),
+            }],
+            _ => Vec::new(),
+        };
+        for call in calls {
             let key = call
                 .index
                 .as_ref()
@@ -349,18 +368,84 @@ impl Translator {
         }
     }
 
+    /// Translates one whole (non-streamed) chat completion: its `message` read as the
+    /// single delta of a stream, then the end of that stream. A body that is not a chat
+    /// completion is `MALFORMED_RESPONSE`; an `error` object is classified like a stream's.
+    pub(crate) fn completion(&mut self, body: &[u8]) -> Result<Vec<StreamChunk>, LlmError> {
+        let text = String::from_utf8_lossy(body);
+        let mut value: Value = serde_json::from_str(&text).map_err(|_| malformed(&text))?;
+        let Some(object) = value.as_object_mut() else {
+            return Err(malformed(&text));
+        };
+        if !object.contains_key("choices") && !object.contains_key("error") {
+            return Err(malformed(&text));
+        }
+        if let Some(Value::Array(choices)) = object.get_mut("choices") {
+            for choice in choices.iter_mut().filter_map(Value::as_object_mut) {
+                let Some(mut message) = choice.remove("message") else {
+                    continue;
+                };
+                // The legacy `function_call` some servers add beside `tool_calls` repeats
+                // the first call.
+                if message.get("tool_calls").is_some_and(|c| !c.is_null()) {
+                    if let Some(m) = message.as_object_mut() {
+                        m.remove("function_call");
+                    }
+                }
+                // A message's tool calls carry no `index`: their position is it.
+                if let Some(Value::Array(calls)) = message.get_mut("tool_calls") {
+                    for (i, call) in calls.iter_mut().enumerate() {
+                        if let Some(call) = call.as_object_mut() {
+                            call.entry("index").or_insert_with(|| Value::from(i));
+                        }
+                    }
+                }
+                choice.insert("delta".into(), message);
+            }
+        }
+        let mut out = self.payload(&dsh_kernel::json::to_string(&value))?;
+        out.extend(self.done());
+        Ok(out)
+    }
+
     /// The chunks due at `[DONE]`: a `block-end` per opened block in opening order, the
     /// latest usage, then the finish (`stop` when none arrived; a `stop` with no block ever
     /// opened is an `EMPTY_RESPONSE` error).
     pub(crate) fn done(&mut self) -> Vec<StreamChunk> {
+        let generic = self.generic();
+        let mut nameless = None;
         let mut out: Vec<StreamChunk> = self
             .blocks
             .iter_mut()
-            .map(|b| StreamChunk::BlockEnd {
-                index: b.index,
-                block: b.close(),
+            .map(|b| {
+                let mut block = b.close();
+                if let (true, ContentBlock::ToolCall { id, name, .. }) = (generic, &mut block) {
+                    // Servers that number calls but give them no id get one (a tool result
+                    // must name its call).
+                    if id.is_empty() {
+                        *id = format!("call_{}", b.index);
+                    }
+                    if name.is_empty() && nameless.is_none() {
+                        nameless = Some(b.index);
+                    }
+                }
+                StreamChunk::BlockEnd {
+                    index: b.index,
+                    block,
+                }
             })
             .collect();
+        if let Some(index) = nameless {
+            out.push(StreamChunk::finish(FinishReason::Error(LlmFailure::new(
+                codes::MALFORMED_RESPONSE,
+                format!(
+                    "the endpoint sent a tool call with no function name (block {index}): its \
+                     tool calls are not in the OpenAI shape (tool_calls[].function.name); \
+                     check the server's tool-call parsing settings"
+                ),
+            ))));
+            return out;
+        }
         if let Some(usage) = self.pending_usage.take() {
             out.push(StreamChunk::Usage { usage });
         }

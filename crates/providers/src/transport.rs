@@ -34,6 +34,8 @@ use crate::translate::{ReasoningField, Translator};
 pub(crate) enum Protocol {
     /// OpenAI-style chat completions, ending with `[DONE]`.
     ChatCompletions(ReasoningField),
+    /// One OpenAI-style chat completion as a JSON body (`stream: false`).
+    ChatCompletion(ReasoningField),
     /// Anthropic Messages events, ending with `message_stop`.
     AnthropicMessages,
     /// OpenAI Responses events, ending with `response.completed`.
@@ -83,6 +85,10 @@ struct BodyPhase {
     response: reqwest::Response,
     decoder: SseDecoder,
     translator: StreamTranslator,
+    /// The body read so far when the reply is one JSON document instead of a stream.
+    whole: Option<Vec<u8>>,
+    /// Whether any event payload has arrived (comments and pings are not payloads).
+    any_payload: bool,
 }
 
 /// Largest error body read from a failed response; the rest is ignored.
@@ -268,8 +274,12 @@ impl Attempt {
         self.phase = Phase::Body(Box::new(BodyPhase {
             response,
             decoder: SseDecoder::new(),
+            whole: matches!(self.call.protocol, Protocol::ChatCompletion(_)).then(Vec::new),
+            any_payload: false,
             translator: match self.call.protocol {
-                Protocol::ChatCompletions(field) => StreamTranslator::Chat(Translator::new(field)),
+                Protocol::ChatCompletions(field) | Protocol::ChatCompletion(field) => {
+                    StreamTranslator::Chat(Translator::new(field))
+                }
                 Protocol::AnthropicMessages => {
                     StreamTranslator::Messages(MessagesTranslator::new())
                 }
@@ -311,7 +321,9 @@ impl Attempt {
         let body = String::from_utf8_lossy(&raw).into_owned();
         let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
         let classify = match self.call.protocol {
-            Protocol::ChatCompletions(_) | Protocol::OpenAiResponses => classify,
+            Protocol::ChatCompletions(_)
+            | Protocol::ChatCompletion(_)
+            | Protocol::OpenAiResponses => classify,
             Protocol::AnthropicMessages => crate::anthropic::classify_http,
         };
         let mut error = classify(
@@ -324,6 +336,13 @@ impl Attempt {
                 body: &body,
             },
         );
+        self.add_hint(&mut error);
+        tracing::debug!(status, code = %error.code(), body = %body, "chat-completions request rejected");
+        error
+    }
+
+    /// Appends the route's rejection hint, when it has one for `error`.
+    fn add_hint(&self, error: &mut LlmError) {
         if let Some(hint) = self
             .call
             .rejection_hint
@@ -332,8 +351,6 @@ impl Attempt {
         {
             error.failure.message = format!("{}; {hint}", error.failure.message);
         }
-        tracing::debug!(status, code = %error.code(), body = %body, "chat-completions request rejected");
-        error
     }
 
     fn stream_failed(&self) -> LlmError {
@@ -352,6 +369,8 @@ impl Attempt {
             response,
             decoder,
             translator,
+            whole,
+            any_payload,
         } = body;
         let waited = self.wait(response.chunk()).await;
         if let Some(error) = self.unfinished(&waited) {
@@ -366,15 +385,28 @@ impl Attempt {
                 return Err(self.stream_failed());
             }
             Waited::Ready(Ok(None)) => {
+                if let (Some(whole), StreamTranslator::Chat(translator)) = (whole, translator) {
+                    match translator.completion(whole) {
+                        Ok(chunks) => self.queue.extend(chunks.into_iter().map(Ok)),
+                        Err(error) => self.queue.push_back(Err(error)),
+                    }
+                    return Ok(false);
+                }
                 let marker = match self.call.protocol {
-                    Protocol::ChatCompletions(_) => "[DONE]",
+                    Protocol::ChatCompletions(_) | Protocol::ChatCompletion(_) => "[DONE]",
                     Protocol::AnthropicMessages => "message_stop",
                     Protocol::OpenAiResponses => "response.completed",
                 };
-                return Err(LlmError::new(
+                let mut error = LlmError::new(
                     codes::STREAM_CLOSED,
                     format!("SSE stream ended without {marker}"),
-                ));
+                );
+                // A stream that ends before its first event is the endpoint failing after
+                // its 200: the route's hint may know why.
+                if !*any_payload {
+                    self.add_hint(&mut error);
+                }
+                return Err(error);
             }
             Waited::Ready(Ok(Some(bytes))) => bytes,
         };
@@ -383,6 +415,10 @@ impl Attempt {
         if self.received > self.call.limit.bytes {
             return Err(self.call.limit.exceeded(&self.call.vendor));
         }
+        if let Some(whole) = whole {
+            whole.extend_from_slice(&bytes);
+            return Ok(true);
+        }
         let payloads = decoder.feed(&bytes).map_err(|overflow| {
             LlmError::new(
                 codes::MALFORMED_RESPONSE,
@@ -390,6 +426,7 @@ impl Attempt {
             )
         })?;
         for payload in payloads {
+            *any_payload = true;
             let translated = match translator {
                 StreamTranslator::Chat(translator) => {
                     if payload == DONE {

@@ -263,7 +263,9 @@ fn generic_dialect_switches() {
     options.config.reasoning_effort = Some("medium".into());
     let dialect = Dialect {
         system_role: "developer",
+        streaming: true,
         include_usage: false,
+        tool_choice: None,
         max_tokens_field: "max_completion_tokens",
         reasoning_passback: false,
         reasoning: ReasoningWire::EffortField,
@@ -298,6 +300,29 @@ fn generic_dialect_switches() {
     assert_eq!(body.get("reasoning_effort"), None);
     let body = serialize_request(&options, &dialect).expect("ok");
     assert_eq!(body.get("reasoning_effort"), None);
+}
+
+#[test]
+fn a_non_streaming_dialect_drops_stream_options_and_tool_choice_rides_with_tools() {
+    let mut options = options(vec![Message::user_text("hi")]);
+    let dialect = Dialect {
+        streaming: false,
+        tool_choice: Some("auto"),
+        ..Dialect::deepseek(None, None)
+    };
+    assert_eq!(
+        dsh_kernel::json::to_string(&serialize_request(&options, &dialect).expect("ok")),
+        r#"{"model":"deepseek-v4-pro","messages":[{"role":"user","content":"hi"}],"stream":false}"#,
+        "no tools: no tool_choice"
+    );
+    options.tools = Some(vec![ToolSchema {
+        name: "bash".into(),
+        description: "Run a command".into(),
+        parameters: json!({"type": "object"}).into(),
+    }]);
+    let body = serialize_request(&options, &dialect).expect("ok");
+    assert_eq!(body["tool_choice"], "auto");
+    assert_eq!(body.get("stream_options"), None);
 }
 
 #[test]

@@ -390,3 +390,100 @@ mod any_split {
         }
     }
 }
+
+#[test]
+fn a_whole_completion_reads_like_the_stream_of_its_message() {
+    // The shape llama-cpp-python answers a non-streamed request with tools in.
+    let body = json!({"id": "chatcmpl-1", "object": "chat.completion", "choices": [{"index": 0,
+        "message": {"role": "assistant", "content": null, "tool_calls": [
+            {"id": "call_a", "type": "function", "function": {"name": "read", "arguments": "{\"path\": \"n.txt\"}"}},
+            {"id": "call_b", "type": "function", "function": {"name": "ls", "arguments": "{}"}},
+        ], "function_call": {"name": "read:", "arguments": "{}"}},
+        "finish_reason": "tool_calls"}],
+        "usage": {"prompt_tokens": 207, "completion_tokens": 8, "total_tokens": 215}});
+    let mut translator = Translator::new(ReasoningField::ReasoningContentOrReasoning);
+    let chunks: Vec<Value> = translator
+        .completion(body.to_string().as_bytes())
+        .expect("a completion")
+        .iter()
+        .map(|c| serde_json::to_value(c).expect("serializes"))
+        .collect();
+    let ends: Vec<&Value> = chunks
+        .iter()
+        .filter(|c| c["type"] == "block-end")
+        .map(|c| &c["block"])
+        .collect();
+    assert_eq!(
+        ends,
+        [
+            &json!({"type": "tool-call", "id": "call_a", "name": "read", "arguments": "{\"path\": \"n.txt\"}"}),
+            &json!({"type": "tool-call", "id": "call_b", "name": "ls", "arguments": "{}"}),
+        ]
+    );
+    let usage = chunks.iter().find(|c| c["type"] == "usage").expect("usage");
+    assert_eq!(usage["usage"]["inputTokens"], 207, "{usage}");
+    assert_eq!(chunks.last().expect("finish")["reason"]["kind"], "tool-calls", "{chunks:?}");
+
+    let text = json!({"choices": [{"message": {"role": "assistant", "content": "Hello."}, "finish_reason": "stop"}]});
+    let chunks = Translator::new(ReasoningField::ReasoningContentOrReasoning)
+        .completion(text.to_string().as_bytes())
+        .expect("a completion");
+    assert!(
+        chunks.iter().any(|c| matches!(c, StreamChunk::TextDelta { text, .. } if text == "Hello.")),
+        "{chunks:?}"
+    );
+
+    for bad in ["<html>busy</html>", "[1,2]", "{\"object\":\"list\"}"] {
+        let error = Translator::new(ReasoningField::ReasoningContentOrReasoning)
+            .completion(bad.as_bytes())
+            .expect_err("not a completion");
+        assert_eq!(error.code(), codes::MALFORMED_RESPONSE, "{bad}");
+    }
+    let error = Translator::new(ReasoningField::ReasoningContentOrReasoning)
+        .completion(br#"{"error": {"message": "This model's maximum context length is 512 tokens.", "code": "context_length_exceeded"}}"#)
+        .expect_err("an error body");
+    assert_eq!(error.code(), codes::CONTEXT_WINDOW_EXCEEDED);
+}
+
+#[test]
+fn generic_endpoints_get_legacy_function_calls_and_missing_ids_filled_in() {
+    let generic = |payloads: &[Value]| run(ReasoningField::ReasoningContentOrReasoning, payloads);
+    // The legacy function-calling shape, streamed.
+    let out = generic(&[
+        delta(json!({"function_call": {"name": "read", "arguments": ""}})),
+        delta(json!({"function_call": {"arguments": "{\"path\":\"a\"}"}})),
+        json!({"choices": [{"delta": {}, "finish_reason": "function_call"}]}),
+    ]);
+    let ends: Vec<&Value> = out.iter().filter(|c| c["type"] == "block-end").collect();
+    assert_eq!(
+        ends[0]["block"],
+        json!({"type": "tool-call", "id": "call_0", "name": "read", "arguments": "{\"path\":\"a\"}"})
+    );
+    // Numbered calls without ids.
+    let out = generic(&[
+        delta(json!({"tool_calls": [{"index": 0, "function": {"name": "ls", "arguments": "{}"}}]})),
+        json!({"choices": [{"delta": {}, "finish_reason": "tool_calls"}]}),
+    ]);
+    assert_eq!(out[out.len() - 2]["block"]["id"], "call_0", "{out:?}");
+    assert_eq!(out.last().expect("finish")["reason"]["kind"], "tool-calls");
+    // A call that never names its function ends the reply with an error saying so.
+    let out = generic(&[
+        delta(json!({"tool_calls": [{"index": 0, "id": "x", "function": {"arguments": "{}"}}]})),
+        json!({"choices": [{"delta": {}, "finish_reason": "tool_calls"}]}),
+    ]);
+    let reason = &out.last().expect("finish")["reason"];
+    assert_eq!(reason["kind"], "error", "{out:?}");
+    assert_eq!(reason["failure"]["code"], "MALFORMED_RESPONSE");
+    assert!(
+        reason["failure"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("no function name")),
+        "{reason}"
+    );
+    // DeepSeek's own stream keeps its recorded shape (no ids made up, no legacy field).
+    let out = deepseek(&[
+        delta(json!({"function_call": {"name": "read", "arguments": "{}"}})),
+        delta(json!({"content": "ok"})),
+    ]);
+    assert!(out.iter().all(|c| c["blockType"] != "tool-call"), "{out:?}");
+}
