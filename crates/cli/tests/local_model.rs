@@ -32,10 +32,12 @@ fn llama() -> Option<(PathBuf, PathBuf)> {
         .map(PathBuf::from)
         .or(cached)
         .filter(|p| prereq::runs(&p.to_string_lossy(), &["-c", "import llama_cpp.server"]))?;
-    let model = std::env::var_os("DSH_LLAMA_MODEL").map(PathBuf::from).or_else(|| {
-        let venv = python.parent()?.parent()?.to_path_buf();
-        find_gguf(&venv)
-    })?;
+    let model = std::env::var_os("DSH_LLAMA_MODEL")
+        .map(PathBuf::from)
+        .or_else(|| {
+            let venv = python.parent()?.parent()?.to_path_buf();
+            find_gguf(&venv)
+        })?;
     model.is_file().then_some((python, model))
 }
 
@@ -120,7 +122,10 @@ impl LlamaServer {
             }
             std::thread::sleep(Duration::from_millis(200));
         }
-        panic!("the llama.cpp server did not answer within 120 s:\n{}", self.log());
+        panic!(
+            "the llama.cpp server did not answer within 120 s:\n{}",
+            self.log()
+        );
     }
 
     fn log(&self) -> String {
@@ -199,6 +204,31 @@ impl Tap {
     /// Waits until streamed text has passed from the server to dsh.
     fn wait_first_text(&self, within: Duration) -> bool {
         self.first_text.lock().unwrap().recv_timeout(within).is_ok()
+    }
+}
+
+/// With `DSH_WIRE_RECORD_DIR` set (as `.ci/run` does), the requests dsh sent the real
+/// server join the mock's records for `conformance/wire_check.py` to validate against the
+/// official SDK's request types (the server's replies are its own, not checked).
+impl Drop for Tap {
+    fn drop(&mut self) {
+        let Some(dir) = std::env::var_os(dsh_test_support::mock_server::WIRE_RECORD_ENV) else {
+            return;
+        };
+        let dir = PathBuf::from(dir);
+        let _ = std::fs::create_dir_all(&dir);
+        for (i, request) in self.requests().into_iter().enumerate() {
+            let record = serde_json::json!({
+                "test": "local_model",
+                "path": "/v1/chat/completions",
+                "request": request,
+                "status": 200,
+                "generated": false,
+                "response": null,
+            });
+            let name = format!("local_model-{}-{}-{i}.json", std::process::id(), self.port);
+            let _ = std::fs::write(dir.join(name), record.to_string());
+        }
     }
 }
 
@@ -335,7 +365,9 @@ fn a_streamed_text_turn_from_a_real_server_is_recorded_and_resumes() {
         .map(|m| m["content"].to_string())
         .collect();
     assert!(
-        texts.iter().any(|t| t.contains("Say hello in one short sentence."))
+        texts
+            .iter()
+            .any(|t| t.contains("Say hello in one short sentence."))
             && texts.iter().any(|t| t.contains("Now say goodbye.")),
         "{texts:?}"
     );
@@ -355,7 +387,11 @@ fn a_tool_call_from_a_real_server_runs_and_its_result_goes_back_with_usage() {
     };
     let tap = Tap::new(&server);
     let run = Run::new();
-    std::fs::write(run.work.path().join("notes.txt"), "the launch code is 4417\n").unwrap();
+    std::fs::write(
+        run.work.path().join("notes.txt"),
+        "the launch code is 4417\n",
+    )
+    .unwrap();
     // llama-cpp-python offers the model tools only when tool_choice asks, and streams no
     // call the model chose itself: the two compat switches the README names for it.
     local_settings(&run, &tap, 8192, "stream: false, toolChoice: auto");
@@ -376,7 +412,12 @@ fn a_tool_call_from_a_real_server_runs_and_its_result_goes_back_with_usage() {
     let calls: Vec<Value> = events
         .iter()
         .filter(|e| e.is(types::ASSISTANT_MESSAGE))
-        .flat_map(|e| e.data["message"]["content"].as_array().cloned().unwrap_or_default())
+        .flat_map(|e| {
+            e.data["message"]["content"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+        })
         .filter(|b| b["type"] == "tool-call")
         .collect();
     assert!(
@@ -387,7 +428,10 @@ fn a_tool_call_from_a_real_server_runs_and_its_result_goes_back_with_usage() {
     let results = tool_texts(&events);
     assert!(!results.is_empty(), "its result is recorded: {err}");
     let requests = tap.requests();
-    assert!(requests.iter().all(|r| r["stream"] == false), "{requests:?}");
+    assert!(
+        requests.iter().all(|r| r["stream"] == false),
+        "{requests:?}"
+    );
     assert!(
         requests
             .iter()
@@ -400,7 +444,10 @@ fn a_tool_call_from_a_real_server_runs_and_its_result_goes_back_with_usage() {
             .as_array()
             .is_some_and(|m| m.iter().any(|m| m["role"] == "tool"))
     });
-    assert!(fed_back, "the tool result went back to the server: {requests:?}");
+    assert!(
+        fed_back,
+        "the tool result went back to the server: {requests:?}"
+    );
     let usage: Vec<&Value> = events
         .iter()
         .filter(|e| e.is(types::ASSISTANT_MESSAGE))
@@ -421,7 +468,11 @@ fn a_streamed_call_the_server_cannot_stream_says_which_switch_to_set() {
     };
     let tap = Tap::new(&server);
     let run = Run::new();
-    std::fs::write(run.work.path().join("notes.txt"), "the launch code is 4417\n").unwrap();
+    std::fs::write(
+        run.work.path().join("notes.txt"),
+        "the launch code is 4417\n",
+    )
+    .unwrap();
     local_settings(&run, &tap, 8192, "toolChoice: auto");
     let out = dsh(&run)
         .args(["headless", "Use the read tool to read the file notes.txt."])
@@ -533,8 +584,18 @@ fn child_output(child: &mut Child) -> std::process::Output {
     }
     let mut stdout = Vec::new();
     let mut stderr = Vec::new();
-    child.stdout.take().unwrap().read_to_end(&mut stdout).unwrap();
-    child.stderr.take().unwrap().read_to_end(&mut stderr).unwrap();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_end(&mut stdout)
+        .unwrap();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_end(&mut stderr)
+        .unwrap();
     std::process::Output {
         status: child.wait().unwrap(),
         stdout,

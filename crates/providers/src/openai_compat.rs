@@ -218,7 +218,9 @@ fn rejection_hint(route: &str, model: &str, base_url: &str) -> crate::transport:
             ));
         }
         if text.contains("streaming") && text.contains("tool") {
-            return Some(format!("the endpoint cannot stream that reply; {no_stream}"));
+            return Some(format!(
+                "the endpoint cannot stream that reply; {no_stream}"
+            ));
         }
         if matches!(status, 400 | 422) {
             if text.contains("tool_choice") {

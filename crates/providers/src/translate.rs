@@ -387,10 +387,10 @@ impl Translator {
                 };
                 // The legacy `function_call` some servers add beside `tool_calls` repeats
                 // the first call.
-                if message.get("tool_calls").is_some_and(|c| !c.is_null()) {
-                    if let Some(m) = message.as_object_mut() {
-                        m.remove("function_call");
-                    }
+                if message.get("tool_calls").is_some_and(|c| !c.is_null())
+                    && let Some(m) = message.as_object_mut()
+                {
+                    m.remove("function_call");
                 }
                 // A message's tool calls carry no `index`: their position is it.
                 if let Some(Value::Array(calls)) = message.get_mut("tool_calls") {

@@ -422,14 +422,20 @@ fn a_whole_completion_reads_like_the_stream_of_its_message() {
     );
     let usage = chunks.iter().find(|c| c["type"] == "usage").expect("usage");
     assert_eq!(usage["usage"]["inputTokens"], 207, "{usage}");
-    assert_eq!(chunks.last().expect("finish")["reason"]["kind"], "tool-calls", "{chunks:?}");
+    assert_eq!(
+        chunks.last().expect("finish")["reason"]["kind"],
+        "tool-calls",
+        "{chunks:?}"
+    );
 
     let text = json!({"choices": [{"message": {"role": "assistant", "content": "Hello."}, "finish_reason": "stop"}]});
     let chunks = Translator::new(ReasoningField::ReasoningContentOrReasoning)
         .completion(text.to_string().as_bytes())
         .expect("a completion");
     assert!(
-        chunks.iter().any(|c| matches!(c, StreamChunk::TextDelta { text, .. } if text == "Hello.")),
+        chunks
+            .iter()
+            .any(|c| matches!(c, StreamChunk::TextDelta { text, .. } if text == "Hello.")),
         "{chunks:?}"
     );
 
