@@ -290,15 +290,7 @@ fn answers(events: &[Arc<dsh_session::Event>]) -> Vec<String> {
     events
         .iter()
         .filter(|e| e.is(types::ASSISTANT_MESSAGE))
-        .map(|e| {
-            e.data["message"]["content"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter(|b| b["type"] == "text")
-                .filter_map(|b| b["text"].as_str())
-                .collect()
-        })
+        .map(|e| common::message_text(&e.data["message"]))
         .collect()
 }
 
@@ -313,12 +305,9 @@ fn assert_done(out: &std::process::Output, server: &LlamaServer) {
 
 #[test]
 fn a_streamed_text_turn_from_a_real_server_is_recorded_and_resumes() {
-    let Some(server) = LlamaServer::start(8192, None) else {
+    let Some((server, tap, run)) = served(8192, None, "") else {
         return;
     };
-    let tap = Tap::new(&server);
-    let run = Run::new();
-    local_settings(&run, &tap, 8192, "");
     let out = dsh(&run)
         .args(["headless", "Say hello in one short sentence."])
         .output()
@@ -380,21 +369,46 @@ fn a_streamed_text_turn_from_a_real_server_is_recorded_and_resumes() {
     );
 }
 
-#[test]
-fn a_tool_call_from_a_real_server_runs_and_its_result_goes_back_with_usage() {
-    let Some(server) = LlamaServer::start(8192, Some("chatml-function-calling")) else {
-        return;
-    };
+/// A server with `n_ctx` tokens (and a chat format), its tap, and a run whose settings route
+/// the default model to it with `compat` switches.
+fn served(n_ctx: u32, chat_format: Option<&str>, compat: &str) -> Option<(LlamaServer, Tap, Run)> {
+    let server = LlamaServer::start(n_ctx, chat_format)?;
     let tap = Tap::new(&server);
     let run = Run::new();
+    local_settings(&run, &tap, 8192, compat);
+    Some((server, tap, run))
+}
+
+/// A server in llama-cpp-python's function-calling format and a workspace with a file to
+/// read.
+fn tool_server(compat: &str) -> Option<(LlamaServer, Tap, Run)> {
+    let served = served(8192, Some("chatml-function-calling"), compat)?;
     std::fs::write(
-        run.work.path().join("notes.txt"),
+        served.2.work.path().join("notes.txt"),
         "the launch code is 4417\n",
     )
     .unwrap();
+    Some(served)
+}
+
+/// The data of the last `turn/end` of `run`'s one session.
+fn last_turn_end(run: &Run) -> Value {
+    let events = run.session();
+    let end = events
+        .iter()
+        .rev()
+        .find(|e| e.is(types::TURN_END))
+        .expect("the turn is closed");
+    serde_json::to_value(&end.data).unwrap()
+}
+
+#[test]
+fn a_tool_call_from_a_real_server_runs_and_its_result_goes_back_with_usage() {
     // llama-cpp-python offers the model tools only when tool_choice asks, and streams no
     // call the model chose itself: the two compat switches the README names for it.
-    local_settings(&run, &tap, 8192, "stream: false, toolChoice: auto");
+    let Some((server, tap, run)) = tool_server("stream: false, toolChoice: auto") else {
+        return;
+    };
     let patch = run.work.path().join("steps.yml");
     std::fs::write(
         &patch,
@@ -463,17 +477,9 @@ fn a_tool_call_from_a_real_server_runs_and_its_result_goes_back_with_usage() {
 
 #[test]
 fn a_streamed_call_the_server_cannot_stream_says_which_switch_to_set() {
-    let Some(server) = LlamaServer::start(8192, Some("chatml-function-calling")) else {
+    let Some((_server, _tap, run)) = tool_server("toolChoice: auto") else {
         return;
     };
-    let tap = Tap::new(&server);
-    let run = Run::new();
-    std::fs::write(
-        run.work.path().join("notes.txt"),
-        "the launch code is 4417\n",
-    )
-    .unwrap();
-    local_settings(&run, &tap, 8192, "toolChoice: auto");
     let out = dsh(&run)
         .args(["headless", "Use the read tool to read the file notes.txt."])
         .output()
@@ -491,12 +497,9 @@ fn a_prompt_past_the_real_context_window_is_reported_as_such() {
     // The server holds 1024 tokens while the settings claim more: the server itself refuses.
     // Streamed, llama-cpp-python fails after its 200 without a word (the hint then points at
     // stream: false); asked for one reply, it answers with an OpenAI-shaped error.
-    let Some(server) = LlamaServer::start(1024, None) else {
+    let Some((_server, tap, run)) = served(1024, None, "") else {
         return;
     };
-    let tap = Tap::new(&server);
-    let run = Run::new();
-    local_settings(&run, &tap, 8192, "");
     let task = "Summarize this. ".repeat(400);
     let out = dsh(&run).args(["headless", &task]).output().unwrap();
     let err = stderr(&out);
@@ -506,7 +509,6 @@ fn a_prompt_past_the_real_context_window_is_reported_as_such() {
     );
     let run = Run::new();
     local_settings(&run, &tap, 8192, "stream: false");
-    let task = "Summarize this. ".repeat(400);
     let out = dsh(&run).args(["headless", &task]).output().unwrap();
     let err = stderr(&out);
     assert_eq!(out.status.code(), Some(1), "{err}");
@@ -514,27 +516,18 @@ fn a_prompt_past_the_real_context_window_is_reported_as_such() {
         err.contains("CONTEXT_WINDOW_EXCEEDED") && err.contains("maximum context length is 1024"),
         "{err}"
     );
-    let events = run.session();
-    let end = events
-        .iter()
-        .rev()
-        .find(|e| e.is(types::TURN_END))
-        .expect("the turn is closed");
+    let end = last_turn_end(&run);
     assert_eq!(
-        end.data["reason"]["error"]["code"], "CONTEXT_WINDOW_EXCEEDED",
-        "{:?}",
-        end.data
+        end["reason"]["error"]["code"], "CONTEXT_WINDOW_EXCEEDED",
+        "{end}"
     );
 }
 
 #[test]
 fn cancelling_mid_stream_keeps_the_session() {
-    let Some(server) = LlamaServer::start(8192, None) else {
+    let Some((server, tap, run)) = served(8192, None, "") else {
         return;
     };
-    let tap = Tap::new(&server);
-    let run = Run::new();
-    local_settings(&run, &tap, 8192, "");
     let mut child = dsh(&run)
         .args(["headless", "Write a long story about a lighthouse keeper."])
         .stdout(Stdio::piped())
@@ -554,13 +547,8 @@ fn cancelling_mid_stream_keeps_the_session() {
     assert!(status.success());
     let out = child_output(&mut child);
     assert_eq!(out.status.code(), Some(130), "{}", stderr(&out));
-    let events = run.session();
-    let end = events
-        .iter()
-        .rev()
-        .find(|e| e.is(types::TURN_END))
-        .expect("the turn is closed");
-    assert_eq!(end.data["reason"]["kind"], "aborted", "{:?}", end.data);
+    let end = last_turn_end(&run);
+    assert_eq!(end["reason"]["kind"], "aborted", "{end}");
     // The session goes on afterwards.
     let id = run.only_session();
     let out = dsh(&run)

@@ -26,6 +26,8 @@
 //! Skips (passing, with a printed SKIP) when `../shared/conformance/sdk` is absent.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
 
+mod common;
+
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -785,15 +787,7 @@ fn final_response(notifications: &[Value], root: &str) -> String {
         .filter(|n| n["method"] == "session.event" && n["params"]["sessionId"] == root)
         .map(|n| &n["params"]["event"])
         .rfind(|e| e["type"] == "assistant/message")
-        .map(|e| {
-            e["data"]["message"]["content"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter(|b| b["type"] == "text")
-                .filter_map(|b| b["text"].as_str())
-                .collect()
-        })
+        .map(|e| common::message_text(&e["data"]["message"]))
         .unwrap_or_default()
 }
 

@@ -170,7 +170,13 @@ impl OpenAiCompatAdapter {
             base_url: base_url.clone(),
             headers,
             body: dsh_kernel::json::to_string(&body),
-            idle_timeout_ms: profile.stream_idle_timeout_ms,
+            // A reply in one piece sends nothing until it is complete: only the request's
+            // deadline bounds the wait.
+            idle_timeout_ms: if compat.stream {
+                profile.stream_idle_timeout_ms
+            } else {
+                profile.request_timeout_ms
+            },
             request_timeout_ms: profile.request_timeout_ms,
             cancel: options.cancel.clone(),
             vendor,

@@ -93,6 +93,17 @@ pub fn call(id: &str, name: &str, args: Value) -> Reply {
     Reply::tool_call(id, name, &args.to_string())
 }
 
+/// The concatenated text blocks of a message (`{role, content: [blocks]}`).
+pub fn message_text(message: &Value) -> String {
+    message["content"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|b| b["type"] == "text")
+        .filter_map(|b| b["text"].as_str())
+        .collect()
+}
+
 /// The text of every tool result in `events`, in order.
 pub fn tool_texts(events: &[Arc<Event>]) -> Vec<String> {
     events
