@@ -123,7 +123,9 @@ pub struct OpenAiCompatSwitches {
     pub reasoning_passback: bool,
     /// Ask for a streamed reply (default true). `false` asks for one JSON completion, for
     /// servers that cannot stream some replies: llama-cpp-python streams no usage and no tool
-    /// call its `chatml-function-calling` format chose itself.
+    /// call its `chatml-function-calling` format chose itself. Such a reply is bounded by
+    /// `requestTimeoutMs` only (it sends nothing until done; `streamIdleTimeoutMs` does not
+    /// apply).
     pub stream: bool,
     /// `tool_choice` sent with the tools (default: not sent). Servers that offer tools to
     /// the model only when asked (llama-cpp-python's `chatml-function-calling`) need `auto`.
