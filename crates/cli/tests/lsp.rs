@@ -231,6 +231,30 @@ fn the_default_tree_discovers_rust_analyzer() {
         );
         return;
     }
+    // rust-analyzer also reads the cargo metadata of the standard library's own workspace,
+    // whose dependencies it fetches from crates.io the first time; the sandbox gives it no
+    // network, and without them in the cargo cache it answers nothing at all.
+    let library = Path::new(&sysroot).join("lib/rustlib/src/rust/library/Cargo.toml");
+    let cached = Command::new("cargo")
+        .args([
+            "metadata",
+            "--format-version",
+            "1",
+            "--offline",
+            "--manifest-path",
+        ])
+        .arg(&library)
+        .env("RUSTC_BOOTSTRAP", "1")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !cached {
+        dsh_test_support::prereq::skip(&format!(
+            "the cargo cache lacks the standard library's dependencies, which rust-analyzer \
+             needs (`RUSTC_BOOTSTRAP=1 cargo metadata --format-version 1 --manifest-path {}`)",
+            library.display()
+        ));
+        return;
+    }
     let run = Run::new();
     let work = run.work.path();
     std::fs::create_dir(work.join("src")).unwrap();
