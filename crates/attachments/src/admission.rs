@@ -94,13 +94,33 @@ pub fn admit_prompt_images(
     model: &str,
     images: &[SaveImage],
 ) -> Result<Vec<ImageAttachmentRef>, AdmissionError> {
-    let Some(store) = root.get::<AttachmentStore>() else {
-        return Err(AdmissionError::Refused {
+    let store = mounted_store(root)?;
+    check_image_route(root, provider, model)?;
+    save_batch(&store, images)
+}
+
+/// Stores a prompt's images whatever the route: a text-only model is then shown a
+/// placeholder for each (the runtime's projection) while the log keeps the image, as
+/// upstream 0.2's SDK runtime does. Blocking, like [`admit_prompt_images`].
+pub fn store_prompt_images(
+    root: &Context,
+    images: &[SaveImage],
+) -> Result<Vec<ImageAttachmentRef>, AdmissionError> {
+    save_batch(&*mounted_store(root)?, images)
+}
+
+fn mounted_store(root: &Context) -> Result<std::sync::Arc<AttachmentStore>, AdmissionError> {
+    root.get::<AttachmentStore>()
+        .ok_or_else(|| AdmissionError::Refused {
             reason: "ATTACHMENTS_UNAVAILABLE",
             message: "no attachment store is mounted".into(),
-        });
-    };
-    check_image_route(root, provider, model)?;
+        })
+}
+
+fn save_batch(
+    store: &AttachmentStore,
+    images: &[SaveImage],
+) -> Result<Vec<ImageAttachmentRef>, AdmissionError> {
     store.save_images(images).map_err(|e| {
         if e.code.is_admission() {
             AdmissionError::Refused {

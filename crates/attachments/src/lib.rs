@@ -17,7 +17,10 @@ mod probe;
 mod store;
 mod wire;
 
-pub use admission::{AdmissionError, admit_prompt_images, check_image_route, decode_prompt_image};
+pub use admission::{
+    AdmissionError, admit_prompt_images, check_image_route, decode_prompt_image,
+    store_prompt_images,
+};
 pub use error::{AttachmentError, AttachmentErrorCode};
 pub use limits::ImageLimits;
 pub use plugin::{AttachmentLocalPlugin, AttachmentsMounted, register_catalog};

@@ -800,17 +800,40 @@ fn an_sdk_prompt_image_is_stored_and_sent_to_the_vision_model() {
 }
 
 #[test]
-fn an_sdk_image_prompt_to_a_text_only_model_is_refused_naming_it() {
+fn an_sdk_image_prompt_to_a_text_only_model_runs_with_a_placeholder() {
+    // Upstream 0.2's SDK runtime stores the image whatever the route; a text-only model is
+    // shown a placeholder naming the attachment, and the log keeps the image.
     let run = Run::new();
     let server = MockServer::with_replies([Reply::text("DONE")]).answer_untooled("T");
     let mut sdk = Sdk::start(&server, &run, "deepseek-v4-flash");
     let data = dsh_attachments::encode_base64(&png(4, 4));
-    let refused = sdk.call(
+    let ok = sdk.call(
         "session/prompt",
-        json!({"sessionId": "s", "contentBlocks": [{"type": "image", "mimeType": "image/png", "data": data}]}),
+        json!({"sessionId": "s", "contentBlocks": [
+            {"type": "text", "text": "What is this? "},
+            {"type": "image", "mimeType": "image/png", "data": data},
+        ]}),
     );
-    let message = refused["error"]["message"].as_str().unwrap_or_default();
-    assert!(message.contains("deepseek-v4-flash"), "{refused}");
-    assert!(sdk.user_messages().is_empty());
-    assert!(model_requests(&server).is_empty());
+    assert!(ok["result"]["messageId"].is_string(), "{ok}");
+    sdk.until_idle();
+    let messages = sdk.user_messages();
+    assert_eq!(messages.len(), 1, "{messages:#?}");
+    let id = messages[0]["content"][1]["attachment"]["attachmentId"]
+        .as_str()
+        .expect("the log keeps the image")
+        .to_string();
+    let requests = model_requests(&server);
+    assert_eq!(requests.len(), 1, "{requests:#?}");
+    let body = requests[0].to_string();
+    assert!(
+        !body.contains("image_url") && !body.contains(&data),
+        "{body}"
+    );
+    let digest = &id["sha256:".len().."sha256:".len() + 8];
+    assert!(
+        body.contains(&format!(
+            "[image omitted because this model accepts text only; attachment sha256:{digest}]"
+        )),
+        "{body}"
+    );
 }

@@ -331,7 +331,8 @@ impl Server {
     }
 
     async fn prompt(self: &Arc<Self>, params: Option<Value>) -> Result<Value, RpcError> {
-        let route = self.route()?;
+        // Initialized and not shutting down.
+        self.route()?;
         let id = Self::session_id(&params, "session/prompt")?;
         let mut content = Vec::new();
         let mut images = Vec::new();
@@ -350,8 +351,8 @@ impl Server {
                         .unwrap_or_default(),
                 )),
                 Some("image") => {
-                    // Decoded now, stored below once the session's route is known; a
-                    // placeholder keeps the block's place in the message.
+                    // Decoded now, stored below once the session is found; a placeholder
+                    // keeps the block's place in the message.
                     let image = dsh_attachments::decode_prompt_image(
                         block
                             .get("mimeType")
@@ -378,10 +379,10 @@ impl Server {
         let agent = self.session(&id).await?;
         if !images.is_empty() {
             // The whole batch is stored before anything is queued; a refusal queues nothing.
-            let (provider, model) = agent.current_route((&route.provider, &route.model));
+            // Any route takes it: a text-only model sees a placeholder per image.
             let root = self.root.clone();
             let refs = tokio::task::spawn_blocking(move || {
-                dsh_attachments::admit_prompt_images(&root, &provider, &model, &images)
+                dsh_attachments::store_prompt_images(&root, &images)
             })
             .await
             .map_err(fail)?
