@@ -567,3 +567,89 @@ fn goal_state_crosses_between_ours_and_upstream_021() {
         .collect();
     assert_eq!(operations, [Value::from("create")]);
 }
+
+/// A 4x4 red RGB PNG with real deflated pixel data (upstream decodes the pixels).
+const RED_PNG: [u8; 73] = [
+    137, 80, 78, 71, 13, 10, 26, 10, 0, 0, 0, 13, 73, 72, 68, 82, 0, 0, 0, 4, 0, 0, 0, 4, 8, 2, 0,
+    0, 0, 38, 147, 9, 41, 0, 0, 0, 16, 73, 68, 65, 84, 120, 156, 99, 248, 207, 192, 0, 71, 12, 196,
+    113, 0, 174, 147, 15, 241, 208, 95, 35, 158, 0, 0, 0, 0, 73, 69, 78, 68, 174, 66, 96, 130,
+];
+
+/// What the model is shown for an image prompt to a text-only model through the SDK
+/// runtime (`--profile sdk`): the text of the placeholder in the last model request.
+fn sdk_image_placeholder(program: &Path, machine: &Machine, mock: &Mock) -> String {
+    use std::io::{BufRead as _, Write as _};
+    let mut child = Command::new(program)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", machine.home.path())
+        .env("DSH_HOME", machine.home.path().join(".dsh"))
+        .env("DSH_TELEMETRY_DISABLED", "1")
+        .env("DEEPSEEK_API_KEY", "sk-mock")
+        .env("DEEPSEEK_BASE_URL", &mock.url)
+        .current_dir(machine.work.path())
+        .args(["--profile", "sdk"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut call = |id: u64, method: &str, params: Value| -> Value {
+        let frame =
+            serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        writeln!(stdin, "{frame}").unwrap();
+        stdin.flush().unwrap();
+        loop {
+            let line = lines.next().expect("the runtime answers").unwrap();
+            let f: Value = serde_json::from_str(&line).unwrap();
+            if f["id"] == id {
+                return f;
+            }
+        }
+    };
+    let init = call(
+        1,
+        "initialize",
+        serde_json::json!({"cwd": machine.work.path(), "provider": "deepseek-official", "model": "deepseek-v4-flash"}),
+    );
+    assert!(init.get("result").is_some(), "{init}");
+    let data = dsh_attachments::encode_base64(&RED_PNG);
+    let sent = call(
+        2,
+        "session/prompt",
+        serde_json::json!({"sessionId": "s", "contentBlocks": [
+            {"type": "text", "text": "What is this?"},
+            {"type": "image", "mimeType": "image/png", "data": data},
+        ]}),
+    );
+    assert!(sent["result"]["messageId"].is_string(), "{sent}");
+    let marker = "[image omitted because this model accepts text only; attachment sha256:";
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let placeholder = loop {
+        let body = mock.last_request_body();
+        if let Some(at) = body.find(marker) {
+            let rest = &body[at..];
+            break rest[..rest.find(']').unwrap() + 1].to_string();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no model request with the placeholder: {body}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let _ = child.kill();
+    let _ = child.wait();
+    placeholder
+}
+
+#[test]
+fn an_sdk_image_prompt_to_a_text_only_model_matches_upstream_021() {
+    let Some((bench, bin)) = setup() else { return };
+    let mock = Mock::start(&bench, "a-hello.json");
+    let theirs = sdk_image_placeholder(&bin, &Machine::new(), &mock);
+    mock.reset();
+    let ours = sdk_image_placeholder(Path::new(env!("CARGO_BIN_EXE_dsh")), &Machine::new(), &mock);
+    assert_eq!(ours, theirs);
+}
