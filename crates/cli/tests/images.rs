@@ -700,6 +700,19 @@ impl Sdk {
     }
 
     /// Reads notifications until the session goes idle.
+    /// Prompts "What is this? " with the image `data` and waits until the turn is over.
+    fn prompt_image(&mut self, data: &str) {
+        let ok = self.call(
+            "session/prompt",
+            json!({"sessionId": "s", "contentBlocks": [
+                {"type": "text", "text": "What is this? "},
+                {"type": "image", "mimeType": "image/png", "data": data},
+            ]}),
+        );
+        assert!(ok["result"]["messageId"].is_string(), "{ok}");
+        self.until_idle();
+    }
+
     fn until_idle(&mut self) {
         loop {
             let f: Value = serde_json::from_str(&self.lines.next().unwrap().unwrap()).unwrap();
@@ -760,15 +773,7 @@ fn an_sdk_prompt_image_is_stored_and_sent_to_the_vision_model() {
     }
     assert!(sdk.user_messages().is_empty(), "nothing was queued");
 
-    let ok = sdk.call(
-        "session/prompt",
-        json!({"sessionId": "s", "contentBlocks": [
-            {"type": "text", "text": "What is this? "},
-            {"type": "image", "mimeType": "image/png", "data": data},
-        ]}),
-    );
-    assert!(ok["result"]["messageId"].is_string(), "{ok}");
-    sdk.until_idle();
+    sdk.prompt_image(&data);
     // The log keeps a reference to the stored copy, never the bytes.
     let messages = sdk.user_messages();
     assert_eq!(messages.len(), 1, "{messages:#?}");
@@ -807,15 +812,7 @@ fn an_sdk_image_prompt_to_a_text_only_model_runs_with_a_placeholder() {
     let server = MockServer::with_replies([Reply::text("DONE")]).answer_untooled("T");
     let mut sdk = Sdk::start(&server, &run, "deepseek-v4-flash");
     let data = dsh_attachments::encode_base64(&png(4, 4));
-    let ok = sdk.call(
-        "session/prompt",
-        json!({"sessionId": "s", "contentBlocks": [
-            {"type": "text", "text": "What is this? "},
-            {"type": "image", "mimeType": "image/png", "data": data},
-        ]}),
-    );
-    assert!(ok["result"]["messageId"].is_string(), "{ok}");
-    sdk.until_idle();
+    sdk.prompt_image(&data);
     let messages = sdk.user_messages();
     assert_eq!(messages.len(), 1, "{messages:#?}");
     let id = messages[0]["content"][1]["attachment"]["attachmentId"]

@@ -133,7 +133,17 @@ impl Machine {
     }
 
     fn command(&self, program: &Path, mock: &Mock, args: &[&str]) -> Output {
-        Command::new(program)
+        self.program(program, mock)
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap()
+    }
+
+    /// `program` on this machine, pointed at `mock`.
+    fn program(&self, program: &Path, mock: &Mock) -> Command {
+        let mut command = Command::new(program);
+        command
             .env_clear()
             .env("PATH", std::env::var("PATH").unwrap_or_default())
             .env("HOME", self.home.path())
@@ -144,11 +154,8 @@ impl Machine {
             // 0.2.1 refuses confined commands where it finds no sandbox; the sandbox is not
             // what these tests compare.
             .env("DSH_PERMISSION_MODE", "danger-full-access")
-            .current_dir(self.work.path())
-            .args(args)
-            .stdin(Stdio::null())
-            .output()
-            .unwrap()
+            .current_dir(self.work.path());
+        command
     }
 
     fn ours(&self, mock: &Mock, args: &[&str]) -> Output {
@@ -579,15 +586,8 @@ const RED_PNG: [u8; 73] = [
 /// runtime (`--profile sdk`): the text of the placeholder in the last model request.
 fn sdk_image_placeholder(program: &Path, machine: &Machine, mock: &Mock) -> String {
     use std::io::{BufRead as _, Write as _};
-    let mut child = Command::new(program)
-        .env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .env("HOME", machine.home.path())
-        .env("DSH_HOME", machine.home.path().join(".dsh"))
-        .env("DSH_TELEMETRY_DISABLED", "1")
-        .env("DEEPSEEK_API_KEY", "sk-mock")
-        .env("DEEPSEEK_BASE_URL", &mock.url)
-        .current_dir(machine.work.path())
+    let mut child = machine
+        .program(program, mock)
         .args(["--profile", "sdk"])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
