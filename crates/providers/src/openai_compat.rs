@@ -208,49 +208,47 @@ fn rejection_hint(route: &str, model: &str, base_url: &str) -> crate::transport:
     std::sync::Arc::new(move |failure: &dsh_llm::LlmFailure| {
         let text = failure.message.to_ascii_lowercase();
         let status = failure.status.unwrap_or(0);
-        let switch = |name: &str, value: &str| {
-            format!(
-                "the endpoint does not take that parameter: set compat: {{{name}: {value}}} on provider \"{route}\" in the {OPENAI_COMPAT_PLUGIN} section of settings.yaml"
-            )
-        };
+        let at = format!(
+            "on provider \"{route}\" in the {OPENAI_COMPAT_PLUGIN} section of settings.yaml"
+        );
         // llama-cpp-python's chatml-function-calling cannot stream a call its model chose:
         // it fails after answering 200 (the stream ends before any event) or says so.
-        let no_stream = format!(
-            "llama-cpp-python's server fails a stream this way for a tool call its model chose and for a prompt past its context; with compat: {{stream: false}} on provider \"{route}\" in the {OPENAI_COMPAT_PLUGIN} section of settings.yaml it answers, or names its error, in one reply"
-        );
+        let no_stream = || {
+            format!(
+                "llama-cpp-python's server fails a stream this way for a tool call its model chose and for a prompt past its context; with compat: {{stream: false}} {at} it answers, or names its error, in one reply"
+            )
+        };
         if failure.code == dsh_llm::codes::STREAM_CLOSED {
             return Some(format!(
-                "the endpoint ended the stream before sending anything (its own log says why); {no_stream}"
+                "the endpoint ended the stream before sending anything (its own log says why); {}",
+                no_stream()
             ));
         }
         if text.contains("streaming") && text.contains("tool") {
             return Some(format!(
-                "the endpoint cannot stream that reply; {no_stream}"
+                "the endpoint cannot stream that reply; {}",
+                no_stream()
             ));
         }
         if matches!(status, 400 | 422) {
             if text.contains("tool_choice") {
                 return Some(format!(
-                    "the endpoint does not take that tool_choice: remove compat.toolChoice (or pick auto, required or none) on provider \"{route}\" in the {OPENAI_COMPAT_PLUGIN} section of settings.yaml"
+                    "the endpoint does not take that tool_choice: remove compat.toolChoice (or pick auto, required or none) {at}"
                 ));
             }
-            if text.contains("stream_options") {
-                return Some(switch("supportsUsageInStreaming", "false"));
-            }
-            if text.contains("reasoning_effort") {
-                return Some(switch("supportsReasoningEffort", "false"));
-            }
-            if text.contains("max_completion_tokens") {
-                return Some(switch("maxTokensField", "max_tokens"));
-            }
-            if text.contains("max_tokens") {
-                return Some(switch("maxTokensField", "max_completion_tokens"));
-            }
-            if text.contains("developer") {
-                return Some(switch("supportsDeveloperRole", "false"));
-            }
-            if text.contains("reasoning_content") {
-                return Some(switch("reasoningPassback", "false"));
+            // The first parameter named in the refusal, and the switch that drops it.
+            const SWITCHES: [(&str, &str, &str); 6] = [
+                ("stream_options", "supportsUsageInStreaming", "false"),
+                ("reasoning_effort", "supportsReasoningEffort", "false"),
+                ("max_completion_tokens", "maxTokensField", "max_tokens"),
+                ("max_tokens", "maxTokensField", "max_completion_tokens"),
+                ("developer", "supportsDeveloperRole", "false"),
+                ("reasoning_content", "reasoningPassback", "false"),
+            ];
+            if let Some((_, name, value)) = SWITCHES.iter().find(|(p, _, _)| text.contains(p)) {
+                return Some(format!(
+                    "the endpoint does not take that parameter: set compat: {{{name}: {value}}} {at}"
+                ));
             }
         }
         let unknown_model = text.contains("model")

@@ -435,6 +435,9 @@ impl Translator {
                 }
             })
             .collect();
+        if let Some(usage) = self.pending_usage.take() {
+            out.push(StreamChunk::Usage { usage });
+        }
         if let Some(index) = nameless {
             out.push(StreamChunk::finish(FinishReason::Error(LlmFailure::new(
                 codes::MALFORMED_RESPONSE,
@@ -445,9 +448,6 @@ impl Translator {
                 ),
             ))));
             return out;
-        }
-        if let Some(usage) = self.pending_usage.take() {
-            out.push(StreamChunk::Usage { usage });
         }
         let reason = match self.pending_finish.take().unwrap_or(FinishReason::Stop) {
             FinishReason::Stop if self.blocks.is_empty() => FinishReason::Error(LlmFailure::new(
