@@ -89,6 +89,29 @@ fn the_python_sdk_runs_turns_moves_and_resumes_a_session() {
             && types.last() == Some(&"turn/end"),
         "{types:?}"
     );
+    // 0.2's event shapes (what the published SDK reads): the log's v4 rows with dense
+    // seqs, a `role: "tool"` result naming its call, the system prompt as its own row, and
+    // no stream chunk of its own.
+    let result = &turns["second"]["tool_results"][0];
+    assert_eq!(result["role"], "tool", "{result}");
+    assert_eq!(result["toolCallId"], "c1");
+    assert_eq!(result["isError"], false);
+    assert_eq!(result["content"][0]["text"], "from-bash\n");
+    let first_types = turns["first"]["event_types"].to_string();
+    assert!(first_types.contains("\"system/message\""), "{first_types}");
+    let mut seqs = Vec::new();
+    for run in ["first", "second", "third"] {
+        let types = turns[run]["event_types"].to_string();
+        assert!(!types.contains("assistant/chunk"), "{run}: {types}");
+        seqs.extend(
+            turns[run]["seqs"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|s| s.as_u64().unwrap()),
+        );
+    }
+    assert!(seqs.windows(2).all(|w| w[0] < w[1]), "{seqs:?}");
     assert_eq!(
         turns["second"]["statuses"]
             .as_array()
@@ -119,6 +142,18 @@ fn the_python_sdk_runs_turns_moves_and_resumes_a_session() {
     assert_eq!(
         resumed["resumed"]["final_response"],
         "after the restart, still here"
+    );
+    // A resumed session's rows go on from the stored log's.
+    let resumed_seqs: Vec<u64> = resumed["resumed"]["seqs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s.as_u64().unwrap())
+        .collect();
+    assert!(
+        resumed_seqs[0] > *seqs.last().unwrap()
+            && resumed_seqs.windows(2).all(|w| w[1] == w[0] + 1),
+        "{resumed_seqs:?} after {seqs:?}"
     );
     let last = server.requests().last().unwrap().json.clone().unwrap();
     let history = last["messages"].to_string();
@@ -351,7 +386,7 @@ fn the_sdk_minimal_profile_offers_upstream_021s_minimal_tools_and_a_persistent_b
         let f = next();
         let e = &f["params"]["event"];
         if e["type"] == "tool/result" {
-            results.push(e["data"]["message"]["content"][0]["content"][0]["text"].clone());
+            results.push(e["data"]["message"]["content"][0]["text"].clone());
         }
         if f["method"] == "session.status" && f["params"]["status"] == "idle" {
             break;

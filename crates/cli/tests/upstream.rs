@@ -653,3 +653,142 @@ fn an_sdk_image_prompt_to_a_text_only_model_matches_upstream_021() {
     let ours = sdk_image_placeholder(Path::new(env!("CARGO_BIN_EXE_dsh")), &Machine::new(), &mock);
     assert_eq!(ours, theirs);
 }
+
+/// The `session.event` notifications of one SDK-runtime turn (`--profile sdk`), until the
+/// session reports `idle`.
+fn sdk_turn_events(program: &Path, machine: &Machine, mock: &Mock, prompt: &str) -> Vec<Value> {
+    use std::io::{BufRead as _, Write as _};
+    let mut child = machine
+        .program(program, mock)
+        .args(["--profile", "sdk"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel::<Value>();
+    let stdout = child.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(serde_json::from_str(&line).unwrap()).is_err() {
+                break;
+            }
+        }
+    });
+    let mut send = |id: u64, method: &str, params: Value| {
+        let frame =
+            serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        writeln!(stdin, "{frame}").unwrap();
+        stdin.flush().unwrap();
+    };
+    send(
+        1,
+        "initialize",
+        serde_json::json!({"cwd": machine.work.path(), "provider": "deepseek-official", "model": "deepseek-v4-flash"}),
+    );
+    let answered = |id: u64| loop {
+        let f = rx
+            .recv_timeout(Duration::from_secs(60))
+            .expect("the runtime answers");
+        if f["id"] == id {
+            assert!(f.get("result").is_some(), "{f}");
+            break;
+        }
+    };
+    answered(1);
+    send(
+        2,
+        "session/prompt",
+        serde_json::json!({"sessionId": "s", "contentBlocks": [{"type": "text", "text": prompt}]}),
+    );
+    let mut events = Vec::new();
+    loop {
+        let f = rx
+            .recv_timeout(Duration::from_secs(60))
+            .expect("the runtime reports the turn");
+        assert!(f.get("error").is_none(), "{f}");
+        match f["method"].as_str() {
+            Some("session.event") => events.push(f["params"]["event"].clone()),
+            Some("session.status") if f["params"]["status"] == "idle" && !events.is_empty() => {
+                break;
+            }
+            _ => {}
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    events
+}
+
+/// The keys of the message an event carries (`data.message`), sorted.
+fn message_keys(events: &[Value], event_type: &str) -> Vec<Vec<String>> {
+    events
+        .iter()
+        .filter(|e| e["type"] == event_type)
+        .map(|e| {
+            let mut keys: Vec<String> = e["data"]["message"]
+                .as_object()
+                .map(|m| m.keys().cloned().collect())
+                .unwrap_or_default();
+            keys.sort();
+            keys
+        })
+        .collect()
+}
+
+#[test]
+fn the_sdk_event_stream_matches_upstream_021() {
+    let Some((bench, bin)) = setup() else { return };
+    let mock = Mock::start(&bench, "b-echo.json");
+    let theirs = sdk_turn_events(&bin, &Machine::new(), &mock, "run echo");
+    mock.reset();
+    let ours = sdk_turn_events(
+        Path::new(env!("CARGO_BIN_EXE_dsh")),
+        &Machine::new(),
+        &mock,
+        "run echo",
+    );
+    for (who, events) in [("0.2.1", &theirs), ("ours", &ours)] {
+        // The log's rows: dense seqs from 0, and no stream chunk of its own.
+        let seqs: Vec<u64> = events.iter().map(|e| e["seq"].as_u64().unwrap()).collect();
+        assert_eq!(seqs, (0..events.len() as u64).collect::<Vec<_>>(), "{who}");
+        assert!(
+            events.iter().all(|e| e["type"] != "assistant/chunk"),
+            "{who}"
+        );
+        // The system prompt is the first step's own row.
+        let step = events
+            .iter()
+            .position(|e| e["type"] == "step/start")
+            .unwrap();
+        assert_eq!(events[step + 1]["type"], "system/message", "{who}");
+        // A tool result cites its call's row.
+        let result = events.iter().find(|e| e["type"] == "tool/result").unwrap();
+        let call = result["sourceEventSeqs"][0].as_u64().unwrap() as usize;
+        assert_eq!(events[call]["type"], "tool/call", "{who}");
+        assert_eq!(
+            result["data"]["message"]["toolCallId"], events[call]["data"]["callId"],
+            "{who}"
+        );
+        assert_eq!(result["data"]["message"]["isError"], false, "{who}");
+        // Assistant messages carry their stream.
+        assert!(
+            events
+                .iter()
+                .filter(|e| e["type"] == "assistant/message")
+                .all(|e| e["data"]["stream"].is_array()),
+            "{who}"
+        );
+    }
+    let types = |events: &[Value]| durable_types(events);
+    assert_eq!(types(&theirs), types(&ours), "event types, in order");
+    for t in ["tool/result", "system/message", "assistant/message"] {
+        assert_eq!(
+            message_keys(&theirs, t),
+            message_keys(&ours, t),
+            "{t} message keys"
+        );
+    }
+}

@@ -2,6 +2,7 @@
 //! published SDKs drive. See README.md for what it owns and its invariants.
 
 mod server;
+mod stream;
 
 use std::sync::Arc;
 

@@ -13,9 +13,7 @@ use dsh_agent::{
 use dsh_kernel::{Context, ListenOptions};
 use dsh_llm::{ContentBlock, LlmRuntime, Message, MessageSource, codes};
 use dsh_persistence::{PersistenceError, SessionFiles};
-use dsh_session::{
-    CancelCause, InboxTarget, RecordFormat, SessionAppended, SessionCreated, write_event,
-};
+use dsh_session::{CancelCause, InboxTarget, SessionAppended, SessionCreated};
 use serde_json::{Value, json};
 
 /// Every failure answers `-32603` with a plain message, as upstream's runtime does.
@@ -66,16 +64,23 @@ impl Server {
             efforts: Arc::new(Mutex::new(HashMap::new())),
         });
         let out = peer.clone();
+        let format = root
+            .get::<SessionFiles>()
+            .map_or(dsh_session::SESSION_FORMAT_V4, |f| f.format());
+        let stream = Mutex::new(crate::stream::EventStream::new(format));
         root.on_emit::<SessionAppended>(ListenOptions::GLOBAL, move |p| {
-            let mut event = String::new();
-            write_event(&mut event, &p.event, RecordFormat::Full);
-            let event = event.trim_end();
-            let mut params = String::from("{\"sessionId\":");
-            dsh_kernel::json::write_string(&mut params, &p.session.id());
-            params.push_str(",\"event\":");
-            params.push_str(event);
-            params.push('}');
-            out.notify_raw("session.event", &params);
+            let rows = stream
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(&p.session, &p.event);
+            for row in rows {
+                let mut params = String::from("{\"sessionId\":");
+                dsh_kernel::json::write_string(&mut params, &p.session.id());
+                params.push_str(",\"event\":");
+                params.push_str(&row);
+                params.push('}');
+                out.notify_raw("session.event", &params);
+            }
             Ok(())
         })
         .map_err(|e| e.to_string())?;

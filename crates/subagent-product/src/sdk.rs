@@ -71,11 +71,30 @@ impl Fold {
                     self.message = Some(content);
                 }
             }
+            // A 0.1 runtime streams each chunk.
             Some("assistant/chunk") => {
-                if event.pointer("/data/chunk/type").and_then(Value::as_str) == Some("text-delta")
-                    && let Some(t) = event.pointer("/data/chunk/text").and_then(Value::as_str)
-                {
-                    self.partial.push_str(t);
+                if let Some(chunk) = event.pointer("/data/chunk") {
+                    self.push_chunk(chunk);
+                }
+            }
+            // A 0.2 runtime streams the chunks of an unfinished reply as one attempt row.
+            Some("assistant/attempt") => {
+                let stream = event.pointer("/data/stream").and_then(Value::as_array);
+                for item in stream.into_iter().flatten() {
+                    match item.get("type").and_then(Value::as_str) {
+                        Some("chunk") => {
+                            if let Some(chunk) = item.get("chunk") {
+                                self.push_chunk(chunk);
+                            }
+                        }
+                        Some("text-chunks") => {
+                            let texts = item.get("texts").and_then(Value::as_array);
+                            for t in texts.into_iter().flatten().filter_map(Value::as_str) {
+                                self.partial.push_str(t);
+                            }
+                        }
+                        _ => {}
+                    }
                 }
             }
             Some("turn/end") => {
@@ -87,6 +106,14 @@ impl Fold {
                 );
             }
             _ => {}
+        }
+    }
+
+    fn push_chunk(&mut self, chunk: &Value) {
+        if chunk.get("type").and_then(Value::as_str) == Some("text-delta")
+            && let Some(t) = chunk.get("text").and_then(Value::as_str)
+        {
+            self.partial.push_str(t);
         }
     }
 
@@ -245,4 +272,43 @@ pub async fn start(
         },
         attempt,
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn partial(events: &[Value]) -> Vec<ContentBlock> {
+        let mut fold = Fold::default();
+        events.iter().for_each(|e| fold.push(e));
+        fold.output()
+    }
+
+    #[test]
+    fn an_unfinished_reply_is_read_from_either_runtimes_stream() {
+        let v0 = [
+            json!({"type": "assistant/chunk", "data": {"chunk": {"type": "text-delta", "text": "half "}}}),
+            json!({"type": "assistant/chunk", "data": {"chunk": {"type": "text-delta", "text": "done"}}}),
+        ];
+        let v4 = [
+            json!({"type": "assistant/attempt", "data": {"turn": 1, "step": 1, "stream": [
+                {"type": "chunk", "time": 1, "chunk": {"type": "block-start", "index": 0, "blockType": "text"}},
+                {"type": "chunk", "time": 1, "chunk": {"type": "text-delta", "text": "half "}},
+                {"type": "text-chunks", "time0": 2, "index": 0, "dt": [], "texts": ["done"]},
+            ]}}),
+        ];
+        assert_eq!(partial(&v0), vec![ContentBlock::text("half done")]);
+        assert_eq!(partial(&v4), vec![ContentBlock::text("half done")]);
+    }
+
+    #[test]
+    fn a_finished_message_wins_over_its_chunks() {
+        let events = [
+            json!({"type": "assistant/attempt", "data": {"stream": [
+                {"type": "text-chunks", "texts": ["draft"]}]}}),
+            json!({"type": "assistant/message", "data": {"message": {"role": "assistant",
+                "content": [{"type": "text", "text": "final"}]}}}),
+        ];
+        assert_eq!(partial(&events), vec![ContentBlock::text("final")]);
+    }
 }

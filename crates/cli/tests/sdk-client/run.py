@@ -32,6 +32,10 @@ def summary(result):
         "final_response": result.final_response,
         "finish_reason": result.finish_reason,
         "event_types": [e.get("type") for e in result.events],
+        "seqs": [e.get("seq") for e in result.events],
+        "tool_results": [
+            e["data"]["message"] for e in result.events if e.get("type") == "tool/result"
+        ],
         "statuses": [
             n.payload.get("status") for n in result.notifications if n.method == "session.status"
         ],

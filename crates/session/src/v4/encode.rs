@@ -108,6 +108,13 @@ impl V4Encoder {
         self.map.len() as u64
     }
 
+    /// Whether a `system/message` row was written yet. Until then the first step's system
+    /// message takes its prompt from a request header in the same batch, so a caller that
+    /// encodes event by event holds a first step's events until its header.
+    pub fn has_system_message(&self) -> bool {
+        self.head.is_some()
+    }
+
     pub fn checkpoint(&self) -> Checkpoint {
         Checkpoint {
             map_len: self.map.len(),
