@@ -118,6 +118,13 @@ impl Plugin for AcpAgentPlugin {
         "@deepseek-ai/dsh-acp-demo"
     }
 
+    fn upstream_keys_not_taken(&self) -> &'static [(&'static str, &'static str)] {
+        &[(
+            "sessionListPageSize",
+            "`session/list` answers with every stored session in one reply here (no cursor pages)",
+        )]
+    }
+
     fn apply(&self, ctx: &Context, config: &PluginConfig) -> Result<(), BoxError> {
         let c: AgentConfig = config.parse()?;
         ctx.provide(Arc::new(AcpConfig {

@@ -52,6 +52,13 @@ impl Plugin for ToolsPlugin {
     fn name(&self) -> &'static str {
         "@deepseek-ai/dsh-tools"
     }
+
+    fn upstream_keys_not_taken(&self) -> &'static [(&'static str, &'static str)] {
+        &[(
+            "maxParallelSubCalls",
+            "code mode's run_code overlaps the tool calls it makes as their tools allow (reads together, writes alone), without a numeric cap",
+        )]
+    }
     fn apply(&self, ctx: &Context, config: &PluginConfig) -> Result<(), BoxError> {
         let c: ToolsConfig = config.parse()?;
         let mode = match c.mode.as_deref() {

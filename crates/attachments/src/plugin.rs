@@ -40,7 +40,25 @@ impl Plugin for AttachmentLocalPlugin {
         "@deepseek-ai/dsh-attachment-local"
     }
 
+    fn upstream_keys_not_taken(&self) -> &'static [(&'static str, &'static str)] {
+        &[(
+            "normalizedImageMaxPixels",
+            "images are normalized by normalizedImageMaxDimension and normalizedImageMaxBytes here",
+        )]
+    }
+
     fn apply(&self, ctx: &Context, config: &PluginConfig) -> Result<(), BoxError> {
+        config.raw_keys(&[
+            "dshHome",
+            "imageCompressionConcurrency",
+            "maxImageBytes",
+            "maxImagesPerMessage",
+            "maxMessageImageBytes",
+            "maxImagePixels",
+            "maxImageDimension",
+            "normalizedImageMaxDimension",
+            "normalizedImageMaxBytes",
+        ]);
         let c: Config = config.parse()?;
         if let Some(n) = c.image_compression_concurrency
             && !(1..=8).contains(&n)

@@ -216,6 +216,19 @@ impl Plugin for HeadlessPlugin {
         "@deepseek-ai/dsh-headless"
     }
 
+    fn upstream_keys_not_taken(&self) -> &'static [(&'static str, &'static str)] {
+        &[
+            (
+                "sessionId",
+                "pass it as the headless app's flag: dsh headless --session-id <id>",
+            ),
+            (
+                "json",
+                "pass it as the headless app's flag: dsh headless --json",
+            ),
+        ]
+    }
+
     fn apply(&self, ctx: &Context, config: &PluginConfig) -> Result<(), BoxError> {
         let c: RunnerConfig = config.parse()?;
         let task = c

@@ -2,6 +2,17 @@
 //! launcher does not recognise the app's arguments begin, and they reach the booted tree
 //! unchanged (a single leading `--` is dropped).
 
+/// Which config dump to print.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dump {
+    /// `--dump-config`: the composed tree.
+    Config,
+    /// `--dump-default-config`: the bundle layers only.
+    Default,
+    /// `--dump-config-schema`: the JSON Schema of the tree and its patches.
+    Schema,
+}
+
 /// What to do.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Mode {
@@ -14,7 +25,7 @@ pub enum Mode {
     },
     Dump {
         profile: String,
-        default_only: bool,
+        what: Dump,
         patches: Vec<String>,
     },
     Acp {
@@ -62,6 +73,8 @@ Options:
                          among the app's arguments: dsh headless --patch extra.yml \"task\")
   --dump-config          print the composed config tree and exit
   --dump-default-config  print the bundled default tree (bundle layers only) and exit
+  --dump-config-schema   print a JSON Schema of the composed tree and of patches, with the
+                         config keys each row's plugin takes, and exit
   --from-default-profile <template>
                          recreate the custom profile from a shipped template (headless,
                          web, sdk, sdk-minimal, acp) before booting it; the previous
@@ -148,7 +161,7 @@ const APP_VALUE_FLAGS: &[&str] = &[
 pub fn parse_with(argv: &[String], is_profile: &dyn Fn(&str) -> bool) -> Result<Mode, UsageError> {
     let mut profile: Option<String> = None;
     let mut patches = Vec::new();
-    let (mut dump, mut dump_default, mut version) = (false, false, false);
+    let (mut dump, mut dump_default, mut dump_schema, mut version) = (false, false, false, false);
     let mut from_default: Option<String> = None;
     let mut i = 0;
     while i < argv.len() {
@@ -163,6 +176,7 @@ pub fn parse_with(argv: &[String], is_profile: &dyn Fn(&str) -> bool) -> Result<
             "--patch" => patches.push(flag_value(argv, &mut i, inline, flag, "path")?),
             "--dump-config" => dump = true,
             "--dump-default-config" => dump_default = true,
+            "--dump-config-schema" => dump_schema = true,
             "--from-default-profile" => {
                 from_default = Some(flag_value(argv, &mut i, inline, flag, "name")?);
             }
@@ -179,6 +193,7 @@ pub fn parse_with(argv: &[String], is_profile: &dyn Fn(&str) -> bool) -> Result<
     } else if profile.is_none()
         && !dump
         && !dump_default
+        && !dump_schema
         && patches.is_empty()
         && from_default.is_none()
     {
@@ -249,6 +264,7 @@ pub fn parse_with(argv: &[String], is_profile: &dyn Fn(&str) -> bool) -> Result<
                 "--patch" => patches.push(flag_value(&rest, &mut j, inline, flag, "path")?),
                 "--dump-config" if inline.is_none() => dump = true,
                 "--dump-default-config" if inline.is_none() => dump_default = true,
+                "--dump-config-schema" if inline.is_none() => dump_schema = true,
                 "--from-default-profile" => {
                     from_default = Some(flag_value(&rest, &mut j, inline, flag, "name")?);
                 }
@@ -270,9 +286,14 @@ pub fn parse_with(argv: &[String], is_profile: &dyn Fn(&str) -> bool) -> Result<
         }
         rest = kept;
     }
-    if dump && dump_default {
+    if [dump, dump_default, dump_schema]
+        .iter()
+        .filter(|d| **d)
+        .count()
+        > 1
+    {
         return Err(usage(
-            "--dump-config and --dump-default-config are mutually exclusive",
+            "--dump-config, --dump-default-config and --dump-config-schema are mutually exclusive",
         ));
     }
     let Some(profile) = profile else {
@@ -281,7 +302,7 @@ pub fn parse_with(argv: &[String], is_profile: &dyn Fn(&str) -> bool) -> Result<
         }
         return Err(usage("--profile <name> is required"));
     };
-    if dump || dump_default {
+    if dump || dump_default || dump_schema {
         if !rest.is_empty() {
             let quoted: Vec<String> = rest
                 .iter()
@@ -301,7 +322,13 @@ pub fn parse_with(argv: &[String], is_profile: &dyn Fn(&str) -> bool) -> Result<
             from_default,
             Mode::Dump {
                 profile,
-                default_only: dump_default,
+                what: if dump_default {
+                    Dump::Default
+                } else if dump_schema {
+                    Dump::Schema
+                } else {
+                    Dump::Config
+                },
                 patches,
             },
         ));
@@ -445,7 +472,7 @@ mod tests {
             p(&["headless", "--dump-config", "--patch", "f.yml"]),
             Ok(Mode::Dump {
                 profile: "headless".into(),
-                default_only: false,
+                what: Dump::Config,
                 patches: vec!["f.yml".into()]
             })
         );
@@ -487,7 +514,7 @@ mod tests {
                 template: "sdk".into(),
                 then: Box::new(Mode::Dump {
                     profile: "x".into(),
-                    default_only: false,
+                    what: Dump::Config,
                     patches: vec![]
                 })
             })
@@ -532,7 +559,7 @@ mod tests {
         assert_eq!(
             p(&["--profile", "h", "--dump-config", "--dump-default-config"]),
             Err(usage(
-                "--dump-config and --dump-default-config are mutually exclusive"
+                "--dump-config, --dump-default-config and --dump-config-schema are mutually exclusive"
             ))
         );
         assert_eq!(

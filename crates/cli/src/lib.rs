@@ -5,6 +5,7 @@
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 mod boot;
+mod config_schema;
 mod headless;
 mod launcher;
 mod models_cmd;
@@ -123,14 +124,35 @@ pub fn main(extensions: &Extensions) -> ExitCode {
         Mode::Help => stdout::print(launcher::HELP),
         Mode::Dump {
             profile,
-            default_only,
+            what,
             patches,
-        } => match profile::compose_profile(&home, &profile, &patches, default_only) {
+        } => match profile::compose_profile(
+            &home,
+            &profile,
+            &patches,
+            what == launcher::Dump::Default,
+        ) {
             Ok(c) => {
                 for w in &c.warnings {
                     eprintln!("dsh: {w}");
                 }
-                stdout::print(&dsh_kernel::config::render_dump(&c))
+                if what != launcher::Dump::Schema {
+                    return stdout::print(&dsh_kernel::config::render_dump(&c));
+                }
+                let catalog = boot::catalog();
+                match config_schema::probe(&home, &catalog, &c) {
+                    Ok(shapes) => {
+                        let mut disabled = std::collections::HashSet::new();
+                        config_schema::disabled_rows(&c.rows, &mut disabled);
+                        let schema = config_schema::render(&profile, &catalog, &shapes, &disabled);
+                        let text = serde_json::to_string_pretty(&schema).unwrap_or_default();
+                        stdout::print(&format!("{text}\n"))
+                    }
+                    Err(e) => {
+                        eprintln!("{e}");
+                        ExitCode::from(1)
+                    }
+                }
             }
             Err(e) => {
                 eprintln!("{e}");

@@ -96,11 +96,8 @@ fn template_bundles(name: &str) -> Option<Vec<&'static str>> {
         "headless" => Some(vec!["@deepseek-ai/dsh-base", "@deepseek-ai/dsh-headless"]),
         "web" => Some(vec!["@deepseek-ai/dsh-base", "@deepseek-ai/dsh-web-app"]),
         "sdk" => Some(vec!["@deepseek-ai/dsh-base", "@deepseek-ai/dsh-sdk-app"]),
-        "sdk-minimal" => Some(vec![
-            "@deepseek-ai/dsh-base",
-            "@deepseek-ai/dsh-sdk-app",
-            "@deepseek-ai/dsh-sdk-minimal",
-        ]),
+        // As 0.2.1 writes it; the base and the SDK app are implied (`standalone_bundles`).
+        "sdk-minimal" => Some(vec!["@deepseek-ai/dsh-sdk-minimal"]),
         "acp" => Some(vec!["@deepseek-ai/dsh-base", "@deepseek-ai/dsh-acp-app"]),
         _ => None,
     }
@@ -306,7 +303,7 @@ pub fn profile_bundles(dir: &Path) -> Result<Vec<String>, ProfileError> {
             manifest.display()
         )));
     }
-    Ok(doc
+    let bundles: Vec<String> = doc
         .pointer("/dsh/profile/bundles")
         .and_then(Value::as_array)
         .map(|a| {
@@ -314,7 +311,22 @@ pub fn profile_bundles(dir: &Path) -> Result<Vec<String>, ProfileError> {
                 .filter_map(|v| v.as_str().map(str::to_owned))
                 .collect()
         })
-        .unwrap_or_default())
+        .unwrap_or_default();
+    Ok(standalone_bundles(bundles))
+}
+
+/// Upstream 0.2's `@deepseek-ai/dsh-sdk-minimal` is a whole tree of its own (a profile
+/// made by 0.2.1 lists it alone); ours is the SDK app with most of the base switched off,
+/// so the base and the SDK app go in front of it when the list lacks them.
+fn standalone_bundles(mut bundles: Vec<String>) -> Vec<String> {
+    if let Some(at) = bundles.iter().position(|b| b == SDK_MINIMAL.package) {
+        for needed in [SDK.package, BASE.package] {
+            if !bundles.iter().any(|b| b == needed) {
+                bundles.insert(at, needed.to_string());
+            }
+        }
+    }
+    bundles
 }
 
 fn read_layer(label: &str, path: &Path, required: bool) -> Result<Option<Layer>, ProfileError> {

@@ -170,6 +170,107 @@ fn bad_configuration_is_a_clear_error_with_exit_2() {
         &["task"],
         &["{file}", "row \"sandbox-policy\"", "!!js"],
     );
+    // No key is ignored without a word: a misspelt one, one given to a row that takes no
+    // config, and one upstream 0.2 takes that this build does not (with the reason).
+    expect_config_error(
+        "- id: tool-bash\n  config:\n    timoutMs: 5\n",
+        &["task"],
+        &["{file}", "row \"tool-bash\"", "`timoutMs`", "unknown key"],
+    );
+    expect_config_error(
+        "- id: llm\n  config:\n    verbose: true\n",
+        &["task"],
+        &["{file}", "row \"llm\"", "`verbose`", "takes no config"],
+    );
+    expect_config_error(
+        "- id: llm-deepseek\n  config:\n    filesApiTimeoutMs: 1000\n",
+        &["task"],
+        &[
+            "{file}",
+            "row \"llm-deepseek\"",
+            "`filesApiTimeoutMs`",
+            "upstream 0.2",
+            "Files API",
+        ],
+    );
+}
+
+#[test]
+fn the_config_schema_lists_what_each_row_takes() {
+    let home = tempfile::tempdir().unwrap();
+    let out = dsh(
+        home.path(),
+        home.path(),
+        &["--profile", "headless", "--dump-config-schema"],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let schema: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        schema["$schema"],
+        "https://json-schema.org/draft/2020-12/schema"
+    );
+    let entries = schema["x-cordis"]["entries"].as_array().unwrap();
+    let def = |id: &str| {
+        let e = entries.iter().find(|e| e["id"] == id).unwrap();
+        let r = e["configRef"].as_str().unwrap().rsplit('/').next().unwrap();
+        (e["status"].clone(), schema["$defs"][r].clone())
+    };
+    let (status, bash) = def("tool-bash");
+    assert_eq!(status, "schema");
+    assert!(
+        bash["properties"].get("enableRunInBackground").is_some(),
+        "{bash}"
+    );
+    assert_eq!(bash["additionalProperties"], false);
+    assert!(
+        bash["x-upstream-keys-not-implemented"]
+            .get("promoteOnTimeout")
+            .is_some(),
+        "{bash}"
+    );
+    // A plugin that parses its config by hand still says which keys it takes.
+    let (status, compaction) = def("compaction-basic");
+    assert_eq!(status, "schema");
+    assert!(
+        compaction["properties"].get("thresholdRatio").is_some(),
+        "{compaction}"
+    );
+    assert_eq!(def("llm").0, "none");
+    // No row is left unprobed in a shipped profile.
+    for e in entries {
+        assert_ne!(e["status"], "unknown", "{e}");
+    }
+    assert!(schema["$defs"]["patchList"].is_object());
+}
+
+#[test]
+fn a_minimal_profile_written_by_upstream_02_boots_the_whole_minimal_tree() {
+    // 0.2.1 writes its sdk-minimal profile with its standalone bundle alone.
+    let home = tempfile::tempdir().unwrap();
+    let dir = home.path().join(".dsh/profiles/mine");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("package.json"),
+        r#"{"name": "dsh-profile-mine", "private": true, "dsh": {"profile": {"bundles": ["@deepseek-ai/dsh-sdk-minimal"]}}}"#,
+    )
+    .unwrap();
+    std::fs::write(dir.join("cordis.yml"), "[]\n").unwrap();
+    std::fs::write(dir.join("cordis.patch.yml"), "[]\n").unwrap();
+    let out = dsh(
+        home.path(),
+        home.path(),
+        &["--profile", "mine", "--dump-config"],
+    );
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stderr), "", "no patch misses its row");
+    let dump = text(&out.stdout);
+    for row in [
+        "id: agent-loop",
+        "id: sdk-jsonrpc-server",
+        "id: terminal-bash",
+    ] {
+        assert!(dump.contains(row), "{row} in {dump}");
+    }
 }
 
 #[test]

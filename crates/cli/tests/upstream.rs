@@ -792,3 +792,436 @@ fn the_sdk_event_stream_matches_upstream_021() {
         );
     }
 }
+
+/// Rows of upstream 0.2.1's shipped trees that ours does not have, and why. A row listed
+/// here that no profile needs any more fails the test (the list stays true).
+const ROWS_ONLY_UPSTREAM: &[(&str, &str)] = &[
+    // Services this build does not run, or runs in-process without a row of their own.
+    (
+        "authorization",
+        "the web front end authenticates with its own launch token",
+    ),
+    (
+        "config-editor",
+        "no in-page config editor; profiles are YAML files",
+    ),
+    (
+        "deepseek-account",
+        "no DeepSeek account sign-in; an API key is the credential",
+    ),
+    (
+        "llm-deepseek-account",
+        "no DeepSeek account sign-in; an API key is the credential",
+    ),
+    ("hmr", "no hot module reloading: plugins are compiled in"),
+    (
+        "client-hmr",
+        "no hot module reloading: plugins are compiled in",
+    ),
+    (
+        "harness-dev-context",
+        "no development mode of the harness itself",
+    ),
+    ("otel", "no OpenTelemetry export"),
+    ("session-telemetry-otel", "no OpenTelemetry export"),
+    ("desktop-product-telemetry", "no product telemetry"),
+    ("product-analytics", "no product telemetry"),
+    ("remote-access", "no remote access service"),
+    ("api-remotes", "no remote access service"),
+    (
+        "plugin-manager",
+        "plugins are managed by `dsh plugin`, not by a model tool",
+    ),
+    (
+        "tool-plugin-manager",
+        "plugins are managed by `dsh plugin`, not by a model tool",
+    ),
+    (
+        "plugin-inventory",
+        "plugins are managed by `dsh plugin`, not by a model tool",
+    ),
+    (
+        "typert",
+        "no TypeScript runtime type registry: plugins are compiled in",
+    ),
+    (
+        "typert-gateway",
+        "no TypeScript runtime type registry: plugins are compiled in",
+    ),
+    (
+        "typert-loader",
+        "no TypeScript runtime type registry: plugins are compiled in",
+    ),
+    (
+        "storage",
+        "settings and credentials are files read by their own plugins",
+    ),
+    (
+        "storage-domain",
+        "settings and credentials are files read by their own plugins",
+    ),
+    (
+        "storage-json",
+        "settings and credentials are files read by their own plugins",
+    ),
+    ("timer", "timers are the async runtime's"),
+    (
+        "session-projection-cache",
+        "projections are rebuilt from the log, not cached",
+    ),
+    // What 0.2.1 uploads with every request; this build sends none of it (README).
+    ("session-log-deepseek", "the session log is not uploaded"),
+    (
+        "plugin-package-inventory-deepseek",
+        "the plugin inventory is not uploaded",
+    ),
+    (
+        "deepseek-llm-api-extensions",
+        "no request extensions carry the uploads",
+    ),
+    (
+        "web-deepseek-api",
+        "web search and fetch call their endpoints from their own rows",
+    ),
+    // PowerShell and programmatic tool calling: code mode is `code-runtime` here.
+    (
+        "ptc-runtime",
+        "code mode runs in this build's code-runtime row",
+    ),
+    (
+        "workflow-ptc",
+        "workflows run in this build's workflow-worker-thread row",
+    ),
+    ("tool-pwsh", "no PowerShell"),
+    ("pwsh-sandbox", "no PowerShell"),
+    ("persistent-pwsh", "no PowerShell"),
+    ("terminal-pwsh", "no PowerShell"),
+    // Features this build does not have.
+    (
+        "image-offload",
+        "no image offloading from an oversized request",
+    ),
+    (
+        "mcp-resources",
+        "MCP resources are not offered to the model",
+    ),
+    ("skill-office", "no office-document skill"),
+    ("office-to-pdf", "no office-document conversion"),
+    ("workspace-dependencies", "no workspace dependency tool"),
+    ("schedule", "no scheduled runs"),
+    ("agent-preset-registry", "no agent presets"),
+    ("preset-cordis", "no agent presets"),
+    ("preset-minimal", "no agent presets"),
+    ("preset-ptc", "no agent presets"),
+    ("preset-standard", "no agent presets"),
+    ("subagent-model-selection-settings", "no agent presets"),
+    ("message-feedback", "feedback is the /feedback command"),
+    (
+        "session-stats",
+        "0.2.1's web UI services; dsh web serves its own page",
+    ),
+    (
+        "session-turn-outline",
+        "0.2.1's web UI services; dsh web serves its own page",
+    ),
+    (
+        "session-reference",
+        "0.2.1's web UI services; dsh web serves its own page",
+    ),
+    (
+        "session-log-download",
+        "sessions are exported with `dsh sessions export`",
+    ),
+    (
+        "file-reference-local",
+        "0.2.1's web UI services; dsh web serves its own page",
+    ),
+    (
+        "file-upload",
+        "0.2.1's web UI services; dsh web serves its own page",
+    ),
+    (
+        "open-in-app",
+        "0.2.1's web UI services; dsh web serves its own page",
+    ),
+    (
+        "directory-picker",
+        "0.2.1's web UI services; dsh web serves its own page",
+    ),
+    (
+        "locale",
+        "0.2.1's web UI services; dsh web serves its own page",
+    ),
+    (
+        "modules",
+        "0.2.1's web UI services; dsh web serves its own page",
+    ),
+    (
+        "resources",
+        "0.2.1's web UI services; dsh web serves its own page",
+    ),
+    (
+        "shortcuts",
+        "0.2.1's web UI services; dsh web serves its own page",
+    ),
+    (
+        "cordis-client-runner",
+        "0.2.1's web UI services; dsh web serves its own page",
+    ),
+    (
+        "cordis-host-runner",
+        "0.2.1's web UI services; dsh web serves its own page",
+    ),
+    (
+        "cordis-inspect-providers",
+        "0.2.1's web UI services; dsh web serves its own page",
+    ),
+    (
+        "account-controller",
+        "0.2.1's web UI services; dsh web serves its own page",
+    ),
+    (
+        "job-controller",
+        "0.2.1's web UI services; dsh web serves its own page",
+    ),
+    (
+        "session-controller",
+        "0.2.1's web UI services; dsh web serves its own page",
+    ),
+    (
+        "settings-controller",
+        "0.2.1's web UI services; dsh web serves its own page",
+    ),
+    (
+        "terminal-controller",
+        "0.2.1's web UI services; dsh web serves its own page",
+    ),
+    (
+        "workspace-changes",
+        "0.2.1's web UI services; dsh web serves its own page",
+    ),
+    (
+        "workspace-controller",
+        "0.2.1's web UI services; dsh web serves its own page",
+    ),
+    (
+        "workspace-files",
+        "0.2.1's web UI services; dsh web serves its own page",
+    ),
+    // The same service under another row.
+    (
+        "working-directory",
+        "ours is the tool-working-directory row",
+    ),
+    (
+        "headless-startup",
+        "the apps hand their startup values to the tree directly",
+    ),
+    (
+        "web-startup",
+        "the apps hand their startup values to the tree directly",
+    ),
+    (
+        "acp-app-startup",
+        "the apps hand their startup values to the tree directly",
+    ),
+    (
+        "user-questions",
+        "questions to the user are offered where a user can answer them (dsh web)",
+    ),
+    (
+        "filesystem",
+        "sdk-minimal's filesystem is this build's fs-sandbox row",
+    ),
+    (
+        "sessions",
+        "sdk-minimal's session log is this build's session-persistence-jsonl row",
+    ),
+];
+
+/// Rows of ours that upstream 0.2.1's trees do not have, and why.
+const ROWS_ONLY_OURS: &[(&str, &str)] = &[
+    (
+        "llm-openai-compatible",
+        "any OpenAI-compatible endpoint, local ones included (#29)",
+    ),
+    ("lsp", "0.1's language-server tool, kept"),
+    ("lsp-stdio", "0.1's language-server tool, kept"),
+    ("tool-lsp", "0.1's language-server tool, kept"),
+    ("skill-badge", "0.1's row, kept"),
+    ("tool-ralph", "0.1's row, kept"),
+    ("tool-session-query", "0.1's row, kept"),
+    ("tool-str-replace-editor", "0.1's row, kept"),
+    ("tool-subagent-report", "0.1's row, kept"),
+    ("workflow-worker-thread", "0.1's row, kept"),
+    ("code-runtime", "code mode (0.2.1's is ptc-runtime)"),
+    (
+        "tool-ask-user",
+        "dsh web asks the user questions through a tool",
+    ),
+];
+
+/// Base rows our sdk-minimal keeps on where 0.2.1's standalone minimal tree has none:
+/// ours is the base with most tools switched off, so the services the kept tools rely on
+/// stay (settings and credentials files, approval, sandbox and permission presets, the
+/// session log, spills and result pruning, checkpoints, call timeouts, commands).
+const SDK_MINIMAL_KEEPS: &[&str] = &[
+    "agent-default-model",
+    "approval",
+    "bash-sandbox",
+    "command-compact",
+    "command-feedback",
+    "commands",
+    "credentials",
+    "fs-observation-policy",
+    "fs-sandbox",
+    "llm-pi-ai",
+    "permission",
+    "repeat-tool-reminder",
+    "session-checkpoint-policy",
+    "session-persistence-jsonl",
+    "settings",
+    "shell-env",
+    "spill-local",
+    "spill-policy",
+    "timeout-policy",
+    "tool-result-pruner",
+];
+
+/// The property names of a config schema (the first object shape, through `$ref`s and
+/// unions), or `None` for one without properties.
+fn schema_keys<'a>(defs: &'a Value, mut node: &'a Value) -> Option<Vec<String>> {
+    for _ in 0..16 {
+        match node.get("$ref").and_then(Value::as_str) {
+            Some(r) => node = &defs[r.rsplit('/').next().unwrap()],
+            None => break,
+        }
+    }
+    if let Some(props) = node.get("properties").and_then(Value::as_object) {
+        return Some(props.keys().cloned().collect());
+    }
+    for union in ["anyOf", "oneOf", "allOf"] {
+        for branch in node[union].as_array().into_iter().flatten() {
+            if let Some(keys) = schema_keys(defs, branch) {
+                return Some(keys);
+            }
+        }
+    }
+    None
+}
+
+/// One row of a `--dump-config-schema` document.
+struct SchemaRow {
+    status: String,
+    keys: Option<Vec<String>>,
+    not_taken: Vec<String>,
+    disabled: bool,
+}
+
+/// `--dump-config-schema` of a profile, by row id.
+fn config_rows(
+    program: &Path,
+    machine: &Machine,
+    mock: &Mock,
+    profile: &str,
+) -> std::collections::BTreeMap<String, SchemaRow> {
+    let out = machine.command(
+        program,
+        mock,
+        &["--profile", profile, "--dump-config-schema"],
+    );
+    // 0.2.1's web schema ends with an error about packages it cannot load, after the JSON.
+    let schema: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{profile}: {e}: {}", String::from_utf8_lossy(&out.stderr)));
+    let defs = &schema["$defs"];
+    schema["x-cordis"]["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| {
+            let reference = e["configRef"].as_str()?;
+            let def = &defs[reference.rsplit('/').next().unwrap()];
+            let not_taken = def["x-upstream-keys-not-implemented"]
+                .as_object()
+                .map(|m| m.keys().cloned().collect())
+                .unwrap_or_default();
+            Some((
+                e["id"].as_str()?.to_string(),
+                SchemaRow {
+                    status: e["status"].as_str().unwrap_or_default().to_string(),
+                    keys: schema_keys(defs, def),
+                    not_taken,
+                    disabled: e["disabled"] == true,
+                },
+            ))
+        })
+        .collect()
+}
+
+#[test]
+fn config_rows_and_keys_match_upstream_021() {
+    let Some((bench, bin)) = setup() else { return };
+    let mock = Mock::start(&bench, "a-hello.json");
+    let machine = Machine::new();
+    let ours_bin = Path::new(env!("CARGO_BIN_EXE_dsh"));
+    let mut used_upstream = std::collections::BTreeSet::new();
+    let mut used_ours = std::collections::BTreeSet::new();
+    let mut problems = Vec::new();
+    for profile in ["headless", "sdk", "acp", "web", "sdk-minimal"] {
+        let theirs = config_rows(&bin, &machine, &mock, profile);
+        let ours = config_rows(ours_bin, &machine, &mock, profile);
+        for (id, their) in &theirs {
+            let Some(our) = ours.get(id) else {
+                // 0.2.1's web page is assembled from `ui-*` client modules; dsh web serves
+                // a page of its own.
+                if profile == "web" && id.starts_with("ui-") {
+                    continue;
+                }
+                if ROWS_ONLY_UPSTREAM.iter().any(|(r, _)| r == id) {
+                    used_upstream.insert(id.clone());
+                } else {
+                    problems.push(format!(
+                        "{profile}: row {id} of 0.2.1 is missing, with no reason listed"
+                    ));
+                }
+                continue;
+            };
+            // Every key 0.2.1 takes is taken by ours, or refused with a reason.
+            let our_keys = our.keys.clone().unwrap_or_default();
+            for key in their.keys.iter().flatten() {
+                if !our_keys.contains(key) && !our.not_taken.contains(key) {
+                    problems.push(format!(
+                        "{profile}: row {id} ({}): 0.2.1's key `{key}` is neither taken nor refused with a reason",
+                        our.status
+                    ));
+                }
+            }
+        }
+        for (id, our) in &ours {
+            if theirs.contains_key(id) {
+                continue;
+            }
+            let kept = profile == "sdk-minimal" && SDK_MINIMAL_KEEPS.contains(&id.as_str());
+            if ROWS_ONLY_OURS.iter().any(|(r, _)| r == id) {
+                used_ours.insert(id.clone());
+            } else if !kept && !our.disabled {
+                problems.push(format!(
+                    "{profile}: our row {id} is not in 0.2.1's tree, with no reason listed"
+                ));
+            }
+        }
+    }
+    for (id, _) in ROWS_ONLY_UPSTREAM {
+        if !used_upstream.contains(*id) {
+            problems.push(format!(
+                "ROWS_ONLY_UPSTREAM lists {id}, which no profile lacks any more"
+            ));
+        }
+    }
+    for (id, _) in ROWS_ONLY_OURS {
+        if !used_ours.contains(*id) {
+            problems.push(format!("ROWS_ONLY_OURS lists {id}, which 0.2.1 has too"));
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}

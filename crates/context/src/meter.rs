@@ -260,7 +260,7 @@ impl Plugin for TokenMeterPlugin {
     }
 
     fn apply(&self, ctx: &Context, config: &PluginConfig) -> Result<(), BoxError> {
-        if let Value::Object(map) = &config.value
+        if let Value::Object(map) = config.raw_keys(&[])
             && let Some(key) = map.keys().next()
         {
             return Err(format!(

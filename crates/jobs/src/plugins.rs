@@ -30,6 +30,23 @@ impl Plugin for JobsLocalPlugin {
         "@deepseek-ai/dsh-jobs-local"
     }
 
+    fn upstream_keys_not_taken(&self) -> &'static [(&'static str, &'static str)] {
+        &[
+            (
+                "pumpPollMs",
+                "job output is delivered as it arrives, not polled",
+            ),
+            (
+                "retainBytes",
+                "each job keeps its output in its own bounded buffer and spill file (see tool-jobs)",
+            ),
+            (
+                "settledRetainBytes",
+                "each job keeps its output in its own bounded buffer and spill file (see tool-jobs)",
+            ),
+        ]
+    }
+
     fn apply(&self, ctx: &Context, config: &PluginConfig) -> Result<(), BoxError> {
         let c: LocalConfig = config.parse()?;
         let limit = match c.max_concurrent_jobs_per_owner {

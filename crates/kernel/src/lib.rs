@@ -8,6 +8,7 @@
 //! * [`json`] — `JSON.stringify`-compatible output.
 
 pub mod config;
+pub mod config_shape;
 mod context;
 mod effects;
 mod error;

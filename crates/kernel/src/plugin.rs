@@ -1,6 +1,7 @@
 //! Plugins, the catalog of compiled-in plugins, and loading a composed tree.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde::de::DeserializeOwned;
 
@@ -20,14 +21,28 @@ pub trait Plugin: Send + Sync + 'static {
         &[]
     }
     fn apply(&self, ctx: &Context, config: &PluginConfig) -> Result<(), BoxError>;
+    /// Config keys that upstream 0.2's plugin of this name takes and this build does not,
+    /// each with the reason. Setting one fails the load with that reason (rather than
+    /// as an unknown key); `dsh --dump-config-schema` lists them.
+    fn upstream_keys_not_taken(&self) -> &'static [(&'static str, &'static str)] {
+        &[]
+    }
 }
 
 /// The evaluated `config` of one row, with enough provenance for good error messages.
+///
+/// A config is read through [`PluginConfig::parse`] (every key the target type does not
+/// take is an error naming it) or [`PluginConfig::raw`] (the plugin checks the keys
+/// itself). A row whose plugin reads neither may carry no config: the loader refuses any
+/// key such a row sets, so no key is ever ignored without a word.
 #[derive(Clone, Debug)]
 pub struct PluginConfig {
     pub row_id: String,
     pub source: String,
-    pub value: serde_json::Value,
+    value: serde_json::Value,
+    read: Arc<AtomicBool>,
+    /// Set when the loader only asks what the config takes (`dsh --dump-config-schema`).
+    probe: Option<crate::config_shape::Slot>,
 }
 
 /// A config field had the wrong shape.
@@ -50,29 +65,157 @@ impl PluginConfig {
             row_id: row_id.into(),
             source: source.into(),
             value,
+            read: Arc::new(AtomicBool::new(false)),
+            probe: None,
         }
     }
 
-    /// Deserializes the config; a missing config (`null`) is treated as `{}`.
+    /// A config that records what the plugin asks of it instead of answering.
+    pub(crate) fn probing(row_id: &str, source: &str, slot: crate::config_shape::Slot) -> Self {
+        Self {
+            probe: Some(slot),
+            ..Self::new(row_id, source, serde_json::Value::Null)
+        }
+    }
+
+    /// The config as written, for a plugin that checks its keys itself.
+    pub fn raw(&self) -> &serde_json::Value {
+        self.read.store(true, Ordering::Relaxed);
+        if let Some(slot) = &self.probe {
+            let mut slot = slot.lock().unwrap_or_else(|p| p.into_inner());
+            slot.get_or_insert(crate::config_shape::ConfigShape::Checked);
+        }
+        &self.value
+    }
+
+    /// The config as written, for a plugin that checks it itself and takes these top-level
+    /// keys (what `dsh --dump-config-schema` lists for it).
+    pub fn raw_keys(&self, keys: &'static [&'static str]) -> &serde_json::Value {
+        if let Some(slot) = &self.probe {
+            let mut slot = slot.lock().unwrap_or_else(|p| p.into_inner());
+            slot.get_or_insert(crate::config_shape::ConfigShape::Fields(keys.to_vec()));
+        }
+        self.raw()
+    }
+
+    /// The config read by `read` (a plugin's own parser, with its own messages) whose
+    /// result has the shape of `T`: when the loader only probes, `T`'s fields are
+    /// recorded and `read` is not called.
+    pub fn parse_with<T: DeserializeOwned, R>(
+        &self,
+        read: impl FnOnce(&serde_json::Value) -> Result<R, BoxError>,
+    ) -> Result<R, BoxError> {
+        if self.probe.is_some() {
+            return Err(self.parse::<T>().err().map_or_else(
+                || BoxError::from("config probe"),
+                |e| BoxError::from(e.to_string()),
+            ));
+        }
+        read(self.raw())
+    }
+
+    /// Whether the plugin read the config ([`Self::parse`] or [`Self::raw`]).
+    pub fn was_read(&self) -> bool {
+        self.read.load(Ordering::Relaxed)
+    }
+
+    fn field_error(&self, field: String, message: String) -> ConfigFieldError {
+        ConfigFieldError {
+            source_file: self.source.clone(),
+            row_id: self.row_id.clone(),
+            field: if field == "." || field.is_empty() {
+                "(root)".to_string()
+            } else {
+                field
+            },
+            message,
+        }
+    }
+
+    /// Deserializes the config; a missing config (`null`) is treated as `{}`. A key the
+    /// target type does not take (at any depth) is an error naming it, never ignored; a
+    /// key set to `null` counts as absent.
     pub fn parse<T: DeserializeOwned>(&self) -> Result<T, ConfigFieldError> {
+        self.read.store(true, Ordering::Relaxed);
+        if let Some(slot) = &self.probe {
+            let stop = T::deserialize(crate::config_shape::Recorder(slot))
+                .err()
+                .map_or_else(String::new, |e| e.to_string());
+            return Err(self.field_error(String::new(), stop));
+        }
         let value = match &self.value {
             serde_json::Value::Null => serde_json::Value::Object(Default::default()),
             other => other.clone(),
         };
-        serde_path_to_error::deserialize(value).map_err(|e| {
-            let path = e.path().to_string();
-            ConfigFieldError {
-                source_file: self.source.clone(),
-                row_id: self.row_id.clone(),
-                field: if path == "." {
-                    "(root)".to_string()
-                } else {
-                    path
-                },
-                message: e.into_inner().to_string(),
-            }
-        })
+        let mut ignored = Vec::new();
+        let parsed: T = {
+            let mut note = |path: serde_ignored::Path<'_>| {
+                // `inner.?.key` (an Option on the way) reads as `inner.key`.
+                let path = path.to_string();
+                let parts: Vec<&str> = path
+                    .split('.')
+                    .map(|p| p.trim_end_matches('?'))
+                    .filter(|p| !p.is_empty())
+                    .collect();
+                ignored.push(parts.join("."));
+            };
+            let de = serde_ignored::Deserializer::new(&value, &mut note);
+            serde_path_to_error::deserialize(de)
+                .map_err(|e| self.field_error(e.path().to_string(), e.into_inner().to_string()))?
+        };
+        let unknown: Vec<String> = ignored
+            .into_iter()
+            .filter(|path| !is_null_at(&value, path))
+            .collect();
+        if let Some(first) = unknown.first() {
+            return Err(self.field_error(first.clone(), unknown_key_message(unknown.len())));
+        }
+        Ok(parsed)
     }
+
+    /// The keys a plugin that did not read its config was given (null values aside).
+    pub fn unread_keys(&self) -> Vec<String> {
+        match &self.value {
+            serde_json::Value::Object(map) if !self.was_read() => map
+                .iter()
+                .filter(|(_, v)| !v.is_null())
+                .map(|(k, _)| k.clone())
+                .collect(),
+            _ => Vec::new(),
+        }
+    }
+}
+
+fn unknown_key_message(count: usize) -> String {
+    let others = match count {
+        1 => String::new(),
+        2 => " (and 1 more unknown key)".to_string(),
+        n => format!(" (and {} more unknown keys)", n - 1),
+    };
+    format!(
+        "unknown key: this plugin does not take it{others}; check its spelling against `dsh --dump-config-schema`, or remove it"
+    )
+}
+
+/// Whether `path` (as serde_ignored prints it, `a.b.0.c`) names a `null` in `value`.
+fn is_null_at(value: &serde_json::Value, path: &str) -> bool {
+    let mut at = value;
+    for part in path.split('.') {
+        at = match at {
+            serde_json::Value::Object(m) => match m.get(part) {
+                Some(v) => v,
+                None => return false,
+            },
+            serde_json::Value::Array(items) => {
+                match part.parse::<usize>().ok().and_then(|i| items.get(i)) {
+                    Some(v) => v,
+                    None => return false,
+                }
+            }
+            _ => return false,
+        };
+    }
+    at.is_null()
 }
 
 /// The compiled-in plugins, looked up by name.
@@ -229,9 +372,41 @@ fn load_rows(
             let Some(plugin) = catalog.lookup(&row.name) else {
                 continue;
             };
+            if let serde_json::Value::Object(map) = &row.config
+                && let Some((key, why)) = plugin
+                    .upstream_keys_not_taken()
+                    .iter()
+                    .find(|(key, _)| map.get(*key).is_some_and(|v| !v.is_null()))
+            {
+                ctx.dispose();
+                return Err(LoadError::Apply {
+                    source_file: row.source.clone(),
+                    row_id: row.id.clone(),
+                    name: row.name.clone(),
+                    error: format!(
+                        "config key `{key}` is one upstream 0.2 takes, but this build does not implement it: {why}; remove the key"
+                    )
+                    .into(),
+                });
+            }
             let config = PluginConfig::new(row.id.clone(), row.source.clone(), row.config.clone());
             match plugin.apply(&ctx, &config) {
                 Ok(()) => {
+                    let unread = config.unread_keys();
+                    if !unread.is_empty() {
+                        ctx.dispose();
+                        return Err(LoadError::Apply {
+                            source_file: row.source.clone(),
+                            row_id: row.id.clone(),
+                            name: row.name.clone(),
+                            error: format!(
+                                "config key `{}`: this plugin takes no config; remove the key{}",
+                                unread.join("`, `"),
+                                if unread.len() > 1 { "s" } else { "" }
+                            )
+                            .into(),
+                        });
+                    }
                     loaded.push(row.id.clone());
                     progressed = true;
                 }

@@ -17,7 +17,7 @@ impl Plugin for McpClientPlugin {
     }
 
     fn apply(&self, ctx: &Context, config: &PluginConfig) -> Result<(), BoxError> {
-        let parsed = parse_config(&config.value)?;
+        let parsed = parse_config(config.raw())?;
         connect_blocking(ctx, parsed, DEFAULT_REQUEST_TIMEOUT)?;
         Ok(())
     }

@@ -165,6 +165,13 @@ impl Plugin for JsonlPersistencePlugin {
         PLUGIN_NAME
     }
 
+    fn upstream_keys_not_taken(&self) -> &'static [(&'static str, &'static str)] {
+        &[(
+            "listConcurrency",
+            "session listings read the stored headers one after another here",
+        )]
+    }
+
     fn aliases(&self) -> &'static [&'static str] {
         &["session-persistence-jsonl"]
     }

@@ -126,7 +126,7 @@ impl Plugin for PluginHostPlugin {
 
     fn apply(&self, ctx: &Context, config: &PluginConfig) -> Result<(), BoxError> {
         let row: RowConfig = config.parse()?;
-        load(ctx, &config.row_id, &row, config.value.clone())?;
+        load(ctx, &config.row_id, &row, config.raw().clone())?;
         Ok(())
     }
 }

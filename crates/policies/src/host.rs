@@ -291,6 +291,27 @@ impl Plugin for CredentialsPlugin {
         "@deepseek-ai/dsh-credentials-local"
     }
 
+    fn upstream_keys_not_taken(&self) -> &'static [(&'static str, &'static str)] {
+        &[
+            (
+                "path",
+                "credentials live in $DSH_HOME/.credentials.yaml (set DSH_HOME to move them)",
+            ),
+            (
+                "dshHome",
+                "credentials live in $DSH_HOME/.credentials.yaml (set DSH_HOME to move them)",
+            ),
+            (
+                "watch",
+                "the credentials file is read when dsh starts and changed through the credentials service (the Models page of dsh web); a hand edit takes effect at the next start",
+            ),
+            (
+                "debounceMs",
+                "the credentials file is read when dsh starts and changed through the credentials service (the Models page of dsh web); a hand edit takes effect at the next start",
+            ),
+        ]
+    }
+
     fn apply(&self, ctx: &Context, _config: &PluginConfig) -> Result<(), BoxError> {
         let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
         ctx.provide(Arc::new(Credentials::load(&dsh_home(), &cwd)?))?;
@@ -318,7 +339,7 @@ impl Plugin for DefaultModelPlugin {
     }
 
     fn apply(&self, ctx: &Context, config: &PluginConfig) -> Result<(), BoxError> {
-        let mut value = match &config.value {
+        let mut value = match config.raw_keys(&["provider", "model", "reasoningEffort"]) {
             Value::Null => Value::Object(Map::new()),
             v => v.clone(),
         };

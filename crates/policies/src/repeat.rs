@@ -185,7 +185,12 @@ impl Plugin for RepeatToolReminderPlugin {
     }
 
     fn apply(&self, ctx: &Context, config: &PluginConfig) -> Result<(), BoxError> {
-        let config = Arc::new(parse_config(&config.value)?);
+        let config = Arc::new(parse_config(config.raw_keys(&[
+            "thresholds",
+            "include",
+            "exclude",
+            "argumentsPreviewChars",
+        ]))?);
         let chains = Arc::new(Chains::default());
         let (c, ch) = (config.clone(), chains.clone());
         ctx.on_waterfall::<PostExecute>(ListenOptions::default(), move |payload, next| {

@@ -138,6 +138,13 @@ impl Plugin for TitlePlugin {
         "@deepseek-ai/dsh-session-title"
     }
 
+    fn upstream_keys_not_taken(&self) -> &'static [(&'static str, &'static str)] {
+        &[(
+            "maxTitleBytes",
+            "titles are bounded by fallbackMaxBytes and the title model's word targets here",
+        )]
+    }
+
     fn apply(&self, ctx: &Context, config: &PluginConfig) -> Result<(), BoxError> {
         let c: TitleConfig = config.parse()?;
         ctx.on_waterfall::<Request>(ListenOptions::default(), move |p, next| {

@@ -77,11 +77,28 @@ pub fn default_models() -> Vec<DeepSeekModelEntry> {
     ]
 }
 
+/// Upstream 0.2's `llm-deepseek` keys for its Files API uploads and image offloading.
+pub const UPSTREAM_KEYS_NOT_TAKEN: &[(&str, &str)] = &[
+    ("fileExpiresAfterSeconds", FILES_API),
+    ("fileQuotaCleanupBatch", FILES_API),
+    ("fileRefreshMarginSeconds", FILES_API),
+    ("filesApiTimeoutMs", FILES_API),
+    ("maxRequestFilesBytes", FILES_API),
+    ("maxInlineRequestImageBytes", FILES_API),
+    ("imageOffloadByteQuantum", IMAGE_OFFLOAD),
+    ("imageOffloadCountQuantum", IMAGE_OFFLOAD),
+    ("inlineImageOffloadByteQuantum", IMAGE_OFFLOAD),
+    ("maxImagesPerRequest", IMAGE_OFFLOAD),
+];
+const FILES_API: &str =
+    "this build sends images inline in the request and never uploads them to DeepSeek's Files API";
+const IMAGE_OFFLOAD: &str = "this build does not offload images from a request that is too large (image-offload compaction is not part of it)";
+
 /// The `llm-deepseek` row config, doubling as the settings-section shape. Every field is
-/// optional; unknown keys (the Files/image knobs of upstream) are kept in `extra` and
-/// ignored.
+/// optional; any other key is an error (upstream 0.2's Files API knobs are named as such
+/// by [`UPSTREAM_KEYS_NOT_TAKEN`]).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct DeepSeekConfig {
     /// Credential reference resolved per request (default `DEEPSEEK_API_KEY`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -121,8 +138,6 @@ pub struct DeepSeekConfig {
     /// `{mode: normal|always, maxRetries?, retryableCodes?, backoff?}`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retry_policy: Option<Value>,
-    #[serde(flatten)]
-    pub extra: Map<String, Value>,
 }
 
 /// Validated connection facts of one configuration generation.

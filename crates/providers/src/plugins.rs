@@ -65,8 +65,8 @@ fn anonymous_user_id() -> Option<String> {
     .clone()
 }
 
-fn row_value(config: &PluginConfig) -> Value {
-    match &config.value {
+fn row_value(raw: &Value) -> Value {
+    match raw {
         Value::Null => Value::Object(Default::default()),
         v => v.clone(),
     }
@@ -80,10 +80,16 @@ impl Plugin for DeepSeekPlugin {
         "@deepseek-ai/dsh-llm-deepseek"
     }
 
+    fn upstream_keys_not_taken(&self) -> &'static [(&'static str, &'static str)] {
+        crate::deepseek_config::UPSTREAM_KEYS_NOT_TAKEN
+    }
+
     fn apply(&self, ctx: &Context, config: &PluginConfig) -> Result<(), BoxError> {
         let llm = ctx.require::<LlmRuntime>()?;
-        let parsed = DeepSeekConfig::from_value(&row_value(config))
-            .map_err(|e| format!("{}: row \"{}\": {e}", config.source, config.row_id))?;
+        let parsed = config.parse_with::<DeepSeekConfig, _>(|raw| {
+            DeepSeekConfig::from_value(&row_value(raw))
+                .map_err(|e| format!("{}: row \"{}\": {e}", config.source, config.row_id).into())
+        })?;
         let adapter = DeepSeekAdapter::new(parsed, deps(ctx, "llm-deepseek"))?;
         llm.register_adapter(ctx, DeepSeekAdapter::routes(), Arc::new(adapter))?;
         Ok(())
@@ -100,8 +106,10 @@ impl Plugin for OpenAiCompatPlugin {
 
     fn apply(&self, ctx: &Context, config: &PluginConfig) -> Result<(), BoxError> {
         let llm = ctx.require::<LlmRuntime>()?;
-        let parsed = OpenAiCompatConfig::from_value(&row_value(config))
-            .map_err(|e| format!("{}: row \"{}\": {e}", config.source, config.row_id))?;
+        let parsed = config.parse_with::<OpenAiCompatConfig, _>(|raw| {
+            OpenAiCompatConfig::from_value(&row_value(raw))
+                .map_err(|e| format!("{}: row \"{}\": {e}", config.source, config.row_id).into())
+        })?;
         let adapter = OpenAiCompatAdapter::new(parsed.clone(), deps(ctx, "openai-compatible"))?;
         let routes = adapter.routes();
         let registration = Arc::new(std::sync::Mutex::new(None));
@@ -145,8 +153,10 @@ impl Plugin for AnthropicPlugin {
 
     fn apply(&self, ctx: &Context, config: &PluginConfig) -> Result<(), BoxError> {
         let llm = ctx.require::<LlmRuntime>()?;
-        let parsed = AnthropicConfig::from_value(&row_value(config))
-            .map_err(|e| format!("{}: row \"{}\": {e}", config.source, config.row_id))?;
+        let parsed = config.parse_with::<AnthropicConfig, _>(|raw| {
+            AnthropicConfig::from_value(&row_value(raw))
+                .map_err(|e| format!("{}: row \"{}\": {e}", config.source, config.row_id).into())
+        })?;
         let adapter = AnthropicAdapter::new(parsed.clone(), deps(ctx, "llm-pi-ai"))?;
         let routes = adapter.routes();
         let registration = Arc::new(std::sync::Mutex::new(None));

@@ -18,6 +18,19 @@ impl Plugin for SubagentPlugin {
         "@deepseek-ai/dsh-subagent"
     }
 
+    fn upstream_keys_not_taken(&self) -> &'static [(&'static str, &'static str)] {
+        &[
+            (
+                "maxDepth",
+                "set maxDepth on the tool-subagent and tool-subagent-fork rows (0.1's place for it), which this build reads",
+            ),
+            (
+                "maxActiveSubagents",
+                "this build does not cap how many subagents run at once",
+            ),
+        ]
+    }
+
     fn apply(&self, ctx: &Context, _config: &PluginConfig) -> Result<(), BoxError> {
         let subagents = Subagents::new(ctx.with_scope(None));
         let manager = Continuations::new(ctx, Arc::downgrade(&subagents))?;

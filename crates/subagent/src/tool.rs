@@ -581,6 +581,20 @@ impl Plugin for ToolSubagentPlugin {
         "@deepseek-ai/dsh-tool-subagent"
     }
 
+    fn upstream_keys_not_taken(&self) -> &'static [(&'static str, &'static str)] {
+        &[
+            ("agentPreset", "agent presets are not part of this build"),
+            (
+                "allowedAgentPresets",
+                "agent presets are not part of this build",
+            ),
+            (
+                "modelSelectionSettings",
+                "a child runs on its parent's model here; the tool has no model choice",
+            ),
+        ]
+    }
+
     fn apply(&self, ctx: &Context, config: &PluginConfig) -> Result<(), BoxError> {
         let row: ConfigRow = config.parse()?;
         let config = SubagentToolConfig::from_row(row)?;

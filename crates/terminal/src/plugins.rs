@@ -91,6 +91,16 @@ impl Plugin for TerminalBashPlugin {
         "@deepseek-ai/dsh-terminal-bash"
     }
 
+    fn upstream_keys_not_taken(&self) -> &'static [(&'static str, &'static str)] {
+        &[
+            (
+                "promptTailGraceMs",
+                "the persistent shell detects command completion by its own marker, not by waiting for a prompt",
+            ),
+            ("shellDialect", "the persistent shell is always bash"),
+        ]
+    }
+
     fn apply(&self, ctx: &Context, config: &PluginConfig) -> Result<(), BoxError> {
         let r: LocalRow = config.parse()?;
         let d = LocalConfig::default();

@@ -167,6 +167,23 @@ impl Plugin for WebSearchDeepSeekPlugin {
         "@deepseek-ai/dsh-web-search-deepseek"
     }
 
+    fn upstream_keys_not_taken(&self) -> &'static [(&'static str, &'static str)] {
+        &[
+            (
+                "apiVersion",
+                "web search calls DeepSeek's search endpoint with this build's fixed request shape",
+            ),
+            (
+                "maxTokens",
+                "web search calls DeepSeek's search endpoint with this build's fixed request shape",
+            ),
+            (
+                "maxUses",
+                "web search calls DeepSeek's search endpoint with this build's fixed request shape",
+            ),
+        ]
+    }
+
     fn apply(&self, ctx: &Context, config: &PluginConfig) -> Result<(), BoxError> {
         let row: SearchRow = config.parse()?;
         let provider = DeepSeekSearch {

@@ -90,6 +90,27 @@ impl Plugin for WebServerPlugin {
         "@deepseek-ai/dsh-host-webserver"
     }
 
+    fn upstream_keys_not_taken(&self) -> &'static [(&'static str, &'static str)] {
+        &[
+            (
+                "compression",
+                "responses are sent uncompressed (dsh web serves loopback only)",
+            ),
+            (
+                "compressionLevel",
+                "responses are sent uncompressed (dsh web serves loopback only)",
+            ),
+            (
+                "compressionThresholdBytes",
+                "responses are sent uncompressed (dsh web serves loopback only)",
+            ),
+            (
+                "tls",
+                "dsh web serves plain HTTP on loopback only in this build (--tls-cert/--tls-key are refused)",
+            ),
+        ]
+    }
+
     fn apply(&self, ctx: &Context, config: &PluginConfig) -> Result<(), BoxError> {
         let row: ServerRow = config.parse()?;
         let host_text = row.host.unwrap_or_else(|| "127.0.0.1".into());
@@ -125,6 +146,19 @@ pub struct ConnectionPlugin;
 impl Plugin for ConnectionPlugin {
     fn name(&self) -> &'static str {
         "@deepseek-ai/dsh-client-connection"
+    }
+
+    fn upstream_keys_not_taken(&self) -> &'static [(&'static str, &'static str)] {
+        &[
+            (
+                "maxRequestBodyBytes",
+                "dsh web bounds each request body with its own fixed limit",
+            ),
+            (
+                "recovery",
+                "the page reconnects its event stream by itself and replays from the last event it saw; there is nothing to tune",
+            ),
+        ]
     }
 
     fn apply(&self, ctx: &Context, config: &PluginConfig) -> Result<(), BoxError> {
@@ -169,6 +203,13 @@ pub struct WebAppPlugin;
 impl Plugin for WebAppPlugin {
     fn name(&self) -> &'static str {
         "@deepseek-ai/dsh-web-app"
+    }
+
+    fn upstream_keys_not_taken(&self) -> &'static [(&'static str, &'static str)] {
+        &[(
+            "publicUrl",
+            "dsh web serves loopback only in this build (--public-url is refused)",
+        )]
     }
 
     fn apply(&self, ctx: &Context, config: &PluginConfig) -> Result<(), BoxError> {

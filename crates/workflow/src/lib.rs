@@ -105,6 +105,7 @@ impl Plugin for WorkflowEnginePlugin {
 struct ToolRow {
     tool_name: Option<String>,
     max_result_chars: Option<u64>,
+    enable_run_in_background: Option<bool>,
 }
 
 /// `@deepseek-ai/dsh-tool-workflow`: the `workflow` tool and its prompt section.
@@ -126,6 +127,9 @@ impl Plugin for ToolWorkflowPlugin {
         }
         if let Some(n) = at_least_one("tool-workflow", "maxResultChars", row.max_result_chars)? {
             c.max_result_chars = n as usize;
+        }
+        if let Some(b) = row.enable_run_in_background {
+            c.enable_run_in_background = b;
         }
         let engine = ctx.require::<WorkflowEngine>()?;
         let tools = ctx.require::<ToolRegistry>()?;

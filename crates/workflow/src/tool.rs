@@ -55,6 +55,8 @@ coordinates. The call runs in the foreground and returns when the script has fin
 pub struct WorkflowToolConfig {
     pub tool_name: String,
     pub max_result_chars: usize,
+    /// Whether the tool offers `run_in_background` (upstream 0.2's `enableRunInBackground`).
+    pub enable_run_in_background: bool,
 }
 
 impl Default for WorkflowToolConfig {
@@ -62,6 +64,7 @@ impl Default for WorkflowToolConfig {
         Self {
             tool_name: "workflow".into(),
             max_result_chars: 50_000,
+            enable_run_in_background: true,
         }
     }
 }
@@ -70,9 +73,10 @@ fn s(description: &str) -> Value {
     json!({"type": "string", "description": description})
 }
 
-/// The parameter schema (upstream's shape; our descriptions).
-fn parameters() -> Value {
-    json!({
+/// The parameter schema (upstream's shape; our descriptions); `run_in_background` only
+/// when the row offers it.
+fn parameters(background: bool) -> Value {
+    let mut schema = json!({
         "type": "object",
         "properties": {
             "script": s("The body of the workflow's async function, in plain JavaScript (top-level await works; no meta declaration; end with `return <json-value>`)."),
@@ -113,12 +117,16 @@ fn parameters() -> Value {
             }
         },
         "required": ["script", "meta"]
-    })
+    });
+    if !background && let Some(props) = schema["properties"].as_object_mut() {
+        props.remove("run_in_background");
+    }
+    schema
 }
 
 /// Argument checks as the schema states them (open objects); the engine then checks `meta`
 /// by name (unknown keys, empty strings) with its own texts.
-fn validator() -> ObjectSchema {
+fn validator(background: bool) -> ObjectSchema {
     let phase = ObjectSchema::new()
         .required("title", Prop::string(""))
         .optional("detail", Prop::string(""))
@@ -129,11 +137,15 @@ fn validator() -> ObjectSchema {
         .required("description", Prop::string(""))
         .optional("whenToUse", Prop::string(""))
         .optional("phases", Prop::array("", Prop::Object(phase)));
-    ObjectSchema::new()
+    let schema = ObjectSchema::new()
         .required("script", Prop::string(""))
         .required("meta", Prop::Object(meta))
-        .optional("args", Prop::Object(ObjectSchema::new()))
-        .optional("run_in_background", Prop::boolean(""))
+        .optional("args", Prop::Object(ObjectSchema::new()));
+    if background {
+        schema.optional("run_in_background", Prop::boolean(""))
+    } else {
+        schema
+    }
 }
 
 /// The number of UTF-16 units of `s`.
@@ -281,9 +293,9 @@ impl WorkflowTool {
             schema: ToolSchema {
                 name: config.tool_name.clone(),
                 description: DESCRIPTION.into(),
-                parameters: parameters().into(),
+                parameters: parameters(config.enable_run_in_background).into(),
             },
-            params: validator(),
+            params: validator(config.enable_run_in_background),
             config,
             engine,
             ctx,
@@ -328,10 +340,11 @@ impl Tool for WorkflowTool {
         args: Value,
         run: ToolRunContext,
     ) -> BoxFuture<'static, Result<ToolOutput, BoxError>> {
-        let (engine, ctx, max) = (
+        let (engine, ctx, max, background_allowed) = (
             self.engine.clone(),
             self.ctx.clone(),
             self.config.max_result_chars,
+            self.config.enable_run_in_background,
         );
         Box::pin(async move {
             let parent = run
@@ -363,6 +376,9 @@ impl Tool for WorkflowTool {
                 observer: Some(observer),
             };
             let background = args.get("run_in_background").and_then(Value::as_bool) == Some(true);
+            if background && !background_allowed {
+                return Err("run_in_background is switched off in this setup (tool-workflow enableRunInBackground: false); run the workflow in the foreground instead".into());
+            }
             let jobs = if background {
                 let jobs = ctx.get::<dsh_jobs::JobRegistry>().ok_or(
                     "run_in_background needs the job plugins, which are not loaded: add @deepseek-ai/dsh-jobs and @deepseek-ai/dsh-tool-jobs to the composition, or run the workflow in the foreground",

@@ -57,6 +57,20 @@ fn count(key: &str, v: &Value, min: u64) -> Result<u64, String> {
         .ok_or_else(|| format!("BasicCompactionConfig: {key} must be an integer >= {min}"))
 }
 
+/// Every key of the row config (`dsh --dump-config-schema`).
+pub(crate) const KEYS: &[&str] = &[
+    "thresholdRatio",
+    "retainRatio",
+    "retainTokens",
+    "maxTokens",
+    "compactionRetries",
+    "maxOverflowRetries",
+    "summarizationProvider",
+    "summarizationModel",
+    "modelPolicies",
+    "auto",
+];
+
 fn apply_policy(
     policy: &mut Policy,
     map: &Map<String, Value>,

@@ -515,8 +515,15 @@ impl Plugin for CompactionPlugin {
         "@deepseek-ai/dsh-compaction-basic"
     }
 
+    fn upstream_keys_not_taken(&self) -> &'static [(&'static str, &'static str)] {
+        &[(
+            "headroomTokens",
+            "compaction starts at thresholdRatio of the context window; there is no separate headroom",
+        )]
+    }
+
     fn apply(&self, ctx: &Context, config: &PluginConfig) -> Result<(), BoxError> {
-        let config = CompactionConfig::parse(&config.value)?;
+        let config = CompactionConfig::parse(config.raw_keys(config::KEYS))?;
         let engine = Arc::new(CompactionEngine {
             ctx: ctx.clone(),
             llm: ctx.require::<LlmRuntime>()?,

@@ -58,6 +58,19 @@ impl Plugin for SessionQuerySqlitePlugin {
         "@deepseek-ai/dsh-session-query-sqlite"
     }
 
+    fn upstream_keys_not_taken(&self) -> &'static [(&'static str, &'static str)] {
+        &[
+            (
+                "persistedReadConcurrency",
+                "stored sessions are indexed one at a time here",
+            ),
+            (
+                "preparedSessionCacheSize",
+                "this build keeps no cache of prepared sessions",
+            ),
+        ]
+    }
+
     fn apply(&self, ctx: &Context, config: &PluginConfig) -> Result<(), BoxError> {
         let c: SqliteConfig = config.parse()?;
         if c.path.is_empty() {

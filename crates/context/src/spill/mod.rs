@@ -38,6 +38,13 @@ impl Plugin for SpillLocalPlugin {
         "@deepseek-ai/dsh-spill-local"
     }
 
+    fn upstream_keys_not_taken(&self) -> &'static [(&'static str, &'static str)] {
+        &[(
+            "cleanupPeriodDays",
+            "spill files live with their session and go when it is deleted; there is no periodic cleanup",
+        )]
+    }
+
     fn apply(&self, ctx: &Context, config: &PluginConfig) -> Result<(), BoxError> {
         let c: LocalConfig = config.parse()?;
         if c.root.as_deref().is_some_and(str::is_empty) {

@@ -728,6 +728,13 @@ impl Plugin for ToolBashPlugin {
         "@deepseek-ai/dsh-tool-bash"
     }
 
+    fn upstream_keys_not_taken(&self) -> &'static [(&'static str, &'static str)] {
+        &[(
+            "promoteOnTimeout",
+            "a command that times out is stopped and reported; use run_in_background for long commands",
+        )]
+    }
+
     fn apply(&self, ctx: &Context, config: &PluginConfig) -> Result<(), BoxError> {
         let row: ToolConfigRow = config.parse()?;
         if let Some(t) = row.timeout_ms {
