@@ -1225,3 +1225,101 @@ fn config_rows_and_keys_match_upstream_021() {
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
+
+/// A 0.2.1 user switches: their home (profiles made with `--from-default-profile`, a home
+/// patch with 0.2.1's `maxInlineTokens` and `personaPrefix`, a settings file, a stored
+/// session) works unchanged with ours, and their session goes on in either build.
+#[test]
+fn a_home_populated_by_upstream_021_works_unchanged() {
+    let Some((bench, upstream)) = setup() else {
+        return;
+    };
+    let mock = Mock::start(&bench, "a-hello.json");
+    let machine = Machine::new();
+    let home = machine.home.path().join(".dsh");
+    let ours_bin = Path::new(env!("CARGO_BIN_EXE_dsh"));
+    for template in ["headless", "web", "sdk", "sdk-minimal", "acp"] {
+        let name = format!("my-{template}");
+        ok(machine.command(
+            &upstream,
+            &mock,
+            &[
+                "--from-default-profile",
+                template,
+                "--profile",
+                &name,
+                "--dump-config",
+            ],
+        ));
+        assert!(
+            home.join("profiles")
+                .join(&name)
+                .join("package.json")
+                .is_file()
+        );
+    }
+    std::fs::write(
+        home.join("cordis.patch.yml"),
+        "- id: spill-policy\n  config:\n    maxInlineTokens: 9000\n- id: system-prompt\n  config:\n    personaPrefix: You are the house agent of the switching team.\n",
+    )
+    .unwrap();
+    std::fs::write(
+        home.join("settings.yaml"),
+        "agent-default-model:\n  provider: deepseek-official\n  model: deepseek-flash\n",
+    )
+    .unwrap();
+    // 0.2.1 works in it first.
+    let first = ok(machine.command(&upstream, &mock, &["headless", "--json", "hello there"]));
+    let session: Value = serde_json::from_str(first.lines().next().unwrap()).unwrap();
+    let id = session["sessionId"].as_str().unwrap().to_string();
+
+    // Ours boots every profile of that home without a warning.
+    for template in ["headless", "web", "sdk", "sdk-minimal", "acp"] {
+        let out = machine.command(
+            ours_bin,
+            &mock,
+            &["--profile", &format!("my-{template}"), "--dump-config"],
+        );
+        assert!(
+            out.status.success(),
+            "{template}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(
+            String::from_utf8_lossy(&out.stderr),
+            "",
+            "{template}: no warning"
+        );
+    }
+    // Runs a task with the home's patch and settings in force.
+    mock.reset();
+    ok(machine.command(
+        ours_bin,
+        &mock,
+        &["--profile", "my-headless", "a task of ours"],
+    ));
+    let body = mock.last_request_body();
+    assert!(
+        body.contains("You are the house agent of the switching team."),
+        "persona in {body}"
+    );
+    assert!(
+        body.contains("\"model\":\"deepseek-flash\""),
+        "the settings' model in {body}"
+    );
+    // Continues 0.2.1's session, which 0.2.1 then continues again.
+    mock.reset();
+    ok(machine.command(ours_bin, &mock, &["headless", "--session-id", &id, "go on"]));
+    assert!(
+        mock.last_request_body().contains("hello there"),
+        "the history was sent"
+    );
+    mock.reset();
+    ok(machine.command(
+        &upstream,
+        &mock,
+        &["headless", "--session-id", &id, "and once more"],
+    ));
+    let events = machine.events(&mock, &id);
+    assert_eq!(turns_completed(&events), 3);
+}

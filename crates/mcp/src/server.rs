@@ -443,6 +443,13 @@ async fn serve(shared: &Arc<Shared>, mut generation: Generation, connects: u64) 
         tokio::select! {
             _ = shared.stop.cancelled() => break Ended::Stopped,
             _ = &mut waiting => break Ended::Lost,
+            _ = shared.link.lost.notified() => {
+                tracing::warn!(
+                    "{}: a call found the connection closed (the server restarted or dropped the session); reconnecting",
+                    shared.label
+                );
+                break Ended::Lost;
+            }
             changed = generation.list_changed.recv() => {
                 if changed.is_none() {
                     continue;

@@ -22,15 +22,21 @@ const MAX_LIST_PAGES: usize = 1000;
 /// The live peer of a server, swapped by its supervisor on every (re)connection. During an
 /// outage it is empty and calls fail with `Connection closed`, as upstream's do.
 #[derive(Default)]
-pub(crate) struct Link(RwLock<Option<Peer<RoleClient>>>);
+pub(crate) struct Link {
+    peer: RwLock<Option<Peer<RoleClient>>>,
+    /// A call found the connection closed. A stdio server's exit ends its transport, which
+    /// the supervisor sees; a streamable-HTTP server that restarted forgets the session
+    /// while the client's transport stays up, so only a failed call tells.
+    pub(crate) lost: tokio::sync::Notify,
+}
 
 impl Link {
     pub(crate) fn set(&self, peer: Option<Peer<RoleClient>>) {
-        *self.0.write().unwrap_or_else(|p| p.into_inner()) = peer;
+        *self.peer.write().unwrap_or_else(|p| p.into_inner()) = peer;
     }
 
     pub(crate) fn get(&self) -> Option<Peer<RoleClient>> {
-        self.0.read().unwrap_or_else(|p| p.into_inner()).clone()
+        self.peer.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
 }
 
@@ -189,7 +195,12 @@ impl Tool for McpTool {
                 Some(&ctx.cancel),
             )
             .await
-            .map_err(|e| -> BoxError { e.to_string().into() })?;
+            .map_err(|e| -> BoxError {
+                if e == RpcError::closed() {
+                    link.lost.notify_waiters();
+                }
+                e.to_string().into()
+            })?;
             match project_result(&result, &raw) {
                 CallOutcome::Success(content) => Ok(ToolOutput {
                     content,

@@ -575,6 +575,66 @@ async fn server_everything_over_streamable_http() {
     let _ = server.kill().await;
 }
 
+/// server-everything over streamable HTTP on `port`, ready to take connections.
+async fn everything_http(script: &Path, port: u16) -> tokio::process::Child {
+    let server = tokio::process::Command::new("node")
+        .arg(script)
+        .arg("streamableHttp")
+        .env("PORT", port.to_string())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    within("the HTTP server", async {
+        while tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .is_err()
+        {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    server
+}
+
+#[tokio::test]
+async fn a_restarted_streamable_http_server_is_reconnected() {
+    let Some(script) = everything() else { return };
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let mut server = everything_http(&script, port).await;
+    let (root, registry) = root();
+    let owner = root.child("everything-http-restart");
+    let mut config = stub("web", &[]);
+    config.transport = Transport::StreamableHttp {
+        url: format!("http://127.0.0.1:{port}/mcp"),
+        headers: vec![],
+    };
+    let handle = connect(&owner, config, REQUEST_TIMEOUT).await.unwrap();
+    let echo = |message: &str| {
+        call(
+            &registry,
+            &root,
+            "mcp__web__echo",
+            json!({"message": message}),
+        )
+    };
+    assert_eq!(text(&echo("before").await), "Echo: before");
+    // The server restarts: the new one knows nothing of the client's session.
+    server.kill().await.unwrap();
+    let _ = server.wait().await;
+    let mut server = everything_http(&script, port).await;
+    let failed = echo("during").await;
+    assert!(failed.is_error, "{}", text(&failed));
+    within("the reconnect", handle.wait_for(connected_with(2))).await;
+    assert_eq!(text(&echo("after").await), "Echo: after");
+    owner.dispose();
+    let _ = server.kill().await;
+}
+
 // ------------------------------------------------------------ server-filesystem (npm)
 
 #[tokio::test]

@@ -468,6 +468,10 @@ fn abortable(
 #[serde(rename_all = "camelCase")]
 struct ProviderConfig {
     id: String,
+    /// The provider's display name (upstream's compositions give one; nothing shows it).
+    #[allow(dead_code)]
+    #[serde(default)]
+    name: Option<String>,
     #[serde(default)]
     models: Vec<ModelEntry>,
 }
