@@ -77,7 +77,11 @@ pub fn probe(
     }))
 }
 
-fn config_def(shape: &ConfigShape, not_taken: &[(&str, &str)]) -> (Value, &'static str) {
+fn config_def(
+    shape: &ConfigShape,
+    not_taken: &[(&str, &str)],
+    without_effect: &[(&str, &str)],
+) -> (Value, &'static str) {
     let mut def = match shape {
         ConfigShape::Fields(fields) => {
             let properties: Map<String, Value> = fields
@@ -102,12 +106,25 @@ fn config_def(shape: &ConfigShape, not_taken: &[(&str, &str)]) -> (Value, &'stat
             "unknown",
         ),
     };
-    if !not_taken.is_empty() {
-        let keys: Map<String, Value> = not_taken
-            .iter()
+    let listed = |keys: &[(&str, &str)]| -> Value {
+        keys.iter()
             .map(|(k, why)| ((*k).to_string(), Value::from(*why)))
-            .collect();
-        def.0["x-upstream-keys-not-implemented"] = Value::Object(keys);
+            .collect::<Map<String, Value>>()
+            .into()
+    };
+    if !not_taken.is_empty() {
+        def.0["x-upstream-keys-not-implemented"] = listed(not_taken);
+    }
+    if !without_effect.is_empty() {
+        def.0["x-upstream-keys-without-effect"] = listed(without_effect);
+        if let Some(props) = def.0["properties"].as_object_mut() {
+            for (k, why) in without_effect {
+                props.insert(
+                    (*k).to_string(),
+                    json!({"description": format!("accepted without effect: {why}")}),
+                );
+            }
+        }
     }
     def
 }
@@ -171,11 +188,14 @@ pub fn render(
         let (reference, status) = match by_plugin.get(&row.name) {
             Some(known) => known.clone(),
             None => {
-                let not_taken = catalog
-                    .lookup(&row.name)
-                    .map(|p| p.upstream_keys_not_taken())
-                    .unwrap_or(&[]);
-                let (def, status) = config_def(shape, not_taken);
+                let plugin = catalog.lookup(&row.name);
+                let not_taken = plugin
+                    .as_ref()
+                    .map_or(&[][..], |p| p.upstream_keys_not_taken());
+                let without_effect = plugin
+                    .as_ref()
+                    .map_or(&[][..], |p| p.upstream_keys_without_effect());
+                let (def, status) = config_def(shape, not_taken, without_effect);
                 let name = format!("config{}", by_plugin.len());
                 defs.insert(name.clone(), def);
                 let reference = format!("#/$defs/{name}");

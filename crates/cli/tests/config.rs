@@ -183,14 +183,14 @@ fn bad_configuration_is_a_clear_error_with_exit_2() {
         &["{file}", "row \"llm\"", "`verbose`", "takes no config"],
     );
     expect_config_error(
-        "- id: llm-deepseek\n  config:\n    filesApiTimeoutMs: 1000\n",
+        "- id: tool-bash\n  config:\n    promoteOnTimeout: true\n",
         &["task"],
         &[
             "{file}",
-            "row \"llm-deepseek\"",
-            "`filesApiTimeoutMs`",
+            "row \"tool-bash\"",
+            "`promoteOnTimeout`",
             "upstream 0.2",
-            "Files API",
+            "run_in_background",
         ],
     );
 }

@@ -1227,8 +1227,8 @@ fn config_rows_and_keys_match_upstream_021() {
 }
 
 /// A 0.2.1 user switches: their home (profiles made with `--from-default-profile`, a home
-/// patch with 0.2.1's `maxInlineTokens` and `personaPrefix`, a settings file, a stored
-/// session) works unchanged with ours, and their session goes on in either build.
+/// patch with 0.2.1's `maxInlineTokens`, `personaPrefix` and model choice, a stored session)
+/// works unchanged with ours, and their session goes on in either build.
 #[test]
 fn a_home_populated_by_upstream_021_works_unchanged() {
     let Some((bench, upstream)) = setup() else {
@@ -1258,14 +1258,11 @@ fn a_home_populated_by_upstream_021_works_unchanged() {
                 .is_file()
         );
     }
+    // 0.2 keeps settings as rows of the profile patches (it imports a settings.yaml into
+    // them and renames the file), so the model choice is a row here.
     std::fs::write(
         home.join("cordis.patch.yml"),
-        "- id: spill-policy\n  config:\n    maxInlineTokens: 9000\n- id: system-prompt\n  config:\n    personaPrefix: You are the house agent of the switching team.\n",
-    )
-    .unwrap();
-    std::fs::write(
-        home.join("settings.yaml"),
-        "agent-default-model:\n  provider: deepseek-official\n  model: deepseek-flash\n",
+        "- id: spill-policy\n  config:\n    maxInlineTokens: 9000\n- id: system-prompt\n  config:\n    personaPrefix: You are the house agent of the switching team.\n- id: agent-default-model\n  config:\n    provider: deepseek-official\n    model: deepseek-flash\n",
     )
     .unwrap();
     // 0.2.1 works in it first.

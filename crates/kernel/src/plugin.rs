@@ -27,6 +27,13 @@ pub trait Plugin: Send + Sync + 'static {
     fn upstream_keys_not_taken(&self) -> &'static [(&'static str, &'static str)] {
         &[]
     }
+    /// Config keys that upstream's plugin of this name takes and that change nothing this
+    /// build does (they tune a mechanism it does not have), each with the reason. They are
+    /// accepted with a warning naming the row and the key, and left out of the config the
+    /// plugin parses; `dsh --dump-config-schema` lists them.
+    fn upstream_keys_without_effect(&self) -> &'static [(&'static str, &'static str)] {
+        &[]
+    }
 }
 
 /// The evaluated `config` of one row, with enough provenance for good error messages.
@@ -389,7 +396,19 @@ fn load_rows(
                     .into(),
                 });
             }
-            let config = PluginConfig::new(row.id.clone(), row.source.clone(), row.config.clone());
+            let mut value = row.config.clone();
+            if let serde_json::Value::Object(map) = &mut value {
+                for (key, why) in plugin.upstream_keys_without_effect() {
+                    if map.remove(*key).is_some_and(|v| !v.is_null()) {
+                        tracing::warn!(
+                            "{}: row \"{}\": config key `{key}` has no effect in this build: {why}",
+                            row.source,
+                            row.id
+                        );
+                    }
+                }
+            }
+            let config = PluginConfig::new(row.id.clone(), row.source.clone(), value);
             match plugin.apply(&ctx, &config) {
                 Ok(()) => {
                     let unread = config.unread_keys();

@@ -36,6 +36,9 @@ impl Plugin for TypedPlugin {
     fn upstream_keys_not_taken(&self) -> &'static [(&'static str, &'static str)] {
         &[("cacheSize", "nothing is cached here")]
     }
+    fn upstream_keys_without_effect(&self) -> &'static [(&'static str, &'static str)] {
+        &[("pollMs", "nothing is polled here")]
+    }
 }
 
 struct NoConfig;
@@ -110,6 +113,15 @@ fn an_unknown_key_is_named_with_its_row_at_any_depth() {
     assert!(nested.contains("`inner.dept`"), "{nested}");
     let two = load_error(&[row("t", "typed", json!({"x": 1, "y": 2}))]);
     assert!(two.contains("and 1 more unknown key"), "{two}");
+}
+
+#[test]
+fn an_upstream_key_without_effect_is_accepted_and_not_passed_on() {
+    // The plugin's strict parser never sees the key (it would refuse it).
+    assert_eq!(
+        load_error(&[row("t", "typed", json!({"pollMs": 150, "limit": 1}))]),
+        ""
+    );
 }
 
 #[test]

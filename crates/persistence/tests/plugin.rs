@@ -101,7 +101,15 @@ fn config_defaults_and_validation() {
     let parse = |v: Value| {
         PersistenceConfig::from_plugin_config(&PluginConfig::new("row", "agent.yaml", v))
     };
-    let c = parse(json!({"root": "/tmp/s", "someFutureKey": true})).unwrap();
+    // A key the row does not take is refused by name, not ignored.
+    let err = parse(json!({"root": "/tmp/s", "someFutureKey": true}))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("someFutureKey") && err.contains("unknown key"),
+        "{err}"
+    );
+    let c = parse(json!({"root": "/tmp/s"})).unwrap();
     assert_eq!(
         c,
         PersistenceConfig {

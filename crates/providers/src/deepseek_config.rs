@@ -77,8 +77,10 @@ pub fn default_models() -> Vec<DeepSeekModelEntry> {
     ]
 }
 
-/// Upstream 0.2's `llm-deepseek` keys for its Files API uploads and image offloading.
-pub const UPSTREAM_KEYS_NOT_TAKEN: &[(&str, &str)] = &[
+/// Upstream's `llm-deepseek` keys for its Files API uploads and image offloading (0.1's
+/// compositions set them too): accepted with a warning, since they tune what this build
+/// does not do.
+pub const UPSTREAM_KEYS_WITHOUT_EFFECT: &[(&str, &str)] = &[
     ("fileExpiresAfterSeconds", FILES_API),
     ("fileQuotaCleanupBatch", FILES_API),
     ("fileRefreshMarginSeconds", FILES_API),
@@ -95,8 +97,8 @@ const FILES_API: &str =
 const IMAGE_OFFLOAD: &str = "this build does not offload images from a request that is too large (image-offload compaction is not part of it)";
 
 /// The `llm-deepseek` row config, doubling as the settings-section shape. Every field is
-/// optional; any other key is an error (upstream 0.2's Files API knobs are named as such
-/// by [`UPSTREAM_KEYS_NOT_TAKEN`]).
+/// optional; any other key is an error (upstream's Files API knobs are accepted by the row
+/// loader with a warning, [`UPSTREAM_KEYS_WITHOUT_EFFECT`]).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct DeepSeekConfig {
@@ -362,13 +364,16 @@ mod tests {
     }
 
     #[test]
-    fn round_trips_upstream_keys_and_keeps_unknown_ones() {
+    fn round_trips_upstream_keys_and_refuses_unknown_ones() {
         let value = json!({"apiKeyEnv": "K", "baseURL": "http://x", "thinking": "enabled", "reasoningEffort": "max",
-            "maxTokens": 10, "models": [{"id": "m", "contextWindow": 5, "imageDetail": "low"}],
-            "maxImagesPerRequest": 3});
+            "maxTokens": 10, "models": [{"id": "m", "contextWindow": 5, "imageDetail": "low"}]});
         let config = DeepSeekConfig::from_value(&value).expect("parses");
         assert_eq!(config.base_url.as_deref(), Some("http://x"));
         assert_eq!(serde_json::to_value(&config).expect("json"), value);
+        // The row loader strips upstream's Files API knobs (with a warning); anywhere else
+        // they are as unknown as a typo.
+        let err = DeepSeekConfig::from_value(&json!({"maxImagesPerReqest": 3})).unwrap_err();
+        assert!(err.contains("maxImagesPerReqest"), "{err}");
     }
 
     #[test]

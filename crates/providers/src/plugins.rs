@@ -80,8 +80,8 @@ impl Plugin for DeepSeekPlugin {
         "@deepseek-ai/dsh-llm-deepseek"
     }
 
-    fn upstream_keys_not_taken(&self) -> &'static [(&'static str, &'static str)] {
-        crate::deepseek_config::UPSTREAM_KEYS_NOT_TAKEN
+    fn upstream_keys_without_effect(&self) -> &'static [(&'static str, &'static str)] {
+        crate::deepseek_config::UPSTREAM_KEYS_WITHOUT_EFFECT
     }
 
     fn apply(&self, ctx: &Context, config: &PluginConfig) -> Result<(), BoxError> {

@@ -293,6 +293,8 @@ pub struct ReplayAdapter {
     cwd: PathBuf,
     /// Declared input modalities by model id (default: text only).
     modalities: HashMap<String, Vec<String>>,
+    /// Delay before each replayed chunk (`paceMs`).
+    pace: Option<std::time::Duration>,
 }
 
 impl ReplayAdapter {
@@ -316,6 +318,7 @@ impl ReplayAdapter {
             bindings: Mutex::new((HashMap::new(), 0)),
             cwd,
             modalities: HashMap::new(),
+            pace: None,
         }
     }
 
@@ -404,7 +407,7 @@ impl LlmAdapter for ReplayAdapter {
         let _ = &self.models;
         match entry {
             Entry::Chunks(values) => match parse_chunks(&values, &options) {
-                Ok(chunks) => abortable(chunks, cancel).boxed(),
+                Ok(chunks) => abortable(chunks, cancel, self.pace).boxed(),
                 Err(msg) => fail(msg),
             },
             Entry::Throw {
@@ -412,7 +415,7 @@ impl LlmAdapter for ReplayAdapter {
                 message,
                 code,
             } => match parse_chunks(&chunks, &options) {
-                Ok(chunks) => abortable(chunks, cancel)
+                Ok(chunks) => abortable(chunks, cancel, self.pace)
                     .chain(futures::stream::iter([Err(LlmError::new(code, message))]))
                     .boxed(),
                 Err(msg) => fail(msg),
@@ -451,15 +454,26 @@ impl LlmAdapter for ReplayAdapter {
 fn abortable(
     chunks: Vec<StreamChunk>,
     cancel: tokio_util::sync::CancellationToken,
+    pace: Option<std::time::Duration>,
 ) -> impl futures::Stream<Item = Result<StreamChunk, LlmError>> {
-    futures::stream::iter(chunks).map(move |c| {
-        if cancel.is_cancelled() {
-            Err(LlmError::new(
-                codes::ABORTED,
-                "the replayed call was cancelled",
-            ))
-        } else {
-            Ok(c)
+    futures::stream::iter(chunks).then(move |c| {
+        let cancel = cancel.clone();
+        async move {
+            if let Some(pace) = pace {
+                // A cancel during the wait ends the stream at once.
+                tokio::select! {
+                    _ = tokio::time::sleep(pace) => {}
+                    _ = cancel.cancelled() => {}
+                }
+            }
+            if cancel.is_cancelled() {
+                Err(LlmError::new(
+                    codes::ABORTED,
+                    "the replayed call was cancelled",
+                ))
+            } else {
+                Ok(c)
+            }
         }
     })
 }
@@ -534,6 +548,9 @@ struct ReplayConfig {
     #[serde(default)]
     providers: Vec<ProviderConfig>,
     retry_policy: Option<RetryConfig>,
+    /// Delay before each replayed chunk, so what streams the reply downstream sees it
+    /// arrive piece by piece (default: all at once).
+    pace_ms: Option<u64>,
 }
 
 /// `@deepseek-ai/dsh-llm-replay`.
@@ -617,6 +634,10 @@ impl ReplayPlugin {
         let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("."));
         let mut adapter = ReplayAdapter::new(scripts, models, retry, cwd);
         adapter.modalities = modalities;
+        adapter.pace = config
+            .pace_ms
+            .filter(|ms| *ms > 0)
+            .map(std::time::Duration::from_millis);
         Ok((adapter, routes))
     }
 }
