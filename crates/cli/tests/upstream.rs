@@ -582,10 +582,12 @@ const RED_PNG: [u8; 73] = [
     113, 0, 174, 147, 15, 241, 208, 95, 35, 158, 0, 0, 0, 0, 73, 69, 78, 68, 174, 66, 96, 130,
 ];
 
-/// What the model is shown for an image prompt to a text-only model through the SDK
-/// runtime (`--profile sdk`): the text of the placeholder in the last model request.
-fn sdk_image_placeholder(program: &Path, machine: &Machine, mock: &Mock) -> String {
-    use std::io::{BufRead as _, Write as _};
+/// `program`'s SDK runtime (`--profile sdk`) on this machine, with its stdin and stdout.
+fn sdk_runtime(
+    program: &Path,
+    machine: &Machine,
+    mock: &Mock,
+) -> (Child, std::process::ChildStdin, std::process::ChildStdout) {
     let mut child = machine
         .program(program, mock)
         .args(["--profile", "sdk"])
@@ -594,8 +596,17 @@ fn sdk_image_placeholder(program: &Path, machine: &Machine, mock: &Mock) -> Stri
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
-    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let stdin = child.stdin.take().unwrap();
+    let stdout = child.stdout.take().unwrap();
+    (child, stdin, stdout)
+}
+
+/// What the model is shown for an image prompt to a text-only model through the SDK
+/// runtime (`--profile sdk`): the text of the placeholder in the last model request.
+fn sdk_image_placeholder(program: &Path, machine: &Machine, mock: &Mock) -> String {
+    use std::io::{BufRead as _, Write as _};
+    let (mut child, mut stdin, stdout) = sdk_runtime(program, machine, mock);
+    let mut lines = std::io::BufReader::new(stdout).lines();
     let mut call = |id: u64, method: &str, params: Value| -> Value {
         let frame =
             serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
@@ -658,17 +669,8 @@ fn an_sdk_image_prompt_to_a_text_only_model_matches_upstream_021() {
 /// session reports `idle`.
 fn sdk_turn_events(program: &Path, machine: &Machine, mock: &Mock, prompt: &str) -> Vec<Value> {
     use std::io::{BufRead as _, Write as _};
-    let mut child = machine
-        .program(program, mock)
-        .args(["--profile", "sdk"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut stdin = child.stdin.take().unwrap();
+    let (mut child, mut stdin, stdout) = sdk_runtime(program, machine, mock);
     let (tx, rx) = std::sync::mpsc::channel::<Value>();
-    let stdout = child.stdout.take().unwrap();
     std::thread::spawn(move || {
         for line in std::io::BufReader::new(stdout).lines() {
             let Ok(line) = line else { break };

@@ -346,6 +346,43 @@ pub fn load_tree(
     })
 }
 
+fn apply_error(row: &LoadRow, error: BoxError) -> LoadError {
+    LoadError::Apply {
+        source_file: row.source.clone(),
+        row_id: row.id.clone(),
+        name: row.name.clone(),
+        error,
+    }
+}
+
+/// The config `plugin` gets for `row`: an upstream key this build does not implement is
+/// refused with its reason; one without effect here is dropped with a warning.
+fn row_config(plugin: &dyn Plugin, row: &LoadRow) -> Result<serde_json::Value, String> {
+    let mut value = row.config.clone();
+    if let serde_json::Value::Object(map) = &mut value {
+        let set = |v: &serde_json::Value| !v.is_null();
+        if let Some((key, why)) = plugin
+            .upstream_keys_not_taken()
+            .iter()
+            .find(|(key, _)| map.get(*key).is_some_and(set))
+        {
+            return Err(format!(
+                "config key `{key}` is one upstream 0.2 takes, but this build does not implement it: {why}; remove the key"
+            ));
+        }
+        for (key, why) in plugin.upstream_keys_without_effect() {
+            if map.remove(*key).is_some_and(|v| set(&v)) {
+                tracing::warn!(
+                    "{}: row \"{}\": config key `{key}` has no effect in this build: {why}",
+                    row.source,
+                    row.id
+                );
+            }
+        }
+    }
+    Ok(value)
+}
+
 fn load_rows(
     parent: &Context,
     catalog: &Catalog,
@@ -379,52 +416,25 @@ fn load_rows(
             let Some(plugin) = catalog.lookup(&row.name) else {
                 continue;
             };
-            if let serde_json::Value::Object(map) = &row.config
-                && let Some((key, why)) = plugin
-                    .upstream_keys_not_taken()
-                    .iter()
-                    .find(|(key, _)| map.get(*key).is_some_and(|v| !v.is_null()))
-            {
-                ctx.dispose();
-                return Err(LoadError::Apply {
-                    source_file: row.source.clone(),
-                    row_id: row.id.clone(),
-                    name: row.name.clone(),
-                    error: format!(
-                        "config key `{key}` is one upstream 0.2 takes, but this build does not implement it: {why}; remove the key"
-                    )
-                    .into(),
-                });
-            }
-            let mut value = row.config.clone();
-            if let serde_json::Value::Object(map) = &mut value {
-                for (key, why) in plugin.upstream_keys_without_effect() {
-                    if map.remove(*key).is_some_and(|v| !v.is_null()) {
-                        tracing::warn!(
-                            "{}: row \"{}\": config key `{key}` has no effect in this build: {why}",
-                            row.source,
-                            row.id
-                        );
-                    }
+            let value = match row_config(plugin.as_ref(), row) {
+                Ok(value) => value,
+                Err(error) => {
+                    ctx.dispose();
+                    return Err(apply_error(row, error.into()));
                 }
-            }
+            };
             let config = PluginConfig::new(row.id.clone(), row.source.clone(), value);
             match plugin.apply(&ctx, &config) {
                 Ok(()) => {
                     let unread = config.unread_keys();
                     if !unread.is_empty() {
                         ctx.dispose();
-                        return Err(LoadError::Apply {
-                            source_file: row.source.clone(),
-                            row_id: row.id.clone(),
-                            name: row.name.clone(),
-                            error: format!(
-                                "config key `{}`: this plugin takes no config; remove the key{}",
-                                unread.join("`, `"),
-                                if unread.len() > 1 { "s" } else { "" }
-                            )
-                            .into(),
-                        });
+                        let error = format!(
+                            "config key `{}`: this plugin takes no config; remove the key{}",
+                            unread.join("`, `"),
+                            if unread.len() > 1 { "s" } else { "" }
+                        );
+                        return Err(apply_error(row, error.into()));
                     }
                     loaded.push(row.id.clone());
                     progressed = true;
@@ -438,14 +448,7 @@ fn load_rows(
                     ctx.dispose();
                     deferred.push((row, error));
                 }
-                Err(error) => {
-                    return Err(LoadError::Apply {
-                        source_file: row.source.clone(),
-                        row_id: row.id.clone(),
-                        name: row.name.clone(),
-                        error,
-                    });
-                }
+                Err(error) => return Err(apply_error(row, error)),
             }
         }
         if deferred.is_empty() {
@@ -453,12 +456,7 @@ fn load_rows(
         }
         if !progressed {
             let (row, error) = deferred.remove(0);
-            return Err(LoadError::Apply {
-                source_file: row.source.clone(),
-                row_id: row.id.clone(),
-                name: row.name.clone(),
-                error,
-            });
+            return Err(apply_error(row, error));
         }
         pending = deferred.into_iter().map(|(r, _)| r).collect();
     }

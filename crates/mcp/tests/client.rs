@@ -529,28 +529,8 @@ async fn server_everything_over_stdio() {
 #[tokio::test]
 async fn server_everything_over_streamable_http() {
     let Some(script) = everything() else { return };
-    let port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    };
-    let mut server = tokio::process::Command::new("node")
-        .arg(&script)
-        .arg("streamableHttp")
-        .env("PORT", port.to_string())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    within("the HTTP server", async {
-        while tokio::net::TcpStream::connect(("127.0.0.1", port))
-            .await
-            .is_err()
-        {
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    })
-    .await;
+    let port = free_port();
+    let mut server = everything_http(&script, port).await;
     let (root, registry) = root();
     let owner = root.child("everything-http");
     let mut config = stub("web", &[]);
@@ -573,6 +553,11 @@ async fn server_everything_over_streamable_http() {
     );
     owner.dispose();
     let _ = server.kill().await;
+}
+
+fn free_port() -> u16 {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    l.local_addr().unwrap().port()
 }
 
 /// server-everything over streamable HTTP on `port`, ready to take connections.
@@ -601,10 +586,7 @@ async fn everything_http(script: &Path, port: u16) -> tokio::process::Child {
 #[tokio::test]
 async fn a_restarted_streamable_http_server_is_reconnected() {
     let Some(script) = everything() else { return };
-    let port = {
-        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        l.local_addr().unwrap().port()
-    };
+    let port = free_port();
     let mut server = everything_http(&script, port).await;
     let (root, registry) = root();
     let owner = root.child("everything-http-restart");
