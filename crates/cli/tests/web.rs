@@ -899,6 +899,9 @@ async fn a_saved_key_is_used_at_once_and_sessions_can_be_listed_searched_renamed
         .await;
     assert_eq!(resumed.last().unwrap().json()["reset"], true);
     child_sse.until("events", has_turn_end).await;
+    // The agent goes idle just after its turn/end is recorded; a running session refuses
+    // deletion, so wait for the idle status as a user's page does.
+    child_sse.until("status", |s| s["running"] == false).await;
     drop(child_sse);
     let files = dsh_persistence::SessionFiles::new(
         web.home.path().join(".dsh/sessions"),
