@@ -47,6 +47,12 @@ EXTENSIONS = {
     "responses": {},
 }
 
+# Extensions check_request recognises by shape rather than by key (so the key stays
+# validated when it has the standard shape).
+SHAPED_EXTENSIONS = {
+    "messages": {"thinking": "DeepSeek Messages thinking switch without a budget"},
+}
+
 # The mock's own unit tests send it hand-made requests: not adapter traffic.
 SELF_TESTS = {"dsh_test_support"}
 
@@ -218,6 +224,13 @@ def strip_extensions(kind, body, stats):
 
 def check_request(kind, body, stats):
     body = strip_extensions(kind, body, stats)
+    # DeepSeek's Messages endpoint takes `thinking: {"type": "enabled"|"disabled"}` without a
+    # budget (the effort rides in output_config); Anthropic's type requires budget_tokens.
+    thinking = body.get("thinking") if kind == "messages" else None
+    if isinstance(thinking, dict) and "budget_tokens" not in thinking \
+            and thinking.get("type") in ("enabled", "disabled") and len(thinking) == 1:
+        del body["thinking"]
+        stats["extensions"]["messages.thinking"] += 1
     streaming, plain = REQUESTS[kind]
     tp, checker = streaming if body.get("stream") else plain
     try:
@@ -290,7 +303,8 @@ def main():
               f" ({stats['events'][kind]} stream events) checked; {stats['failed'][kind]} failed")
     for ext, n in sorted(stats["extensions"].items()):
         kind, name = ext.split(".", 1)
-        print(f"  extension {ext}: {n} times ({EXTENSIONS[kind][name]})")
+        why = EXTENSIONS[kind].get(name) or SHAPED_EXTENSIONS[kind][name]
+        print(f"  extension {ext}: {n} times ({why})")
     for why, n in stats["skipped"].items():
         print(f"  skipped ({why}): {n}")
     if failures:

@@ -157,8 +157,10 @@ impl DeepSeekAdapter {
 }
 
 impl DeepSeekAdapter {
-    /// The opt-in Anthropic Messages request (`api: anthropic-messages`): the DeepSeek
-    /// efforts map to thinking budgets (`low`, `high`, `max`), `off` disables thinking.
+    /// The opt-in Messages request (`api: anthropic-messages`) in DeepSeek's own dialect, as
+    /// upstream 0.2.1 sends it: `thinking: {type: enabled|disabled}` (no budget) with the
+    /// effort in `output_config: {effort}` (absent for `off`), the system prompt as one string,
+    /// no prompt-cache marks. The message list is built by the Anthropic serializer.
     fn prepare_messages(
         &self,
         config: &ResolvedDeepSeek,
@@ -170,10 +172,15 @@ impl DeepSeekAdapter {
             CacheRetention, ResolvedAnthropicModel, ResolvedAnthropicProfile,
         };
         let info = model_info_for(config, &options.config.model);
-        let reasoning = info.reasoning.clone().unwrap_or(ReasoningInfo {
+        let effort = messages_effort(config, options)?;
+        // The Anthropic serializer builds messages and tools only: no budgets, no cache marks.
+        let mut plain = options.clone();
+        plain.config.reasoning_effort = None;
+        let options = &plain;
+        let reasoning = ReasoningInfo {
             efforts: vec!["off".into()],
             default_effort: None,
-        });
+        };
         let model = ResolvedAnthropicModel {
             id: info.id.clone(),
             name: info.id.clone(),
@@ -194,7 +201,7 @@ impl DeepSeekAdapter {
             models: vec![model.clone()],
             reasoning: reasoning.default_effort,
             thinking_budgets: Default::default(),
-            cache_retention: CacheRetention::Short,
+            cache_retention: CacheRetention::None,
             anthropic_version: "2023-06-01".into(),
             stream_idle_timeout_ms: config.stream_idle_timeout_ms,
             request_timeout_ms: config.request_timeout_ms,
@@ -211,8 +218,9 @@ impl DeepSeekAdapter {
             ),
         );
         let headers = header_map(&headers, VENDOR, &config.base_url)?;
-        let body =
+        let mut body =
             crate::anthropic::serialize::serialize_messages_request(options, &profile, &model)?;
+        deepseek_messages_dialect(&mut body, effort);
         let url = crate::anthropic::messages_url(&config.base_url);
         Ok(HttpCall {
             client: self.client.for_url(&url)?,
@@ -228,6 +236,61 @@ impl DeepSeekAdapter {
             limit: response_limit(config),
             rejection_hint: None,
         })
+    }
+}
+
+/// The effort of one Messages request: the call's, else the deployment default, else `high`
+/// (`off` when thinking is disabled); a session title asks for none. Anything but
+/// `off|low|high|max`, or an effort with thinking disabled, is refused.
+fn messages_effort(
+    config: &ResolvedDeepSeek,
+    options: &GenerateOptions,
+) -> Result<DeepSeekEffort, LlmError> {
+    let disabled = config.thinking == Some(Thinking::Disabled);
+    let effort = match options.config.reasoning_effort.as_deref() {
+        Some(requested) => DeepSeekEffort::parse(requested).ok_or_else(|| {
+            LlmError::new(
+                codes::UNSUPPORTED_REASONING_EFFORT,
+                format!(
+                    "DeepSeek Messages offers reasoning efforts off, low, high and max, not \"{requested}\""
+                ),
+            )
+        })?,
+        None if options.purpose == CallPurpose::SessionTitle || disabled => DeepSeekEffort::Off,
+        None => config.reasoning_effort.unwrap_or(DeepSeekEffort::High),
+    };
+    if disabled && effort != DeepSeekEffort::Off {
+        return Err(LlmError::new(
+            codes::UNSUPPORTED_REASONING_EFFORT,
+            format!(
+                "thinking is disabled for {DEEPSEEK_ROUTE}, so reasoning effort \"{}\" cannot be used (only \"off\")",
+                effort.as_str()
+            ),
+        ));
+    }
+    Ok(effort)
+}
+
+/// Rewrites an Anthropic-dialect body into DeepSeek's: the system blocks become one string,
+/// `thinking` carries only its switch and the effort travels in `output_config`.
+fn deepseek_messages_dialect(body: &mut serde_json::Value, effort: DeepSeekEffort) {
+    use serde_json::{Value, json};
+    let Some(map) = body.as_object_mut() else {
+        return;
+    };
+    if let Some(Value::Array(blocks)) = map.get("system") {
+        let text: Vec<&str> = blocks.iter().filter_map(|b| b["text"].as_str()).collect();
+        let text = text.join("\n\n");
+        map.insert("system".into(), Value::String(text));
+    }
+    // `thinking` with a budget would make temperature and max_tokens adjustments: the
+    // serializer saw no effort, so neither happened.
+    map.remove("thinking");
+    if effort == DeepSeekEffort::Off {
+        map.insert("thinking".into(), json!({"type": "disabled"}));
+    } else {
+        map.insert("thinking".into(), json!({"type": "enabled"}));
+        map.insert("output_config".into(), json!({"effort": effort.as_str()}));
     }
 }
 

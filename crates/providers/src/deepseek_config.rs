@@ -108,8 +108,9 @@ pub struct DeepSeekConfig {
     /// Endpoint base; else `$DEEPSEEK_BASE_URL`, else `https://api.deepseek.com`.
     #[serde(rename = "baseURL", default, skip_serializing_if = "Option::is_none")]
     pub base_url: Option<String>,
-    /// Wire protocol: `openai-completions` (default) or `anthropic-messages` (opt-in, as
-    /// upstream 0.2.1: `POST <baseURL>/v1/messages`).
+    /// Wire protocol: `openai-completions` (default) or `anthropic-messages` (opt-in, in
+    /// DeepSeek's dialect as upstream 0.2.1 speaks it: `POST <baseURL>/v1/messages` with
+    /// `thinking: {type}` and `output_config: {effort}`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub api: Option<String>,
     /// Deployment thinking policy; `disabled` limits every request to effort `off`.

@@ -322,8 +322,9 @@ async fn the_deepseek_route_can_opt_into_the_messages_protocol() {
     let adapter: Arc<dyn LlmAdapter> = Arc::new(DeepSeekAdapter::new(config, deps).unwrap());
     let mut config = LlmCallConfig::route(DEEPSEEK_ROUTE, "deepseek-v4-flash");
     config.reasoning_effort = Some("high".into());
-    let options = GenerateOptions::new(config, vec![Arc::new(Message::user_text("hi"))]);
-    let chunks: Vec<Value> = adapter_stream(Some(adapter), Arc::new(options))
+    let mut options = GenerateOptions::new(config, vec![Arc::new(Message::user_text("hi"))]);
+    options.system = Some("You are dsh.".into());
+    let chunks: Vec<Value> = adapter_stream(Some(adapter.clone()), Arc::new(options))
         .map(|c| serde_json::to_value(c.unwrap()).unwrap())
         .collect()
         .await;
@@ -335,10 +336,35 @@ async fn the_deepseek_route_can_opt_into_the_messages_protocol() {
     assert_eq!(request.header("authorization"), None);
     let body = request.json.clone().unwrap();
     assert_eq!(body["model"], "deepseek-v4-flash");
-    assert_eq!(
-        body["thinking"],
-        json!({"type": "enabled", "budget_tokens": 20480})
-    );
+    // DeepSeek's dialect (as upstream 0.2.1 sends it): the switch alone, the effort in
+    // `output_config`, the system prompt as a string, no cache marks.
+    assert_eq!(body["thinking"], json!({"type": "enabled"}));
+    assert_eq!(body["output_config"], json!({"effort": "high"}));
+    assert_eq!(body["system"], "You are dsh.");
+    assert!(!request.body.contains("cache_control"), "{}", request.body);
+    assert!(!request.body.contains("budget_tokens"), "{}", request.body);
+    // Effort `off` switches thinking off and sends no output_config; an effort DeepSeek
+    // does not offer is refused before any request.
+    server.push(reply(&text_events("plain")));
+    for (effort, expected) in [
+        ("off", None),
+        ("medium", Some("UNSUPPORTED_REASONING_EFFORT")),
+    ] {
+        let mut config = LlmCallConfig::route(DEEPSEEK_ROUTE, "deepseek-v4-flash");
+        config.reasoning_effort = Some(effort.into());
+        let options = GenerateOptions::new(config, vec![Arc::new(Message::user_text("hi"))]);
+        let chunks: Vec<Value> = adapter_stream(Some(adapter.clone()), Arc::new(options))
+            .map(|c| serde_json::to_value(c.unwrap()).unwrap())
+            .collect()
+            .await;
+        let failure = chunks.last().unwrap()["reason"]["failure"]["code"].as_str();
+        assert_eq!(failure, expected, "{chunks:?}");
+    }
+    let requests = server.requests();
+    assert_eq!(requests.len(), 2, "the refused effort sent nothing");
+    let body = requests[1].json.clone().unwrap();
+    assert_eq!(body["thinking"], json!({"type": "disabled"}));
+    assert!(body.get("output_config").is_none(), "{body}");
     // An unknown protocol name is refused at configuration time.
     let bad = DeepSeekAdapter::new(
         DeepSeekConfig {
