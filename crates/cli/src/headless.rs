@@ -298,11 +298,7 @@ pub async fn run(
     let model = root
         .get::<DefaultModel>()
         .map(|m| (*m).clone())
-        .unwrap_or(DefaultModel {
-            provider: "deepseek-official".into(),
-            model: "deepseek-v4-flash".into(),
-            reasoning_effort: None,
-        });
+        .unwrap_or_else(DefaultModel::fallback);
     let cwd = std::env::current_dir().ok();
     let mut request = CreateAgent::fresh(AgentOptions {
         provider: Some(model.provider.clone()),

@@ -462,14 +462,8 @@ fn plan_mode_switches_through_acp_text_prompts() {
     let systems: Vec<String> = server
         .requests()
         .into_iter()
-        .filter_map(|r| r.json)
-        .filter(|j| j.get("tools").is_some())
-        .map(|j| {
-            j["messages"][0]["content"]
-                .as_str()
-                .unwrap_or("")
-                .to_string()
-        })
+        .filter(|r| r.json.as_ref().is_some_and(|j| j.get("tools").is_some()))
+        .map(|r| r.system_text())
         .collect();
     assert_eq!(systems.len(), 3);
     assert!(systems[0].contains("Plan mode is on."), "{}", systems[0]);

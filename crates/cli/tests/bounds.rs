@@ -510,7 +510,7 @@ fn a_length_finish_says_what_happened_and_which_setting_to_change() {
         err.trim_end(),
         format!(
             "dsh: the model stopped at its output limit of 256000 tokens (deepseek-official / \
-             deepseek-v4-flash) before finishing, so the answer is cut short (what it wrote is \
+             deepseek-flash) before finishing, so the answer is cut short (what it wrote is \
              kept in the session). Raise maxTokens for the model in the llm-deepseek section of \
              the settings, or let it go on with: dsh headless --session-id {id} \"continue\""
         )
@@ -540,6 +540,8 @@ fn a_chat_completions_error_sent_mid_stream_reaches_the_user() {
     let server = MockServer::start().answer_untooled("Mock title");
     server.push(Reply::steps(steps));
     let run = Run::new();
+    // The DeepSeek route on chat completions (its default is the Messages API).
+    run.settings("llm-deepseek:\n  api: openai-completions\n");
     let out = run.headless(&server, &["hi"], &[]);
     assert_provider_text_reaches_the_user(&run, &out, "INVALID_REQUEST", text);
 }

@@ -762,7 +762,7 @@ fn drop_and_paste_images_into_the_composer_send_them_and_see_them_in_the_convers
     std::fs::create_dir_all(home.path().join(".dsh")).unwrap();
     std::fs::write(
         home.path().join(".dsh/settings.yaml"),
-        "agent-default-model:\n  provider: deepseek-official\n  model: deepseek-v4-flash-vision-exp\n",
+        "agent-default-model:\n  provider: deepseek-official\n  model: deepseek-flash\n",
     )
     .unwrap();
     let web = Web::start_in(home, work, &server.url(), &[("DEEPSEEK_API_KEY", "sk-x")]);

@@ -10,7 +10,7 @@ use std::process::{Command, Output};
 use std::sync::Arc;
 
 use dsh_session::{Event, types};
-use dsh_test_support::mock_server::{MockServer, Reply};
+use dsh_test_support::mock_server::{MockServer, RecordedRequest, Reply};
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
@@ -30,15 +30,8 @@ fn run_code(id: &str, code: &str) -> Reply {
     Reply::tool_call(id, "run_code", &args.to_string())
 }
 
-fn tool_names(request: &Value) -> Vec<String> {
-    request["tools"]
-        .as_array()
-        .map(|t| {
-            t.iter()
-                .map(|t| t["function"]["name"].as_str().unwrap().to_string())
-                .collect()
-        })
-        .unwrap_or_default()
+fn tool_names(request: &RecordedRequest) -> Vec<String> {
+    request.tool_names()
 }
 
 fn of_type<'a>(events: &'a [Arc<Event>], t: &str) -> Vec<&'a Arc<Event>> {
@@ -76,7 +69,7 @@ fn a_program_calls_tools_through_the_registry() {
         .iter()
         .find(|r| r.json.as_ref().is_some_and(|j| j.get("tools").is_some()))
         .unwrap();
-    assert_eq!(tool_names(first.json.as_ref().unwrap()), vec!["run_code"]);
+    assert_eq!(tool_names(first), vec!["run_code"]);
     let after_program = requests
         .iter()
         .find(|r| r.last_tool_output().is_some())
@@ -142,7 +135,7 @@ fn a_runaway_program_is_stopped_and_the_model_told() {
         .iter()
         .find(|r| r.json.as_ref().is_some_and(|j| j.get("tools").is_some()))
         .unwrap();
-    let names = tool_names(first.json.as_ref().unwrap());
+    let names = tool_names(first);
     assert!(names.contains(&"run_code".to_string()) && names.contains(&"bash".to_string()));
     let events = run.session();
     let results: Vec<(bool, String)> = of_type(&events, types::TOOL_RESULT)

@@ -6,9 +6,9 @@
 
 mod common;
 
-use dsh_test_support::mock_server::{MockServer, Reply};
+use dsh_test_support::mock_server::{MockServer, RecordedRequest, Reply};
 use pretty_assertions::assert_eq;
-use serde_json::{Value, json};
+use serde_json::json;
 
 use common::{Run, call, stderr, tool_texts};
 
@@ -37,15 +37,8 @@ return {
 };
 "#;
 
-fn tool_names(request: &Value) -> Vec<String> {
-    request["tools"]
-        .as_array()
-        .map(|t| {
-            t.iter()
-                .map(|t| t["function"]["name"].as_str().unwrap().to_string())
-                .collect()
-        })
-        .unwrap_or_default()
+fn tool_names(request: &RecordedRequest) -> Vec<String> {
+    request.tool_names()
 }
 
 #[test]
@@ -95,8 +88,7 @@ fn the_model_defines_runs_and_calls_a_package_tool() {
     let tooled: Vec<Vec<String>> = server
         .requests()
         .iter()
-        .filter_map(|r| r.json.as_ref())
-        .filter(|j| j.get("tools").is_some())
+        .filter(|r| r.json.as_ref().is_some_and(|j| j.get("tools").is_some()))
         .map(tool_names)
         .collect();
     assert_eq!(tooled.len(), 6);
@@ -124,12 +116,10 @@ fn a_reference_to_a_missing_plugin_is_explained_to_the_model() {
     let request = server
         .requests()
         .into_iter()
-        .filter_map(|r| r.json)
-        .find(|j| j.get("tools").is_some())
+        .find(|r| r.json.as_ref().is_some_and(|j| j.get("tools").is_some()))
         .unwrap();
-    let texts: Vec<String> = request["messages"]
-        .as_array()
-        .unwrap()
+    let texts: Vec<String> = request
+        .messages()
         .iter()
         .filter_map(|m| m["content"].as_str().map(str::to_owned))
         .collect();

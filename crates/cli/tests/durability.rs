@@ -28,12 +28,8 @@ fn seen_by_model(server: &MockServer) -> BTreeSet<String> {
     server
         .requests()
         .iter()
-        .filter_map(|r| r.json.clone())
-        .flat_map(|j| {
-            j["messages"]
-                .as_array()
-                .cloned()
-                .unwrap_or_default()
+        .flat_map(|r| {
+            r.messages()
                 .into_iter()
                 .filter(|m| m["role"] == "tool")
                 .filter_map(|m| m["tool_call_id"].as_str().map(str::to_owned))

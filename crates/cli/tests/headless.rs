@@ -10,7 +10,7 @@ use dsh_persistence::{ChunkPacking, Compression, SessionFiles};
 use dsh_session::{Event, types};
 use dsh_test_support::mock_server::{MockServer, Reply, ToolCall};
 use pretty_assertions::assert_eq;
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use common::{Run, stderr};
 
@@ -126,11 +126,38 @@ fn a_text_answer_goes_to_stdout_and_the_session_is_saved() {
         events.iter().any(|e| e.is("session/title-llm-request")),
         "the auxiliary title request is logged"
     );
+    // The default route, as upstream 0.2.1's: DeepSeek's Messages API (the endpoint's
+    // `/v1/messages`), its key in `x-api-key`, model deepseek-flash, thinking on with the
+    // effort in `output_config`, the system prompt as one string.
     let req = &server.requests()[0];
-    assert_eq!(req.header("authorization"), Some("Bearer sk-test"));
+    assert_eq!(req.path, "/v1/messages");
+    assert_eq!(req.header("x-api-key"), Some("sk-test"));
+    assert_eq!(req.header("authorization"), None);
+    assert_eq!(req.header("anthropic-version"), Some("2023-06-01"));
     let body = req.json.clone().unwrap();
-    assert_eq!(body["model"], "deepseek-v4-flash");
-    assert_eq!(body["messages"][1]["content"], "say hello");
+    assert_eq!(body["model"], "deepseek-flash");
+    assert_eq!(body["stream"], true);
+    assert_eq!(body["thinking"], json!({"type": "enabled"}));
+    assert_eq!(body["output_config"], json!({"effort": "high"}));
+    assert!(
+        body["system"]
+            .as_str()
+            .is_some_and(|s| s.contains("deepseek-flash")),
+        "{body:#}"
+    );
+    assert_eq!(body["messages"][0]["role"], "user");
+    assert_eq!(
+        body["messages"][0]["content"][0],
+        json!({"type": "text", "text": "say hello"})
+    );
+    assert!(body["tools"][0]["input_schema"].is_object(), "{body:#}");
+    // The title request asks for no thinking.
+    let title = &server.aux_requests()[0];
+    assert_eq!(title.path, "/v1/messages");
+    assert_eq!(
+        title.json.as_ref().unwrap()["thinking"],
+        json!({"type": "disabled"})
+    );
 }
 
 #[test]
@@ -542,9 +569,8 @@ fn resume_continues_a_stored_session() {
         .collect();
     assert_eq!(turns, [1, 2]);
     // The second request carried the whole history.
-    let texts: Vec<String> = server.requests()[1].json.clone().unwrap()["messages"]
-        .as_array()
-        .unwrap()
+    let texts: Vec<String> = server.requests()[1]
+        .messages()
         .iter()
         .filter_map(|m| m["content"].as_str().map(str::to_owned))
         .filter(|t| !t.is_empty())
@@ -792,8 +818,9 @@ fn without_a_terminal_stderr_stays_empty_unless_verbose() {
     assert!(lines.last().unwrap().starts_with("done in "), "{err}");
 }
 
-/// `agent-default-model.reasoningEffort` in settings.yaml reaches the provider request, and
-/// is logged in the request header (without it the adapter's default applies).
+/// `agent-default-model.reasoningEffort` in settings.yaml reaches the provider request
+/// (DeepSeek's Messages dialect: `output_config.effort`, thinking switched off for `off`),
+/// and is logged in the request header (without it the adapter's default applies).
 #[test]
 fn the_settings_reasoning_effort_reaches_the_request() {
     let effort_of = |settings: Option<&str>| {
@@ -812,7 +839,7 @@ fn the_settings_reasoning_effort_reaches_the_request() {
             .map(|e| e.data.clone())
             .unwrap();
         (
-            body["reasoning_effort"].clone(),
+            body["output_config"]["effort"].clone(),
             body["thinking"]["type"].clone(),
             (
                 header["header"]["config"]["reasoningEffort"].clone(),
@@ -822,7 +849,7 @@ fn the_settings_reasoning_effort_reaches_the_request() {
     };
     assert_eq!(
         effort_of(Some(
-            "agent-default-model:\n  provider: deepseek-official\n  model: deepseek-v4-flash\n  reasoningEffort: max\n"
+            "agent-default-model:\n  provider: deepseek-official\n  model: deepseek-flash\n  reasoningEffort: max\n"
         )),
         (
             Value::from("max"),
@@ -832,7 +859,7 @@ fn the_settings_reasoning_effort_reaches_the_request() {
     );
     assert_eq!(
         effort_of(Some(
-            "agent-default-model:\n  provider: deepseek-official\n  model: deepseek-v4-flash\n  reasoningEffort: 'off'\n"
+            "agent-default-model:\n  provider: deepseek-official\n  model: deepseek-flash\n  reasoningEffort: 'off'\n"
         )),
         (
             Value::Null,
@@ -844,6 +871,22 @@ fn the_settings_reasoning_effort_reaches_the_request() {
     let (default_effort, _, (logged, marked)) = effort_of(None);
     assert_eq!(default_effort, Value::from("high"));
     assert_eq!((logged, marked), (Value::from("high"), Value::Bool(true)));
+    // On chat completions (a settings choice) the effort is chat's `reasoning_effort`.
+    let server = MockServer::with_title_replies([Reply::text("ok")]);
+    let run = Run::new();
+    run.settings("llm-deepseek:\n  api: openai-completions\nagent-default-model:\n  provider: deepseek-official\n  model: deepseek-flash\n  reasoningEffort: max\n");
+    let out = run.headless(&server, "think hard");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let request = &server.requests()[0];
+    assert_eq!(request.path, "/chat/completions");
+    let body = request.json.clone().unwrap();
+    assert_eq!(
+        (
+            body["reasoning_effort"].clone(),
+            body["thinking"]["type"].clone()
+        ),
+        (Value::from("max"), Value::from("enabled"))
+    );
 }
 
 /// Plan mode through the binary: `/plan` commits `plan/mode` between runs, a resumed run's
@@ -912,14 +955,7 @@ fn plan_mode_enters_reviews_and_leaves_across_resumed_runs() {
             .filter_map(|m| m["content"].as_str())
             .collect()
     };
-    let tools = |i: usize| -> Vec<String> {
-        requests[i].json.as_ref().unwrap()["tools"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter_map(|t| t["function"]["name"].as_str().map(str::to_owned))
-            .collect()
-    };
+    let tools = |i: usize| -> Vec<String> { requests[i].tool_names() };
     assert!(system(0).contains(SECTION), "{}", system(0));
     assert!(system(1).contains(SECTION));
     assert!(!system(2).contains(SECTION), "{}", system(2));
@@ -938,7 +974,7 @@ fn plan_mode_enters_reviews_and_leaves_across_resumed_runs() {
         .messages()
         .iter()
         .filter(|m| m["role"] == "user")
-        .filter_map(|m| m["content"].as_str())
+        .filter_map(|m| m["content"].as_str().map(str::to_owned))
         .collect::<Vec<_>>();
     assert!(
         last_user.iter().any(|t| t.contains("Plan mode is now off")),
@@ -1069,10 +1105,7 @@ fn persona_prefix_and_suffix_from_a_02_patch() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    let system = server.requests()[0].json.clone().unwrap()["messages"][0]["content"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let system = server.requests()[0].system_text();
     assert!(system.contains("PREFIX for deepseek"), "{system}");
     assert!(system.trim_end().ends_with("SUFFIX at the end"), "{system}");
     let old = write(
@@ -1084,10 +1117,7 @@ fn persona_prefix_and_suffix_from_a_02_patch() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    let system = server.requests().last().unwrap().json.clone().unwrap()["messages"][0]["content"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let system = server.requests().last().unwrap().system_text();
     assert!(system.contains("OLD persona"), "{system}");
     let bad = write(
         "bad.yml",

@@ -51,12 +51,19 @@ fn rgb_png(w: u32, h: u32, pixel: impl Fn(u32, u32) -> [u8; 3]) -> Vec<u8> {
     png_with_payload(w, h, &zlib)
 }
 
+/// The settings section that puts the DeepSeek route on chat completions.
+const CHAT_ROUTE: &str = "llm-deepseek:\n  api: openai-completions\n";
+
 impl Run {
     /// A run whose default model is `model` (of the DeepSeek route).
+    ///
+    /// These tests follow images through the chat-completions wire (`image_url` data URLs),
+    /// so the DeepSeek route is put on chat completions; the default Messages route has its
+    /// own test (`the_default_route_sends_a_read_image_inside_its_tool_result`).
     fn with_model(model: &str) -> Self {
         let run = Self::new();
         run.settings(&format!(
-            "agent-default-model:\n  provider: deepseek-official\n  model: {model}\n"
+            "{CHAT_ROUTE}agent-default-model:\n  provider: deepseek-official\n  model: {model}\n"
         ));
         run
     }
@@ -89,7 +96,7 @@ fn model_requests(server: &MockServer) -> Vec<Value> {
 
 #[test]
 fn a_png_read_by_the_model_reaches_the_next_request_as_a_data_url() {
-    let run = Run::with_model("deepseek-v4-flash-vision-exp");
+    let run = Run::with_model("deepseek-flash");
     let bytes = png(3, 2);
     std::fs::write(run.work.path().join("shot.png"), &bytes).unwrap();
     let server = MockServer::start().answer_untooled("Mock title");
@@ -171,7 +178,7 @@ fn a_png_read_by_the_model_reaches_the_next_request_as_a_data_url() {
 
 #[test]
 fn a_resumed_session_on_a_text_only_model_sees_its_images_as_text() {
-    let run = Run::with_model("deepseek-v4-flash-vision-exp");
+    let run = Run::with_model("deepseek-flash");
     std::fs::write(run.work.path().join("shot.png"), png(2, 2)).unwrap();
     let server = MockServer::start().answer_untooled("Mock title");
     server.push(Reply::tool_call(
@@ -189,9 +196,9 @@ fn a_resumed_session_on_a_text_only_model_sees_its_images_as_text() {
     let session = run.only_session();
 
     // The same session continues on the text-only model.
-    run.settings(
-        "agent-default-model:\n  provider: deepseek-official\n  model: deepseek-v4-flash\n",
-    );
+    run.settings(&format!(
+        "{CHAT_ROUTE}agent-default-model:\n  provider: deepseek-official\n  model: deepseek-v4-flash\n"
+    ));
     let server = MockServer::start().answer_untooled("Mock title");
     server.push(Reply::text("still fine"));
     let out = run
@@ -247,7 +254,7 @@ fn a_text_only_route_refuses_read_image_and_keeps_the_log_text_clean() {
 
 #[test]
 fn a_corrupt_png_is_refused_with_a_clear_error() {
-    let run = Run::with_model("deepseek-v4-flash-vision-exp");
+    let run = Run::with_model("deepseek-flash");
     let mut bytes = png(2, 2);
     bytes[20] ^= 1; // breaks the IHDR checksum
     std::fs::write(run.work.path().join("bad.png"), &bytes).unwrap();
@@ -274,7 +281,7 @@ fn a_corrupt_png_is_refused_with_a_clear_error() {
 
 #[test]
 fn a_large_image_reaches_the_model_downscaled() {
-    let run = Run::with_model("deepseek-v4-flash-vision-exp");
+    let run = Run::with_model("deepseek-flash");
     // About 7.8 MB: over the 4 MiB stored-image cap and the 2048 px long edge, under the
     // 20 MiB read cap.
     let big = rgb_png(2600, 1000, |x, y| [(x % 256) as u8, (y % 256) as u8, 128]);
@@ -345,7 +352,7 @@ fn base64_len(text: &str) -> u64 {
 
 #[test]
 fn oversized_images_are_refused_without_reading_them_whole() {
-    let run = Run::with_model("deepseek-v4-flash-vision-exp");
+    let run = Run::with_model("deepseek-flash");
     // Over the 20 MiB read cap: only the cap is read before the refusal.
     let huge = std::fs::File::create(run.work.path().join("huge.png")).unwrap();
     huge.set_len(64 * 1024 * 1024).unwrap();
@@ -657,6 +664,9 @@ struct Sdk {
 impl Sdk {
     fn start(server: &MockServer, run: &Run, model: &str) -> Self {
         use std::io::BufRead;
+        if !run.dsh_home().join("settings.yaml").exists() {
+            run.settings(CHAT_ROUTE);
+        }
         let mut child = run
             .base(server)
             .args(["--profile", "sdk"])
@@ -745,7 +755,7 @@ impl Drop for Sdk {
 fn an_sdk_prompt_image_is_stored_and_sent_to_the_vision_model() {
     let run = Run::new();
     let server = MockServer::with_replies([Reply::text("DONE")]).answer_untooled("T");
-    let mut sdk = Sdk::start(&server, &run, "deepseek-v4-flash-vision-exp");
+    let mut sdk = Sdk::start(&server, &run, "deepseek-flash");
     let bytes = png(4, 4);
     let data = dsh_attachments::encode_base64(&bytes);
 
@@ -832,5 +842,54 @@ fn an_sdk_image_prompt_to_a_text_only_model_runs_with_a_placeholder() {
             "[image omitted because this model accepts text only; attachment sha256:{digest}]"
         )),
         "{body}"
+    );
+}
+
+/// Out of the box (upstream 0.2's default: deepseek-flash on DeepSeek's Messages API, text
+/// and images), `read_image` works: the next request carries the image inside the tool's
+/// `tool_result`, as a base64 image block of the stored bytes.
+#[test]
+fn the_default_route_sends_a_read_image_inside_its_tool_result() {
+    let run = Run::new();
+    let bytes = png(3, 2);
+    std::fs::write(run.work.path().join("shot.png"), &bytes).unwrap();
+    let server = MockServer::start().answer_untooled("Mock title");
+    server.push(Reply::tool_call(
+        "c1",
+        "read_image",
+        &json!({"file_path": "shot.png"}).to_string(),
+    ));
+    server.push(Reply::text("a tiny picture"));
+    let out = run.headless(&server, "look at shot.png");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "a tiny picture\n");
+
+    let requests = server.requests();
+    assert_eq!(requests.len(), 2, "{requests:#?}");
+    let body = requests[1].json.as_ref().unwrap();
+    assert_eq!(requests[1].path, "/v1/messages");
+    assert_eq!(body["model"], "deepseek-flash");
+    let result = body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|m| m["content"].as_array())
+        .flatten()
+        .find(|b| b["type"] == "tool_result" && b["tool_use_id"] == "c1")
+        .unwrap_or_else(|| panic!("no tool_result for c1 in {body:#}"))
+        .clone();
+    let content = result["content"].as_array().unwrap();
+    assert!(
+        content.contains(&json!({"type": "image", "source": {
+            "type": "base64", "media_type": "image/png",
+            "data": dsh_attachments::encode_base64(&bytes)
+        }})),
+        "{result:#}"
+    );
+    assert!(
+        content
+            .iter()
+            .any(|b| b["type"] == "text" && b["text"].as_str().unwrap_or("").contains("shot.png")),
+        "{result:#}"
     );
 }

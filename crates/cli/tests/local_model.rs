@@ -27,7 +27,7 @@ use serde_json::Value;
 /// The python of the llama-cpp-python virtualenv and the GGUF model, when installed.
 fn llama() -> Option<(PathBuf, PathBuf)> {
     let cached = std::env::var_os("HOME")
-        .map(|h| PathBuf::from(h).join(".cache/dsh-ci/llama-venv/bin/python3"));
+        .map(|h| PathBuf::from(h).join(".cache/dsh-ci/llama-venv-portable/bin/python3"));
     let python = std::env::var_os("DSH_LLAMA_PYTHON")
         .map(PathBuf::from)
         .or(cached)

@@ -106,15 +106,9 @@ fn the_model_navigates_code_through_a_language_server() {
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "done");
 
     let requests = server.requests();
-    let lsp = requests[0].json.as_ref().unwrap()["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|t| t["function"]["name"] == "lsp")
-        .cloned()
-        .expect("the lsp tool is offered");
+    let lsp = requests[0].tool("lsp").expect("the lsp tool is offered");
     assert_eq!(
-        lsp["function"]["parameters"]["required"],
+        lsp["parameters"]["required"],
         json!(["operation", "file_path", "line", "character"])
     );
 

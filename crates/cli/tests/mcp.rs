@@ -95,15 +95,7 @@ fn tool_results(events: &[Arc<Event>]) -> Vec<String> {
 }
 
 fn tool_names(request: &dsh_test_support::mock_server::RecordedRequest) -> Vec<String> {
-    request.json.as_ref().unwrap()["tools"]
-        .as_array()
-        .map(|tools| {
-            tools
-                .iter()
-                .map(|t| t["function"]["name"].as_str().unwrap_or("").to_string())
-                .collect()
-        })
-        .unwrap_or_default()
+    request.tool_names()
 }
 
 #[test]
@@ -128,16 +120,10 @@ fn an_mcp_row_round_trips_a_tool_call_through_the_agent_loop() {
     let requests = server.requests();
     let first = tool_names(&requests[0]);
     assert!(first.contains(&"mcp__stub__echo".to_string()), "{first:?}");
-    let echo = requests[0].json.as_ref().unwrap()["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|t| t["function"]["name"] == "mcp__stub__echo")
-        .unwrap()
-        .clone();
-    assert_eq!(echo["function"]["description"], "Echoes its message.");
+    let echo = requests[0].tool("mcp__stub__echo").unwrap();
+    assert_eq!(echo["description"], "Echoes its message.");
     assert_eq!(
-        echo["function"]["parameters"],
+        echo["parameters"],
         json!({"type": "object", "properties": {"message": {"type": "string"}}})
     );
     assert_eq!(requests[1].last_tool_output().as_deref(), Some("Echo: hi"));

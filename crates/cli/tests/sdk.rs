@@ -403,15 +403,9 @@ fn the_sdk_minimal_profile_offers_upstream_021s_minimal_tools_and_a_persistent_b
     let request = server
         .requests()
         .into_iter()
-        .filter_map(|r| r.json)
-        .find(|j| j.get("tools").is_some())
+        .find(|r| r.json.as_ref().is_some_and(|j| j.get("tools").is_some()))
         .unwrap();
-    let mut names: Vec<String> = request["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["function"]["name"].as_str().unwrap().to_string())
-        .collect();
+    let mut names = request.tool_names();
     names.sort();
     assert_eq!(
         names,

@@ -56,15 +56,7 @@ fn user_texts(request: &dsh_test_support::mock_server::RecordedRequest) -> Vec<S
 }
 
 fn tool_names(request: &dsh_test_support::mock_server::RecordedRequest) -> Vec<String> {
-    request.json.as_ref().unwrap()["tools"]
-        .as_array()
-        .map(|tools| {
-            tools
-                .iter()
-                .map(|t| t["function"]["name"].as_str().unwrap_or("").to_string())
-                .collect()
-        })
-        .unwrap_or_default()
+    request.tool_names()
 }
 
 #[test]

@@ -187,19 +187,10 @@ fn the_model_opens_a_terminal_sends_reads_and_closes_it_and_its_processes_end() 
 
     // The six tools are offered (sorted by name, as every request lists tools).
     let first = &server.requests()[0];
-    let tools: Vec<&Value> = first.json.as_ref().unwrap()["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|t| {
-            t["function"]["name"]
-                .as_str()
-                .is_some_and(|n| n.starts_with("terminal_"))
-        })
-        .collect();
-    let names: Vec<&str> = tools
-        .iter()
-        .map(|t| t["function"]["name"].as_str().unwrap())
+    let names: Vec<String> = first
+        .tool_names()
+        .into_iter()
+        .filter(|n| n.starts_with("terminal_"))
         .collect();
     assert_eq!(
         names,
@@ -318,19 +309,16 @@ fn persistent_bash_keeps_the_directory_and_variables_between_calls() {
 
     // One `bash`, the persistent one: a single `command` parameter.
     let first = &server.requests()[0];
-    let bash: Vec<&Value> = first.json.as_ref().unwrap()["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|t| t["function"]["name"] == "bash")
+    let bash: Vec<String> = first
+        .tool_names()
+        .into_iter()
+        .filter(|n| n == "bash")
         .collect();
     assert_eq!(bash.len(), 1);
+    let bash = first.tool("bash").unwrap();
+    assert_eq!(bash["parameters"]["required"], json!(["command"]));
     assert_eq!(
-        bash[0]["function"]["parameters"]["required"],
-        json!(["command"])
-    );
-    assert_eq!(
-        bash[0]["function"]["parameters"]["properties"]
+        bash["parameters"]["properties"]
             .as_object()
             .unwrap()
             .keys()

@@ -358,7 +358,19 @@ fn a_job_dies_when_dsh_is_terminated_mid_turn() {
     assert!(status.success());
     let code = child.wait().unwrap().code();
     assert_eq!(code, Some(143));
-    assert_eq!(survivors(&marker), Vec::<u32>::new());
+    let left = survivors(&marker);
+    let described: Vec<String> = left
+        .iter()
+        .map(|pid| {
+            let read = |f: &str| std::fs::read(format!("/proc/{pid}/{f}")).unwrap_or_default();
+            format!(
+                "{pid}: {} | {}",
+                String::from_utf8_lossy(&read("cmdline")).replace('\0', " "),
+                String::from_utf8_lossy(&read("stat"))
+            )
+        })
+        .collect();
+    assert_eq!(described, Vec::<String>::new());
 }
 
 /// A one-route HTTP server on loopback answering every request with `body` (JSON), and
@@ -543,17 +555,9 @@ fn working_directory_moves_the_session_and_later_tools_start_there() {
         "the model saw the notice"
     );
     // The tool is in the headless tree with upstream's schema.
-    let tools = asked[0].json.as_ref().unwrap()["tools"]
-        .as_array()
-        .unwrap()
-        .clone();
-    let wd = tools
-        .iter()
-        .find(|t| t["function"]["name"] == "working_directory")
+    let wd = asked[0]
+        .tool("working_directory")
         .expect("working_directory is offered");
-    assert_eq!(
-        wd["function"]["parameters"]["properties"]["cd"]["type"],
-        "string"
-    );
-    assert_eq!(wd["function"]["parameters"].get("required"), None);
+    assert_eq!(wd["parameters"]["properties"]["cd"]["type"], "string");
+    assert_eq!(wd["parameters"].get("required"), None);
 }

@@ -777,10 +777,7 @@ async fn a_saved_key_is_used_at_once_and_sessions_can_be_listed_searched_renamed
         .collect();
     assert_eq!(text, "Hello from the mock, friend.");
     let requests = server.requests();
-    assert_eq!(
-        requests[0].header("authorization"),
-        Some("Bearer sk-web-secret-123")
-    );
+    assert_eq!(requests[0].api_key(), Some("sk-web-secret-123"));
     assert!(
         frames
             .iter()
@@ -1507,19 +1504,20 @@ fn vision_web(server: &MockServer) -> Web {
     std::fs::create_dir_all(home.path().join(".dsh")).unwrap();
     std::fs::write(
         home.path().join(".dsh/settings.yaml"),
-        "agent-default-model:\n  provider: deepseek-official\n  model: deepseek-v4-flash-vision-exp\n",
+        "agent-default-model:\n  provider: deepseek-official\n  model: deepseek-flash\n",
     )
     .unwrap();
     Web::start_in(home, work, server, &[("DEEPSEEK_API_KEY", "sk-x")], &[])
 }
 
 /// The main-loop requests (title requests carry no tools).
+/// The bodies of the model requests (with tools), their conversation in chat shape.
 fn model_requests(server: &MockServer) -> Vec<Value> {
     server
         .requests()
         .into_iter()
-        .filter_map(|r| r.json)
-        .filter(|j| j.get("tools").is_some())
+        .filter(|r| r.json.as_ref().is_some_and(|j| j.get("tools").is_some()))
+        .map(|r| r.chat_body())
         .collect()
 }
 
@@ -1601,7 +1599,7 @@ async fn image_prompts_reach_the_model_from_the_store_and_are_served_only_to_the
     sse.until("events", has_turn_end).await;
     let requests = model_requests(&server);
     assert_eq!(requests.len(), 1, "{requests:#?}");
-    assert_eq!(requests[0]["model"], "deepseek-v4-flash-vision-exp");
+    assert_eq!(requests[0]["model"], "deepseek-flash");
     // The user's text first, then the image as a data URL of the stored bytes.
     let message = last_image_message(&requests[0]);
     assert_eq!(message["role"], "user");
@@ -1611,9 +1609,8 @@ async fn image_prompts_reach_the_model_from_the_store_and_are_served_only_to_the
         "data:image/png;base64,{}",
         dsh_attachments::encode_base64(&first)
     );
-    assert_eq!(
-        parts.last().unwrap(),
-        &json!({"type": "image_url", "image_url": {"url": url}}),
+    assert!(
+        parts.contains(&json!({"type": "image_url", "image_url": {"url": url}})),
         "{message:#}"
     );
     let events = web.events(&id).await;
@@ -1749,7 +1746,7 @@ async fn image_prompts_reach_the_model_from_the_store_and_are_served_only_to_the
     // session cannot read the first one's image.
     web.ok(
         "llm.setDefault",
-        json!({"provider": "deepseek-official", "model": "deepseek-v4-flash"}),
+        json!({"provider": "deepseek-official", "model": "deepseek-v4-pro"}),
     )
     .await;
     let other = web.new_session().await;
@@ -1769,7 +1766,7 @@ async fn image_prompts_reach_the_model_from_the_store_and_are_served_only_to_the
         refused["error"]["message"]
             .as_str()
             .unwrap()
-            .contains("\"deepseek-v4-flash\""),
+            .contains("\"deepseek-v4-pro\""),
         "{refused}"
     );
     assert!(user_messages(&web.events(&other).await).is_empty());

@@ -329,6 +329,18 @@ pub struct DefaultModel {
     pub reasoning_effort: Option<String>,
 }
 
+impl DefaultModel {
+    /// What a composition without a default-model row runs: 0.2's default, `deepseek-flash`
+    /// on the DeepSeek route.
+    pub fn fallback() -> Self {
+        Self {
+            provider: "deepseek-official".into(),
+            model: "deepseek-flash".into(),
+            reasoning_effort: None,
+        }
+    }
+}
+
 /// `@deepseek-ai/dsh-agent-default-model`: row config, overridden by the
 /// `agent-default-model` settings section.
 pub struct DefaultModelPlugin;

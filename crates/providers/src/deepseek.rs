@@ -8,7 +8,7 @@ use dsh_llm::{
 };
 use futures::StreamExt;
 
-use crate::deepseek_config::{DeepSeekConfig, ResolvedDeepSeek};
+use crate::deepseek_config::{DeepSeekConfig, DeepSeekRelease, ResolvedDeepSeek};
 use crate::deps::{ProviderDeps, usable_api_key};
 use crate::error::ProviderError;
 use crate::http::{build_client, completions_url, header_map, user_agent};
@@ -37,8 +37,18 @@ pub struct DeepSeekAdapter {
 
 impl DeepSeekAdapter {
     /// Validates `config` (merged with the current settings section, if any) and builds the
-    /// adapter. Later invalid settings snapshots keep the last good configuration.
+    /// adapter with 0.1's defaults. Later invalid settings snapshots keep the last good
+    /// configuration.
     pub fn new(config: DeepSeekConfig, deps: ProviderDeps) -> Result<Self, ProviderError> {
+        Self::for_release(config, deps, DeepSeekRelease::V01)
+    }
+
+    /// [`DeepSeekAdapter::new`] with the defaults of `release`.
+    pub fn for_release(
+        config: DeepSeekConfig,
+        deps: ProviderDeps,
+        release: DeepSeekRelease,
+    ) -> Result<Self, ProviderError> {
         let base = serde_json::to_value(&config)
             .map_err(|e| ProviderError::InvalidConfig(e.to_string()))?;
         let env = deps.env.clone();
@@ -47,7 +57,7 @@ impl DeepSeekAdapter {
             deps.settings.clone(),
             deps.settings_origin.as_deref(),
             DEEPSEEK_PLUGIN,
-            Box::new(move |raw| DeepSeekConfig::from_value(raw)?.resolve(&*env)),
+            Box::new(move |raw| DeepSeekConfig::from_value(raw)?.resolve_for(release, &*env)),
         )
         .map_err(ProviderError::InvalidConfig)?;
         Ok(Self {
@@ -221,7 +231,7 @@ impl DeepSeekAdapter {
         let mut body =
             crate::anthropic::serialize::serialize_messages_request(options, &profile, &model)?;
         deepseek_messages_dialect(&mut body, effort);
-        let url = crate::anthropic::messages_url(&config.base_url);
+        let url = deepseek_messages_url(&config.base_url);
         Ok(HttpCall {
             client: self.client.for_url(&url)?,
             url,
@@ -291,6 +301,18 @@ fn deepseek_messages_dialect(body: &mut serde_json::Value, effort: DeepSeekEffor
     } else {
         map.insert("thinking".into(), json!({"type": "enabled"}));
         map.insert("output_config".into(), json!({"effort": effort.as_str()}));
+    }
+}
+
+/// `<base>/v1/messages`, or `<base>/messages` when the base's path already ends in `/v1`
+/// (`https://api.deepseek.com/anthropic/v1` is as good a base as the root).
+fn deepseek_messages_url(base_url: &str) -> String {
+    let base = base_url.trim_end_matches('/');
+    let host_and_path = base.split_once("://").map_or(base, |(_, rest)| rest);
+    if host_and_path.contains('/') && host_and_path.ends_with("/v1") {
+        format!("{base}/messages")
+    } else {
+        format!("{base}/v1/messages")
     }
 }
 

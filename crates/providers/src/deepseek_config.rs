@@ -13,8 +13,22 @@ use crate::serialize::{DeepSeekEffort, Thinking};
 pub const DEFAULT_API_KEY_ENV: &str = "DEEPSEEK_API_KEY";
 /// The environment variable that may supply the endpoint.
 pub const BASE_URL_ENV: &str = "DEEPSEEK_BASE_URL";
-/// The public endpoint.
+/// The public endpoint of the chat-completions route (0.1's plugin).
 pub const PUBLIC_BASE_URL: &str = "https://api.deepseek.com";
+/// The public endpoint of DeepSeek's Messages API (0.2's plugin); `/v1/messages` is
+/// appended (`/messages` alone when the base already ends in `/v1`).
+pub const PUBLIC_MESSAGES_BASE_URL: &str = "https://api.deepseek.com/anthropic";
+
+/// Which upstream release's `llm-deepseek` plugin a row names; they differ only in defaults.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DeepSeekRelease {
+    /// `@deepseek-ai/dsh-llm-deepseek` (0.1.x): chat completions at `https://api.deepseek.com`,
+    /// the V4 catalog.
+    V01,
+    /// `@deepseek-ai/dsh-llm-deepseek-api-key` (0.2.x): DeepSeek's Messages API at
+    /// `https://api.deepseek.com/anthropic`, the catalog led by `deepseek-flash`.
+    V02,
+}
 pub const DEFAULT_MAX_TOKENS: u64 = 256_000;
 pub const DEFAULT_CONTEXT_WINDOW: u64 = 1_000_000;
 /// Two minutes of provider silence fail an attempt (upstream waits five; with one TIMEOUT
@@ -64,7 +78,37 @@ impl DeepSeekModelEntry {
     }
 }
 
-/// The default catalog: V4 Flash, V4 Pro and V4 Flash Vision Exp, each with a 1M window.
+/// The default catalog of `release`.
+pub fn release_models(release: DeepSeekRelease) -> Vec<DeepSeekModelEntry> {
+    match release {
+        DeepSeekRelease::V01 => default_models(),
+        DeepSeekRelease::V02 => messages_models(),
+    }
+}
+
+/// 0.2's catalog: `deepseek-flash` (text and images; a changed system prompt or an added
+/// tool travels in the history rather than rewriting the prefix) and `deepseek-v4-pro`.
+pub fn messages_models() -> Vec<DeepSeekModelEntry> {
+    let mut flash = DeepSeekModelEntry::named(
+        "deepseek-flash",
+        "DeepSeek-V4.1-Flash",
+        Some(vec!["text".into(), "image".into()]),
+    );
+    flash
+        .extra
+        .insert("systemPromptUpdate".into(), Value::from("in-history"));
+    flash
+        .extra
+        .insert("toolUpdate".into(), Value::from("addition-only"));
+    let mut pro = DeepSeekModelEntry::named("deepseek-v4-pro", "DeepSeek-V4-Pro", None);
+    pro.description = Some(
+        "The larger model: slower and pricier, for hard reasoning and long agentic coding work."
+            .into(),
+    );
+    vec![flash, pro]
+}
+
+/// 0.1's catalog: V4 Flash, V4 Pro and V4 Flash Vision Exp, each with a 1M window.
 pub fn default_models() -> Vec<DeepSeekModelEntry> {
     vec![
         DeepSeekModelEntry::named("deepseek-v4-flash", "DeepSeek-V4-Flash", None),
@@ -108,9 +152,10 @@ pub struct DeepSeekConfig {
     /// Endpoint base; else `$DEEPSEEK_BASE_URL`, else `https://api.deepseek.com`.
     #[serde(rename = "baseURL", default, skip_serializing_if = "Option::is_none")]
     pub base_url: Option<String>,
-    /// Wire protocol: `openai-completions` (default) or `anthropic-messages` (opt-in, in
-    /// DeepSeek's dialect as upstream 0.2.1 speaks it: `POST <baseURL>/v1/messages` with
-    /// `thinking: {type}` and `output_config: {effort}`).
+    /// Wire protocol: `openai-completions` or `anthropic-messages` (DeepSeek's dialect, as
+    /// upstream 0.2.1 speaks it: `POST <baseURL>/v1/messages` with `thinking: {type}` and
+    /// `output_config: {effort}`). The default is the release's: chat completions for
+    /// 0.1's plugin name, Messages for 0.2's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub api: Option<String>,
     /// Deployment thinking policy; `disabled` limits every request to effort `off`.
@@ -173,9 +218,18 @@ impl DeepSeekConfig {
         })
     }
 
-    /// Validates and defaults. `env` supplies `DEEPSEEK_BASE_URL`.
+    /// Validates and defaults with 0.1's defaults. `env` supplies `DEEPSEEK_BASE_URL`.
     pub fn resolve(
         &self,
+        env: &dyn Fn(&str) -> Option<String>,
+    ) -> Result<ResolvedDeepSeek, String> {
+        self.resolve_for(DeepSeekRelease::V01, env)
+    }
+
+    /// Validates and defaults with the defaults of `release`.
+    pub fn resolve_for(
+        &self,
+        release: DeepSeekRelease,
         env: &dyn Fn(&str) -> Option<String>,
     ) -> Result<ResolvedDeepSeek, String> {
         if self.thinking == Some(Thinking::Disabled)
@@ -215,7 +269,7 @@ impl DeepSeekConfig {
         let max_response_bytes =
             resolve_max_response_bytes(self.max_response_bytes, "llm-deepseek:")?;
         let models = match &self.models {
-            None => default_models(),
+            None => release_models(release),
             Some(models) => {
                 validate_models(models)?;
                 models.clone()
@@ -229,7 +283,8 @@ impl DeepSeekConfig {
             return Err("llm-deepseek: apiKeyEnv must not be empty".into());
         }
         let messages_api = match self.api.as_deref() {
-            None | Some("openai-completions") => false,
+            None => release == DeepSeekRelease::V02,
+            Some("openai-completions") => false,
             Some("anthropic-messages") => true,
             Some(other) => {
                 return Err(format!(
@@ -244,7 +299,10 @@ impl DeepSeekConfig {
                 .base_url
                 .clone()
                 .or_else(|| env(BASE_URL_ENV))
-                .unwrap_or_else(|| PUBLIC_BASE_URL.into()),
+                .unwrap_or_else(|| match release {
+                    DeepSeekRelease::V01 => PUBLIC_BASE_URL.into(),
+                    DeepSeekRelease::V02 => PUBLIC_MESSAGES_BASE_URL.into(),
+                }),
             thinking: self.thinking,
             reasoning_effort: self.reasoning_effort,
             max_tokens: self.max_tokens.unwrap_or(DEFAULT_MAX_TOKENS),

@@ -42,8 +42,8 @@ pub use anthropic::{
 pub use deepseek::{DEEPSEEK_PLUGIN, DEEPSEEK_ROUTE, DeepSeekAdapter};
 pub use deepseek_config::{
     BASE_URL_ENV, DEFAULT_API_KEY_ENV, DEFAULT_CONTEXT_WINDOW, DEFAULT_MAX_TOKENS,
-    DEFAULT_STREAM_IDLE_TIMEOUT_MS, DeepSeekConfig, DeepSeekModelEntry, PUBLIC_BASE_URL,
-    ResolvedDeepSeek, default_models,
+    DEFAULT_STREAM_IDLE_TIMEOUT_MS, DeepSeekConfig, DeepSeekModelEntry, DeepSeekRelease,
+    PUBLIC_BASE_URL, PUBLIC_MESSAGES_BASE_URL, ResolvedDeepSeek, default_models, messages_models,
 };
 pub use deps::{ApiKeyResolver, EnvLookup, ProviderDeps, SettingsSource, UserIdSource};
 pub use error::ProviderError;

@@ -9,6 +9,7 @@ use dsh_llm::LlmRuntime;
 use dsh_policies::{Credentials, Settings, SettingsChanged, dsh_home};
 use serde_json::Value;
 
+use crate::deepseek_config::DeepSeekRelease;
 use crate::{
     AnthropicAdapter, AnthropicConfig, DeepSeekAdapter, DeepSeekConfig, OpenAiCompatAdapter,
     OpenAiCompatConfig, ProviderDeps,
@@ -72,12 +73,17 @@ fn row_value(raw: &Value) -> Value {
     }
 }
 
-/// `@deepseek-ai/dsh-llm-deepseek`: route `deepseek-official`.
-pub struct DeepSeekPlugin;
+/// `@deepseek-ai/dsh-llm-deepseek` (0.1's name, chat completions by default) and
+/// `@deepseek-ai/dsh-llm-deepseek-api-key` (0.2's, DeepSeek's Messages API by default):
+/// route `deepseek-official`, one settings section `llm-deepseek`.
+pub struct DeepSeekPlugin(pub DeepSeekRelease);
 
 impl Plugin for DeepSeekPlugin {
     fn name(&self) -> &'static str {
-        "@deepseek-ai/dsh-llm-deepseek"
+        match self.0 {
+            DeepSeekRelease::V01 => "@deepseek-ai/dsh-llm-deepseek",
+            DeepSeekRelease::V02 => "@deepseek-ai/dsh-llm-deepseek-api-key",
+        }
     }
 
     fn upstream_keys_without_effect(&self) -> &'static [(&'static str, &'static str)] {
@@ -90,7 +96,7 @@ impl Plugin for DeepSeekPlugin {
             DeepSeekConfig::from_value(&row_value(raw))
                 .map_err(|e| format!("{}: row \"{}\": {e}", config.source, config.row_id).into())
         })?;
-        let adapter = DeepSeekAdapter::new(parsed, deps(ctx, "llm-deepseek"))?;
+        let adapter = DeepSeekAdapter::for_release(parsed, deps(ctx, "llm-deepseek"), self.0)?;
         llm.register_adapter(ctx, DeepSeekAdapter::routes(), Arc::new(adapter))?;
         Ok(())
     }
@@ -187,7 +193,8 @@ impl Plugin for AnthropicPlugin {
 /// Adds the provider plugins to `catalog`.
 pub fn register_catalog(catalog: &mut dsh_kernel::Catalog) {
     catalog
-        .register(DeepSeekPlugin)
+        .register(DeepSeekPlugin(DeepSeekRelease::V01))
+        .register(DeepSeekPlugin(DeepSeekRelease::V02))
         .register(OpenAiCompatPlugin)
         .register(AnthropicPlugin);
 }

@@ -1,4 +1,5 @@
-//! A mock OpenAI-compatible chat-completions server for tests.
+//! A mock model server for tests: OpenAI-compatible chat completions and DeepSeek's
+//! Messages API (a [`Reply::completion`] is rendered in the protocol of the request).
 //!
 //! [`MockServer::start`] binds `127.0.0.1` on an ephemeral port and serves from its own
 //! thread and tokio runtime, so it works the same from sync tests, async tests and tests
@@ -31,7 +32,7 @@ use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
-pub use completion::{Completion, ToolCall, Usage, UsagePlacement};
+pub use completion::{Completion, Protocol, ToolCall, Usage, UsagePlacement};
 pub use reply::{Gate, Reply, Step, sse_event, sse_head};
 
 /// One request as received.
@@ -55,8 +56,8 @@ impl RecordedRequest {
             .map(|(_, v)| v.as_str())
     }
 
-    /// The request's `messages` array (empty when absent).
-    pub fn messages(&self) -> &[Value] {
+    /// The request's `messages` array as sent (empty when absent).
+    pub fn raw_messages(&self) -> &[Value] {
         self.json
             .as_ref()
             .and_then(|j| j.get("messages"))
@@ -64,15 +65,224 @@ impl RecordedRequest {
             .map_or(&[], Vec::as_slice)
     }
 
-    /// The content of the last `role: tool` message.
+    /// The conversation in chat-completions shape, whatever the protocol: a chat request's
+    /// `messages` as sent; a Messages request's `system` as a leading `role: system`
+    /// message, `tool_result` blocks as `role: tool` messages (`tool_call_id`, text content),
+    /// a user turn's text blocks joined into one string, an assistant turn's text as
+    /// `content`, its `tool_use` blocks as `tool_calls` and its thinking as
+    /// `reasoning_content`. For assertions about what reached the model; the wire shape
+    /// itself is checked by `conformance/wire_check.py`.
+    pub fn messages(&self) -> Vec<Value> {
+        match self.protocol() {
+            Protocol::ChatCompletions => self.raw_messages().to_vec(),
+            Protocol::Messages => messages_as_chat(self.json.as_ref()),
+        }
+    }
+
+    /// The body with its conversation as [`RecordedRequest::messages`] gives it (`system`
+    /// folded into `messages`); other fields as sent. `Null` for a body that is not JSON.
+    pub fn chat_body(&self) -> Value {
+        let Some(json) = &self.json else {
+            return Value::Null;
+        };
+        let mut body = json.clone();
+        if let Some(map) = body.as_object_mut() {
+            map.remove("system");
+            map.insert("messages".into(), Value::Array(self.messages()));
+        }
+        body
+    }
+
+    /// The credential the request carries: `authorization: Bearer <key>` (chat completions)
+    /// or `x-api-key: <key>` (Messages).
+    pub fn api_key(&self) -> Option<&str> {
+        self.header("authorization")
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .or_else(|| self.header("x-api-key"))
+    }
+
+    /// The system prompt: the leading `role: system` message (chat completions) or the
+    /// `system` field (Messages), as text.
+    pub fn system_text(&self) -> String {
+        self.messages()
+            .first()
+            .filter(|m| m["role"] == "system")
+            .map(|m| text_of(&m["content"]))
+            .unwrap_or_default()
+    }
+
+    /// The tool named `name` in chat-completions' `function` shape
+    /// (`{name, description, parameters}`; a Messages tool's `input_schema` is its
+    /// `parameters`).
+    pub fn tool(&self, name: &str) -> Option<Value> {
+        let tools = self.json.as_ref()?["tools"].as_array()?;
+        tools.iter().find_map(|t| {
+            if t["function"]["name"] == name {
+                Some(t["function"].clone())
+            } else if t["name"] == name {
+                let mut f = serde_json::json!({"name": name, "parameters": t["input_schema"]});
+                if let Some(d) = t.get("description") {
+                    f["description"] = d.clone();
+                }
+                Some(f)
+            } else {
+                None
+            }
+        })
+    }
+
+    /// The wire protocol the request speaks (from its path).
+    pub fn protocol(&self) -> Protocol {
+        Protocol::of_path(&self.path)
+    }
+
+    /// The text of the last tool result: the last `role: tool` message (chat completions)
+    /// or the last `tool_result` block (Messages; its text blocks joined).
     pub fn last_tool_output(&self) -> Option<String> {
+        self.tool_outputs().pop()
+    }
+
+    /// The text of every tool result in the request, in order (see
+    /// [`RecordedRequest::last_tool_output`]).
+    pub fn tool_outputs(&self) -> Vec<String> {
         self.messages()
             .iter()
-            .rev()
-            .find(|m| m.get("role").and_then(Value::as_str) == Some("tool"))
-            .and_then(|m| m.get("content"))
-            .map(|c| c.as_str().map_or_else(|| c.to_string(), str::to_owned))
+            .filter(|m| m["role"] == "tool")
+            .map(|m| text_of(&m["content"]))
+            .collect()
     }
+
+    /// The names of the tools the request offers (`tools[].function.name` for chat
+    /// completions, `tools[].name` for Messages).
+    pub fn tool_names(&self) -> Vec<String> {
+        self.json
+            .as_ref()
+            .and_then(|j| j["tools"].as_array())
+            .into_iter()
+            .flatten()
+            .filter_map(|t| t["function"]["name"].as_str().or(t["name"].as_str()))
+            .map(str::to_owned)
+            .collect()
+    }
+}
+
+/// A content value as text: a string as is, text blocks joined.
+fn text_of(content: &Value) -> String {
+    match content {
+        Value::String(s) => s.clone(),
+        Value::Array(blocks) => blocks
+            .iter()
+            .filter_map(|b| b["text"].as_str())
+            .collect::<Vec<_>>()
+            .join(""),
+        Value::Null => String::new(),
+        other => other.to_string(),
+    }
+}
+
+/// A Messages request body's conversation in chat-completions shape (see
+/// [`RecordedRequest::messages`]).
+fn messages_as_chat(body: Option<&Value>) -> Vec<Value> {
+    use serde_json::json;
+    let Some(body) = body else { return Vec::new() };
+    let mut out = Vec::new();
+    match &body["system"] {
+        Value::Null => {}
+        system => out.push(json!({"role": "system", "content": text_of(system)})),
+    }
+    for message in body["messages"].as_array().into_iter().flatten() {
+        let role = message["role"].as_str().unwrap_or("");
+        let blocks: Vec<Value> = match &message["content"] {
+            Value::String(s) => vec![json!({"type": "text", "text": s})],
+            Value::Array(blocks) => blocks.clone(),
+            _ => Vec::new(),
+        };
+        if role == "assistant" {
+            let mut m = json!({"role": "assistant"});
+            let text: String = blocks
+                .iter()
+                .filter(|b| b["type"] == "text")
+                .filter_map(|b| b["text"].as_str())
+                .collect();
+            m["content"] = if text.is_empty() {
+                Value::Null
+            } else {
+                Value::String(text)
+            };
+            let reasoning: String = blocks
+                .iter()
+                .filter(|b| b["type"] == "thinking")
+                .filter_map(|b| b["thinking"].as_str())
+                .collect();
+            if !reasoning.is_empty() {
+                m["reasoning_content"] = Value::String(reasoning);
+            }
+            let calls: Vec<Value> = blocks
+                .iter()
+                .filter(|b| b["type"] == "tool_use")
+                .map(|b| {
+                    json!({"id": b["id"], "type": "function",
+                        "function": {"name": b["name"], "arguments": b["input"].to_string()}})
+                })
+                .collect();
+            if !calls.is_empty() {
+                m["tool_calls"] = Value::Array(calls);
+            }
+            out.push(m);
+            continue;
+        }
+        // A user (or mid-history system) turn: its tool results first, as the chat protocol
+        // has them, then its other content.
+        let mut tool_images = Vec::new();
+        for b in blocks.iter().filter(|b| b["type"] == "tool_result") {
+            out.push(json!({"role": "tool", "tool_call_id": b["tool_use_id"], "content": text_of(&b["content"])}));
+            tool_images.extend(
+                b["content"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter(|c| c["type"] == "image")
+                    .map(image_as_chat),
+            );
+        }
+        // Chat completions carries a tool's images in a user message after the results.
+        if !tool_images.is_empty() {
+            out.push(json!({"role": "user", "content": tool_images}));
+        }
+        let rest: Vec<Value> = blocks
+            .iter()
+            .filter(|b| b["type"] != "tool_result")
+            .map(image_as_chat)
+            .collect();
+        if rest.is_empty() {
+            continue;
+        }
+        // The Messages serializer merges consecutive user messages into one turn; chat
+        // completions keeps them apart. A turn of text blocks is one message per block; a turn
+        // with images stays one message with parts, as a chat user message with images is.
+        if rest.iter().all(|b| b["type"] == "text") {
+            for b in &rest {
+                out.push(json!({"role": role, "content": b["text"]}));
+            }
+        } else {
+            out.push(json!({"role": role, "content": Value::Array(rest)}));
+        }
+    }
+    out
+}
+
+/// A Messages base64 image block as a chat `image_url` part with a data URL (other blocks
+/// unchanged).
+fn image_as_chat(block: &Value) -> Value {
+    if block["type"] == "image" && block["source"]["type"] == "base64" {
+        let url = format!(
+            "data:{};base64,{}",
+            block["source"]["media_type"].as_str().unwrap_or(""),
+            block["source"]["data"].as_str().unwrap_or("")
+        );
+        return serde_json::json!({"type": "image_url", "image_url": {"url": url}});
+    }
+    block.clone()
 }
 
 #[derive(Default)]

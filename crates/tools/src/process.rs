@@ -113,6 +113,7 @@ pub fn run_reaper() {
         .filter(|g| test_kill_process_group(*g).is_ok())
         .collect();
     for g in &alive {
+        kill_nested_sandboxes(*g);
         let _ = kill_process_group(*g, Signal::TERM);
     }
     let deadline = Instant::now() + Duration::from_secs(1);
@@ -122,6 +123,65 @@ pub fn run_reaper() {
     for g in &alive {
         let _ = kill_process_group(*g, Signal::KILL);
     }
+}
+
+/// SIGKILL to every descendant of `leader` that runs in another PID namespace than the
+/// leader: the init of a sandbox's namespace (bwrap with `--unshare-pid`), whose death ends
+/// everything inside it. Such an init ignores the group's SIGTERM (a namespace init only
+/// takes signals it handles) and starts its own session, so the group signal never reaches
+/// it; it normally dies with its parent (`--die-with-parent`), but a parent killed before
+/// the sandbox armed that would leave it running. Read from `/proc` before the group is
+/// signalled, while the parent links still lead to it.
+fn kill_nested_sandboxes(leader: Pid) {
+    let pid_ns = |pid: i32| std::fs::read_link(format!("/proc/{pid}/ns/pid")).ok();
+    let leader = leader.as_raw_nonzero().get();
+    let Some(own) = pid_ns(leader) else { return };
+    for pid in descendants(leader) {
+        if pid_ns(pid).is_some_and(|ns| ns != own)
+            && let Some(p) = Pid::from_raw(pid)
+        {
+            let _ = rustix::process::kill_process(p, Signal::KILL);
+        }
+    }
+}
+
+/// The live descendants of `root` (parent links read from `/proc/<pid>/stat`).
+fn descendants(root: i32) -> Vec<i32> {
+    let mut children: std::collections::HashMap<i32, Vec<i32>> = Default::default();
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    for entry in entries.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        // `pid (comm) state ppid …`: the command may hold spaces and parentheses.
+        let ppid = stat
+            .rfind(')')
+            .and_then(|end| stat[end + 1..].split_whitespace().nth(1))
+            .and_then(|p| p.parse::<i32>().ok());
+        if let Some(ppid) = ppid {
+            children.entry(ppid).or_default().push(pid);
+        }
+    }
+    let mut found = Vec::new();
+    let mut queue = vec![root];
+    while let Some(pid) = queue.pop() {
+        for &child in children.get(&pid).map_or(&[][..], Vec::as_slice) {
+            if !found.contains(&child) {
+                found.push(child);
+                queue.push(child);
+            }
+        }
+    }
+    found
 }
 
 /// Owns a process group (spawned with `process_group(0)`, so its id is the child's pid).
@@ -164,6 +224,7 @@ impl ProcessGroup {
         if test_kill_process_group(pgid).is_err() {
             return;
         }
+        kill_nested_sandboxes(pgid);
         let _ = kill_process_group(pgid, Signal::TERM);
         let grace = self.grace;
         let spawned = std::thread::Builder::new()

@@ -308,13 +308,11 @@ fn agents(root: &Context) -> Result<Arc<Agents>, ApiError> {
 /// The model new sessions use: the default-model row, overridden by the live
 /// `agent-default-model` settings section (changed in Settings → Models).
 pub fn default_model(root: &Context) -> (String, String) {
-    let row = root.get::<dsh_policies::DefaultModel>();
-    let mut provider = row
-        .as_ref()
-        .map_or_else(|| "deepseek-official".to_string(), |m| m.provider.clone());
-    let mut model = row
-        .as_ref()
-        .map_or_else(|| "deepseek-v4-flash".to_string(), |m| m.model.clone());
+    let row = root
+        .get::<dsh_policies::DefaultModel>()
+        .map_or_else(dsh_policies::DefaultModel::fallback, |m| (*m).clone());
+    let mut provider = row.provider;
+    let mut model = row.model;
     if let Some(live) = root
         .get::<dsh_policies::Settings>()
         .and_then(|s| s.live_section("agent-default-model"))

@@ -235,3 +235,121 @@ impl Completion {
         out
     }
 }
+
+/// The wire protocol a model request speaks, from its path.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Protocol {
+    /// `…/chat/completions` (and anything else scripted in its frames).
+    ChatCompletions,
+    /// `…/messages`: Anthropic's Messages API, as DeepSeek's `/anthropic` endpoint serves it.
+    Messages,
+}
+
+impl Protocol {
+    /// The protocol of a request to `path`.
+    pub fn of_path(path: &str) -> Self {
+        if path.trim_end_matches('/').ends_with("/messages") {
+            Self::Messages
+        } else {
+            Self::ChatCompletions
+        }
+    }
+}
+
+impl Completion {
+    /// The SSE events of this completion in `protocol`, each a complete event
+    /// (`[event: <type>\n]data: <json>\n\n`). `model` names the model a Messages stream
+    /// reports (the requested one).
+    pub fn events(&self, protocol: Protocol, model: &str) -> Vec<String> {
+        match protocol {
+            Protocol::ChatCompletions => self
+                .payloads()
+                .iter()
+                .map(|p| format!("data: {p}\n\n"))
+                .collect(),
+            Protocol::Messages => self
+                .message_payloads(model)
+                .iter()
+                .map(|p| format!("event: {}\ndata: {p}\n\n", p["type"].as_str().unwrap_or("")))
+                .collect(),
+        }
+    }
+
+    /// The Messages stream: `message_start`, one content block per reasoning (a `thinking`
+    /// block closed by a signature), text and tool call, `message_delta` with the stop reason
+    /// and usage, `message_stop`.
+    pub fn message_payloads(&self, model: &str) -> Vec<Value> {
+        let usage = self.usage.unwrap_or(Usage::new(0, 0));
+        let hits = usage.prompt_cache_hit_tokens.unwrap_or(0);
+        let input = usage.prompt_tokens.saturating_sub(hits);
+        let mut out = vec![json!({
+            "type": "message_start",
+            "message": {
+                "id": "msg_mock", "type": "message", "role": "assistant", "model": model,
+                "content": [], "stop_reason": null, "stop_sequence": null,
+                "usage": {"input_tokens": input, "output_tokens": 0,
+                          "cache_read_input_tokens": hits, "cache_creation_input_tokens": 0},
+            },
+        })];
+        let mut index = 0;
+        let mut block = |out: &mut Vec<Value>, start: Value, deltas: Vec<Value>| {
+            out.push(
+                json!({"type": "content_block_start", "index": index, "content_block": start}),
+            );
+            for delta in deltas {
+                out.push(json!({"type": "content_block_delta", "index": index, "delta": delta}));
+            }
+            out.push(json!({"type": "content_block_stop", "index": index}));
+            index += 1;
+        };
+        if let Some(reasoning) = &self.reasoning {
+            let mut deltas: Vec<Value> = pieces(reasoning, self.delta_chars)
+                .into_iter()
+                .map(|p| json!({"type": "thinking_delta", "thinking": p}))
+                .collect();
+            deltas.push(json!({"type": "signature_delta", "signature": "mocksig"}));
+            block(
+                &mut out,
+                json!({"type": "thinking", "thinking": "", "signature": ""}),
+                deltas,
+            );
+        }
+        if let Some(text) = self.text.as_deref().filter(|t| !t.is_empty()) {
+            let deltas = pieces(text, self.delta_chars)
+                .into_iter()
+                .map(|p| json!({"type": "text_delta", "text": p}))
+                .collect();
+            block(&mut out, json!({"type": "text", "text": ""}), deltas);
+        }
+        for call in &self.tool_calls {
+            let deltas = pieces(&call.arguments, self.delta_chars * 2)
+                .into_iter()
+                .map(|p| json!({"type": "input_json_delta", "partial_json": p}))
+                .collect();
+            block(
+                &mut out,
+                json!({"type": "tool_use", "id": call.id, "name": call.name, "input": {}}),
+                deltas,
+            );
+        }
+        let reason = match self.finish_reason.as_deref() {
+            None if self.tool_calls.is_empty() => "end_turn",
+            None => "tool_use",
+            Some("stop") => "end_turn",
+            Some("tool_calls") => "tool_use",
+            Some("length") => "max_tokens",
+            Some("content_filter") => "refusal",
+            Some(other) => other,
+        };
+        let mut finish = json!({
+            "type": "message_delta",
+            "delta": {"stop_reason": reason, "stop_sequence": null},
+        });
+        if self.usage.is_some() {
+            finish["usage"] = json!({"output_tokens": usage.completion_tokens});
+        }
+        out.push(finish);
+        out.push(json!({"type": "message_stop"}));
+        out
+    }
+}

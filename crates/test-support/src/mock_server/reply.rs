@@ -7,7 +7,7 @@ use std::time::Duration;
 use serde_json::json;
 
 use super::RecordedRequest;
-use super::completion::{Completion, ToolCall, Usage};
+use super::completion::{Completion, Protocol, ToolCall, Usage};
 
 /// One action on the response connection.
 #[derive(Clone, Debug)]
@@ -79,6 +79,8 @@ type DynamicReply = Arc<dyn Fn(&RecordedRequest) -> Reply + Send + Sync>;
 enum Body {
     Steps(Vec<Step>),
     Dynamic(DynamicReply),
+    /// Rendered in the protocol of the request it answers (chat completions or Messages).
+    Completion(Box<Completion>),
 }
 
 /// What the server does with one chat-completions request.
@@ -99,6 +101,7 @@ impl std::fmt::Debug for Reply {
         match &self.body {
             Body::Steps(steps) => f.debug_tuple("Reply").field(steps).finish(),
             Body::Dynamic(_) => f.write_str("Reply(dynamic)"),
+            Body::Completion(c) => f.debug_tuple("Reply").field(c).finish(),
         }
     }
 }
@@ -146,22 +149,38 @@ impl Reply {
         Self::steps(steps)
     }
 
-    /// A chat-completions text answer whose body is at least `bytes` long: the role chunk,
-    /// then the same 1 KiB text delta over and over, then a normal `stop` finish and
-    /// `[DONE]` — a provider that does not stop talking.
+    /// A text answer whose body is at least `bytes` long: the opening events, then the same
+    /// 1 KiB text delta over and over, then a normal finish — a provider that does not stop
+    /// talking (in the request's protocol).
     pub fn oversized_text(bytes: usize) -> Self {
-        let payloads = Completion::text("x".repeat(1000))
-            .delta_chars(1000)
-            .payloads();
-        let delta = format!("data: {}\n\n", payloads[1]).into_bytes();
-        let times = bytes.div_ceil(delta.len());
-        let mut steps = vec![sse_head(), sse_event(&payloads[0])];
-        steps.push(Step::Repeat {
-            bytes: delta,
-            times,
-        });
-        steps.extend(payloads[2..].iter().map(|p| sse_event(p)));
-        Self::steps(steps)
+        Self::dynamic(move |request| {
+            let chunk = "x".repeat(1000);
+            let events = Completion::text(chunk.clone())
+                .delta_chars(1000)
+                .events(Protocol::of_path(&request.path), &request_model(request));
+            let at = events
+                .iter()
+                .position(|e| e.contains(&chunk))
+                .unwrap_or(events.len().saturating_sub(1));
+            let delta = events[at].clone().into_bytes();
+            let times = bytes.div_ceil(delta.len().max(1));
+            let mut steps = vec![sse_head()];
+            steps.extend(
+                events[..at]
+                    .iter()
+                    .map(|e| Step::Bytes(e.clone().into_bytes())),
+            );
+            steps.push(Step::Repeat {
+                bytes: delta,
+                times,
+            });
+            steps.extend(
+                events[at + 1..]
+                    .iter()
+                    .map(|e| Step::Bytes(e.clone().into_bytes())),
+            );
+            Self::steps(steps)
+        })
     }
 
     /// A reply computed from the recorded request when it arrives.
@@ -188,11 +207,14 @@ impl Reply {
         Self::steps(steps)
     }
 
-    /// A streamed completion (see [`Completion`]).
+    /// A streamed completion (see [`Completion`]), in the protocol of the request it
+    /// answers: chat-completion chunks, or a Messages event stream on `…/messages`.
     pub fn completion(completion: Completion) -> Self {
         Self {
+            body: Body::Completion(Box::new(completion)),
+            extra_headers: Vec::new(),
+            inserts: Vec::new(),
             generated: true,
-            ..Self::sse_payloads(completion.payloads())
         }
     }
 
@@ -270,24 +292,47 @@ impl Reply {
 
     /// Silence for `pause` before even the response head, then a short text answer.
     pub fn stall_before_headers(pause: Duration) -> Self {
-        let mut reply = Self::text("too late");
-        if let Body::Steps(steps) = &mut reply.body {
+        Self::dynamic(move |request| {
+            let mut steps = Self::text("too late").resolve_marked(request).0;
             steps.insert(0, Step::Sleep(pause));
-        }
-        reply
+            Self::steps(steps)
+        })
+    }
+
+    /// The events of a short text answer up to and including its first text delta, then
+    /// `then(events)` appended: the start of a stream that goes wrong afterwards.
+    fn broken_after_first_delta(
+        text: &'static str,
+        then: impl Fn(Protocol, &[String]) -> Vec<Step> + Send + Sync + 'static,
+    ) -> Self {
+        Self::dynamic(move |request| {
+            let protocol = Protocol::of_path(&request.path);
+            let events = Completion::text(text)
+                .delta_chars(3)
+                .events(protocol, &request_model(request));
+            let first_piece: String = text.chars().take(3).collect();
+            let quoted = format!("\"{first_piece}\"");
+            let first_delta = events.iter().position(|e| e.contains(&quoted)).unwrap_or(0);
+            let mut steps = vec![sse_head()];
+            steps.extend(
+                events[..=first_delta]
+                    .iter()
+                    .map(|e| Step::Bytes(e.clone().into_bytes())),
+            );
+            steps.extend(then(protocol, &events[first_delta + 1..]));
+            Self::steps(steps)
+        })
     }
 
     fn partial_stream(last: Step) -> Self {
-        let mut steps = vec![sse_head()];
-        let payloads = Completion::text("Hel").payloads();
-        // Role chunk and the first text delta, then half of the next event.
-        steps.extend(payloads[..2].iter().map(|p| sse_event(p)));
-        steps.push(Step::Bytes(
-            b"data: {\"id\":\"chatcmpl-mock\",\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"lo"
-                .to_vec(),
-        ));
-        steps.push(last);
-        Self::steps(steps)
+        Self::broken_after_first_delta("Hello", move |protocol, _| {
+            // Half of the next text event.
+            let half: &[u8] = match protocol {
+                Protocol::ChatCompletions => b"data: {\"id\":\"chatcmpl-mock\",\"object\":\"chat.completion.chunk\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"lo",
+                Protocol::Messages => b"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"lo",
+            };
+            vec![Step::Bytes(half.to_vec()), last.clone()]
+        })
     }
 
     /// A stream whose body ends cleanly in the middle of an event, without `[DONE]`.
@@ -301,19 +346,17 @@ impl Reply {
         Self::partial_stream(Step::Drop)
     }
 
-    /// A role chunk and one text delta, then an event whose data is not JSON, then a normal
-    /// end.
+    /// The opening events and one text delta, then an event whose data is not JSON, then a
+    /// normal end.
     pub fn malformed_chunk() -> Self {
-        let payloads = Completion::text("Hi").payloads();
-        let mut steps = vec![sse_head()];
-        steps.extend(payloads[..2].iter().map(|p| sse_event(p)));
-        steps.push(sse_event("{\"choices\": [{\"delta\": oops}]}"));
-        steps.extend(payloads[2..].iter().map(|p| sse_event(p)));
-        Self::steps(steps)
+        Self::broken_after_first_delta("Hi", |_, rest| {
+            let mut steps = vec![sse_event("{\"choices\": [{\"delta\": oops}]}")];
+            steps.extend(rest.iter().map(|e| Step::Bytes(e.clone().into_bytes())));
+            steps
+        })
     }
 
-    /// Answers with the text of the request's last `role: tool` message (or
-    /// `(no tool output)`).
+    /// Answers with the text of the request's last tool result (or `(no tool output)`).
     pub fn echo_tool_output() -> Self {
         Self::dynamic(|request| {
             Reply::text(
@@ -355,6 +398,13 @@ impl Reply {
         let (mut steps, generated) = match self.body {
             Body::Steps(steps) => (steps, self.generated),
             Body::Dynamic(f) => f(request).resolve_marked(request),
+            Body::Completion(completion) => {
+                let events =
+                    completion.events(Protocol::of_path(&request.path), &request_model(request));
+                let mut steps = vec![sse_head()];
+                steps.extend(events.into_iter().map(|e| Step::Bytes(e.into_bytes())));
+                (steps, self.generated)
+            }
         };
         let generated = generated && unaltered;
         if let Some(Step::Head { headers, .. }) =
@@ -379,4 +429,14 @@ impl Reply {
         }
         (steps, generated)
     }
+}
+
+/// The model a request names (a Messages stream reports it back).
+fn request_model(request: &RecordedRequest) -> String {
+    request
+        .json
+        .as_ref()
+        .and_then(|j| j["model"].as_str())
+        .unwrap_or("deepseek-v4-flash")
+        .to_string()
 }

@@ -76,7 +76,23 @@ pub async fn unset(s: &WebState, p: &Value) -> ApiResult {
     Ok(json!({"removed": removed, "credential": state_of(credentials(s)?.as_ref(), &name)}))
 }
 
-const DEEPSEEK_MODELS: [&str; 2] = ["deepseek-v4-flash", "deepseek-v4-pro"];
+/// The DeepSeek route's models as its adapter lists them (0.2's or 0.1's catalog, or the
+/// user's own), the default model's id when the route is not registered.
+fn deepseek_models(s: &WebState, default: &str) -> Vec<String> {
+    let listed: Vec<String> = s
+        .root
+        .get::<dsh_llm::LlmRuntime>()
+        .map(|llm| llm.models("deepseek-official"))
+        .unwrap_or_default()
+        .into_iter()
+        .map(|m| m.id)
+        .collect();
+    if listed.is_empty() {
+        vec![default.to_string()]
+    } else {
+        listed
+    }
+}
 
 fn settings(s: &WebState) -> Result<Arc<dsh_policies::Settings>, ApiError> {
     s.root.get::<dsh_policies::Settings>().ok_or_else(|| {
@@ -105,7 +121,7 @@ pub fn providers(s: &WebState) -> ApiResult {
         "kind": "deepseek",
         "credentialRef": "DEEPSEEK_API_KEY",
         "credential": creds.map(|c| state_of(c, "DEEPSEEK_API_KEY")),
-        "models": DEEPSEEK_MODELS,
+        "models": deepseek_models(s, &model),
     })];
     if let Some(Value::Object(map)) = compat_section(s).get("providers") {
         for (id, profile) in map {
