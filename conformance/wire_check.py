@@ -43,6 +43,9 @@ EXTENSIONS = {
     "messages": {
         # DeepSeek's Anthropic-compatible endpoint reads the effort here.
         "output_config": "DeepSeek Messages effort (output_config.effort)",
+        # Sampling temperature: DeepSeek's endpoint reads it; anthropic 2.16 no longer
+        # declares it (older releases did).
+        "temperature": "sampling temperature (DeepSeek's Messages endpoint reads it)",
     },
     "responses": {},
 }

@@ -341,14 +341,12 @@ impl Completion {
             Some("content_filter") => "refusal",
             Some(other) => other,
         };
-        let mut finish = json!({
+        // The Messages API always reports usage (`message_delta.usage` is required).
+        out.push(json!({
             "type": "message_delta",
             "delta": {"stop_reason": reason, "stop_sequence": null},
-        });
-        if self.usage.is_some() {
-            finish["usage"] = json!({"output_tokens": usage.completion_tokens});
-        }
-        out.push(finish);
+            "usage": {"output_tokens": usage.completion_tokens},
+        }));
         out.push(json!({"type": "message_stop"}));
         out
     }

@@ -374,7 +374,8 @@ impl Reply {
         self
     }
 
-    /// Sends nothing for `pause` after the `events`-th body chunk.
+    /// Sends nothing for `pause` after the `events`-th body chunk (counted as chat-completion
+    /// events: on a Messages stream the first block's opening event is not counted).
     pub fn pause_after_event(mut self, events: usize, pause: Duration) -> Self {
         self.inserts.push((events, Step::Sleep(pause)));
         self
@@ -395,6 +396,19 @@ impl Reply {
     /// The steps, and whether they came from [`Reply::completion`] unaltered.
     pub(crate) fn resolve_marked(self, request: &RecordedRequest) -> (Vec<Step>, bool) {
         let unaltered = self.inserts.is_empty();
+        let mut inserts = self.inserts;
+        // Insert positions count chat-completion events (the role chunk, then deltas); a
+        // Messages stream opens its first content block before the first delta, so a
+        // position past the opening event moves one further.
+        if matches!(self.body, Body::Completion(_))
+            && Protocol::of_path(&request.path) == Protocol::Messages
+        {
+            for (n, _) in &mut inserts {
+                if *n >= 1 {
+                    *n += 1;
+                }
+            }
+        }
         let (mut steps, generated) = match self.body {
             Body::Steps(steps) => (steps, self.generated),
             Body::Dynamic(f) => f(request).resolve_marked(request),
@@ -412,7 +426,6 @@ impl Reply {
         {
             headers.extend(self.extra_headers);
         }
-        let mut inserts = self.inserts;
         inserts.sort_by_key(|(n, _)| std::cmp::Reverse(*n));
         for (events, step) in inserts {
             let mut seen = 0;
