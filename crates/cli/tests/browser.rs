@@ -867,9 +867,7 @@ fn drop_and_paste_images_into_the_composer_send_them_and_see_them_in_the_convers
         .find(|r| r.body.contains("what is in this picture?"))
         .expect("the image prompt reached the model");
     assert!(
-        request
-            .body
-            .contains(red.as_str()),
+        request.body.contains(red.as_str()),
         "the dropped PNG reached the model"
     );
     assert!(

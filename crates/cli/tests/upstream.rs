@@ -95,6 +95,19 @@ impl Mock {
         assert!(out.success());
     }
 
+    /// The logged model requests (not title requests), in arrival order.
+    fn model_requests(&self) -> Vec<Value> {
+        let mut text = String::new();
+        std::fs::File::open(&self.log)
+            .unwrap()
+            .read_to_string(&mut text)
+            .unwrap();
+        text.lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter(|r| r["aux"] == false)
+            .collect()
+    }
+
     /// The body of the last model request (not title requests).
     fn last_request_body(&self) -> String {
         let mut text = String::new();
@@ -277,6 +290,100 @@ fn turns_completed(events: &[Value]) -> usize {
         .count()
 }
 
+/// Request fields only upstream 0.2.1 sends: its session-log and plugin-inventory uploads,
+/// which this build sends only when a user opts in (off by default).
+const UPSTREAM_ONLY_FIELDS: [&str; 2] = ["dsh_session_log", "dsh_plugin_packages"];
+
+/// Tools our headless tree offers that 0.2.1's does not: they come from the rows in
+/// [`ROWS_ONLY_OURS`].
+const TOOLS_ONLY_OURS: &[(&str, &str)] = &[
+    ("lsp", "tool-lsp"),
+    ("ralph", "tool-ralph"),
+    ("session_event_read", "tool-session-query"),
+    ("session_event_search", "tool-session-query"),
+    ("session_event_trace", "tool-session-query"),
+    ("session_search", "tool-session-query"),
+    ("session_trace", "tool-session-query"),
+    ("str_replace_editor", "tool-str-replace-editor"),
+];
+
+/// Tool parameters that differ from 0.2.1's and are left out of the comparison, with why.
+const SCHEMA_DRIFT: &[(&str, &str, &str)] = &[
+    (
+        "subagent",
+        "run_in_background",
+        "0.2.1's subagent always runs in the background and notifies when done; ours keeps \
+         0.1's foreground default with this switch",
+    ),
+    ("subagent_fork", "run_in_background", "as for subagent"),
+];
+
+/// What a model request looks like on the wire, for comparing two harnesses: endpoint and
+/// protocol, the top-level fields, model and reasoning switches, and each tool's name and
+/// input schema (descriptions are each project's own words).
+fn wire_shape(record: &Value) -> Value {
+    let body = &record["body"];
+    let mut keys: Vec<&str> = body
+        .as_object()
+        .map(|m| m.keys().map(String::as_str).collect())
+        .unwrap_or_default();
+    keys.retain(|k| !UPSTREAM_ONLY_FIELDS.contains(k));
+    keys.sort_unstable();
+    let mut tools: Vec<Value> = body["tools"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|t| {
+            !TOOLS_ONLY_OURS
+                .iter()
+                .any(|(name, _)| t["name"].as_str() == Some(name))
+        })
+        .map(|t| {
+            let mut schema = t["input_schema"].clone();
+            strip_descriptions(&mut schema);
+            for (tool, property, _) in SCHEMA_DRIFT {
+                if t["name"].as_str() == Some(tool)
+                    && let Some(props) = schema["properties"].as_object_mut()
+                {
+                    props.remove(*property);
+                }
+            }
+            serde_json::json!({"name": t["name"], "input_schema": schema})
+        })
+        .collect();
+    tools.sort_by_key(|t| t["name"].to_string());
+    serde_json::json!({
+        "path": record["path"],
+        "api": record["api"],
+        "keys": keys,
+        "model": body["model"],
+        "stream": body["stream"],
+        "thinking": body["thinking"],
+        "output_config": body["output_config"],
+        "system_is_text": body["system"].is_string(),
+        "tools": tools,
+    })
+}
+
+/// `schema` without its `description` texts (each project writes its own), `required`
+/// lists sorted. Property order is not compared: 0.2.1 lists bash's `description` before
+/// `command` (0.1.1 the other way round, as this build still does).
+fn strip_descriptions(schema: &mut Value) {
+    match schema {
+        Value::Object(map) => {
+            if map.get("description").is_some_and(Value::is_string) {
+                map.remove("description");
+            }
+            if let Some(Value::Array(required)) = map.get_mut("required") {
+                required.sort_by_key(|v| v.to_string());
+            }
+            map.values_mut().for_each(strip_descriptions);
+        }
+        Value::Array(items) => items.iter_mut().for_each(strip_descriptions),
+        _ => {}
+    }
+}
+
 fn differential(scenario: &str, prompt: &str) {
     let Some((bench, upstream)) = setup() else {
         return;
@@ -285,8 +392,15 @@ fn differential(scenario: &str, prompt: &str) {
     let theirs = Machine::new();
     let ours = Machine::new();
     ok(theirs.command(&upstream, &mock, &["headless", prompt]));
+    let their_requests = mock.model_requests();
     mock.reset();
     ok(ours.ours(&mock, &["headless", prompt]));
+    let our_requests = mock.model_requests()[their_requests.len()..].to_vec();
+    assert_eq!(
+        wire_shape(&their_requests[0]),
+        wire_shape(&our_requests[0]),
+        "{scenario}: the first model request on the wire"
+    );
 
     // Both wrote format v4; our reader opens upstream's log.
     assert!(

@@ -220,26 +220,17 @@ impl Sse {
         }
     }
 
-    async fn next(&mut self) -> SseEvent {
-        let deadline = Instant::now() + WAIT;
-        loop {
-            if let Some(e) = self.queued.pop_front() {
-                return e;
-            }
-            let left = deadline.saturating_duration_since(Instant::now());
-            match tokio::time::timeout(left, self.body.next()).await {
-                Ok(Some(Ok(bytes))) => self.queued.extend(self.parser.push(&bytes)),
-                Ok(other) => panic!("the event stream ended: {other:?}"),
-                Err(_) => panic!("no event within {WAIT:?}"),
-            }
-        }
-    }
-
     /// Reads until an event named `name` satisfying `pred` arrives; returns everything read.
     async fn until(&mut self, name: &str, pred: impl Fn(&Value) -> bool) -> Vec<SseEvent> {
-        let mut seen = Vec::new();
+        let mut seen: Vec<SseEvent> = Vec::new();
         loop {
-            let e = self.next().await;
+            let Some(e) = self.next_within(WAIT).await else {
+                let got: Vec<String> = seen
+                    .iter()
+                    .map(|e| format!("{}: {}", e.event, e.json()))
+                    .collect();
+                panic!("no `{name}` event as awaited within {WAIT:?}; got {got:#?}");
+            };
             let done = e.event == name && pred(&e.json());
             seen.push(e);
             if done {
@@ -896,10 +887,27 @@ async fn a_saved_key_is_used_at_once_and_sessions_can_be_listed_searched_renamed
         .await;
     assert_eq!(resumed.last().unwrap().json()["reset"], true);
     child_sse.until("events", has_turn_end).await;
-    // The agent goes idle just after its turn/end is recorded; a running session refuses
-    // deletion, so wait for the idle status as a user's page does.
-    child_sse.until("status", |s| s["running"] == false).await;
     drop(child_sse);
+    // The agent goes idle just after its turn/end is recorded (its idle status frame may
+    // come before or after that event's frame); a running session refuses deletion, so wait
+    // until the listing says idle, as a user's page does before offering Delete.
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let list = web.ok("session.list", json!({})).await;
+        let idle = list["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["sessionId"] == child.as_str() && r["state"] == "idle");
+        if idle {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the continued session never went idle: {list}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     let files = dsh_persistence::SessionFiles::new(
         web.home.path().join(".dsh/sessions"),
         dsh_persistence::Compression::Zstd,
