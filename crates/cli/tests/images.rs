@@ -94,9 +94,9 @@ fn model_requests(server: &MockServer) -> Vec<Value> {
         .collect()
 }
 
-#[test]
-fn a_png_read_by_the_model_reaches_the_next_request_as_a_data_url() {
-    let run = Run::with_model("deepseek-flash");
+/// A headless run in which the model reads `shot.png` (a 3×2 PNG, returned with the
+/// server) with `read_image` as call `c1`, then answers "a tiny picture".
+fn read_shot(run: &Run) -> (Vec<u8>, MockServer) {
     let bytes = png(3, 2);
     std::fs::write(run.work.path().join("shot.png"), &bytes).unwrap();
     let server = MockServer::start().answer_untooled("Mock title");
@@ -108,6 +108,14 @@ fn a_png_read_by_the_model_reaches_the_next_request_as_a_data_url() {
     server.push(Reply::text("a tiny picture"));
     let out = run.headless(&server, "look at shot.png");
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "a tiny picture\n");
+    (bytes, server)
+}
+
+#[test]
+fn a_png_read_by_the_model_reaches_the_next_request_as_a_data_url() {
+    let run = Run::with_model("deepseek-flash");
+    let (bytes, server) = read_shot(&run);
 
     let requests = model_requests(&server);
     assert_eq!(requests.len(), 2, "{requests:#?}");
@@ -851,18 +859,7 @@ fn an_sdk_image_prompt_to_a_text_only_model_runs_with_a_placeholder() {
 #[test]
 fn the_default_route_sends_a_read_image_inside_its_tool_result() {
     let run = Run::new();
-    let bytes = png(3, 2);
-    std::fs::write(run.work.path().join("shot.png"), &bytes).unwrap();
-    let server = MockServer::start().answer_untooled("Mock title");
-    server.push(Reply::tool_call(
-        "c1",
-        "read_image",
-        &json!({"file_path": "shot.png"}).to_string(),
-    ));
-    server.push(Reply::text("a tiny picture"));
-    let out = run.headless(&server, "look at shot.png");
-    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    assert_eq!(String::from_utf8_lossy(&out.stdout), "a tiny picture\n");
+    let (bytes, server) = read_shot(&run);
 
     let requests = server.requests();
     assert_eq!(requests.len(), 2, "{requests:#?}");

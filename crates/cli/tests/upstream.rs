@@ -110,15 +110,8 @@ impl Mock {
 
     /// The body of the last model request (not title requests).
     fn last_request_body(&self) -> String {
-        let mut text = String::new();
-        std::fs::File::open(&self.log)
-            .unwrap()
-            .read_to_string(&mut text)
-            .unwrap();
-        text.lines()
-            .rev()
-            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-            .find(|r| r["aux"] == false)
+        self.model_requests()
+            .last()
             .map(|r| r["body"].to_string())
             .unwrap_or_default()
     }
