@@ -818,6 +818,36 @@ fn without_a_terminal_stderr_stays_empty_unless_verbose() {
     assert!(lines.last().unwrap().starts_with("done in "), "{err}");
 }
 
+/// A DeepSeek base URL with no Messages API behind it (0.1's chat endpoint, still in many
+/// `DEEPSEEK_BASE_URL`s) fails with an error that says where the Messages API is and how to
+/// stay on chat completions.
+#[test]
+fn a_base_url_without_the_messages_api_says_what_to_set() {
+    let server = MockServer::with_title_replies([Reply::error_json(
+        404,
+        "Not Found",
+        "not_found_error",
+        None,
+    )]);
+    let run = Run::new();
+    let out = run.headless(&server, "hi");
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains(&format!(
+            "no Messages API answers at {}/v1/messages",
+            server.url()
+        )) && err.contains("https://api.deepseek.com/anthropic")
+            && err.contains("api: openai-completions"),
+        "{err}"
+    );
+    assert_eq!(
+        server.requests().len(),
+        1,
+        "a missing endpoint is not retried"
+    );
+}
+
 /// `agent-default-model.reasoningEffort` in settings.yaml reaches the provider request
 /// (DeepSeek's Messages dialect: `output_config.effort`, thinking switched off for `off`),
 /// and is logged in the request header (without it the adapter's default applies).

@@ -8,7 +8,9 @@ use dsh_llm::{
 };
 use futures::StreamExt;
 
-use crate::deepseek_config::{DeepSeekConfig, DeepSeekRelease, ResolvedDeepSeek};
+use crate::deepseek_config::{
+    DeepSeekConfig, DeepSeekRelease, PUBLIC_MESSAGES_BASE_URL, ResolvedDeepSeek,
+};
 use crate::deps::{ProviderDeps, usable_api_key};
 use crate::error::ProviderError;
 use crate::http::{build_client, completions_url, header_map, user_agent};
@@ -232,6 +234,7 @@ impl DeepSeekAdapter {
             crate::anthropic::serialize::serialize_messages_request(options, &profile, &model)?;
         deepseek_messages_dialect(&mut body, effort);
         let url = deepseek_messages_url(&config.base_url);
+        let hint = messages_rejection_hint(&url, &config.base_url);
         Ok(HttpCall {
             client: self.client.for_url(&url)?,
             url,
@@ -244,7 +247,7 @@ impl DeepSeekAdapter {
             vendor: VENDOR.into(),
             protocol: crate::transport::Protocol::AnthropicMessages,
             limit: response_limit(config),
-            rejection_hint: None,
+            rejection_hint: Some(hint),
         })
     }
 }
@@ -302,6 +305,24 @@ fn deepseek_messages_dialect(body: &mut serde_json::Value, effort: DeepSeekEffor
         map.insert("thinking".into(), json!({"type": "enabled"}));
         map.insert("output_config".into(), json!({"effort": effort.as_str()}));
     }
+}
+
+/// What to change when the Messages endpoint is not there (404/405): a base URL of the chat
+/// endpoint (0.1's `https://api.deepseek.com`, often still in `DEEPSEEK_BASE_URL`) has no
+/// `/v1/messages`.
+fn messages_rejection_hint(url: &str, base_url: &str) -> crate::transport::RejectionHint {
+    let (url, base_url) = (url.to_string(), base_url.to_string());
+    std::sync::Arc::new(move |failure: &dsh_llm::LlmFailure| {
+        if !matches!(failure.status, Some(404 | 405)) {
+            return None;
+        }
+        Some(format!(
+            "no Messages API answers at {url}: the DeepSeek route speaks DeepSeek's Messages API \
+             by default, whose base is {PUBLIC_MESSAGES_BASE_URL}; set DEEPSEEK_BASE_URL (or \
+             baseURL in the {DEEPSEEK_PLUGIN} settings section) to it, or set `api: \
+             openai-completions` there to use chat completions at {base_url}"
+        ))
+    })
 }
 
 /// `<base>/v1/messages`, or `<base>/messages` when the base's path already ends in `/v1`
