@@ -39,6 +39,9 @@ EXTENSIONS = {
         "thinking": "DeepSeek thinking-mode switch",
         # DeepSeek (and reasoningPassback endpoints): an assistant turn's reasoning sent back.
         "messages.*.reasoning_content": "DeepSeek reasoning passback on assistant messages",
+        # Upstream 0.2.1's DeepSeek request extensions (opt-in rows here).
+        "dsh_session_log": "DeepSeek request extension: the session's unaccepted log rows",
+        "dsh_plugin_packages": "DeepSeek request extension: the loaded plugins",
     },
     "messages": {
         # DeepSeek's Anthropic-compatible endpoint reads the effort here.
@@ -46,6 +49,8 @@ EXTENSIONS = {
         # Sampling temperature: DeepSeek's endpoint reads it; anthropic 2.16 no longer
         # declares it (older releases did).
         "temperature": "sampling temperature (DeepSeek's Messages endpoint reads it)",
+        "dsh_session_log": "DeepSeek request extension: the session's unaccepted log rows",
+        "dsh_plugin_packages": "DeepSeek request extension: the loaded plugins",
     },
     "responses": {},
 }

@@ -37,6 +37,7 @@ pub fn catalog() -> Catalog {
     dsh_cordis::register_catalog(&mut c);
     dsh_working_directory::register_catalog(&mut c);
     c.register(dsh_persistence::JsonlPersistencePlugin);
+    c.register(dsh_persistence::SessionLogUploadPlugin);
     c.register(crate::headless::HeadlessPlugin);
     c.register(dsh_acp::AcpAgentPlugin);
     dsh_web::register_catalog(&mut c);

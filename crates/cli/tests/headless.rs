@@ -1257,3 +1257,178 @@ fn a_custom_profile_from_a_shipped_template() {
         stderr(&unknown)
     );
 }
+
+/// Upstream 0.2.1 adds `dsh_session_log` (the log rows the provider has not accepted yet)
+/// and `dsh_plugin_packages` to every DeepSeek request. Here neither leaves the machine
+/// unless its row is enabled; enabled, they have 0.2.1's shape, each request carries what
+/// follows the last accepted row, the acceptance is logged, and the rows are the ones the
+/// session's own log file holds.
+#[test]
+fn session_log_and_plugin_inventory_travel_only_when_enabled() {
+    let loop_requests = |server: &MockServer| -> Vec<Value> {
+        server
+            .requests()
+            .into_iter()
+            .filter(|r| !r.tool_names().is_empty())
+            .map(|r| r.json.unwrap())
+            .collect()
+    };
+    // Off by default: not a byte of either.
+    let server = MockServer::with_title_replies([Reply::text("plain")]);
+    let run = Run::new();
+    assert_eq!(run.headless(&server, "hello").status.code(), Some(0));
+    for request in server.requests() {
+        let body = request.json.unwrap();
+        assert!(body.get("dsh_session_log").is_none(), "{body}");
+        assert!(body.get("dsh_plugin_packages").is_none(), "{body}");
+    }
+    assert!(
+        !run.session()
+            .iter()
+            .any(|e| e.is(dsh_persistence::DELIVERY_ACCEPTED))
+    );
+
+    // Enabled by a patch, over a tool round trip (two loop requests).
+    let server = MockServer::with_title_replies([
+        common::call("c1", "bash", json!({"command": "echo uploaded"})),
+        Reply::text("done"),
+    ]);
+    let run = Run::new();
+    let patch = run.work.path().join("upload.yml");
+    std::fs::write(
+        &patch,
+        "- id: session-log-deepseek\n  config:\n    enabled: true\n\
+         - id: plugin-package-inventory-deepseek\n  config:\n    enabled: true\n",
+    )
+    .unwrap();
+    let patch = patch.to_string_lossy().into_owned();
+    let out = run
+        .cmd(&server, &["headless", "--patch", &patch, "run it"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let id = run.only_session();
+    let requests = loop_requests(&server);
+    assert_eq!(requests.len(), 2);
+    // Every request carries the field (the title request included, which may run before,
+    // between or beside the loop's): dense rows after `afterSeq` through `throughSeq`.
+    let mut all: Vec<Value> = server
+        .aux_requests()
+        .into_iter()
+        .chain(server.requests())
+        .map(|r| r.json.unwrap()["dsh_session_log"].clone())
+        .collect();
+    assert_eq!(all.len(), 3, "a title request and two loop requests");
+    all.sort_by_key(|f| f["afterSeq"].as_i64());
+    let mut uploaded = std::collections::BTreeSet::new();
+    for field in &all {
+        assert_eq!(field["version"], 1, "{field}");
+        assert_eq!(field["sessionFormatVersion"], 4, "{field}");
+        assert_eq!(field["session"]["id"], id.as_str(), "{field}");
+        assert_eq!(field["session"]["version"], 4, "{field}");
+        assert!(field["session"].get("type").is_none(), "{field}");
+        let seqs: Vec<i64> = field["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["seq"].as_i64().unwrap())
+            .collect();
+        let after = field["afterSeq"].as_i64().unwrap();
+        let expected: Vec<i64> = (after + 1..=field["throughSeq"].as_i64().unwrap()).collect();
+        assert_eq!(
+            seqs, expected,
+            "dense rows after afterSeq through throughSeq"
+        );
+        uploaded.extend(seqs);
+    }
+    // Together they delivered every row from the first on, with no gap; the first request
+    // started from nothing.
+    let through = *uploaded.last().unwrap();
+    assert_eq!(uploaded, (0..=through).collect());
+    assert_eq!(all[0]["afterSeq"], -1);
+    let types_of = |field: &Value| -> Vec<String> {
+        field["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["type"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert!(
+        types_of(&all[0]).contains(&"user/message".to_string()),
+        "{}",
+        all[0]
+    );
+    // The second loop request sends only what followed an acceptance, its tool result too.
+    let second = &requests[1]["dsh_session_log"];
+    assert!(second["afterSeq"].as_i64().unwrap() >= 0, "{second}");
+    let second_types = types_of(second);
+    assert!(
+        second_types.contains(&"tool/result".to_string()),
+        "{second_types:?}"
+    );
+    assert!(
+        second_types.contains(&"session-log-deepseek/delivery-accepted".to_string()),
+        "{second_types:?}"
+    );
+    // Every uploaded row is the row of the same seq in the session's own log file.
+    let raw = run.files().read_raw(&id).unwrap();
+    let stored: Vec<Value> = raw
+        .lines()
+        .skip(1)
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    for request in &requests {
+        for event in request["dsh_session_log"]["events"].as_array().unwrap() {
+            let seq = event["seq"].as_u64().unwrap() as usize;
+            assert_eq!(event, &stored[seq], "row {seq}");
+        }
+    }
+    let accepted: Vec<&Value> = stored
+        .iter()
+        .filter(|e| e["type"] == "session-log-deepseek/delivery-accepted")
+        .collect();
+    assert!(accepted.len() >= 2, "{accepted:?}");
+    assert_eq!(accepted[0]["data"]["sessionId"], id.as_str());
+    assert_eq!(accepted[0]["data"]["sessionFormatVersion"], 4);
+    // The plugin inventory: sorted, unique, naming this tree's plugins.
+    let packages = &requests[0]["dsh_plugin_packages"];
+    assert_eq!(packages["version"], 1, "{packages}");
+    let names: Vec<&str> = packages["packages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap())
+        .collect();
+    let mut sorted = names.clone();
+    sorted.sort();
+    sorted.dedup();
+    assert_eq!(names, sorted);
+    assert!(
+        names.contains(&"@deepseek-ai/dsh-llm-deepseek-api-key"),
+        "{names:?}"
+    );
+    assert!(
+        names.contains(&"@deepseek-ai/dsh-session-log-deepseek"),
+        "{names:?}"
+    );
+
+    // A maxBytes no row fits in: the run works, nothing is uploaded.
+    let server = MockServer::with_title_replies([Reply::text("small")]);
+    let run = Run::new();
+    let patch = run.work.path().join("tiny.yml");
+    std::fs::write(
+        &patch,
+        "- id: session-log-deepseek\n  config:\n    enabled: true\n    maxBytes: 200\n",
+    )
+    .unwrap();
+    let patch = patch.to_string_lossy().into_owned();
+    let out = run
+        .cmd(&server, &["headless", "--patch", &patch, "hello"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    for request in server.requests() {
+        assert!(request.json.unwrap().get("dsh_session_log").is_none());
+    }
+}

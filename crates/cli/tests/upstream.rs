@@ -978,16 +978,6 @@ const ROWS_ONLY_UPSTREAM: &[(&str, &str)] = &[
         "session-projection-cache",
         "projections are rebuilt from the log, not cached",
     ),
-    // What 0.2.1 uploads with every request; this build sends none of it (README).
-    ("session-log-deepseek", "the session log is not uploaded"),
-    (
-        "plugin-package-inventory-deepseek",
-        "the plugin inventory is not uploaded",
-    ),
-    (
-        "deepseek-llm-api-extensions",
-        "no request extensions carry the uploads",
-    ),
     (
         "web-deepseek-api",
         "web search and fetch call their endpoints from their own rows",

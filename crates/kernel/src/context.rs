@@ -28,6 +28,8 @@ struct Runtime {
     bus: EventBus,
     services: RwLock<HashMap<TypeId, ServiceEntry>>,
     tasks: AtomicU64,
+    /// The plugins of loaded rows, by a key of their own (see [`Context::active_plugins`]).
+    plugins: RwLock<Vec<(u64, String)>>,
 }
 
 /// A handle on the shared runtime, bound to the fiber (plugin instance or scope) that
@@ -56,6 +58,7 @@ impl Context {
                 bus: EventBus::default(),
                 services: RwLock::new(HashMap::new()),
                 tasks: AtomicU64::new(0),
+                plugins: RwLock::new(Vec::new()),
             }),
             fiber: Fiber::new("root"),
             scope: None,
@@ -372,6 +375,40 @@ impl Context {
     /// Number of spawned tasks that have not finished (or been aborted) yet.
     pub fn live_tasks(&self) -> u64 {
         self.rt.tasks.load(Ordering::Relaxed)
+    }
+
+    /// Records that plugin `name` is applied on this fiber, until the fiber unloads.
+    pub(crate) fn record_active_plugin(&self, name: &str) {
+        let key = NEXT_HOOK.fetch_add(1, Ordering::Relaxed);
+        self.rt
+            .plugins
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .push((key, name.to_string()));
+        let rt = Arc::downgrade(&self.rt);
+        let _ = self.fiber.add(
+            "active-plugin",
+            Box::new(move || {
+                if let Some(rt) = rt.upgrade() {
+                    rt.plugins
+                        .write()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .retain(|(k, _)| *k != key);
+                }
+            }),
+        );
+    }
+
+    /// The names of the plugins applied by loaded rows of this runtime (every tree, groups
+    /// excluded), in load order; a plugin loaded by several rows or trees appears as often.
+    pub fn active_plugins(&self) -> Vec<String> {
+        self.rt
+            .plugins
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .map(|(_, name)| name.clone())
+            .collect()
     }
 
     /// Registers an arbitrary undo action as an effect of this fiber.

@@ -436,6 +436,7 @@ fn load_rows(
                         );
                         return Err(apply_error(row, error.into()));
                     }
+                    ctx.record_active_plugin(plugin.name());
                     loaded.push(row.id.clone());
                     progressed = true;
                 }

@@ -87,8 +87,14 @@ fn a_row_waiting_for_a_service_loads_after_its_provider() {
     let tree = load_tree(&root, &catalog(), &rows).unwrap();
     assert_eq!(tree.row_ids(), ["store", "consumer"]);
     assert_eq!(root.listener_count(), 2);
+    // Active plugins are named canonically (rows may use short names), in load order.
+    assert_eq!(
+        root.active_plugins(),
+        ["@deepseek-ai/dsh-store", "@deepseek-ai/dsh-consumer"]
+    );
     tree.unload();
     assert_eq!((root.listener_count(), root.service_count()), (0, 0));
+    assert!(root.active_plugins().is_empty());
 }
 
 #[test]
@@ -132,5 +138,6 @@ fn failures_name_the_row_and_leave_nothing_registered() {
             (0, 0),
             "{expected}: nothing half-loaded"
         );
+        assert!(root.active_plugins().is_empty(), "{expected}");
     }
 }

@@ -5,6 +5,7 @@
 mod assembler;
 mod chunk;
 mod error;
+mod extensions;
 mod image;
 mod message;
 mod request;
@@ -13,6 +14,10 @@ mod runtime;
 pub use assembler::{BlockAssembler, OpenUnknownBlock};
 pub use chunk::{FinishReason, LlmFailure, StreamChunk, TokenUsage};
 pub use error::{LlmError, codes, is_context_window_exceeded};
+pub use extensions::{
+    AcceptFn, ExtensionField, ExtensionRequest, PreparedExtensions, RequestExtension,
+    RequestExtensions, splice_fields,
+};
 pub use image::{
     DEFAULT_MAX_INLINE_REQUEST_IMAGE_BYTES, IMAGE_MEDIA_TYPES, ImageAttachmentRef,
     OFFLOADED_IMAGE_TEXT, RequestImageReader, content_has_image, image_request_data,

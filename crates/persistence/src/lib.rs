@@ -23,6 +23,7 @@ mod lock;
 mod manage;
 mod plugin;
 mod scan;
+mod upload;
 mod writer;
 
 pub use error::PersistenceError;
@@ -36,6 +37,7 @@ pub use plugin::{
     DEFAULT_WRITE_BATCH_MAX_DELAY_MS, JsonlPersistencePlugin, MAX_WRITE_BATCH_DELAY_MS,
     PLUGIN_NAME, PersistenceConfig, SessionWriters,
 };
+pub use upload::{DELIVERY_ACCEPTED, SessionLogUploadPlugin, UPLOAD_PLUGIN_NAME};
 pub use writer::{SessionWriter, WriteTiming, WriterStart};
 
 /// Entry points for the fuzz targets (`fuzz/`): the byte-level readers without any IO.

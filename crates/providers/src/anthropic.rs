@@ -162,6 +162,7 @@ impl AnthropicAdapter {
                 protocol: Protocol::OpenAiResponses,
                 limit: response_limit(profile),
                 rejection_hint: None,
+                extensions: None,
             });
         }
         headers.push((
@@ -192,6 +193,7 @@ impl AnthropicAdapter {
             protocol: Protocol::AnthropicMessages,
             limit: response_limit(profile),
             rejection_hint: None,
+            extensions: None,
         })
     }
 }

@@ -28,6 +28,7 @@ pub const DEEPSEEK_ROUTE: &str = "deepseek-official";
 pub const DEEPSEEK_PLUGIN: &str = "llm-deepseek";
 const VENDOR: &str = "DeepSeek";
 const UNSUPPORTED_CONTENT: &str = "UNSUPPORTED_CONTENT";
+const REQUEST_EXTENSION: &str = "REQUEST_EXTENSION";
 
 /// Streams DeepSeek chat completions. Connection facts and the key are resolved once per
 /// call from the live configuration; an in-flight stream keeps its snapshot.
@@ -151,12 +152,13 @@ impl DeepSeekAdapter {
             options,
             &Dialect::deepseek(config.thinking, config.reasoning_effort),
         )?;
+        let (body, extensions) = self.with_extensions(options, &body)?;
         Ok(HttpCall {
             client: self.client.for_url(&completions_url(&config.base_url))?,
             url: completions_url(&config.base_url),
             base_url: config.base_url.clone(),
             headers,
-            body: dsh_kernel::json::to_string(&body),
+            body,
             idle_timeout_ms: config.stream_idle_timeout_ms,
             request_timeout_ms: config.request_timeout_ms,
             cancel: options.cancel.clone(),
@@ -164,6 +166,7 @@ impl DeepSeekAdapter {
             protocol: crate::transport::Protocol::ChatCompletions(ReasoningField::ReasoningContent),
             limit: response_limit(config),
             rejection_hint: None,
+            extensions,
         })
     }
 }
@@ -233,6 +236,7 @@ impl DeepSeekAdapter {
         let mut body =
             crate::anthropic::serialize::serialize_messages_request(options, &profile, &model)?;
         deepseek_messages_dialect(&mut body, effort);
+        let (body, extensions) = self.with_extensions(options, &body)?;
         let url = deepseek_messages_url(&config.base_url);
         let hint = messages_rejection_hint(&url, &config.base_url);
         Ok(HttpCall {
@@ -240,7 +244,7 @@ impl DeepSeekAdapter {
             url,
             base_url: config.base_url.clone(),
             headers,
-            body: dsh_kernel::json::to_string(&body),
+            body,
             idle_timeout_ms: config.stream_idle_timeout_ms,
             request_timeout_ms: config.request_timeout_ms,
             cancel: options.cancel.clone(),
@@ -248,7 +252,42 @@ impl DeepSeekAdapter {
             protocol: crate::transport::Protocol::AnthropicMessages,
             limit: response_limit(config),
             rejection_hint: Some(hint),
+            extensions,
         })
+    }
+}
+
+impl DeepSeekAdapter {
+    /// The request body with the fields other plugins contribute (upstream 0.2's DeepSeek
+    /// request extensions), and what to tell them once the request is accepted. A field that
+    /// would replace one of the request's own is an error.
+    fn with_extensions(
+        &self,
+        options: &GenerateOptions,
+        body: &serde_json::Value,
+    ) -> Result<(String, Option<dsh_llm::PreparedExtensions>), LlmError> {
+        let text = dsh_kernel::json::to_string(body);
+        let Some(registry) = self.deps.extensions.as_ref().and_then(|source| source()) else {
+            return Ok((text, None));
+        };
+        let prepared = registry.prepare(&dsh_llm::ExtensionRequest {
+            provider: DEEPSEEK_ROUTE,
+            model: &options.config.model,
+            session_id: options.session_id.as_deref(),
+            purpose: options.purpose,
+        });
+        if prepared.is_empty() {
+            return Ok((text, None));
+        }
+        let empty = serde_json::Map::new();
+        let base = body.as_object().unwrap_or(&empty);
+        let text = dsh_llm::splice_fields(&text, base, &prepared.fields).map_err(|e| {
+            LlmError::new(
+                REQUEST_EXTENSION,
+                format!("DeepSeek request extension: {e}"),
+            )
+        })?;
+        Ok((text, Some(prepared)))
     }
 }
 

@@ -19,6 +19,10 @@ pub type EnvLookup = Arc<dyn Fn(&str) -> Option<String> + Send + Sync>;
 /// Returns the anonymous installation id sent as `x-deepseek-harness-user-id`.
 pub type UserIdSource = Arc<dyn Fn() -> Option<String> + Send + Sync>;
 
+/// Returns the request-extension registry when a row provides one (looked up per request,
+/// so its row may load after the adapter's).
+pub type ExtensionsSource = Arc<dyn Fn() -> Option<Arc<dsh_llm::RequestExtensions>> + Send + Sync>;
+
 /// Host lookups an adapter is constructed with.
 #[derive(Clone)]
 pub struct ProviderDeps {
@@ -31,6 +35,8 @@ pub struct ProviderDeps {
     /// Where the live settings come from (`/home/u/.dsh/settings.yaml: section "llm-deepseek"`),
     /// named by errors a bad section causes.
     pub settings_origin: Option<String>,
+    /// Extra request fields other plugins contribute (the DeepSeek adapter sends them).
+    pub extensions: Option<ExtensionsSource>,
 }
 
 impl ProviderDeps {
@@ -43,6 +49,7 @@ impl ProviderDeps {
             env: Arc::new(|name: &str| std::env::var(name).ok()),
             user_id: None,
             settings_origin: None,
+            extensions: None,
         }
     }
 
@@ -65,6 +72,11 @@ impl ProviderDeps {
 
     pub fn with_env(mut self, env: EnvLookup) -> Self {
         self.env = env;
+        self
+    }
+
+    pub fn with_extensions(mut self, extensions: ExtensionsSource) -> Self {
+        self.extensions = Some(extensions);
         self
     }
 

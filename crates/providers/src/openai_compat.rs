@@ -197,6 +197,7 @@ impl OpenAiCompatAdapter {
                 ),
             },
             rejection_hint: Some(rejection_hint(&options.config.provider, model, base_url)),
+            extensions: None,
         })
     }
 }

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use dsh_kernel::{BoxError, Context, ListenOptions, Plugin, PluginConfig};
-use dsh_llm::LlmRuntime;
+use dsh_llm::{LlmRuntime, RequestExtensions};
 use dsh_policies::{Credentials, Settings, SettingsChanged, dsh_home};
 use serde_json::Value;
 
@@ -32,9 +32,11 @@ fn deps(ctx: &Context, section: &'static str) -> ProviderDeps {
             .unwrap_or(Value::Null)
     });
     let user_id = Arc::new(anonymous_user_id);
+    let owner = ctx.clone();
     let deps = ProviderDeps::new(resolver)
         .with_settings(source)
-        .with_user_id(user_id);
+        .with_user_id(user_id)
+        .with_extensions(Arc::new(move || owner.get::<RequestExtensions>()));
     match origin {
         Some(origin) => deps.with_settings_origin(origin),
         None => deps,
@@ -190,11 +192,84 @@ impl Plugin for AnthropicPlugin {
     }
 }
 
+/// `@deepseek-ai/dsh-deepseek-llm-api-extensions`: the registry of extra request fields the
+/// DeepSeek route sends (`dsh_session_log`, `dsh_plugin_packages`). Empty unless a row
+/// registers a field; the rows that do are off unless enabled.
+pub struct RequestExtensionsPlugin;
+
+impl Plugin for RequestExtensionsPlugin {
+    fn name(&self) -> &'static str {
+        "@deepseek-ai/dsh-deepseek-llm-api-extensions"
+    }
+
+    fn apply(&self, ctx: &Context, _config: &PluginConfig) -> Result<(), BoxError> {
+        ctx.provide(RequestExtensions::new())?;
+        Ok(())
+    }
+}
+
+/// `@deepseek-ai/dsh-plugin-package-inventory-deepseek`: with `enabled: true`, every DeepSeek
+/// request carries `dsh_plugin_packages: {version: 1, packages: [{name, version}]}`, the
+/// plugins the loaded rows apply (sorted by name; the version is this build's). Off by
+/// default here (upstream 0.2.1 sends it unless disabled).
+pub struct PluginInventoryPlugin;
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct InventoryConfig {
+    #[serde(default)]
+    enabled: bool,
+}
+
+struct PluginInventory(Context);
+
+impl dsh_llm::RequestExtension for PluginInventory {
+    fn prepare(
+        &self,
+        _request: &dsh_llm::ExtensionRequest<'_>,
+    ) -> Result<Option<dsh_llm::ExtensionField>, String> {
+        let mut names = self.0.active_plugins();
+        names.sort();
+        names.dedup();
+        let version = env!("CARGO_PKG_VERSION");
+        let packages: Vec<Value> = names
+            .into_iter()
+            .map(|name| serde_json::json!({"name": name, "version": version}))
+            .collect();
+        let value = serde_json::json!({"version": 1, "packages": packages});
+        Ok(Some(dsh_llm::ExtensionField {
+            json: dsh_kernel::json::to_string(&value),
+            accept: None,
+        }))
+    }
+}
+
+impl Plugin for PluginInventoryPlugin {
+    fn name(&self) -> &'static str {
+        "@deepseek-ai/dsh-plugin-package-inventory-deepseek"
+    }
+
+    fn apply(&self, ctx: &Context, config: &PluginConfig) -> Result<(), BoxError> {
+        let parsed: InventoryConfig = config.parse()?;
+        let registry = ctx.require::<RequestExtensions>()?;
+        if parsed.enabled {
+            registry.register(
+                ctx,
+                "dsh_plugin_packages",
+                Arc::new(PluginInventory(ctx.clone())),
+            )?;
+        }
+        Ok(())
+    }
+}
+
 /// Adds the provider plugins to `catalog`.
 pub fn register_catalog(catalog: &mut dsh_kernel::Catalog) {
     catalog
         .register(DeepSeekPlugin(DeepSeekRelease::V01))
         .register(DeepSeekPlugin(DeepSeekRelease::V02))
         .register(OpenAiCompatPlugin)
-        .register(AnthropicPlugin);
+        .register(AnthropicPlugin)
+        .register(RequestExtensionsPlugin)
+        .register(PluginInventoryPlugin);
 }

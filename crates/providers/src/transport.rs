@@ -69,6 +69,8 @@ pub(crate) struct HttpCall {
     /// What to change in the configuration when the endpoint rejects the request, appended
     /// to the error's message (routes a user configures themselves have one).
     pub rejection_hint: Option<RejectionHint>,
+    /// Request extension fields the body carries: told once the endpoint answered 2xx.
+    pub extensions: Option<dsh_llm::PreparedExtensions>,
 }
 
 /// See [`HttpCall::rejection_hint`].
@@ -264,6 +266,9 @@ impl Attempt {
         let status = response.status();
         if !status.is_success() {
             return Err(self.http_failure(response).await);
+        }
+        if let Some(extensions) = self.call.extensions.take() {
+            extensions.accept();
         }
         if matches!(status.as_u16(), 204 | 205) {
             return Err(LlmError::new(

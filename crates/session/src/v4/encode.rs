@@ -108,6 +108,22 @@ impl V4Encoder {
         self.map.len() as u64
     }
 
+    /// The row (disk seq) in-memory event `memory` became, if it became one of its own.
+    pub fn disk_seq(&self, memory: u64) -> Option<u64> {
+        self.map.get(memory as usize).copied().flatten()
+    }
+
+    /// The latest in-memory event whose row is at or before row `disk` (what a reference
+    /// to "everything through row `disk`" is recorded as in memory).
+    pub fn memory_seq_through(&self, disk: u64) -> Option<u64> {
+        self.map
+            .iter()
+            .enumerate()
+            .rev()
+            .find(|(_, d)| d.is_some_and(|d| d <= disk))
+            .map(|(m, _)| m as u64)
+    }
+
     /// Whether a `system/message` row was written yet. Until then the first step's system
     /// message takes its prompt from a request header in the same batch, so a caller that
     /// encodes event by event holds a first step's events until its header.
