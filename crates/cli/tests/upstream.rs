@@ -900,6 +900,37 @@ fn the_sdk_event_stream_matches_upstream_021() {
             "{t} message keys"
         );
     }
+    // A bash result records where the command ran (`data.meta.cwd`), with the same keys.
+    let result_data = |events: &[Value]| -> Vec<(Vec<String>, Value)> {
+        events
+            .iter()
+            .filter(|e| e["type"] == "tool/result")
+            .map(|e| {
+                let mut keys: Vec<String> =
+                    e["data"].as_object().unwrap().keys().cloned().collect();
+                keys.sort();
+                let meta: Vec<&String> = e["data"]["meta"]
+                    .as_object()
+                    .map(|m| m.keys().collect())
+                    .unwrap_or_default();
+                (keys, serde_json::json!(meta))
+            })
+            .collect()
+    };
+    assert_eq!(
+        result_data(&theirs),
+        result_data(&ours),
+        "tool/result data keys"
+    );
+    for events in [&theirs, &ours] {
+        let result = events.iter().find(|e| e["type"] == "tool/result").unwrap();
+        assert!(
+            result["data"]["meta"]["cwd"]
+                .as_str()
+                .is_some_and(|c| c.starts_with('/')),
+            "{result}"
+        );
+    }
 }
 
 /// Rows of upstream 0.2.1's shipped trees that ours does not have, and why. A row listed

@@ -129,6 +129,12 @@ fn executor_settings(plugin: &str, config: &PluginConfig) -> Result<BashSettings
     Ok(settings)
 }
 
+/// The durable presentation metadata of a call (`tool/result.data.meta`, as upstream 0.2.1
+/// records it): the directory the command ran in.
+fn cwd_meta(cwd: &Path) -> Value {
+    serde_json::json!({"cwd": cwd.to_string_lossy()})
+}
+
 /// `@deepseek-ai/dsh-bash-local`: the unconfined executor (config `{cwd, timeoutMs,
 /// maxTimeoutMs, maxOutputBytes, maxSpillBytes, graceMs}`).
 pub struct BashLocalPlugin;
@@ -534,9 +540,10 @@ impl BashInner {
                 )
             }),
         ));
-        Ok(ToolOutput::text(render::render_result(
-            &outcome, timeout_ms, &markers,
-        )))
+        Ok(ToolOutput {
+            meta: Some(cwd_meta(&runner_workdir)),
+            ..ToolOutput::text(render::render_result(&outcome, timeout_ms, &markers))
+        })
     }
 
     /// Starts `command` as a background job owned by the calling session. Confinement is
@@ -573,6 +580,7 @@ impl BashInner {
             ),
             None => ("bash".to_string(), vec!["-c".into(), command.to_string()]),
         };
+        let meta = cwd_meta(&workdir);
         let spec = background::BackgroundSpec {
             program,
             args: argv,
@@ -599,7 +607,10 @@ impl BashInner {
         };
         let id = jobs.start(start, |settler| Ok(background::start(spec, settler)))?;
         run.set_value(serde_json::json!({"kind": "background", "jobId": id.to_string()}));
-        Ok(ToolOutput::text(format!("started background job {id}")))
+        Ok(ToolOutput {
+            meta: Some(meta),
+            ..ToolOutput::text(format!("started background job {id}"))
+        })
     }
 
     /// An explicit workdir wins (relative ones resolve against the session workspace);
