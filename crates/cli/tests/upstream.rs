@@ -341,7 +341,13 @@ fn wire_shape(record: &Value) -> Value {
                     props.remove(*property);
                 }
             }
-            serde_json::json!({"name": t["name"], "input_schema": schema})
+            // Object maps compare without order: the order the model reads is compared apart.
+            let order: Vec<&String> = schema["properties"]
+                .as_object()
+                .map(|m| m.keys().collect())
+                .unwrap_or_default();
+            let order = serde_json::json!(order);
+            serde_json::json!({"name": t["name"], "input_schema": schema, "order": order})
         })
         .collect();
     tools.sort_by_key(|t| t["name"].to_string());
@@ -358,17 +364,12 @@ fn wire_shape(record: &Value) -> Value {
     })
 }
 
-/// `schema` without its `description` texts (each project writes its own), `required`
-/// lists sorted. Property order is not compared: 0.2.1 lists bash's `description` before
-/// `command` (0.1.1 the other way round, as this build still does).
+/// `schema` without its `description` texts (each project writes its own).
 fn strip_descriptions(schema: &mut Value) {
     match schema {
         Value::Object(map) => {
             if map.get("description").is_some_and(Value::is_string) {
                 map.remove("description");
-            }
-            if let Some(Value::Array(required)) = map.get_mut("required") {
-                required.sort_by_key(|v| v.to_string());
             }
             map.values_mut().for_each(strip_descriptions);
         }

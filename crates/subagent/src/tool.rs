@@ -177,14 +177,9 @@ fn wording(inherits: bool, config: &SubagentToolConfig) -> (String, &'static str
 
 fn params(inherits: bool, takes_cwd: bool, config: &SubagentToolConfig) -> (String, ObjectSchema) {
     let (description, prompt) = wording(inherits, config);
-    let mut schema = ObjectSchema::new()
-        .required(
-            "description",
-            Prop::string("A short label for the task (3-5 words), shown to the user."),
-        )
-        .required("prompt", Prop::string(prompt));
-    // Only providers that can start a child elsewhere offer it (product children run where
-    // their row says).
+    // 0.2.1's order: `cwd`, `description`, `prompt`. Only providers that can start a child
+    // elsewhere offer `cwd` (product children run where their row says).
+    let mut schema = ObjectSchema::new();
     if takes_cwd {
         schema = schema.optional(
             "cwd",
@@ -193,6 +188,12 @@ fn params(inherits: bool, takes_cwd: bool, config: &SubagentToolConfig) -> (Stri
             ),
         );
     }
+    schema = schema
+        .required(
+            "description",
+            Prop::string("A short label for the task (3-5 words), shown to the user."),
+        )
+        .required("prompt", Prop::string(prompt));
     if config.background_enabled {
         schema = schema.optional(
             "run_in_background",

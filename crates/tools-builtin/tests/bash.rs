@@ -7,7 +7,7 @@ mod support;
 use std::time::Duration;
 
 use pretty_assertions::assert_eq;
-use serde_json::json;
+use serde_json::{Value, json};
 use support::{
     Harness, alive, eventually, ok, outcome, pinned_parameters, plain_error, read_pid, shape, text,
     typed_error,
@@ -184,10 +184,16 @@ async fn schemas_match_the_pinned_shapes() {
         five,
         json!({"type": "object", "properties": {
             "command": {"type": "string"}, "description": {"type": "string"}, "timeoutMs": {"type": "number"},
-            "workdir": {"type": "string"}, "run_in_background": {"type": "boolean"}}, "required": ["command", "description"]})
+            "workdir": {"type": "string"}, "run_in_background": {"type": "boolean"}}, "required": ["description", "command"]})
     );
+    // 0.2.1 lists `description` first; 0.1.1's recordings pin the same schema in the other
+    // order.
+    let keys = |v: &Value| -> Vec<String> {
+        v["properties"].as_object().unwrap().keys().cloned().collect()
+    };
+    assert_eq!(keys(&five)[..2], ["description", "command"]);
     if let Some(pinned) = pinned_parameters("fs-glob-sampling", "bash") {
-        assert_eq!(five, shape(&pinned));
+        assert_eq!(unordered(&five), unordered(&shape(&pinned)));
     }
     let sandboxed = Harness::new(&[
         ("@deepseek-ai/dsh-sandbox-local", json!(null)),
@@ -203,7 +209,28 @@ async fn schemas_match_the_pinned_shapes() {
         json!({"type": "string", "enum": ["workspace-write", "danger-full-access"]})
     );
     if let Some(pinned) = pinned_parameters("text-turn", "bash") {
-        assert_eq!(seven, shape(&pinned));
+        assert_eq!(unordered(&seven), unordered(&shape(&pinned)));
+    }
+}
+
+/// `schema` with its `required` lists sorted (object maps already compare without order).
+fn unordered(schema: &Value) -> Value {
+    match schema {
+        Value::Object(m) => Value::Object(
+            m.iter()
+                .map(|(k, v)| {
+                    let mut v = unordered(v);
+                    if k == "required"
+                        && let Value::Array(items) = &mut v
+                    {
+                        items.sort_by_key(|i| i.to_string());
+                    }
+                    (k.clone(), v)
+                })
+                .collect(),
+        ),
+        Value::Array(items) => Value::Array(items.iter().map(unordered).collect()),
+        other => other.clone(),
     }
 }
 

@@ -283,8 +283,8 @@ impl BashTool {
                 DESCRIPTION_NO_BACKGROUND
             }
         );
+        // 0.2.1's order: the summary before the command line.
         let mut params = ObjectSchema::new()
-            .required("command", Prop::string("The command line to run."))
             .required(
                 "description",
                 Prop::string(
@@ -292,6 +292,7 @@ impl BashTool {
                      (for example \"List files in the current directory\" for `ls`).",
                 ),
             )
+            .required("command", Prop::string("The command line to run."))
             .optional(
                 "timeoutMs",
                 Prop::number("Timeout in milliseconds; the configured default and maximum apply, and the command is killed when it expires."),
