@@ -81,7 +81,8 @@ Options:
                          folder is kept beside it (dsh rescue --from-default-profile web)
 
 Commands:
-  acp [args...]          serve the Agent Client Protocol on stdio
+  acp [args...]          serve the Agent Client Protocol on stdio for editors (the acp
+                         profile; `dsh acp --help`)
   sessions [args...]     list, show, fork and export stored sessions
   plugin [args...]       add, remove and list external plugins of a profile
   models [args...]       the model routes and models configured (`--probe` asks the

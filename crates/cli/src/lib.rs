@@ -219,30 +219,37 @@ fn run_profile(
 }
 
 const ACP_HELP: &str = "\
-Usage: dsh acp [--compositions DIR] [--projection rich|committed]
+Usage: dsh acp [--patch FILE]... [--projection rich|committed]
+       dsh acp --compositions DIR [--projection rich|committed]
 
-Serve the Agent Client Protocol (JSON-RPC 2.0, one JSON object per line) on stdin/stdout.
+Serve the Agent Client Protocol (JSON-RPC 2.0, one JSON object per line) on stdin/stdout:
+the server editors such as Zed start. It serves the `acp` profile, as upstream 0.2 does:
+the base bundle (every tool, MCP servers, LSP, skills, subagents, goals, slash commands)
+plus the ACP app, with $DSH_HOME/cordis.patch.yml, profiles/acp/cordis.patch.yml and
+--patch files on top (same as `dsh --profile acp`).
 
 Options:
-  --compositions DIR   choose the composition by name from DIR: DSH_SNAPSHOT_CONFIG names a
-                       file in it (default cordis.yml), as upstream's example compositions
-                       are named; without it, the built-in ACP composition serves
-  --projection P       rich (what editors expect) or committed (upstream 0.1's stream);
-                       default: what the composition's acp-agent row says
-
-$DSH_HOME/cordis.patch.yml is applied on top outside snapshot mode (DSH_SNAPSHOT unset).
+  --patch FILE         one more patch layer (repeatable)
+  --projection P       rich (what editors expect, the default) or committed (upstream
+                       0.1's stream)
+  --compositions DIR   serve one of upstream's example compositions instead, chosen by
+                       DSH_SNAPSHOT_CONFIG (a file in DIR, default cordis.yml): for the
+                       conformance suite. With DSH_SNAPSHOT_CONFIG or DSH_SNAPSHOT set and
+                       no DIR, the built-in copy of upstream's example composition serves.
 ";
 
 /// `dsh acp`'s options.
 struct AcpArgs {
     compositions: Option<std::path::PathBuf>,
     projection: Option<dsh_acp::Projection>,
+    patches: Vec<String>,
 }
 
 fn parse_acp_args(args: &[String]) -> Result<Option<AcpArgs>, String> {
     let mut out = AcpArgs {
         compositions: None,
         projection: None,
+        patches: Vec::new(),
     };
     let mut it = args.iter();
     while let Some(a) = it.next() {
@@ -259,6 +266,7 @@ fn parse_acp_args(args: &[String]) -> Result<Option<AcpArgs>, String> {
         match flag {
             "-h" | "--help" => return Ok(None),
             "--compositions" => out.compositions = Some(value("a folder")?.into()),
+            "--patch" => out.patches.push(value("a file")?),
             "--projection" => {
                 out.projection = Some(match value("rich or committed")?.as_str() {
                     "rich" => dsh_acp::Projection::Rich,
@@ -293,6 +301,25 @@ fn run_acp(home: &std::path::Path, args: &[String], extensions: &Extensions) -> 
     let config = std::env::var("DSH_SNAPSHOT_CONFIG")
         .ok()
         .filter(|v| !v.is_empty());
+    if opts.compositions.is_none() && snapshot.is_none() && config.is_none() {
+        let mut rest = Vec::new();
+        if let Some(p) = opts.projection {
+            rest.push(format!(
+                "--projection={}",
+                match p {
+                    dsh_acp::Projection::Rich => "rich",
+                    dsh_acp::Projection::Committed => "committed",
+                }
+            ));
+        }
+        return sdkapp::run_acp(home, "acp", &opts.patches, &rest);
+    }
+    if !opts.patches.is_empty() {
+        eprintln!(
+            "error: dsh acp: --patch applies to the acp profile, not to an example composition"
+        );
+        return ExitCode::from(1);
+    }
     let mut layers =
         match dsh_acp::composition_layers(opts.compositions.as_deref(), config.as_deref()) {
             Ok(l) => l,

@@ -27,30 +27,63 @@ pub fn run(home: &Path, profile: &str, patches: &[String], args: &[String]) -> E
         eprintln!("dsh: the SDK runtime needs DSH_HOME (the SDK never uses ~/.dsh implicitly)");
         return ExitCode::from(CONFIG_ERROR);
     }
-    serve_profile(home, profile, patches, |ctx| {
-        Box::pin(dsh_sdk_runtime::serve(
-            ctx,
-            tokio::io::stdin(),
-            tokio::io::stdout(),
-        ))
-    })
+    serve_profile(
+        home,
+        profile,
+        patches,
+        Box::new(|ctx| {
+            Box::pin(dsh_sdk_runtime::serve(
+                ctx,
+                tokio::io::stdin(),
+                tokio::io::stdout(),
+            ))
+        }),
+    )
 }
 
 pub const ACP_HELP: &str = "\
-Usage: dsh --profile acp [--patch FILE]...
+Usage: dsh --profile acp [--patch FILE]... [--projection rich|committed]
 
 Serve the Agent Client Protocol (JSON-RPC 2.0, one JSON object per line) on stdin/stdout
-over the profile's tree. `dsh acp` serves the built-in ACP composition instead.
+over the profile's tree; `dsh acp` is the same server over the `acp` profile.
 ";
 
-/// Runs the ACP server over `profile`'s tree.
+/// Runs the ACP server over `profile`'s tree; `--projection` overrides the acp-agent row's.
 pub fn run_acp(home: &Path, profile: &str, patches: &[String], args: &[String]) -> ExitCode {
-    if let Some(code) = no_args("the ACP server", ACP_HELP, args) {
-        return code;
+    let mut projection = None;
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        let value = match a.split_once('=') {
+            Some(("--projection", v)) => Some(v.to_string()),
+            _ if a == "--projection" => it.next().cloned(),
+            _ if a == "-h" || a == "--help" => return crate::stdout::print(ACP_HELP),
+            _ => {
+                eprintln!("error: the ACP server takes no argument {a:?} (see dsh acp --help)");
+                return ExitCode::from(1);
+            }
+        };
+        projection = Some(match value.as_deref() {
+            Some("rich") => dsh_acp::Projection::Rich,
+            Some("committed") => dsh_acp::Projection::Committed,
+            other => {
+                eprintln!("error: --projection must be rich or committed, not {other:?}");
+                return ExitCode::from(1);
+            }
+        });
     }
-    serve_profile(home, profile, patches, |ctx| {
-        Box::pin(dsh_acp::serve(ctx, tokio::io::stdin(), tokio::io::stdout()))
-    })
+    serve_profile(
+        home,
+        profile,
+        patches,
+        Box::new(move |ctx| {
+            Box::pin(dsh_acp::serve_with(
+                ctx,
+                tokio::io::stdin(),
+                tokio::io::stdout(),
+                projection,
+            ))
+        }),
+    )
 }
 
 /// `-h` prints `help`; any other argument is an error (exit 1).
@@ -117,10 +150,12 @@ pub(crate) fn boot_and_run(
     code
 }
 
-type Serve = for<'a> fn(
-    &'a Context,
-) -> std::pin::Pin<
-    Box<dyn std::future::Future<Output = Result<(), String>> + 'a>,
+type Serve = Box<
+    dyn for<'a> FnOnce(
+        &'a Context,
+    ) -> std::pin::Pin<
+        Box<dyn std::future::Future<Output = Result<(), String>> + 'a>,
+    >,
 >;
 
 fn serve_profile(home: &Path, profile: &str, patches: &[String], serve: Serve) -> ExitCode {

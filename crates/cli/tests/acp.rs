@@ -333,6 +333,14 @@ fn claude_code_subagent_hooks_fire_for_a_delegated_child() {
         ]
     }});
     std::fs::write(work.path().join("hooks.json"), hooks.to_string()).unwrap();
+    // Hook bridges are opt-in rows of the product tree (upstream ships none in its profiles):
+    // the user's patch adds the Claude Code one.
+    std::fs::create_dir_all(home.path().join(".dsh")).unwrap();
+    std::fs::write(
+        home.path().join(".dsh/cordis.patch.yml"),
+        "- insert:\n    - id: hooks-claude-code\n      name: '@deepseek-ai/dsh-hooks-claude-code'\n      config:\n        configPath: ./hooks.json\n",
+    )
+    .unwrap();
     let server = MockServer::with_replies([
         Reply::tool_call(
             "d1",
@@ -476,6 +484,8 @@ fn plan_mode_switches_through_acp_text_prompts() {
 /// `/goal` over ACP (`dsh --profile acp`): setting a goal answers in the prompt's updates and
 /// starts the goal's first round at once; the prompt ends only when the round has completed
 /// the goal and the model has written its closing message. `/goal` then shows it complete.
+/// `dsh acp`, what editors start, serves the product tree: the base bundle's tools reach
+/// the model (search, web, images, goals), not only the 16 of upstream's example.
 #[test]
 fn a_goal_set_over_acp_runs_its_round_within_the_prompt() {
     let home = tempfile::tempdir().unwrap();
@@ -493,7 +503,7 @@ fn a_goal_set_over_acp_runs_its_round_within_the_prompt() {
     ])
     .answer_untooled("T");
     let mut child = Command::new(env!("CARGO_BIN_EXE_dsh"))
-        .args(["--profile", "acp"])
+        .arg("acp")
         .env_clear()
         .env("PATH", std::env::var("PATH").unwrap_or_default())
         .env("HOME", home.path())
@@ -566,6 +576,18 @@ fn a_goal_set_over_acp_runs_its_round_within_the_prompt() {
         .map(|j| j.to_string())
         .collect();
     assert_eq!(bodies.len(), 3);
+    let tools = server.requests()[0].tool_names();
+    for tool in [
+        "grep",
+        "glob",
+        "web_fetch",
+        "read_image",
+        "create_goal",
+        "subagent",
+        "skill",
+    ] {
+        assert!(tools.iter().any(|t| t == tool), "{tool} in {tools:?}");
+    }
     assert!(bodies[0].contains("<goal_round>") && bodies[0].contains("Round: 1/256"));
     assert!(bodies[2].contains("<goal_complete>"));
     drop(stdin);

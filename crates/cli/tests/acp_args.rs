@@ -50,7 +50,7 @@ fn run(args: &[&str], env: &[(&str, &str)]) -> (Option<i32>, String) {
 
 #[test]
 fn projection_overrides_what_the_composition_chose() {
-    // The built-in composition serves rich outside snapshot mode: sessions can be loaded.
+    // The acp profile serves rich: sessions can be loaded.
     let rich = initialize(&[]);
     assert_eq!(rich["agentCapabilities"]["loadSession"], json!(true));
     assert_eq!(initialize(&["--projection", "rich"]), rich);

@@ -409,8 +409,8 @@ fn the_editor_switches_the_model_and_its_reasoning_effort() {
         json!({"steps": [
             {"do": "initialize"}, {"do": "new"},
             {"do": "prompt", "text": "first"},
-            {"do": "set_config_option", "configId": "model", "value": "deepseek-v4-flash"},
-            {"do": "set_config_option", "configId": "reasoning_effort", "value": "high"},
+            {"do": "set_config_option", "configId": "model", "value": "deepseek-v4-pro"},
+            {"do": "set_config_option", "configId": "reasoning_effort", "value": "low"},
             {"do": "prompt", "text": "second"},
             {"do": "set_config_option", "configId": "model", "value": "no-such-model"}
         ]}),
@@ -418,17 +418,18 @@ fn the_editor_switches_the_model_and_its_reasoning_effort() {
     let results = report["results"].as_array().unwrap();
     let offered = results[1]["ok"]["configOptions"].as_array().unwrap();
     let model = offered.iter().find(|o| o["id"] == "model").unwrap();
-    assert_eq!(model["currentValue"], "deepseek-v4-pro");
+    // `dsh acp` serves the product tree: 0.2.1's default model and catalog.
+    assert_eq!(model["currentValue"], "deepseek-flash");
     let values: Vec<&str> = model["options"]
         .as_array()
         .unwrap()
         .iter()
         .map(|o| o["value"].as_str().unwrap())
         .collect();
-    assert!(values.contains(&"deepseek-v4-flash"), "{values:?}");
+    assert!(values.contains(&"deepseek-v4-pro"), "{values:?}");
     let after = results[4]["ok"]["configOptions"].as_array().unwrap();
-    assert_eq!(after[0]["currentValue"], "deepseek-v4-flash");
-    assert_eq!(after[1]["currentValue"], "high");
+    assert_eq!(after[0]["currentValue"], "deepseek-v4-pro");
+    assert_eq!(after[1]["currentValue"], "low");
     assert_eq!(results[6]["error"]["code"], -32602, "{}", results[6]);
     let models: Vec<String> = server
         .requests()
@@ -439,17 +440,13 @@ fn the_editor_switches_the_model_and_its_reasoning_effort() {
             format!(
                 "{} {}",
                 j["model"].as_str().unwrap_or(""),
-                j["reasoning_effort"].as_str().unwrap_or("-")
+                j["output_config"]["effort"].as_str().unwrap_or("-")
             )
         })
         .collect();
     assert_eq!(
         models.first().unwrap().split(' ').next(),
-        Some("deepseek-v4-pro")
+        Some("deepseek-flash")
     );
-    assert_eq!(
-        models.last().unwrap(),
-        "deepseek-v4-flash high",
-        "{models:?}"
-    );
+    assert_eq!(models.last().unwrap(), "deepseek-v4-pro low", "{models:?}");
 }

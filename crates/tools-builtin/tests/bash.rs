@@ -189,7 +189,12 @@ async fn schemas_match_the_pinned_shapes() {
     // 0.2.1 lists `description` first; 0.1.1's recordings pin the same schema in the other
     // order.
     let keys = |v: &Value| -> Vec<String> {
-        v["properties"].as_object().unwrap().keys().cloned().collect()
+        v["properties"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .cloned()
+            .collect()
     };
     assert_eq!(keys(&five)[..2], ["description", "command"]);
     if let Some(pinned) = pinned_parameters("fs-glob-sampling", "bash") {
