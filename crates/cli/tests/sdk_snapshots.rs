@@ -13,7 +13,8 @@
 //! scenario leaves, the minimal composition's assembled prompt and tools, the subagent
 //! lifecycle notifications). Normalization follows upstream's acp-snapshot normalizers
 //! (times and ids tokenized, the run's cwd as `{{cwd}}`, request-header bulk as
-//! `{{system}}` / `{{tools}}`); see `normalize` below for the two parts left out.
+//! `{{system}}` / `{{tools}}`); see `normalize` below for the two parts left out, and
+//! `drop_run_directory` for what 0.2.1 added to bash results.
 //!
 //! The composition under test: upstream runs these with its example SDK deployment
 //! (`cordis.yml`, or `minimal.cordis.yml` for `persistent-tools`) with the DeepSeek adapter
@@ -571,6 +572,7 @@ fn normalize_session_snapshot(raw: &str, ctx: &Ctx) -> String {
             return record;
         }
         scrub_request_header(&mut record);
+        drop_run_directory(&mut record);
         if let Some(obj) = record.as_object_mut() {
             for k in ["seq", "time", "seq0", "time0"] {
                 obj.shift_remove(k);
@@ -578,6 +580,20 @@ fn normalize_session_snapshot(raw: &str, ctx: &Ctx) -> String {
         }
         record
     }))
+}
+
+/// A bash result's `data.meta: {cwd}` (where the command ran) left out: upstream 0.2.1
+/// records it; the 0.1.1 recordings of these snapshots predate it, and 0.2 wins.
+fn drop_run_directory(record: &mut Value) {
+    if record["type"] == "tool/result"
+        && let Some(data) = record.get_mut("data").and_then(Value::as_object_mut)
+        && data
+            .get("meta")
+            .and_then(Value::as_object)
+            .is_some_and(|m| m.len() == 1 && m.contains_key("cwd"))
+    {
+        data.shift_remove("meta");
+    }
 }
 
 /// The notification stream as upstream's SDK snapshot pins it: every `session.event`
@@ -590,6 +606,7 @@ fn normalize_notifications(notifications: &[Value], ctx: &Ctx) -> String {
             let event = serde_json::to_string(&n["params"]["event"]).unwrap();
             let mut event = parse(normalize_session_log(&event, ctx).trim_end());
             scrub_request_header(&mut event);
+            drop_run_directory(&mut event);
             record["params"]["event"] = event;
         }
         scrub_value(&record, ctx, None)
