@@ -788,6 +788,7 @@ impl Bridge {
             .create(&self.root, request)
             .map_err(RpcError::internal)?;
         attach_mcp(&agent, mcp).await;
+        self.restore_choices(&id, &agent);
         let session = AcpSession::new(agent.clone(), session_cwd.clone());
         if replay {
             let updates = session.projector().replay(&events);
@@ -797,6 +798,27 @@ impl Bridge {
         }
         self.adopt(&id, session);
         Ok(self.session_answer(&agent, Map::new()))
+    }
+
+    /// The model and reasoning effort the session last asked for (its latest request
+    /// header) become its choices again, as upstream 0.2.1 restores them: an effort the
+    /// adapter filled in by default is not a choice. A header of another route is ignored.
+    fn restore_choices(&self, id: &str, agent: &AgentRef) {
+        let Some(header) = agent.session().read(|s| s.request_header().cloned()) else {
+            return;
+        };
+        if header.config.provider != self.config.provider {
+            return;
+        }
+        let defaulted = header
+            .adapter_defaults
+            .as_ref()
+            .is_some_and(|d| d.reasoning_effort);
+        let effort = header.config.reasoning_effort.filter(|_| !defaulted);
+        self.choices
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(id.to_string(), (Some(header.config.model), effort));
     }
 
     async fn list_sessions(&self, params: Option<Value>) -> Result<Value, RpcError> {

@@ -448,6 +448,15 @@ fn plan_mode_switches_through_acp_text_prompts() {
         json!({"cwd": work.path(), "mcpServers": []}),
     );
     let session = new["result"]["sessionId"].clone();
+    // Each permission mode says what it does (Zed shows it under the mode picker).
+    let modes = new["result"]["modes"]["availableModes"].as_array().unwrap();
+    assert_eq!(modes.len(), 3, "{modes:?}");
+    for mode in modes {
+        assert!(
+            mode["description"].as_str().is_some_and(|d| d.len() > 10),
+            "{mode}"
+        );
+    }
     let mut prompt = |id: u64, text: &str| -> String {
         let (done, said) = call(
             id,

@@ -449,4 +449,33 @@ fn the_editor_switches_the_model_and_its_reasoning_effort() {
         Some("deepseek-flash")
     );
     assert_eq!(models.last().unwrap(), "deepseek-v4-pro low", "{models:?}");
+
+    // A fresh process that loads the session keeps what the editor chose: the options say
+    // so, and the next request asks for it (not the route's default).
+    server.push(Reply::text("three"));
+    let id = results[1]["ok"]["sessionId"].as_str().unwrap().to_string();
+    let again = editor.drive(
+        &server,
+        "workspace-write",
+        json!({"sessionId": id, "steps": [
+            {"do": "initialize"}, {"do": "load"}, {"do": "prompt", "text": "third"}
+        ]}),
+    );
+    let loaded = &again["results"][1]["ok"]["configOptions"];
+    assert_eq!(loaded[0]["currentValue"], "deepseek-v4-pro", "{loaded}");
+    assert_eq!(loaded[1]["currentValue"], "low", "{loaded}");
+    let last = server
+        .requests()
+        .into_iter()
+        .filter_map(|r| r.json)
+        .filter(|j| j["tools"].is_array())
+        .last()
+        .unwrap();
+    assert_eq!(
+        (
+            last["model"].as_str(),
+            last["output_config"]["effort"].as_str()
+        ),
+        (Some("deepseek-v4-pro"), Some("low"))
+    );
 }

@@ -275,8 +275,19 @@ impl Plugin for PermissionPresetsPlugin {
                     p.sandbox
                 )
             })?;
+            // A preset without a description of its own says what it does: the built-in
+            // one's words when it is the built-in preset of that name, else its settings.
+            let description = p.description.clone().unwrap_or_else(|| {
+                default_presets()
+                    .into_iter()
+                    .find(|(n, d)| *n == name && d.sandbox == p.sandbox && d.approval == p.approval)
+                    .and_then(|(_, d)| d.description)
+                    .unwrap_or_else(|| {
+                        format!("Sandbox {}; approval {}.", p.sandbox, p.approval.as_str())
+                    })
+            });
             presets.push(Preset {
-                description: p.description.unwrap_or_default(),
+                description,
                 name,
                 sandbox: mode,
                 approval: p.approval,
