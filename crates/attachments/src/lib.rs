@@ -24,6 +24,6 @@ pub use admission::{
 pub use error::{AttachmentError, AttachmentErrorCode};
 pub use limits::ImageLimits;
 pub use plugin::{AttachmentLocalPlugin, AttachmentsMounted, register_catalog};
-pub use probe::{DetectedImage, ProbeError, probe, sniff};
+pub use probe::{DetectedImage, ProbeError, drop_damaged_ancillary_png_chunks, probe, sniff};
 pub use store::{AttachmentStore, DEFAULT_IMAGE_COMPRESSION_CONCURRENCY, SaveImage};
 pub use wire::{decode_canonical_base64, encode_base64, media_type_for_path};

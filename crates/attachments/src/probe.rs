@@ -114,6 +114,38 @@ fn crc32(bytes: &[u8]) -> u32 {
     c ^ 0xFFFF_FFFF
 }
 
+/// `data` without the PNG chunks that are both ancillary (their type starts with a lowercase
+/// letter: colour profiles, metadata, text) and damaged (checksum mismatch), as PNG readers
+/// such as libpng treat them: skipped with a warning. `None` when `data` is not a PNG whose
+/// chunks can be walked, or when nothing was dropped. A damaged critical chunk stays, so
+/// the image is still refused.
+pub fn drop_damaged_ancillary_png_chunks(data: &[u8]) -> Option<Vec<u8>> {
+    if sniff(data) != Some("image/png") {
+        return None;
+    }
+    let mut out = data.get(..8)?.to_vec();
+    let mut at = 8;
+    let mut dropped = false;
+    while at < data.len() {
+        let len = be32(data, at)? as usize;
+        let end = at.checked_add(12)?.checked_add(len)?;
+        let chunk = data.get(at..end)?;
+        let kind = &chunk[4..8];
+        let stored = be32(chunk, 8 + len)?;
+        let ancillary = kind[0].is_ascii_lowercase();
+        if ancillary && crc32(&chunk[4..8 + len]) != stored {
+            dropped = true;
+        } else {
+            out.extend_from_slice(chunk);
+        }
+        at = end;
+        if kind == b"IEND" {
+            break;
+        }
+    }
+    dropped.then_some(out)
+}
+
 fn png(data: &[u8]) -> Result<DetectedImage, ProbeError> {
     let f = "PNG";
     let mut at = 8;
@@ -449,6 +481,28 @@ pub(crate) mod tests {
         chunk(b"IDAT", &[0x78, 0x9C, 0x63, 0, 0, 0, 1, 0, 1]);
         chunk(b"IEND", &[]);
         out
+    }
+
+    #[test]
+    fn a_damaged_ancillary_chunk_is_dropped_and_a_damaged_critical_one_is_kept() {
+        let good = png_bytes(2, 3);
+        assert_eq!(drop_damaged_ancillary_png_chunks(&good), None);
+        // A tEXt chunk with a wrong checksum after IHDR (8 + 25 bytes in).
+        let mut damaged = good[..33].to_vec();
+        damaged.extend(4u32.to_be_bytes());
+        damaged.extend(b"tEXtabcd");
+        damaged.extend(0u32.to_be_bytes());
+        damaged.extend(&good[33..]);
+        assert!(probe(&damaged).is_err());
+        let repaired = drop_damaged_ancillary_png_chunks(&damaged).unwrap();
+        assert_eq!(repaired, good);
+        assert!(probe(&repaired).is_ok());
+        // A damaged IDAT is critical: nothing is dropped, the image stays refused.
+        let mut critical = good.clone();
+        let idat_crc = critical.len() - 12 - 4;
+        critical[idat_crc] ^= 0xFF;
+        assert_eq!(drop_damaged_ancillary_png_chunks(&critical), None);
+        assert!(probe(&critical).is_err());
     }
 
     pub(crate) fn jpeg_bytes(w: u16, h: u16, orientation: Option<u16>) -> Vec<u8> {

@@ -162,6 +162,65 @@ fn server_everything_round_trips_through_the_agent_loop() {
     assert!(results[1].contains("42"), "{results:?}");
 }
 
+/// An MCP tool's image reaches an image-capable model as an image (a text-only model gets
+/// the placeholder every image gets there), and an embedded text resource is shown with
+/// its URI, through the real server-everything.
+#[test]
+fn images_and_embedded_resources_of_mcp_results_reach_the_model() {
+    let Some(script) = everything_script() else {
+        return;
+    };
+    for (model, takes_images) in [("deepseek-flash", true), ("deepseek-v4-pro", false)] {
+        let run = Run::new();
+        let server = MockServer::with_replies([
+            Reply::tool_calls(vec![
+                ToolCall::new("c1", "mcp__everything__get-tiny-image", "{}"),
+                ToolCall::new(
+                    "c2",
+                    "mcp__everything__get-resource-reference",
+                    r#"{"resourceType":"Text","resourceId":1}"#,
+                ),
+            ]),
+            Reply::text("done"),
+        ])
+        .answer_untooled("T");
+        let rows = row(
+            "mcp-everything",
+            json!({"transport": "stdio", "serverName": "everything", "command": "node", "args": [script, "stdio"]}),
+        );
+        std::fs::write(
+            run.work.path().join("mcp.yml"),
+            format!(
+                "- insert:\n{rows}- id: agent-default-model\n  config:\n    provider: deepseek-official\n    model: {model}\n"
+            ),
+        )
+        .unwrap();
+        let out = run
+            .cmd(&server)
+            .args(["--profile", "headless", "--patch", "mcp.yml", "look"])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{model}: {}", stderr(&out));
+        let second = server.requests()[1].body.clone();
+        assert_eq!(
+            second.contains(r#""type":"image""#),
+            takes_images,
+            "{model}: {second}"
+        );
+        assert_eq!(
+            second.contains("[image omitted because this model accepts text only"),
+            !takes_images,
+            "{model}"
+        );
+        assert!(
+            second.contains("Resource demo://resource/dynamic/text/1 (text/plain):")
+                && second.contains("This is a plaintext resource"),
+            "{model}: {second}"
+        );
+        assert!(!second.contains("not passed on"), "{model}");
+    }
+}
+
 #[test]
 fn a_server_killed_mid_session_reconnects_and_the_session_goes_on() {
     let Some(stub) = stub_script() else { return };

@@ -28,7 +28,10 @@ pub use config::{
     ConfigError, ReconnectPolicy, ServerConfig, StartupFailure, Transport, parse_config,
     valid_server_name,
 };
-pub use content::{CallOutcome, project_content, project_result};
+pub use content::{
+    CallOutcome, StoredImages, project_content, project_content_with, project_result,
+    project_result_with, result_images,
+};
 pub use naming::{MAX_PUBLIC_NAME_LENGTH, public_tool_name};
 pub use plugin::McpClientPlugin;
 pub use rpc::RpcError;

@@ -6,13 +6,13 @@ use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use dsh_kernel::{BoxError, BoxFuture};
-use dsh_llm::ToolSchema;
+use dsh_llm::{ContentBlock, ToolSchema};
 use dsh_tools::{Tool, ToolOutput, ToolRunContext};
 use rmcp::RoleClient;
 use rmcp::service::Peer;
 use serde_json::{Value, json};
 
-use crate::content::{CallOutcome, project_result};
+use crate::content::{CallOutcome, StoredImages, project_result_with, result_images};
 use crate::naming::public_tool_name;
 use crate::rpc::{RpcError, request};
 
@@ -159,6 +159,41 @@ impl McpTool {
     }
 }
 
+/// Stores the images of a result in the attachment store (when the tree has one), so the
+/// model sees them as images; a refused image says why.
+async fn store_images(ctx: &ToolRunContext, result: &Value, raw: &str) -> StoredImages {
+    let wanted = result_images(result);
+    let Some(store) = ctx.ctx.get::<dsh_attachments::AttachmentStore>() else {
+        return StoredImages::new();
+    };
+    if wanted.is_empty() {
+        return StoredImages::new();
+    }
+    let name = raw.to_string();
+    let saved = tokio::task::spawn_blocking(move || {
+        wanted
+            .into_iter()
+            .map(|(index, media_type, data)| {
+                // Servers do send PNGs with a damaged colour profile or metadata chunk;
+                // those chunks are dropped, as image readers do, rather than the image.
+                let data =
+                    dsh_attachments::drop_damaged_ancillary_png_chunks(&data).unwrap_or(data);
+                let saved = store
+                    .save_image(&dsh_attachments::SaveImage {
+                        data,
+                        media_type,
+                        name: Some(name.clone()),
+                    })
+                    .map(|image| ContentBlock::image(image.to_tool_value()))
+                    .map_err(|e| e.to_string());
+                (index, saved)
+            })
+            .collect::<StoredImages>()
+    })
+    .await;
+    saved.unwrap_or_default()
+}
+
 impl Tool for McpTool {
     fn schema(&self) -> &ToolSchema {
         &self.schema
@@ -201,7 +236,8 @@ impl Tool for McpTool {
                 }
                 e.to_string().into()
             })?;
-            match project_result(&result, &raw) {
+            let images = store_images(&ctx, &result, &raw).await;
+            match project_result_with(&result, &raw, &images) {
                 CallOutcome::Success(content) => Ok(ToolOutput {
                     content,
                     meta: None,

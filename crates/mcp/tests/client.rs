@@ -159,7 +159,7 @@ async fn stub_tools_are_named_listed_across_pages_and_called() {
     let r = call(&registry, &root, "mcp__stub__mixed", json!("not an object")).await;
     assert_eq!(
         text(&r),
-        "one\nResource link: doc (file:///doc)|[image not shown: image/png; images returned by MCP tools are not passed on]|two"
+        "one\nResource link: doc (file:///doc)|[image not shown: image/png; this setup stores no images for tool results]|two"
     );
     owner.dispose();
 }
