@@ -163,8 +163,8 @@ fn server_everything_round_trips_through_the_agent_loop() {
 }
 
 /// An MCP tool's image reaches an image-capable model as an image (a text-only model gets
-/// the placeholder every image gets there), and an embedded text resource is shown with
-/// its URI, through the real server-everything.
+/// the placeholder every image gets there), an embedded text resource is shown with its
+/// URI, and the server's instructions are in the prompt, through the real server-everything.
 #[test]
 fn images_and_embedded_resources_of_mcp_results_reach_the_model() {
     let Some(script) = everything_script() else {
@@ -201,6 +201,13 @@ fn images_and_embedded_resources_of_mcp_results_reach_the_model() {
             .output()
             .unwrap();
         assert_eq!(out.status.code(), Some(0), "{model}: {}", stderr(&out));
+        // The server's own instructions are part of the system prompt.
+        let system = server.requests()[0].system_text();
+        assert!(
+            system.contains("Instructions from the MCP server \"everything\"")
+                && system.contains("Everything Server"),
+            "{system}"
+        );
         let second = server.requests()[1].body.clone();
         assert_eq!(
             second.contains(r#""type":"image""#),

@@ -112,7 +112,27 @@ struct Shared {
     pid: Mutex<Option<u32>>,
     state: watch::Sender<ServerState>,
     startup_error: Mutex<Option<String>>,
+    /// What the server told its clients in `initialize` (`instructions`), bounded.
+    instructions: Mutex<Option<String>>,
     stop: CancellationToken,
+}
+
+/// Where server instructions sit in the system prompt: after the built-in tool guidance.
+const MCP_INSTRUCTIONS_ORDER: f64 = 150.0;
+
+/// The most of one server's instructions that goes into the system prompt.
+const MAX_INSTRUCTION_BYTES: usize = 8 * 1024;
+
+/// `text` cut to at most `max` bytes on a character boundary, saying that it was cut.
+fn bounded(text: &str, max: usize) -> String {
+    if text.len() <= max {
+        return text.to_string();
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}\n[instructions cut at {max} bytes]", &text[..end])
 }
 
 impl Shared {
@@ -291,8 +311,40 @@ fn start(
         pid: Mutex::new(None),
         state: watch::channel(ServerState::Starting).0,
         startup_error: Mutex::new(None),
+        instructions: Mutex::new(None),
         stop: CancellationToken::new(),
     });
+    // The server's instructions (once it has connected) are a section of the prompt of
+    // every agent this row serves.
+    if let Some(prompt) = owner.get::<dsh_prompt::SystemPrompt>() {
+        let weak = Arc::downgrade(&shared);
+        let name = shared.config.server_name.clone();
+        let section = prompt.section(
+            owner,
+            &format!("mcp:{name}"),
+            MCP_INSTRUCTIONS_ORDER,
+            Arc::new(move |_| {
+                let Some(shared) = weak.upgrade() else {
+                    return String::new();
+                };
+                let text = shared
+                    .instructions
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .clone();
+                match text {
+                    Some(text) => format!(
+                        "Instructions from the MCP server \"{name}\" (its tools are named mcp__{name}__*):\n{text}"
+                    ),
+                    None => String::new(),
+                }
+            }),
+        );
+        if let Err(e) = section {
+            release(&key);
+            return Err(ConnectError::Unavailable(e.to_string()));
+        }
+    }
     // Unloading the owner stops the supervisor, kills the server and frees the name; the
     // tool registrations are effects of the owner and unwind with it.
     let weak = Arc::downgrade(&shared);
@@ -425,6 +477,16 @@ async fn attempt(shared: &Arc<Shared>) -> Result<(Generation, Vec<String>), Stri
     if shared.stop.is_cancelled() {
         return Err("stopped".into());
     }
+    let instructions = peer
+        .peer_info()
+        .and_then(|info| info.instructions.clone())
+        .map(|text| text.trim().to_string())
+        .filter(|text| !text.is_empty())
+        .map(|text| bounded(&text, MAX_INSTRUCTION_BYTES));
+    *shared
+        .instructions
+        .lock()
+        .unwrap_or_else(|p| p.into_inner()) = instructions;
     let names = shared.swap(defs)?;
     shared.link.set(Some(peer));
     *shared.pid.lock().unwrap_or_else(|p| p.into_inner()) = generation.pid;
