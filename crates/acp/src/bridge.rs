@@ -52,6 +52,9 @@ struct AcpSession {
     projector: Mutex<Projector>,
     /// Tools the user allowed for the rest of the session ("Always allow").
     always_allowed: Mutex<Vec<String>>,
+    /// What the user should know before the next answer (an MCP server that did not
+    /// start), shown as agent text at the start of the next prompt.
+    notices: Mutex<Vec<String>>,
 }
 
 impl AcpSession {
@@ -61,7 +64,16 @@ impl AcpSession {
             prompt: Mutex::new(None),
             projector: Mutex::new(Projector::new(cwd)),
             always_allowed: Mutex::new(Vec::new()),
+            notices: Mutex::new(Vec::new()),
         })
+    }
+
+    fn with_notices(self: Arc<Self>, notices: Vec<String>) -> Arc<Self> {
+        self.notices
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .extend(notices);
+        self
     }
 
     fn projector(&self) -> std::sync::MutexGuard<'_, Projector> {
@@ -235,7 +247,10 @@ fn prompt_content(
 /// Connects a session's ACP `mcpServers` in its agent scope (their tools are that
 /// session's; they stop when it is disposed). A server that fails is logged; the session
 /// opens without it.
-async fn attach_mcp(agent: &AgentRef, servers: Vec<dsh_mcp::ServerConfig>) {
+/// Connects the editor's MCP servers for `agent`; returns what to tell the user about the
+/// ones that did not connect (also logged).
+async fn attach_mcp(agent: &AgentRef, servers: Vec<dsh_mcp::ServerConfig>) -> Vec<String> {
+    let mut notices = Vec::new();
     for outcome in dsh_mcp::acp::attach(agent.ctx(), servers).await {
         match outcome {
             Ok(server) => {
@@ -244,11 +259,19 @@ async fn attach_mcp(agent: &AgentRef, servers: Vec<dsh_mcp::ServerConfig>) {
                         "acp: MCP server \"{}\" did not connect: {e}",
                         server.server_name()
                     );
+                    notices.push(format!(
+                        "MCP server \"{}\" did not start ({e}); its tools are not available in this session for now.",
+                        server.server_name()
+                    ));
                 }
             }
-            Err(e) => tracing::error!("acp: {e}"),
+            Err(e) => {
+                tracing::error!("acp: {e}");
+                notices.push(format!("An MCP server could not be attached: {e}."));
+            }
         }
     }
+    notices
 }
 
 impl Bridge {
@@ -787,9 +810,9 @@ impl Bridge {
         let agent = agents
             .create(&self.root, request)
             .map_err(RpcError::internal)?;
-        attach_mcp(&agent, mcp).await;
+        let notices = attach_mcp(&agent, mcp).await;
         self.restore_choices(&id, &agent);
-        let session = AcpSession::new(agent.clone(), session_cwd.clone());
+        let session = AcpSession::new(agent.clone(), session_cwd.clone()).with_notices(notices);
         if replay {
             let updates = session.projector().replay(&events);
             for u in updates {
@@ -924,8 +947,11 @@ impl Bridge {
         let agent = agents
             .create(&self.root, request)
             .map_err(RpcError::internal)?;
-        attach_mcp(&agent, mcp).await;
-        self.adopt(&id, AcpSession::new(agent.clone(), PathBuf::from(&cwd)));
+        let notices = attach_mcp(&agent, mcp).await;
+        self.adopt(
+            &id,
+            AcpSession::new(agent.clone(), PathBuf::from(&cwd)).with_notices(notices),
+        );
         if !self.rich() {
             return Ok(json!({"sessionId": id}));
         }
@@ -979,6 +1005,18 @@ impl Bridge {
             self.rich(),
             self.image_prompts.load(Ordering::Acquire),
         )?;
+        if self.rich() {
+            let notices =
+                std::mem::take(&mut *session.notices.lock().unwrap_or_else(|e| e.into_inner()));
+            let id = session.agent.session().id();
+            for notice in notices {
+                update(
+                    &self.peer,
+                    &id,
+                    json!({"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": format!("{notice}\n\n")}}),
+                );
+            }
+        }
         if !images.is_empty() {
             let refs = crate::images::admit(
                 &self.root,

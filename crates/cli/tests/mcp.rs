@@ -358,6 +358,12 @@ impl Acp {
     }
 
     fn call(&mut self, method: &str, params: Value) -> Value {
+        self.call_collecting(method, params).0
+    }
+
+    /// [`Acp::call`], with the notifications that arrived before the answer.
+    fn call_collecting(&mut self, method: &str, params: Value) -> (Value, Vec<Value>) {
+        let mut notes = Vec::new();
         let id = self.next_id;
         self.next_id += 1;
         writeln!(
@@ -373,7 +379,10 @@ impl Acp {
                 .recv_timeout(Duration::from_secs(30))
                 .expect("a frame from dsh acp");
             if f.get("id") == Some(&json!(id)) && f.get("method").is_none() {
-                return f;
+                return (f, notes);
+            }
+            if f.get("method").is_some() {
+                notes.push(f);
             }
         }
     }
@@ -456,6 +465,38 @@ fn acp_session_new_connects_the_clients_mcp_servers_for_that_session() {
         );
         std::thread::sleep(Duration::from_millis(20));
     }
+
+    // A server that cannot start is told to the user, once, at the next prompt; the
+    // session works without it.
+    let broken = json!([{"name": "broken", "command": "python3", "args": [stub],
+                         "env": [{"name": "STUB_MODE", "value": "exit"}]}]);
+    let new = acp.call("session/new", json!({"cwd": cwd, "mcpServers": broken}));
+    let broken_id = new["result"]["sessionId"].clone();
+    assert!(broken_id.is_string(), "{new}");
+    server.push(Reply::text("fine"));
+    server.push(Reply::text("still fine"));
+    let texts = |notes: &[Value]| -> String {
+        notes
+            .iter()
+            .filter(|n| n["params"]["update"]["sessionUpdate"] == "agent_message_chunk")
+            .filter_map(|n| n["params"]["update"]["content"]["text"].as_str())
+            .collect()
+    };
+    let (done, notes) = acp.call_collecting(
+        "session/prompt",
+        json!({"sessionId": broken_id, "prompt": [{"type": "text", "text": "hi"}]}),
+    );
+    assert_eq!(done["result"]["stopReason"], "end_turn", "{done}");
+    let said = texts(&notes);
+    assert!(
+        said.starts_with("MCP server \"broken\" did not start (") && said.ends_with("fine"),
+        "{said}"
+    );
+    let (_, notes) = acp.call_collecting(
+        "session/prompt",
+        json!({"sessionId": broken_id, "prompt": [{"type": "text", "text": "again"}]}),
+    );
+    assert_eq!(texts(&notes), "still fine");
 
     // Transports this agent does not offer are refused.
     let sse = acp.call(
