@@ -400,6 +400,52 @@ fn alive(pid: u32) -> bool {
     !status.is_empty() && !status.contains("State:\tZ")
 }
 
+/// A server's progress notifications on a call reach the editor as updates of that tool
+/// call while it runs (server-everything's long-running operation).
+#[test]
+fn mcp_progress_reaches_the_editor_as_tool_call_updates() {
+    let Some(script) = everything_script() else {
+        return;
+    };
+    let run = Run::new();
+    let server = MockServer::with_replies([
+        Reply::tool_call(
+            "p1",
+            "mcp__everything__trigger-long-running-operation",
+            r#"{"duration":0.3,"steps":3}"#,
+        ),
+        Reply::text("done"),
+    ])
+    .answer_untooled("T");
+    let mut acp = Acp::start(&server, &run);
+    acp.call(
+        "initialize",
+        json!({"protocolVersion": 1, "clientCapabilities": {}}),
+    );
+    let cwd = run.work.path().display().to_string();
+    let servers = json!([{"name": "everything", "command": "node", "args": [script, "stdio"], "env": []}]);
+    let new = acp.call("session/new", json!({"cwd": cwd, "mcpServers": servers}));
+    let session = new["result"]["sessionId"].clone();
+    let (done, notes) = acp.call_collecting(
+        "session/prompt",
+        json!({"sessionId": session, "prompt": [{"type": "text", "text": "run it"}]}),
+    );
+    assert_eq!(done["result"]["stopReason"], "end_turn", "{done}");
+    let shown: String = notes
+        .iter()
+        .filter(|n| n["params"]["update"]["sessionUpdate"] == "tool_call_update")
+        .filter(|n| n["params"]["update"]["toolCallId"] == "p1")
+        .map(|n| n["params"]["update"].to_string())
+        .collect();
+    for step in 1..=3 {
+        assert!(shown.contains(&format!("[progress {step}/3]")), "{shown}");
+    }
+    assert_eq!(
+        server.requests()[1].last_tool_output().as_deref(),
+        Some("Long running operation completed. Duration: 0.3 seconds, Steps: 3.")
+    );
+}
+
 #[test]
 fn acp_session_new_connects_the_clients_mcp_servers_for_that_session() {
     let Some(stub) = stub_script() else { return };

@@ -471,7 +471,7 @@ async fn supervise(shared: Arc<Shared>, ready: oneshot::Sender<Result<(), String
 /// One attempt: a fresh generation, then the initial tool sync. Never leaves a process
 /// behind on failure.
 async fn attempt(shared: &Arc<Shared>) -> Result<(Generation, Vec<String>), String> {
-    let generation = open(&shared.config, shared.request_timeout).await?;
+    let generation = open(&shared.config, shared.request_timeout, shared.link.clone()).await?;
     let peer = generation.service.peer().clone();
     let defs = fetch_tools(&peer, &shared.config.server_name, shared.request_timeout).await?;
     if shared.stop.is_cancelled() {

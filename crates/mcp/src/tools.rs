@@ -28,9 +28,34 @@ pub(crate) struct Link {
     /// the supervisor sees; a streamable-HTTP server that restarted forgets the session
     /// while the client's transport stays up, so only a failed call tells.
     pub(crate) lost: tokio::sync::Notify,
+    /// Calls in flight that show progress, by the progress token sent with them.
+    progress: std::sync::Mutex<std::collections::HashMap<String, dsh_tools::OutputTap>>,
 }
 
 impl Link {
+    /// A `notifications/progress` of the server: shown as output of the call it belongs to.
+    pub(crate) fn progress(
+        &self,
+        token: &str,
+        progress: f64,
+        total: Option<f64>,
+        message: Option<&str>,
+    ) {
+        let mut calls = self.progress.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(tap) = calls.get_mut(token) else {
+            return;
+        };
+        let amount = match total {
+            Some(total) => format!("{progress}/{total}"),
+            None => format!("{progress}"),
+        };
+        let line = match message {
+            Some(message) => format!("[progress {amount}] {message}\n"),
+            None => format!("[progress {amount}]\n"),
+        };
+        tap.push(line.as_bytes());
+    }
+
     pub(crate) fn set(&self, peer: Option<Peer<RoleClient>>) {
         *self.peer.write().unwrap_or_else(|p| p.into_inner()) = peer;
     }
@@ -222,15 +247,29 @@ impl Tool for McpTool {
                 _ => json!({}),
             };
             let peer = link.get().ok_or_else(|| RpcError::closed().to_string())?;
-            let result = request(
-                &peer,
-                "tools/call",
-                json!({"name": raw, "arguments": arguments}),
-                timeout,
-                Some(&ctx.cancel),
-            )
-            .await
-            .map_err(|e| -> BoxError {
+            // The server may report progress on the call; it is shown as the call's output.
+            let mut params = json!({"name": raw, "arguments": arguments});
+            let token = format!("dsh-{}", ctx.call_id);
+            let tracked =
+                match dsh_tools::OutputTap::for_call(&ctx, dsh_tools::OutputStream::Stdout) {
+                    Some(tap) => {
+                        link.progress
+                            .lock()
+                            .unwrap_or_else(|p| p.into_inner())
+                            .insert(token.clone(), tap);
+                        params["_meta"] = json!({"progressToken": token});
+                        true
+                    }
+                    None => false,
+                };
+            let result = request(&peer, "tools/call", params, timeout, Some(&ctx.cancel)).await;
+            if tracked {
+                link.progress
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .remove(&token);
+            }
+            let result = result.map_err(|e| -> BoxError {
                 if e == RpcError::closed() {
                     link.lost.notify_waiters();
                 }

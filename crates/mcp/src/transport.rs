@@ -24,6 +24,7 @@ const TERMINATE_GRACE: Duration = Duration::from_secs(2);
 /// Receives the server's notifications for one generation.
 pub(crate) struct Handler {
     list_changed: mpsc::UnboundedSender<()>,
+    link: std::sync::Arc<crate::tools::Link>,
 }
 
 impl ClientHandler for Handler {
@@ -51,6 +52,24 @@ impl ClientHandler for Handler {
         let _ = self.list_changed.send(());
         std::future::ready(())
     }
+
+    fn on_progress(
+        &self,
+        params: rmcp::model::ProgressNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) -> impl Future<Output = ()> + Send + '_ {
+        let token = match &params.progress_token.0 {
+            rmcp::model::NumberOrString::String(s) => s.to_string(),
+            rmcp::model::NumberOrString::Number(n) => n.to_string(),
+        };
+        self.link.progress(
+            &token,
+            params.progress,
+            params.total,
+            params.message.as_deref(),
+        );
+        std::future::ready(())
+    }
 }
 
 /// One live generation: the MCP session and, for stdio, the server's process group.
@@ -62,9 +81,16 @@ pub(crate) struct Generation {
 }
 
 /// Opens a generation: spawn or dial, then `initialize` within `timeout`.
-pub(crate) async fn open(config: &ServerConfig, timeout: Duration) -> Result<Generation, String> {
+pub(crate) async fn open(
+    config: &ServerConfig,
+    timeout: Duration,
+    link: std::sync::Arc<crate::tools::Link>,
+) -> Result<Generation, String> {
     let (tx, rx) = mpsc::unbounded_channel();
-    let handler = Handler { list_changed: tx };
+    let handler = Handler {
+        list_changed: tx,
+        link,
+    };
     match &config.transport {
         Transport::Stdio {
             command,
