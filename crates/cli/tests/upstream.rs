@@ -1032,10 +1032,6 @@ const ROWS_ONLY_UPSTREAM: &[(&str, &str)] = &[
         "image-offload",
         "no image offloading from an oversized request",
     ),
-    (
-        "mcp-resources",
-        "MCP resources are not offered to the model",
-    ),
     ("skill-office", "no office-document skill"),
     ("office-to-pdf", "no office-document conversion"),
     ("workspace-dependencies", "no workspace dependency tool"),

@@ -17,6 +17,7 @@ mod config;
 mod content;
 mod naming;
 mod plugin;
+mod resources;
 mod rpc;
 mod runtime;
 mod server;
@@ -41,5 +42,7 @@ pub use server::{
 
 /// Adds the MCP client row to `catalog`.
 pub fn register_catalog(catalog: &mut dsh_kernel::Catalog) {
-    catalog.register(McpClientPlugin);
+    catalog
+        .register(McpClientPlugin)
+        .register(resources::McpResourcesPlugin);
 }

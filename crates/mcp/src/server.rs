@@ -114,6 +114,8 @@ struct Shared {
     startup_error: Mutex<Option<String>>,
     /// What the server told its clients in `initialize` (`instructions`), bounded.
     instructions: Mutex<Option<String>>,
+    /// Whether the server was added to the resource service (once, at its first connect).
+    resources_added: std::sync::atomic::AtomicBool,
     stop: CancellationToken,
 }
 
@@ -312,6 +314,7 @@ fn start(
         state: watch::channel(ServerState::Starting).0,
         startup_error: Mutex::new(None),
         instructions: Mutex::new(None),
+        resources_added: std::sync::atomic::AtomicBool::new(false),
         stop: CancellationToken::new(),
     });
     // The server's instructions (once it has connected) are a section of the prompt of
@@ -487,8 +490,25 @@ async fn attempt(shared: &Arc<Shared>) -> Result<(Generation, Vec<String>), Stri
         .instructions
         .lock()
         .unwrap_or_else(|p| p.into_inner()) = instructions;
+    let offers_resources = peer
+        .peer_info()
+        .is_some_and(|info| info.capabilities.resources.is_some());
     let names = shared.swap(defs)?;
     shared.link.set(Some(peer));
+    if offers_resources
+        && let Some(resources) = shared.owner.get::<crate::resources::McpResources>()
+        && !shared
+            .resources_added
+            .swap(true, std::sync::atomic::Ordering::AcqRel)
+        && let Err(e) = resources.add(
+            &shared.owner,
+            &shared.config.server_name,
+            shared.link.clone(),
+            shared.request_timeout,
+        )
+    {
+        tracing::warn!("{}: its resources are not offered: {e}", shared.label);
+    }
     *shared.pid.lock().unwrap_or_else(|p| p.into_inner()) = generation.pid;
     Ok((generation, names))
 }
