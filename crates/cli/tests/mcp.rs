@@ -400,6 +400,38 @@ fn alive(pid: u32) -> bool {
     !status.is_empty() && !status.contains("State:\tZ")
 }
 
+/// A server's prompts are slash commands: the prompt the server returns is sent to the
+/// model as the user's message; a missing required argument is a usage error.
+#[test]
+fn mcp_prompts_are_slash_commands() {
+    let Some(script) = everything_script() else {
+        return;
+    };
+    let run = Run::new();
+    let server = MockServer::with_replies([Reply::text("It is sunny.")]).answer_untooled("T");
+    let rows = row(
+        "mcp-everything",
+        json!({"transport": "stdio", "serverName": "everything", "command": "node", "args": [script, "stdio"]}),
+    );
+    let out = run.headless(&server, &rows, "/mcp__everything__args-prompt Paris");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "It is sunny.\n");
+    let messages = server.requests()[0].messages();
+    let user: Vec<&str> = messages
+        .iter()
+        .filter(|m| m["role"] == "user")
+        .filter_map(|m| m["content"].as_str())
+        .collect();
+    assert!(user.contains(&"What's weather in Paris?"), "{user:?}");
+
+    let help = run.headless(&server, &rows, "/help");
+    let listed = String::from_utf8_lossy(&help.stdout).into_owned();
+    assert!(listed.contains("/mcp__everything__args-prompt"), "{listed}");
+    let missing = run.headless(&server, &rows, "/mcp__everything__args-prompt");
+    assert_eq!(missing.status.code(), Some(1));
+    assert!(stderr(&missing).contains("missing argument city"), "{}", stderr(&missing));
+}
+
 /// A connected server's resources are the model's: list them, then read one by URI
 /// (0.2.1's three tools and names), with the server named in the prompt.
 #[test]

@@ -17,6 +17,7 @@ mod config;
 mod content;
 mod naming;
 mod plugin;
+mod prompts;
 mod resources;
 mod rpc;
 mod runtime;

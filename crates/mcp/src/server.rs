@@ -114,7 +114,7 @@ struct Shared {
     startup_error: Mutex<Option<String>>,
     /// What the server told its clients in `initialize` (`instructions`), bounded.
     instructions: Mutex<Option<String>>,
-    /// Whether the server was added to the resource service (once, at its first connect).
+    /// Whether the server's resources and prompts were offered (once, at its first connect).
     resources_added: std::sync::atomic::AtomicBool,
     stop: CancellationToken,
 }
@@ -493,13 +493,28 @@ async fn attempt(shared: &Arc<Shared>) -> Result<(Generation, Vec<String>), Stri
     let offers_resources = peer
         .peer_info()
         .is_some_and(|info| info.capabilities.resources.is_some());
+    let offers_prompts = peer
+        .peer_info()
+        .is_some_and(|info| info.capabilities.prompts.is_some());
     let names = shared.swap(defs)?;
     shared.link.set(Some(peer));
-    if offers_resources
+    // Resources and prompts are offered from the first connection on.
+    let first = !shared
+        .resources_added
+        .swap(true, std::sync::atomic::Ordering::AcqRel);
+    if first && offers_prompts {
+        crate::prompts::register(
+            &shared.owner,
+            &shared.config.server_name,
+            &shared.label,
+            shared.link.clone(),
+            shared.request_timeout,
+        )
+        .await;
+    }
+    if first
+        && offers_resources
         && let Some(resources) = shared.owner.get::<crate::resources::McpResources>()
-        && !shared
-            .resources_added
-            .swap(true, std::sync::atomic::Ordering::AcqRel)
         && let Err(e) = resources.add(
             &shared.owner,
             &shared.config.server_name,
