@@ -429,7 +429,11 @@ fn mcp_prompts_are_slash_commands() {
     assert!(listed.contains("/mcp__everything__args-prompt"), "{listed}");
     let missing = run.headless(&server, &rows, "/mcp__everything__args-prompt");
     assert_eq!(missing.status.code(), Some(1));
-    assert!(stderr(&missing).contains("missing argument city"), "{}", stderr(&missing));
+    assert!(
+        stderr(&missing).contains("missing argument city"),
+        "{}",
+        stderr(&missing)
+    );
 }
 
 /// A connected server's resources are the model's: list them, then read one by URI

@@ -53,6 +53,24 @@ pub fn set_reaper_command(program: PathBuf, arg: &str) {
     let _ = REAPER_COMMAND.set((program, arg.to_string()));
 }
 
+/// Starts the reaper on a background thread now, so that it already runs when the first
+/// process group is spawned: started lazily at that moment, a dsh killed while the reaper
+/// itself was still starting would leave that first group unregistered (and running).
+/// Called by plugins that will spawn groups (the bash tool); cheap after the first call.
+pub fn start_reaper_soon() {
+    static STARTED: std::sync::Once = std::sync::Once::new();
+    if REAPER_COMMAND.get().is_none() {
+        return;
+    }
+    STARTED.call_once(|| {
+        let _ = std::thread::Builder::new()
+            .name("dsh-reaper-start".into())
+            .spawn(|| {
+                reaper();
+            });
+    });
+}
+
 fn reaper() -> Option<&'static Mutex<std::process::ChildStdin>> {
     REAPER
         .get_or_init(|| {

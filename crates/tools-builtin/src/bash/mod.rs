@@ -752,6 +752,8 @@ impl Plugin for ToolBashPlugin {
         if let Some(t) = row.timeout_ms {
             positive("tool-bash", "timeoutMs", t)?;
         }
+        // Commands will run in process groups: have the reaper up before the first one.
+        dsh_tools::process::start_reaper_soon();
         if let Some(t) = row.max_timeout_ms {
             positive("tool-bash", "maxTimeoutMs", t)?;
         }
