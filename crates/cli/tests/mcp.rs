@@ -78,6 +78,14 @@ fn row(id: &str, config: Value) -> String {
     format!("    - id: {id}\n      name: '@deepseek-ai/dsh-mcp-client'\n      config: {config}\n")
 }
 
+/// The `mcp-client` row of server-everything over stdio, named `everything`.
+fn everything_row(script: &str) -> String {
+    row(
+        "mcp-everything",
+        json!({"transport": "stdio", "serverName": "everything", "command": "node", "args": [script, "stdio"]}),
+    )
+}
+
 fn tool_results(events: &[Arc<Event>]) -> Vec<String> {
     events
         .iter()
@@ -148,14 +156,7 @@ fn server_everything_round_trips_through_the_agent_loop() {
         Reply::text("done"),
     ])
     .answer_untooled("T");
-    let out = run.headless(
-        &server,
-        &row(
-            "mcp-everything",
-            json!({"transport": "stdio", "serverName": "everything", "command": "node", "args": [script, "stdio"]}),
-        ),
-        "echo",
-    );
+    let out = run.headless(&server, &everything_row(&script), "echo");
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let results = tool_results(&run.session());
     assert_eq!(results[0], "Echo: from the loop");
@@ -184,10 +185,7 @@ fn images_and_embedded_resources_of_mcp_results_reach_the_model() {
             Reply::text("done"),
         ])
         .answer_untooled("T");
-        let rows = row(
-            "mcp-everything",
-            json!({"transport": "stdio", "serverName": "everything", "command": "node", "args": [script, "stdio"]}),
-        );
+        let rows = everything_row(&script);
         std::fs::write(
             run.work.path().join("mcp.yml"),
             format!(
@@ -409,10 +407,7 @@ fn mcp_prompts_are_slash_commands() {
     };
     let run = Run::new();
     let server = MockServer::with_replies([Reply::text("It is sunny.")]).answer_untooled("T");
-    let rows = row(
-        "mcp-everything",
-        json!({"transport": "stdio", "serverName": "everything", "command": "node", "args": [script, "stdio"]}),
-    );
+    let rows = everything_row(&script);
     let out = run.headless(&server, &rows, "/mcp__everything__args-prompt Paris");
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(String::from_utf8_lossy(&out.stdout), "It is sunny.\n");
@@ -461,14 +456,7 @@ fn the_model_lists_and_reads_mcp_resources() {
         Reply::text("read"),
     ])
     .answer_untooled("T");
-    let out = run.headless(
-        &server,
-        &row(
-            "mcp-everything",
-            json!({"transport": "stdio", "serverName": "everything", "command": "node", "args": [script, "stdio"]}),
-        ),
-        "resources",
-    );
+    let out = run.headless(&server, &everything_row(&script), "resources");
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let requests = server.requests();
     let tools = tool_names(&requests[0]);
