@@ -539,6 +539,83 @@ fn mcp_progress_reaches_the_editor_as_tool_call_updates() {
     );
 }
 
+/// An editor's MCP server that dies is reconnected, and the user is told both: the loss
+/// and the recovery reach the editor with the next prompt.
+#[test]
+fn acp_tells_the_user_when_an_mcp_server_is_lost_and_back() {
+    let Some(stub) = stub_script() else { return };
+    let run = Run::new();
+    let starts = run.work.path().join("starts");
+    let server =
+        MockServer::with_replies([Reply::text("one"), Reply::text("two")]).answer_untooled("T");
+    let mut acp = Acp::start(&server, &run);
+    acp.call(
+        "initialize",
+        json!({"protocolVersion": 1, "clientCapabilities": {}}),
+    );
+    let cwd = run.work.path().display().to_string();
+    let servers = json!([{"name": "flaky", "command": "python3", "args": [stub],
+                          "env": [{"name": "STUB_STARTS", "value": starts.display().to_string()}]}]);
+    let new = acp.call("session/new", json!({"cwd": cwd, "mcpServers": servers}));
+    let session = new["result"]["sessionId"].clone();
+    let texts = |notes: &[Value]| -> String {
+        notes
+            .iter()
+            .filter(|n| n["params"]["update"]["sessionUpdate"] == "agent_message_chunk")
+            .filter_map(|n| n["params"]["update"]["content"]["text"].as_str())
+            .collect()
+    };
+    let (_, notes) = acp.call_collecting(
+        "session/prompt",
+        json!({"sessionId": session, "prompt": [{"type": "text", "text": "hi"}]}),
+    );
+    assert_eq!(texts(&notes), "one");
+    let started = |n: usize| {
+        std::fs::read_to_string(&starts)
+            .unwrap_or_default()
+            .lines()
+            .count()
+            >= n
+    };
+    let pid: i32 = std::fs::read_to_string(&starts)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    Command::new("kill")
+        .args(["-9", &pid.to_string()])
+        .status()
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while !started(2) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the server was not restarted"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // The notices come with the next prompts: the loss at once, the recovery as soon as
+    // the restarted server has answered `initialize` and listed its tools.
+    let mut said = String::new();
+    for _ in 0..40 {
+        server.push(Reply::text("two"));
+        let (_, notes) = acp.call_collecting(
+            "session/prompt",
+            json!({"sessionId": session, "prompt": [{"type": "text", "text": "again"}]}),
+        );
+        said.push_str(&texts(&notes));
+        if said.contains("is connected again") {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(
+        said.starts_with("MCP server \"flaky\" lost its connection; reconnecting")
+            && said.contains("MCP server \"flaky\" is connected again.\n\ntwo"),
+        "{said}"
+    );
+}
+
 #[test]
 fn acp_session_new_connects_the_clients_mcp_servers_for_that_session() {
     let Some(stub) = stub_script() else { return };

@@ -84,6 +84,11 @@ impl ServerHandle {
         }
     }
 
+    /// The state, and each change from now on.
+    pub fn subscribe(&self) -> watch::Receiver<ServerState> {
+        self.shared.state.subscribe()
+    }
+
     /// The pid of the live stdio server process, if any.
     pub fn process_id(&self) -> Option<u32> {
         *self.shared.pid.lock().unwrap_or_else(|p| p.into_inner())
