@@ -315,3 +315,50 @@ fn the_default_tree_discovers_rust_analyzer() {
     );
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "found");
 }
+
+/// A `rust-analyzer` on PATH that is a rustup proxy whose toolchain lacks the component
+/// (it would answer every call with an error and a backtrace) is not offered; once
+/// `rustup which` names a binary that exists, it is.
+#[test]
+fn a_rustup_proxy_without_its_component_is_not_offered() {
+    use std::os::unix::fs::PermissionsExt;
+    let run = Run::new();
+    let bin = run.home.path().join("bin");
+    std::fs::create_dir(&bin).unwrap();
+    let target = run.home.path().join("toolchain-rust-analyzer");
+    let rustup = bin.join("rustup");
+    // (stderr with DSH_LOG=info, tools of the first request)
+    let run_with = |installed: bool| -> (String, Vec<String>) {
+        if installed {
+            std::fs::write(&target, "#!/bin/sh\nexit 0\n").unwrap();
+            std::fs::set_permissions(&target, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        let script = format!("#!/bin/sh\necho {}\n", target.display());
+        std::fs::write(&rustup, script).unwrap();
+        std::fs::set_permissions(&rustup, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let _ = std::fs::remove_file(bin.join("rust-analyzer"));
+        std::os::unix::fs::symlink("rustup", bin.join("rust-analyzer")).unwrap();
+        let server = MockServer::with_replies([Reply::text("ok")]).answer_untooled("T");
+        let path = format!(
+            "{}:{}",
+            bin.display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
+        let out = run
+            .base(&server)
+            .env("PATH", path)
+            .env("DSH_LOG", "info")
+            .args(["--profile", "headless", "hi"])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", common::stderr(&out));
+        (common::stderr(&out), server.requests()[0].tool_names())
+    };
+    let refused = "lsp-stdio: rust-analyzer is not offered: it is a rustup proxy and the active \
+                   toolchain has no rust-analyzer (install it with `rustup component add rust-analyzer`)";
+    let (log, _) = run_with(false);
+    assert!(log.contains(refused), "{log}");
+    let (log, tools) = run_with(true);
+    assert!(!log.contains("rust-analyzer is not offered"), "{log}");
+    assert!(tools.iter().any(|t| t == "lsp"), "{tools:?}");
+}

@@ -239,16 +239,50 @@ fn known_servers() -> Vec<KnownServer> {
     ]
 }
 
+/// Why `path` (found for `command`) cannot run although it is on PATH: a rustup proxy
+/// (a link to the `rustup` beside it) whose toolchain lacks the component answers every
+/// start with an error and a backtrace. `rustup which` names the binary it would run;
+/// when that is not there, the server is not offered. Anything else is assumed to run.
+fn rustup_proxy_gap(command: &str, path: &std::path::Path) -> Option<String> {
+    use std::os::unix::fs::MetadataExt;
+    let rustup = path.parent()?.join("rustup");
+    let (a, b) = (
+        std::fs::metadata(path).ok()?,
+        std::fs::metadata(&rustup).ok()?,
+    );
+    if (a.dev(), a.ino()) != (b.dev(), b.ino()) {
+        return None;
+    }
+    let out = std::process::Command::new(&rustup)
+        .args(["which", command])
+        .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .output()
+        .ok()?;
+    let target = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    if out.status.success() && !target.is_empty() && std::path::Path::new(&target).is_file() {
+        return None;
+    }
+    Some(format!(
+        "it is a rustup proxy and the active toolchain has no {command} (install it with `rustup component add {command}`)"
+    ))
+}
+
 /// The discovered servers whose executable resolves on PATH, minus extensions the explicit
 /// table already maps.
 fn discovered(taken: &[String]) -> Vec<(String, ServerRow)> {
     let env = child_env(&BTreeMap::new());
     let mut out = Vec::new();
     for (id, candidates, exts) in known_servers() {
-        let Some((command, args)) = candidates
-            .into_iter()
-            .find(|(c, _)| resolve(c, &env).is_some())
-        else {
+        let Some((command, args)) = candidates.into_iter().find(|(c, _)| {
+            resolve(c, &env).is_some_and(|path| match rustup_proxy_gap(c, &path) {
+                Some(why) => {
+                    tracing::info!("lsp-stdio: {c} is not offered: {why}");
+                    false
+                }
+                None => true,
+            })
+        }) else {
             continue;
         };
         let map: BTreeMap<String, String> = exts
