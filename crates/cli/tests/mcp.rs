@@ -393,6 +393,15 @@ impl Drop for Acp {
     }
 }
 
+/// The agent text of the `session/update` notifications among `notes`, joined.
+fn agent_texts(notes: &[Value]) -> String {
+    notes
+        .iter()
+        .filter(|n| n["params"]["update"]["sessionUpdate"] == "agent_message_chunk")
+        .filter_map(|n| n["params"]["update"]["content"]["text"].as_str())
+        .collect()
+}
+
 fn alive(pid: u32) -> bool {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
     !status.is_empty() && !status.contains("State:\tZ")
@@ -558,18 +567,11 @@ fn acp_tells_the_user_when_an_mcp_server_is_lost_and_back() {
                           "env": [{"name": "STUB_STARTS", "value": starts.display().to_string()}]}]);
     let new = acp.call("session/new", json!({"cwd": cwd, "mcpServers": servers}));
     let session = new["result"]["sessionId"].clone();
-    let texts = |notes: &[Value]| -> String {
-        notes
-            .iter()
-            .filter(|n| n["params"]["update"]["sessionUpdate"] == "agent_message_chunk")
-            .filter_map(|n| n["params"]["update"]["content"]["text"].as_str())
-            .collect()
-    };
     let (_, notes) = acp.call_collecting(
         "session/prompt",
         json!({"sessionId": session, "prompt": [{"type": "text", "text": "hi"}]}),
     );
-    assert_eq!(texts(&notes), "one");
+    assert_eq!(agent_texts(&notes), "one");
     let started = |n: usize| {
         std::fs::read_to_string(&starts)
             .unwrap_or_default()
@@ -603,7 +605,7 @@ fn acp_tells_the_user_when_an_mcp_server_is_lost_and_back() {
             "session/prompt",
             json!({"sessionId": session, "prompt": [{"type": "text", "text": "again"}]}),
         );
-        said.push_str(&texts(&notes));
+        said.push_str(&agent_texts(&notes));
         if said.contains("is connected again") {
             break;
         }
@@ -691,19 +693,12 @@ fn acp_session_new_connects_the_clients_mcp_servers_for_that_session() {
     assert!(broken_id.is_string(), "{new}");
     server.push(Reply::text("fine"));
     server.push(Reply::text("still fine"));
-    let texts = |notes: &[Value]| -> String {
-        notes
-            .iter()
-            .filter(|n| n["params"]["update"]["sessionUpdate"] == "agent_message_chunk")
-            .filter_map(|n| n["params"]["update"]["content"]["text"].as_str())
-            .collect()
-    };
     let (done, notes) = acp.call_collecting(
         "session/prompt",
         json!({"sessionId": broken_id, "prompt": [{"type": "text", "text": "hi"}]}),
     );
     assert_eq!(done["result"]["stopReason"], "end_turn", "{done}");
-    let said = texts(&notes);
+    let said = agent_texts(&notes);
     assert!(
         said.starts_with("MCP server \"broken\" did not start (") && said.ends_with("fine"),
         "{said}"
@@ -712,7 +707,7 @@ fn acp_session_new_connects_the_clients_mcp_servers_for_that_session() {
         "session/prompt",
         json!({"sessionId": broken_id, "prompt": [{"type": "text", "text": "again"}]}),
     );
-    assert_eq!(texts(&notes), "still fine");
+    assert_eq!(agent_texts(&notes), "still fine");
 
     // Transports this agent does not offer are refused.
     let sse = acp.call(
