@@ -14,7 +14,7 @@ use std::sync::{Mutex, OnceLock, mpsc};
 use std::time::Duration;
 
 use dsh_test_support::mock_server::{Completion, Gate, MockServer, Reply};
-use dsh_test_support::webdriver::{Browser, Driver, ENTER, Tools};
+use dsh_test_support::webdriver::{Browser, Driver, ENTER, ESCAPE, TAB, Tools};
 use serde_json::{Value, json};
 
 const WAIT: Duration = Duration::from_secs(20);
@@ -956,5 +956,453 @@ fn approve_a_plan_from_its_review_card() {
     let result = server.requests()[1].last_tool_output().unwrap_or_default();
     assert!(result.contains("Plan approved"), "{result}");
     p.shot("approved");
+    p.no_errors();
+}
+
+/// The keyboard presses what has focus on approval and question cards: Enter on Reject
+/// rejects (it used to approve, granting `danger-full-access`), Enter on Approve approves,
+/// Escape rejects, and Enter on "Reply in chat instead" dismisses instead of sending the
+/// option that happens to be selected.
+#[test]
+fn the_keyboard_on_approval_and_question_cards_presses_what_has_focus() {
+    let Some(b) = browser("the_keyboard_on_approval_and_question_cards_presses_what_has_focus")
+    else {
+        return;
+    };
+    let mut p = Page::new(&b, "11-keyboard-cards");
+    let server = MockServer::start().answer_untooled("Keyboard");
+    let escalate = |id: &str, cmd: &str| {
+        Reply::tool_call(id, "bash", &json!({"command": cmd, "description": "network", "sandbox_permissions": "danger-full-access", "justification": "needs the network"}).to_string())
+    };
+    server.push_all([
+        escalate("call_tab", "echo tab-enter-run"),
+        escalate("call_enter", "echo enter-run"),
+        escalate("call_esc", "echo escape-run"),
+        Reply::tool_call(
+            "call_q",
+            "ask_user_question",
+            &json!({"questions": [{"id": "db", "question": "Which database?",
+                "options": [{"label": "SQLite"}, {"label": "Postgres"}]}]})
+            .to_string(),
+        ),
+        text_reply("All answered."),
+    ]);
+    let web = Web::start(&server.url(), &[("DEEPSEEK_API_KEY", "sk-x")]);
+    p.sign_in(&web);
+    p.choose_launch_workspace();
+    p.start_task("run the network commands");
+    let current = |cmd: &str| {
+        format!("document.querySelector('[data-testid=approval] [data-testid=approval-command]')?.innerText === {cmd:?}")
+    };
+
+    // Focus on Approve, Tab to Reject, Enter: rejected.
+    p.wait(&current("echo tab-enter-run"));
+    p.js("document.querySelector('[data-testid=approval] [data-testid=approve]').focus(); return true");
+    b.press(&[TAB]).unwrap();
+    assert_eq!(
+        p.js("return document.activeElement.dataset.testid"),
+        json!("reject")
+    );
+    p.shot("reject-focused");
+    b.press(&[ENTER]).unwrap();
+    // Enter on Approve approves.
+    p.wait(&current("echo enter-run"));
+    p.js("document.querySelector('[data-testid=approval] [data-testid=approve]').focus(); return true");
+    b.press(&[ENTER]).unwrap();
+    // Escape on the card rejects.
+    p.wait(&current("echo escape-run"));
+    p.js("document.querySelector('[data-testid=approval]').focus(); return true");
+    b.press(&[ESCAPE]).unwrap();
+
+    // The question: an option is selected, then Enter on "Reply in chat instead".
+    p.click("[data-testid=question-option][value=SQLite]");
+    p.js("document.querySelector('[data-testid=question-dismiss]').focus(); return true");
+    b.press(&[ENTER]).unwrap();
+    p.turn_ended(1);
+    let cards = p.js("return [...document.querySelectorAll('[data-testid=tool-card][data-tool=bash]')].map(c => c.innerText)");
+    let cards: Vec<String> = serde_json::from_value(cards).unwrap();
+    assert!(cards[0].contains("rejected"), "Enter on Reject: {cards:?}");
+    assert!(
+        cards[1].contains("enter-run") && !cards[1].contains("rejected"),
+        "Enter on Approve: {cards:?}"
+    );
+    assert!(cards[2].contains("rejected"), "Escape: {cards:?}");
+    let answer = server.requests()[4].last_tool_output().unwrap_or_default();
+    assert!(
+        !answer.contains("SQLite"),
+        "Enter on the dismiss button must not send the selected option: {answer}"
+    );
+    p.shot("answered");
+    p.no_errors();
+}
+
+/// Enter in the Rename and Add-workspace dialogs does what the dialog's button does, once:
+/// the dialog closes and stays closed (the same Enter used to press the button that had
+/// opened it, reopening the dialog).
+#[test]
+fn enter_in_a_dialog_confirms_it_once() {
+    let Some(b) = browser("enter_in_a_dialog_confirms_it_once") else {
+        return;
+    };
+    let mut p = Page::new(&b, "12-dialog-enter");
+    let server = MockServer::start().answer_untooled("Dialogs");
+    server.push(text_reply("Done."));
+    let web = Web::start(&server.url(), &[("DEEPSEEK_API_KEY", "sk-x")]);
+    p.sign_in(&web);
+    // Add a workspace by typing its path and pressing Enter, from the keyboard.
+    let other = tempfile::tempdir().unwrap();
+    let other_path = std::fs::canonicalize(other.path())
+        .unwrap()
+        .display()
+        .to_string();
+    p.js("document.querySelector('[data-testid=add-workspace]').focus(); return true");
+    b.press(&[ENTER]).unwrap();
+    p.wait("document.querySelector('[data-testid=workspace-path]')");
+    p.js("document.querySelector('[data-testid=workspace-path]').value = ''; return true");
+    p.type_text("[data-testid=workspace-path]", &other_path);
+    b.press(&[ENTER]).unwrap();
+    p.wait(&format!(
+        "document.querySelector('[data-testid=workspace-note]')?.innerText === {other_path:?}"
+    ));
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(
+        p.js("return !!document.querySelector('[data-testid=workspace-dialog]')"),
+        json!(false),
+        "the workspace dialog reopened"
+    );
+    p.start_task("hello");
+    p.turn_ended(1);
+    // Rename by keyboard: focus Rename, Enter, type, Enter.
+    p.js("document.querySelector('[data-testid=rename]').focus(); return true");
+    b.press(&[ENTER]).unwrap();
+    p.wait("document.activeElement?.dataset.testid === 'dialog-input'");
+    p.js("document.querySelector('[data-testid=rename-dialog] [data-testid=dialog-input]').select(); return true");
+    b.press(&["Renamed by keyboard", ENTER]).unwrap();
+    p.wait("document.querySelector('[data-testid=conv-title]').innerText === 'Renamed by keyboard'");
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(
+        p.js("return !!document.querySelector('[data-testid=rename-dialog]')"),
+        json!(false),
+        "the rename dialog reopened"
+    );
+    p.wait("document.querySelector('[data-testid=session-row] .row-title')?.innerText === 'Renamed by keyboard'");
+    p.shot("renamed");
+    p.no_errors();
+}
+
+/// Answers render as CommonMark + GFM: intraword underscores and arithmetic stay as
+/// written, nested lists nest, tables keep their header row, an unlabelled fence is plain
+/// and a labelled one is highlighted; raw HTML and script links stay inert.
+#[test]
+fn markdown_renders_as_commonmark_and_gfm_and_stays_inert() {
+    let Some(b) = browser("markdown_renders_as_commonmark_and_gfm_and_stays_inert") else {
+        return;
+    };
+    let mut p = Page::new(&b, "13-markdown");
+    let server = MockServer::start().answer_untooled("Markdown");
+    let answer = "Set my_var_name first; 2*3*4 is 24 and **bold** stays bold.\n\n\
+        - outer\n  - inner one\n  - inner two\n- [x] checked task\n\n\
+        | Name | Size |\n|:-----|-----:|\n| alpha | 1 |\n| beta | 22 |\n\n\
+        ```\nif this were C it would be coloured\n```\n\n\
+        ```rust\nfn main() { let x = 1; }\n```\n\n\
+        <img src=x onerror=\"window.__pwned=1\"> &amp; done\n\n\
+        [click](javascript:window.__pwned=2) and [docs](https://example.com/docs)\n";
+    server.push(text_reply(answer));
+    let web = Web::start(&server.url(), &[("DEEPSEEK_API_KEY", "sk-x")]);
+    p.sign_in(&web);
+    p.choose_launch_workspace();
+    p.start_task("show markdown");
+    p.turn_ended(1);
+    let md = "document.querySelector('[data-testid=assistant-text] .md')";
+    p.wait(md);
+    let text = p.js(&format!("return {md}.innerText"));
+    let text = text.as_str().unwrap();
+    assert!(text.contains("my_var_name"), "{text}");
+    assert!(text.contains("2*3*4 is 24"), "{text}");
+    assert_eq!(
+        p.js(&format!("return {md}.querySelector('strong')?.innerText")),
+        json!("bold")
+    );
+    assert_eq!(
+        p.js(&format!("return [...{md}.querySelectorAll('ul ul > li')].map(e => e.innerText)")),
+        json!(["inner one", "inner two"]),
+        "the nested list nests"
+    );
+    assert_eq!(
+        p.js(&format!("return {md}.querySelector('li.task input[type=checkbox]')?.checked")),
+        json!(true)
+    );
+    assert_eq!(
+        p.js(&format!("return [...{md}.querySelectorAll('table thead th')].map(e => e.innerText)")),
+        json!(["Name", "Size"]),
+        "the table keeps its header row"
+    );
+    assert_eq!(
+        p.js(&format!("return {md}.querySelectorAll('table tbody tr').length")),
+        json!(2)
+    );
+    assert_eq!(
+        p.js(&format!("return {md}.querySelector('pre.code[data-lang=\"\"]')?.querySelectorAll('span').length")),
+        json!(0),
+        "an unlabelled fence stays plain"
+    );
+    assert_eq!(
+        p.js(&format!("return {md}.querySelector('pre.code[data-lang=rust] .tok-kw')?.innerText")),
+        json!("fn")
+    );
+    // Raw HTML is text, a javascript: link is no link, an http(s) link is one.
+    assert!(text.contains("<img src=x"), "{text}");
+    assert!(text.contains("& done"), "{text}");
+    assert_eq!(p.js(&format!("return {md}.querySelectorAll('img').length")), json!(0));
+    assert_eq!(
+        p.js(&format!("return [...{md}.querySelectorAll('a')].map(a => a.getAttribute('href'))")),
+        json!(["https://example.com/docs"])
+    );
+    assert_eq!(p.js("return window.__pwned === undefined"), json!(true));
+    p.shot("rendered");
+    p.no_errors();
+}
+
+fn at_end() -> &'static str {
+    "(b => b.scrollHeight > b.clientHeight + 200 && b.scrollHeight - b.scrollTop - b.clientHeight < 8)(document.querySelector('[data-testid=conv-body]'))"
+}
+
+/// A long conversation opens and reloads at its end, follows new output while the reader
+/// is at the end, leaves a reader who scrolled up where they are, and sending a message
+/// brings the end back into view.
+#[test]
+fn the_conversation_opens_at_its_end_and_follows_new_output() {
+    let Some(b) = browser("the_conversation_opens_at_its_end_and_follows_new_output") else {
+        return;
+    };
+    let mut p = Page::new(&b, "14-scroll");
+    let server = MockServer::start().answer_untooled("Scrolling");
+    let mut replies: Vec<Reply> = (0..14)
+        .map(|i| {
+            Reply::tool_call(
+                &format!("call_{i}"),
+                "bash",
+                &json!({"command": format!("seq 1 12; echo step-{i}"), "description": "count"})
+                    .to_string(),
+            )
+        })
+        .collect();
+    replies.push(text_reply("Counted everything."));
+    server.push_all(replies);
+    let web = Web::start(&server.url(), &[("DEEPSEEK_API_KEY", "sk-x")]);
+    p.sign_in(&web);
+    p.choose_launch_workspace();
+    p.start_task("count a lot");
+    p.turn_ended(1);
+    p.wait(at_end());
+    let session =
+        p.js("return document.querySelector('[data-testid=conversation]').dataset.session");
+    // Reload: the end is in view.
+    b.refresh().unwrap();
+    p.wait("window.__dsh && window.__dsh.ready");
+    p.wait(at_end());
+    p.shot("reloaded-at-end");
+    // Open it from the home page: the end again.
+    b.goto(&format!("{}/#/", web.base)).unwrap();
+    p.wait("window.__dsh && window.__dsh.booted");
+    p.click(&format!("[data-testid=session-row][data-session={session}]"));
+    p.turn_ended(1);
+    p.wait(at_end());
+
+    // A reader who scrolled up is not pulled down by new output.
+    let gate = Gate::new();
+    server.push_all([
+        Reply::tool_call(
+            "call_more",
+            "bash",
+            &json!({"command": "seq 1 30", "description": "more"}).to_string(),
+        )
+        .hold_after_event(1, &gate),
+        text_reply("More counted."),
+        text_reply("Third answer."),
+    ]);
+    p.js("document.querySelector('[data-testid=conv-body]').scrollTop = 0; return true");
+    p.wait("document.querySelector('[data-testid=conv-body]').scrollTop === 0");
+    // Sending brings the end into view and follows the turn.
+    p.send("count more");
+    p.wait("document.querySelector('[data-testid=conversation]').classList.contains('is-running')");
+    p.wait(at_end());
+    p.js("document.querySelector('[data-testid=conv-body]').scrollTop = 0; return true");
+    std::thread::sleep(Duration::from_millis(200));
+    gate.open();
+    p.turn_ended(2);
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(
+        p.js("return document.querySelector('[data-testid=conv-body]').scrollTop"),
+        json!(0),
+        "the reader who scrolled up stays where they are"
+    );
+    // Back at the end by hand: following resumes.
+    p.js("const b = document.querySelector('[data-testid=conv-body]'); b.scrollTop = b.scrollHeight; return true");
+    p.send("once more");
+    p.turn_ended(3);
+    p.wait(at_end());
+    p.shot("followed");
+    p.no_errors();
+}
+
+/// A provider error shows where the user looks and goes away when fixed: a refused key
+/// shows the banner; the next turn, which meets a server error and is retried, shows the
+/// retry with its cause while it waits, and its success clears the banner.
+#[test]
+fn a_retry_shows_its_cause_and_a_later_success_clears_the_error() {
+    let Some(b) = browser("a_retry_shows_its_cause_and_a_later_success_clears_the_error") else {
+        return;
+    };
+    let mut p = Page::new(&b, "15-retry-banner");
+    let server = MockServer::start().answer_untooled("Errors");
+    server.push_all([
+        Reply::error_json(401, "Authentication Fails, Your api key is invalid", "authentication_error", None),
+        Reply::error_json(503, "the server is overloaded", "server_error", None),
+        text_reply("Back in business."),
+    ]);
+    let web = Web::start(&server.url(), &[("DEEPSEEK_API_KEY", "sk-x")]);
+    p.sign_in(&web);
+    p.choose_launch_workspace();
+    p.start_task("first try");
+    p.turn_ended(1);
+    let banner =
+        p.wait("document.querySelector('[data-testid=agent-error]:not(.hidden)')?.innerText");
+    assert!(banner.as_str().unwrap().contains("API key"), "{banner}");
+    p.send("second try");
+    let retry = p.wait("document.querySelector('[data-testid=retry]')?.innerText");
+    assert!(
+        retry.as_str().unwrap().contains("overloaded") && retry.as_str().unwrap().contains("Retry 1"),
+        "{retry}"
+    );
+    p.shot("retrying");
+    p.turn_ended(2);
+    p.wait("[...document.querySelectorAll('[data-testid=assistant-text]')].some(e => e.innerText.includes('Back in business.'))");
+    p.wait("document.querySelector('[data-testid=agent-error]').classList.contains('hidden')");
+    // The retry row stays in the conversation after a reload.
+    b.refresh().unwrap();
+    p.wait("window.__dsh && window.__dsh.ready");
+    p.wait("document.querySelector('[data-testid=retry]')");
+    p.shot("recovered");
+    p.no_errors();
+}
+
+fn inside_viewport(css: &str) -> String {
+    format!("(e => {{ if (!e) return false; const r = e.getBoundingClientRect(); return r.width > 0 && r.height > 0 && r.left >= 0 && r.right <= window.innerWidth + 0.5 && r.top >= 0 && r.bottom <= window.innerHeight + 0.5; }})(document.querySelector({css:?}))")
+}
+
+/// At phone width (390×844) the sessions, settings and workspaces are a drawer behind the
+/// menu button; the title, the actions and the dialogs fit the screen.
+#[test]
+fn a_phone_gets_a_drawer_and_everything_fits() {
+    let Some(b) = browser("a_phone_gets_a_drawer_and_everything_fits") else {
+        return;
+    };
+    let mut p = Page::new(&b, "16-phone");
+    b.set_window_size(390, 844).unwrap();
+    let server = MockServer::start().answer_untooled("Phone");
+    server.push_all([text_reply("First on the phone."), text_reply("Second on the phone.")]);
+    let web = Web::start(&server.url(), &[("DEEPSEEK_API_KEY", "sk-x")]);
+    p.sign_in(&web);
+    p.wait("window.innerWidth <= 400");
+    p.wait(&inside_viewport("[data-testid=menu]"));
+    assert_eq!(
+        p.js(&format!("return {}", inside_viewport("[data-testid=add-workspace]"))),
+        json!(false),
+        "the drawer starts closed"
+    );
+    // Open the drawer and choose the workspace from it.
+    p.click("[data-testid=menu]");
+    p.wait(&inside_viewport("[data-testid=add-workspace]"));
+    p.shot("drawer");
+    p.click("[data-testid=add-workspace]");
+    p.wait(&inside_viewport("[data-testid=workspace-dialog]"));
+    p.shot("workspace-dialog");
+    p.click("[data-testid=use-cwd]");
+    p.wait("document.querySelector('[data-testid=workspace-select]').value !== ''");
+    // A tap beside the drawer closes it.
+    let width = p.js("return window.innerWidth").as_u64().unwrap() as u32;
+    b.click_at(width - 10, 400).unwrap();
+    p.wait(&format!("!{}", inside_viewport("[data-testid=add-workspace]")));
+    p.start_task("hello from a phone");
+    p.turn_ended(1);
+    // The header is complete (its directory line shifts the buttons when it arrives).
+    p.wait("document.querySelector('[data-testid=conv-cwd]')?.innerText");
+    p.wait(&inside_viewport("[data-testid=conv-title]"));
+    for control in ["rename", "fork", "archive", "delete", "send"] {
+        p.wait(&inside_viewport(&format!("[data-testid={control}]")));
+    }
+    p.shot("conversation");
+    // The rename dialog fits.
+    p.click("[data-testid=rename]");
+    p.wait(&inside_viewport("[data-testid=rename-dialog]"));
+    p.click("[data-testid=rename-dialog] [data-testid=dialog-cancel]");
+    // Back home through the drawer, then to the session again and to Settings.
+    p.click("[data-testid=menu]");
+    p.wait(&inside_viewport("[data-testid=new-session]"));
+    p.click("[data-testid=new-session]");
+    p.wait("!!document.querySelector('[data-testid=home]')");
+    p.wait(&format!("!{}", inside_viewport("[data-testid=new-session]")));
+    p.click("[data-testid=menu]");
+    p.wait(&inside_viewport("[data-testid=session-row]"));
+    p.click("[data-testid=session-row]");
+    p.turn_ended(1);
+    p.wait(&format!("!{}", inside_viewport("[data-testid=session-row]")));
+    p.send("again");
+    p.turn_ended(2);
+    p.click("[data-testid=menu]");
+    p.wait(&inside_viewport("[data-testid=nav-settings]"));
+    p.click("[data-testid=nav-settings]");
+    p.wait("!!document.querySelector('[data-testid=key-status]')");
+    p.wait(&inside_viewport("[data-testid=key-status]"));
+    p.shot("settings");
+    assert_eq!(
+        p.js("return document.documentElement.scrollWidth <= window.innerWidth"),
+        json!(true),
+        "nothing scrolls sideways"
+    );
+    p.no_errors();
+}
+
+/// Slash commands answer where they were typed, once: `/help` on the start page answers
+/// there (no blank session is left behind), `/permission` in a conversation shows its reply
+/// once, and the reply survives a reload when the command is recorded in the log.
+#[test]
+fn slash_commands_answer_where_they_were_typed_once() {
+    let Some(b) = browser("slash_commands_answer_where_they_were_typed_once") else {
+        return;
+    };
+    let mut p = Page::new(&b, "17-commands");
+    let server = MockServer::start().answer_untooled("Commands");
+    server.push(text_reply("Hello back."));
+    let web = Web::start(&server.url(), &[("DEEPSEEK_API_KEY", "sk-x")]);
+    p.sign_in(&web);
+    p.choose_launch_workspace();
+    p.type_text("[data-testid=home-input]", "/help");
+    p.type_text("[data-testid=home-input]", ENTER);
+    let help = p.wait("document.querySelector('[data-testid=home] [data-testid=command-reply]:not([hidden])')?.innerText");
+    assert!(help.as_str().unwrap().contains("/permission"), "{help}");
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(
+        p.js("return !!document.querySelector('[data-testid=home]') && document.querySelectorAll('[data-testid=session-row]').length"),
+        json!(0),
+        "/help leaves no blank session behind"
+    );
+    p.shot("help-on-home");
+    p.start_task("hello");
+    p.turn_ended(1);
+    p.send("/permission");
+    p.wait("document.querySelectorAll('[data-testid=conv-body] [data-testid=command-reply]').length >= 1");
+    std::thread::sleep(Duration::from_millis(500));
+    let replies = p.js("return [...document.querySelectorAll('[data-testid=conv-body] [data-testid=command-reply]')].map(e => e.innerText)");
+    assert_eq!(
+        replies.as_array().unwrap().len(),
+        1,
+        "the reply shows once: {replies}"
+    );
+    b.refresh().unwrap();
+    p.wait("window.__dsh && window.__dsh.ready");
+    p.wait("document.querySelectorAll('[data-testid=conv-body] [data-testid=command-reply]').length === 1");
+    p.shot("permission");
     p.no_errors();
 }

@@ -1809,7 +1809,7 @@ async fn plan_mode_is_switched_from_a_web_text_prompt() {
         .await;
     assert_eq!(
         on["command"],
-        json!({"text": "Plan mode on. Leave it with /plan off.", "isError": false}),
+        json!({"text": "Plan mode on. Leave it with /plan off.", "isError": false, "recorded": true}),
         "{on}"
     );
     let mut sse = web.stream(Some(&id), None).await;

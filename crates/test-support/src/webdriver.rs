@@ -318,8 +318,11 @@ impl Drop for Browser {
     }
 }
 
-/// Keys for [`Browser::type_text`].
+/// Keys for [`Browser::type_text`] and [`Browser::press`].
 pub const ENTER: &str = "\u{E007}";
+pub const TAB: &str = "\u{E004}";
+pub const ESCAPE: &str = "\u{E00C}";
+pub const SHIFT: &str = "\u{E008}";
 
 impl Browser {
     fn path(&self, tail: &str) -> String {
@@ -396,6 +399,56 @@ impl Browser {
         self.post(&format!("/element/{id}/value"), json!({"text": text}))
             .map(|_| ())
             .map_err(|e| format!("type into {css}: {e}"))
+    }
+
+    /// Presses `keys` one after another on whatever has focus, as a keyboard does (no
+    /// element is focused first): `&[TAB, TAB, ENTER]`. A key of [`SHIFT`] is held for the
+    /// key that follows it.
+    pub fn press(&self, keys: &[&str]) -> Result<(), String> {
+        let mut actions = Vec::new();
+        let mut held: Option<&str> = None;
+        for k in keys {
+            if *k == SHIFT {
+                actions.push(json!({"type": "keyDown", "value": SHIFT}));
+                held = Some(SHIFT);
+                continue;
+            }
+            // One key per action: text is typed character by character.
+            for c in k.chars() {
+                actions.push(json!({"type": "keyDown", "value": c.to_string()}));
+                actions.push(json!({"type": "keyUp", "value": c.to_string()}));
+            }
+            if let Some(h) = held.take() {
+                actions.push(json!({"type": "keyUp", "value": h}));
+            }
+        }
+        self.post(
+            "/actions",
+            json!({"actions": [{"type": "key", "id": "keyboard", "actions": actions}]}),
+        )
+        .map(|_| ())
+        .map_err(|e| format!("press keys: {e}"))
+    }
+
+    /// A click (mouse down and up) at viewport coordinates, on whatever is there.
+    pub fn click_at(&self, x: u32, y: u32) -> Result<(), String> {
+        let actions = json!([
+            {"type": "pointerMove", "duration": 0, "x": x, "y": y, "origin": "viewport"},
+            {"type": "pointerDown", "button": 0},
+            {"type": "pointerUp", "button": 0}
+        ]);
+        self.post(
+            "/actions",
+            json!({"actions": [{"type": "pointer", "id": "mouse", "parameters": {"pointerType": "mouse"}, "actions": actions}]}),
+        )
+        .map(|_| ())
+        .map_err(|e| format!("click at {x},{y}: {e}"))
+    }
+
+    /// Resizes the window (the viewport follows): phone layouts, narrow screens.
+    pub fn set_window_size(&self, width: u32, height: u32) -> Result<(), String> {
+        self.post("/window/rect", json!({"width": width, "height": height}))
+            .map(|_| ())
     }
 
     /// Empties an input.

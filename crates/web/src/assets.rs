@@ -1,5 +1,5 @@
-//! The browser UI: hand-written ES modules, one stylesheet and an icon, embedded in the
-//! binary (no build step, no toolchain). Served with a strong `ETag` and `no-cache`
+//! The browser UI: hand-written ES modules, one stylesheet, an icon and the vendored
+//! markdown lexer (`assets/js/vendor/`), embedded in the binary (no build step, no toolchain). Served with a strong `ETag` and `no-cache`
 //! (a reload revalidates with a 304); the index page carries the content security policy
 //! (no inline script or style anywhere).
 
@@ -42,6 +42,7 @@ assets! {
     "/js/sidebar.js" => "js/sidebar.js", "text/javascript; charset=utf-8";
     "/js/settings.js" => "js/settings.js", "text/javascript; charset=utf-8";
     "/js/images.js" => "js/images.js", "text/javascript; charset=utf-8";
+    "/js/vendor/marked.js" => "js/vendor/marked.js", "text/javascript; charset=utf-8";
 }
 
 /// The index page's content security policy.
@@ -132,10 +133,27 @@ mod tests {
                 );
             }
             assert!(
-                !text.contains("innerHTML ="),
+                a.path.starts_with("/js/vendor/") || !text.contains("innerHTML ="),
                 "{} assigns innerHTML",
                 a.path
             );
         }
+    }
+
+    /// The vendored libraries are the files their registries publish (see
+    /// `assets/js/vendor/README.md`), not edited copies.
+    #[test]
+    fn vendored_files_are_the_published_ones() {
+        let marked = ASSETS
+            .iter()
+            .find(|a| a.path == "/js/vendor/marked.js")
+            .expect("marked is embedded");
+        let digest = ring::digest::digest(&ring::digest::SHA256, marked.bytes);
+        let hex: String = digest.as_ref().iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(
+            hex,
+            "4d2d824f3035e79b6887380d88c6c9ca0958215d1f4f6c053c562d60babc7172",
+            "npm marked@18.3.0 lib/marked.esm.js"
+        );
     }
 }

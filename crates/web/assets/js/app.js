@@ -40,6 +40,7 @@ function home() {
   const drafts = new DraftImages();
   const send = h('button', { class: 'btn btn-primary', 'data-testid': 'home-send' }, icon('send'), 'Start');
   const note = h('div', { class: 'composer-note', 'data-testid': 'home-note' });
+  const reply = h('div', { class: 'note', 'data-testid': 'command-reply', role: 'status', hidden: true });
   const where = h('div', { class: 'home-where', 'data-testid': 'home-where' });
   const render = () => {
     const ws = workspace();
@@ -65,9 +66,19 @@ function home() {
     try {
       const content = await promptContent(text, images);
       const { sessionId } = await call('session.create', { workspaceId: ws.workspaceId });
-      await call('session.prompt', { sessionId, mode: 'queue', content });
+      const r = await call('session.prompt', { sessionId, mode: 'queue', content });
       input.value = '';
       drafts.clear();
+      if (r.command && !r.command.recorded) {
+        // /help or an unknown name: answered here; the session it needed stays empty and
+        // is removed rather than left behind as a blank entry.
+        reply.textContent = r.command.text;
+        reply.className = r.command.isError ? 'note note-error' : 'note';
+        reply.hidden = false;
+        call('session.delete', { sessionId }).catch(() => {});
+        render();
+        return;
+      }
       location.hash = `#/s/${encodeURIComponent(sessionId)}`;
       refreshSoon();
     } catch (e) { toast(e.message); render(); }
@@ -81,7 +92,8 @@ function home() {
     h('h1', null, 'What should dsh do?'),
     where,
     composer,
-    note));
+    note,
+    reply));
   view = { kind: 'home', stream: hostStream(), unsubscribe: subscribe(render), drafts };
   render();
   input.focus();
@@ -115,6 +127,28 @@ function route() {
   refreshSidebarSelection();
 }
 
+// Narrow screens (phones): the sidebar is a drawer behind the ☰ button; choosing a
+// session, a page or New session closes it, as do Escape and a tap beside it.
+function drawer() {
+  const app = document.getElementById('app');
+  const btn = document.getElementById('menu');
+  const scrim = document.getElementById('scrim');
+  const sidebar = document.getElementById('sidebar');
+  const set = (open) => {
+    app.classList.toggle('drawer-open', open);
+    btn.setAttribute('aria-expanded', String(open));
+    scrim.hidden = !open;
+    if (open) { const first = sidebar.querySelector('button, a, input, select'); if (first) first.focus(); }
+  };
+  btn.addEventListener('click', () => set(!app.classList.contains('drawer-open')));
+  scrim.addEventListener('click', () => set(false));
+  document.addEventListener('keydown', (e) => {
+    if (e.key === 'Escape' && app.classList.contains('drawer-open') && !document.querySelector('dialog[open]')) { set(false); btn.focus(); }
+  });
+  window.addEventListener('hashchange', () => set(false));
+  sidebar.addEventListener('click', (e) => { if (e.target.closest('a[href], [data-testid=new-session]')) set(false); });
+}
+
 function refreshSidebarSelection() {
   for (const a of document.querySelectorAll('.session-row')) a.classList.toggle('active', a.dataset.session === state.current);
 }
@@ -137,6 +171,7 @@ async function boot() {
     return;
   }
   mountSidebar(document.getElementById('sidebar'));
+  drawer();
   subscribe(refreshSidebarSelection);
   await refreshLists();
   window.addEventListener('hashchange', route);

@@ -177,6 +177,7 @@ export class Conversation {
     this.running = false;
     this.readOnly = false;
     this.unavailable = null;
+    this.followEnd();
     this.reset();
     this.stream = new Stream(sessionId, {
       snapshot: (d) => this.snapshot(d),
@@ -233,6 +234,7 @@ export class Conversation {
     this.body.append(frag);
     this.refreshComposer();
     this.scrollToEnd(true);
+    requestAnimationFrame(() => this.scrollToEnd(true));
     this.header();
     dsh.cursors[this.id] = this.next;
     requestAnimationFrame(() => {
@@ -243,10 +245,8 @@ export class Conversation {
   }
 
   apply(list) {
-    const atEnd = this.isAtEnd();
     this.applyEvents(list);
     dsh.cursors[this.id] = this.next;
-    this.scrollToEnd(atEnd);
   }
 
   applyEvents(list) {
@@ -329,6 +329,8 @@ export class Conversation {
     const d = e.data || {};
     switch (e.type) {
       case 'turn/start':
+        // A new turn clears the last turn's error banner (a 401 fixed since, a server back up).
+        if (!this.target && !this.unavailable) this.hideError();
         this.currentTurn = d.turn;
         this.turnEl(d.turn);
         break;
@@ -374,6 +376,12 @@ export class Conversation {
         break;
       case 'turn/end': this.turnEnd(e, d); break;
       case 'command/run': case 'command/done': this.commandEvent(e, d); break;
+      case 'llm/retry': this.retryRow(e, d); break;
+      case 'llm/retry-started': {
+        const row = this.body.querySelector(`[data-testid=retry][data-retry="${CSS.escape(String(d.retryId || ''))}"]`);
+        if (row) { row.dataset.state = 'started'; row.querySelector('.retry-when').textContent = `attempt ${d.retry || ''} sent`; }
+        break;
+      }
       default: break;
     }
   }
@@ -486,10 +494,23 @@ export class Conversation {
     this.currentTurn = null;
   }
 
+  // A failed model request the retry policy tries again: what failed and when the next
+  // attempt goes out (the page shows it while it waits, not only the log).
+  retryRow(e, d) {
+    const f = d.failure || {};
+    const of = d.maxRetries ? ` of ${d.maxRetries}` : '';
+    const wait = d.delayMs >= 1000 ? `${(d.delayMs / 1000).toFixed(d.delayMs >= 10000 ? 0 : 1)} s` : `${d.delayMs || 0} ms`;
+    const row = h('div', { class: 'note note-retry', 'data-testid': 'retry', 'data-retry': d.retryId || '', 'data-seq': e.seq, role: 'status' },
+      h('span', null, `The model request failed${f.code ? ` (${f.code})` : ''}: ${f.message || 'no detail'}. `),
+      h('span', { class: 'retry-when' }, `Retry ${d.retry || 1}${of} in ${wait}.`));
+    const st = this.step(d.turn, d.step);
+    st.el.insertBefore(row, st.assistant); // the step's answer replaces st.assistant's content
+  }
+
   commandEvent(e, d) {
     if (e.type !== 'command/done') return;
     const text = d.text || (d.result && d.result.text) || '';
-    if (text) this.container(undefined).append(h('div', { class: 'note', 'data-seq': e.seq }, text));
+    if (text) this.container(undefined).append(h('div', { class: d.kind === 'error' ? 'note note-error' : 'note', 'data-testid': 'command-reply', 'data-seq': e.seq }, text));
   }
 
   // ---- live state ---------------------------------------------------------------------
@@ -538,8 +559,10 @@ export class Conversation {
       why ? h('div', { class: 'approval-why', 'data-testid': 'approval-why' }, why) : null,
       args.sandbox_permissions ? h('div', { class: 'approval-mode' }, `Requested: ${args.sandbox_permissions}`) : null,
       h('div', { class: 'approval-actions' }, approve, reject));
+    // Keyboard: Tab moves between the buttons and Enter or Space presses the focused one
+    // (the browser's own behaviour, never remapped: Enter on Reject rejects). Escape anywhere
+    // in the card rejects, the safe answer.
     card.addEventListener('keydown', (e) => {
-      if (e.key === 'Enter') { e.preventDefault(); approve.click(); }
       if (e.key === 'Escape') { e.preventDefault(); reject.click(); }
     });
     return card;
@@ -610,8 +633,10 @@ export class Conversation {
     submit.addEventListener('click', () => send({ answers: readers.map((r) => r()) }));
     controls.push(submit);
     card.append(h('div', { class: 'approval-actions' }, submit, dismiss));
+    // Enter in the answer field or on an option sends the answer; on a button it presses
+    // that button (Enter on "Reply in chat instead" dismisses, it never sends an option).
     card.addEventListener('keydown', (e) => {
-      if (e.key === 'Enter' && e.target.tagName !== 'TEXTAREA') { e.preventDefault(); submit.click(); }
+      if (e.key === 'Enter' && !e.isComposing && e.target.tagName === 'INPUT') { e.preventDefault(); submit.click(); }
     });
     return card;
   }
@@ -678,8 +703,33 @@ export class Conversation {
     return b.scrollHeight - b.scrollTop - b.clientHeight < 80;
   }
 
+  // The view follows the end of the conversation (new events, streamed text, live tool
+  // output, cards that appear below and shrink it) until the reader scrolls up; scrolling
+  // back to the end, or sending, makes it follow again.
+  followEnd() {
+    this.stick = true;
+    this.autoTop = 0;
+    this.body.addEventListener('scroll', () => {
+      if (this.body.scrollTop < this.autoTop - 4) this.stick = this.isAtEnd();
+      else if (this.isAtEnd()) this.stick = true;
+    }, { passive: true });
+    const follow = () => {
+      if (!this.stick || this.followPending) return;
+      this.followPending = true;
+      requestAnimationFrame(() => { this.followPending = false; if (this.stick) this.pin(); });
+    };
+    new MutationObserver(follow).observe(this.body, { childList: true, subtree: true, characterData: true });
+    if (typeof ResizeObserver === 'function') new ResizeObserver(follow).observe(this.body);
+  }
+
+  pin() {
+    this.body.scrollTop = this.body.scrollHeight;
+    this.autoTop = this.body.scrollTop;
+  }
+
   scrollToEnd(force) {
-    if (force) this.body.scrollTop = this.body.scrollHeight;
+    if (force) this.stick = true;
+    if (this.stick) this.pin();
   }
 
   // ---- actions ------------------------------------------------------------------------
@@ -697,13 +747,13 @@ export class Conversation {
       // back in front of whatever was typed or added meanwhile.
       this.input.value = '';
       this.drafts.take(images);
+      this.scrollToEnd(true);
       const r = await call('session.prompt', { sessionId: this.id, mode, content });
       sent = true;
       this.drafts.release(images);
-      if (r.command) {
-        this.body.append(h('div', { class: r.command.isError ? 'note note-error' : 'note', 'data-testid': 'command-reply' }, r.command.text));
-        this.scrollToEnd(true);
-      }
+      // A recorded command's reply arrives as its command/done event; only replies that
+      // are not in the log (help, an unknown name) are shown from here.
+      if (r.command && !r.command.recorded) this.commandReply(r.command);
     } catch (e) {
       toast(e.message);
     } finally {
@@ -714,6 +764,11 @@ export class Conversation {
       }
       this.refreshComposer();
     }
+  }
+
+  commandReply(command) {
+    this.body.append(h('div', { class: command.isError ? 'note note-error' : 'note', 'data-testid': 'command-reply', role: 'status' }, command.text));
+    this.scrollToEnd(true);
   }
 
   async stop() {

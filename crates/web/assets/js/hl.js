@@ -1,5 +1,6 @@
 // A small regex tokenizer for code blocks: comments, strings, numbers, keywords and
-// literals for the common languages. Unknown languages get the generic C-like rules.
+// literals for the languages it knows. A fence without a language, or with one it does not
+// know, stays plain text: guessing paints prose, logs and shell output as if they were C.
 
 const KW = {
   js: 'async await break case catch class const continue debugger default delete do else export extends finally for from function if import in instanceof let new of return static super switch this throw try typeof var void while with yield',
@@ -13,10 +14,13 @@ const KW = {
   sql: 'select from where insert into values update set delete create table drop alter join left right inner outer on group by order having limit and or not null as distinct union',
 };
 const ALIAS = { javascript: 'js', jsx: 'js', mjs: 'js', tsx: 'ts', typescript: 'ts', rs: 'rust', py: 'python', golang: 'go', cpp: 'c', 'c++': 'c', h: 'c', hpp: 'c', cs: 'c', csharp: 'c', kotlin: 'java', swift: 'c', bash: 'sh', shell: 'sh', zsh: 'sh', console: 'sh' };
+// Languages with comments, strings and numbers but no keyword list of their own.
+const BARE = new Set(['json', 'yaml', 'yml', 'toml', 'ini', 'ruby', 'rb', 'r', 'css', 'scss', 'php', 'lua', 'dockerfile', 'makefile', 'nix', 'zig', 'scala', 'dart', 'proto', 'graphql']);
+const HASH = new Set(['python', 'sh', 'yaml', 'yml', 'toml', 'ini', 'ruby', 'rb', 'r', 'dockerfile', 'makefile', 'nix']);
 const LIT = new Set(['true', 'false', 'null', 'undefined', 'None', 'True', 'False', 'nil', 'NULL', 'nullptr']);
 
 function rulesFor(lang) {
-  const hash = ['python', 'sh', 'yaml', 'toml', 'ruby', 'r'].includes(lang);
+  const hash = HASH.has(lang);
   const sql = lang === 'sql';
   const parts = [];
   if (!hash && !sql) parts.push('(\\/\\/[^\\n]*|\\/\\*[\\s\\S]*?\\*\\/)');
@@ -30,13 +34,12 @@ function rulesFor(lang) {
 
 export function highlight(target, code, lang) {
   lang = ALIAS[lang] || lang || '';
-  if (lang === 'json') lang = 'js';
   if (lang === 'diff' || lang === 'patch') return diffLines(target, code);
-  if (lang === 'text' || lang === 'plain' || lang === 'txt' || code.length > 200000) {
+  if (!(Object.hasOwn(KW, lang) || BARE.has(lang)) || code.length > 200000) {
     target.textContent = code;
     return;
   }
-  const kw = new Set((KW[lang] || KW.c).split(' '));
+  const kw = new Set(KW[lang] ? KW[lang].split(' ') : []);
   const re = rulesFor(lang);
   let last = 0;
   const frag = document.createDocumentFragment();

@@ -141,7 +141,7 @@ export async function addWorkspaceDialog() {
         if (r.truncated) entries.append(h('div', { class: 'empty' }, 'More entries not shown.'));
       } catch (e) { toast(e.message); }
     };
-    path.addEventListener('keydown', (e) => { if (e.key === 'Enter') close(path.value); });
+    path.addEventListener('keydown', (e) => { if (e.key === 'Enter' && !e.isComposing) { e.preventDefault(); close(path.value); } });
     const useCwd = cwd ? h('button', { class: 'btn btn-primary btn-block', 'data-testid': 'use-cwd', onclick: () => close(cwd) }, `Use current directory: ${cwd}`) : null;
     browse(cwd || '');
     return h('div', { class: 'ws-dialog' },

@@ -89,7 +89,9 @@ export function confirmDialog(title, message, action, { danger = false, testid }
 export function promptDialog(title, label, initial, action, { testid } = {}) {
   return dialog(title, (close) => {
     const input = h('input', { class: 'input', value: initial || '', 'aria-label': label, 'data-testid': 'dialog-input', autofocus: true });
-    input.addEventListener('keydown', (e) => { if (e.key === 'Enter') close(input.value); });
+    // preventDefault: the closing dialog hands focus back to the button that opened it, and
+    // the same Enter must not press that button again (it reopened the dialog).
+    input.addEventListener('keydown', (e) => { if (e.key === 'Enter' && !e.isComposing) { e.preventDefault(); close(input.value); } });
     return h('div', null,
       h('label', { class: 'field' }, h('span', null, label), input),
       h('div', { class: 'dialog-actions' },

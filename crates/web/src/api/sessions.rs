@@ -476,16 +476,17 @@ pub async fn prompt(s: &WebState, p: &Value) -> ApiResult {
                 tokio_util::sync::CancellationToken::new(),
             )
             .await;
-        let is_error = match &outcome {
+        // `recorded`: the command ran and its reply is in the session log (`command/done`),
+        // so the page shows it from there; help and unknown names are answered only here.
+        let reply = match &outcome {
             dsh_commands::LineOutcome::NotACommand => None,
-            dsh_commands::LineOutcome::Executed { result, .. } => Some(result.is_error()),
-            dsh_commands::LineOutcome::Unknown { .. } => Some(true),
-            dsh_commands::LineOutcome::Help { .. } => Some(false),
+            dsh_commands::LineOutcome::Executed { result, .. } => Some((result.is_error(), true)),
+            dsh_commands::LineOutcome::Unknown { .. } => Some((true, false)),
+            dsh_commands::LineOutcome::Help { .. } => Some((false, false)),
         };
-        if let Some(is_error) = is_error {
-            return Ok(
-                json!({"accepted": true, "command": {"text": outcome.reply(), "isError": is_error}}),
-            );
+        if let Some((is_error, recorded)) = reply {
+            return Ok(json!({"accepted": true, "command": {
+                "text": outcome.reply(), "isError": is_error, "recorded": recorded}}));
         }
     }
     let message = if has_image {
