@@ -650,10 +650,18 @@ fn bad_input_shows_clear_messages_and_other_sessions_keep_working() {
     p.wait("!!document.querySelector('[data-testid=session-row][data-state=unreadable]')");
     p.choose_launch_workspace();
     p.start_task("hello?");
+    // While the requests are retried, the page says so and why.
+    let retry = p.wait("document.querySelector('[data-testid=retry]')?.innerText");
+    assert!(retry.as_str().unwrap().contains("connection refused"), "{retry}");
     p.turn_ended(1);
     let banner =
         p.wait("document.querySelector('[data-testid=agent-error]:not(.hidden)')?.innerText");
-    assert!(!banner.as_str().unwrap().is_empty());
+    assert!(
+        banner.as_str().unwrap().contains("could not be reached"),
+        "{banner}"
+    );
+    let end = p.js("return document.querySelector('[data-testid=turn-end]').innerText");
+    assert!(end.as_str().unwrap().contains("could not be reached"), "{end}");
     assert_eq!(
         p.js("return document.querySelector('[data-testid=turn-end]').dataset.reason"),
         "error"
@@ -1404,5 +1412,57 @@ fn slash_commands_answer_where_they_were_typed_once() {
     p.wait("window.__dsh && window.__dsh.ready");
     p.wait("document.querySelectorAll('[data-testid=conv-body] [data-testid=command-reply]').length === 1");
     p.shot("permission");
+    p.no_errors();
+}
+
+/// The first task on a machine without an API key: the page says in plain words what to do
+/// and where (a link to Settings → Models), once; saving the key there makes the next
+/// message work and clears the advice.
+#[test]
+fn a_first_run_without_a_key_says_what_to_do() {
+    let Some(b) = browser("a_first_run_without_a_key_says_what_to_do") else {
+        return;
+    };
+    let mut p = Page::new(&b, "18-no-key");
+    let server = MockServer::start().answer_untooled("No key");
+    server.push(text_reply("Now I can answer."));
+    let web = Web::start(&server.url(), &[]);
+    p.sign_in(&web);
+    p.choose_launch_workspace();
+    p.start_task("hello");
+    p.turn_ended(1);
+    let advice = p.wait("document.querySelector('[data-testid=error-advice]')?.innerText");
+    let advice = advice.as_str().unwrap();
+    assert!(
+        advice.contains("API key") && advice.contains("Settings") && advice.contains("DEEPSEEK_API_KEY"),
+        "{advice}"
+    );
+    let visible = p.js("return document.querySelector('[data-testid=conversation]').innerText");
+    let visible = visible.as_str().unwrap();
+    assert!(
+        !visible.contains("provider route") && !visible.contains("llm-deepseek"),
+        "internals stay behind Details: {visible}"
+    );
+    assert_eq!(
+        visible.matches("dsh needs an API key").count(),
+        1,
+        "the advice shows once: {visible}"
+    );
+    p.shot("advice");
+    let session =
+        p.js("return document.querySelector('[data-testid=conversation]').dataset.session");
+    p.click("[data-testid=error-settings]");
+    p.wait("document.querySelector('[data-testid=key-status]')?.dataset.configured === 'false'");
+    p.type_text("[data-testid=deepseek-key]", "sk-saved-later");
+    p.click("[data-testid=save-key]");
+    p.wait("document.querySelector('[data-testid=key-status]')?.dataset.configured === 'true'");
+    p.click(&format!("[data-testid=session-row][data-session={session}]"));
+    p.turn_ended(1);
+    p.send("hello again");
+    p.turn_ended(2);
+    p.wait("[...document.querySelectorAll('[data-testid=assistant-text]')].some(e => e.innerText.includes('Now I can answer.'))");
+    p.wait("document.querySelector('[data-testid=agent-error]').classList.contains('hidden')");
+    assert_eq!(server.requests()[0].api_key(), Some("sk-saved-later"));
+    p.shot("answered");
     p.no_errors();
 }

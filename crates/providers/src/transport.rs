@@ -254,8 +254,10 @@ impl Attempt {
                 return Err(LlmError::new(
                     codes::TRANSPORT,
                     format!(
-                        "{} API request to {} failed",
-                        self.call.vendor, self.call.base_url
+                        "{} API request to {} failed: {}",
+                        self.call.vendor,
+                        self.call.base_url,
+                        transport_cause(&error)
                     ),
                 ));
             }
@@ -461,6 +463,36 @@ impl Attempt {
 }
 
 /// An error with its source chain, for logs.
+/// Why a request never got a response, in a few words a user can act on (the message
+/// names it; the whole chain goes to the debug log).
+fn transport_cause(error: &reqwest::Error) -> String {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    while let Some(e) = source {
+        if let Some(io) = e.downcast_ref::<std::io::Error>() {
+            use std::io::ErrorKind as K;
+            return match io.kind() {
+                K::ConnectionRefused => "connection refused (is the server running?)".into(),
+                K::ConnectionReset | K::ConnectionAborted => "the connection was reset".into(),
+                K::TimedOut => "the connection timed out".into(),
+                K::NetworkUnreachable | K::HostUnreachable => "the network is unreachable".into(),
+                K::PermissionDenied => "the connection was not permitted".into(),
+                _ => io.to_string(),
+            };
+        }
+        source = e.source();
+    }
+    let chain = error_chain(error);
+    if chain.contains("dns error") {
+        "the host name could not be resolved".into()
+    } else if error.is_connect() {
+        "could not connect".into()
+    } else if error.is_timeout() {
+        "the request timed out".into()
+    } else {
+        "the connection failed before a response arrived".into()
+    }
+}
+
 fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
     let mut text = error.to_string();
     let mut source = error.source();

@@ -452,7 +452,7 @@ async fn an_unreachable_endpoint_is_transport() {
     assert_eq!(
         chunks,
         vec![error_finish(
-            json!({"message": format!("DeepSeek API request to {url} failed"),
+            json!({"message": format!("DeepSeek API request to {url} failed: connection refused (is the server running?)"),
         "code": "TRANSPORT"})
         )]
     );

@@ -481,7 +481,13 @@ export class Conversation {
     switch (r.kind) {
       case 'completed': label = 'Done'; break;
       case 'aborted': label = 'Cancelled'; break;
-      case 'error': label = `Error: ${(r.error && r.error.message) || 'the turn failed'}`; break;
+      case 'error': {
+        // The record says what happened in a line; the banner above says what to do.
+        const message = (r.error && r.error.message) || 'the turn failed';
+        const cause = explain(message);
+        label = `Error: ${cause ? cause.short : message}`;
+        break;
+      }
       case 'interrupted': label = 'Interrupted (dsh stopped during this turn)'; break;
       case 'blocked': label = 'Blocked'; break;
       case 'max-tokens': label = 'Stopped: output limit reached'; break;
@@ -642,12 +648,17 @@ export class Conversation {
   }
 
   showError(message) {
-    const auth = /\b401\b|unauthori[sz]ed|invalid api key|authentication/i.test(message);
-    const unreachable = /connection refused|unreachable|timed out|dns|connect/i.test(message);
-    let hint = '';
-    if (auth) hint = ' — the model provider refused the API key (DEEPSEEK_API_KEY); check Settings → Models.';
-    else if (unreachable) hint = ' — the model endpoint could not be reached; check the network or Settings → Models.';
-    this.banner.textContent = message + hint;
+    const cause = explain(message);
+    clear(this.banner);
+    if (cause) {
+      append(this.banner, [
+        h('div', { 'data-testid': 'error-advice' }, cause.advice, ' ',
+          h('a', { href: '#/settings', 'data-testid': 'error-settings' }, 'Open Settings → Models')),
+        h('details', { class: 'banner-detail' }, h('summary', null, 'Details'), h('div', null, message)),
+      ]);
+    } else {
+      this.banner.textContent = message;
+    }
     this.banner.classList.remove('hidden');
   }
 
@@ -819,3 +830,30 @@ export class Conversation {
 }
 
 export { codeBlock };
+
+// Errors a user can fix themselves, in their words: what happened (for the turn's record)
+// and what to do (for the banner). Anything else is shown as the provider or dsh said it.
+function explain(message) {
+  const m = String(message || '');
+  const missing = /has no API key because (\w+) is not set|MISSING_CREDENTIAL/.exec(m);
+  if (missing) {
+    const env = missing[1] || 'the provider\'s key variable';
+    return {
+      short: 'no API key is set for the model provider',
+      advice: `dsh needs an API key for the model provider before it can answer. Save it in Settings → Models (or start dsh web with ${env} set), then send your message again.`,
+    };
+  }
+  if (/\b401\b|unauthori[sz]ed|invalid api key|authentication fail|INVALID_CREDENTIAL/i.test(m)) {
+    return {
+      short: 'the model provider refused the API key',
+      advice: 'The model provider refused the API key. Check or replace it in Settings → Models, then send again.',
+    };
+  }
+  if (/connection refused|unreachable|timed out|dns error|could not connect|failed to connect|TRANSPORT/i.test(m)) {
+    return {
+      short: 'the model endpoint could not be reached',
+      advice: 'The model endpoint could not be reached (is the server up, the network available, the base URL right?). Check Settings → Models, then send again.',
+    };
+  }
+  return null;
+}
