@@ -405,12 +405,16 @@ fn approve_then_reject_an_escalation() {
         "{card}"
     );
     p.wait("document.querySelector('[data-testid=session-row]')?.dataset.state === 'approval'");
+    // A background tab shows the wait in its title; a screen reader hears it.
+    p.wait("document.title === '(1) approval waiting · dsh'");
+    p.wait("document.querySelector('[data-testid=live-region]').innerText.includes('approval waiting')");
     p.shot("asked");
     p.click("[data-testid=approve]");
     p.wait("document.querySelector('[data-testid=approval] [data-testid=approval-command]')?.innerText === 'echo rejected-run'");
     p.click("[data-testid=reject]");
     p.turn_ended(1);
     p.wait("!document.querySelector('[data-testid=approval]')");
+    p.wait("document.title === 'dsh'");
     let cards = p.js("return [...document.querySelectorAll('[data-testid=tool-card][data-tool=bash]')].map(c => c.innerText)");
     let cards: Vec<String> = serde_json::from_value(cards).unwrap();
     assert!(cards[0].contains("approved-run"), "{cards:?}");
@@ -652,7 +656,10 @@ fn bad_input_shows_clear_messages_and_other_sessions_keep_working() {
     p.start_task("hello?");
     // While the requests are retried, the page says so and why.
     let retry = p.wait("document.querySelector('[data-testid=retry]')?.innerText");
-    assert!(retry.as_str().unwrap().contains("connection refused"), "{retry}");
+    assert!(
+        retry.as_str().unwrap().contains("connection refused"),
+        "{retry}"
+    );
     p.turn_ended(1);
     let banner =
         p.wait("document.querySelector('[data-testid=agent-error]:not(.hidden)')?.innerText");
@@ -661,7 +668,10 @@ fn bad_input_shows_clear_messages_and_other_sessions_keep_working() {
         "{banner}"
     );
     let end = p.js("return document.querySelector('[data-testid=turn-end]').innerText");
-    assert!(end.as_str().unwrap().contains("could not be reached"), "{end}");
+    assert!(
+        end.as_str().unwrap().contains("could not be reached"),
+        "{end}"
+    );
     assert_eq!(
         p.js("return document.querySelector('[data-testid=turn-end]').dataset.reason"),
         "error"
@@ -1000,7 +1010,9 @@ fn the_keyboard_on_approval_and_question_cards_presses_what_has_focus() {
     p.choose_launch_workspace();
     p.start_task("run the network commands");
     let current = |cmd: &str| {
-        format!("document.querySelector('[data-testid=approval] [data-testid=approval-command]')?.innerText === {cmd:?}")
+        format!(
+            "document.querySelector('[data-testid=approval] [data-testid=approval-command]')?.innerText === {cmd:?}"
+        )
     };
 
     // Focus on Approve, Tab to Reject, Enter: rejected.
@@ -1086,7 +1098,9 @@ fn enter_in_a_dialog_confirms_it_once() {
     p.wait("document.activeElement?.dataset.testid === 'dialog-input'");
     p.js("document.querySelector('[data-testid=rename-dialog] [data-testid=dialog-input]').select(); return true");
     b.press(&["Renamed by keyboard", ENTER]).unwrap();
-    p.wait("document.querySelector('[data-testid=conv-title]').innerText === 'Renamed by keyboard'");
+    p.wait(
+        "document.querySelector('[data-testid=conv-title]').innerText === 'Renamed by keyboard'",
+    );
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(
         p.js("return !!document.querySelector('[data-testid=rename-dialog]')"),
@@ -1132,38 +1146,55 @@ fn markdown_renders_as_commonmark_and_gfm_and_stays_inert() {
         json!("bold")
     );
     assert_eq!(
-        p.js(&format!("return [...{md}.querySelectorAll('ul ul > li')].map(e => e.innerText)")),
+        p.js(&format!(
+            "return [...{md}.querySelectorAll('ul ul > li')].map(e => e.innerText)"
+        )),
         json!(["inner one", "inner two"]),
         "the nested list nests"
     );
     assert_eq!(
-        p.js(&format!("return {md}.querySelector('li.task input[type=checkbox]')?.checked")),
+        p.js(&format!(
+            "return {md}.querySelector('li.task input[type=checkbox]')?.checked"
+        )),
         json!(true)
     );
     assert_eq!(
-        p.js(&format!("return [...{md}.querySelectorAll('table thead th')].map(e => e.innerText)")),
+        p.js(&format!(
+            "return [...{md}.querySelectorAll('table thead th')].map(e => e.innerText)"
+        )),
         json!(["Name", "Size"]),
         "the table keeps its header row"
     );
     assert_eq!(
-        p.js(&format!("return {md}.querySelectorAll('table tbody tr').length")),
+        p.js(&format!(
+            "return {md}.querySelectorAll('table tbody tr').length"
+        )),
         json!(2)
     );
     assert_eq!(
-        p.js(&format!("return {md}.querySelector('pre.code[data-lang=\"\"]')?.querySelectorAll('span').length")),
+        p.js(&format!(
+            "return {md}.querySelector('pre.code[data-lang=\"\"]')?.querySelectorAll('span').length"
+        )),
         json!(0),
         "an unlabelled fence stays plain"
     );
     assert_eq!(
-        p.js(&format!("return {md}.querySelector('pre.code[data-lang=rust] .tok-kw')?.innerText")),
+        p.js(&format!(
+            "return {md}.querySelector('pre.code[data-lang=rust] .tok-kw')?.innerText"
+        )),
         json!("fn")
     );
     // Raw HTML is text, a javascript: link is no link, an http(s) link is one.
     assert!(text.contains("<img src=x"), "{text}");
     assert!(text.contains("& done"), "{text}");
-    assert_eq!(p.js(&format!("return {md}.querySelectorAll('img').length")), json!(0));
     assert_eq!(
-        p.js(&format!("return [...{md}.querySelectorAll('a')].map(a => a.getAttribute('href'))")),
+        p.js(&format!("return {md}.querySelectorAll('img').length")),
+        json!(0)
+    );
+    assert_eq!(
+        p.js(&format!(
+            "return [...{md}.querySelectorAll('a')].map(a => a.getAttribute('href'))"
+        )),
         json!(["https://example.com/docs"])
     );
     assert_eq!(p.js("return window.__pwned === undefined"), json!(true));
@@ -1213,7 +1244,9 @@ fn the_conversation_opens_at_its_end_and_follows_new_output() {
     // Open it from the home page: the end again.
     b.goto(&format!("{}/#/", web.base)).unwrap();
     p.wait("window.__dsh && window.__dsh.booted");
-    p.click(&format!("[data-testid=session-row][data-session={session}]"));
+    p.click(&format!(
+        "[data-testid=session-row][data-session={session}]"
+    ));
     p.turn_ended(1);
     p.wait(at_end());
 
@@ -1265,7 +1298,12 @@ fn a_retry_shows_its_cause_and_a_later_success_clears_the_error() {
     let mut p = Page::new(&b, "15-retry-banner");
     let server = MockServer::start().answer_untooled("Errors");
     server.push_all([
-        Reply::error_json(401, "Authentication Fails, Your api key is invalid", "authentication_error", None),
+        Reply::error_json(
+            401,
+            "Authentication Fails, Your api key is invalid",
+            "authentication_error",
+            None,
+        ),
         Reply::error_json(503, "the server is overloaded", "server_error", None),
         text_reply("Back in business."),
     ]);
@@ -1280,7 +1318,8 @@ fn a_retry_shows_its_cause_and_a_later_success_clears_the_error() {
     p.send("second try");
     let retry = p.wait("document.querySelector('[data-testid=retry]')?.innerText");
     assert!(
-        retry.as_str().unwrap().contains("overloaded") && retry.as_str().unwrap().contains("Retry 1"),
+        retry.as_str().unwrap().contains("overloaded")
+            && retry.as_str().unwrap().contains("Retry 1"),
         "{retry}"
     );
     p.shot("retrying");
@@ -1296,7 +1335,9 @@ fn a_retry_shows_its_cause_and_a_later_success_clears_the_error() {
 }
 
 fn inside_viewport(css: &str) -> String {
-    format!("(e => {{ if (!e) return false; const r = e.getBoundingClientRect(); return r.width > 0 && r.height > 0 && r.left >= 0 && r.right <= window.innerWidth + 0.5 && r.top >= 0 && r.bottom <= window.innerHeight + 0.5; }})(document.querySelector({css:?}))")
+    format!(
+        "(e => {{ if (!e) return false; const r = e.getBoundingClientRect(); return r.width > 0 && r.height > 0 && r.left >= 0 && r.right <= window.innerWidth + 0.5 && r.top >= 0 && r.bottom <= window.innerHeight + 0.5; }})(document.querySelector({css:?}))"
+    )
 }
 
 /// At phone width (390×844) the sessions, settings and workspaces are a drawer behind the
@@ -1309,13 +1350,19 @@ fn a_phone_gets_a_drawer_and_everything_fits() {
     let mut p = Page::new(&b, "16-phone");
     b.set_window_size(390, 844).unwrap();
     let server = MockServer::start().answer_untooled("Phone");
-    server.push_all([text_reply("First on the phone."), text_reply("Second on the phone.")]);
+    server.push_all([
+        text_reply("First on the phone."),
+        text_reply("Second on the phone."),
+    ]);
     let web = Web::start(&server.url(), &[("DEEPSEEK_API_KEY", "sk-x")]);
     p.sign_in(&web);
     p.wait("window.innerWidth <= 400");
     p.wait(&inside_viewport("[data-testid=menu]"));
     assert_eq!(
-        p.js(&format!("return {}", inside_viewport("[data-testid=add-workspace]"))),
+        p.js(&format!(
+            "return {}",
+            inside_viewport("[data-testid=add-workspace]")
+        )),
         json!(false),
         "the drawer starts closed"
     );
@@ -1331,7 +1378,10 @@ fn a_phone_gets_a_drawer_and_everything_fits() {
     // A tap beside the drawer closes it.
     let width = p.js("return window.innerWidth").as_u64().unwrap() as u32;
     b.click_at(width - 10, 400).unwrap();
-    p.wait(&format!("!{}", inside_viewport("[data-testid=add-workspace]")));
+    p.wait(&format!(
+        "!{}",
+        inside_viewport("[data-testid=add-workspace]")
+    ));
     p.start_task("hello from a phone");
     p.turn_ended(1);
     // The header is complete (its directory line shifts the buttons when it arrives).
@@ -1350,12 +1400,18 @@ fn a_phone_gets_a_drawer_and_everything_fits() {
     p.wait(&inside_viewport("[data-testid=new-session]"));
     p.click("[data-testid=new-session]");
     p.wait("!!document.querySelector('[data-testid=home]')");
-    p.wait(&format!("!{}", inside_viewport("[data-testid=new-session]")));
+    p.wait(&format!(
+        "!{}",
+        inside_viewport("[data-testid=new-session]")
+    ));
     p.click("[data-testid=menu]");
     p.wait(&inside_viewport("[data-testid=session-row]"));
     p.click("[data-testid=session-row]");
     p.turn_ended(1);
-    p.wait(&format!("!{}", inside_viewport("[data-testid=session-row]")));
+    p.wait(&format!(
+        "!{}",
+        inside_viewport("[data-testid=session-row]")
+    ));
     p.send("again");
     p.turn_ended(2);
     p.click("[data-testid=menu]");
@@ -1434,7 +1490,9 @@ fn a_first_run_without_a_key_says_what_to_do() {
     let advice = p.wait("document.querySelector('[data-testid=error-advice]')?.innerText");
     let advice = advice.as_str().unwrap();
     assert!(
-        advice.contains("API key") && advice.contains("Settings") && advice.contains("DEEPSEEK_API_KEY"),
+        advice.contains("API key")
+            && advice.contains("Settings")
+            && advice.contains("DEEPSEEK_API_KEY"),
         "{advice}"
     );
     let visible = p.js("return document.querySelector('[data-testid=conversation]').innerText");
@@ -1456,7 +1514,9 @@ fn a_first_run_without_a_key_says_what_to_do() {
     p.type_text("[data-testid=deepseek-key]", "sk-saved-later");
     p.click("[data-testid=save-key]");
     p.wait("document.querySelector('[data-testid=key-status]')?.dataset.configured === 'true'");
-    p.click(&format!("[data-testid=session-row][data-session={session}]"));
+    p.click(&format!(
+        "[data-testid=session-row][data-session={session}]"
+    ));
     p.turn_ended(1);
     p.send("hello again");
     p.turn_ended(2);
@@ -1464,5 +1524,98 @@ fn a_first_run_without_a_key_says_what_to_do() {
     p.wait("document.querySelector('[data-testid=agent-error]').classList.contains('hidden')");
     assert_eq!(server.requests()[0].api_key(), Some("sk-saved-later"));
     p.shot("answered");
+    p.no_errors();
+}
+
+fn choose(p: &Page, select: &str, value: &str) {
+    p.wait(&format!("[...document.querySelectorAll('[data-testid={select}] option')].some(o => o.value === {value:?})"));
+    p.js(&format!("const s = document.querySelector('[data-testid={select}]'); s.value = {value:?}; s.dispatchEvent(new Event('change')); return true"));
+}
+
+/// The model, its reasoning effort and the permission mode are chosen in the conversation's
+/// header: the next request runs on them (the request header logs the route), the turn says
+/// which model answered, and a reload shows the choices still in force.
+#[test]
+fn choose_the_model_effort_and_permission_mode_for_the_next_message() {
+    let Some(b) = browser("choose_the_model_effort_and_permission_mode_for_the_next_message")
+    else {
+        return;
+    };
+    let mut p = Page::new(&b, "19-model-mode");
+    let server = MockServer::start().answer_untooled("Choices");
+    server.push_all([
+        text_reply("Answered on the default."),
+        text_reply("Answered on pro."),
+        Reply::tool_call(
+            "call_w",
+            "write",
+            &json!({"file_path": "blocked.txt", "content": "x"}).to_string(),
+        ),
+        text_reply("Could not write."),
+    ]);
+    let web = Web::start(&server.url(), &[("DEEPSEEK_API_KEY", "sk-x")]);
+    p.sign_in(&web);
+    p.choose_launch_workspace();
+    p.start_task("first");
+    p.turn_ended(1);
+    let model = |i: usize| {
+        let body: Value = serde_json::from_str(&server.requests()[i].body).unwrap();
+        body["model"].as_str().unwrap_or_default().to_string()
+    };
+    let first = model(0);
+    p.wait(&format!(
+        "document.querySelector('[data-testid=answered-by]')?.innerText === {first:?}"
+    ));
+    p.wait(&format!("JSON.parse(document.querySelector('[data-testid=model-select]').value || '[]')[1] === {first:?}"));
+    let other = if first == "deepseek-v4-pro" {
+        "deepseek-flash"
+    } else {
+        "deepseek-v4-pro"
+    };
+    choose(
+        &p,
+        "model-select",
+        &json!(["deepseek-official", other]).to_string(),
+    );
+    p.wait(&format!(
+        "JSON.parse(document.querySelector('[data-testid=model-select]').value)[1] === {other:?}"
+    ));
+    // The effort offered for that model, when it reasons.
+    let efforts = p.js("return [...document.querySelectorAll('[data-testid=effort-select] option')].map(o => o.value)");
+    let efforts: Vec<String> = serde_json::from_value(efforts).unwrap();
+    let effort = efforts.last().cloned();
+    if let Some(effort) = &effort {
+        choose(&p, "effort-select", effort);
+        p.wait(&format!(
+            "document.querySelector('[data-testid=effort-select]').value === {effort:?}"
+        ));
+    }
+    p.shot("chosen");
+    p.send("second");
+    p.turn_ended(2);
+    assert_eq!(model(1), other, "the next request runs on the chosen model");
+    if let Some(effort) = &effort {
+        assert!(
+            server.requests()[1].body.contains(effort.as_str()),
+            "the chosen effort reaches the request: {}",
+            server.requests()[1].body
+        );
+    }
+    p.wait(&format!(
+        "[...document.querySelectorAll('[data-testid=answered-by]')].pop()?.innerText === {other:?}"
+    ));
+
+    // Read-only from the header: the next write is refused by the mode.
+    choose(&p, "mode-select", "read-only");
+    p.wait("document.querySelector('[data-testid=conversation]').dataset.mode === 'read-only'");
+    p.send("write a file");
+    p.turn_ended(3);
+    assert!(!web.work.path().join("blocked.txt").exists());
+    // A reload keeps every choice.
+    b.refresh().unwrap();
+    p.wait("window.__dsh && window.__dsh.ready");
+    p.wait(&format!("JSON.parse(document.querySelector('[data-testid=model-select]').value || '[]')[1] === {other:?}"));
+    p.wait("document.querySelector('[data-testid=mode-select]').value === 'read-only'");
+    p.shot("reloaded");
     p.no_errors();
 }

@@ -2129,3 +2129,76 @@ async fn a_plan_review_is_sent_back_then_approved_from_the_page() {
         .collect();
     assert_eq!(modes, [json!(true), json!(false)]);
 }
+
+/// `session.options` / `setModel` / `setEffort` / `setMode`: what is offered, and a clear
+/// refusal (nothing changed) for a model, effort or mode that is not offered.
+#[tokio::test]
+async fn session_choices_are_offered_and_bad_ones_refused() {
+    let server = MockServer::start().answer_untooled("Choices");
+    server.push(Reply::text("ok"));
+    let mut web = Web::start(&server, &[("DEEPSEEK_API_KEY", "sk-x")], &[]);
+    web.login().await;
+    let id = web.new_session().await;
+    let offered = web.ok("session.options", json!({"sessionId": id})).await;
+    let models: Vec<&str> = offered["models"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|m| m["model"].as_str())
+        .collect();
+    assert!(
+        models.contains(&"deepseek-flash") && models.contains(&"deepseek-v4-pro"),
+        "{offered}"
+    );
+    assert!(
+        offered["mode"]["options"].as_array().unwrap().len() >= 2,
+        "{offered}"
+    );
+    let before = offered["model"].clone();
+    for (method, payload, needle) in [
+        (
+            "session.setModel",
+            json!({"sessionId": id, "provider": "deepseek-official", "model": "gpt-9"}),
+            "not a configured model",
+        ),
+        (
+            "session.setModel",
+            json!({"sessionId": id, "provider": "nowhere", "model": "deepseek-flash"}),
+            "not a configured model",
+        ),
+        (
+            "session.setEffort",
+            json!({"sessionId": id, "effort": "extreme"}),
+            "extreme",
+        ),
+        (
+            "session.setMode",
+            json!({"sessionId": id, "mode": "root"}),
+            "unknown permission mode root",
+        ),
+        (
+            "session.setModel",
+            json!({"sessionId": "no-such-session", "provider": "deepseek-official", "model": "deepseek-flash"}),
+            "No session",
+        ),
+    ] {
+        let r = web.rpc(method, payload.clone()).await;
+        assert_eq!(r["ok"], false, "{method} {payload}: {r}");
+        assert!(
+            r["error"]["message"]
+                .as_str()
+                .unwrap_or_default()
+                .contains(needle),
+            "{method}: {r}"
+        );
+    }
+    let after = web.ok("session.options", json!({"sessionId": id})).await;
+    assert_eq!(after["model"], before, "a refused choice changes nothing");
+    let set = web
+        .ok(
+            "session.setMode",
+            json!({"sessionId": id, "mode": "read-only"}),
+        )
+        .await;
+    assert_eq!(set["mode"]["current"], "read-only", "{set}");
+}

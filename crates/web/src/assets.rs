@@ -151,8 +151,7 @@ mod tests {
         let digest = ring::digest::digest(&ring::digest::SHA256, marked.bytes);
         let hex: String = digest.as_ref().iter().map(|b| format!("{b:02x}")).collect();
         assert_eq!(
-            hex,
-            "4d2d824f3035e79b6887380d88c6c9ca0958215d1f4f6c053c562d60babc7172",
+            hex, "4d2d824f3035e79b6887380d88c6c9ca0958215d1f4f6c053c562d60babc7172",
             "npm marked@18.3.0 lib/marked.esm.js"
         );
     }

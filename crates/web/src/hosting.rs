@@ -49,6 +49,17 @@ pub struct Hosted {
     outputs: Mutex<BTreeMap<String, (u64, String)>>,
     next_output: std::sync::atomic::AtomicU64,
     last_error: Mutex<Option<String>>,
+    /// The model (and effort) chosen for this session in the page; every later request of
+    /// the session runs on it.
+    choice: Mutex<Option<Choice>>,
+}
+
+/// A session's chosen route: provider, model and (when chosen) reasoning effort.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Choice {
+    pub provider: String,
+    pub model: String,
+    pub effort: Option<String>,
 }
 
 impl Hosted {
@@ -61,7 +72,19 @@ impl Hosted {
             outputs: Mutex::new(BTreeMap::new()),
             next_output: Default::default(),
             last_error: Mutex::new(None),
+            choice: Mutex::new(None),
         }
+    }
+
+    pub fn choice(&self) -> Option<Choice> {
+        self.choice
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    pub fn choose(&self, choice: Choice) {
+        *self.choice.lock().unwrap_or_else(|p| p.into_inner()) = Some(choice);
     }
 
     pub fn agent(&self) -> Option<AgentRef> {
@@ -172,6 +195,29 @@ pub fn install_listeners(
     hosting: &Arc<Hosting>,
     hub: &Hub,
 ) -> Result<(), dsh_kernel::BoxError> {
+    // A route chosen in the page replaces the seed's for every later request of the session
+    // (the request header logs it, so a reload and a resume see it).
+    let h = hosting.clone();
+    root.on_waterfall::<dsh_agent::Request>(ListenOptions::GLOBAL, move |payload, next| {
+        let chosen = h
+            .get(&payload.agent.session().id())
+            .and_then(|hosted| hosted.choice());
+        Box::pin(async move {
+            let mut config = next.run().await?;
+            if let Some(choice) = chosen {
+                // The seed's effort belongs to the seed's model.
+                if choice.provider != config.provider || choice.model != config.model {
+                    config.reasoning_effort = None;
+                }
+                config.provider = choice.provider;
+                config.model = choice.model;
+                if choice.effort.is_some() {
+                    config.reasoning_effort = choice.effort;
+                }
+            }
+            Ok(config)
+        })
+    })?;
     let (h, signals) = (hosting.clone(), hub.clone());
     root.on_emit::<SessionAppended>(ListenOptions::GLOBAL, move |p| {
         let id = p.session.id();
@@ -339,7 +385,7 @@ fn options(root: &Context) -> AgentOptions {
 
 /// The reasoning effort of the default selection, when it is the selection new sessions
 /// use: the live `agent-default-model` section's, else the row's.
-fn default_effort(root: &Context, provider: &str, model: &str) -> Option<String> {
+pub fn default_effort(root: &Context, provider: &str, model: &str) -> Option<String> {
     let live = root
         .get::<dsh_policies::Settings>()
         .and_then(|s| s.live_section("agent-default-model"));

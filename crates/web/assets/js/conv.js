@@ -140,6 +140,16 @@ export class Conversation {
     this.meter = h('div', { class: 'meter', 'data-testid': 'usage', title: 'Context window use' }, h('div', { class: 'meter-track' }, this.meterBar), this.meterText);
     this.archiveBtn = h('button', { class: 'btn btn-small', 'data-testid': 'archive', onclick: () => this.archive(true) }, 'Archive');
     this.restoreBtn = h('button', { class: 'btn btn-small hidden', 'data-testid': 'restore', onclick: () => this.archive(false) }, 'Restore');
+    this.modelSel = h('select', { class: 'select select-small', 'data-testid': 'model-select', 'aria-label': 'Model for the next message', title: 'Model for the next message' });
+    this.effortSel = h('select', { class: 'select select-small hidden', 'data-testid': 'effort-select', 'aria-label': 'Reasoning effort', title: 'Reasoning effort' });
+    this.modeSel = h('select', { class: 'select select-small hidden', 'data-testid': 'mode-select', 'aria-label': 'Permission mode', title: 'Permission mode: what the agent may do without asking' });
+    this.modelSel.addEventListener('change', () => {
+      const [provider, model] = JSON.parse(this.modelSel.value);
+      this.choose('session.setModel', { provider, model });
+    });
+    this.effortSel.addEventListener('change', () => this.choose('session.setEffort', { effort: this.effortSel.value }));
+    this.modeSel.addEventListener('change', () => this.choose('session.setMode', { mode: this.modeSel.value }));
+    const controls = h('div', { class: 'conv-controls', 'data-testid': 'conv-controls' }, this.modelSel, this.effortSel, this.modeSel);
     const actions = h('div', { class: 'conv-actions' },
       h('button', { class: 'btn btn-small', 'data-testid': 'rename', onclick: () => this.rename() }, 'Rename'),
       h('button', { class: 'btn btn-small', 'data-testid': 'fork', onclick: () => this.fork(null) }, 'Fork'),
@@ -152,6 +162,8 @@ export class Conversation {
     this.approvalsEl = h('div', { class: 'approvals', 'data-testid': 'approvals' });
     this.questionsEl = h('div', { class: 'approvals', 'data-testid': 'questions' });
     this.questionCards = new Map();
+    this.waiting = { approvals: 0, questions: 0, announced: 0 };
+    this.liveRegion = h('div', { class: 'sr-only', 'aria-live': 'polite', 'data-testid': 'live-region' });
     this.queueEl = h('div', { class: 'queue', 'data-testid': 'queue' });
     this.input = h('textarea', { class: 'composer-input', rows: 3, placeholder: 'Message dsh… (Enter to send, Shift+Enter for a new line; paste or drop images)', 'data-testid': 'composer-input', 'aria-label': 'Message' });
     this.sendBtn = h('button', { class: 'btn btn-primary', 'data-testid': 'send', onclick: () => this.send() }, 'Send');
@@ -166,14 +178,15 @@ export class Conversation {
       h('div', { class: 'composer-buttons' }, this.stopBtn, this.sendBtn));
     acceptImages(this.composerEl, this.input, this.drafts, { say: (m) => toast(m) });
     this.el = h('section', { class: 'conv', 'data-testid': 'conversation', 'data-session': sessionId },
-      h('header', { class: 'conv-head' }, h('div', { class: 'conv-titles' }, this.titleEl, this.cwdEl), this.meter, actions),
+      h('header', { class: 'conv-head' }, h('div', { class: 'conv-titles' }, this.titleEl, this.cwdEl), controls, this.meter, actions),
       this.banner,
       h('div', { class: 'conv-main' }, this.body, this.plan),
       this.approvalsEl,
       this.questionsEl,
       this.queueEl,
       this.composerEl,
-      this.composerNote);
+      this.composerNote,
+      this.liveRegion);
     this.running = false;
     this.readOnly = false;
     this.unavailable = null;
@@ -196,6 +209,7 @@ export class Conversation {
   }
 
   destroy() {
+    document.title = 'dsh';
     this.stream.close();
     this.drafts.clear();
     releaseSession(this.id);
@@ -213,6 +227,7 @@ export class Conversation {
     this.usage = null;
     this.contextWindow = null;
     this.todos = null;
+    this.answeredBy = new Map();
     this.lastTurnEl = null;
     this.currentTurn = null;
     this.updateMeter();
@@ -235,6 +250,7 @@ export class Conversation {
     this.refreshComposer();
     this.scrollToEnd(true);
     requestAnimationFrame(() => this.scrollToEnd(true));
+    this.loadOptions();
     this.header();
     dsh.cursors[this.id] = this.next;
     requestAnimationFrame(() => {
@@ -447,6 +463,8 @@ export class Conversation {
 
   assistantMessage(e, d) {
     const s = this.step(d.turn, d.step);
+    const src = (d.message && d.message.source) || {};
+    if (src.model) this.answeredBy.set(d.turn, src.model);
     const content = (d.message && d.message.content) || [];
     const nodes = [];
     for (const b of content) {
@@ -495,9 +513,12 @@ export class Conversation {
     }
     for (const st of this.steps.values()) for (const s of st.streams.values()) if (s.el) s.el.classList.remove('streaming');
     const end = h('div', { class: `turn-end turn-${r.kind || 'ended'}`, 'data-testid': 'turn-end', 'data-reason': r.kind || '', 'data-seq': e.seq }, h('span', null, label));
+    const model = this.answeredBy.get(d.turn);
+    if (model) end.append(h('span', { class: 'answered-by', 'data-testid': 'answered-by', title: 'The model that answered' }, model));
     end.append(h('button', { class: 'link', 'data-testid': 'fork-turn', title: 'Start a new session with the conversation up to here', onclick: () => this.fork(e.seq) }, 'Fork from here'));
     t.append(end);
     this.currentTurn = null;
+    if (!this.target) this.loadOptions(); // a turn can change the mode (plan approval, /permission)
   }
 
   // A failed model request the retry policy tries again: what failed and when the next
@@ -515,6 +536,7 @@ export class Conversation {
 
   commandEvent(e, d) {
     if (e.type !== 'command/done') return;
+    if (!this.target) this.loadOptions();
     const text = d.text || (d.result && d.result.text) || '';
     if (text) this.container(undefined).append(h('div', { class: d.kind === 'error' ? 'note note-error' : 'note', 'data-testid': 'command-reply', 'data-seq': e.seq }, text));
   }
@@ -542,6 +564,23 @@ export class Conversation {
   setApprovals(items) {
     clear(this.approvalsEl);
     for (const a of items) this.approvalsEl.append(this.approvalCard(a));
+    this.waiting.approvals = items.length;
+    this.badge();
+  }
+
+  // The tab's title counts what waits for the user (approvals and questions), so a
+  // background tab shows it; the composer's live region announces it once.
+  badge() {
+    const n = this.waiting.approvals + this.waiting.questions;
+    const what = this.waiting.approvals ? 'approval' : 'question';
+    document.title = n ? `(${n}) ${what} waiting · dsh` : 'dsh';
+    if (n > this.waiting.announced) this.announce(`${n === 1 ? `An ${what}` : `${n} requests`} waiting for your answer.`);
+    this.waiting.announced = n;
+  }
+
+  announce(text) {
+    this.liveRegion.textContent = '';
+    requestAnimationFrame(() => { this.liveRegion.textContent = text; });
   }
 
   approvalCard(a) {
@@ -581,6 +620,8 @@ export class Conversation {
     this.questionCards = keep;
     clear(this.questionsEl);
     for (const card of keep.values()) this.questionsEl.append(card);
+    this.waiting.questions = keep.size;
+    this.badge();
   }
 
   questionCard(q) {
@@ -774,6 +815,46 @@ export class Conversation {
         this.drafts.restore(images);
       }
       this.refreshComposer();
+    }
+  }
+
+  // ---- model, effort and permission mode ------------------------------------------------
+
+  async loadOptions() {
+    try { this.showOptions(await call('session.options', { sessionId: this.id })); } catch (e) { /* the header keeps what it showed */ }
+  }
+
+  async choose(method, params) {
+    try {
+      this.showOptions(await call(method, { sessionId: this.id, ...params }));
+    } catch (e) {
+      toast(e.message);
+      this.loadOptions();
+    }
+  }
+
+  showOptions(o) {
+    this.options = o;
+    clear(this.modelSel);
+    const groups = new Map();
+    for (const m of o.models || []) {
+      if (!groups.has(m.provider)) groups.set(m.provider, h('optgroup', { label: m.providerName || m.provider }));
+      groups.get(m.provider).append(h('option', { value: JSON.stringify([m.provider, m.model]) }, m.model));
+    }
+    for (const g of groups.values()) this.modelSel.append(g);
+    this.modelSel.value = JSON.stringify([o.model.provider, o.model.model]);
+    clear(this.effortSel);
+    this.effortSel.classList.toggle('hidden', !o.effort);
+    if (o.effort) {
+      for (const e of o.effort.options) this.effortSel.append(h('option', { value: e }, `effort: ${e}`));
+      this.effortSel.value = o.effort.current || '';
+    }
+    clear(this.modeSel);
+    this.modeSel.classList.toggle('hidden', !o.mode);
+    if (o.mode) {
+      for (const m of o.mode.options) this.modeSel.append(h('option', { value: m.id, title: m.description || '' }, m.id));
+      this.modeSel.value = o.mode.current || '';
+      this.el.dataset.mode = o.mode.current || '';
     }
   }
 

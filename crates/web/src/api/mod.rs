@@ -1,6 +1,7 @@
 //! The RPC methods, by area. Each takes the payload object and returns the value or an
 //! [`ApiError`] the page shows.
 
+mod choices;
 mod config;
 mod host;
 mod sessions;
@@ -56,6 +57,10 @@ pub async fn dispatch(
         "session.fork" => sessions::fork(s, p).await,
         "session.delete" => sessions::delete(s, p).await,
         "session.updateQueue" => sessions::update_queue(s, p).await,
+        "session.options" => choices::options(s, p).await,
+        "session.setModel" => choices::set_model(s, p).await,
+        "session.setEffort" => choices::set_effort(s, p).await,
+        "session.setMode" => choices::set_mode(s, p).await,
         "workspace.list" => workspaces::list(s).await,
         "workspace.create" => workspaces::create(s, p).await,
         "workspace.rename" => workspaces::rename(s, p).await,
@@ -92,6 +97,10 @@ pub fn known(method: &str) -> bool {
             | "session.fork"
             | "session.delete"
             | "session.updateQueue"
+            | "session.options"
+            | "session.setModel"
+            | "session.setEffort"
+            | "session.setMode"
             | "workspace.list"
             | "workspace.create"
             | "workspace.rename"

@@ -33,7 +33,7 @@ fn not_found(id: &str) -> ApiError {
         .with(json!({"sessionId": id}))
 }
 
-fn session_id(p: &Value) -> Result<&str, ApiError> {
+pub(super) fn session_id(p: &Value) -> Result<&str, ApiError> {
     let id = Args(p).str("sessionId")?;
     if id.is_empty() || id.len() > 200 || id.contains(['/', '\\', '\0']) {
         return Err(ApiError::bad_request("sessionId is not a session id"));
