@@ -2202,3 +2202,244 @@ async fn session_choices_are_offered_and_bad_ones_refused() {
         .await;
     assert_eq!(set["mode"]["current"], "read-only", "{set}");
 }
+
+/// Starts `dsh web` with `args`; returns the child and its first stdout line's URL (or,
+/// when it exits first, its stderr).
+fn spawn_web(
+    home: &std::path::Path,
+    work: &std::path::Path,
+    server: &MockServer,
+    args: &[&str],
+) -> (Child, Result<String, String>) {
+    let mut child = dsh(home, work, Some(server))
+        .args(["web", "--no-open", "--port", "0"])
+        .args(args)
+        .env("DEEPSEEK_API_KEY", "sk-x")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = mpsc::channel();
+    let out = child.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(out).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    match rx.recv_timeout(WAIT) {
+        Ok(line) => (child, Ok(line.trim_start_matches("dsh web: ").to_string())),
+        Err(_) => {
+            let _ = child.wait();
+            let mut err = String::new();
+            if let Some(mut e) = child.stderr.take() {
+                let _ = std::io::Read::read_to_string(&mut e, &mut err);
+            }
+            (child, Err(err))
+        }
+    }
+}
+
+/// A self-signed certificate for 127.0.0.1 and localhost, made by `openssl`; `None` (a
+/// skip, or a failure in strict runs) without it.
+fn self_signed(dir: &std::path::Path) -> Option<(std::path::PathBuf, std::path::PathBuf)> {
+    if !dsh_test_support::prereq::runs("openssl", &["version"]) {
+        dsh_test_support::prereq::skip(
+            "TLS tests need the openssl command (apt-get install openssl)",
+        );
+        return None;
+    }
+    let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
+    let ok = Command::new("openssl")
+        .args([
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+            "-days",
+            "2",
+            "-subj",
+            "/CN=dsh-test",
+        ])
+        .args(["-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost"])
+        // A server certificate, not a CA (webpki refuses a CA as the end entity).
+        .args([
+            "-addext",
+            "basicConstraints=critical,CA:FALSE",
+            "-addext",
+            "keyUsage=digitalSignature",
+        ])
+        .args(["-addext", "extendedKeyUsage=serverAuth"])
+        .arg("-keyout")
+        .arg(&key)
+        .arg("-out")
+        .arg(&cert)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(ok, "openssl could not make a test certificate");
+    Some((cert, key))
+}
+
+/// `--tls-cert/--tls-key`: the printed URL is https, the page and the API answer over TLS
+/// with a `Secure` sign-in cookie, plain HTTP to the port gets no page; an unpaired flag or
+/// a file that is not a certificate is a startup error naming it.
+#[tokio::test]
+async fn https_with_a_certificate_and_key() {
+    let server = MockServer::start().answer_untooled("TLS");
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let Some((cert, key)) = self_signed(work.path()) else {
+        return;
+    };
+    let (cert_s, key_s) = (cert.display().to_string(), key.display().to_string());
+    let (mut child, url) = spawn_web(
+        home.path(),
+        work.path(),
+        &server,
+        &["--tls-cert", &cert_s, "--tls-key", &key_s],
+    );
+    let url = url.unwrap();
+    assert!(url.starts_with("https://127.0.0.1:"), "{url}");
+    let client = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .add_root_certificate(
+            reqwest::Certificate::from_pem(&std::fs::read(&cert).unwrap()).unwrap(),
+        )
+        .no_proxy()
+        .build()
+        .unwrap();
+    let r = client.get(&url).send().await.unwrap();
+    assert_eq!(r.status(), 303);
+    let cookie = r.headers()["set-cookie"].to_str().unwrap().to_string();
+    assert!(
+        cookie.contains("; Secure") && cookie.contains("HttpOnly"),
+        "{cookie}"
+    );
+    let pair = cookie.split(';').next().unwrap().to_string();
+    let base = url.split("/?token=").next().unwrap().to_string();
+    let page = client
+        .get(format!("{base}/"))
+        .header("cookie", &pair)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(page.status(), 200);
+    assert!(page.text().await.unwrap().contains("js/app.js"));
+    let rpc: Value = client
+        .post(format!("{base}/api/session.list"))
+        .header("cookie", &pair)
+        .json(&json!({"type": "client-request", "rpcId": "r", "method": "session.list", "payload": {}}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(rpc["result"]["ok"], true, "{rpc}");
+    let plain = Web::client()
+        .get(base.replace("https://", "http://") + "/")
+        .send()
+        .await;
+    assert!(
+        plain.map_or(true, |r| r.status() != 200),
+        "plain HTTP to the TLS port serves no page"
+    );
+    let _ = child.kill();
+    let _ = child.wait();
+
+    // Bad input: an unpaired flag, a certificate file that holds none.
+    let out = dsh(home.path(), work.path(), Some(&server))
+        .args(["web", "--no-open", "--port", "0", "--tls-cert", &cert_s])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--tls-cert needs --tls-key"));
+    let (_child, failed) = spawn_web(
+        home.path(),
+        work.path(),
+        &server,
+        &["--tls-cert", &key_s, "--tls-key", &key_s],
+    );
+    let err = failed.unwrap_err();
+    assert!(err.contains("--tls-cert") && err.contains(&key_s), "{err}");
+}
+
+/// `--public-url`: the printed sign-in URL is the advertised root, the fence admits the
+/// proxy's Host and Origin (whatever Host the proxy forwards) and nothing else, and the
+/// cookie is `Secure` for an https root.
+#[tokio::test]
+async fn a_public_url_is_printed_and_admitted_by_the_fence() {
+    let server = MockServer::start().answer_untooled("Proxy");
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    // The port is chosen here: the printed URL names the proxy, not the backend.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let port_s = port.to_string();
+    let (mut child, url) = spawn_web(
+        home.path(),
+        work.path(),
+        &server,
+        &["--port", &port_s, "--public-url", "https://App.Example/ui"],
+    );
+    let url = url.unwrap();
+    let token = url
+        .strip_prefix("https://app.example/ui/?token=")
+        .unwrap_or_else(|| panic!("{url}"))
+        .to_string();
+    let backend = format!("http://127.0.0.1:{port}");
+    let client = Web::client();
+    // The proxy keeps Host: the token exchange works and the cookie is Secure.
+    let r = client
+        .get(format!("{backend}/?token={token}"))
+        .header("host", "app.example")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 303);
+    let cookie = r.headers()["set-cookie"].to_str().unwrap().to_string();
+    assert!(cookie.contains("; Secure"), "{cookie}");
+    let pair = cookie.split(';').next().unwrap().to_string();
+    let list = |host: &'static str, origin: &'static str| {
+        client
+            .post(format!("{backend}/api/session.list"))
+            .header("host", host)
+            .header("origin", origin)
+            .header("cookie", pair.clone())
+            .json(&json!({"type": "client-request", "rpcId": "r", "method": "session.list", "payload": {}}))
+            .send()
+    };
+    assert_eq!(
+        list("app.example", "https://app.example")
+            .await
+            .unwrap()
+            .status(),
+        200
+    );
+    assert_eq!(
+        list("app.example", "https://evil.example")
+            .await
+            .unwrap()
+            .status(),
+        403,
+        "another origin is refused"
+    );
+    assert_eq!(
+        list("elsewhere.example", "https://app.example")
+            .await
+            .unwrap()
+            .status(),
+        403,
+        "another Host is refused"
+    );
+    let _ = child.kill();
+    let _ = child.wait();
+}

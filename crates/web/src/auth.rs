@@ -78,6 +78,8 @@ pub struct Auth {
     max_age_ms: u64,
     /// Set by the first successful exchange.
     spent: AtomicBool,
+    /// Browsers reach the page over HTTPS: cookies carry `Secure`.
+    secure: bool,
 }
 
 impl std::fmt::Debug for Auth {
@@ -110,7 +112,14 @@ impl Auth {
             compare_key: hmac::Key::new(hmac::HMAC_SHA256, &compare),
             max_age_ms: max_age_days.saturating_mul(86_400_000),
             spent: AtomicBool::new(false),
+            secure: false,
         })
+    }
+
+    /// Marks the cookies `Secure` (the page is served over HTTPS).
+    pub fn secure(mut self, on: bool) -> Self {
+        self.secure = on;
+        self
     }
 
     pub fn token(&self) -> &str {
@@ -172,11 +181,12 @@ impl Auth {
         let expires =
             std::time::UNIX_EPOCH + std::time::Duration::from_millis(now_ms + self.max_age_ms);
         format!(
-            "{}={}; Max-Age={}; Path=/; Expires={}; HttpOnly; SameSite=Strict",
+            "{}={}; Max-Age={}; Path=/; Expires={}; HttpOnly; SameSite=Strict{}",
             Self::cookie_name(authority),
             self.mint(authority, now_ms),
             self.max_age_ms / 1000,
             httpdate::fmt_http_date(expires),
+            if self.secure { "; Secure" } else { "" },
         )
     }
 

@@ -27,6 +27,9 @@ pub struct Fence {
     bound: IpAddr,
     /// Bare `host[:port]` entries; a port-less entry admits any port.
     trusted: Vec<String>,
+    /// The advertised root's origin (`https://app.example`), admitted as `Origin` whatever
+    /// `Host` a proxy forwards.
+    public_origin: Option<String>,
 }
 
 /// Splits `host[:port]` (IPv6 literals in brackets). `None` when malformed.
@@ -61,7 +64,36 @@ fn is_loopback_host(host: &str) -> bool {
 
 impl Fence {
     pub fn new(bound: IpAddr, trusted: Vec<String>) -> Self {
-        Self { bound, trusted }
+        Self {
+            bound,
+            trusted,
+            public_origin: None,
+        }
+    }
+
+    /// Follows the advertised root (`--public-url`): its authority is a trusted host (as
+    /// `--trusted-host` would make it) and its origin an accepted `Origin`.
+    pub fn with_public_url(mut self, url: Option<&str>) -> Self {
+        let Some(url) = url else { return self };
+        let Some((scheme, rest)) = url.split_once("://") else {
+            return self;
+        };
+        let authority = rest
+            .split('/')
+            .next()
+            .unwrap_or_default()
+            .to_ascii_lowercase();
+        // The default port is implied: a browser's Host then carries none.
+        let bare = match split_authority(&authority) {
+            Some((host, Some(443))) if scheme == "https" => host.to_string(),
+            Some((host, Some(80))) if scheme == "http" => host.to_string(),
+            _ => authority.clone(),
+        };
+        if !self.trusted.contains(&bare) {
+            self.trusted.push(bare.clone());
+        }
+        self.public_origin = Some(format!("{scheme}://{bare}"));
+        self
     }
 
     /// Checks one request's headers.
@@ -99,7 +131,8 @@ impl Fence {
             let same = origin
                 .strip_prefix("http://")
                 .or_else(|| origin.strip_prefix("https://"))
-                .is_some_and(|rest| rest == authority);
+                .is_some_and(|rest| rest == authority)
+                || self.public_origin.as_deref() == Some(origin.as_str());
             if !same {
                 return Err(Refused("Origin is not this server"));
             }
@@ -183,5 +216,34 @@ mod tests {
         assert_eq!(split_authority("a:x"), None);
         assert_eq!(split_authority("::1"), None);
         assert_eq!(split_authority("[::1]x"), None);
+    }
+
+    #[test]
+    fn the_public_url_is_a_trusted_host_and_origin() {
+        let fence = Fence::new(IpAddr::from([127, 0, 0, 1]), Vec::new())
+            .with_public_url(Some("https://app.example:443/ui/"));
+        let check = |pairs: &[(&'static str, &str)]| fence.check(&headers(pairs));
+        // A proxy that keeps the Host.
+        assert_eq!(
+            check(&[("host", "app.example"), ("origin", "https://app.example")]),
+            Ok(Trust::Remote)
+        );
+        // A proxy that rewrites the Host to the backend.
+        assert_eq!(
+            check(&[
+                ("host", "127.0.0.1:3080"),
+                ("origin", "https://app.example")
+            ]),
+            Ok(Trust::Loopback)
+        );
+        assert!(check(&[("host", "app.example"), ("origin", "https://evil.example")]).is_err());
+        assert!(
+            check(&[
+                ("host", "app.example"),
+                ("origin", "http://app.example:8080")
+            ])
+            .is_err()
+        );
+        assert!(check(&[("host", "other.example")]).is_err());
     }
 }

@@ -31,6 +31,7 @@ mod server;
 pub mod startup;
 mod state;
 mod stream;
+mod tls;
 mod workspaces;
 
 use std::net::{IpAddr, SocketAddr};
@@ -169,6 +170,13 @@ pub async fn start(root: &Context) -> Result<RunningWeb, WebError> {
     let app = root.get::<WebAppConfig>().ok_or(WebError::MissingRow(
         "web-runtime (@deepseek-ai/dsh-web-app)",
     ))?;
+    // The certificate is checked before anything listens: a bad pair is a startup error.
+    let tls = server_cfg
+        .tls
+        .as_ref()
+        .map(tls::acceptor)
+        .transpose()
+        .map_err(WebError::Bind)?;
     let listener = server::bind(SocketAddr::new(server_cfg.host, server_cfg.port))
         .await
         .map_err(WebError::Bind)?;
@@ -177,11 +185,19 @@ pub async fn start(root: &Context) -> Result<RunningWeb, WebError> {
         .map_err(|e| WebError::Bind(format!("dsh web: no local address: {e}")))?;
     let credentials = root.get::<dsh_policies::Credentials>();
     let secret = signing_secret(credentials.clone()).await?;
+    // Browsers reach the page over HTTPS when this server speaks TLS or the advertised
+    // root is https (a TLS-terminating proxy): the sign-in cookie is then `Secure`.
+    let https = tls.is_some()
+        || app
+            .public_url
+            .as_deref()
+            .is_some_and(|u| u.starts_with("https://"));
     let auth = auth::Auth::new(
         auth::random_token()?,
         &secret,
         connection.cookie_max_age_days,
-    )?;
+    )?
+    .secure(https);
     let hub = hub::Hub::default();
     let hosting = Arc::new(hosting::Hosting::default());
     hosting::install_listeners(root, &hosting, &hub)
@@ -204,18 +220,22 @@ pub async fn start(root: &Context) -> Result<RunningWeb, WebError> {
         .map(|r| Arc::new(workspaces::WorkspaceStore::new(&r.0)));
     let launch_cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
     let mut warnings = Vec::new();
-    if !server_cfg.host.is_loopback() {
+    if !server_cfg.host.is_loopback() && tls.is_none() {
         warnings.push(format!(
             "listening on {} over plain HTTP; anyone who can reach this address and obtains the token controls this machine's shell — restrict the port to a trusted network",
             server_cfg.host
         ));
     }
-    let url = format!(
-        "http://{}:{}/?token={}",
-        url_host(addr.ip()),
-        addr.port(),
-        auth.token()
-    );
+    let url = match &app.public_url {
+        Some(root) => format!("{root}?token={}", auth.token()),
+        None => format!(
+            "{}://{}:{}/?token={}",
+            if tls.is_some() { "https" } else { "http" },
+            url_host(addr.ip()),
+            addr.port(),
+            auth.token()
+        ),
+    };
     let state = Arc::new(state::WebState {
         root: root.clone(),
         hub,
@@ -227,13 +247,14 @@ pub async fn start(root: &Context) -> Result<RunningWeb, WebError> {
         credentials,
         listing: Arc::default(),
         auth,
-        fence: fence::Fence::new(addr.ip(), connection.trusted_hosts.clone()),
+        fence: fence::Fence::new(addr.ip(), connection.trusted_hosts.clone())
+            .with_public_url(app.public_url.as_deref()),
         instance: uuid::Uuid::new_v4().simple().to_string()[..12].to_string(),
         launch_cwd,
         home: dsh_policies::dsh_home(),
         shutdown: CancellationToken::new(),
     });
-    let server = tokio::spawn(server::serve(listener, state.clone()));
+    let server = tokio::spawn(server::serve(listener, state.clone(), tls));
     Ok(RunningWeb {
         state,
         addr,

@@ -18,6 +18,15 @@ pub struct StorageRoot(pub PathBuf);
 pub struct WebServerConfig {
     pub host: IpAddr,
     pub port: u16,
+    /// `tls.certFile` / `tls.keyFile`: serve HTTPS.
+    pub tls: Option<TlsFiles>,
+}
+
+/// A PEM certificate chain and its private key.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TlsFiles {
+    pub cert: PathBuf,
+    pub key: PathBuf,
 }
 
 /// `@deepseek-ai/dsh-client-connection` config.
@@ -33,6 +42,8 @@ pub struct ConnectionConfig {
 pub struct WebAppConfig {
     pub open_browser: bool,
     pub print_url: bool,
+    /// The advertised root (`publicUrl`), ending in `/`.
+    pub public_url: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -80,6 +91,14 @@ impl Plugin for WorkspacePlugin {
 struct ServerRow {
     host: Option<String>,
     port: Option<u64>,
+    tls: Option<TlsRow>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct TlsRow {
+    cert_file: String,
+    key_file: String,
 }
 
 /// `@deepseek-ai/dsh-host-webserver`.
@@ -104,10 +123,6 @@ impl Plugin for WebServerPlugin {
                 "compressionThresholdBytes",
                 "responses are sent uncompressed (dsh web serves loopback only)",
             ),
-            (
-                "tls",
-                "dsh web serves plain HTTP on loopback only in this build (--tls-cert/--tls-key are refused)",
-            ),
         ]
     }
 
@@ -128,7 +143,12 @@ impl Plugin for WebServerPlugin {
         let port = row.port.unwrap_or(u64::from(crate::startup::DEFAULT_PORT));
         let port = u16::try_from(port)
             .map_err(|_| format!("webserver: port {port} is out of range (0..=65535)"))?;
-        ctx.provide(Arc::new(WebServerConfig { host, port }))?;
+        // Relative files are relative to where dsh started, as on the command line.
+        let tls = row.tls.map(|t| TlsFiles {
+            cert: PathBuf::from(t.cert_file),
+            key: PathBuf::from(t.key_file),
+        });
+        ctx.provide(Arc::new(WebServerConfig { host, port, tls }))?;
         Ok(())
     }
 }
@@ -192,6 +212,7 @@ impl Plugin for ConnectionPlugin {
 struct AppRow {
     open_browser: Option<bool>,
     print_url: Option<bool>,
+    public_url: Option<String>,
     /// Accepted for upstream compatibility; the web surface prompt section is not built.
     #[allow(dead_code)]
     surface_context: Option<bool>,
@@ -205,18 +226,18 @@ impl Plugin for WebAppPlugin {
         "@deepseek-ai/dsh-web-app"
     }
 
-    fn upstream_keys_not_taken(&self) -> &'static [(&'static str, &'static str)] {
-        &[(
-            "publicUrl",
-            "dsh web serves loopback only in this build (--public-url is refused)",
-        )]
-    }
-
     fn apply(&self, ctx: &Context, config: &PluginConfig) -> Result<(), BoxError> {
         let row: AppRow = config.parse()?;
         ctx.provide(Arc::new(WebAppConfig {
             open_browser: row.open_browser.unwrap_or(true),
             print_url: row.print_url.unwrap_or(true),
+            public_url: row
+                .public_url
+                .map(|u| {
+                    crate::startup::parse_public_url(&u, "web-app: publicUrl")
+                        .map_err(|e| e.trim_start_matches("error: ").to_string())
+                })
+                .transpose()?,
         }))?;
         Ok(())
     }

@@ -1,5 +1,5 @@
 //! The listener: one HTTP/1.1 connection task per client (keep-alive, a header read
-//! timeout), stopped by the shutdown token.
+//! timeout; over TLS when configured), stopped by the shutdown token.
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -9,7 +9,9 @@ use std::time::Duration;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::TcpListener;
+use tokio_rustls::TlsAcceptor;
 
 use crate::state::WebState;
 
@@ -25,8 +27,8 @@ pub async fn bind(addr: SocketAddr) -> Result<TcpListener, String> {
     })
 }
 
-/// Accepts connections until shutdown.
-pub async fn serve(listener: TcpListener, state: Arc<WebState>) {
+/// Accepts connections until shutdown (TLS ones when `tls` is set).
+pub async fn serve(listener: TcpListener, state: Arc<WebState>, tls: Option<TlsAcceptor>) {
     let shutdown = state.shutdown.clone();
     loop {
         let accepted = tokio::select! {
@@ -44,29 +46,50 @@ pub async fn serve(listener: TcpListener, state: Arc<WebState>) {
         };
         let _ = stream.set_nodelay(true);
         let state = state.clone();
+        let tls = tls.clone();
         tokio::spawn(async move {
-            let shutdown = state.shutdown.clone();
-            let service = service_fn(move |req| {
-                let state = state.clone();
-                async move { Ok::<_, Infallible>(crate::routes::handle(state, req).await) }
-            });
-            let conn = http1::Builder::new()
-                .timer(TokioTimer::new())
-                .header_read_timeout(Duration::from_secs(30))
-                .keep_alive(true)
-                .serve_connection(TokioIo::new(stream), service);
-            tokio::pin!(conn);
-            tokio::select! {
-                r = conn.as_mut() => {
-                    if let Err(e) = r {
-                        tracing::debug!("web: connection ended: {e}");
+            match tls {
+                None => connection(stream, state).await,
+                Some(acceptor) => {
+                    // A client that never finishes its handshake does not hold a task.
+                    match tokio::time::timeout(Duration::from_secs(10), acceptor.accept(stream))
+                        .await
+                    {
+                        Ok(Ok(stream)) => connection(stream, state).await,
+                        Ok(Err(e)) => tracing::debug!("web: TLS handshake failed: {e}"),
+                        Err(_) => tracing::debug!("web: TLS handshake timed out"),
                     }
-                }
-                () = shutdown.cancelled() => {
-                    conn.as_mut().graceful_shutdown();
-                    let _ = tokio::time::timeout(Duration::from_secs(1), conn).await;
                 }
             }
         });
+    }
+}
+
+/// Serves one connection until it ends or the server shuts down.
+async fn connection<I>(io: I, state: Arc<WebState>)
+where
+    I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let shutdown = state.shutdown.clone();
+    let service = service_fn(move |req| {
+        let state = state.clone();
+        async move { Ok::<_, Infallible>(crate::routes::handle(state, req).await) }
+    });
+    let conn = http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(Duration::from_secs(30))
+        .keep_alive(true)
+        .serve_connection(TokioIo::new(io), service);
+    tokio::pin!(conn);
+    tokio::select! {
+        r = conn.as_mut() => {
+            if let Err(e) = r {
+                tracing::debug!("web: connection ended: {e}");
+            }
+        }
+        () = shutdown.cancelled() => {
+            conn.as_mut().graceful_shutdown();
+            let _ = tokio::time::timeout(Duration::from_secs(1), conn).await;
+        }
     }
 }

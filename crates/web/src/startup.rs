@@ -19,6 +19,11 @@ Options:
   --no-open                    do not open the default browser
   --trusted-host <authority>   also accept requests addressed to this host[:port]
                                (repeatable), e.g. behind a reverse proxy
+  --public-url <url>           the address browsers reach this server at through a proxy,
+                               http(s)://host[:port][/prefix/]: the printed sign-in URL
+                               uses it and requests addressed to it are accepted
+  --tls-cert <file>            serve HTTPS with this PEM certificate chain ...
+  --tls-key <file>             ... and this PEM private key (both or neither)
   -h, --help                   show this help
 
 The URL printed at startup carries a one-time token; opening it signs the browser in
@@ -36,6 +41,10 @@ pub struct WebStartup {
     pub open_browser: bool,
     /// Bare canonical `host[:port]` authorities.
     pub trusted_hosts: Vec<String>,
+    /// The advertised root (`http(s)://host[:port]/prefix/`, ending in `/`).
+    pub public_url: Option<String>,
+    /// PEM certificate chain and private key files, as given.
+    pub tls: Option<(String, String)>,
 }
 
 impl Default for WebStartup {
@@ -45,6 +54,8 @@ impl Default for WebStartup {
             port: DEFAULT_PORT,
             open_browser: true,
             trusted_hosts: Vec::new(),
+            public_url: None,
+            tls: None,
         }
     }
 }
@@ -52,12 +63,19 @@ impl Default for WebStartup {
 impl WebStartup {
     /// The `ctx.webStartup` object rows read.
     pub fn to_ctx_value(&self) -> Value {
-        json!({
+        let mut value = json!({
             "host": self.host.to_string(),
             "port": self.port,
             "openBrowser": self.open_browser,
             "trustedHosts": self.trusted_hosts,
-        })
+        });
+        if let Some(url) = &self.public_url {
+            value["publicUrl"] = json!(url);
+        }
+        if let Some((cert, key)) = &self.tls {
+            value["tls"] = json!({"certFile": cert, "keyFile": key});
+        }
+        value
     }
 }
 
@@ -71,6 +89,7 @@ pub enum Startup {
 /// Parses the app arguments. `Err` is a usage error line (`error: …`, exit 1).
 pub fn parse_args(args: &[String]) -> Result<Startup, String> {
     let mut startup = WebStartup::default();
+    let (mut cert, mut key) = (None, None);
     let mut i = 0;
     while i < args.len() {
         let arg = args[i].as_str();
@@ -98,9 +117,12 @@ pub fn parse_args(args: &[String]) -> Result<Startup, String> {
                 let v = value("--trusted-host <authority...>")?;
                 startup.trusted_hosts.push(parse_authority(&v)?);
             }
-            "--public-url" | "--tls-cert" | "--tls-key" => {
-                return Err(format!("error: {name} is not supported by this build"));
+            "--public-url" => {
+                let v = value("--public-url <url>")?;
+                startup.public_url = Some(parse_public_url(&v, "--public-url")?);
             }
+            "--tls-cert" => cert = Some(value("--tls-cert <file>")?),
+            "--tls-key" => key = Some(value("--tls-key <file>")?),
             other if other.starts_with('-') => {
                 return Err(format!("error: unknown option '{other}'"));
             }
@@ -112,7 +134,56 @@ pub fn parse_args(args: &[String]) -> Result<Startup, String> {
         }
         i += 1;
     }
+    startup.tls = match (cert, key) {
+        (Some(c), Some(k)) => Some((c, k)),
+        (None, None) => None,
+        (Some(_), None) => {
+            return Err("error: --tls-cert needs --tls-key (the certificate's private key)".into());
+        }
+        (None, Some(_)) => {
+            return Err("error: --tls-key needs --tls-cert (the certificate chain)".into());
+        }
+    };
     Ok(Startup::Run(startup))
+}
+
+/// The advertised root of a (possibly prefix-stripping) proxy: an absolute http(s) URL
+/// with a host, no credentials, query or fragment; the path gets a trailing `/`. `label`
+/// names the flag or key in the error.
+pub fn parse_public_url(text: &str, label: &str) -> Result<String, String> {
+    let bad = |why: &str| format!("error: {label} \"{text}\" {why}");
+    if text.chars().any(|c| c.is_ascii_control() || c == ' ') {
+        return Err(bad("contains spaces or control characters"));
+    }
+    let lower = text.to_ascii_lowercase();
+    let (scheme, rest) = if let Some(r) = lower.strip_prefix("https://") {
+        ("https", &text[8..8 + r.len()])
+    } else if let Some(r) = lower.strip_prefix("http://") {
+        ("http", &text[7..7 + r.len()])
+    } else {
+        return Err(bad("is not an absolute http:// or https:// URL"));
+    };
+    if rest.contains(['?', '#']) {
+        return Err(bad("has a query or fragment; give the root only"));
+    }
+    let (authority, path) = match rest.find(['/', '\\']) {
+        Some(i) => (&rest[..i], &rest[i..]),
+        None => (rest, "/"),
+    };
+    if authority.contains('@') {
+        return Err(bad("carries credentials (user@); leave them out"));
+    }
+    if path.contains('\\') {
+        return Err(bad("has a backslash in its path"));
+    }
+    let authority = parse_authority(authority)
+        .map_err(|_| bad("does not name a host[:port] after the scheme"))?;
+    let path = if path.ends_with('/') {
+        path.to_string()
+    } else {
+        format!("{path}/")
+    };
+    Ok(format!("{scheme}://{authority}{path}"))
 }
 
 fn parse_host(text: &str) -> Result<IpAddr, String> {
@@ -201,6 +272,8 @@ mod tests {
                 port: 0,
                 open_browser: false,
                 trusted_hosts: vec!["dev.example:8443".into(), "box".into()],
+                public_url: None,
+                tls: None,
             }))
         );
         assert_eq!(
@@ -235,7 +308,45 @@ mod tests {
         );
         assert!(p(&["--trusted-host", "http://x"]).is_err());
         assert!(p(&["--trusted-host", "a/b"]).is_err());
-        assert!(p(&["--tls-cert", "c.pem"]).is_err());
+        assert_eq!(
+            p(&["--tls-cert", "c.pem"]),
+            Err("error: --tls-cert needs --tls-key (the certificate's private key)".into())
+        );
+        assert!(p(&["--tls-key", "k.pem"]).is_err_and(|e| e.contains("--tls-cert")));
+        for bad in [
+            "app.example",
+            "ftp://app.example/",
+            "https://",
+            "https://user@app.example/",
+            "https://app.example/?q=1",
+            "https://app.example/#x",
+            "https://app example/",
+        ] {
+            assert!(p(&["--public-url", bad]).is_err(), "{bad}");
+        }
         assert!(p(&["task"]).is_err());
+    }
+
+    #[test]
+    fn public_url_and_tls_flags() {
+        let run = |a: &[&str]| match p(a) {
+            Ok(Startup::Run(w)) => w,
+            other => panic!("{other:?}"),
+        };
+        let w = run(&[
+            "--public-url",
+            "HTTPS://App.Example/ui",
+            "--tls-cert=c.pem",
+            "--tls-key",
+            "k.pem",
+        ]);
+        assert_eq!(w.public_url.as_deref(), Some("https://app.example/ui/"));
+        assert_eq!(w.tls, Some(("c.pem".into(), "k.pem".into())));
+        let ctx = w.to_ctx_value();
+        assert_eq!(ctx["publicUrl"], "https://app.example/ui/");
+        assert_eq!(ctx["tls"], json!({"certFile": "c.pem", "keyFile": "k.pem"}));
+        let plain = run(&["--public-url", "http://10.0.0.7:8080"]);
+        assert_eq!(plain.public_url.as_deref(), Some("http://10.0.0.7:8080/"));
+        assert!(run(&[]).to_ctx_value().get("tls").is_none());
     }
 }

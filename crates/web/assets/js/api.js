@@ -36,7 +36,7 @@ async function post(path, body) {
 
 export async function call(method, payload = {}) {
   const rpcId = `r${Date.now().toString(36)}-${++counter}`;
-  const answer = await post(`/api/${method}`, { type: 'client-request', rpcId, method, payload });
+  const answer = await post(`api/${method}`, { type: 'client-request', rpcId, method, payload });
   const result = answer && answer.result;
   if (!result) throw new ApiError('bad-response', 'The server sent an unreadable answer.');
   if (result.ok) return result.value;
@@ -46,7 +46,7 @@ export async function call(method, payload = {}) {
 
 // A user question: `{answers: [{id, selected, custom?}]}` or `{dismissed: true}`.
 export async function respondQuestion(sessionId, questionId, reply) {
-  return post('/api/respond', {
+  return post('api/respond', {
     type: 'client-response',
     rpcId: questionId,
     result: { ok: true, value: { sessionId, questionId, ...reply } },
@@ -54,7 +54,7 @@ export async function respondQuestion(sessionId, questionId, reply) {
 }
 
 export async function respond(sessionId, approvalId, outcome) {
-  return post('/api/respond', {
+  return post('api/respond', {
     type: 'client-response',
     rpcId: approvalId,
     result: { ok: true, value: { sessionId, approvalId, outcome } },
@@ -83,7 +83,7 @@ export class Stream {
     if (this.session) q.set('session', this.session);
     if (this.cursor) q.set('since', this.cursor);
     const s = q.toString();
-    return `/api/events${s ? `?${s}` : ''}`;
+    return `api/events${s ? `?${s}` : ''}`;
   }
 
   open() {
@@ -130,7 +130,7 @@ export class Stream {
       if (this.es !== es) return;
       if (es.readyState === EventSource.CLOSED) {
         // Refused (401) or a broken response: check once, then retry from the cursor.
-        fetch('/api/events-probe', { method: 'HEAD' }).then((r) => {
+        fetch('api/events-probe', { method: 'HEAD' }).then((r) => {
           if (r.status === 401) onUnauthorized();
           else setTimeout(() => this.reopen(), 1000);
         }).catch(() => setTimeout(() => this.reopen(), 2000));
