@@ -459,7 +459,7 @@ fn steer_during_a_turn_then_cancel_the_next() {
     p.turn_ended(1);
     p.wait("!document.querySelector('[data-testid=queued]')");
     let users = p.js(
-        "return [...document.querySelectorAll('[data-testid=user-message]')].map(e => e.innerText)",
+        "return [...document.querySelectorAll('[data-testid=user-message] .bubble')].map(e => e.innerText)",
     );
     assert_eq!(users, json!(["first task", "also do X"]));
     let second = &server.requests()[1];
@@ -858,7 +858,7 @@ fn drop_and_paste_images_into_the_composer_send_them_and_see_them_in_the_convers
     let shown = p.js("const i = [...document.querySelectorAll('[data-testid=user-message]')].pop().querySelector('[data-testid=message-image] img'); const r = i.getBoundingClientRect(); return [i.naturalWidth, i.naturalHeight, Math.round(r.width), Math.round(r.height)]");
     assert_eq!(shown, json!([90, 60, 90, 60]), "natural size, not enlarged");
     let texts = p.js(
-        "return [...document.querySelectorAll('[data-testid=user-message]')].map(e => e.innerText.trim())",
+        "return [...document.querySelectorAll('[data-testid=user-message] .bubble')].map(e => e.innerText.trim())",
     );
     assert_eq!(
         texts,
@@ -1617,5 +1617,146 @@ fn choose_the_model_effort_and_permission_mode_for_the_next_message() {
     p.wait(&format!("JSON.parse(document.querySelector('[data-testid=model-select]').value || '[]')[1] === {other:?}"));
     p.wait("document.querySelector('[data-testid=mode-select]').value === 'read-only'");
     p.shot("reloaded");
+    p.no_errors();
+}
+
+/// Composer surfaces: the `/` menu lists the session's commands and completes by keyboard;
+/// while a turn runs, Queue keeps a message for a turn of its own (Send would steer).
+#[test]
+fn the_slash_menu_completes_and_queue_waits_for_its_own_turn() {
+    let Some(b) = browser("the_slash_menu_completes_and_queue_waits_for_its_own_turn") else {
+        return;
+    };
+    let mut p = Page::new(&b, "20-slash-queue");
+    let server = MockServer::start().answer_untooled("Composer");
+    let gate = Gate::new();
+    server.push_all([
+        text_reply("Ready."),
+        Reply::tool_call(
+            "call_1",
+            "bash",
+            &json!({"command": "echo busy", "description": "work"}).to_string(),
+        )
+        .hold_after_event(1, &gate),
+        text_reply("First turn done."),
+        text_reply("Queued turn done."),
+    ]);
+    let web = Web::start(&server.url(), &[("DEEPSEEK_API_KEY", "sk-x")]);
+    p.sign_in(&web);
+    p.choose_launch_workspace();
+    p.start_task("hello");
+    p.turn_ended(1);
+    // `/pe` offers /permission; ↓/↑ and Tab complete it; Escape closes the menu.
+    p.type_text("[data-testid=composer-input]", "/pe");
+    let listed = p.wait("(a => a.length ? a : null)([...document.querySelectorAll('[data-testid=slash-item]')].map(e => e.dataset.name))");
+    assert!(
+        listed.as_array().unwrap().iter().any(|n| n == "permission"),
+        "{listed}"
+    );
+    p.shot("slash-menu");
+    b.press(&[TAB]).unwrap();
+    p.wait("document.querySelector('[data-testid=composer-input]').value.startsWith('/pe') && document.querySelector('[data-testid=composer-input]').value.endsWith(' ')");
+    p.wait("document.querySelector('[data-testid=slash-menu]').classList.contains('hidden')");
+    p.js("const i = document.querySelector('[data-testid=composer-input]'); i.value = ''; return true");
+    p.type_text("[data-testid=composer-input]", "/");
+    p.wait("document.querySelectorAll('[data-testid=slash-item]').length > 1");
+    b.press(&[ESCAPE]).unwrap();
+    p.wait("document.querySelector('[data-testid=slash-menu]').classList.contains('hidden')");
+    p.js("const i = document.querySelector('[data-testid=composer-input]'); i.value = ''; return true");
+
+    // Queue during a running turn.
+    p.send("do the work");
+    p.wait("document.querySelector('[data-testid=conversation]').classList.contains('is-running')");
+    p.type_text("[data-testid=composer-input]", "afterwards, summarize");
+    p.click("[data-testid=queue-send]");
+    let queued = p.wait("document.querySelector('[data-testid=queued]')?.dataset.placement");
+    assert_ne!(queued, json!("steering"), "Queue does not steer");
+    p.shot("queued");
+    gate.open();
+    p.turn_ended(3);
+    let users = p.js(
+        "return [...document.querySelectorAll('[data-testid=turn]')].map(t => [...t.querySelectorAll('[data-testid=user-message] .bubble')].map(e => e.innerText))",
+    );
+    assert_eq!(
+        users,
+        json!([["hello"], ["do the work"], ["afterwards, summarize"]]),
+        "the queued message ran as a turn of its own"
+    );
+    p.no_errors();
+}
+
+/// A turn's record: which files it changed (with line counts), its steps with durations and
+/// tokens, a Retry on a failed turn, the compaction row of `/compact`, and Edit on a
+/// message, which opens a new session with the conversation before it and the text ready.
+#[test]
+fn a_turn_shows_changes_steps_retry_compaction_and_edit() {
+    let Some(b) = browser("a_turn_shows_changes_steps_retry_compaction_and_edit") else {
+        return;
+    };
+    let mut p = Page::new(&b, "21-turn-record");
+    let server = MockServer::start()
+        .answer_untooled("Record")
+        .answer_compaction("Summary: a file was edited and a retry happened.");
+    server.push_all([
+        Reply::tool_call(
+            "call_w",
+            "write",
+            &json!({"file_path": "notes.txt", "content": "one\ntwo\n"}).to_string(),
+        ),
+        text_reply("Wrote notes."),
+        Reply::error_json(
+            400,
+            "the request was malformed",
+            "invalid_request_error",
+            None,
+        ),
+        text_reply("Second try worked."),
+    ]);
+    let web = Web::start(&server.url(), &[("DEEPSEEK_API_KEY", "sk-x")]);
+    p.sign_in(&web);
+    p.choose_launch_workspace();
+    p.start_task("write notes");
+    p.turn_ended(1);
+    let changed = p.wait("(a => a.length ? a : null)([...document.querySelectorAll('[data-testid=changed-file]')].map(e => e.innerText))");
+    assert_eq!(changed, json!(["notes.txt +2 −0"]), "{changed}");
+    let steps = p.wait("document.querySelectorAll('[data-testid=trajectory-step]').length");
+    assert_eq!(steps, json!(2));
+    let summary =
+        p.js("return document.querySelector('[data-testid=trajectory] summary').innerText");
+    assert!(
+        summary.as_str().unwrap().starts_with("2 steps"),
+        "{summary}"
+    );
+    p.shot("changes-and-steps");
+
+    // A failed turn offers Retry, which sends its message again.
+    p.send("explain the notes");
+    p.turn_ended(2);
+    p.click("[data-testid=turn]:nth-of-type(2) [data-testid=retry-turn]");
+    p.turn_ended(3);
+    p.wait("[...document.querySelectorAll('[data-testid=assistant-text]')].some(e => e.innerText.includes('Second try worked.'))");
+    assert!(server.requests()[3].body.contains("explain the notes"));
+
+    // /compact: a row says what happened.
+    p.send("/compact");
+    let row = p.wait("(() => { const r = document.querySelector('[data-testid=compaction]'); return r && r.dataset.state && r.innerText; })()");
+    assert!(row.as_str().unwrap().contains("summarized"), "{row}");
+    p.shot("compaction");
+
+    // Edit the second message: a new session with turn 1 only, the text in its composer.
+    let parent =
+        p.js("return document.querySelector('[data-testid=conversation]').dataset.session");
+    p.click("[data-testid=turn]:nth-of-type(2) [data-testid=edit-message]");
+    p.wait(&format!(
+        "document.querySelector('[data-testid=conversation]')?.dataset.session !== {parent}"
+    ));
+    p.wait("document.querySelector('[data-testid=composer-input]').value === 'explain the notes'");
+    p.turn_ended(1);
+    assert_eq!(
+        p.js("return document.querySelectorAll('[data-testid=turn-end]').length"),
+        json!(1),
+        "the new session holds the conversation before the edited message"
+    );
+    p.shot("edit");
     p.no_errors();
 }

@@ -87,6 +87,7 @@ class ToolCard {
 
   setArgs(raw) {
     const args = parseArgs(raw);
+    this.args = args;
     this.argsEl.textContent = typeof args === 'string' ? args : JSON.stringify(args, null, 2);
     const s = summaryOf(this.name, args);
     this.summaryEl.textContent = s;
@@ -129,6 +130,9 @@ class ToolCard {
   }
 }
 
+// Text waiting for the composer of a session about to open (edit and resend).
+const drafts = new Map();
+
 export class Conversation {
   constructor(sessionId, { onClose } = {}) {
     this.id = sessionId;
@@ -168,14 +172,20 @@ export class Conversation {
     this.input = h('textarea', { class: 'composer-input', rows: 3, placeholder: 'Message dsh… (Enter to send, Shift+Enter for a new line; paste or drop images)', 'data-testid': 'composer-input', 'aria-label': 'Message' });
     this.sendBtn = h('button', { class: 'btn btn-primary', 'data-testid': 'send', onclick: () => this.send() }, 'Send');
     this.stopBtn = h('button', { class: 'btn btn-danger hidden', 'data-testid': 'stop', onclick: () => this.stop() }, 'Stop');
+    // While a turn runs, Send steers it (the message joins the running turn); Queue keeps
+    // the message for a turn of its own after this one (Alt+Enter).
+    this.queueBtn = h('button', { class: 'btn hidden', 'data-testid': 'queue-send', title: 'Send after the running turn, as a turn of its own (Alt+Enter)', onclick: () => this.send('queue') }, 'Queue');
     this.composerNote = h('div', { class: 'composer-note', 'data-testid': 'composer-note' });
+    this.slash = new SlashMenu(this.input, () => this.commandList());
     this.input.addEventListener('keydown', (e) => {
-      if (e.key === 'Enter' && !e.shiftKey && !e.isComposing) { e.preventDefault(); this.send(); }
+      if (this.slash.key(e)) return;
+      if (e.key === 'Enter' && !e.shiftKey && !e.isComposing) { e.preventDefault(); this.send(e.altKey ? 'queue' : undefined); }
     });
     this.drafts = new DraftImages();
+    if (drafts.has(sessionId)) { this.input.value = drafts.get(sessionId); drafts.delete(sessionId); }
     this.composerEl = h('div', { class: 'composer', 'data-testid': 'composer' },
-      h('div', { class: 'composer-field' }, this.drafts.el, this.input),
-      h('div', { class: 'composer-buttons' }, this.stopBtn, this.sendBtn));
+      h('div', { class: 'composer-field' }, this.slash.el, this.drafts.el, this.input),
+      h('div', { class: 'composer-buttons' }, this.stopBtn, this.queueBtn, this.sendBtn));
     acceptImages(this.composerEl, this.input, this.drafts, { say: (m) => toast(m) });
     this.el = h('section', { class: 'conv', 'data-testid': 'conversation', 'data-session': sessionId },
       h('header', { class: 'conv-head' }, h('div', { class: 'conv-titles' }, this.titleEl, this.cwdEl), controls, this.meter, actions),
@@ -228,6 +238,11 @@ export class Conversation {
     this.contextWindow = null;
     this.todos = null;
     this.answeredBy = new Map();
+    this.changes = new Map(); // turn → Map(path → {add, del})
+    this.steps_ = new Map(); // turn → [{step, start, end, usage}]
+    this.turnUser = new Map(); // turn → the user's text
+    this.turnEnds = new Map(); // turn → seq of its turn/end
+    this.compactions = new Map();
     this.lastTurnEl = null;
     this.currentTurn = null;
     this.updateMeter();
@@ -367,6 +382,7 @@ export class Conversation {
         if (!c.el.parentNode) this.step(d.turn, d.step).assistant.append(c.el);
         c.setResult(e);
         delete this.outputs[callId];
+        this.noteChanges(d.turn !== undefined ? d.turn : this.currentTurn, d.meta, c);
         break;
       }
       case 'todo/write':
@@ -393,6 +409,13 @@ export class Conversation {
       case 'turn/end': this.turnEnd(e, d); break;
       case 'command/run': case 'command/done': this.commandEvent(e, d); break;
       case 'llm/retry': this.retryRow(e, d); break;
+      case 'step/start': this.stepTimes(d.turn).push({ step: d.step, start: e.time, end: null, usage: null }); break;
+      case 'step/end': {
+        const st = this.stepTimes(d.turn).find((x) => x.step === d.step);
+        if (st) st.end = e.time;
+        break;
+      }
+      case 'compaction/start': case 'compaction/summary': case 'compaction/end': this.compactionRow(e, d); break;
       case 'llm/retry-started': {
         const row = this.body.querySelector(`[data-testid=retry][data-retry="${CSS.escape(String(d.retryId || ''))}"]`);
         if (row) { row.dataset.state = 'started'; row.querySelector('.retry-when').textContent = `attempt ${d.retry || ''} sent`; }
@@ -408,8 +431,11 @@ export class Conversation {
     const parent = this.container(undefined);
     if (kind === 'user') {
       const images = gallery(this.id, d.content);
+      const turn = d.turn !== undefined ? d.turn : this.currentTurn;
+      if (text && turn !== undefined && turn !== null && !this.turnUser.has(turn)) this.turnUser.set(turn, text);
+      const edit = text && !images ? h('button', { class: 'link msg-edit', 'data-testid': 'edit-message', title: 'Edit this message and send it again in a new session (this one stays as it is)', onclick: () => this.editAndResend(turn, text) }, 'Edit') : null;
       parent.append(h('div', { class: 'msg user', 'data-testid': 'user-message', 'data-seq': e.seq },
-        h('div', { class: images ? 'bubble has-images' : 'bubble' }, images, text ? h('div', { class: 'bubble-text' }, text) : null)));
+        h('div', { class: images ? 'bubble has-images' : 'bubble' }, images, text ? h('div', { class: 'bubble-text' }, text) : null), edit));
     } else {
       const src = d.source || {};
       const label = src.form === 'snapshot' ? 'runtime context' : `note from ${src.plugin || src.kind || 'the system'}`;
@@ -465,6 +491,8 @@ export class Conversation {
     const s = this.step(d.turn, d.step);
     const src = (d.message && d.message.source) || {};
     if (src.model) this.answeredBy.set(d.turn, src.model);
+    const st = this.stepTimes(d.turn).find((x) => x.step === d.step);
+    if (st && d.usage) st.usage = d.usage;
     const content = (d.message && d.message.content) || [];
     const nodes = [];
     for (const b of content) {
@@ -515,6 +543,15 @@ export class Conversation {
     const end = h('div', { class: `turn-end turn-${r.kind || 'ended'}`, 'data-testid': 'turn-end', 'data-reason': r.kind || '', 'data-seq': e.seq }, h('span', null, label));
     const model = this.answeredBy.get(d.turn);
     if (model) end.append(h('span', { class: 'answered-by', 'data-testid': 'answered-by', title: 'The model that answered' }, model));
+    this.turnEnds.set(d.turn, e.seq);
+    const asked = this.turnUser.get(d.turn);
+    if (asked && r.kind !== 'completed') {
+      end.append(h('button', { class: 'link', 'data-testid': 'retry-turn', title: 'Send this turn\'s message again', onclick: () => this.resend(asked) }, 'Retry'));
+    }
+    const changed = this.changedFiles(d.turn);
+    if (changed) t.append(changed);
+    const trajectory = this.trajectory(d.turn, d.usage);
+    if (trajectory) t.append(trajectory);
     end.append(h('button', { class: 'link', 'data-testid': 'fork-turn', title: 'Start a new session with the conversation up to here', onclick: () => this.fork(e.seq) }, 'Fork from here'));
     t.append(end);
     this.currentTurn = null;
@@ -534,6 +571,105 @@ export class Conversation {
     st.el.insertBefore(row, st.assistant); // the step's answer replaces st.assistant's content
   }
 
+  stepTimes(turn) {
+    if (!this.steps_.has(turn)) this.steps_.set(turn, []);
+    return this.steps_.get(turn);
+  }
+
+  noteChanges(turn, meta, card) {
+    const diffs = (meta && Array.isArray(meta.diffs)) ? meta.diffs.slice() : [];
+    // A file the write tool created carries no diff: all its lines are new.
+    const a = card && card.args;
+    if (!diffs.length && card && card.name === 'write' && card.el.dataset.state === 'done' && a && typeof a === 'object' && a.file_path) {
+      diffs.push({ path: a.file_path, oldText: '', newText: String(a.content || '') });
+    }
+    if (!diffs.length) return;
+    if (!this.changes.has(turn)) this.changes.set(turn, new Map());
+    const files = this.changes.get(turn);
+    for (const d of diffs) {
+      const f = files.get(d.path) || { add: 0, del: 0 };
+      for (const [tag] of diffHunk(d.oldText, d.newText)) { if (tag === '+') f.add++; else if (tag === '-') f.del++; }
+      files.set(d.path, f);
+    }
+  }
+
+  // What the turn changed on disk, one line per file (from its tools' diffs).
+  changedFiles(turn) {
+    const files = this.changes.get(turn);
+    if (!files || !files.size) return null;
+    const list = h('ul', { class: 'changed-list' });
+    for (const [path, f] of files) {
+      list.append(h('li', { 'data-testid': 'changed-file', 'data-path': path }, h('span', { class: 'changed-path' }, path), ' ',
+        h('span', { class: 'd-add' }, `+${f.add}`), ' ', h('span', { class: 'd-del' }, `−${f.del}`)));
+    }
+    return h('details', { class: 'turn-extra', 'data-testid': 'changed-files', open: true },
+      h('summary', null, `${files.size === 1 ? '1 file' : `${files.size} files`} changed`), list);
+  }
+
+  // Per-step duration and tokens of a turn.
+  trajectory(turn) {
+    const steps = this.steps_.get(turn) || [];
+    if (!steps.length) return null;
+    const rows = steps.map((st) => {
+      const ms = st.end && st.start ? st.end - st.start : null;
+      const u = st.usage || {};
+      const tokens = st.usage ? `${fmtTokens((u.inputTokens || 0) + (u.cacheReadTokens || 0) + (u.cacheWriteTokens || 0))} in · ${fmtTokens(u.outputTokens || 0)} out` : '';
+      return h('tr', { 'data-testid': 'trajectory-step' },
+        h('td', null, `step ${st.step}`),
+        h('td', null, ms === null ? '–' : ms >= 1000 ? `${(ms / 1000).toFixed(1)} s` : `${ms} ms`),
+        h('td', null, tokens));
+    });
+    const total = steps.reduce((a, st) => a + (st.end && st.start ? st.end - st.start : 0), 0);
+    return h('details', { class: 'turn-extra', 'data-testid': 'trajectory' },
+      h('summary', null, `${steps.length === 1 ? '1 step' : `${steps.length} steps`} · ${total >= 1000 ? `${(total / 1000).toFixed(1)} s` : `${total} ms`}`),
+      h('table', { class: 'trajectory' }, h('tbody', null, rows)));
+  }
+
+  compactionRow(e, d) {
+    const id = d.compactionId || '';
+    let row = this.compactions.get(id);
+    if (!row) {
+      row = h('div', { class: 'note note-compaction', 'data-testid': 'compaction', 'data-seq': e.seq, role: 'status' }, 'Compacting the conversation…');
+      this.compactions.set(id, row);
+      this.container(d.turn === null ? undefined : d.turn).append(row);
+    }
+    if (e.type === 'compaction/summary') {
+      row.dataset.shadowed = String(d.shadowedTokenCount || 0);
+    } else if (e.type === 'compaction/end') {
+      row.dataset.state = d.error ? 'failed' : 'done';
+      row.textContent = d.error
+        ? `Compaction failed: ${d.error}`
+        : `Earlier conversation summarized${row.dataset.shadowed ? ` (about ${fmtTokens(Number(row.dataset.shadowed))} tokens replaced by a summary)` : ''}.`;
+    }
+  }
+
+  async resend(text) {
+    if (this.running) { toast('A turn is running; wait for it or stop it first.', 'info'); return; }
+    try {
+      await call('session.prompt', { sessionId: this.id, mode: 'queue', content: [{ type: 'text', text }] });
+      this.scrollToEnd(true);
+    } catch (err) { toast(err.message); }
+  }
+
+  // Edit and resend: a new session holding the conversation before that message (this one
+  // stays as it is), with the message back in its composer.
+  async editAndResend(turn, text) {
+    let prev = null;
+    for (const [t, seq] of this.turnEnds) if (t < turn && (prev === null || t > prev.t)) prev = { t, seq };
+    try {
+      let sessionId;
+      if (prev) {
+        sessionId = (await call('session.fork', { sessionId: this.id, atSeq: prev.seq })).sessionId;
+      } else {
+        const row = sessionRow(this.id);
+        sessionId = (await call('session.create', row && row.workspaceId ? { workspaceId: row.workspaceId } : { cwd: row && row.cwd })).sessionId;
+      }
+      drafts.set(sessionId, text);
+      location.hash = `#/s/${encodeURIComponent(sessionId)}`;
+      refreshSoon();
+    } catch (err) { toast(err.message); }
+  }
+
   commandEvent(e, d) {
     if (e.type !== 'command/done') return;
     if (!this.target) this.loadOptions();
@@ -547,6 +683,7 @@ export class Conversation {
     this.running = !!running;
     this.el.classList.toggle('is-running', this.running);
     this.stopBtn.classList.toggle('hidden', !this.running);
+    this.queueBtn.classList.toggle('hidden', !this.running);
     this.sendBtn.textContent = this.running ? 'Steer' : 'Send';
     this.refreshComposer();
   }
@@ -786,11 +923,12 @@ export class Conversation {
 
   // ---- actions ------------------------------------------------------------------------
 
-  async send() {
+  async send(forced) {
     const text = this.input.value;
     const images = this.drafts.items.slice();
     if ((!text.trim() && !images.length) || this.input.disabled) return;
-    const mode = this.running ? 'steer' : 'queue';
+    const mode = forced || (this.running ? 'steer' : 'queue');
+    this.slash.close();
     this.sendBtn.disabled = true;
     let sent = false;
     try {
@@ -856,6 +994,14 @@ export class Conversation {
       this.modeSel.value = o.mode.current || '';
       this.el.dataset.mode = o.mode.current || '';
     }
+  }
+
+  // The session's slash commands, fetched once per view.
+  async commandList() {
+    if (!this.commands) {
+      try { this.commands = (await call('session.commands', { sessionId: this.id })).items || []; } catch (e) { this.commands = []; }
+    }
+    return this.commands;
   }
 
   commandReply(command) {
@@ -937,4 +1083,78 @@ function explain(message) {
     };
   }
   return null;
+}
+
+// The `/` menu: while the composer holds `/name` (no space yet), the commands that start
+// with it (then those that contain it) are listed; ↑/↓ choose, Tab or Enter completes,
+// Escape closes; a click completes too.
+class SlashMenu {
+  constructor(input, load) {
+    this.input = input;
+    this.load = load;
+    this.items = [];
+    this.index = 0;
+    this.el = h('div', { class: 'slash-menu hidden', role: 'listbox', 'data-testid': 'slash-menu', 'aria-label': 'Commands' });
+    input.addEventListener('input', () => this.update());
+    input.addEventListener('blur', () => setTimeout(() => this.close(), 150));
+  }
+
+  async update() {
+    const m = /^\/([\w:.-]*)$/.exec(this.input.value);
+    if (!m) { this.close(); return; }
+    const all = await this.load();
+    if (!/^\/([\w:.-]*)$/.test(this.input.value)) return; // typed on meanwhile
+    const q = m[1].toLowerCase();
+    const starts = all.filter((c) => c.name.toLowerCase().startsWith(q));
+    const contains = all.filter((c) => !c.name.toLowerCase().startsWith(q) && c.name.toLowerCase().includes(q));
+    this.items = [...starts, ...contains].slice(0, 12);
+    this.index = 0;
+    this.render();
+  }
+
+  render() {
+    clear(this.el);
+    this.el.classList.toggle('hidden', !this.items.length);
+    this.items.forEach((c, i) => {
+      const item = h('div', { class: i === this.index ? 'slash-item active' : 'slash-item', role: 'option', 'aria-selected': String(i === this.index), 'data-testid': 'slash-item', 'data-name': c.name },
+        h('span', { class: 'slash-name' }, `/${c.name}`), c.hint ? h('span', { class: 'slash-hint' }, ` ${c.hint}`) : null,
+        c.description ? h('span', { class: 'slash-desc' }, c.description) : null);
+      item.addEventListener('mousedown', (e) => { e.preventDefault(); this.index = i; this.complete(); });
+      this.el.append(item);
+    });
+  }
+
+  open() { return !this.el.classList.contains('hidden') && this.items.length > 0; }
+
+  close() { this.items = []; this.el.classList.add('hidden'); clear(this.el); }
+
+  complete() {
+    const c = this.items[this.index];
+    if (!c) return;
+    this.input.value = `/${c.name} `;
+    this.close();
+    this.input.focus();
+  }
+
+  // Handles a key of the composer; true when the menu used it.
+  key(e) {
+    if (!this.open() || e.isComposing) return false;
+    if (e.key === 'ArrowDown' || e.key === 'ArrowUp') {
+      e.preventDefault();
+      const n = this.items.length;
+      this.index = (this.index + (e.key === 'ArrowDown' ? 1 : n - 1)) % n;
+      this.render();
+      return true;
+    }
+    if (e.key === 'Escape') { e.preventDefault(); this.close(); return true; }
+    if (e.key === 'Tab' || (e.key === 'Enter' && !e.shiftKey)) {
+      // Enter on a name typed in full sends it; otherwise it completes.
+      const typed = this.input.value.slice(1);
+      if (e.key === 'Enter' && this.items.some((c) => c.name === typed)) { this.close(); return false; }
+      e.preventDefault();
+      this.complete();
+      return true;
+    }
+    return false;
+  }
 }

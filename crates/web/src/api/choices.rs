@@ -1,6 +1,7 @@
 //! A session's model, reasoning effort and permission mode, chosen in the page:
 //! `session.options` says what is offered and current; `session.setModel`,
 //! `session.setEffort` and `session.setMode` change them for the session's next request.
+//! `session.commands` lists the slash commands the composer's `/` menu offers.
 
 use dsh_agent::AgentRef;
 use dsh_policies::presets::PermissionPresets;
@@ -180,4 +181,30 @@ pub async fn set_mode(s: &WebState, p: &Value) -> ApiResult {
         .apply(&agent, mode)
         .map_err(|e| ApiError::bad_request(e.to_string()))?;
     describe(s, id, Some(agent)).await
+}
+
+/// `session.commands`: `{items: [{name, description, hint?}]}`, sorted by name.
+pub async fn commands(s: &WebState, p: &Value) -> ApiResult {
+    let id = session_id(p)?;
+    require_known(s, id).await?;
+    let mut items: Vec<Value> = s
+        .root
+        .get::<dsh_commands::CommandRegistry>()
+        .map(|r| r.list())
+        .unwrap_or_default()
+        .into_iter()
+        .map(|c| {
+            let mut item = json!({"name": c.name, "description": c.description});
+            if let Some(hint) = c.hint {
+                item["hint"] = json!(hint);
+            }
+            item
+        })
+        .collect();
+    // /help is answered by the dispatcher itself, not registered.
+    if !items.iter().any(|i| i["name"] == "help") {
+        items.push(json!({"name": "help", "description": "List the commands this session offers"}));
+    }
+    items.sort_by(|a, b| a["name"].as_str().cmp(&b["name"].as_str()));
+    Ok(json!({"items": items}))
 }

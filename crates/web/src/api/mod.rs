@@ -58,6 +58,7 @@ pub async fn dispatch(
         "session.delete" => sessions::delete(s, p).await,
         "session.updateQueue" => sessions::update_queue(s, p).await,
         "session.options" => choices::options(s, p).await,
+        "session.commands" => choices::commands(s, p).await,
         "session.setModel" => choices::set_model(s, p).await,
         "session.setEffort" => choices::set_effort(s, p).await,
         "session.setMode" => choices::set_mode(s, p).await,
@@ -98,6 +99,7 @@ pub fn known(method: &str) -> bool {
             | "session.delete"
             | "session.updateQueue"
             | "session.options"
+            | "session.commands"
             | "session.setModel"
             | "session.setEffort"
             | "session.setMode"
