@@ -14,7 +14,7 @@ use std::sync::{Mutex, OnceLock, mpsc};
 use std::time::Duration;
 
 use dsh_test_support::mock_server::{Completion, Gate, MockServer, Reply};
-use dsh_test_support::webdriver::{Browser, Driver, ENTER, ESCAPE, TAB, Tools};
+use dsh_test_support::webdriver::{Browser, Driver, ENTER, ESCAPE, SHIFT, TAB, Tools};
 use serde_json::{Value, json};
 
 const WAIT: Duration = Duration::from_secs(20);
@@ -1664,6 +1664,20 @@ fn the_slash_menu_completes_and_queue_waits_for_its_own_turn() {
     p.wait("document.querySelector('[data-testid=slash-menu]').classList.contains('hidden')");
     p.js("const i = document.querySelector('[data-testid=composer-input]'); i.value = ''; return true");
 
+    // `@` mentions: files of the workspace (not ignored ones), completed into the text.
+    std::fs::create_dir_all(web.work.path().join("src/net")).unwrap();
+    std::fs::write(web.work.path().join("src/net/socket.rs"), "// socket\n").unwrap();
+    std::fs::create_dir_all(web.work.path().join("target")).unwrap();
+    std::fs::write(web.work.path().join("target/socket.d"), "x").unwrap();
+    std::fs::write(web.work.path().join(".gitignore"), "target/\n").unwrap();
+    p.type_text("[data-testid=composer-input]", "look at @sock");
+    let files = p.wait("(a => a.length ? a : null)([...document.querySelectorAll('[data-testid=file-item]')].map(e => e.dataset.name))");
+    assert_eq!(files, json!(["src/net/socket.rs"]), "{files}");
+    p.shot("file-menu");
+    b.press(&[ENTER]).unwrap();
+    p.wait("document.querySelector('[data-testid=composer-input]').value === 'look at @src/net/socket.rs '");
+    p.js("const i = document.querySelector('[data-testid=composer-input]'); i.value = ''; return true");
+
     // Queue during a running turn.
     p.send("do the work");
     p.wait("document.querySelector('[data-testid=conversation]').classList.contains('is-running')");
@@ -1758,5 +1772,94 @@ fn a_turn_shows_changes_steps_retry_compaction_and_edit() {
         "the new session holds the conversation before the edited message"
     );
     p.shot("edit");
+    p.no_errors();
+}
+
+/// Every visible text's contrast ratio against its background, below 4.5:1 (WCAG AA);
+/// disabled controls are exempt, as WCAG allows.
+const LOW_CONTRAST: &str = r#"(() => {
+  const parse = (c) => (c.match(/[\d.]+/g) || ['0', '0', '0']).map(Number);
+  const lum = (c) => { const [r, g, b] = parse(c).slice(0, 3).map((v) => { v /= 255; return v <= 0.03928 ? v / 12.92 : Math.pow((v + 0.055) / 1.055, 2.4); }); return 0.2126 * r + 0.7152 * g + 0.0722 * b; };
+  const alpha = (c) => { const m = parse(c); return m.length > 3 ? m[3] : 1; };
+  const bgOf = (el) => { for (let e = el; e; e = e.parentElement) { const c = getComputedStyle(e).backgroundColor; if (alpha(c) > 0.5) return c; } return 'rgb(255, 255, 255)'; };
+  const bad = [];
+  const seen = new Set();
+  const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+  while (walker.nextNode()) {
+    const t = walker.currentNode;
+    const el = t.parentElement;
+    if (!t.data.trim() || !el || seen.has(el)) continue;
+    seen.add(el);
+    const r = el.getBoundingClientRect();
+    const cs = getComputedStyle(el);
+    if (!r.width || !r.height || cs.visibility === 'hidden' || el.closest('[disabled], .sr-only, .skip-link, option, select')) continue;
+    const a = lum(cs.color); const b = lum(bgOf(el));
+    const ratio = (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05);
+    if (ratio < 4.5) bad.push(`${el.tagName.toLowerCase()}.${el.className}: ${ratio.toFixed(2)} "${t.data.trim().slice(0, 24)}" ${cs.color} on ${bgOf(el)}`);
+  }
+  return bad;
+})()"#;
+
+/// Keyboard and eyes: a skip link first in the tab order reaches the message box; focus is
+/// visible; text (code tokens, notes, badges, diffs) keeps 4.5:1 contrast in the light and
+/// the dark theme; every button has a name.
+#[test]
+fn text_contrast_focus_and_names_hold_in_both_themes() {
+    let Some(b) = browser("text_contrast_focus_and_names_hold_in_both_themes") else {
+        return;
+    };
+    let mut p = Page::new(&b, "22-a11y");
+    let server = MockServer::start().answer_untooled("Contrast");
+    let web = Web::start(&server.url(), &[("DEEPSEEK_API_KEY", "sk-x")]);
+    std::fs::write(web.work.path().join("f.txt"), "alpha\nbeta\n").unwrap();
+    server.push_all([
+        Reply::tool_call("call_e", "edit", &json!({"file_path": "f.txt", "old_string": "beta", "new_string": "gamma"}).to_string()),
+        Reply::tool_call("call_t", "todo_write", &json!({"todos": [{"content": "Check contrast", "status": "in_progress"}]}).to_string()),
+        text_reply("Done:\n\n```rust\n// a comment\nfn main() { let s = \"text\"; let n = 42; let ok = true; }\n```\n\n> quoted `code`\n"),
+    ]);
+    p.sign_in(&web);
+    p.choose_launch_workspace();
+    p.start_task("check the colours");
+    p.turn_ended(1);
+    p.wait("document.querySelector('pre.code .tok-com')");
+    for dark in [false, true] {
+        b.emulate_dark(dark).unwrap();
+        p.wait(&format!(
+            "matchMedia('(prefers-color-scheme: dark)').matches === {dark}"
+        ));
+        let bad = p.js(&format!("return {LOW_CONTRAST}"));
+        assert_eq!(bad, json!([]), "low contrast (dark: {dark})");
+        p.shot(if dark { "dark" } else { "light" });
+    }
+    b.emulate_dark(false).unwrap();
+    // Every button says what it does.
+    let unnamed = p.js("return [...document.querySelectorAll('button')].filter(b => b.getClientRects().length && !(b.innerText.trim() || b.getAttribute('aria-label') || b.title)).map(b => b.outerHTML.slice(0, 80))");
+    assert_eq!(unnamed, json!([]));
+    // The skip link comes first and moves focus to the message box.
+    b.refresh().unwrap();
+    p.wait("window.__dsh && window.__dsh.ready");
+    b.press(&[TAB]).unwrap();
+    assert_eq!(
+        p.js("return document.activeElement.dataset.testid"),
+        json!("skip-link")
+    );
+    p.shot("skip-link");
+    b.press(&[ENTER]).unwrap();
+    p.wait("document.activeElement?.dataset.testid === 'composer-input'");
+    // Focus is visible on a keyboard-focused button.
+    b.press(&[SHIFT, TAB]).unwrap();
+    let outline = p.js("return getComputedStyle(document.activeElement).outlineStyle");
+    assert_ne!(outline, json!("none"), "focus is visible");
+    // Settings in both themes too.
+    p.click("[data-testid=nav-settings]");
+    p.wait("document.querySelector('[data-testid=key-status]')");
+    for dark in [false, true] {
+        b.emulate_dark(dark).unwrap();
+        p.wait(&format!(
+            "matchMedia('(prefers-color-scheme: dark)').matches === {dark}"
+        ));
+        let bad = p.js(&format!("return {LOW_CONTRAST}"));
+        assert_eq!(bad, json!([]), "low contrast on Settings (dark: {dark})");
+    }
     p.no_errors();
 }

@@ -532,7 +532,7 @@ async fn every_request_needs_the_token_cookie_and_the_fence_refuses_foreign_host
             .contains("script-src 'self'")
     );
     assert_eq!(page.headers()["x-frame-options"], "DENY");
-    assert!(page.text().await.unwrap().contains("/js/app.js"));
+    assert!(page.text().await.unwrap().contains("\"js/app.js\""));
     let asset = get("/js/app.js", &[]).await.unwrap();
     assert_eq!(asset.status(), 200);
     let etag = asset.headers()["etag"].to_str().unwrap().to_string();

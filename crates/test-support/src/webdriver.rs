@@ -445,6 +445,18 @@ impl Browser {
         .map_err(|e| format!("click at {x},{y}: {e}"))
     }
 
+    /// Emulates the system colour scheme (`prefers-color-scheme: dark` when `dark`), through
+    /// Chromium's DevTools protocol.
+    pub fn emulate_dark(&self, dark: bool) -> Result<(), String> {
+        self.post(
+            "/goog/cdp/execute",
+            json!({"cmd": "Emulation.setEmulatedMedia", "params": {"features": [
+                {"name": "prefers-color-scheme", "value": if dark { "dark" } else { "light" }}
+            ]}}),
+        )
+        .map(|_| ())
+    }
+
     /// Resizes the window (the viewport follows): phone layouts, narrow screens.
     pub fn set_window_size(&self, width: u32, height: u32) -> Result<(), String> {
         self.post("/window/rect", json!({"width": width, "height": height}))

@@ -172,6 +172,11 @@ async function boot() {
   }
   mountSidebar(document.getElementById('sidebar'));
   drawer();
+  // The skip link (first in the tab order) moves focus to the message box of the page.
+  document.getElementById('skip').addEventListener('click', () => {
+    const box = document.querySelector('[data-testid=composer-input], [data-testid=home-input]');
+    if (box) box.focus();
+  });
   subscribe(refreshSidebarSelection);
   await refreshLists();
   window.addEventListener('hashchange', route);

@@ -176,15 +176,16 @@ export class Conversation {
     // the message for a turn of its own after this one (Alt+Enter).
     this.queueBtn = h('button', { class: 'btn hidden', 'data-testid': 'queue-send', title: 'Send after the running turn, as a turn of its own (Alt+Enter)', onclick: () => this.send('queue') }, 'Queue');
     this.composerNote = h('div', { class: 'composer-note', 'data-testid': 'composer-note' });
-    this.slash = new SlashMenu(this.input, () => this.commandList());
+    this.slash = slashMenu(this.input, () => this.commandList());
+    this.mention = fileMenu(this.input, sessionId);
     this.input.addEventListener('keydown', (e) => {
-      if (this.slash.key(e)) return;
+      if (this.slash.key(e) || this.mention.key(e)) return;
       if (e.key === 'Enter' && !e.shiftKey && !e.isComposing) { e.preventDefault(); this.send(e.altKey ? 'queue' : undefined); }
     });
     this.drafts = new DraftImages();
     if (drafts.has(sessionId)) { this.input.value = drafts.get(sessionId); drafts.delete(sessionId); }
     this.composerEl = h('div', { class: 'composer', 'data-testid': 'composer' },
-      h('div', { class: 'composer-field' }, this.slash.el, this.drafts.el, this.input),
+      h('div', { class: 'composer-field' }, this.slash.el, this.mention.el, this.drafts.el, this.input),
       h('div', { class: 'composer-buttons' }, this.stopBtn, this.queueBtn, this.sendBtn));
     acceptImages(this.composerEl, this.input, this.drafts, { say: (m) => toast(m) });
     this.el = h('section', { class: 'conv', 'data-testid': 'conversation', 'data-session': sessionId },
@@ -929,6 +930,7 @@ export class Conversation {
     if ((!text.trim() && !images.length) || this.input.disabled) return;
     const mode = forced || (this.running ? 'steer' : 'queue');
     this.slash.close();
+    this.mention.close();
     this.sendBtn.disabled = true;
     let sent = false;
     try {
@@ -1085,29 +1087,35 @@ function explain(message) {
   return null;
 }
 
-// The `/` menu: while the composer holds `/name` (no space yet), the commands that start
-// with it (then those that contain it) are listed; ↑/↓ choose, Tab or Enter completes,
-// Escape closes; a click completes too.
-class SlashMenu {
-  constructor(input, load) {
+// Completion menus of the composer: `/` lists the session's commands while the composer
+// holds `/name` (no space yet); `@` lists workspace files matching what follows it. ↑/↓
+// choose, Tab or Enter completes, Escape closes; a click completes too.
+class Completer {
+  // find(text, caret) → {start, query} or null; load(query) → [{label, detail, insert}];
+  // exact(query, items) → whether Enter should send rather than complete.
+  constructor(input, { testid, item, label, find, load, exact }) {
     this.input = input;
+    this.itemTestid = item;
+    this.find = find;
     this.load = load;
+    this.exact = exact || (() => false);
     this.items = [];
     this.index = 0;
-    this.el = h('div', { class: 'slash-menu hidden', role: 'listbox', 'data-testid': 'slash-menu', 'aria-label': 'Commands' });
+    this.at = null;
+    this.seq = 0;
+    this.el = h('div', { class: 'slash-menu hidden', role: 'listbox', 'data-testid': testid, 'aria-label': label });
     input.addEventListener('input', () => this.update());
     input.addEventListener('blur', () => setTimeout(() => this.close(), 150));
   }
 
   async update() {
-    const m = /^\/([\w:.-]*)$/.exec(this.input.value);
-    if (!m) { this.close(); return; }
-    const all = await this.load();
-    if (!/^\/([\w:.-]*)$/.test(this.input.value)) return; // typed on meanwhile
-    const q = m[1].toLowerCase();
-    const starts = all.filter((c) => c.name.toLowerCase().startsWith(q));
-    const contains = all.filter((c) => !c.name.toLowerCase().startsWith(q) && c.name.toLowerCase().includes(q));
-    this.items = [...starts, ...contains].slice(0, 12);
+    const at = this.find(this.input.value, this.input.selectionStart);
+    if (!at) { this.close(); return; }
+    const seq = ++this.seq;
+    const items = await this.load(at.query);
+    if (seq !== this.seq) return; // typed on meanwhile
+    this.at = at;
+    this.items = items.slice(0, 12);
     this.index = 0;
     this.render();
   }
@@ -1116,9 +1124,9 @@ class SlashMenu {
     clear(this.el);
     this.el.classList.toggle('hidden', !this.items.length);
     this.items.forEach((c, i) => {
-      const item = h('div', { class: i === this.index ? 'slash-item active' : 'slash-item', role: 'option', 'aria-selected': String(i === this.index), 'data-testid': 'slash-item', 'data-name': c.name },
-        h('span', { class: 'slash-name' }, `/${c.name}`), c.hint ? h('span', { class: 'slash-hint' }, ` ${c.hint}`) : null,
-        c.description ? h('span', { class: 'slash-desc' }, c.description) : null);
+      const item = h('div', { class: i === this.index ? 'slash-item active' : 'slash-item', role: 'option', 'aria-selected': String(i === this.index), 'data-testid': this.itemTestid, 'data-name': c.value },
+        h('span', { class: 'slash-name' }, c.label), c.hint ? h('span', { class: 'slash-hint' }, ` ${c.hint}`) : null,
+        c.detail ? h('span', { class: 'slash-desc' }, c.detail) : null);
       item.addEventListener('mousedown', (e) => { e.preventDefault(); this.index = i; this.complete(); });
       this.el.append(item);
     });
@@ -1126,14 +1134,18 @@ class SlashMenu {
 
   open() { return !this.el.classList.contains('hidden') && this.items.length > 0; }
 
-  close() { this.items = []; this.el.classList.add('hidden'); clear(this.el); }
+  close() { this.seq++; this.items = []; this.el.classList.add('hidden'); clear(this.el); }
 
   complete() {
     const c = this.items[this.index];
-    if (!c) return;
-    this.input.value = `/${c.name} `;
+    if (!c || !this.at) return;
+    const v = this.input.value;
+    const end = this.at.start + this.at.query.length + 1;
+    this.input.value = v.slice(0, this.at.start) + c.insert + v.slice(end);
+    const caret = this.at.start + c.insert.length;
     this.close();
     this.input.focus();
+    this.input.setSelectionRange(caret, caret);
   }
 
   // Handles a key of the composer; true when the menu used it.
@@ -1148,13 +1160,47 @@ class SlashMenu {
     }
     if (e.key === 'Escape') { e.preventDefault(); this.close(); return true; }
     if (e.key === 'Tab' || (e.key === 'Enter' && !e.shiftKey)) {
-      // Enter on a name typed in full sends it; otherwise it completes.
-      const typed = this.input.value.slice(1);
-      if (e.key === 'Enter' && this.items.some((c) => c.name === typed)) { this.close(); return false; }
+      if (e.key === 'Enter' && this.at && this.exact(this.at.query, this.items)) { this.close(); return false; }
       e.preventDefault();
       this.complete();
       return true;
     }
     return false;
   }
+}
+
+function slashMenu(input, commands) {
+  return new Completer(input, {
+    testid: 'slash-menu',
+    item: 'slash-item',
+    label: 'Commands',
+    find: (text) => { const m = /^\/([\w:.-]*)$/.exec(text); return m ? { start: 0, query: m[1] } : null; },
+    load: async (query) => {
+      const q = query.toLowerCase();
+      const all = await commands();
+      const starts = all.filter((c) => c.name.toLowerCase().startsWith(q));
+      const contains = all.filter((c) => !c.name.toLowerCase().startsWith(q) && c.name.toLowerCase().includes(q));
+      return [...starts, ...contains].map((c) => ({ value: c.name, label: `/${c.name}`, hint: c.hint, detail: c.description, insert: `/${c.name} ` }));
+    },
+    // Enter on a name typed in full sends it.
+    exact: (query, items) => items.some((c) => c.value === query),
+  });
+}
+
+function fileMenu(input, sessionId) {
+  return new Completer(input, {
+    testid: 'file-menu',
+    item: 'file-item',
+    label: 'Files',
+    find: (text, caret) => {
+      const m = /(^|\s)@([^\s@]*)$/.exec(text.slice(0, caret));
+      return m ? { start: caret - m[2].length - 1, query: m[2] } : null;
+    },
+    load: async (query) => {
+      try {
+        const r = await call('session.files', { sessionId, query });
+        return (r.items || []).map((p) => ({ value: p, label: `@${p}`, insert: `@${p} ` }));
+      } catch (e) { return []; }
+    },
+  });
 }

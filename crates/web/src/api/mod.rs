@@ -3,6 +3,7 @@
 
 mod choices;
 mod config;
+mod files;
 mod host;
 mod sessions;
 mod workspaces;
@@ -59,6 +60,7 @@ pub async fn dispatch(
         "session.updateQueue" => sessions::update_queue(s, p).await,
         "session.options" => choices::options(s, p).await,
         "session.commands" => choices::commands(s, p).await,
+        "session.files" => files::files(s, p).await,
         "session.setModel" => choices::set_model(s, p).await,
         "session.setEffort" => choices::set_effort(s, p).await,
         "session.setMode" => choices::set_mode(s, p).await,
@@ -100,6 +102,7 @@ pub fn known(method: &str) -> bool {
             | "session.updateQueue"
             | "session.options"
             | "session.commands"
+            | "session.files"
             | "session.setModel"
             | "session.setEffort"
             | "session.setMode"

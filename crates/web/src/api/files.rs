@@ -1,0 +1,130 @@
+//! `session.files {sessionId, query}`: workspace files for the composer's `@` mentions,
+//! best fuzzy matches first. The walk honours `.gitignore` and skips hidden entries; it
+//! looks at no more than [`MAX_SCANNED`] files, so a huge tree answers quickly.
+
+use std::path::Path;
+
+use serde_json::{Value, json};
+
+use super::sessions::{require_known, session_id};
+use crate::rpc::{ApiError, ApiResult, Args};
+use crate::state::WebState;
+
+/// Files looked at per query.
+const MAX_SCANNED: usize = 20_000;
+/// Matches returned.
+const LIMIT: usize = 20;
+
+pub async fn files(s: &WebState, p: &Value) -> ApiResult {
+    let id = session_id(p)?;
+    let query = Args(p).opt_str("query")?.unwrap_or("").to_lowercase();
+    if query.len() > 200 {
+        return Err(ApiError::bad_request("query is longer than 200 characters"));
+    }
+    require_known(s, id).await?;
+    let agent = s.lifecycle().ensure_live(id).await?;
+    let cwd = agent
+        .cwd()
+        .ok_or_else(|| ApiError::bad_request("this session has no working directory"))?;
+    let items = tokio::task::spawn_blocking(move || best(&cwd, &query))
+        .await
+        .map_err(ApiError::internal)?;
+    Ok(json!({"items": items}))
+}
+
+fn best(root: &Path, query: &str) -> Vec<String> {
+    let mut scored: Vec<(i64, String)> = Vec::new();
+    let walk = ignore::WalkBuilder::new(root)
+        .hidden(true)
+        .git_ignore(true)
+        .git_global(false)
+        .require_git(false)
+        .follow_links(false)
+        .build();
+    for entry in walk.filter_map(Result::ok).take(MAX_SCANNED) {
+        if !entry.file_type().is_some_and(|t| t.is_file()) {
+            continue;
+        }
+        let Ok(rel) = entry.path().strip_prefix(root) else {
+            continue;
+        };
+        let rel = rel.to_string_lossy().replace('\\', "/");
+        if let Some(score) = score(&rel, query) {
+            scored.push((score, rel));
+        }
+    }
+    scored.sort_by(|a, b| {
+        b.0.cmp(&a.0)
+            .then(a.1.len().cmp(&b.1.len()))
+            .then(a.1.cmp(&b.1))
+    });
+    scored.into_iter().take(LIMIT).map(|(_, p)| p).collect()
+}
+
+/// A subsequence match of `query` in `path` (case-insensitive): consecutive characters,
+/// characters at the start of a path segment or word, and matches in the file name score
+/// higher; `None` when `query` is not a subsequence.
+fn score(path: &str, query: &str) -> Option<i64> {
+    if query.is_empty() {
+        return Some(-(path.len() as i64));
+    }
+    let lower = path.to_lowercase();
+    let chars: Vec<char> = lower.chars().collect();
+    let name_start = lower.rfind('/').map_or(0, |i| lower[..=i].chars().count());
+    let mut score = 0i64;
+    let mut pos = 0usize;
+    let mut prev: Option<usize> = None;
+    for q in query.chars() {
+        let found = (pos..chars.len()).find(|&i| chars[i] == q)?;
+        score += 1;
+        if prev.is_some_and(|p| p + 1 == found) {
+            score += 8;
+        }
+        if found == 0 || matches!(chars[found - 1], '/' | '_' | '-' | '.' | ' ') {
+            score += 6;
+        }
+        if found >= name_start {
+            score += 4;
+        }
+        prev = Some(found);
+        pos = found + 1;
+    }
+    if lower.contains(query) {
+        score += 20;
+    }
+    Some(score * 100 - chars.len() as i64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_beat_scattered_matches_and_misses_are_none() {
+        let a = score("src/config/loader.rs", "loader").unwrap_or(i64::MIN);
+        let b = score("src/long/other/directory/readme.md", "loader");
+        assert!(b.is_none_or(|b| a > b));
+        assert!(score("README.md", "xyz").is_none());
+        let exact = score("crates/web/src/lib.rs", "lib.rs").unwrap_or(i64::MIN);
+        let spread = score("crates/lsp/src/b.rs", "lib.rs").unwrap_or(i64::MIN);
+        assert!(exact > spread);
+    }
+
+    #[test]
+    fn the_walk_honours_gitignore_and_hidden_files() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let root = dir.path();
+        for (p, body) in [
+            ("src/main.rs", "fn main() {}"),
+            ("target/debug/main.d", "x"),
+            (".hidden/main.rs", "x"),
+            (".gitignore", "target/\n"),
+        ] {
+            let path = root.join(p);
+            std::fs::create_dir_all(path.parent().unwrap_or(root))
+                .unwrap_or_else(|e| panic!("{e}"));
+            std::fs::write(path, body).unwrap_or_else(|e| panic!("{e}"));
+        }
+        assert_eq!(best(root, "main"), vec!["src/main.rs".to_string()]);
+    }
+}
