@@ -1,5 +1,6 @@
 //! The browser UI: hand-written ES modules, one stylesheet, an icon and the vendored
-//! markdown lexer (`assets/js/vendor/`), embedded in the binary (no build step, no toolchain). Served with a strong `ETag` and `no-cache`
+//! markdown lexer (`assets/js/vendor/`, kept zstd-compressed in the repository and unpacked
+//! once at first use), embedded in the binary (no build step, no toolchain). Served with a strong `ETag` and `no-cache`
 //! (a reload revalidates with a 304); the index page carries the content security policy
 //! (no inline script or style anywhere).
 
@@ -15,14 +16,57 @@ use crate::http::{Body, Resp, with_body};
 pub struct Asset {
     pub path: &'static str,
     pub content_type: &'static str,
-    pub bytes: &'static [u8],
+    embedded: &'static [u8],
+    /// `embedded` is a zstd frame of the served bytes.
+    packed: bool,
+}
+
+impl Asset {
+    /// The bytes served for this path.
+    pub fn bytes(&self) -> &'static [u8] {
+        if !self.packed {
+            return self.embedded;
+        }
+        static UNPACKED: OnceLock<Vec<&'static [u8]>> = OnceLock::new();
+        let all = UNPACKED.get_or_init(|| {
+            ASSETS
+                .iter()
+                .map(|a| {
+                    if !a.packed {
+                        return a.embedded;
+                    }
+                    match zstd::decode_all(a.embedded) {
+                        Ok(v) => &*Box::leak(v.into_boxed_slice()),
+                        Err(e) => {
+                            tracing::error!("web: the embedded {} cannot be unpacked: {e}", a.path);
+                            &[]
+                        }
+                    }
+                })
+                .collect()
+        });
+        ASSETS
+            .iter()
+            .position(|a| std::ptr::eq(a, self))
+            .and_then(|i| all.get(i).copied())
+            .unwrap_or_default()
+    }
+}
+
+macro_rules! packed {
+    () => {
+        false
+    };
+    (zstd) => {
+        true
+    };
 }
 
 macro_rules! assets {
-    ($($path:literal => $file:literal, $ct:literal;)*) => {
+    ($($path:literal => $file:literal, $ct:literal $(, $z:ident)?;)*) => {
         /// Every embedded file (the index is served at `/`).
         pub static ASSETS: &[Asset] = &[
-            $(Asset { path: $path, content_type: $ct, bytes: include_bytes!(concat!("../assets/", $file)) },)*
+            $(Asset { path: $path, content_type: $ct, embedded: include_bytes!(concat!("../assets/", $file)), packed: packed!($($z)?) },)*
         ];
     };
 }
@@ -42,7 +86,7 @@ assets! {
     "/js/sidebar.js" => "js/sidebar.js", "text/javascript; charset=utf-8";
     "/js/settings.js" => "js/settings.js", "text/javascript; charset=utf-8";
     "/js/images.js" => "js/images.js", "text/javascript; charset=utf-8";
-    "/js/vendor/marked.js" => "js/vendor/marked.js", "text/javascript; charset=utf-8";
+    "/js/vendor/marked.js" => "js/vendor/marked.js.zst", "text/javascript; charset=utf-8", zstd;
 }
 
 /// The index page's content security policy.
@@ -54,7 +98,7 @@ fn etags() -> &'static Vec<String> {
         ASSETS
             .iter()
             .map(|a| {
-                let digest = ring::digest::digest(&ring::digest::SHA256, a.bytes);
+                let digest = ring::digest::digest(&ring::digest::SHA256, a.bytes());
                 format!(
                     "\"{}\"",
                     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(&digest.as_ref()[..12])
@@ -78,7 +122,7 @@ pub fn serve(path: &str, request_headers: &HeaderMap) -> Option<Resp> {
         *r.status_mut() = StatusCode::NOT_MODIFIED;
         r
     } else {
-        with_body(StatusCode::OK, asset.content_type, asset.bytes)
+        with_body(StatusCode::OK, asset.content_type, asset.bytes())
     };
     let h = resp.headers_mut();
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
@@ -99,7 +143,7 @@ pub fn first_page_bytes() -> usize {
     ASSETS
         .iter()
         .filter(|a| a.path != "/favicon.ico")
-        .map(|a| a.bytes.len())
+        .map(|a| a.bytes().len())
         .sum()
 }
 
@@ -115,11 +159,11 @@ mod tests {
 
     #[test]
     fn no_inline_script_or_style_and_every_module_is_served() {
-        let index = String::from_utf8_lossy(ASSETS[0].bytes);
+        let index = String::from_utf8_lossy(ASSETS[0].bytes());
         assert!(!index.contains("<script>") && !index.contains("style="));
         assert!(!index.contains("<style"));
         for a in ASSETS.iter().filter(|a| a.path.ends_with(".js")) {
-            let text = String::from_utf8_lossy(a.bytes);
+            let text = String::from_utf8_lossy(a.bytes());
             // Every relative import names an embedded module.
             for line in text.lines().filter(|l| l.starts_with("import ")) {
                 let Some(from) = line.split(['\'', '"']).nth(1) else {
@@ -148,7 +192,7 @@ mod tests {
             .iter()
             .find(|a| a.path == "/js/vendor/marked.js")
             .expect("marked is embedded");
-        let digest = ring::digest::digest(&ring::digest::SHA256, marked.bytes);
+        let digest = ring::digest::digest(&ring::digest::SHA256, marked.bytes());
         let hex: String = digest.as_ref().iter().map(|b| format!("{b:02x}")).collect();
         assert_eq!(
             hex, "4d2d824f3035e79b6887380d88c6c9ca0958215d1f4f6c053c562d60babc7172",
