@@ -516,6 +516,13 @@ fn fork_archive_restore_and_delete_sessions() {
     assert!(child_text.as_str().unwrap().contains("First answer."));
     assert!(!child_text.as_str().unwrap().contains("Second answer."));
     p.wait(&format!("document.querySelectorAll('[data-testid=session-row]').length === 2 && !!document.querySelector('[data-testid=session-row][data-session={child}]')"));
+    // The fork is nested under its parent, in the workspace's group.
+    p.wait(&format!("document.querySelector('[data-testid=session-group] [data-testid=session-row][data-session={child}]')?.dataset.parent === {parent}"));
+    assert_eq!(
+        p.js("return [...document.querySelectorAll('[data-testid=session-group]')].map(g => g.querySelectorAll('[data-testid=session-row]').length)"),
+        json!([2]),
+        "one workspace group holds both"
+    );
     p.shot("forked");
 
     // Rename the fork, then find the parent by the text of its second answer.
@@ -702,7 +709,7 @@ fn bad_input_shows_clear_messages_and_other_sessions_keep_working() {
     p.click("[data-testid=add-workspace]");
     p.wait("document.querySelector('[data-testid=workspace-path]')");
     p.js(&format!(
-        "document.querySelector('[data-testid=workspace-path]').value = {gone_path:?}; return true"
+        "document.querySelector('[data-testid=workspace-path]').value = {gone_path:?}; document.querySelector('[data-testid=workspace-path]').dispatchEvent(new Event('input')); return true"
     ));
     p.click("[data-testid=workspace-add-confirm]");
     p.wait(&format!(
@@ -1750,6 +1757,18 @@ fn a_turn_shows_changes_steps_retry_compaction_and_edit() {
     p.turn_ended(3);
     p.wait("[...document.querySelectorAll('[data-testid=assistant-text]')].some(e => e.innerText.includes('Second try worked.'))");
     assert!(server.requests()[3].body.contains("explain the notes"));
+    // The outline lists the turns, the failed one marked; a click brings a turn into view.
+    let outline = p.wait("(a => a.length >= 3 ? a : null)([...document.querySelectorAll('[data-testid=outline-item]')].map(e => [e.innerText, e.dataset.state]))");
+    assert_eq!(
+        outline,
+        json!([
+            ["write notes", "completed"],
+            ["explain the notes", "error"],
+            ["explain the notes", "completed"]
+        ])
+    );
+    p.click("[data-testid=outline-item]");
+    p.wait("(() => { const n = document.querySelector('[data-testid=outline-item]').dataset.turn; const t = document.querySelector(`[data-testid=turn][data-turn=\"${n}\"]`).getBoundingClientRect(); const b = document.querySelector('[data-testid=conv-body]').getBoundingClientRect(); return Math.abs(t.top - b.top) < 40; })()");
 
     // /compact: a row says what happened.
     p.send("/compact");
@@ -1861,5 +1880,79 @@ fn text_contrast_focus_and_names_hold_in_both_themes() {
         let bad = p.js(&format!("return {LOW_CONTRAST}"));
         assert_eq!(bad, json!([]), "low contrast on Settings (dark: {dark})");
     }
+    p.no_errors();
+}
+
+/// Export: the transcript downloads as Markdown with the messages, the tool call and how
+/// the turn ended; the event log downloads as JSONL, one event per line.
+#[test]
+fn a_session_exports_as_a_transcript_and_an_event_log() {
+    let Some(b) = browser("a_session_exports_as_a_transcript_and_an_event_log") else {
+        return;
+    };
+    let mut p = Page::new(&b, "23-export");
+    let server = MockServer::start().answer_untooled("Export");
+    server.push_all([
+        Reply::tool_call(
+            "call_x",
+            "bash",
+            &json!({"command": "echo exported-output", "description": "echo"}).to_string(),
+        ),
+        text_reply("All **done**."),
+    ]);
+    let web = Web::start(&server.url(), &[("DEEPSEEK_API_KEY", "sk-x")]);
+    let downloads = tempfile::tempdir().unwrap();
+    p.sign_in(&web);
+    b.allow_downloads(downloads.path()).unwrap();
+    p.choose_launch_workspace();
+    p.start_task("export me");
+    p.turn_ended(1);
+    let wait_file = |ext: &str| -> String {
+        let deadline = std::time::Instant::now() + WAIT;
+        loop {
+            let found = std::fs::read_dir(downloads.path())
+                .unwrap()
+                .filter_map(Result::ok)
+                .map(|e| e.path())
+                .find(|p| p.extension().is_some_and(|x| x == ext));
+            if let Some(path) = found {
+                if let Ok(text) = std::fs::read_to_string(&path)
+                    && !text.is_empty()
+                {
+                    return text;
+                }
+            }
+            assert!(std::time::Instant::now() < deadline, "no .{ext} download");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+    p.click("[data-testid=export]");
+    p.shot("export-dialog");
+    p.click("[data-testid=export-markdown]");
+    let md = wait_file("md");
+    for needle in [
+        "## You",
+        "export me",
+        "**Tool call: bash**",
+        "echo exported-output",
+        "exported-output\n",
+        "All **done**.",
+        "*Turn completed.*",
+    ] {
+        assert!(md.contains(needle), "{needle:?} missing from:\n{md}");
+    }
+    p.click("[data-testid=export]");
+    p.click("[data-testid=export-jsonl]");
+    let jsonl = wait_file("jsonl");
+    let lines: Vec<Value> = jsonl
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(lines.iter().any(|e| e["type"] == "turn/end"), "{jsonl}");
+    assert!(
+        lines
+            .windows(2)
+            .all(|w| w[0]["seq"].as_u64() < w[1]["seq"].as_u64())
+    );
     p.no_errors();
 }

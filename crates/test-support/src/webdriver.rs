@@ -457,6 +457,17 @@ impl Browser {
         .map(|_| ())
     }
 
+    /// Saves downloads into `dir` (no prompt), through Chromium's DevTools protocol.
+    pub fn allow_downloads(&self, dir: &Path) -> Result<(), String> {
+        self.post(
+            "/goog/cdp/execute",
+            json!({"cmd": "Browser.setDownloadBehavior", "params": {
+                "behavior": "allow", "downloadPath": dir.display().to_string()
+            }}),
+        )
+        .map(|_| ())
+    }
+
     /// Resizes the window (the viewport follows): phone layouts, narrow screens.
     pub fn set_window_size(&self, width: u32, height: u32) -> Result<(), String> {
         self.post("/window/rect", json!({"width": width, "height": height}))

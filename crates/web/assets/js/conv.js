@@ -2,7 +2,7 @@
 // (snapshot, then contiguous `events` batches) plus live state (status, inbox, approvals,
 // questions, tool output). Each event is applied once: anything at or below the cursor is skipped.
 
-import { h, append, clear, fmtTokens, basename, toast, confirmDialog, promptDialog } from './util.js';
+import { h, append, clear, fmtTokens, basename, toast, confirmDialog, promptDialog, dialog } from './util.js';
 import { call, respond, respondQuestion, Stream } from './api.js';
 import { renderMarkdown, codeBlock } from './md.js';
 import { state, refreshSoon, sessionRow } from './store.js';
@@ -157,12 +157,16 @@ export class Conversation {
     const actions = h('div', { class: 'conv-actions' },
       h('button', { class: 'btn btn-small', 'data-testid': 'rename', onclick: () => this.rename() }, 'Rename'),
       h('button', { class: 'btn btn-small', 'data-testid': 'fork', onclick: () => this.fork(null) }, 'Fork'),
+      h('button', { class: 'btn btn-small', 'data-testid': 'export', title: 'Download this session as a Markdown transcript or its event log', onclick: () => this.exportDialog() }, 'Export'),
       this.archiveBtn, this.restoreBtn,
       h('button', { class: 'btn btn-small btn-danger', 'data-testid': 'delete', onclick: () => this.remove() }, 'Delete'));
     this.banner = h('div', { class: 'banner hidden', 'data-testid': 'agent-error', role: 'alert' });
     this.body = h('div', { class: 'conv-body', 'data-testid': 'conv-body' });
     this.planList = h('ol', { class: 'plan-list' });
-    this.plan = h('aside', { class: 'plan hidden', 'data-testid': 'plan' }, h('h3', null, 'Plan'), this.planList);
+    this.planSection = h('section', { class: 'hidden', 'data-testid': 'plan' }, h('h3', null, 'Plan'), this.planList);
+    this.outlineList = h('ol', { class: 'outline-list' });
+    this.outlineSection = h('nav', { class: 'hidden', 'data-testid': 'outline', 'aria-label': 'Turns of this conversation' }, h('h3', null, 'Turns'), this.outlineList);
+    this.plan = h('aside', { class: 'plan hidden', 'data-testid': 'rail' }, this.planSection, this.outlineSection);
     this.approvalsEl = h('div', { class: 'approvals', 'data-testid': 'approvals' });
     this.questionsEl = h('div', { class: 'approvals', 'data-testid': 'questions' });
     this.questionCards = new Map();
@@ -266,6 +270,7 @@ export class Conversation {
     this.refreshComposer();
     this.scrollToEnd(true);
     requestAnimationFrame(() => this.scrollToEnd(true));
+    this.renderOutline();
     this.loadOptions();
     this.header();
     dsh.cursors[this.id] = this.next;
@@ -556,6 +561,7 @@ export class Conversation {
     end.append(h('button', { class: 'link', 'data-testid': 'fork-turn', title: 'Start a new session with the conversation up to here', onclick: () => this.fork(e.seq) }, 'Fork from here'));
     t.append(end);
     this.currentTurn = null;
+    if (!this.target) this.renderOutline();
     if (!this.target) this.loadOptions(); // a turn can change the mode (plan approval, /permission)
   }
 
@@ -881,11 +887,31 @@ export class Conversation {
   renderPlan() {
     clear(this.planList);
     const todos = this.todos || [];
-    this.plan.classList.toggle('hidden', !todos.length);
+    this.planSection.classList.toggle('hidden', !todos.length);
+    this.plan.classList.toggle('hidden', this.planSection.classList.contains('hidden') && this.outlineSection.classList.contains('hidden'));
     for (const t of todos) {
       const mark = t.status === 'completed' ? '☑' : t.status === 'in_progress' ? '◐' : '☐';
       this.planList.append(h('li', { 'data-status': t.status, 'data-testid': 'plan-item' }, h('span', { class: 'plan-mark' }, mark), ' ', t.content));
     }
+  }
+
+  // The turn outline: one entry per turn (its message, how it ended); a click brings the
+  // turn into view. Shown from the second turn on.
+  renderOutline() {
+    clear(this.outlineList);
+    const turns = [...this.turns.keys()].filter((t) => this.turnUser.has(t)).sort((a, b) => a - b);
+    this.outlineSection.classList.toggle('hidden', turns.length < 2);
+    for (const t of turns) {
+      const text = this.turnUser.get(t).split('\n')[0];
+      const end = this.turns.get(t).querySelector('[data-testid=turn-end]');
+      const state = end ? end.dataset.reason || 'ended' : 'running';
+      const item = h('button', { class: 'link outline-item', 'data-testid': 'outline-item', 'data-turn': t, 'data-state': state, title: text, onclick: () => {
+        this.stick = false;
+        this.turns.get(t).scrollIntoView({ block: 'start' });
+      } }, text.length > 60 ? `${text.slice(0, 60)}…` : text);
+      this.outlineList.append(h('li', null, item));
+    }
+    this.plan.classList.toggle('hidden', this.planSection.classList.contains('hidden') && this.outlineSection.classList.contains('hidden'));
   }
 
   isAtEnd() {
@@ -1032,6 +1058,24 @@ export class Conversation {
       const r = await call('session.fork', payload);
       toast('Forked into a new session.', 'info');
       location.hash = `#/s/${encodeURIComponent(r.sessionId)}`;
+    } catch (e) { toast(e.message); }
+  }
+
+  async exportDialog() {
+    const format = await dialog('Export this session', (close) => h('div', null,
+      h('p', null, 'A transcript to read or share, or the full event log (one JSON object per line) for tools.'),
+      h('div', { class: 'dialog-actions' },
+        h('button', { class: 'btn', onclick: () => close(undefined), 'data-testid': 'dialog-cancel' }, 'Cancel'),
+        h('button', { class: 'btn', onclick: () => close('jsonl'), 'data-testid': 'export-jsonl' }, 'Event log (JSONL)'),
+        h('button', { class: 'btn btn-primary', onclick: () => close('markdown'), 'data-testid': 'export-markdown', autofocus: true }, 'Transcript (Markdown)'))), { testid: 'export-dialog' });
+    if (!format) return;
+    try {
+      const r = await call('session.export', { sessionId: this.id, format });
+      const url = URL.createObjectURL(new Blob([r.text], { type: r.mime }));
+      const a = h('a', { href: url, download: r.filename, class: 'hidden', 'data-testid': 'export-link' });
+      document.body.append(a);
+      a.click();
+      setTimeout(() => { URL.revokeObjectURL(url); a.remove(); }, 1000);
     } catch (e) { toast(e.message); }
   }
 

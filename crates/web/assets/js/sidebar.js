@@ -77,7 +77,8 @@ export function mountSidebar(el) {
       rows = rows.filter((s) => (s.title || '').toLowerCase().includes(q));
     }
     if (!rows.length) list.append(h('div', { class: 'empty' }, q ? 'No matching session.' : 'No sessions yet.'));
-    for (const s of rows) list.append(row(s));
+    if (state.search.results || q) for (const s of rows) list.append(row(s));
+    else for (const g of grouped(rows)) list.append(g);
     archivedToggle.textContent = state.showArchived ? 'Hide archived' : 'Show archived';
     archivedList.classList.toggle('hidden', !state.showArchived);
     clear(archivedList);
@@ -88,6 +89,55 @@ export function mountSidebar(el) {
   };
   subscribe(render);
   render();
+}
+
+// Sessions grouped by workspace (the chosen one first, then by latest activity), each
+// fork or child session nested under the session it came from.
+function grouped(rows) {
+  const groups = new Map();
+  for (const s of rows) {
+    const key = s.workspaceId || '';
+    if (!groups.has(key)) groups.set(key, []);
+    groups.get(key).push(s);
+  }
+  const order = [...groups.keys()].sort((a, b) => {
+    if (a === state.workspaceId) return -1;
+    if (b === state.workspaceId) return 1;
+    if (!a) return 1;
+    if (!b) return -1;
+    const latest = (k) => Math.max(...groups.get(k).map((s) => s.updatedAt || 0));
+    return latest(b) - latest(a);
+  });
+  return order.map((key) => {
+    const items = groups.get(key);
+    const ws = state.workspaces.find((w) => w.workspaceId === key);
+    const ids = new Set(items.map((s) => s.sessionId));
+    const children = new Map();
+    for (const s of items) {
+      const parent = s.parentSessionId && ids.has(s.parentSessionId) ? s.parentSessionId : '';
+      if (!children.has(parent)) children.set(parent, []);
+      children.get(parent).push(s);
+    }
+    const body = h('div', { class: 'group-rows' });
+    const seen = new Set();
+    const add = (s, depth) => {
+      if (seen.has(s.sessionId)) return; // a cycle in stored parents cannot loop here
+      seen.add(s.sessionId);
+      const r = row(s);
+      if (depth) {
+        r.classList.add('child-row');
+        r.style.setProperty('--depth', String(Math.min(depth, 4)));
+        r.dataset.parent = s.parentSessionId;
+      }
+      body.append(r);
+      for (const c of children.get(s.sessionId) || []) add(c, depth + 1);
+    };
+    for (const s of children.get('') || []) add(s, 0);
+    const title = ws ? ws.title : (key ? 'Removed workspace' : 'Other directories');
+    return h('details', { class: 'session-group', open: true, 'data-testid': 'session-group', 'data-workspace': key },
+      h('summary', { class: 'group-head', title: ws ? ws.path : '' }, title, h('span', { class: 'group-count' }, String(items.length))),
+      body);
+  });
 }
 
 function row(s) {
@@ -127,15 +177,20 @@ export async function addWorkspaceDialog() {
     const path = h('input', { class: 'input', placeholder: '/path/to/project', 'data-testid': 'workspace-path', 'aria-label': 'Directory' });
     const crumbs = h('div', { class: 'crumbs' });
     const entries = h('div', { class: 'dir-list', 'data-testid': 'dir-list' });
-    const browse = async (p) => {
+    // What the user typed is theirs: a listing that answers later (the first one, or a
+    // slow one) never overwrites it; choosing a directory in the list does.
+    let typed = false;
+    path.addEventListener('input', () => { typed = true; });
+    const browse = async (p, chosen = false) => {
+      if (chosen) typed = false;
       try {
         const r = await call('host.listDirectory', p ? { path: p } : {});
-        path.value = r.path;
+        if (!typed) path.value = r.path;
         clear(crumbs);
-        for (const c of r.crumbs) crumbs.append(h('button', { class: 'link', onclick: () => browse(c.path) }, c.name || '/'), ' / ');
+        for (const c of r.crumbs) crumbs.append(h('button', { class: 'link', onclick: () => browse(c.path, true) }, c.name || '/'), ' / ');
         clear(entries);
         for (const e of r.entries.filter((x) => !x.hidden)) {
-          entries.append(h('button', { class: 'dir', 'data-testid': 'dir-entry', onclick: () => browse(e.path) }, icon('folder'), e.name));
+          entries.append(h('button', { class: 'dir', 'data-testid': 'dir-entry', onclick: () => browse(e.path, true) }, icon('folder'), e.name));
         }
         if (!r.entries.length) entries.append(h('div', { class: 'empty' }, 'No subdirectories.'));
         if (r.truncated) entries.append(h('div', { class: 'empty' }, 'More entries not shown.'));

@@ -3,6 +3,7 @@
 
 mod choices;
 mod config;
+mod export;
 mod files;
 mod host;
 mod sessions;
@@ -61,6 +62,7 @@ pub async fn dispatch(
         "session.options" => choices::options(s, p).await,
         "session.commands" => choices::commands(s, p).await,
         "session.files" => files::files(s, p).await,
+        "session.export" => export::export(s, p).await,
         "session.setModel" => choices::set_model(s, p).await,
         "session.setEffort" => choices::set_effort(s, p).await,
         "session.setMode" => choices::set_mode(s, p).await,
@@ -103,6 +105,7 @@ pub fn known(method: &str) -> bool {
             | "session.options"
             | "session.commands"
             | "session.files"
+            | "session.export"
             | "session.setModel"
             | "session.setEffort"
             | "session.setMode"
