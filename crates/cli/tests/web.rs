@@ -2443,3 +2443,29 @@ async fn a_public_url_is_printed_and_admitted_by_the_fence() {
     let _ = child.kill();
     let _ = child.wait();
 }
+
+/// `surfaceContext` (on by default): the model's shell calls see `DSH_WEB_URL`, the root
+/// this page is reached at.
+#[tokio::test]
+async fn shell_calls_see_the_web_url() {
+    let server = MockServer::start().answer_untooled("Env");
+    server.push_all([
+        Reply::tool_call(
+            "call_env",
+            "bash",
+            &json!({"command": "echo \"url=$DSH_WEB_URL\"", "description": "env"}).to_string(),
+        ),
+        Reply::text("seen"),
+    ]);
+    let mut web = Web::start(&server, &[("DEEPSEEK_API_KEY", "sk-x")], &[]);
+    web.login().await;
+    let id = web.new_session().await;
+    web.ok(
+        "session.prompt",
+        json!({"sessionId": id, "content": [{"type": "text", "text": "print the url"}]}),
+    )
+    .await;
+    let requests = server.wait_for_requests(2, WAIT);
+    let output = requests[1].last_tool_output().unwrap_or_default();
+    assert!(output.contains(&format!("url={}/", web.base())), "{output}");
+}

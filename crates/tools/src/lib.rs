@@ -9,6 +9,7 @@ mod output;
 pub mod process;
 mod registry;
 mod schema;
+mod shell_vars;
 mod spill;
 mod tool;
 
@@ -23,5 +24,6 @@ pub use registry::{
     DuplicateTool, ExecutionMode, Guard, Prepared, RUN_CODE, ToolRegistry, ToolsMode, json_text,
 };
 pub use schema::{ObjectSchema, Prop};
+pub use shell_vars::HostShellVars;
 pub use spill::{SpillRef, SpillRequest, SpillStore, TextSpillStore};
 pub use tool::{Tool, ToolOutput, ToolRunContext, args_error};

@@ -236,6 +236,10 @@ pub async fn start(root: &Context) -> Result<RunningWeb, WebError> {
             auth.token()
         ),
     };
+    if let Some(vars) = root.get::<dsh_tools::HostShellVars>() {
+        let root_url = url.split("?token=").next().unwrap_or_default();
+        vars.set("DSH_WEB_URL", root_url);
+    }
     let state = Arc::new(state::WebState {
         root: root.clone(),
         hub,

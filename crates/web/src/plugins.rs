@@ -213,8 +213,7 @@ struct AppRow {
     open_browser: Option<bool>,
     print_url: Option<bool>,
     public_url: Option<String>,
-    /// Accepted for upstream compatibility; the web surface prompt section is not built.
-    #[allow(dead_code)]
+    /// Publish `DSH_WEB_URL` (the advertised root) to the model's shell calls.
     surface_context: Option<bool>,
 }
 
@@ -228,6 +227,10 @@ impl Plugin for WebAppPlugin {
 
     fn apply(&self, ctx: &Context, config: &PluginConfig) -> Result<(), BoxError> {
         let row: AppRow = config.parse()?;
+        if row.surface_context.unwrap_or(true) {
+            // Filled with the URL once the server is bound (`crate::start`).
+            ctx.provide(Arc::new(dsh_tools::HostShellVars::default()))?;
+        }
         ctx.provide(Arc::new(WebAppConfig {
             open_browser: row.open_browser.unwrap_or(true),
             print_url: row.print_url.unwrap_or(true),

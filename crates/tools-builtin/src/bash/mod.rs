@@ -412,10 +412,19 @@ impl BashInner {
             policy.as_ref().map(|p| p.workspace_root.as_path()),
             &settings,
         );
-        let managed = match run.ctx.get::<ShellEnv>() {
+        let mut managed = match run.ctx.get::<ShellEnv>() {
             Some(shell_env) => shell_env.collect(run.session.as_ref()),
             None => self.fallback_env.collect(run.session.as_ref()),
         };
+        // What the front end publishes (`DSH_WEB_URL`); the managed facts win a clash.
+        if let Some(host) = run.ctx.get::<dsh_tools::HostShellVars>() {
+            for (name, value) in host.snapshot() {
+                if !managed.iter().any(|(n, _)| *n == name) {
+                    managed.push((name, value));
+                }
+            }
+            managed.sort();
+        }
 
         if args.get("run_in_background").and_then(Value::as_bool) == Some(true) {
             if !self.config.enable_run_in_background {
