@@ -1956,3 +1956,62 @@ fn a_session_exports_as_a_transcript_and_an_event_log() {
     );
     p.no_errors();
 }
+
+/// `present`: the model hands a file over; the page shows a card whose Download gets the
+/// file's bytes; a path the session did not present is not served; presenting a missing
+/// file is an error the model sees.
+#[test]
+fn presented_files_become_deliverable_cards_the_user_downloads() {
+    let Some(b) = browser("presented_files_become_deliverable_cards_the_user_downloads") else {
+        return;
+    };
+    let mut p = Page::new(&b, "24-present");
+    let server = MockServer::start().answer_untooled("Present");
+    server.push_all([
+        Reply::tool_call(
+            "call_w",
+            "write",
+            &json!({"file_path": "report.csv", "content": "a,b\n1,2\n"}).to_string(),
+        ),
+        Reply::tool_call(
+            "call_p",
+            "present",
+            &json!({"files": [{"path": "report.csv", "description": "The numbers"}]}).to_string(),
+        ),
+        Reply::tool_call(
+            "call_m",
+            "present",
+            &json!({"files": [{"path": "missing.pdf"}]}).to_string(),
+        ),
+        text_reply("Here is the report."),
+    ]);
+    let web = Web::start(&server.url(), &[("DEEPSEEK_API_KEY", "sk-x")]);
+    std::fs::write(web.work.path().join("secret.txt"), "not presented").unwrap();
+    p.sign_in(&web);
+    p.choose_launch_workspace();
+    p.start_task("make a report");
+    p.turn_ended(1);
+    let card = p.wait("document.querySelector('[data-testid=deliverable]')?.innerText");
+    assert!(
+        card.as_str().unwrap().contains("report.csv")
+            && card.as_str().unwrap().contains("The numbers"),
+        "{card}"
+    );
+    p.shot("deliverable");
+    let got = p.wait("(() => { if (window.__got === undefined) { window.__got = null; fetch(document.querySelector('[data-testid=deliverable-download]').getAttribute('href')).then(async r => { window.__got = [r.status, r.headers.get('content-disposition'), await r.text()]; }); } return window.__got; })()");
+    assert_eq!(got[0], json!(200));
+    assert!(got[1].as_str().unwrap().starts_with("attachment"), "{got}");
+    assert_eq!(got[2], json!("a,b\n1,2\n"));
+    let session =
+        p.js("return document.querySelector('[data-testid=conversation]').dataset.session");
+    let secret = web.work_path() + "/secret.txt";
+    let refused = p.wait(&format!("(() => {{ if (window.__no === undefined) {{ window.__no = null; fetch('api/deliverable?session=' + encodeURIComponent({session}) + '&path=' + encodeURIComponent({secret:?})).then(r => {{ window.__no = r.status; }}); }} return window.__no; }})()"));
+    assert_eq!(
+        refused,
+        json!(404),
+        "a file the session did not present is not served"
+    );
+    let missing = server.requests()[3].last_tool_output().unwrap_or_default();
+    assert!(missing.contains("missing.pdf does not exist"), "{missing}");
+    p.no_errors();
+}

@@ -1186,6 +1186,10 @@ const ROWS_ONLY_OURS: &[(&str, &str)] = &[
         "tool-ask-user",
         "dsh web asks the user questions through a tool",
     ),
+    (
+        "tool-present",
+        "0.2.1 mounts present inside each web session's preset; ours is one web row",
+    ),
 ];
 
 /// Base rows our sdk-minimal keeps on where 0.2.1's standalone minimal tree has none:

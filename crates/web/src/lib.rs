@@ -24,6 +24,7 @@ mod listing;
 mod open_browser;
 mod pending;
 mod plugins;
+mod present;
 mod questions;
 mod routes;
 mod rpc;

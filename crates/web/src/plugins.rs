@@ -253,5 +253,6 @@ pub fn register_catalog(catalog: &mut dsh_kernel::Catalog) {
         .register(WorkspacePlugin)
         .register(WebServerPlugin)
         .register(ConnectionPlugin)
-        .register(WebAppPlugin);
+        .register(WebAppPlugin)
+        .register(crate::present::PresentPlugin);
 }

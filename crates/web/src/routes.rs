@@ -137,6 +137,7 @@ async fn route(state: Arc<WebState>, req: Request<Incoming>) -> Resp {
     }
     match (method, path.as_str()) {
         (Method::GET, "/api/events") => events(state, &req),
+        (Method::GET, "/api/deliverable") => deliverable(state, &req).await,
         (Method::POST, "/api/respond") => match read_json(req, MAX_BODY_BYTES).await {
             Ok(body) => json(StatusCode::OK, &crate::api::respond(&state, &body)),
             Err(resp) => resp,
@@ -241,5 +242,82 @@ fn events(state: Arc<WebState>, req: &Request<Incoming>) -> Resp {
     );
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     h.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    resp
+}
+
+/// Largest deliverable served (a bigger file is refused with 413, not streamed).
+const MAX_DELIVERABLE_BYTES: u64 = 256 * 1024 * 1024;
+
+/// `GET /api/deliverable?session=ID&path=P`: a file the session presented (its
+/// `deliverables/presented` events name it), always as a download — never rendered in
+/// this origin, so a presented HTML file cannot script the page.
+async fn deliverable(state: Arc<WebState>, req: &Request<Incoming>) -> Resp {
+    let query = req.uri().query();
+    let (Some(session), Some(path)) = (
+        query_values(query, "session").into_iter().next(),
+        query_values(query, "path").into_iter().next(),
+    ) else {
+        return text(StatusCode::BAD_REQUEST, "session and path are required");
+    };
+    let events = match crate::api::export::events_of(&state, &session).await {
+        Ok((_, events)) => events,
+        Err(e) => return text(StatusCode::NOT_FOUND, e.message),
+    };
+    let presented = events.iter().any(|e| {
+        e.is(crate::present::PRESENTED)
+            && e.data
+                .get("files")
+                .and_then(serde_json::Value::as_array)
+                .is_some_and(|files| files.iter().any(|f| f["path"] == path.as_str()))
+    });
+    if !presented {
+        return text(StatusCode::NOT_FOUND, "this session presented no such file");
+    }
+    match tokio::fs::metadata(&path).await {
+        Ok(m) if m.is_file() && m.len() > MAX_DELIVERABLE_BYTES => {
+            return text(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "the file is larger than 256 MiB; open it on disk",
+            );
+        }
+        Ok(m) if m.is_file() => {}
+        _ => return text(StatusCode::GONE, "the presented file is no longer on disk"),
+    }
+    let bytes = match tokio::fs::read(&path).await {
+        Ok(b) => b,
+        Err(e) => {
+            return text(
+                StatusCode::GONE,
+                format!("the presented file cannot be read: {e}"),
+            );
+        }
+    };
+    let name: String = std::path::Path::new(&path)
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "deliverable".into())
+        .chars()
+        .map(|c| {
+            if c.is_ascii_graphic() && c != '"' && c != '\\' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let mut resp = crate::http::with_body(StatusCode::OK, "application/octet-stream", bytes);
+    let h = resp.headers_mut();
+    if let Ok(v) = HeaderValue::from_str(&format!("attachment; filename=\"{name}\"")) {
+        h.insert(header::CONTENT_DISPOSITION, v);
+    }
+    h.insert(
+        "x-content-type-options",
+        HeaderValue::from_static("nosniff"),
+    );
+    h.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static("sandbox; default-src 'none'"),
+    );
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     resp
 }

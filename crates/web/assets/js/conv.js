@@ -415,6 +415,7 @@ export class Conversation {
       case 'turn/end': this.turnEnd(e, d); break;
       case 'command/run': case 'command/done': this.commandEvent(e, d); break;
       case 'llm/retry': this.retryRow(e, d); break;
+      case 'deliverables/presented': this.deliverables(e, d); break;
       case 'step/start': this.stepTimes(d.turn).push({ step: d.step, start: e.time, end: null, usage: null }); break;
       case 'step/end': {
         const st = this.stepTimes(d.turn).find((x) => x.step === d.step);
@@ -576,6 +577,20 @@ export class Conversation {
       h('span', { class: 'retry-when' }, `Retry ${d.retry || 1}${of} in ${wait}.`));
     const st = this.step(d.turn, d.step);
     st.el.insertBefore(row, st.assistant); // the step's answer replaces st.assistant's content
+  }
+
+  // Files the model handed over with `present`: a card per file, downloaded from the page.
+  deliverables(e, d) {
+    const list = h('div', { class: 'deliverables', 'data-testid': 'deliverables', 'data-seq': e.seq });
+    for (const f of d.files || []) {
+      const href = `api/deliverable?session=${encodeURIComponent(this.id)}&path=${encodeURIComponent(f.path)}`;
+      list.append(h('div', { class: 'deliverable', 'data-testid': 'deliverable', 'data-path': f.path },
+        h('div', { class: 'deliverable-name' }, basename(f.path)),
+        f.description ? h('div', { class: 'deliverable-desc' }, f.description) : null,
+        h('div', { class: 'deliverable-path' }, f.path),
+        h('a', { class: 'btn btn-small', href, download: basename(f.path), 'data-testid': 'deliverable-download' }, 'Download')));
+    }
+    this.container(d.turn).append(list);
   }
 
   stepTimes(turn) {

@@ -24,22 +24,7 @@ pub async fn export(s: &WebState, p: &Value) -> ApiResult {
             "format must be \"markdown\" or \"jsonl\"",
         ));
     }
-    require_known(s, id).await?;
-    let (header, events) = match s.hosting.get(id).and_then(|h| h.agent()) {
-        Some(agent) => (agent.session().header(), agent.session().events()),
-        None => {
-            let files = s
-                .files
-                .clone()
-                .ok_or_else(|| ApiError::bad_request("session persistence is disabled"))?;
-            let owned = id.to_string();
-            let loaded = tokio::task::spawn_blocking(move || files.inspect(&owned))
-                .await
-                .map_err(ApiError::internal)?
-                .map_err(|e| crate::hosting::persistence_error(id, e))?;
-            (loaded.header, loaded.events)
-        }
-    };
+    let (header, events) = events_of(s, id).await?;
     let short: String = id.trim_start_matches("session-").chars().take(8).collect();
     let (filename, mime, text) = if format == "jsonl" {
         let mut text = String::with_capacity(events.len() * 256);
@@ -56,6 +41,28 @@ pub async fn export(s: &WebState, p: &Value) -> ApiResult {
         )
     };
     Ok(json!({"filename": filename, "mime": mime, "text": text}))
+}
+
+/// The header and events of a session: from memory when it is live here, else read from
+/// its log without taking it over.
+pub(crate) async fn events_of(
+    s: &WebState,
+    id: &str,
+) -> Result<(SessionHeader, Vec<Arc<Event>>), ApiError> {
+    require_known(s, id).await?;
+    if let Some(agent) = s.hosting.get(id).and_then(|h| h.agent()) {
+        return Ok((agent.session().header(), agent.session().events()));
+    }
+    let files = s
+        .files
+        .clone()
+        .ok_or_else(|| ApiError::bad_request("session persistence is disabled"))?;
+    let owned = id.to_string();
+    let loaded = tokio::task::spawn_blocking(move || files.inspect(&owned))
+        .await
+        .map_err(ApiError::internal)?
+        .map_err(|e| crate::hosting::persistence_error(id, e))?;
+    Ok((loaded.header, loaded.events))
 }
 
 fn texts(blocks: Option<&Value>) -> String {

@@ -3,7 +3,7 @@
 
 mod choices;
 mod config;
-mod export;
+pub(crate) mod export;
 mod files;
 mod host;
 mod sessions;
