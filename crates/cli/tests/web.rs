@@ -2469,3 +2469,73 @@ async fn shell_calls_see_the_web_url() {
     let output = requests[1].last_tool_output().unwrap_or_default();
     assert!(output.contains(&format!("url={}/", web.base())), "{output}");
 }
+
+/// A session with `deliverables/presented` reads back after a restart (the log holds the
+/// event; a reader that did not know it would refuse the whole session), and the export and
+/// the download still find the file.
+#[tokio::test]
+async fn presented_files_survive_a_restart() {
+    let server = MockServer::start().answer_untooled("Present");
+    server.push_all([
+        Reply::tool_call(
+            "call_p",
+            "present",
+            &json!({"files": [{"path": "out.txt", "description": "result"}]}).to_string(),
+        ),
+        Reply::text("handed over"),
+    ]);
+    let env = [("DEEPSEEK_API_KEY", "sk-x")];
+    let mut web = Web::start(&server, &env, &[]);
+    std::fs::write(web.work.path().join("out.txt"), "the result\n").unwrap();
+    web.login().await;
+    let id = web.new_session().await;
+    web.ok(
+        "session.prompt",
+        json!({"sessionId": id, "content": [{"type": "text", "text": "hand it over"}]}),
+    )
+    .await;
+    let deadline = Instant::now() + WAIT;
+    while !web
+        .events(&id)
+        .await
+        .iter()
+        .any(|e| e["type"] == "turn/end")
+    {
+        assert!(Instant::now() < deadline, "the turn did not end");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let home = std::mem::replace(&mut web.home, tempfile::tempdir().unwrap());
+    let work = std::mem::replace(&mut web.work, tempfile::tempdir().unwrap());
+    drop(web);
+    let mut web = Web::start_in(home, work, &server, &env, &[]);
+    web.login().await;
+    let events = web.events(&id).await;
+    let presented = events
+        .iter()
+        .find(|e| e["type"] == "deliverables/presented")
+        .unwrap_or_else(|| panic!("no deliverables/presented after the restart: {events:?}"));
+    let path = presented["data"]["files"][0]["path"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(path.ends_with("/out.txt"), "{presented}");
+    let export = web
+        .ok(
+            "session.export",
+            json!({"sessionId": id, "format": "markdown"}),
+        )
+        .await;
+    assert!(
+        export["text"].as_str().unwrap().contains("Presented"),
+        "{export}"
+    );
+    let got = Web::client()
+        .get(format!("{}/api/deliverable", web.base()))
+        .query(&[("session", id.as_str()), ("path", path.as_str())])
+        .header("cookie", web.cookie.clone().unwrap())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(got.status(), 200);
+    assert_eq!(got.text().await.unwrap(), "the result\n");
+}
