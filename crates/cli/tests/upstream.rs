@@ -1035,7 +1035,6 @@ const ROWS_ONLY_UPSTREAM: &[(&str, &str)] = &[
     ("skill-office", "no office-document skill"),
     ("office-to-pdf", "no office-document conversion"),
     ("workspace-dependencies", "no workspace dependency tool"),
-    ("schedule", "no scheduled runs"),
     ("agent-preset-registry", "no agent presets"),
     ("preset-cordis", "no agent presets"),
     ("preset-minimal", "no agent presets"),
@@ -1189,6 +1188,14 @@ const ROWS_ONLY_OURS: &[(&str, &str)] = &[
     (
         "tool-present",
         "0.2.1 mounts present inside each web session's preset; ours is one web row",
+    ),
+    (
+        "tool-schedule",
+        "0.2.1 mounts the reminder tools inside each web session's preset; ours is one web row",
+    ),
+    (
+        "time-context",
+        "0.2.1 mounts the clock reading inside each web session's preset; ours is one web row",
     ),
 ];
 

@@ -2539,3 +2539,144 @@ async fn presented_files_survive_a_restart() {
     assert_eq!(got.status(), 200);
     assert_eq!(got.text().await.unwrap(), "the result\n");
 }
+
+/// Waits until the session's log satisfies `done`, then returns its events.
+async fn events_until(web: &Web, id: &str, what: &str, done: impl Fn(&[Value]) -> bool) -> Vec<Value> {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let events = web.events(id).await;
+        if done(&events) {
+            return events;
+        }
+        assert!(Instant::now() < deadline, "{what}: {events:#?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn turn_ends(events: &[Value]) -> usize {
+    events.iter().filter(|e| e["type"] == "turn/end").count()
+}
+
+/// A reminder the model sets with `schedule_create` comes due while the session is idle:
+/// dsh web delivers it into the session as a `schedule` message, which runs a turn; the
+/// task ends with its delivery recorded in `<storages>/schedule.json`. Every request
+/// carries a clock reading in the zone the browser sent (`clientTimeZone`).
+#[tokio::test]
+async fn a_reminder_the_model_sets_is_delivered_into_its_session() {
+    let server = MockServer::start().answer_untooled("Remind");
+    server.push_all([
+        Reply::tool_call(
+            "call_s",
+            "schedule_create",
+            &json!({"prompt": "check the nightly build", "title": "Check nightly build", "after_seconds": 2}).to_string(),
+        ),
+        Reply::text("I will remind you."),
+        Reply::text("The nightly build is green."),
+    ]);
+    let mut web = Web::start(&server, &[("DEEPSEEK_API_KEY", "sk-x")], &[]);
+    web.login().await;
+    let id = web.new_session().await;
+    let bad = web
+        .rpc(
+            "session.prompt",
+            json!({"sessionId": id, "clientTimeZone": "Mars/Olympus", "content": [{"type": "text", "text": "x"}]}),
+        )
+        .await;
+    assert_eq!(bad["ok"], false, "{bad}");
+    assert!(bad["error"]["message"].as_str().unwrap().contains("Mars/Olympus"), "{bad}");
+    web.ok(
+        "session.prompt",
+        json!({"sessionId": id, "clientTimeZone": "Asia/Tokyo",
+               "content": [{"type": "text", "text": "remind me to check the build"}]}),
+    )
+    .await;
+    // The model saw a clock reading in the browser's zone.
+    let first = server.wait_for_requests(1, WAIT);
+    let sent = Value::from(first[0].messages()).to_string();
+    assert!(sent.contains("+09:00[Asia/Tokyo]"), "{sent}");
+    assert!(sent.contains("The user's browser is set to Asia/Tokyo"), "{sent}");
+    events_until(&web, &id, "the first turn did not end", |e| turn_ends(e) >= 1).await;
+    let listed = web.ok("schedule.list", json!({"sessionId": id})).await;
+    let tasks = listed["tasks"].as_array().unwrap().clone();
+    assert_eq!(tasks.len(), 1, "{listed}");
+    assert_eq!(tasks[0]["title"], "Check nightly build");
+    assert_eq!(tasks[0]["kind"], "after");
+    assert_eq!(tasks[0]["deliveryMode"], "host");
+
+    // Two seconds later the reminder runs a turn of its own.
+    let events = events_until(&web, &id, "the reminder's turn did not end", |e| turn_ends(e) >= 2).await;
+    let reminder = events
+        .iter()
+        .find(|e| e["type"] == "user/message" && e["data"]["source"]["kind"] == "schedule")
+        .unwrap_or_else(|| panic!("no schedule message: {events:#?}"));
+    let text = reminder["data"]["content"][0]["text"].as_str().unwrap();
+    assert!(text.contains("reminder: \"check the nightly build\""), "{text}");
+    let requests = server.requests();
+    let last = Value::from(requests.last().unwrap().messages()).to_string();
+    assert!(last.contains("check the nightly build"), "{last}");
+
+    // The one-shot task ended, its delivery recorded with the message's id.
+    let listed = web.ok("schedule.list", json!({"sessionId": id})).await;
+    assert_eq!(listed["tasks"], json!([]), "{listed}");
+    let store: Value = serde_json::from_str(
+        &std::fs::read_to_string(web.home.path().join(".dsh/storages/schedule.json")).unwrap(),
+    )
+    .unwrap();
+    let task = store["tables"]["tasks"][tasks[0]["id"].as_str().unwrap()].clone();
+    assert_eq!(task["status"], "inactive", "{store}");
+    assert_eq!(task["lastDelivery"]["messageId"], reminder["data"]["id"], "{store}");
+    assert_eq!(task["sessionId"], json!(id));
+}
+
+/// Reminders survive a restart: a task due while dsh web was down is delivered once it is
+/// back; deleting the session deletes its reminders.
+#[tokio::test]
+async fn a_reminder_due_during_downtime_is_delivered_after_a_restart() {
+    let server = MockServer::start().answer_untooled("Later");
+    server.push_all([
+        Reply::tool_call(
+            "call_s",
+            "schedule_create",
+            &json!({"prompt": "rerun the flaky test", "title": "Rerun flaky test", "after_seconds": 3}).to_string(),
+        ),
+        Reply::text("Set."),
+        Reply::tool_call(
+            "call_t",
+            "schedule_create",
+            &json!({"prompt": "weekly report", "title": "Weekly report",
+                    "weekly": {"time": "09:00:00", "time_zone": "Europe/Paris", "weekdays": [1]}}).to_string(),
+        ),
+        Reply::text("Reran it."),
+    ]);
+    let env = [("DEEPSEEK_API_KEY", "sk-x")];
+    let mut web = Web::start(&server, &env, &[]);
+    web.login().await;
+    let id = web.new_session().await;
+    web.ok(
+        "session.prompt",
+        json!({"sessionId": id, "content": [{"type": "text", "text": "remind me"}]}),
+    )
+    .await;
+    events_until(&web, &id, "the first turn did not end", |e| turn_ends(e) >= 1).await;
+    let home = std::mem::replace(&mut web.home, tempfile::tempdir().unwrap());
+    let work = std::mem::replace(&mut web.work, tempfile::tempdir().unwrap());
+    drop(web);
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let mut web = Web::start_in(home, work, &server, &env, &[]);
+    web.login().await;
+    let events = events_until(&web, &id, "the missed reminder was not delivered", |e| turn_ends(e) >= 2).await;
+    assert_eq!(
+        events
+            .iter()
+            .filter(|e| e["data"]["source"]["kind"] == "schedule")
+            .count(),
+        1
+    );
+    // The reminder's turn set a weekly one; deleting the session deletes it.
+    let listed = web.ok("schedule.list", json!({"sessionId": id})).await;
+    assert_eq!(listed["tasks"][0]["kind"], "weekly", "{listed}");
+    assert_eq!(listed["tasks"][0]["weekdays"], json!([1]));
+    web.ok("session.delete", json!({"sessionId": id})).await;
+    let all = web.ok("schedule.catalog", json!({})).await;
+    assert_eq!(all["tasks"], json!([]), "{all}");
+}

@@ -17,7 +17,7 @@ use crate::runner::DynamicPackages;
 pub fn referenced_plugin_ids<'a>(messages: impl IntoIterator<Item = &'a Message>) -> Vec<String> {
     let mut ids: Vec<String> = Vec::new();
     for message in messages {
-        if !matches!(message.source, MessageSource::User) {
+        if message.source.kind() != "user" {
             continue;
         }
         for block in &message.content {

@@ -427,7 +427,7 @@ fn invocation_message(name: &str, rendered: String) -> Message {
 pub fn invoked_skill_names<'a>(messages: impl IntoIterator<Item = &'a Message>) -> Vec<String> {
     let mut names: Vec<String> = Vec::new();
     for message in messages {
-        if !matches!(message.source, MessageSource::User) {
+        if message.source.kind() != "user" {
             continue;
         }
         for block in &message.content {

@@ -28,10 +28,12 @@ mod present;
 mod questions;
 mod routes;
 mod rpc;
+mod schedule;
 mod server;
 pub mod startup;
 mod state;
 mod stream;
+mod time_context;
 mod tls;
 mod workspaces;
 
@@ -259,6 +261,9 @@ pub async fn start(root: &Context) -> Result<RunningWeb, WebError> {
         home: dsh_policies::dsh_home(),
         shutdown: CancellationToken::new(),
     });
+    if let Some(reminders) = root.get::<schedule::ScheduleService>() {
+        tokio::spawn(schedule::drive(state.clone(), reminders));
+    }
     let server = tokio::spawn(server::serve(listener, state.clone(), tls));
     Ok(RunningWeb {
         state,

@@ -254,5 +254,8 @@ pub fn register_catalog(catalog: &mut dsh_kernel::Catalog) {
         .register(WebServerPlugin)
         .register(ConnectionPlugin)
         .register(WebAppPlugin)
-        .register(crate::present::PresentPlugin);
+        .register(crate::present::PresentPlugin)
+        .register(crate::schedule::SchedulePlugin)
+        .register(crate::schedule::ToolSchedulePlugin)
+        .register(crate::time_context::TimeContextPlugin);
 }

@@ -18,6 +18,8 @@ pub enum ErrorCode {
     DirectoryUnreadable,
     AgentBusy,
     QueueItemNotFound,
+    /// No reminder has this id.
+    ScheduleNotFound,
     TitleInvalid,
     ForkUnavailable,
     CredentialRejected,
@@ -40,6 +42,7 @@ impl ErrorCode {
             ErrorCode::DirectoryUnreadable => "directory-unreadable",
             ErrorCode::AgentBusy => "agent-busy",
             ErrorCode::QueueItemNotFound => "queue-item-not-found",
+            ErrorCode::ScheduleNotFound => "schedule-not-found",
             ErrorCode::TitleInvalid => "title-invalid",
             ErrorCode::ForkUnavailable => "fork-unavailable",
             ErrorCode::CredentialRejected => "credential-rejected",

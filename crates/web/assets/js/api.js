@@ -34,7 +34,17 @@ async function post(path, body) {
   return resp.json();
 }
 
+// The browser's IANA time zone; every prompt carries it (the model reads the user's dates
+// and times in it).
+export function clientTimeZone() {
+  try { return Intl.DateTimeFormat().resolvedOptions().timeZone || undefined; } catch (e) { return undefined; }
+}
+
 export async function call(method, payload = {}) {
+  if (method === 'session.prompt' && payload.clientTimeZone === undefined) {
+    const zone = clientTimeZone();
+    if (zone) payload = { ...payload, clientTimeZone: zone };
+  }
   const rpcId = `r${Date.now().toString(36)}-${++counter}`;
   const answer = await post(`api/${method}`, { type: 'client-request', rpcId, method, payload });
   const result = answer && answer.result;

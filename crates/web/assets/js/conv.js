@@ -61,6 +61,32 @@ export function renderDiffs(diffs) {
   return box;
 }
 
+// What a reminder message says: the reminder text(s) inside the frame dsh web wraps them in.
+function reminderTexts(text) {
+  for (const line of text.split('\n')) {
+    try {
+      if (line.startsWith('reminder: ')) return [String(JSON.parse(line.slice(10)))];
+      if (line.startsWith('reminders: ')) return JSON.parse(line.slice(11)).map((r) => String(r.reminder));
+    } catch (e) { break; }
+  }
+  return [text];
+}
+
+const WEEKDAYS = ['', 'Mon', 'Tue', 'Wed', 'Thu', 'Fri', 'Sat', 'Sun'];
+
+// A reminder's rule in a few words.
+function ruleText(t) {
+  const clock = (x) => String(x || '').slice(0, 5);
+  switch (t.kind) {
+    case 'after': case 'at': return 'once';
+    case 'every': return t.everySeconds % 3600 === 0 ? `every ${t.everySeconds / 3600} h` : t.everySeconds % 60 === 0 ? `every ${t.everySeconds / 60} min` : `every ${t.everySeconds} s`;
+    case 'daily': return `daily ${clock(t.time)} ${t.timeZone}`;
+    case 'weekly': return `${(t.weekdays || []).map((d) => WEEKDAYS[d]).join(', ')} ${clock(t.time)} ${t.timeZone}`;
+    case 'cron': return `cron ${t.expression} ${t.timeZone}`;
+    default: return t.kind || '';
+  }
+}
+
 class ToolCard {
   constructor(callId, name) {
     this.callId = callId;
@@ -166,7 +192,9 @@ export class Conversation {
     this.planSection = h('section', { class: 'hidden', 'data-testid': 'plan' }, h('h3', null, 'Plan'), this.planList);
     this.outlineList = h('ol', { class: 'outline-list' });
     this.outlineSection = h('nav', { class: 'hidden', 'data-testid': 'outline', 'aria-label': 'Turns of this conversation' }, h('h3', null, 'Turns'), this.outlineList);
-    this.plan = h('aside', { class: 'plan hidden', 'data-testid': 'rail' }, this.planSection, this.outlineSection);
+    this.remindList = h('ul', { class: 'remind-list' });
+    this.remindSection = h('section', { class: 'hidden', 'data-testid': 'reminders', 'aria-label': 'Reminders of this session' }, h('h3', null, 'Reminders'), this.remindList);
+    this.plan = h('aside', { class: 'plan hidden', 'data-testid': 'rail' }, this.planSection, this.remindSection, this.outlineSection);
     this.approvalsEl = h('div', { class: 'approvals', 'data-testid': 'approvals' });
     this.questionsEl = h('div', { class: 'approvals', 'data-testid': 'questions' });
     this.questionCards = new Map();
@@ -272,6 +300,7 @@ export class Conversation {
     requestAnimationFrame(() => this.scrollToEnd(true));
     this.renderOutline();
     this.loadOptions();
+    this.loadReminders();
     this.header();
     dsh.cursors[this.id] = this.next;
     requestAnimationFrame(() => {
@@ -387,6 +416,7 @@ export class Conversation {
         const c = this.card(callId, undefined);
         if (!c.el.parentNode) this.step(d.turn, d.step).assistant.append(c.el);
         c.setResult(e);
+        if (c.name.startsWith('schedule_')) this.reloadRemindersSoon();
         delete this.outputs[callId];
         this.noteChanges(d.turn !== undefined ? d.turn : this.currentTurn, d.meta, c);
         break;
@@ -443,9 +473,18 @@ export class Conversation {
       const edit = text && !images ? h('button', { class: 'link msg-edit', 'data-testid': 'edit-message', title: 'Edit this message and send it again in a new session (this one stays as it is)', onclick: () => this.editAndResend(turn, text) }, 'Edit') : null;
       parent.append(h('div', { class: 'msg user', 'data-testid': 'user-message', 'data-seq': e.seq },
         h('div', { class: images ? 'bubble has-images' : 'bubble' }, images, text ? h('div', { class: 'bubble-text' }, text) : null), edit));
+    } else if (kind === 'schedule') {
+      // A reminder coming due: it starts a turn as a typed message would.
+      const texts = reminderTexts(text);
+      const turn = d.turn !== undefined ? d.turn : this.currentTurn;
+      if (turn !== undefined && turn !== null && !this.turnUser.has(turn)) this.turnUser.set(turn, `⏰ ${texts[0] || 'reminder'}`);
+      parent.append(h('div', { class: 'msg user reminder', 'data-testid': 'reminder-message', 'data-seq': e.seq },
+        h('div', { class: 'bubble' }, h('div', { class: 'reminder-label' }, texts.length > 1 ? '⏰ Reminders' : '⏰ Reminder'),
+          ...texts.map((t) => h('div', { class: 'bubble-text' }, t)))));
+      this.reloadRemindersSoon();
     } else {
       const src = d.source || {};
-      const label = src.form === 'snapshot' ? 'runtime context' : `note from ${src.plugin || src.kind || 'the system'}`;
+      const label = src.kind === 'time-context' ? 'clock reading' : src.form === 'snapshot' ? 'runtime context' : `note from ${src.plugin || src.kind || 'the system'}`;
       parent.append(h('details', { class: 'context', 'data-seq': e.seq }, h('summary', null, label), h('pre', null, text)));
     }
   }
@@ -899,11 +938,41 @@ export class Conversation {
     this.meter.title = this.usage ? `input ${u.inputTokens || 0}, output ${u.outputTokens || 0}, cache read ${u.cacheReadTokens || 0} tokens` : 'Context window use';
   }
 
+  railVisibility() {
+    this.plan.classList.toggle('hidden', [this.planSection, this.remindSection, this.outlineSection].every((x) => x.classList.contains('hidden')));
+  }
+
+  // The session's pending reminders (set by the model with schedule_create), soonest first;
+  // each can be deleted. Reloaded when the session opens and after reminder tools and
+  // deliveries.
+  reloadRemindersSoon() {
+    clearTimeout(this.remindTimer);
+    this.remindTimer = setTimeout(() => this.loadReminders(), 150);
+  }
+
+  async loadReminders() {
+    let tasks = [];
+    try { tasks = (await call('schedule.list', { sessionId: this.id })).tasks || []; } catch (e) { tasks = []; }
+    clear(this.remindList);
+    this.remindSection.classList.toggle('hidden', !tasks.length);
+    for (const t of tasks) {
+      const when = new Date(t.scheduledAt);
+      const del = h('button', { class: 'link remind-delete', 'data-testid': 'reminder-delete', 'aria-label': `Delete reminder ${t.title}`, title: 'Delete this reminder', onclick: async () => {
+        try { await call('schedule.delete', { id: t.id }); } catch (e) { toast(e.message); }
+        this.loadReminders();
+      } }, '✕');
+      this.remindList.append(h('li', { 'data-testid': 'reminder', 'data-id': t.id, title: t.prompt },
+        h('div', { class: 'remind-title' }, t.title, ' ', del),
+        h('div', { class: 'remind-when' }, `${ruleText(t)} · next ${when.toLocaleString()}`)));
+    }
+    this.railVisibility();
+  }
+
   renderPlan() {
     clear(this.planList);
     const todos = this.todos || [];
     this.planSection.classList.toggle('hidden', !todos.length);
-    this.plan.classList.toggle('hidden', this.planSection.classList.contains('hidden') && this.outlineSection.classList.contains('hidden'));
+    this.railVisibility();
     for (const t of todos) {
       const mark = t.status === 'completed' ? '☑' : t.status === 'in_progress' ? '◐' : '☐';
       this.planList.append(h('li', { 'data-status': t.status, 'data-testid': 'plan-item' }, h('span', { class: 'plan-mark' }, mark), ' ', t.content));
@@ -926,7 +995,7 @@ export class Conversation {
       } }, text.length > 60 ? `${text.slice(0, 60)}…` : text);
       this.outlineList.append(h('li', null, item));
     }
-    this.plan.classList.toggle('hidden', this.planSection.classList.contains('hidden') && this.outlineSection.classList.contains('hidden'));
+    this.railVisibility();
   }
 
   isAtEnd() {

@@ -6,6 +6,7 @@ mod config;
 pub(crate) mod export;
 mod files;
 mod host;
+mod schedule;
 mod sessions;
 mod workspaces;
 
@@ -66,6 +67,9 @@ pub async fn dispatch(
         "session.setModel" => choices::set_model(s, p).await,
         "session.setEffort" => choices::set_effort(s, p).await,
         "session.setMode" => choices::set_mode(s, p).await,
+        "schedule.list" => schedule::list(s, p).await,
+        "schedule.catalog" => schedule::catalog(s).await,
+        "schedule.delete" => schedule::delete(s, p).await,
         "workspace.list" => workspaces::list(s).await,
         "workspace.create" => workspaces::create(s, p).await,
         "workspace.rename" => workspaces::rename(s, p).await,
@@ -109,6 +113,9 @@ pub fn known(method: &str) -> bool {
             | "session.setModel"
             | "session.setEffort"
             | "session.setMode"
+            | "schedule.list"
+            | "schedule.catalog"
+            | "schedule.delete"
             | "workspace.list"
             | "workspace.create"
             | "workspace.rename"

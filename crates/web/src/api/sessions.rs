@@ -489,13 +489,26 @@ pub async fn prompt(s: &WebState, p: &Value) -> ApiResult {
                 "text": outcome.reply(), "isError": is_error, "recorded": recorded}}));
         }
     }
+    // The browser's IANA zone rides on the message's source (0.2.1's `clientTimeZone`);
+    // the clock reading tells the model which zone the user's dates and times are in.
+    let source = match Args(p).opt_str("clientTimeZone")? {
+        None => MessageSource::User,
+        Some(zone) => {
+            if crate::schedule::rule::zone_of(zone).is_err() {
+                return Err(ApiError::bad_request(format!(
+                    "clientTimeZone \"{zone}\" is not UTC or an IANA Area/Location name"
+                )));
+            }
+            let mut m = serde_json::Map::new();
+            m.insert("kind".into(), json!("user"));
+            m.insert("clientTimeZone".into(), json!(zone));
+            MessageSource::Other(m)
+        }
+    };
     let message = if has_image {
-        Message::user(
-            durable_content(s, &agent, parts).await?,
-            MessageSource::User,
-        )
+        Message::user(durable_content(s, &agent, parts).await?, source)
     } else {
-        Message::user_text(text)
+        Message::user(vec![ContentBlock::text(text)], source)
     };
     let sent = if mode == "steer" && agent.status() == AgentStatus::Running {
         agent.steer(message)
@@ -699,6 +712,15 @@ pub async fn delete(s: &WebState, p: &Value) -> ApiResult {
         .map_err(ApiError::internal)?
         .map_err(|e| crate::hosting::persistence_error(&id, e))?;
     workspaces::forget(s, &id).await;
+    // Its reminders go with it (they could never be delivered again).
+    if let Some(reminders) = s.root.get::<crate::schedule::ScheduleService>() {
+        let owned = id.clone();
+        if let Ok(Err(e)) =
+            tokio::task::spawn_blocking(move || reminders.forget_session(&owned)).await
+        {
+            tracing::warn!("reminders of deleted session {id}: {e}");
+        }
+    }
     s.hosting.forget(&id);
     s.hub.send(Signal::Lists);
     Ok(json!({"deleted": true}))
