@@ -2015,3 +2015,65 @@ fn presented_files_become_deliverable_cards_the_user_downloads() {
     assert!(missing.contains("missing.pdf does not exist"), "{missing}");
     p.no_errors();
 }
+
+/// Reminders the model sets show in the session's rail (rule and next time), a click
+/// deletes one, and the other comes due into the conversation as a reminder message that
+/// runs a turn. The page sends the browser's time zone, and the model's clock reading is in
+/// it.
+#[test]
+fn reminders_show_in_the_rail_come_due_in_the_conversation_and_can_be_deleted() {
+    let Some(b) = browser("reminders_show_in_the_rail_come_due_in_the_conversation_and_can_be_deleted") else {
+        return;
+    };
+    b.emulate_time_zone("Asia/Tokyo").unwrap();
+    let mut p = Page::new(&b, "25-reminders");
+    let server = MockServer::start().answer_untooled("Reminders");
+    server.push_all([
+        Reply::tool_call(
+            "call_a",
+            "schedule_create",
+            &json!({"prompt": "check whether the nightly build passed", "title": "Check nightly build", "after_seconds": 4}).to_string(),
+        ),
+        Reply::tool_call(
+            "call_b",
+            "schedule_create",
+            &json!({"prompt": "write the weekly report", "title": "Weekly report",
+                    "weekly": {"time": "09:00:00", "time_zone": "Asia/Tokyo", "weekdays": [1, 5]}}).to_string(),
+        ),
+        text_reply("Two reminders are set."),
+        text_reply("The nightly build passed."),
+    ]);
+    let web = Web::start(&server.url(), &[("DEEPSEEK_API_KEY", "sk-x")]);
+    p.sign_in(&web);
+    p.choose_launch_workspace();
+    p.start_task("remind me of the build and the report");
+    p.turn_ended(1);
+    p.wait("document.querySelectorAll('[data-testid=reminders] [data-testid=reminder]').length === 2");
+    let rail = p.js("return document.querySelector('[data-testid=reminders]').innerText");
+    let rail = rail.as_str().unwrap();
+    assert!(rail.contains("Check nightly build") && rail.contains("once"), "{rail}");
+    assert!(rail.contains("Weekly report") && rail.contains("Mon, Fri 09:00 Asia/Tokyo"), "{rail}");
+    let cards = p.js("return [...document.querySelectorAll('[data-testid=reminder-card]')].map(c => c.firstChild.textContent)");
+    assert!(cards[0].as_str().unwrap().starts_with("Reminder: Check nightly build · once · next"), "{cards}");
+    assert!(cards[1].as_str().unwrap().starts_with("Reminder: Weekly report · Mon, Fri 09:00 Asia/Tokyo"), "{cards}");
+    p.shot("rail");
+    let seen = server
+        .requests()
+        .iter()
+        .any(|r| Value::from(r.messages()).to_string().contains("+09:00[Asia/Tokyo]"));
+    assert!(seen, "no request carried a clock reading in the browser's zone");
+    // Delete the weekly one from the rail.
+    p.js("[...document.querySelectorAll('[data-testid=reminder]')].find(li => li.innerText.includes('Weekly report')).querySelector('[data-testid=reminder-delete]').click()");
+    p.wait("(() => { const l = [...document.querySelectorAll('[data-testid=reminder]')]; return l.length === 1 && l[0].innerText.includes('Check nightly build'); })()");
+    // The one-shot comes due: a reminder message runs a turn; the rail empties.
+    let text = p.wait("document.querySelector('[data-testid=reminder-message]')?.innerText");
+    assert!(text.as_str().unwrap().contains("check whether the nightly build passed"), "{text}");
+    assert!(!text.as_str().unwrap().contains("[scheduled"), "the frame is not shown: {text}");
+    p.turn_ended(2);
+    p.wait("document.querySelector('[data-testid=reminders]').classList.contains('hidden')");
+    p.shot("delivered");
+    let last = Value::from(server.requests().last().unwrap().messages()).to_string();
+    assert!(last.contains("check whether the nightly build passed"), "{last}");
+    assert!(!last.contains("write the weekly report\\\"\\n"), "{last}");
+    p.no_errors();
+}

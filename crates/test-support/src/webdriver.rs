@@ -457,6 +457,15 @@ impl Browser {
         .map(|_| ())
     }
 
+    /// Emulates the system time zone (an IANA name), through Chromium's DevTools protocol.
+    pub fn emulate_time_zone(&self, zone: &str) -> Result<(), String> {
+        self.post(
+            "/goog/cdp/execute",
+            json!({"cmd": "Emulation.setTimezoneOverride", "params": {"timezoneId": zone}}),
+        )
+        .map(|_| ())
+    }
+
     /// Saves downloads into `dir` (no prompt), through Chromium's DevTools protocol.
     pub fn allow_downloads(&self, dir: &Path) -> Result<(), String> {
         self.post(

@@ -18,6 +18,7 @@ function parseArgs(text) {
 function summaryOf(name, args) {
   if (!args || typeof args !== 'object') return '';
   if (name === 'bash') return args.command || '';
+  if (name.startsWith('schedule_')) return args.title || args.id || '';
   return args.file_path || args.path || args.pattern || args.query || args.url || '';
 }
 
@@ -70,6 +71,20 @@ function reminderTexts(text) {
     } catch (e) { break; }
   }
   return [text];
+}
+
+// A reminder tool's result as a line a person reads (the raw JSON stays one click away).
+function reminderResult(text) {
+  let v;
+  try { v = JSON.parse(text); } catch (e) { return null; }
+  const raw = h('details', null, h('summary', null, 'Result'), h('pre', { class: 'result-text' }, text));
+  const line = (t) => h('div', { class: 'reminder-card', 'data-testid': 'reminder-card' }, t, raw);
+  if (Array.isArray(v)) return line(v.length ? `Reminders pending: ${v.map((r) => r.title).join(', ')}` : 'No pending reminders');
+  if (!v || typeof v !== 'object') return null;
+  if (v.kind && v.title) return line(`Reminder: ${v.title} · ${ruleText(v)} · next ${new Date(v.scheduledAt).toLocaleString()}`);
+  if (v.deleted === true) return line('Reminder deleted');
+  if (v.code) return line(`Reminder not changed: ${v.message || v.code}`);
+  return null;
 }
 
 const WEEKDAYS = ['', 'Mon', 'Tue', 'Wed', 'Thu', 'Fri', 'Sat', 'Sun'];
@@ -148,7 +163,8 @@ class ToolCard {
     this.resultEl.classList.remove('hidden');
     clear(this.resultEl);
     this.resultEl.dataset.seq = e.seq;
-    this.resultEl.append(h('pre', { class: isError ? 'result-text error' : 'result-text' }, text || (isError ? 'failed' : '(no output)')));
+    const reminder = !isError && this.name.startsWith('schedule_') ? reminderResult(text) : null;
+    this.resultEl.append(reminder || h('pre', { class: isError ? 'result-text error' : 'result-text' }, text || (isError ? 'failed' : '(no output)')));
     const meta = e.data.meta;
     if (meta && Array.isArray(meta.diffs) && meta.diffs.length) this.resultEl.append(renderDiffs(meta.diffs));
     this.setState(isError ? 'error' : 'done', isError ? 'failed' : 'done');
@@ -477,9 +493,9 @@ export class Conversation {
       // A reminder coming due: it starts a turn as a typed message would.
       const texts = reminderTexts(text);
       const turn = d.turn !== undefined ? d.turn : this.currentTurn;
-      if (turn !== undefined && turn !== null && !this.turnUser.has(turn)) this.turnUser.set(turn, `⏰ ${texts[0] || 'reminder'}`);
+      if (turn !== undefined && turn !== null && !this.turnUser.has(turn)) this.turnUser.set(turn, `Reminder: ${texts[0] || ''}`);
       parent.append(h('div', { class: 'msg user reminder', 'data-testid': 'reminder-message', 'data-seq': e.seq },
-        h('div', { class: 'bubble' }, h('div', { class: 'reminder-label' }, texts.length > 1 ? '⏰ Reminders' : '⏰ Reminder'),
+        h('div', { class: 'bubble' }, h('div', { class: 'reminder-label' }, texts.length > 1 ? 'Reminders' : 'Reminder'),
           ...texts.map((t) => h('div', { class: 'bubble-text' }, t)))));
       this.reloadRemindersSoon();
     } else {
