@@ -2077,3 +2077,54 @@ fn reminders_show_in_the_rail_come_due_in_the_conversation_and_can_be_deleted() 
     assert!(!last.contains("write the weekly report\\\"\\n"), "{last}");
     p.no_errors();
 }
+
+/// In a git workspace the turn's changed files come from snapshots, so a change made by a
+/// shell command is listed too; a click shows the file's diff.
+#[test]
+fn changes_made_by_a_shell_command_are_listed_with_their_diff() {
+    let Some(b) = browser("changes_made_by_a_shell_command_are_listed_with_their_diff") else {
+        return;
+    };
+    let mut p = Page::new(&b, "26-workspace-changes");
+    let server = MockServer::start().answer_untooled("Changes");
+    server.push_all([
+        Reply::tool_call(
+            "call_b",
+            "bash",
+            &json!({"command": "sed -i 's/one/uno/' a.txt && echo fresh > b.txt", "description": "edit by shell"}).to_string(),
+        ),
+        text_reply("Edited by the shell."),
+    ]);
+    let web = Web::start(&server.url(), &[("DEEPSEEK_API_KEY", "sk-x")]);
+    let work = web.work.path();
+    let git = |args: &[&str]| {
+        let ok = Command::new("git")
+            .arg("-C")
+            .arg(work)
+            .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
+            .args(args)
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "git {args:?}");
+    };
+    git(&["init", "-q"]);
+    std::fs::write(work.join("a.txt"), "one\ntwo\n").unwrap();
+    git(&["add", "-A"]);
+    git(&["commit", "-qm", "start"]);
+    p.sign_in(&web);
+    p.choose_launch_workspace();
+    p.start_task("edit with the shell");
+    p.turn_ended(1);
+    p.wait("document.querySelector('[data-testid=changed-files][data-source=workspace]')");
+    let summary = p.js("return document.querySelector('[data-testid=changed-files] summary').textContent");
+    assert_eq!(summary, json!("2 files changed · +2 −1"));
+    let files = p.js("return [...document.querySelectorAll('[data-testid=changed-file]')].map(li => li.innerText.split('\\n')[0])");
+    assert_eq!(files, json!(["a.txt +1 −1", "b.txt +1 −0"]));
+    p.js("document.querySelector('[data-testid=changed-file-open]').click()");
+    let diff = p.wait("document.querySelector('[data-testid=changed-diff]')?.innerText");
+    let diff = diff.as_str().unwrap();
+    assert!(diff.contains("-one") && diff.contains("+uno") && diff.contains(" two"), "{diff}");
+    p.shot("diff");
+    p.no_errors();
+}

@@ -2680,3 +2680,107 @@ async fn a_reminder_due_during_downtime_is_delivered_after_a_restart() {
     let all = web.ok("schedule.catalog", json!({})).await;
     assert_eq!(all["tasks"], json!([]), "{all}");
 }
+
+fn git_in(dir: &std::path::Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(dir)
+        .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn loose_objects(git_dir: &std::path::Path) -> usize {
+    walk(&git_dir.join("objects"))
+}
+
+fn walk(dir: &std::path::Path) -> usize {
+    std::fs::read_dir(dir)
+        .map(|rd| {
+            rd.flatten()
+                .map(|e| if e.path().is_dir() { walk(&e.path()) } else { 1 })
+                .sum()
+        })
+        .unwrap_or(0)
+}
+
+/// A turn in a git workspace records `workspace/changes`: every file the turn changed,
+/// bash included, with line counts (ignored files left out), and the page can fetch a
+/// file's diff. The user's index, refs and object store stay as they were.
+#[tokio::test]
+async fn a_turn_records_what_it_changed_in_a_git_workspace() {
+    let server = MockServer::start().answer_untooled("Changes");
+    server.push_all([
+        Reply::tool_call(
+            "call_b",
+            "bash",
+            &json!({"command": "printf 'two\\n' >> a.txt && echo new > b.txt && echo x > ignored.txt", "description": "edit files"}).to_string(),
+        ),
+        Reply::text("Edited."),
+        Reply::text("Nothing to do."),
+    ]);
+    let mut web = Web::start(&server, &[("DEEPSEEK_API_KEY", "sk-x")], &[]);
+    let work = web.work.path().to_path_buf();
+    git_in(&work, &["init", "-q"]);
+    std::fs::write(work.join("a.txt"), "one\n").unwrap();
+    std::fs::write(work.join(".gitignore"), "ignored.txt\n").unwrap();
+    git_in(&work, &["add", "-A"]);
+    git_in(&work, &["commit", "-qm", "start"]);
+    let objects_before = loose_objects(&work.join(".git"));
+    let index_before = std::fs::read(work.join(".git/index")).unwrap();
+    web.login().await;
+    let id = web.new_session().await;
+    web.ok(
+        "session.prompt",
+        json!({"sessionId": id, "content": [{"type": "text", "text": "edit the files"}]}),
+    )
+    .await;
+    let events = events_until(&web, &id, "no workspace/changes", |e| {
+        e.iter().any(|e| e["type"] == "workspace/changes")
+    })
+    .await;
+    let changes = events.iter().find(|e| e["type"] == "workspace/changes").unwrap();
+    let d = &changes["data"];
+    assert_eq!(d["turn"], 1, "{d}");
+    assert_eq!(d["total"], 2, "{d}");
+    assert_eq!((d["added"].clone(), d["deleted"].clone()), (json!(2), json!(0)), "{d}");
+    let shown: Vec<(String, u64, u64)> = d["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| (f["display"].as_str().unwrap().to_string(), f["added"].as_u64().unwrap(), f["deleted"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(shown, vec![("a.txt".to_string(), 1, 0), ("b.txt".to_string(), 1, 0)]);
+    assert!(d["snapshot"]["before"].as_str().unwrap().len() >= 40, "{d}");
+    let path = d["files"][0]["path"].as_str().unwrap();
+    let diff = web
+        .ok(
+            "session.workspaceDiff",
+            json!({"sessionId": id, "seq": changes["seq"], "path": path}),
+        )
+        .await;
+    let text = diff["diff"].as_str().unwrap();
+    assert!(text.contains("+two") && text.contains(" one"), "{text}");
+    // The repository itself is untouched.
+    assert_eq!(loose_objects(&work.join(".git")), objects_before);
+    assert_eq!(std::fs::read(work.join(".git/index")).unwrap(), index_before);
+    assert!(git_in(&work, &["status", "--porcelain"]).contains("?? b.txt"));
+
+    // A turn that changes nothing records nothing.
+    web.ok(
+        "session.prompt",
+        json!({"sessionId": id, "content": [{"type": "text", "text": "anything else?"}]}),
+    )
+    .await;
+    let events = events_until(&web, &id, "the second turn did not end", |e| turn_ends(e) >= 2).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let events = if events.iter().filter(|e| e["type"] == "workspace/changes").count() == 1 {
+        web.events(&id).await
+    } else {
+        events
+    };
+    assert_eq!(events.iter().filter(|e| e["type"] == "workspace/changes").count(), 1);
+}

@@ -16,6 +16,7 @@ mod api;
 mod approvals;
 mod assets;
 mod auth;
+mod changes;
 mod fence;
 mod hosting;
 mod http;
@@ -205,6 +206,18 @@ pub async fn start(root: &Context) -> Result<RunningWeb, WebError> {
     let hosting = Arc::new(hosting::Hosting::default());
     hosting::install_listeners(root, &hosting, &hub)
         .map_err(|e| WebError::Wiring(e.to_string()))?;
+    // Workspace changes per turn need git and a scratch directory; without them the page
+    // lists the file tools' own changes only.
+    let changes = match changes::Changes::new() {
+        Ok(c) => {
+            changes::install(root, &hosting, &c).map_err(|e| WebError::Wiring(e.to_string()))?;
+            Some(c)
+        }
+        Err(e) => {
+            tracing::warn!("web: no scratch directory for workspace changes: {e}");
+            None
+        }
+    };
     let approvals = approvals::WebApprovals::new(hub.clone());
     if let Some(service) = root.get::<dsh_policies::Approvals>() {
         service
@@ -260,6 +273,7 @@ pub async fn start(root: &Context) -> Result<RunningWeb, WebError> {
         launch_cwd,
         home: dsh_policies::dsh_home(),
         shutdown: CancellationToken::new(),
+        changes,
     });
     if let Some(reminders) = root.get::<schedule::ScheduleService>() {
         tokio::spawn(schedule::drive(state.clone(), reminders));

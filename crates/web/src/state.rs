@@ -37,6 +37,8 @@ pub struct WebState {
     pub launch_cwd: PathBuf,
     pub home: PathBuf,
     pub shutdown: CancellationToken,
+    /// Workspace changes per turn (`None`: no scratch directory).
+    pub changes: Option<Arc<crate::changes::Changes>>,
 }
 
 impl WebState {

@@ -62,6 +62,17 @@ export function renderDiffs(diffs) {
   return box;
 }
 
+// A unified diff as coloured lines (text only).
+function unifiedDiff(text) {
+  const pre = h('pre', { class: 'diff-hunk', 'data-testid': 'changed-diff' });
+  for (const line of String(text || '').split('\n')) {
+    if (/^(diff --git|index |--- |\+\+\+ )/.test(line)) continue;
+    const cls = line.startsWith('+') ? 'd-add' : line.startsWith('-') ? 'd-del' : line.startsWith('@@') ? 'd-hunk' : '';
+    pre.append(h('span', cls ? { class: cls } : null, line || ' '));
+  }
+  return pre;
+}
+
 // What a reminder message says: the reminder text(s) inside the frame dsh web wraps them in.
 function reminderTexts(text) {
   for (const line of text.split('\n')) {
@@ -462,6 +473,7 @@ export class Conversation {
       case 'command/run': case 'command/done': this.commandEvent(e, d); break;
       case 'llm/retry': this.retryRow(e, d); break;
       case 'deliverables/presented': this.deliverables(e, d); break;
+      case 'workspace/changes': this.workspaceChanges(e, d); break;
       case 'step/start': this.stepTimes(d.turn).push({ step: d.step, start: e.time, end: null, usage: null }); break;
       case 'step/end': {
         const st = this.stepTimes(d.turn).find((x) => x.step === d.step);
@@ -681,6 +693,40 @@ export class Conversation {
     }
     return h('details', { class: 'turn-extra', 'data-testid': 'changed-files', open: true },
       h('summary', null, `${files.size === 1 ? '1 file' : `${files.size} files`} changed`), list);
+  }
+
+  // What the turn changed in its git working tree, whatever changed it (bash included):
+  // replaces the list built from the file tools' diffs. A file's diff loads on demand.
+  workspaceChanges(e, d) {
+    if (!Array.isArray(d.files) || !d.files.length) return;
+    const list = h('ul', { class: 'changed-list' });
+    for (const f of d.files) {
+      const view = h('div', { class: 'changed-diff hidden' });
+      const open = h('button', { class: 'link changed-path', 'data-testid': 'changed-file-open', title: 'Show this file\'s changes', onclick: async () => {
+        if (!view.classList.contains('hidden')) { view.classList.add('hidden'); return; }
+        view.classList.remove('hidden');
+        if (view.dataset.loaded) return;
+        view.textContent = 'Loading…';
+        try {
+          const r = await call('session.workspaceDiff', { sessionId: this.id, seq: e.seq, path: f.path });
+          clear(view);
+          view.append(unifiedDiff(r.diff));
+          view.dataset.loaded = '1';
+        } catch (err) { view.textContent = err.message; }
+      } }, f.display || f.path);
+      const counts = f.binary ? [h('span', { class: 'changed-binary' }, 'binary')] : [h('span', { class: 'd-add' }, `+${f.added}`), ' ', h('span', { class: 'd-del' }, `−${f.deleted}`)];
+      list.append(h('li', { 'data-testid': 'changed-file', 'data-path': f.path }, open, ' ', ...counts, view));
+    }
+    const more = d.total > d.files.length ? ` (${d.files.length} shown)` : '';
+    const block = h('details', { class: 'turn-extra', 'data-testid': 'changed-files', 'data-source': 'workspace', open: true },
+      h('summary', null, `${d.total === 1 ? '1 file' : `${d.total} files`} changed · +${d.added} −${d.deleted}${more}`), list);
+    const t = this.turnEl(d.turn);
+    const old = t.querySelector('[data-testid=changed-files]');
+    if (old) old.replaceWith(block);
+    else {
+      const trajectory = t.querySelector('[data-testid=trajectory]');
+      if (trajectory) trajectory.before(block); else t.append(block);
+    }
   }
 
   // Per-step duration and tokens of a turn.

@@ -1,5 +1,6 @@
 //! `session.files {sessionId, query}`: workspace files for the composer's `@` mentions,
-//! best fuzzy matches first. The walk honours `.gitignore` and skips hidden entries; it
+//! best fuzzy matches first. `session.workspaceDiff {sessionId, seq, path}`: one file's
+//! diff of the `workspace/changes` summary at `seq`. The walk honours `.gitignore` and skips hidden entries; it
 //! looks at no more than [`MAX_SCANNED`] files, so a huge tree answers quickly.
 
 use std::path::Path;
@@ -14,6 +15,25 @@ use crate::state::WebState;
 const MAX_SCANNED: usize = 20_000;
 /// Matches returned.
 const LIMIT: usize = 20;
+
+pub async fn workspace_diff(s: &WebState, p: &Value) -> ApiResult {
+    let id = session_id(p)?;
+    let seq = Args(p)
+        .opt_u64("seq")?
+        .ok_or_else(|| ApiError::bad_request("seq is required"))?;
+    let path = Args(p).str("path")?;
+    let unavailable = || {
+        ApiError::bad_request(
+            "this diff is no longer available: dsh web keeps the snapshots it compares only while it runs",
+        )
+    };
+    let changes = s.changes.clone().ok_or_else(unavailable)?;
+    match changes.diff(id, seq, path).await {
+        None => Err(unavailable()),
+        Some(Ok(diff)) => Ok(json!({"diff": diff})),
+        Some(Err(e)) => Err(ApiError::internal(e)),
+    }
+}
 
 pub async fn files(s: &WebState, p: &Value) -> ApiResult {
     let id = session_id(p)?;

@@ -63,6 +63,7 @@ pub async fn dispatch(
         "session.options" => choices::options(s, p).await,
         "session.commands" => choices::commands(s, p).await,
         "session.files" => files::files(s, p).await,
+        "session.workspaceDiff" => files::workspace_diff(s, p).await,
         "session.export" => export::export(s, p).await,
         "session.setModel" => choices::set_model(s, p).await,
         "session.setEffort" => choices::set_effort(s, p).await,
@@ -109,6 +110,7 @@ pub fn known(method: &str) -> bool {
             | "session.options"
             | "session.commands"
             | "session.files"
+            | "session.workspaceDiff"
             | "session.export"
             | "session.setModel"
             | "session.setEffort"
