@@ -80,6 +80,17 @@ impl Web {
         server_url: &str,
         env: &[(&str, &str)],
     ) -> Web {
+        Self::launch(home, work, server_url, env, &[])
+    }
+
+    /// `dsh web` with `args` after the usual flags (a `--patch` file, say).
+    fn launch(
+        home: tempfile::TempDir,
+        work: tempfile::TempDir,
+        server_url: &str,
+        env: &[(&str, &str)],
+        args: &[&str],
+    ) -> Web {
         let mut child = Command::new(env!("CARGO_BIN_EXE_dsh"))
             .env_clear()
             .env("PATH", std::env::var("PATH").unwrap_or_default())
@@ -89,6 +100,7 @@ impl Web {
             .envs(env.iter().copied())
             .current_dir(work.path())
             .args(["web", "--no-open", "--port", "0"])
+            .args(args)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -2126,5 +2138,67 @@ fn changes_made_by_a_shell_command_are_listed_with_their_diff() {
     let diff = diff.as_str().unwrap();
     assert!(diff.contains("-one") && diff.contains("+uno") && diff.contains(" two"), "{diff}");
     p.shot("diff");
+    p.no_errors();
+}
+
+/// A connected MCP server's resources are in the `@` menu; the chosen reference sends the
+/// resource's text with the message, shown folded under it.
+#[test]
+fn an_mcp_resource_is_referenced_from_the_at_menu() {
+    let Some(b) = browser("an_mcp_resource_is_referenced_from_the_at_menu") else {
+        return;
+    };
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../mcp/tests/servers/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+    if !script.exists() {
+        dsh_test_support::prereq::skip(
+            "server-everything needs `npm ci` in crates/mcp/tests/servers (.ci/run does it)",
+        );
+        return;
+    }
+    let mut p = Page::new(&b, "27-mcp-resource");
+    let server = MockServer::start().answer_untooled("Resource");
+    server.push_all([text_reply("It describes the architecture.")]);
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let row = json!({"transport": "stdio", "serverName": "everything", "command": "node",
+                     "args": [script.display().to_string(), "stdio"]});
+    std::fs::write(
+        work.path().join("mcp.yml"),
+        format!("- insert:\n    - id: mcp-everything\n      name: '@deepseek-ai/dsh-mcp-client'\n      config: {row}\n"),
+    )
+    .unwrap();
+    let web = Web::launch(home, work, &server.url(), &[("DEEPSEEK_API_KEY", "sk-x")], &["--patch", "mcp.yml"]);
+    p.sign_in(&web);
+    p.choose_launch_workspace();
+    p.start_task("hello");
+    p.turn_ended(1);
+    // The server may still be connecting: type until its resource is offered.
+    let mut offered = Value::Null;
+    for _ in 0..50 {
+        p.js("const i = document.querySelector('[data-testid=composer-input]'); i.value = ''; return true");
+        p.type_text("[data-testid=composer-input]", "what does @architect");
+        offered = p.wait("(() => { const m = document.querySelector('[data-testid=file-menu]'); return m && !m.classList.contains('hidden') ? [...m.querySelectorAll('[data-testid=file-item]')].map(e => e.dataset.name) : (window.__menuWait = (window.__menuWait || 0) + 1) > 40 ? [] : null; })()");
+        if offered.as_array().is_some_and(|a| !a.is_empty()) {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        p.js("window.__menuWait = 0; return true");
+    }
+    assert_eq!(offered[0], json!("everything:demo://resource/static/document/architecture.md"), "{offered}");
+    p.shot("at-menu");
+    b.press(&[ENTER]).unwrap();
+    p.wait("document.querySelector('[data-testid=composer-input]').value === 'what does @everything:demo://resource/static/document/architecture.md '");
+    p.type_text("[data-testid=composer-input]", "say?");
+    p.type_text("[data-testid=composer-input]", ENTER);
+    p.turn_ended(2);
+    let attached = p.wait("document.querySelector('[data-testid=attached-resource] summary')?.textContent");
+    assert!(
+        attached.as_str().unwrap().starts_with("Resource demo://resource/static/document/architecture.md (text/markdown)"),
+        "{attached}"
+    );
+    let last = Value::from(server.requests().last().unwrap().messages()).to_string();
+    assert!(last.contains("from MCP server everything"), "{last}");
+    p.shot("attached");
     p.no_errors();
 }

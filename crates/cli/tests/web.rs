@@ -2784,3 +2784,80 @@ async fn a_turn_records_what_it_changed_in_a_git_workspace() {
     };
     assert_eq!(events.iter().filter(|e| e["type"] == "workspace/changes").count(), 1);
 }
+
+fn everything_script() -> Option<std::path::PathBuf> {
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../mcp/tests/servers/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+    let node = Command::new("node")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !node || !script.exists() {
+        dsh_test_support::prereq::skip(
+            "server-everything needs node and `npm ci` in crates/mcp/tests/servers (.ci/run does it)",
+        );
+        return None;
+    }
+    Some(script)
+}
+
+/// A connected MCP server's resources are offered in the `@` menu, and a message that
+/// references one (`@server:uri`) carries the resource's text to the model; a reference
+/// that cannot be read refuses the message with the reason.
+#[tokio::test]
+async fn mcp_resources_are_offered_and_attached_as_references() {
+    let Some(script) = everything_script() else { return };
+    let server = MockServer::start().answer_untooled("Resources");
+    server.push_all([Reply::text("Read it.")]);
+    let home = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let row = json!({"transport": "stdio", "serverName": "everything", "command": "node",
+                     "args": [script.display().to_string(), "stdio"]});
+    std::fs::write(
+        work.path().join("mcp.yml"),
+        format!("- insert:\n    - id: mcp-everything\n      name: '@deepseek-ai/dsh-mcp-client'\n      config: {row}\n"),
+    )
+    .unwrap();
+    let mut web = Web::start_in(home, work, &server, &[("DEEPSEEK_API_KEY", "sk-x")], &["--patch", "mcp.yml"]);
+    web.login().await;
+    let id = web.new_session().await;
+    // The server connects in the background: ask until its resources are listed.
+    let deadline = Instant::now() + WAIT;
+    let offered = loop {
+        let r = web.ok("session.files", json!({"sessionId": id, "query": "architecture"})).await;
+        if r["resources"].as_array().is_some_and(|a| !a.is_empty()) {
+            break r;
+        }
+        assert!(Instant::now() < deadline, "no resources offered: {r}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let reference = offered["resources"][0]["ref"].as_str().unwrap().to_string();
+    assert_eq!(reference, "everything:demo://resource/static/document/architecture.md", "{offered}");
+    let bad = web
+        .rpc(
+            "session.prompt",
+            json!({"sessionId": id, "content": [{"type": "text", "text": "read @everything:demo://nope/x"}]}),
+        )
+        .await;
+    assert_eq!(bad["ok"], false, "{bad}");
+    assert!(bad["error"]["message"].as_str().unwrap().contains("@everything:demo://nope/x cannot be attached"), "{bad}");
+    web.ok(
+        "session.prompt",
+        json!({"sessionId": id, "content": [{"type": "text", "text": format!("summarize @{reference}.")}]}),
+    )
+    .await;
+    let requests = server.wait_for_requests(1, WAIT);
+    let sent = Value::from(requests[0].messages()).to_string();
+    assert!(
+        sent.contains("Resource demo://resource/static/document/architecture.md (text/markdown) from MCP server everything:"),
+        "{sent}"
+    );
+    let events = events_until(&web, &id, "the turn did not end", |e| turn_ends(e) >= 1).await;
+    let user = events
+        .iter()
+        .find(|e| e["type"] == "user/message" && e["data"]["source"]["kind"] == "user")
+        .unwrap();
+    let blocks = user["data"]["content"].as_array().unwrap();
+    assert_eq!(blocks.len(), 2, "{user}");
+    assert_eq!(blocks[0]["text"], json!(format!("summarize @{reference}.")));
+}

@@ -36,6 +36,7 @@ pub use content::{
 };
 pub use naming::{MAX_PUBLIC_NAME_LENGTH, public_tool_name};
 pub use plugin::McpClientPlugin;
+pub use resources::{MAX_REFERENCE_CHARS, McpResources, ResourceEntry};
 pub use rpc::RpcError;
 pub use server::{
     ConnectError, DEFAULT_REQUEST_TIMEOUT, ServerHandle, ServerState, connect, connect_blocking,

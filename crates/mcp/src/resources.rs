@@ -123,6 +123,92 @@ impl McpResources {
     }
 }
 
+/// One resource a connected server lists (what the page offers as an `@` reference).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ResourceEntry {
+    pub server: String,
+    pub uri: String,
+    pub name: String,
+    pub mime_type: Option<String>,
+}
+
+/// Resources taken from each server's first page for the `@` menu.
+const CATALOG_PER_SERVER: usize = 200;
+/// Text of one referenced resource kept in a prompt.
+pub const MAX_REFERENCE_CHARS: usize = 64 * 1024;
+
+impl McpResources {
+    /// The names of the servers with resources visible from `caller`.
+    pub fn servers(&self, caller: &Context) -> Vec<String> {
+        self.visible(caller).into_iter().map(|(n, _, _)| n).collect()
+    }
+
+    /// The resources the servers visible from `caller` list (each server's first page; a
+    /// server that does not answer in time is left out).
+    pub async fn catalog(&self, caller: &Context) -> Vec<ResourceEntry> {
+        let mut out = Vec::new();
+        for (server, link, timeout) in self.visible(caller) {
+            let Some(peer) = link.get() else { continue };
+            let Ok(result) = request(&peer, "resources/list", json!({}), timeout, None).await else {
+                continue;
+            };
+            for r in result["resources"].as_array().into_iter().flatten().take(CATALOG_PER_SERVER) {
+                let Some(uri) = r["uri"].as_str() else { continue };
+                out.push(ResourceEntry {
+                    server: server.clone(),
+                    uri: uri.to_string(),
+                    name: r["name"].as_str().unwrap_or(uri).to_string(),
+                    mime_type: r["mimeType"].as_str().map(str::to_owned),
+                });
+            }
+        }
+        out
+    }
+
+    /// The text of resource `uri` of `server` as the model should see it in a prompt: each
+    /// text content with its URI and type, binary ones described, cut at
+    /// [`MAX_REFERENCE_CHARS`].
+    pub async fn read_for_prompt(
+        &self,
+        caller: &Context,
+        server: &str,
+        uri: &str,
+    ) -> Result<String, String> {
+        let visible = self.visible(caller);
+        let (_, link, timeout) = visible
+            .iter()
+            .find(|(n, _, _)| n == server)
+            .ok_or_else(|| format!("no MCP server \"{server}\" with resources is connected"))?;
+        let peer = link
+            .get()
+            .ok_or_else(|| format!("MCP server \"{server}\" is not connected right now"))?;
+        let result = request(&peer, "resources/read", json!({"uri": uri}), *timeout, None)
+            .await
+            .map_err(|e| format!("MCP server \"{server}\" could not read {uri}: {e}"))?;
+        let mut text = String::new();
+        for c in result["contents"].as_array().into_iter().flatten() {
+            let at = c["uri"].as_str().unwrap_or(uri);
+            let mime = c["mimeType"].as_str().unwrap_or("unknown type");
+            match (c["text"].as_str(), c["blob"].as_str()) {
+                (Some(t), _) => text.push_str(&format!("Resource {at} ({mime}) from MCP server {server}:\n{t}\n")),
+                (None, Some(b)) => text.push_str(&format!(
+                    "Resource {at} ({mime}) from MCP server {server}: binary, {} base64 characters, not shown\n",
+                    b.len()
+                )),
+                _ => {}
+            }
+        }
+        if text.chars().count() > MAX_REFERENCE_CHARS {
+            text = text.chars().take(MAX_REFERENCE_CHARS).collect();
+            text.push_str("\n… (cut: the resource is longer)\n");
+        }
+        if text.is_empty() {
+            return Err(format!("{uri} on MCP server \"{server}\" has no contents"));
+        }
+        Ok(text)
+    }
+}
+
 #[derive(Clone, Copy)]
 enum Kind {
     List,

@@ -496,11 +496,16 @@ export class Conversation {
     const parent = this.container(undefined);
     if (kind === 'user') {
       const images = gallery(this.id, d.content);
+      // Text blocks after the first are MCP resources the message referenced.
+      const texts = (d.content || []).filter((b) => b.type === 'text');
+      const attached = texts.slice(1).map((b) => h('details', { class: 'context', 'data-testid': 'attached-resource' },
+        h('summary', null, (b.text.split('\n')[0] || 'attached resource').replace(/:$/, '')), h('pre', null, b.text)));
+      const text = texts.length ? texts[0].text : '';
       const turn = d.turn !== undefined ? d.turn : this.currentTurn;
       if (text && turn !== undefined && turn !== null && !this.turnUser.has(turn)) this.turnUser.set(turn, text);
       const edit = text && !images ? h('button', { class: 'link msg-edit', 'data-testid': 'edit-message', title: 'Edit this message and send it again in a new session (this one stays as it is)', onclick: () => this.editAndResend(turn, text) }, 'Edit') : null;
       parent.append(h('div', { class: 'msg user', 'data-testid': 'user-message', 'data-seq': e.seq },
-        h('div', { class: images ? 'bubble has-images' : 'bubble' }, images, text ? h('div', { class: 'bubble-text' }, text) : null), edit));
+        h('div', { class: images ? 'bubble has-images' : 'bubble' }, images, text ? h('div', { class: 'bubble-text' }, text) : null), edit, ...attached));
     } else if (kind === 'schedule') {
       // A reminder coming due: it starts a turn as a typed message would.
       const texts = reminderTexts(text);
@@ -1389,7 +1394,9 @@ function fileMenu(input, sessionId) {
     load: async (query) => {
       try {
         const r = await call('session.files', { sessionId, query });
-        return (r.items || []).map((p) => ({ value: p, label: `@${p}`, insert: `@${p} ` }));
+        // MCP resources first (their text is attached when the message is sent), then files.
+        const resources = (r.resources || []).map((x) => ({ value: x.ref, label: `@${x.ref}`, hint: x.name, detail: `resource of ${x.server}`, insert: `@${x.ref} ` }));
+        return [...resources, ...(r.items || []).map((p) => ({ value: p, label: `@${p}`, insert: `@${p} ` }))];
       } catch (e) { return []; }
     },
   });

@@ -46,10 +46,57 @@ pub async fn files(s: &WebState, p: &Value) -> ApiResult {
     let cwd = agent
         .cwd()
         .ok_or_else(|| ApiError::bad_request("this session has no working directory"))?;
+    let resources = resources_matching(s, &agent, &query).await;
     let items = tokio::task::spawn_blocking(move || best(&cwd, &query))
         .await
         .map_err(ApiError::internal)?;
-    Ok(json!({"items": items}))
+    Ok(json!({"items": items, "resources": resources}))
+}
+
+/// Resources offered per query in the `@` menu.
+const RESOURCE_LIMIT: usize = 6;
+/// Longest wait for the servers' resource lists.
+const RESOURCE_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// The connected MCP servers' resources that match `query`, as `@server:uri` references.
+async fn resources_matching(s: &WebState, agent: &dsh_agent::AgentRef, query: &str) -> Vec<Value> {
+    let Some(service) = s.root.get::<dsh_mcp::McpResources>() else {
+        return Vec::new();
+    };
+    let Ok(all) = tokio::time::timeout(RESOURCE_WAIT, service.catalog(agent.ctx())).await else {
+        return Vec::new();
+    };
+    let mut scored: Vec<(i64, Value)> = all
+        .into_iter()
+        .filter_map(|r| {
+            let reference = format!("{}:{}", r.server, r.uri);
+            let score = score(&format!("{reference} {}", r.name).to_lowercase(), query)?;
+            Some((score, json!({"ref": reference, "server": r.server, "uri": r.uri,
+                                "name": r.name, "mimeType": r.mime_type})))
+        })
+        .collect();
+    scored.sort_by_key(|b| std::cmp::Reverse(b.0));
+    scored.into_iter().take(RESOURCE_LIMIT).map(|(_, v)| v).collect()
+}
+
+/// The `@server:uri` references in `text` to servers in `servers` (each once, in order).
+pub(crate) fn resource_refs(text: &str, servers: &[String]) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = Vec::new();
+    for token in text.split_whitespace() {
+        let Some((server, uri)) = token.strip_prefix('@').and_then(|t| t.split_once(':')) else {
+            continue;
+        };
+        // Sentence punctuation after a reference is not part of it.
+        let uri = uri.trim_end_matches([',', ';', '.', '!', '?', ')']);
+        if uri.is_empty() || !servers.iter().any(|s| s == server) {
+            continue;
+        }
+        let pair = (server.to_string(), uri.to_string());
+        if !out.contains(&pair) {
+            out.push(pair);
+        }
+    }
+    out
 }
 
 fn best(root: &Path, query: &str) -> Vec<String> {
@@ -118,6 +165,15 @@ fn score(path: &str, query: &str) -> Option<i64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn resource_references_name_a_connected_server() {
+        let servers = vec!["docs".to_string()];
+        assert_eq!(
+            resource_refs("see @docs:demo://a/b and @docs:demo://a/b, @other:x @docs: @path/file.rs", &servers),
+            vec![("docs".to_string(), "demo://a/b".to_string())]
+        );
+    }
 
     #[test]
     fn names_beat_scattered_matches_and_misses_are_none() {

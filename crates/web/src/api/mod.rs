@@ -4,7 +4,7 @@
 mod choices;
 mod config;
 pub(crate) mod export;
-mod files;
+pub(crate) mod files;
 mod host;
 mod schedule;
 mod sessions;

@@ -505,11 +505,17 @@ pub async fn prompt(s: &WebState, p: &Value) -> ApiResult {
             MessageSource::Other(m)
         }
     };
-    let message = if has_image {
+    // `@server:uri` references to connected MCP servers: each resource's text joins the
+    // message as a block of its own after what the user typed (the page shows it folded).
+    let referenced = referenced_resources(s, &agent, &text).await?;
+    let mut message = if has_image {
         Message::user(durable_content(s, &agent, parts).await?, source)
     } else {
         Message::user(vec![ContentBlock::text(text)], source)
     };
+    message
+        .content
+        .extend(referenced.into_iter().map(ContentBlock::text));
     let sent = if mode == "steer" && agent.status() == AgentStatus::Running {
         agent.steer(message)
     } else {
@@ -522,6 +528,27 @@ pub async fn prompt(s: &WebState, p: &Value) -> ApiResult {
         )
     })?;
     Ok(json!({"accepted": true}))
+}
+
+/// Reads the MCP resources `text` references; an unreadable one refuses the prompt with
+/// the reason (nothing is sent, the composer keeps the text).
+async fn referenced_resources(
+    s: &WebState,
+    agent: &AgentRef,
+    text: &str,
+) -> Result<Vec<String>, ApiError> {
+    let Some(service) = s.root.get::<dsh_mcp::McpResources>() else {
+        return Ok(Vec::new());
+    };
+    let servers = service.servers(agent.ctx());
+    let mut out = Vec::new();
+    for (server, uri) in super::files::resource_refs(text, &servers).into_iter().take(8) {
+        let read = service.read_for_prompt(agent.ctx(), &server, &uri).await;
+        out.push(read.map_err(|e| {
+            ApiError::bad_request(format!("@{server}:{uri} cannot be attached: {e}"))
+        })?);
+    }
+    Ok(out)
 }
 
 /// Longest attachment id accepted (`sha256:` and 64 hex digits, with room to spare).
