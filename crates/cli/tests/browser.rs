@@ -2202,3 +2202,40 @@ fn an_mcp_resource_is_referenced_from_the_at_menu() {
     p.shot("attached");
     p.no_errors();
 }
+
+/// The agent preset is chosen on the home page for a new session (or in the header before
+/// the first message) and shown fixed afterwards; a minimal session is offered only a
+/// shell and image reading.
+#[test]
+fn an_agent_preset_is_chosen_before_the_first_message_and_then_fixed() {
+    let Some(b) = browser("an_agent_preset_is_chosen_before_the_first_message_and_then_fixed") else {
+        return;
+    };
+    let mut p = Page::new(&b, "28-agent-preset");
+    let server = MockServer::start().answer_untooled("Preset");
+    server.push_all([text_reply("Minimal at your service."), text_reply("Standard here.")]);
+    let web = Web::start(&server.url(), &[("DEEPSEEK_API_KEY", "sk-x")]);
+    p.sign_in(&web);
+    p.choose_launch_workspace();
+    let options = p.wait("(a => a.length ? a : null)([...document.querySelectorAll('[data-testid=home-preset] option')].map(o => o.value))");
+    assert_eq!(options, json!(["standard", "ptc", "minimal"]));
+    assert_eq!(p.js("return document.querySelector('[data-testid=home-preset]').value"), json!("standard"));
+    p.js("const s = document.querySelector('[data-testid=home-preset]'); s.value = 'minimal'; return true");
+    p.shot("home-preset");
+    p.start_task("hello");
+    p.turn_ended(1);
+    p.wait("document.querySelector('[data-testid=preset-select]').value === 'minimal' && document.querySelector('[data-testid=preset-select]').disabled");
+    let tools = server
+        .requests()
+        .into_iter()
+        .filter(|r| !r.tool_names().is_empty())
+        .map(|r| r.tool_names())
+        .next()
+        .unwrap();
+    assert_eq!(tools, ["bash", "read_image"]);
+    p.shot("fixed");
+    // Back home for the next session, the default is offered again.
+    p.click("[data-testid=new-session]");
+    p.wait("document.querySelector('[data-testid=home-preset]')?.value === 'standard'");
+    p.no_errors();
+}

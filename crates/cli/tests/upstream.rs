@@ -1035,11 +1035,7 @@ const ROWS_ONLY_UPSTREAM: &[(&str, &str)] = &[
     ("skill-office", "no office-document skill"),
     ("office-to-pdf", "no office-document conversion"),
     ("workspace-dependencies", "no workspace dependency tool"),
-    ("agent-preset-registry", "no agent presets"),
-    ("preset-cordis", "no agent presets"),
-    ("preset-minimal", "no agent presets"),
-    ("preset-ptc", "no agent presets"),
-    ("preset-standard", "no agent presets"),
+    ("preset-cordis", "no cordis preset: the cordis tools are not in this build's web bundle"),
     ("subagent-model-selection-settings", "no agent presets"),
     ("message-feedback", "feedback is the /feedback command"),
     (

@@ -2861,3 +2861,92 @@ async fn mcp_resources_are_offered_and_attached_as_references() {
     assert_eq!(blocks.len(), 2, "{user}");
     assert_eq!(blocks[0]["text"], json!(format!("summarize @{reference}.")));
 }
+
+/// Agent presets decide what a session's model is offered: `standard` every tool,
+/// `ptc` only `run_code`, `minimal` a shell and image reading (a call to a hidden tool is
+/// refused). A preset is chosen before the first turn and fixed after it; it survives a
+/// restart (the log records it).
+#[tokio::test]
+async fn agent_presets_decide_the_tools_a_session_sees() {
+    let server = MockServer::start().answer_untooled("Presets");
+    server.push_all([
+        Reply::text("standard here"),
+        Reply::tool_call(
+            "call_w",
+            "write",
+            &json!({"file_path": "hidden.txt", "content": "x"}).to_string(),
+        ),
+        Reply::text("minimal here"),
+        Reply::text("code here"),
+    ]);
+    let env = [("DEEPSEEK_API_KEY", "sk-x")];
+    let mut web = Web::start(&server, &env, &[]);
+    web.login().await;
+    let roster = web.ok("agentPresets.list", json!({})).await;
+    let ids: Vec<&str> = roster["presets"].as_array().unwrap().iter().map(|p| p["id"].as_str().unwrap()).collect();
+    assert_eq!(ids, ["standard", "ptc", "minimal"], "{roster}");
+    assert_eq!(roster["presets"][0]["isDefault"], true);
+    let cwd = web.work.path().display().to_string();
+    let create = |preset: Option<&str>| {
+        let mut body = json!({"cwd": cwd});
+        if let Some(p) = preset {
+            body["agentPreset"] = json!(p);
+        }
+        body
+    };
+    let run = |id: String| {
+        let web = &web;
+        async move {
+            let before = turn_ends(&web.events(&id).await);
+            web.ok("session.prompt", json!({"sessionId": id, "content": [{"type": "text", "text": "hi"}]})).await;
+            events_until(web, &id, "the turn did not end", |e| turn_ends(e) > before).await
+        }
+    };
+    let standard = web.ok("session.create", create(None)).await;
+    assert_eq!(standard["agentPreset"], "standard");
+    let a = standard["sessionId"].as_str().unwrap().to_string();
+    run(a.clone()).await;
+    let minimal = web.ok("session.create", create(Some("minimal"))).await;
+    assert_eq!(minimal["agentPreset"], "minimal");
+    let b = minimal["sessionId"].as_str().unwrap().to_string();
+    assert_ne!(a, b);
+    let events = run(b.clone()).await;
+    let code = web.ok("session.create", create(Some("ptc"))).await;
+    let c = code["sessionId"].as_str().unwrap().to_string();
+    run(c.clone()).await;
+
+    let requests: Vec<_> = server.requests().into_iter().filter(|r| !r.tool_names().is_empty()).collect();
+    let names = |i: usize| requests[i].tool_names();
+    for t in ["bash", "read", "write", "edit", "schedule_create", "present", "todo_write"] {
+        assert!(names(0).iter().any(|n| n == t), "standard lacks {t}: {:?}", names(0));
+    }
+    assert_eq!(names(1), ["bash", "read_image"], "minimal");
+    assert_eq!(names(2), ["bash", "read_image"], "minimal, second step");
+    assert_eq!(names(3), ["run_code"], "ptc");
+    // The hidden tool was refused, nothing written.
+    let refused = requests[2].last_tool_output().unwrap_or_default();
+    assert!(refused.to_lowercase().contains("write"), "{refused}");
+    assert!(!web.work.path().join("hidden.txt").exists());
+    assert!(events.iter().any(|e| e["type"] == "agent-preset/selected" && e["data"]["agentPreset"] == "minimal"));
+
+    // Fixed once started; unknown ids refused.
+    let locked = web.rpc("agentPresets.select", json!({"sessionId": a, "agentPreset": "minimal"})).await;
+    assert_eq!(locked["error"]["code"], "agent-preset-locked", "{locked}");
+    let unknown = web.rpc("agentPresets.select", json!({"sessionId": a, "agentPreset": "nope"})).await;
+    assert_eq!(unknown["error"]["code"], "agent-preset-not-found", "{unknown}");
+    let options = web.ok("session.options", json!({"sessionId": b})).await;
+    assert_eq!(options["agentPreset"]["current"], "minimal", "{options}");
+    assert_eq!(options["agentPreset"]["locked"], true, "{options}");
+
+    // After a restart the minimal session still runs minimal.
+    let home = std::mem::replace(&mut web.home, tempfile::tempdir().unwrap());
+    let work = std::mem::replace(&mut web.work, tempfile::tempdir().unwrap());
+    drop(web);
+    server.push_all([Reply::text("still minimal")]);
+    let mut web = Web::start_in(home, work, &server, &env, &[]);
+    web.login().await;
+    web.ok("session.prompt", json!({"sessionId": b, "content": [{"type": "text", "text": "again"}]})).await;
+    events_until(&web, &b, "the turn after the restart did not end", |e| turn_ends(e) >= 2).await;
+    let last = server.requests().into_iter().rev().find(|r| !r.tool_names().is_empty()).unwrap();
+    assert_eq!(last.tool_names(), ["bash", "read_image"]);
+}

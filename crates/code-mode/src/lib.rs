@@ -85,9 +85,10 @@ impl Plugin for CodeRuntimePlugin {
                 "tools:code-mode",
                 50.0,
                 Arc::new(move |a| {
+                    let session = a.session.as_ref().map(|s| s.id());
                     sdk::render_sdk(
-                        tools.mode(),
-                        &tools.native_schemas(&a.ctx),
+                        tools.mode_for(session.as_deref()),
+                        &tools.native_schemas_in(&a.ctx, session.as_deref()),
                         &tools.output_schemas(&a.ctx),
                     )
                 }),

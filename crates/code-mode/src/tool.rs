@@ -90,8 +90,9 @@ impl Tool for RunCodeTool {
                 );
             }
             let registry = ctx.ctx.require::<ToolRegistry>()?;
+            let session = ctx.session.as_ref().map(|s| s.id());
             let bindings: Vec<String> = registry
-                .native_schemas(&ctx.ctx)
+                .native_schemas_in(&ctx.ctx, session.as_deref())
                 .into_iter()
                 .map(|s| s.name)
                 .filter(|n| n != RUN_CODE)

@@ -21,7 +21,8 @@ pub use exec::{
 };
 pub use output::{OutputStream, OutputTap, ToolOutputEvent, ToolOutputPayload};
 pub use registry::{
-    DuplicateTool, ExecutionMode, Guard, Prepared, RUN_CODE, ToolRegistry, ToolsMode, json_text,
+    DuplicateTool, ExecutionMode, Guard, Prepared, RUN_CODE, ToolRegistry, ToolView, ToolsMode,
+    json_text,
 };
 pub use schema::{ObjectSchema, Prop};
 pub use shell_vars::HostShellVars;

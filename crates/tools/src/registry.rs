@@ -38,6 +38,17 @@ pub type Guard = Arc<dyn Fn(&ToolExecution) -> Option<String> + Send + Sync>;
 struct Registered {
     id: u64,
     tool: Arc<dyn Tool>,
+    /// The registering row (its context's owner): what a [`ToolView`] narrows by.
+    owner: String,
+}
+
+/// Narrows what one session sees (agent presets): consulted for every schema list and
+/// every call made in a session.
+pub trait ToolView: Send + Sync {
+    /// Whether `session` sees tool `name`, registered by row `owner`.
+    fn admits(&self, session: &str, owner: &str, name: &str) -> bool;
+    /// `session`'s presentation mode when it differs from the registry's.
+    fn mode(&self, session: &str) -> Option<ToolsMode>;
 }
 
 #[derive(Default)]
@@ -80,6 +91,8 @@ pub struct ToolRegistry {
     mode: RwLock<ToolsMode>,
     /// `run_code`, presentation infrastructure outside the scoped layers (Code Mode).
     code_tool: RwLock<Option<(u64, Arc<dyn Tool>)>>,
+    /// The per-session narrowing, when one is installed.
+    view: RwLock<Option<(u64, Arc<dyn ToolView>)>>,
 }
 
 /// A tool with this name is already registered in the same layer.
@@ -115,7 +128,11 @@ impl ToolRegistry {
             if layer.iter().any(|r| r.tool.schema().name == name) {
                 return Err(Box::new(DuplicateTool(name)));
             }
-            layer.push(Registered { id, tool });
+            layer.push(Registered {
+                id,
+                tool,
+                owner: ctx.owner().to_string(),
+            });
         }
         let this = Arc::downgrade(self);
         Ok(ctx.effect("tool", move || {
@@ -129,6 +146,46 @@ impl ToolRegistry {
                 }
             }
         })?)
+    }
+
+    /// Installs the per-session view, as an effect of `ctx` (one at a time).
+    pub fn set_view(
+        self: &Arc<Self>,
+        ctx: &Context,
+        view: Arc<dyn ToolView>,
+    ) -> Result<EffectHandle, BoxError> {
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        {
+            let mut slot = self.view.write().unwrap_or_else(|p| p.into_inner());
+            if slot.is_some() {
+                return Err("a tool view is already installed".into());
+            }
+            *slot = Some((id, view));
+        }
+        let this = Arc::downgrade(self);
+        Ok(ctx.effect("tool view", move || {
+            if let Some(this) = this.upgrade() {
+                let mut slot = this.view.write().unwrap_or_else(|p| p.into_inner());
+                if slot.as_ref().is_some_and(|(i, _)| *i == id) {
+                    *slot = None;
+                }
+            }
+        })?)
+    }
+
+    fn view(&self) -> Option<Arc<dyn ToolView>> {
+        self.view
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+            .map(|(_, v)| v.clone())
+    }
+
+    /// The presentation mode for `session` (its view's, else the registry's).
+    pub fn mode_for(&self, session: Option<&str>) -> ToolsMode {
+        session
+            .and_then(|s| self.view().and_then(|v| v.mode(s)))
+            .unwrap_or_else(|| self.mode())
     }
 
     /// Sets the presentation mode (boot time, from the `tools` row).
@@ -178,7 +235,8 @@ impl ToolRegistry {
     /// and outside `native`; under `code`, a top-level call naming any other tool resolves
     /// to nothing (unknown tool), while a program's nested calls reach every visible tool.
     fn resolve(&self, exec: &ToolExecution) -> Option<Arc<dyn Tool>> {
-        let mode = self.mode();
+        let session = exec.session.as_ref().map(|s| s.id());
+        let mode = self.mode_for(session.as_deref());
         let nested = exec.parent.is_some();
         if exec.name == RUN_CODE {
             return match mode {
@@ -190,7 +248,9 @@ impl ToolRegistry {
         if mode == ToolsMode::Code && !nested {
             return None;
         }
-        self.get(&exec.ctx, &exec.name)
+        self.visible_in(&exec.ctx, session.as_deref())
+            .into_iter()
+            .find(|t| t.schema().name == exec.name)
     }
 
     /// Registers a guard for calls made in `ctx`'s scope (or all calls when unscoped).
@@ -217,11 +277,22 @@ impl ToolRegistry {
     /// The tools visible from `ctx`'s scope: global ones overlaid by each scope of the chain
     /// (nearest wins), sorted by name.
     pub fn visible(&self, ctx: &Context) -> Vec<Arc<dyn Tool>> {
+        self.visible_in(ctx, None)
+    }
+
+    /// [`Self::visible`] as `session` sees them (narrowed by the installed view).
+    pub fn visible_in(&self, ctx: &Context, session: Option<&str>) -> Vec<Arc<dyn Tool>> {
+        let view = session.and_then(|s| self.view().map(|v| (s, v)));
         let layers = self.layers();
         let mut by_name: Vec<(String, Arc<dyn Tool>)> = Vec::new();
         let mut overlay = |layer: Option<&Vec<Registered>>| {
             for r in layer.into_iter().flatten() {
                 let name = r.tool.schema().name.clone();
+                if let Some((s, v)) = &view
+                    && !v.admits(s, &r.owner, &name)
+                {
+                    continue;
+                }
                 match by_name.iter_mut().find(|(n, _)| *n == name) {
                     Some(slot) => slot.1 = r.tool.clone(),
                     None => by_name.push((name, r.tool.clone())),
@@ -241,9 +312,14 @@ impl ToolRegistry {
     /// The model-facing schemas visible from `ctx` under the presentation mode, sorted by
     /// name: the native tools, `run_code` alone (`code`), or both.
     pub fn schemas(&self, ctx: &Context) -> Vec<ToolSchema> {
-        let native = || self.native_schemas(ctx);
+        self.schemas_in(ctx, None)
+    }
+
+    /// [`Self::schemas`] as `session` sees them (its view's tools and mode).
+    pub fn schemas_in(&self, ctx: &Context, session: Option<&str>) -> Vec<ToolSchema> {
+        let native = || self.native_schemas_in(ctx, session);
         let code = self.code_tool().map(|t| t.schema().clone());
-        match (self.mode(), code) {
+        match (self.mode_for(session), code) {
             (ToolsMode::Native, _) | (_, None) => native(),
             (ToolsMode::Code, Some(code)) => vec![code],
             (ToolsMode::Both, Some(code)) => {
@@ -258,7 +334,12 @@ impl ToolRegistry {
     /// The schemas of the tools visible from `ctx`, whatever the mode (what a Code Mode
     /// program can bind), sorted by name.
     pub fn native_schemas(&self, ctx: &Context) -> Vec<ToolSchema> {
-        self.visible(ctx)
+        self.native_schemas_in(ctx, None)
+    }
+
+    /// [`Self::native_schemas`] as `session` sees them.
+    pub fn native_schemas_in(&self, ctx: &Context, session: Option<&str>) -> Vec<ToolSchema> {
+        self.visible_in(ctx, session)
             .iter()
             .map(|t| t.schema().clone())
             .collect()

@@ -26,6 +26,7 @@ mod open_browser;
 mod pending;
 mod plugins;
 mod present;
+mod presets;
 mod questions;
 mod routes;
 mod rpc;

@@ -255,6 +255,8 @@ pub fn register_catalog(catalog: &mut dsh_kernel::Catalog) {
         .register(ConnectionPlugin)
         .register(WebAppPlugin)
         .register(crate::present::PresentPlugin)
+        .register(crate::presets::PresetRegistryPlugin)
+        .register(crate::presets::PresetPlugin)
         .register(crate::schedule::SchedulePlugin)
         .register(crate::schedule::ToolSchedulePlugin)
         .register(crate::time_context::TimeContextPlugin);

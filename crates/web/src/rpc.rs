@@ -20,6 +20,10 @@ pub enum ErrorCode {
     QueueItemNotFound,
     /// No reminder has this id.
     ScheduleNotFound,
+    /// No agent preset has this id.
+    AgentPresetNotFound,
+    /// The session started; its agent preset is fixed.
+    AgentPresetLocked,
     TitleInvalid,
     ForkUnavailable,
     CredentialRejected,
@@ -43,6 +47,8 @@ impl ErrorCode {
             ErrorCode::AgentBusy => "agent-busy",
             ErrorCode::QueueItemNotFound => "queue-item-not-found",
             ErrorCode::ScheduleNotFound => "schedule-not-found",
+            ErrorCode::AgentPresetNotFound => "agent-preset-not-found",
+            ErrorCode::AgentPresetLocked => "agent-preset-locked",
             ErrorCode::TitleInvalid => "title-invalid",
             ErrorCode::ForkUnavailable => "fork-unavailable",
             ErrorCode::CredentialRejected => "credential-rejected",

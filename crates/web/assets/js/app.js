@@ -42,6 +42,15 @@ function home() {
   const note = h('div', { class: 'composer-note', 'data-testid': 'home-note' });
   const reply = h('div', { class: 'note', 'data-testid': 'command-reply', role: 'status', hidden: true });
   const where = h('div', { class: 'home-where', 'data-testid': 'home-where' });
+  // The agent preset the new session runs (fixed once it starts).
+  const preset = h('select', { class: 'select select-small hidden', 'data-testid': 'home-preset', 'aria-label': 'Agent preset for the new session', title: 'Agent preset for the new session (fixed once it starts)' });
+  call('agentPresets.list').then((r) => {
+    const list = r.presets || [];
+    for (const p of list) preset.append(h('option', { value: p.id, title: p.description || '' }, `agent: ${p.name || p.id}`));
+    const def = list.find((p) => p.isDefault);
+    if (def) preset.value = def.id;
+    preset.classList.toggle('hidden', list.length < 2);
+  }).catch(() => {});
   const render = () => {
     const ws = workspace();
     clear(where);
@@ -65,7 +74,7 @@ function home() {
     send.disabled = true;
     try {
       const content = await promptContent(text, images);
-      const { sessionId } = await call('session.create', { workspaceId: ws.workspaceId });
+      const { sessionId } = await call('session.create', { workspaceId: ws.workspaceId, ...(preset.value ? { agentPreset: preset.value } : {}) });
       const r = await call('session.prompt', { sessionId, mode: 'queue', content });
       input.value = '';
       drafts.clear();
@@ -86,7 +95,7 @@ function home() {
   send.addEventListener('click', submit);
   input.addEventListener('keydown', (e) => { if (e.key === 'Enter' && !e.shiftKey && !e.isComposing) { e.preventDefault(); submit(); } });
   const composer = h('div', { class: 'composer', 'data-testid': 'home-composer' },
-    h('div', { class: 'composer-field' }, drafts.el, input), h('div', { class: 'composer-buttons' }, send));
+    h('div', { class: 'composer-field' }, drafts.el, input), h('div', { class: 'composer-buttons' }, preset, send));
   acceptImages(composer, input, drafts, { say: (m) => toast(m) });
   main.append(h('section', { class: 'page home', 'data-testid': 'home' },
     h('h1', null, 'What should dsh do?'),

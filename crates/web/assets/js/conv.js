@@ -206,7 +206,12 @@ export class Conversation {
     });
     this.effortSel.addEventListener('change', () => this.choose('session.setEffort', { effort: this.effortSel.value }));
     this.modeSel.addEventListener('change', () => this.choose('session.setMode', { mode: this.modeSel.value }));
-    const controls = h('div', { class: 'conv-controls', 'data-testid': 'conv-controls' }, this.modelSel, this.effortSel, this.modeSel);
+    this.presetSel = h('select', { class: 'select select-small hidden', 'data-testid': 'preset-select', 'aria-label': 'Agent preset (chosen before the first message)' });
+    this.presetSel.addEventListener('change', async () => {
+      try { await call('agentPresets.select', { sessionId: this.id, agentPreset: this.presetSel.value }); } catch (e) { toast(e.message); }
+      this.loadOptions();
+    });
+    const controls = h('div', { class: 'conv-controls', 'data-testid': 'conv-controls' }, this.presetSel, this.modelSel, this.effortSel, this.modeSel);
     const actions = h('div', { class: 'conv-actions' },
       h('button', { class: 'btn btn-small', 'data-testid': 'rename', onclick: () => this.rename() }, 'Rename'),
       h('button', { class: 'btn btn-small', 'data-testid': 'fork', onclick: () => this.fork(null) }, 'Fork'),
@@ -426,6 +431,11 @@ export class Conversation {
         if (!this.target && !this.unavailable) this.hideError();
         this.currentTurn = d.turn;
         this.turnEl(d.turn);
+        // The agent preset is fixed from the first turn on.
+        if (!this.presetSel.disabled && !this.presetSel.classList.contains('hidden')) {
+          this.presetSel.disabled = true;
+          this.presetSel.title = 'The agent preset is fixed once the session has started';
+        }
         break;
       case 'user/message': this.userMessage(e, d); break;
       case 'assistant/chunk': this.chunk(d); break;
@@ -1165,6 +1175,16 @@ export class Conversation {
     if (o.effort) {
       for (const e of o.effort.options) this.effortSel.append(h('option', { value: e }, `effort: ${e}`));
       this.effortSel.value = o.effort.current || '';
+    }
+    const ap = o.agentPreset;
+    clear(this.presetSel);
+    this.presetSel.classList.toggle('hidden', !ap || !(ap.presets || []).length);
+    if (ap) {
+      for (const p of ap.presets || []) this.presetSel.append(h('option', { value: p.id, title: p.description || '' }, `agent: ${p.name || p.id}`));
+      this.presetSel.value = ap.current || '';
+      this.presetSel.disabled = !!ap.locked;
+      this.presetSel.title = ap.locked ? 'The agent preset is fixed once the session has started' : 'Agent preset: which tools the model is offered (choose before the first message)';
+      this.el.dataset.preset = ap.current || '';
     }
     clear(this.modeSel);
     this.modeSel.classList.toggle('hidden', !o.mode);

@@ -94,12 +94,28 @@ async fn describe(s: &WebState, id: &str, agent: Option<AgentRef>) -> ApiResult 
         }
         _ => Value::Null,
     };
+    // The agent preset: changeable until the first turn starts.
+    let preset = match (s.root.get::<crate::presets::AgentPresets>(), agent.as_ref()) {
+        (Some(presets), Some(agent)) => {
+            let started = agent.session().read(|log| {
+                log.events()
+                    .iter()
+                    .any(|e| e.is(dsh_session::types::TURN_START))
+            });
+            let mut roster = presets.roster();
+            roster["current"] = json!(presets.of(id));
+            roster["locked"] = json!(started);
+            roster
+        }
+        _ => Value::Null,
+    };
     Ok(json!({
         "sessionId": id,
         "model": {"provider": choice.provider, "model": choice.model},
         "models": models,
         "effort": effort,
         "mode": mode,
+        "agentPreset": preset,
     }))
 }
 

@@ -6,6 +6,7 @@ mod config;
 pub(crate) mod export;
 pub(crate) mod files;
 mod host;
+pub(crate) mod presets;
 mod schedule;
 mod sessions;
 mod workspaces;
@@ -68,6 +69,8 @@ pub async fn dispatch(
         "session.setModel" => choices::set_model(s, p).await,
         "session.setEffort" => choices::set_effort(s, p).await,
         "session.setMode" => choices::set_mode(s, p).await,
+        "agentPresets.list" => presets::list(s).await,
+        "agentPresets.select" => presets::select(s, p).await,
         "schedule.list" => schedule::list(s, p).await,
         "schedule.catalog" => schedule::catalog(s).await,
         "schedule.delete" => schedule::delete(s, p).await,
@@ -115,6 +118,8 @@ pub fn known(method: &str) -> bool {
             | "session.setModel"
             | "session.setEffort"
             | "session.setMode"
+            | "agentPresets.list"
+            | "agentPresets.select"
             | "schedule.list"
             | "schedule.catalog"
             | "schedule.delete"

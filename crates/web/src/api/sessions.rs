@@ -304,8 +304,19 @@ pub async fn create(s: &WebState, p: &Value) -> ApiResult {
         None => s.lifecycle().create(cwd.clone())?,
     };
     let id = agent.id().to_string();
+    // `agentPreset`: the preset this session runs (a reused blank session switches to it).
+    let preset = match (args.opt_str("agentPreset")?, s.root.get::<crate::presets::AgentPresets>()) {
+        (Some(wanted), Some(presets)) => Some(super::presets::apply(&presets, &agent, wanted)?),
+        (Some(_), None) => {
+            return Err(ApiError::bad_request(
+                "agent presets are off in this profile (no agent-preset-registry row)",
+            ));
+        }
+        (None, Some(presets)) => Some(presets.of(&id)),
+        (None, None) => None,
+    };
     workspaces::attach(s, workspace_id, &id, &cwd.to_string_lossy()).await;
-    Ok(json!({"sessionId": id}))
+    Ok(json!({"sessionId": id, "agentPreset": preset}))
 }
 
 /// Longest display name of a prompt image.
