@@ -65,8 +65,10 @@ impl Plugin for TimeContextPlugin {
                     return Ok(PreStepDecision::Enter(messages));
                 }
                 let now = Timestamp::now();
-                let events = p.agent.session().events();
-                if let Some(text) = reading(&events, &messages, p.turn, p.step, now, &fallback, refresh) {
+                let text = p.agent.session().read(|log| {
+                    reading(log.events(), &messages, p.turn, p.step, now, &fallback, refresh)
+                });
+                if let Some(text) = text {
                     messages.push(Arc::new(message(text)));
                 }
                 Ok(PreStepDecision::Enter(messages))
