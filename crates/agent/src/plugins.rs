@@ -196,15 +196,13 @@ impl Plugin for AgentLoopPlugin {
             sessions: ctx.require::<SessionStore>()?,
         };
         let tools = services.tools.clone();
-        services
-            .prompt
-            .tools(
-                ctx,
-                Arc::new(move |a| {
-                    let session = a.session.as_ref().map(|s| s.id());
-                    tools.schemas_in(&a.ctx, session.as_deref())
-                }),
-            )?;
+        services.prompt.tools(
+            ctx,
+            Arc::new(move |a| {
+                let session = a.session.as_ref().map(|s| s.id());
+                tools.schemas_in(&a.ctx, session.as_deref())
+            }),
+        )?;
         let as_count = |n: u64| usize::try_from(n).unwrap_or(usize::MAX);
         let config = LoopConfig {
             max_parallel_tool_calls: c.max_parallel_tool_calls.max(1),

@@ -2034,7 +2034,9 @@ fn presented_files_become_deliverable_cards_the_user_downloads() {
 /// it.
 #[test]
 fn reminders_show_in_the_rail_come_due_in_the_conversation_and_can_be_deleted() {
-    let Some(b) = browser("reminders_show_in_the_rail_come_due_in_the_conversation_and_can_be_deleted") else {
+    let Some(b) =
+        browser("reminders_show_in_the_rail_come_due_in_the_conversation_and_can_be_deleted")
+    else {
         return;
     };
     b.emulate_time_zone("Asia/Tokyo").unwrap();
@@ -2060,32 +2062,67 @@ fn reminders_show_in_the_rail_come_due_in_the_conversation_and_can_be_deleted() 
     p.choose_launch_workspace();
     p.start_task("remind me of the build and the report");
     p.turn_ended(1);
-    p.wait("document.querySelectorAll('[data-testid=reminders] [data-testid=reminder]').length === 2");
+    p.wait(
+        "document.querySelectorAll('[data-testid=reminders] [data-testid=reminder]').length === 2",
+    );
     let rail = p.js("return document.querySelector('[data-testid=reminders]').innerText");
     let rail = rail.as_str().unwrap();
-    assert!(rail.contains("Check nightly build") && rail.contains("once"), "{rail}");
-    assert!(rail.contains("Weekly report") && rail.contains("Mon, Fri 09:00 Asia/Tokyo"), "{rail}");
+    assert!(
+        rail.contains("Check nightly build") && rail.contains("once"),
+        "{rail}"
+    );
+    assert!(
+        rail.contains("Weekly report") && rail.contains("Mon, Fri 09:00 Asia/Tokyo"),
+        "{rail}"
+    );
     let cards = p.js("return [...document.querySelectorAll('[data-testid=reminder-card]')].map(c => c.firstChild.textContent)");
-    assert!(cards[0].as_str().unwrap().starts_with("Reminder: Check nightly build · once · next"), "{cards}");
-    assert!(cards[1].as_str().unwrap().starts_with("Reminder: Weekly report · Mon, Fri 09:00 Asia/Tokyo"), "{cards}");
+    assert!(
+        cards[0]
+            .as_str()
+            .unwrap()
+            .starts_with("Reminder: Check nightly build · once · next"),
+        "{cards}"
+    );
+    assert!(
+        cards[1]
+            .as_str()
+            .unwrap()
+            .starts_with("Reminder: Weekly report · Mon, Fri 09:00 Asia/Tokyo"),
+        "{cards}"
+    );
     p.shot("rail");
-    let seen = server
-        .requests()
-        .iter()
-        .any(|r| Value::from(r.messages()).to_string().contains("+09:00[Asia/Tokyo]"));
-    assert!(seen, "no request carried a clock reading in the browser's zone");
+    let seen = server.requests().iter().any(|r| {
+        Value::from(r.messages())
+            .to_string()
+            .contains("+09:00[Asia/Tokyo]")
+    });
+    assert!(
+        seen,
+        "no request carried a clock reading in the browser's zone"
+    );
     // Delete the weekly one from the rail.
     p.js("[...document.querySelectorAll('[data-testid=reminder]')].find(li => li.innerText.includes('Weekly report')).querySelector('[data-testid=reminder-delete]').click()");
     p.wait("(() => { const l = [...document.querySelectorAll('[data-testid=reminder]')]; return l.length === 1 && l[0].innerText.includes('Check nightly build'); })()");
     // The one-shot comes due: a reminder message runs a turn; the rail empties.
     let text = p.wait("document.querySelector('[data-testid=reminder-message]')?.innerText");
-    assert!(text.as_str().unwrap().contains("check whether the nightly build passed"), "{text}");
-    assert!(!text.as_str().unwrap().contains("[scheduled"), "the frame is not shown: {text}");
+    assert!(
+        text.as_str()
+            .unwrap()
+            .contains("check whether the nightly build passed"),
+        "{text}"
+    );
+    assert!(
+        !text.as_str().unwrap().contains("[scheduled"),
+        "the frame is not shown: {text}"
+    );
     p.turn_ended(2);
     p.wait("document.querySelector('[data-testid=reminders]').classList.contains('hidden')");
     p.shot("delivered");
     let last = Value::from(server.requests().last().unwrap().messages()).to_string();
-    assert!(last.contains("check whether the nightly build passed"), "{last}");
+    assert!(
+        last.contains("check whether the nightly build passed"),
+        "{last}"
+    );
     assert!(!last.contains("write the weekly report\\\"\\n"), "{last}");
     p.no_errors();
 }
@@ -2129,14 +2166,18 @@ fn changes_made_by_a_shell_command_are_listed_with_their_diff() {
     p.start_task("edit with the shell");
     p.turn_ended(1);
     p.wait("document.querySelector('[data-testid=changed-files][data-source=workspace]')");
-    let summary = p.js("return document.querySelector('[data-testid=changed-files] summary').textContent");
+    let summary =
+        p.js("return document.querySelector('[data-testid=changed-files] summary').textContent");
     assert_eq!(summary, json!("2 files changed · +2 −1"));
     let files = p.js("return [...document.querySelectorAll('[data-testid=changed-file]')].map(li => li.innerText.split('\\n')[0])");
     assert_eq!(files, json!(["a.txt +1 −1", "b.txt +1 −0"]));
     p.js("document.querySelector('[data-testid=changed-file-open]').click()");
     let diff = p.wait("document.querySelector('[data-testid=changed-diff]')?.innerText");
     let diff = diff.as_str().unwrap();
-    assert!(diff.contains("-one") && diff.contains("+uno") && diff.contains(" two"), "{diff}");
+    assert!(
+        diff.contains("-one") && diff.contains("+uno") && diff.contains(" two"),
+        "{diff}"
+    );
     p.shot("diff");
     p.no_errors();
 }
@@ -2148,27 +2189,26 @@ fn an_mcp_resource_is_referenced_from_the_at_menu() {
     let Some(b) = browser("an_mcp_resource_is_referenced_from_the_at_menu") else {
         return;
     };
-    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../mcp/tests/servers/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
-    if !script.exists() {
-        dsh_test_support::prereq::skip(
-            "server-everything needs `npm ci` in crates/mcp/tests/servers (.ci/run does it)",
-        );
+    let Some(script) = dsh_test_support::prereq::everything_server() else {
         return;
-    }
+    };
     let mut p = Page::new(&b, "27-mcp-resource");
     let server = MockServer::start().answer_untooled("Resource");
     server.push_all([text_reply("It describes the architecture.")]);
     let home = tempfile::tempdir().unwrap();
     let work = tempfile::tempdir().unwrap();
-    let row = json!({"transport": "stdio", "serverName": "everything", "command": "node",
-                     "args": [script.display().to_string(), "stdio"]});
     std::fs::write(
         work.path().join("mcp.yml"),
-        format!("- insert:\n    - id: mcp-everything\n      name: '@deepseek-ai/dsh-mcp-client'\n      config: {row}\n"),
+        dsh_test_support::prereq::everything_patch(&script),
     )
     .unwrap();
-    let web = Web::launch(home, work, &server.url(), &[("DEEPSEEK_API_KEY", "sk-x")], &["--patch", "mcp.yml"]);
+    let web = Web::launch(
+        home,
+        work,
+        &server.url(),
+        &[("DEEPSEEK_API_KEY", "sk-x")],
+        &["--patch", "mcp.yml"],
+    );
     p.sign_in(&web);
     p.choose_launch_workspace();
     p.start_task("hello");
@@ -2185,16 +2225,23 @@ fn an_mcp_resource_is_referenced_from_the_at_menu() {
         std::thread::sleep(std::time::Duration::from_millis(200));
         p.js("window.__menuWait = 0; return true");
     }
-    assert_eq!(offered[0], json!("everything:demo://resource/static/document/architecture.md"), "{offered}");
+    assert_eq!(
+        offered[0],
+        json!("everything:demo://resource/static/document/architecture.md"),
+        "{offered}"
+    );
     p.shot("at-menu");
     b.press(&[ENTER]).unwrap();
     p.wait("document.querySelector('[data-testid=composer-input]').value === 'what does @everything:demo://resource/static/document/architecture.md '");
     p.type_text("[data-testid=composer-input]", "say?");
     p.type_text("[data-testid=composer-input]", ENTER);
     p.turn_ended(2);
-    let attached = p.wait("document.querySelector('[data-testid=attached-resource] summary')?.textContent");
+    let attached =
+        p.wait("document.querySelector('[data-testid=attached-resource] summary')?.textContent");
     assert!(
-        attached.as_str().unwrap().starts_with("Resource demo://resource/static/document/architecture.md (text/markdown)"),
+        attached.as_str().unwrap().starts_with(
+            "Resource demo://resource/static/document/architecture.md (text/markdown)"
+        ),
         "{attached}"
     );
     let last = Value::from(server.requests().last().unwrap().messages()).to_string();
@@ -2208,18 +2255,25 @@ fn an_mcp_resource_is_referenced_from_the_at_menu() {
 /// shell and image reading.
 #[test]
 fn an_agent_preset_is_chosen_before_the_first_message_and_then_fixed() {
-    let Some(b) = browser("an_agent_preset_is_chosen_before_the_first_message_and_then_fixed") else {
+    let Some(b) = browser("an_agent_preset_is_chosen_before_the_first_message_and_then_fixed")
+    else {
         return;
     };
     let mut p = Page::new(&b, "28-agent-preset");
     let server = MockServer::start().answer_untooled("Preset");
-    server.push_all([text_reply("Minimal at your service."), text_reply("Standard here.")]);
+    server.push_all([
+        text_reply("Minimal at your service."),
+        text_reply("Standard here."),
+    ]);
     let web = Web::start(&server.url(), &[("DEEPSEEK_API_KEY", "sk-x")]);
     p.sign_in(&web);
     p.choose_launch_workspace();
     let options = p.wait("(a => a.length ? a : null)([...document.querySelectorAll('[data-testid=home-preset] option')].map(o => o.value))");
     assert_eq!(options, json!(["standard", "ptc", "minimal"]));
-    assert_eq!(p.js("return document.querySelector('[data-testid=home-preset]').value"), json!("standard"));
+    assert_eq!(
+        p.js("return document.querySelector('[data-testid=home-preset]').value"),
+        json!("standard")
+    );
     p.js("const s = document.querySelector('[data-testid=home-preset]'); s.value = 'minimal'; return true");
     p.shot("home-preset");
     p.start_task("hello");

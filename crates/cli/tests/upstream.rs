@@ -1035,7 +1035,10 @@ const ROWS_ONLY_UPSTREAM: &[(&str, &str)] = &[
     ("skill-office", "no office-document skill"),
     ("office-to-pdf", "no office-document conversion"),
     ("workspace-dependencies", "no workspace dependency tool"),
-    ("preset-cordis", "no cordis preset: the cordis tools are not in this build's web bundle"),
+    (
+        "preset-cordis",
+        "no cordis preset: the cordis tools are not in this build's web bundle",
+    ),
     ("subagent-model-selection-settings", "no agent presets"),
     ("message-feedback", "feedback is the /feedback command"),
     (

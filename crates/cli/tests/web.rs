@@ -2541,7 +2541,12 @@ async fn presented_files_survive_a_restart() {
 }
 
 /// Waits until the session's log satisfies `done`, then returns its events.
-async fn events_until(web: &Web, id: &str, what: &str, done: impl Fn(&[Value]) -> bool) -> Vec<Value> {
+async fn events_until(
+    web: &Web,
+    id: &str,
+    what: &str,
+    done: impl Fn(&[Value]) -> bool,
+) -> Vec<Value> {
     let deadline = Instant::now() + WAIT;
     loop {
         let events = web.events(id).await;
@@ -2583,7 +2588,13 @@ async fn a_reminder_the_model_sets_is_delivered_into_its_session() {
         )
         .await;
     assert_eq!(bad["ok"], false, "{bad}");
-    assert!(bad["error"]["message"].as_str().unwrap().contains("Mars/Olympus"), "{bad}");
+    assert!(
+        bad["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("Mars/Olympus"),
+        "{bad}"
+    );
     web.ok(
         "session.prompt",
         json!({"sessionId": id, "clientTimeZone": "Asia/Tokyo",
@@ -2594,8 +2605,14 @@ async fn a_reminder_the_model_sets_is_delivered_into_its_session() {
     let first = server.wait_for_requests(1, WAIT);
     let sent = Value::from(first[0].messages()).to_string();
     assert!(sent.contains("+09:00[Asia/Tokyo]"), "{sent}");
-    assert!(sent.contains("The user's browser is set to Asia/Tokyo"), "{sent}");
-    events_until(&web, &id, "the first turn did not end", |e| turn_ends(e) >= 1).await;
+    assert!(
+        sent.contains("The user's browser is set to Asia/Tokyo"),
+        "{sent}"
+    );
+    events_until(&web, &id, "the first turn did not end", |e| {
+        turn_ends(e) >= 1
+    })
+    .await;
     let listed = web.ok("schedule.list", json!({"sessionId": id})).await;
     let tasks = listed["tasks"].as_array().unwrap().clone();
     assert_eq!(tasks.len(), 1, "{listed}");
@@ -2604,13 +2621,19 @@ async fn a_reminder_the_model_sets_is_delivered_into_its_session() {
     assert_eq!(tasks[0]["deliveryMode"], "host");
 
     // Two seconds later the reminder runs a turn of its own.
-    let events = events_until(&web, &id, "the reminder's turn did not end", |e| turn_ends(e) >= 2).await;
+    let events = events_until(&web, &id, "the reminder's turn did not end", |e| {
+        turn_ends(e) >= 2
+    })
+    .await;
     let reminder = events
         .iter()
         .find(|e| e["type"] == "user/message" && e["data"]["source"]["kind"] == "schedule")
         .unwrap_or_else(|| panic!("no schedule message: {events:#?}"));
     let text = reminder["data"]["content"][0]["text"].as_str().unwrap();
-    assert!(text.contains("reminder: \"check the nightly build\""), "{text}");
+    assert!(
+        text.contains("reminder: \"check the nightly build\""),
+        "{text}"
+    );
     let requests = server.requests();
     let last = Value::from(requests.last().unwrap().messages()).to_string();
     assert!(last.contains("check the nightly build"), "{last}");
@@ -2624,7 +2647,10 @@ async fn a_reminder_the_model_sets_is_delivered_into_its_session() {
     .unwrap();
     let task = store["tables"]["tasks"][tasks[0]["id"].as_str().unwrap()].clone();
     assert_eq!(task["status"], "inactive", "{store}");
-    assert_eq!(task["lastDelivery"]["messageId"], reminder["data"]["id"], "{store}");
+    assert_eq!(
+        task["lastDelivery"]["messageId"], reminder["data"]["id"],
+        "{store}"
+    );
     assert_eq!(task["sessionId"], json!(id));
 }
 
@@ -2657,14 +2683,20 @@ async fn a_reminder_due_during_downtime_is_delivered_after_a_restart() {
         json!({"sessionId": id, "content": [{"type": "text", "text": "remind me"}]}),
     )
     .await;
-    events_until(&web, &id, "the first turn did not end", |e| turn_ends(e) >= 1).await;
+    events_until(&web, &id, "the first turn did not end", |e| {
+        turn_ends(e) >= 1
+    })
+    .await;
     let home = std::mem::replace(&mut web.home, tempfile::tempdir().unwrap());
     let work = std::mem::replace(&mut web.work, tempfile::tempdir().unwrap());
     drop(web);
     tokio::time::sleep(Duration::from_secs(4)).await;
     let mut web = Web::start_in(home, work, &server, &env, &[]);
     web.login().await;
-    let events = events_until(&web, &id, "the missed reminder was not delivered", |e| turn_ends(e) >= 2).await;
+    let events = events_until(&web, &id, "the missed reminder was not delivered", |e| {
+        turn_ends(e) >= 2
+    })
+    .await;
     assert_eq!(
         events
             .iter()
@@ -2689,7 +2721,11 @@ fn git_in(dir: &std::path::Path, args: &[&str]) -> String {
         .args(args)
         .output()
         .unwrap();
-    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
@@ -2701,7 +2737,13 @@ fn walk(dir: &std::path::Path) -> usize {
     std::fs::read_dir(dir)
         .map(|rd| {
             rd.flatten()
-                .map(|e| if e.path().is_dir() { walk(&e.path()) } else { 1 })
+                .map(|e| {
+                    if e.path().is_dir() {
+                        walk(&e.path())
+                    } else {
+                        1
+                    }
+                })
                 .sum()
         })
         .unwrap_or(0)
@@ -2742,18 +2784,34 @@ async fn a_turn_records_what_it_changed_in_a_git_workspace() {
         e.iter().any(|e| e["type"] == "workspace/changes")
     })
     .await;
-    let changes = events.iter().find(|e| e["type"] == "workspace/changes").unwrap();
+    let changes = events
+        .iter()
+        .find(|e| e["type"] == "workspace/changes")
+        .unwrap();
     let d = &changes["data"];
     assert_eq!(d["turn"], 1, "{d}");
     assert_eq!(d["total"], 2, "{d}");
-    assert_eq!((d["added"].clone(), d["deleted"].clone()), (json!(2), json!(0)), "{d}");
+    assert_eq!(
+        (d["added"].clone(), d["deleted"].clone()),
+        (json!(2), json!(0)),
+        "{d}"
+    );
     let shown: Vec<(String, u64, u64)> = d["files"]
         .as_array()
         .unwrap()
         .iter()
-        .map(|f| (f["display"].as_str().unwrap().to_string(), f["added"].as_u64().unwrap(), f["deleted"].as_u64().unwrap()))
+        .map(|f| {
+            (
+                f["display"].as_str().unwrap().to_string(),
+                f["added"].as_u64().unwrap(),
+                f["deleted"].as_u64().unwrap(),
+            )
+        })
         .collect();
-    assert_eq!(shown, vec![("a.txt".to_string(), 1, 0), ("b.txt".to_string(), 1, 0)]);
+    assert_eq!(
+        shown,
+        vec![("a.txt".to_string(), 1, 0), ("b.txt".to_string(), 1, 0)]
+    );
     assert!(d["snapshot"]["before"].as_str().unwrap().len() >= 40, "{d}");
     let path = d["files"][0]["path"].as_str().unwrap();
     let diff = web
@@ -2766,7 +2824,10 @@ async fn a_turn_records_what_it_changed_in_a_git_workspace() {
     assert!(text.contains("+two") && text.contains(" one"), "{text}");
     // The repository itself is untouched.
     assert_eq!(loose_objects(&work.join(".git")), objects_before);
-    assert_eq!(std::fs::read(work.join(".git/index")).unwrap(), index_before);
+    assert_eq!(
+        std::fs::read(work.join(".git/index")).unwrap(),
+        index_before
+    );
     assert!(git_in(&work, &["status", "--porcelain"]).contains("?? b.txt"));
 
     // A turn that changes nothing records nothing.
@@ -2775,30 +2836,28 @@ async fn a_turn_records_what_it_changed_in_a_git_workspace() {
         json!({"sessionId": id, "content": [{"type": "text", "text": "anything else?"}]}),
     )
     .await;
-    let events = events_until(&web, &id, "the second turn did not end", |e| turn_ends(e) >= 2).await;
+    let events = events_until(&web, &id, "the second turn did not end", |e| {
+        turn_ends(e) >= 2
+    })
+    .await;
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let events = if events.iter().filter(|e| e["type"] == "workspace/changes").count() == 1 {
+    let events = if events
+        .iter()
+        .filter(|e| e["type"] == "workspace/changes")
+        .count()
+        == 1
+    {
         web.events(&id).await
     } else {
         events
     };
-    assert_eq!(events.iter().filter(|e| e["type"] == "workspace/changes").count(), 1);
-}
-
-fn everything_script() -> Option<std::path::PathBuf> {
-    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../mcp/tests/servers/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
-    let node = Command::new("node")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !node || !script.exists() {
-        dsh_test_support::prereq::skip(
-            "server-everything needs node and `npm ci` in crates/mcp/tests/servers (.ci/run does it)",
-        );
-        return None;
-    }
-    Some(script)
+    assert_eq!(
+        events
+            .iter()
+            .filter(|e| e["type"] == "workspace/changes")
+            .count(),
+        1
+    );
 }
 
 /// A connected MCP server's resources are offered in the `@` menu, and a message that
@@ -2806,25 +2865,36 @@ fn everything_script() -> Option<std::path::PathBuf> {
 /// that cannot be read refuses the message with the reason.
 #[tokio::test]
 async fn mcp_resources_are_offered_and_attached_as_references() {
-    let Some(script) = everything_script() else { return };
+    let Some(script) = dsh_test_support::prereq::everything_server() else {
+        return;
+    };
     let server = MockServer::start().answer_untooled("Resources");
     server.push_all([Reply::text("Read it.")]);
     let home = tempfile::tempdir().unwrap();
     let work = tempfile::tempdir().unwrap();
-    let row = json!({"transport": "stdio", "serverName": "everything", "command": "node",
-                     "args": [script.display().to_string(), "stdio"]});
     std::fs::write(
         work.path().join("mcp.yml"),
-        format!("- insert:\n    - id: mcp-everything\n      name: '@deepseek-ai/dsh-mcp-client'\n      config: {row}\n"),
+        dsh_test_support::prereq::everything_patch(&script),
     )
     .unwrap();
-    let mut web = Web::start_in(home, work, &server, &[("DEEPSEEK_API_KEY", "sk-x")], &["--patch", "mcp.yml"]);
+    let mut web = Web::start_in(
+        home,
+        work,
+        &server,
+        &[("DEEPSEEK_API_KEY", "sk-x")],
+        &["--patch", "mcp.yml"],
+    );
     web.login().await;
     let id = web.new_session().await;
     // The server connects in the background: ask until its resources are listed.
     let deadline = Instant::now() + WAIT;
     let offered = loop {
-        let r = web.ok("session.files", json!({"sessionId": id, "query": "architecture"})).await;
+        let r = web
+            .ok(
+                "session.files",
+                json!({"sessionId": id, "query": "architecture"}),
+            )
+            .await;
         if r["resources"].as_array().is_some_and(|a| !a.is_empty()) {
             break r;
         }
@@ -2832,7 +2902,10 @@ async fn mcp_resources_are_offered_and_attached_as_references() {
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
     let reference = offered["resources"][0]["ref"].as_str().unwrap().to_string();
-    assert_eq!(reference, "everything:demo://resource/static/document/architecture.md", "{offered}");
+    assert_eq!(
+        reference, "everything:demo://resource/static/document/architecture.md",
+        "{offered}"
+    );
     let bad = web
         .rpc(
             "session.prompt",
@@ -2840,7 +2913,13 @@ async fn mcp_resources_are_offered_and_attached_as_references() {
         )
         .await;
     assert_eq!(bad["ok"], false, "{bad}");
-    assert!(bad["error"]["message"].as_str().unwrap().contains("@everything:demo://nope/x cannot be attached"), "{bad}");
+    assert!(
+        bad["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("@everything:demo://nope/x cannot be attached"),
+        "{bad}"
+    );
     web.ok(
         "session.prompt",
         json!({"sessionId": id, "content": [{"type": "text", "text": format!("summarize @{reference}.")}]}),
@@ -2883,7 +2962,12 @@ async fn agent_presets_decide_the_tools_a_session_sees() {
     let mut web = Web::start(&server, &env, &[]);
     web.login().await;
     let roster = web.ok("agentPresets.list", json!({})).await;
-    let ids: Vec<&str> = roster["presets"].as_array().unwrap().iter().map(|p| p["id"].as_str().unwrap()).collect();
+    let ids: Vec<&str> = roster["presets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["id"].as_str().unwrap())
+        .collect();
     assert_eq!(ids, ["standard", "ptc", "minimal"], "{roster}");
     assert_eq!(roster["presets"][0]["isDefault"], true);
     let cwd = web.work.path().display().to_string();
@@ -2898,7 +2982,11 @@ async fn agent_presets_decide_the_tools_a_session_sees() {
         let web = &web;
         async move {
             let before = turn_ends(&web.events(&id).await);
-            web.ok("session.prompt", json!({"sessionId": id, "content": [{"type": "text", "text": "hi"}]})).await;
+            web.ok(
+                "session.prompt",
+                json!({"sessionId": id, "content": [{"type": "text", "text": "hi"}]}),
+            )
+            .await;
             events_until(web, &id, "the turn did not end", |e| turn_ends(e) > before).await
         }
     };
@@ -2915,10 +3003,26 @@ async fn agent_presets_decide_the_tools_a_session_sees() {
     let c = code["sessionId"].as_str().unwrap().to_string();
     run(c.clone()).await;
 
-    let requests: Vec<_> = server.requests().into_iter().filter(|r| !r.tool_names().is_empty()).collect();
+    let requests: Vec<_> = server
+        .requests()
+        .into_iter()
+        .filter(|r| !r.tool_names().is_empty())
+        .collect();
     let names = |i: usize| requests[i].tool_names();
-    for t in ["bash", "read", "write", "edit", "schedule_create", "present", "todo_write"] {
-        assert!(names(0).iter().any(|n| n == t), "standard lacks {t}: {:?}", names(0));
+    for t in [
+        "bash",
+        "read",
+        "write",
+        "edit",
+        "schedule_create",
+        "present",
+        "todo_write",
+    ] {
+        assert!(
+            names(0).iter().any(|n| n == t),
+            "standard lacks {t}: {:?}",
+            names(0)
+        );
     }
     assert_eq!(names(1), ["bash", "read_image"], "minimal");
     assert_eq!(names(2), ["bash", "read_image"], "minimal, second step");
@@ -2927,13 +3031,30 @@ async fn agent_presets_decide_the_tools_a_session_sees() {
     let refused = requests[2].last_tool_output().unwrap_or_default();
     assert!(refused.to_lowercase().contains("write"), "{refused}");
     assert!(!web.work.path().join("hidden.txt").exists());
-    assert!(events.iter().any(|e| e["type"] == "agent-preset/selected" && e["data"]["agentPreset"] == "minimal"));
+    assert!(
+        events
+            .iter()
+            .any(|e| e["type"] == "agent-preset/selected" && e["data"]["agentPreset"] == "minimal")
+    );
 
     // Fixed once started; unknown ids refused.
-    let locked = web.rpc("agentPresets.select", json!({"sessionId": a, "agentPreset": "minimal"})).await;
+    let locked = web
+        .rpc(
+            "agentPresets.select",
+            json!({"sessionId": a, "agentPreset": "minimal"}),
+        )
+        .await;
     assert_eq!(locked["error"]["code"], "agent-preset-locked", "{locked}");
-    let unknown = web.rpc("agentPresets.select", json!({"sessionId": a, "agentPreset": "nope"})).await;
-    assert_eq!(unknown["error"]["code"], "agent-preset-not-found", "{unknown}");
+    let unknown = web
+        .rpc(
+            "agentPresets.select",
+            json!({"sessionId": a, "agentPreset": "nope"}),
+        )
+        .await;
+    assert_eq!(
+        unknown["error"]["code"], "agent-preset-not-found",
+        "{unknown}"
+    );
     let options = web.ok("session.options", json!({"sessionId": b})).await;
     assert_eq!(options["agentPreset"]["current"], "minimal", "{options}");
     assert_eq!(options["agentPreset"]["locked"], true, "{options}");
@@ -2945,8 +3066,20 @@ async fn agent_presets_decide_the_tools_a_session_sees() {
     server.push_all([Reply::text("still minimal")]);
     let mut web = Web::start_in(home, work, &server, &env, &[]);
     web.login().await;
-    web.ok("session.prompt", json!({"sessionId": b, "content": [{"type": "text", "text": "again"}]})).await;
-    events_until(&web, &b, "the turn after the restart did not end", |e| turn_ends(e) >= 2).await;
-    let last = server.requests().into_iter().rev().find(|r| !r.tool_names().is_empty()).unwrap();
+    web.ok(
+        "session.prompt",
+        json!({"sessionId": b, "content": [{"type": "text", "text": "again"}]}),
+    )
+    .await;
+    events_until(&web, &b, "the turn after the restart did not end", |e| {
+        turn_ends(e) >= 2
+    })
+    .await;
+    let last = server
+        .requests()
+        .into_iter()
+        .rev()
+        .find(|r| !r.tool_names().is_empty())
+        .unwrap();
     assert_eq!(last.tool_names(), ["bash", "read_image"]);
 }

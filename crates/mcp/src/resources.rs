@@ -140,7 +140,10 @@ pub const MAX_REFERENCE_CHARS: usize = 64 * 1024;
 impl McpResources {
     /// The names of the servers with resources visible from `caller`.
     pub fn servers(&self, caller: &Context) -> Vec<String> {
-        self.visible(caller).into_iter().map(|(n, _, _)| n).collect()
+        self.visible(caller)
+            .into_iter()
+            .map(|(n, _, _)| n)
+            .collect()
     }
 
     /// The resources the servers visible from `caller` list (each server's first page; a
@@ -149,11 +152,19 @@ impl McpResources {
         let mut out = Vec::new();
         for (server, link, timeout) in self.visible(caller) {
             let Some(peer) = link.get() else { continue };
-            let Ok(result) = request(&peer, "resources/list", json!({}), timeout, None).await else {
+            let Ok(result) = request(&peer, "resources/list", json!({}), timeout, None).await
+            else {
                 continue;
             };
-            for r in result["resources"].as_array().into_iter().flatten().take(CATALOG_PER_SERVER) {
-                let Some(uri) = r["uri"].as_str() else { continue };
+            for r in result["resources"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .take(CATALOG_PER_SERVER)
+            {
+                let Some(uri) = r["uri"].as_str() else {
+                    continue;
+                };
                 out.push(ResourceEntry {
                     server: server.clone(),
                     uri: uri.to_string(),

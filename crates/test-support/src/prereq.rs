@@ -64,3 +64,29 @@ pub fn shared(rel: &str) -> Option<std::path::PathBuf> {
     let path = root.join(rel);
     path.exists().then_some(path)
 }
+
+/// The entry script of `@modelcontextprotocol/server-everything` (`npm ci` in
+/// `crates/mcp/tests/servers`, which `.ci/run` does) when it and node are there; otherwise
+/// the test is skipped (a failure under `DSH_TEST_STRICT=1`).
+pub fn everything_server() -> Option<std::path::PathBuf> {
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(
+        "../mcp/tests/servers/node_modules/@modelcontextprotocol/server-everything/dist/index.js",
+    );
+    if !runs("node", &["--version"]) || !script.exists() {
+        skip(
+            "server-everything needs node and `npm ci` in crates/mcp/tests/servers (.ci/run does it)",
+        );
+        return None;
+    }
+    Some(script)
+}
+
+/// A `--patch` file's text inserting server-everything (stdio) as row `mcp-everything`,
+/// server name `everything`.
+pub fn everything_patch(script: &std::path::Path) -> String {
+    let row = serde_json::json!({"transport": "stdio", "serverName": "everything", "command": "node",
+                                 "args": [script.display().to_string(), "stdio"]});
+    format!(
+        "- insert:\n    - id: mcp-everything\n      name: '@deepseek-ai/dsh-mcp-client'\n      config: {row}\n"
+    )
+}

@@ -62,15 +62,28 @@ impl Drop for Changes {
     }
 }
 
-fn git(repo: &Repo, scratch: &Path, index: Option<&Path>, args: &[&str]) -> Result<Vec<u8>, String> {
+fn git(
+    repo: &Repo,
+    scratch: &Path,
+    index: Option<&Path>,
+    args: &[&str],
+) -> Result<Vec<u8>, String> {
     let mut cmd = Command::new("git");
     cmd.arg("-C")
         .arg(&repo.top)
         // Nothing of the repository's configuration may run a program here.
-        .args(["-c", "core.fsmonitor=false", "-c", "core.hooksPath=/dev/null"])
+        .args([
+            "-c",
+            "core.fsmonitor=false",
+            "-c",
+            "core.hooksPath=/dev/null",
+        ])
         .args(args)
         .env("GIT_OBJECT_DIRECTORY", scratch.join("objects"))
-        .env("GIT_ALTERNATE_OBJECT_DIRECTORIES", repo.common_dir.join("objects"))
+        .env(
+            "GIT_ALTERNATE_OBJECT_DIRECTORIES",
+            repo.common_dir.join("objects"),
+        )
         .env("GIT_OPTIONAL_LOCKS", "0")
         .env_remove("GIT_DIR")
         .env_remove("GIT_WORK_TREE")
@@ -78,7 +91,9 @@ fn git(repo: &Repo, scratch: &Path, index: Option<&Path>, args: &[&str]) -> Resu
     if let Some(index) = index {
         cmd.env("GIT_INDEX_FILE", index);
     }
-    let out = cmd.output().map_err(|e| format!("git could not run: {e}"))?;
+    let out = cmd
+        .output()
+        .map_err(|e| format!("git could not run: {e}"))?;
     if !out.status.success() {
         return Err(format!(
             "git {} failed: {}",
@@ -192,7 +207,10 @@ impl Changes {
             match this.snapshot(&repo) {
                 Ok(tree) => Some((repo, tree)),
                 Err(e) => {
-                    tracing::warn!("workspace changes: no snapshot of {}: {e}", repo.top.display());
+                    tracing::warn!(
+                        "workspace changes: no snapshot of {}: {e}",
+                        repo.top.display()
+                    );
                     None
                 }
             }
@@ -210,7 +228,12 @@ impl Changes {
     }
 
     /// After a turn ended: the summary to record, if the turn changed anything.
-    pub async fn turn_ended(self: &Arc<Self>, session: &str, turn: u64, cwd: &Path) -> Option<(Value, Repo)> {
+    pub async fn turn_ended(
+        self: &Arc<Self>,
+        session: &str,
+        turn: u64,
+        cwd: &Path,
+    ) -> Option<(Value, Repo)> {
         let baseline = {
             let mut map = self.lock_baselines();
             match map.get(session) {
@@ -219,16 +242,27 @@ impl Changes {
             }
         }?;
         let this = self.clone();
-        let work = tokio::task::spawn_blocking(move || -> Result<(Baseline, String, Vec<Changed>), String> {
-            let after = this.snapshot(&baseline.repo)?;
-            let raw = git(
-                &baseline.repo,
-                &this.scratch,
-                None,
-                &["diff", "--numstat", "-z", "--no-renames", "--no-ext-diff", "--no-textconv", &baseline.tree, &after],
-            )?;
-            Ok((baseline, after, parse_numstat(&raw)))
-        });
+        let work = tokio::task::spawn_blocking(
+            move || -> Result<(Baseline, String, Vec<Changed>), String> {
+                let after = this.snapshot(&baseline.repo)?;
+                let raw = git(
+                    &baseline.repo,
+                    &this.scratch,
+                    None,
+                    &[
+                        "diff",
+                        "--numstat",
+                        "-z",
+                        "--no-renames",
+                        "--no-ext-diff",
+                        "--no-textconv",
+                        &baseline.tree,
+                        &after,
+                    ],
+                )?;
+                Ok((baseline, after, parse_numstat(&raw)))
+            },
+        );
         let (baseline, after, files) = match tokio::time::timeout(SNAPSHOT_TIMEOUT, work).await {
             Ok(Ok(Ok(done))) => done,
             Ok(Ok(Err(e))) => {
@@ -272,16 +306,30 @@ impl Changes {
 
     /// Remembers what the summary recorded at `seq` compares (for `diff`).
     pub fn remember(&self, session: &str, seq: u64, repo: Repo, summary: &Value) {
-        let side = |k: &str| summary.pointer(&format!("/snapshot/{k}")).and_then(Value::as_str).unwrap_or_default().to_string();
+        let side = |k: &str| {
+            summary
+                .pointer(&format!("/snapshot/{k}"))
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string()
+        };
         self.recorded
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .insert((session.to_string(), seq), (repo, side("before"), side("after")));
+            .insert(
+                (session.to_string(), seq),
+                (repo, side("before"), side("after")),
+            );
     }
 
     /// The unified diff of one file of the summary at `seq`; `None` when this process did
     /// not record it (it ran before a restart).
-    pub async fn diff(self: &Arc<Self>, session: &str, seq: u64, path: &str) -> Option<Result<String, String>> {
+    pub async fn diff(
+        self: &Arc<Self>,
+        session: &str,
+        seq: u64,
+        path: &str,
+    ) -> Option<Result<String, String>> {
         let (repo, before, after) = self
             .recorded
             .lock()
@@ -298,7 +346,17 @@ impl Changes {
                 &repo,
                 &this.scratch,
                 None,
-                &["diff", "--no-renames", "--no-ext-diff", "--no-textconv", "--no-color", &before, &after, "--", &relative],
+                &[
+                    "diff",
+                    "--no-renames",
+                    "--no-ext-diff",
+                    "--no-textconv",
+                    "--no-color",
+                    &before,
+                    &after,
+                    "--",
+                    &relative,
+                ],
             )
         })
         .await
@@ -332,9 +390,8 @@ pub fn install(
     let (h, c) = (hosting.clone(), changes.clone());
     root.on_waterfall::<PreStep>(ListenOptions::GLOBAL, move |p, next| {
         let session = p.agent.session().clone();
-        let wanted = p.step == 1
-            && h.get(&session.id()).is_some()
-            && session.header().delegation_depth == 0;
+        let wanted =
+            p.step == 1 && h.get(&session.id()).is_some() && session.header().delegation_depth == 0;
         let cwd = p.agent.cwd();
         let (c, turn) = (c.clone(), p.turn);
         Box::pin(async move {
@@ -354,7 +411,11 @@ pub fn install(
         };
         let session = p.session.clone();
         let id = session.id();
-        let Some(cwd) = h.get(&id).and_then(|hosted| hosted.agent()).and_then(|a| a.cwd()) else {
+        let Some(cwd) = h
+            .get(&id)
+            .and_then(|hosted| hosted.agent())
+            .and_then(|a| a.cwd())
+        else {
             return Ok(());
         };
         let c = c.clone();
@@ -364,7 +425,9 @@ pub fn install(
             };
             match session.append(CHANGES, summary.clone(), None) {
                 Ok(event) => c.remember(&id, event.seq, repo, &summary),
-                Err(e) => tracing::warn!("workspace changes of turn {turn} in {id} not recorded: {e}"),
+                Err(e) => {
+                    tracing::warn!("workspace changes of turn {turn} in {id} not recorded: {e}")
+                }
             }
         });
         Ok(())
@@ -383,8 +446,18 @@ mod tests {
         assert_eq!(
             parse_numstat(raw),
             vec![
-                Changed { path: "src/a.rs".into(), added: 3, deleted: 1, binary: false },
-                Changed { path: "logo.png".into(), added: 0, deleted: 0, binary: true },
+                Changed {
+                    path: "src/a.rs".into(),
+                    added: 3,
+                    deleted: 1,
+                    binary: false
+                },
+                Changed {
+                    path: "logo.png".into(),
+                    added: 0,
+                    deleted: 0,
+                    binary: true
+                },
             ]
         );
     }

@@ -26,7 +26,10 @@ use serde_json::{Value, json};
 pub const SELECTED: &str = "agent-preset/selected";
 
 /// 0.2.1's preset entry ids whose rows have another id here.
-const ALIASES: [(&str, &str); 2] = [("present", "tool-present"), ("persistent-bash", "tool-bash")];
+const ALIASES: [(&str, &str); 2] = [
+    ("present", "tool-present"),
+    ("persistent-bash", "tool-bash"),
+];
 
 /// One declared preset.
 #[derive(Clone, Debug)]
@@ -65,7 +68,11 @@ pub struct AgentPresets {
 impl AgentPresets {
     /// Every preset, by `order` then id.
     pub fn list(&self) -> Vec<Preset> {
-        let mut all = self.presets.read().unwrap_or_else(|p| p.into_inner()).clone();
+        let mut all = self
+            .presets
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
         all.sort_by(|a, b| {
             a.order
                 .unwrap_or(f64::INFINITY)
@@ -110,7 +117,12 @@ impl AgentPresets {
                 .iter()
                 .rev()
                 .find(|e| e.is(SELECTED))
-                .and_then(|e| e.data.get("agentPreset").and_then(Value::as_str).map(str::to_owned))
+                .and_then(|e| {
+                    e.data
+                        .get("agentPreset")
+                        .and_then(Value::as_str)
+                        .map(str::to_owned)
+                })
         });
         own.or_else(|| session.header().agent_preset)
     }
@@ -118,7 +130,12 @@ impl AgentPresets {
     /// The preset `session` runs: its own, else its parent's (a delegated child joins its
     /// parent's preset), else the default.
     pub fn of(&self, session: &str) -> String {
-        if let Some(id) = self.sessions.lock().unwrap_or_else(|p| p.into_inner()).get(session) {
+        if let Some(id) = self
+            .sessions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(session)
+        {
             return id.clone();
         }
         let mut id = None;
@@ -270,7 +287,12 @@ fn collect(entries: &[Value], preset: &mut Preset) -> Result<(), String> {
         preset.rows.insert(row.to_string());
         match name {
             "@deepseek-ai/dsh-tool-fs" => {
-                for (key, tool) in [("read", "read"), ("write", "write"), ("edit", "edit"), ("readImage", "read_image")] {
+                for (key, tool) in [
+                    ("read", "read"),
+                    ("write", "write"),
+                    ("edit", "edit"),
+                    ("readImage", "read_image"),
+                ] {
                     if config.and_then(|c| c.get(key)).and_then(Value::as_bool) == Some(false) {
                         preset.hidden.insert(tool.to_string());
                     }
@@ -364,7 +386,10 @@ mod tests {
         collect(entries.as_array().unwrap(), &mut p).unwrap();
         let mut rows: Vec<&str> = p.rows.iter().map(String::as_str).collect();
         rows.sort_unstable();
-        assert_eq!(rows, ["tool-bash", "tool-fs", "tool-present", "tool-presentation"]);
+        assert_eq!(
+            rows,
+            ["tool-bash", "tool-fs", "tool-present", "tool-presentation"]
+        );
         assert_eq!(p.hidden, HashSet::from(["read".to_string()]));
         assert_eq!(p.mode, Some(ToolsMode::Code));
         assert!(collect(&[json!({"name": "x"})], &mut p).is_err());

@@ -66,7 +66,15 @@ impl Plugin for TimeContextPlugin {
                 }
                 let now = Timestamp::now();
                 let text = p.agent.session().read(|log| {
-                    reading(log.events(), &messages, p.turn, p.step, now, &fallback, refresh)
+                    reading(
+                        log.events(),
+                        &messages,
+                        p.turn,
+                        p.step,
+                        now,
+                        &fallback,
+                        refresh,
+                    )
                 });
                 if let Some(text) = text {
                     messages.push(Arc::new(message(text)));
@@ -87,7 +95,8 @@ fn message(text: String) -> Message {
 }
 
 fn is_reading(e: &Event) -> bool {
-    e.is(types::USER_MESSAGE) && e.data.pointer("/source/kind").and_then(Value::as_str) == Some(KIND)
+    e.is(types::USER_MESSAGE)
+        && e.data.pointer("/source/kind").and_then(Value::as_str) == Some(KIND)
 }
 
 /// The zone a user message's browser reported.
@@ -135,7 +144,9 @@ fn reading(
     // This turn's events (from its turn/start on).
     let start = events
         .iter()
-        .rposition(|e| e.is(types::TURN_START) && e.data.get("turn").and_then(Value::as_u64) == Some(turn))
+        .rposition(|e| {
+            e.is(types::TURN_START) && e.data.get("turn").and_then(Value::as_u64) == Some(turn)
+        })
         .unwrap_or(events.len());
     let this_turn = &events[start..];
     let previous = if step <= 1 {
@@ -143,18 +154,27 @@ fn reading(
             .iter()
             .rev()
             .find(|e| {
-                e.is(types::USER_MESSAGE) || e.is(types::ASSISTANT_MESSAGE) || e.is(types::TOOL_RESULT)
+                e.is(types::USER_MESSAGE)
+                    || e.is(types::ASSISTANT_MESSAGE)
+                    || e.is(types::TOOL_RESULT)
             })
             .map(|e| e.time)
     } else {
-        this_turn.iter().rev().find(|e| is_reading(e)).map(|e| e.time)
+        this_turn
+            .iter()
+            .rev()
+            .find(|e| is_reading(e))
+            .map(|e| e.time)
     };
     let mut zones: Vec<String> = this_turn
         .iter()
         .filter(|e| e.is(types::USER_MESSAGE))
         .filter_map(|e| e.data.get("source").and_then(client_zone))
         .chain(proposed.iter().filter_map(|m| {
-            serde_json::to_value(&m.source).ok().as_ref().and_then(client_zone)
+            serde_json::to_value(&m.source)
+                .ok()
+                .as_ref()
+                .and_then(client_zone)
         }))
         .collect();
     zones.sort();
@@ -180,7 +200,11 @@ fn reading(
         Some(t) => elapsed(now_ms - t),
         None => "nothing earlier".to_string(),
     };
-    let what = if step <= 1 { "previous message" } else { "previous clock reading" };
+    let what = if step <= 1 {
+        "previous message"
+    } else {
+        "previous clock reading"
+    };
     Some(format!(
         "Clock at turn {turn}, step {step}: {clock}\n{browser}\nSince the {what}: {since}."
     ))

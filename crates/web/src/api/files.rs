@@ -71,12 +71,19 @@ async fn resources_matching(s: &WebState, agent: &dsh_agent::AgentRef, query: &s
         .filter_map(|r| {
             let reference = format!("{}:{}", r.server, r.uri);
             let score = score(&format!("{reference} {}", r.name).to_lowercase(), query)?;
-            Some((score, json!({"ref": reference, "server": r.server, "uri": r.uri,
-                                "name": r.name, "mimeType": r.mime_type})))
+            Some((
+                score,
+                json!({"ref": reference, "server": r.server, "uri": r.uri,
+                                "name": r.name, "mimeType": r.mime_type}),
+            ))
         })
         .collect();
     scored.sort_by_key(|b| std::cmp::Reverse(b.0));
-    scored.into_iter().take(RESOURCE_LIMIT).map(|(_, v)| v).collect()
+    scored
+        .into_iter()
+        .take(RESOURCE_LIMIT)
+        .map(|(_, v)| v)
+        .collect()
 }
 
 /// The `@server:uri` references in `text` to servers in `servers` (each once, in order).
@@ -170,7 +177,10 @@ mod tests {
     fn resource_references_name_a_connected_server() {
         let servers = vec!["docs".to_string()];
         assert_eq!(
-            resource_refs("see @docs:demo://a/b and @docs:demo://a/b, @other:x @docs: @path/file.rs", &servers),
+            resource_refs(
+                "see @docs:demo://a/b and @docs:demo://a/b, @other:x @docs: @path/file.rs",
+                &servers
+            ),
             vec![("docs".to_string(), "demo://a/b".to_string())]
         );
     }

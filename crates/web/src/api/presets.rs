@@ -11,7 +11,9 @@ use crate::state::WebState;
 
 fn service(s: &WebState) -> Result<std::sync::Arc<AgentPresets>, ApiError> {
     s.root.get::<AgentPresets>().ok_or_else(|| {
-        ApiError::bad_request("agent presets are off in this profile (no agent-preset-registry row)")
+        ApiError::bad_request(
+            "agent presets are off in this profile (no agent-preset-registry row)",
+        )
     })
 }
 
@@ -41,7 +43,9 @@ pub fn apply(
     presets
         .select(agent.session(), wanted)
         .map_err(|e| match e {
-            PresetError::NotFound(..) => ApiError::new(ErrorCode::AgentPresetNotFound, e.to_string()),
+            PresetError::NotFound(..) => {
+                ApiError::new(ErrorCode::AgentPresetNotFound, e.to_string())
+            }
             PresetError::Locked => ApiError::new(ErrorCode::AgentPresetLocked, e.to_string())
                 .with(json!({"sessionId": agent.id().to_string(), "agentPreset": wanted})),
             PresetError::Write(_) => ApiError::internal(e),

@@ -305,7 +305,10 @@ pub async fn create(s: &WebState, p: &Value) -> ApiResult {
     };
     let id = agent.id().to_string();
     // `agentPreset`: the preset this session runs (a reused blank session switches to it).
-    let preset = match (args.opt_str("agentPreset")?, s.root.get::<crate::presets::AgentPresets>()) {
+    let preset = match (
+        args.opt_str("agentPreset")?,
+        s.root.get::<crate::presets::AgentPresets>(),
+    ) {
         (Some(wanted), Some(presets)) => Some(super::presets::apply(&presets, &agent, wanted)?),
         (Some(_), None) => {
             return Err(ApiError::bad_request(
@@ -553,7 +556,10 @@ async fn referenced_resources(
     };
     let servers = service.servers(agent.ctx());
     let mut out = Vec::new();
-    for (server, uri) in super::files::resource_refs(text, &servers).into_iter().take(8) {
+    for (server, uri) in super::files::resource_refs(text, &servers)
+        .into_iter()
+        .take(8)
+    {
         let read = service.read_for_prompt(agent.ctx(), &server, &uri).await;
         out.push(read.map_err(|e| {
             ApiError::bad_request(format!("@{server}:{uri} cannot be attached: {e}"))

@@ -58,11 +58,7 @@ fn catch_up(r: &Record, now: Timestamp) -> (Timestamp, Option<Timestamp>) {
     (occurrence, r.timing.next_after(occurrence, now))
 }
 
-async fn deliver(
-    state: &WebState,
-    session: &str,
-    text: String,
-) -> Result<String, String> {
+async fn deliver(state: &WebState, session: &str, text: String) -> Result<String, String> {
     let agent = state
         .lifecycle()
         .ensure_live(session)
@@ -124,12 +120,17 @@ async fn deliver_due(
                 let (occurrence, next) = catch_up(&t.record, now);
                 recurring.push((t.record.clone(), occurrence, next));
             } else {
-                sends.push((framing_one(&t.record), vec![(t.record.clone(), t.record.scheduled_at, None)]));
+                sends.push((
+                    framing_one(&t.record),
+                    vec![(t.record.clone(), t.record.scheduled_at, None)],
+                ));
             }
         }
         if !recurring.is_empty() {
-            let items: Vec<(Record, Timestamp)> =
-                recurring.iter().map(|(r, at, _)| (r.clone(), *at)).collect();
+            let items: Vec<(Record, Timestamp)> = recurring
+                .iter()
+                .map(|(r, at, _)| (r.clone(), *at))
+                .collect();
             sends.push((framing_batch(&items), recurring));
         }
         for (text, members) in sends {
@@ -171,7 +172,12 @@ pub(crate) async fn drive(state: Arc<WebState>, service: Arc<ScheduleService>) {
         let now = Timestamp::now();
         let instant_now = tokio::time::Instant::now();
         let mut sleep = MAX_SLEEP;
-        for t in service.catalog().unwrap_or_default().iter().filter(|t| t.active) {
+        for t in service
+            .catalog()
+            .unwrap_or_default()
+            .iter()
+            .filter(|t| t.active)
+        {
             let wait = match failed.get(&t.record.id) {
                 Some(until) if *until > instant_now => *until - instant_now,
                 _ => Duration::from_millis(

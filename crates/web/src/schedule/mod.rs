@@ -171,7 +171,10 @@ impl ScheduleService {
         let parsed = (|| -> Result<Task, String> {
             let record = Record::from_json(raw.get("record").unwrap_or(&Value::Null))?;
             if record.id != id {
-                return Err(format!("its record id \"{}\" differs from its key", record.id));
+                return Err(format!(
+                    "its record id \"{}\" differs from its key",
+                    record.id
+                ));
             }
             Ok(Task {
                 session_id: raw
@@ -275,7 +278,12 @@ impl ScheduleService {
     }
 
     /// Changes a task of `session` in place (id kept).
-    pub fn change(&self, session: &str, id: &str, change: Change) -> Result<Updated, ScheduleError> {
+    pub fn change(
+        &self,
+        session: &str,
+        id: &str,
+        change: Change,
+    ) -> Result<Updated, ScheduleError> {
         self.update(|tasks| {
             let Some(raw) = tasks.get(id) else {
                 return Ok((Updated::NotFound, false));
@@ -404,7 +412,10 @@ fn table(doc: &mut Value) -> &mut Map<String, Value> {
 pub(crate) fn title_of(v: Option<&Value>) -> Result<String, InputError> {
     let t = v.and_then(Value::as_str).map(str::trim).unwrap_or_default();
     if t.is_empty() {
-        return Err(input("invalid_prompt", "title is required and cannot be blank"));
+        return Err(input(
+            "invalid_prompt",
+            "title is required and cannot be blank",
+        ));
     }
     if t.chars().count() > rule::MAX_TITLE_CHARS {
         return Err(input(
@@ -441,14 +452,19 @@ impl Plugin for SchedulePlugin {
     fn apply(&self, ctx: &Context, config: &PluginConfig) -> Result<(), BoxError> {
         let row: ScheduleRow = config.parse()?;
         let days = row.delivery_history_days.unwrap_or(DEFAULT_HISTORY_DAYS);
-        let records = row.delivery_history_records.unwrap_or(DEFAULT_HISTORY_RECORDS);
+        let records = row
+            .delivery_history_records
+            .unwrap_or(DEFAULT_HISTORY_RECORDS);
         if !(1..=3650).contains(&days) {
-            return Err(format!("schedule: deliveryHistoryDays must be 1 to 3650, got {days}").into());
+            return Err(
+                format!("schedule: deliveryHistoryDays must be 1 to 3650, got {days}").into(),
+            );
         }
         if !(1..=10_000).contains(&records) {
-            return Err(
-                format!("schedule: deliveryHistoryRecords must be 1 to 10000, got {records}").into(),
-            );
+            return Err(format!(
+                "schedule: deliveryHistoryRecords must be 1 to 10000, got {records}"
+            )
+            .into());
         }
         let root = ctx
             .require::<crate::StorageRoot>()
@@ -471,27 +487,58 @@ mod tests {
         let svc = ScheduleService::new(dir.path(), 30, 2);
         let now: Timestamp = "2026-12-04T10:00:00Z".parse().unwrap();
         let every = rule::timing_from_args(&json!({"every_seconds": 60}), now).unwrap();
-        let r = svc.create("s1", "Check CI".into(), "look at CI".into(), every).unwrap();
+        let r = svc
+            .create("s1", "Check CI".into(), "look at CI".into(), every)
+            .unwrap();
         assert!(r.id.starts_with("schedule-"));
         assert_eq!(svc.list("s1").unwrap().len(), 1);
         assert!(svc.list("s2").unwrap().is_empty());
-        let raw: Value = serde_json::from_str(&std::fs::read_to_string(dir.path().join("schedule.json")).unwrap()).unwrap();
+        let raw: Value = serde_json::from_str(
+            &std::fs::read_to_string(dir.path().join("schedule.json")).unwrap(),
+        )
+        .unwrap();
         assert_eq!(raw["unit"], json!({"name": "schedule", "version": 1}));
         assert_eq!(raw["tables"]["tasks"][&r.id]["sessionId"], "s1");
 
         // Three deliveries with a cap of two keep the last two receipts.
         for i in 0..3 {
             let at: Timestamp = format!("2026-12-04T10:0{}:00Z", i + 1).parse().unwrap();
-            svc.delivered(&r.id, at, at, &format!("m{i}"), Some(at + jiff::SignedDuration::from_secs(60))).unwrap();
+            svc.delivered(
+                &r.id,
+                at,
+                at,
+                &format!("m{i}"),
+                Some(at + jiff::SignedDuration::from_secs(60)),
+            )
+            .unwrap();
         }
-        let raw: Value = serde_json::from_str(&std::fs::read_to_string(dir.path().join("schedule.json")).unwrap()).unwrap();
+        let raw: Value = serde_json::from_str(
+            &std::fs::read_to_string(dir.path().join("schedule.json")).unwrap(),
+        )
+        .unwrap();
         let task = &raw["tables"]["tasks"][&r.id];
-        assert_eq!(task["deliveryHistory"]["records"].as_array().unwrap().len(), 2);
+        assert_eq!(
+            task["deliveryHistory"]["records"].as_array().unwrap().len(),
+            2
+        );
         assert_eq!(task["lastDelivery"]["messageId"], "m2");
         assert_eq!(task["record"]["scheduledAt"], "2026-12-04T10:04:00.000Z");
 
-        assert!(matches!(svc.change("s2", &r.id, Change::default()).unwrap(), Updated::NotFound));
-        let Updated::Done(changed) = svc.change("s1", &r.id, Change { title: Some("CI".into()), ..Change::default() }).unwrap() else {
+        assert!(matches!(
+            svc.change("s2", &r.id, Change::default()).unwrap(),
+            Updated::NotFound
+        ));
+        let Updated::Done(changed) = svc
+            .change(
+                "s1",
+                &r.id,
+                Change {
+                    title: Some("CI".into()),
+                    ..Change::default()
+                },
+            )
+            .unwrap()
+        else {
             panic!("not changed")
         };
         assert_eq!(changed.title, "CI");
@@ -513,7 +560,10 @@ mod tests {
         let t = rule::timing_from_args(&json!({"after_seconds": 5}), now).unwrap();
         svc.create("s", "T".into(), "p".into(), t).unwrap();
         assert_eq!(svc.catalog().unwrap().len(), 1);
-        let raw: Value = serde_json::from_str(&std::fs::read_to_string(dir.path().join("schedule.json")).unwrap()).unwrap();
+        let raw: Value = serde_json::from_str(
+            &std::fs::read_to_string(dir.path().join("schedule.json")).unwrap(),
+        )
+        .unwrap();
         assert_eq!(raw["tables"]["tasks"]["bad"]["record"]["kind"], "nope");
         std::fs::write(dir.path().join("schedule.json"), "{").unwrap();
         let e = svc.catalog().unwrap_err().to_string();

@@ -35,12 +35,26 @@ pub(crate) fn input(code: &'static str, message: impl Into<String>) -> InputErro
 /// When a reminder fires.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Timing {
-    After { seconds: u64 },
+    After {
+        seconds: u64,
+    },
     At,
-    Every { seconds: u64 },
-    Daily { time: Time, zone: String },
-    Weekly { time: Time, zone: String, weekdays: Vec<i8> },
-    Cron { cron: Cron, zone: String },
+    Every {
+        seconds: u64,
+    },
+    Daily {
+        time: Time,
+        zone: String,
+    },
+    Weekly {
+        time: Time,
+        zone: String,
+        weekdays: Vec<i8>,
+    },
+    Cron {
+        cron: Cron,
+        zone: String,
+    },
 }
 
 impl Timing {
@@ -70,9 +84,7 @@ impl Timing {
                 let k = if n < a { 0 } else { (n - a) / step + 1 };
                 Timestamp::from_millisecond(a.checked_add(k.checked_mul(step)?)?).ok()
             }
-            Timing::Daily { time, zone } => {
-                next_wall(zone, now, |_| true, |_| vec![*time])
-            }
+            Timing::Daily { time, zone } => next_wall(zone, now, |_| true, |_| vec![*time]),
             Timing::Weekly {
                 time,
                 zone,
@@ -161,9 +173,8 @@ impl Record {
             zone_of(&z).map_err(|e| e.message)?;
             Ok(z)
         };
-        let time = || -> Result<Time, String> {
-            parse_clock(&s("time")?, "time").map_err(|e| e.message)
-        };
+        let time =
+            || -> Result<Time, String> { parse_clock(&s("time")?, "time").map_err(|e| e.message) };
         let timing = match s("kind")?.as_str() {
             "after" => Timing::After {
                 seconds: u("afterSeconds")?,
@@ -244,7 +255,9 @@ pub fn zone_of(name: &str) -> Result<TimeZone, InputError> {
     let bad = || {
         input(
             "invalid_time_zone",
-            format!("\"{name}\" is not a time zone; use UTC or an IANA Area/Location name such as Europe/Paris"),
+            format!(
+                "\"{name}\" is not a time zone; use UTC or an IANA Area/Location name such as Europe/Paris"
+            ),
         )
     };
     let shaped = name == "UTC"
@@ -275,7 +288,11 @@ fn parse_clock(text: &str, field: &str) -> Result<Time, InputError> {
         None => (text, ""),
     };
     let parts: Vec<&str> = main.split(':').collect();
-    if parts.len() != 3 || parts.iter().any(|p| p.len() != 2 || !p.bytes().all(|b| b.is_ascii_digit())) {
+    if parts.len() != 3
+        || parts
+            .iter()
+            .any(|p| p.len() != 2 || !p.bytes().all(|b| b.is_ascii_digit()))
+    {
         return Err(bad());
     }
     let num = |p: &str| p.parse::<i8>().map_err(|_| bad());
@@ -310,7 +327,10 @@ fn weekdays(v: &Value) -> Result<Vec<i8>, InputError> {
                 )
             })? as i8;
         if out.contains(&day) {
-            return Err(input("invalid_rule", format!("weekday {day} is listed twice")));
+            return Err(input(
+                "invalid_rule",
+                format!("weekday {day} is listed twice"),
+            ));
         }
         out.push(day);
     }
@@ -377,7 +397,10 @@ const DAYS: [&str; 7] = ["sun", "mon", "tue", "wed", "thu", "fri", "sat"];
 
 impl Cron {
     pub fn parse(text: &str) -> Result<Cron, InputError> {
-        let fields: Vec<String> = text.split_whitespace().map(str::to_ascii_lowercase).collect();
+        let fields: Vec<String> = text
+            .split_whitespace()
+            .map(str::to_ascii_lowercase)
+            .collect();
         if fields.len() != 5 {
             return Err(input(
                 "invalid_rule",
@@ -414,9 +437,7 @@ impl Cron {
             return false;
         }
         let dom = self.days.contains(&d.day());
-        let dow = self
-            .weekdays
-            .contains(&d.weekday().to_sunday_zero_offset());
+        let dow = self.weekdays.contains(&d.weekday().to_sunday_zero_offset());
         if self.days_any || self.weekdays_any {
             dom && dow
         } else {
@@ -438,7 +459,12 @@ impl Cron {
 }
 
 fn field(text: &str, name: &str, lo: i8, hi: i8, names: &[&str]) -> Result<Vec<i8>, InputError> {
-    let bad = |why: String| input("invalid_rule", format!("cron {name} field \"{text}\": {why}"));
+    let bad = |why: String| {
+        input(
+            "invalid_rule",
+            format!("cron {name} field \"{text}\": {why}"),
+        )
+    };
     let value = |s: &str| -> Result<i8, InputError> {
         if let Some(i) = names.iter().position(|n| *n == s) {
             return Ok(i as i8 + lo);
@@ -492,16 +518,27 @@ fn field(text: &str, name: &str, lo: i8, hi: i8, names: &[&str]) -> Result<Vec<i
 
 /// The tool arguments' timing selector, validated, and the first occurrence after `now`.
 pub fn timing_from_args(args: &Value, now: Timestamp) -> Result<(Timing, Timestamp), InputError> {
-    let present: Vec<&str> = ["after_seconds", "at", "every_seconds", "daily", "weekly", "cron"]
-        .into_iter()
-        .filter(|k| args.get(*k).is_some_and(|v| !v.is_null()))
-        .collect();
+    let present: Vec<&str> = [
+        "after_seconds",
+        "at",
+        "every_seconds",
+        "daily",
+        "weekly",
+        "cron",
+    ]
+    .into_iter()
+    .filter(|k| args.get(*k).is_some_and(|v| !v.is_null()))
+    .collect();
     let [key] = present.as_slice() else {
         return Err(input(
             "invalid_selector",
             format!(
                 "give exactly one timing: after_seconds, at, every_seconds, daily, weekly or cron (got {})",
-                if present.is_empty() { "none".to_string() } else { present.join(", ") }
+                if present.is_empty() {
+                    "none".to_string()
+                } else {
+                    present.join(", ")
+                }
             ),
         ));
     };
@@ -545,9 +582,9 @@ pub fn timing_of(key: &str, v: &Value, now: Timestamp) -> Result<(Timing, Timest
         }
         "at" => Ok((Timing::At, absolute(v, now)?)),
         "daily" | "weekly" | "cron" => {
-            let obj = v.as_object().ok_or_else(|| {
-                input("invalid_rule", format!("{key} must be an object"))
-            })?;
+            let obj = v
+                .as_object()
+                .ok_or_else(|| input("invalid_rule", format!("{key} must be an object")))?;
             let allowed: &[&str] = match key {
                 "daily" => &["time", "time_zone"],
                 "weekly" => &["time", "time_zone", "weekdays"],
@@ -556,32 +593,42 @@ pub fn timing_of(key: &str, v: &Value, now: Timestamp) -> Result<(Timing, Timest
             if let Some(extra) = obj.keys().find(|k| !allowed.contains(&k.as_str())) {
                 return Err(input(
                     "invalid_rule",
-                    format!("{key} takes only {}; \"{extra}\" is not one of them", allowed.join(", ")),
+                    format!(
+                        "{key} takes only {}; \"{extra}\" is not one of them",
+                        allowed.join(", ")
+                    ),
                 ));
             }
             let zone = obj
                 .get("time_zone")
                 .and_then(Value::as_str)
-                .ok_or_else(|| input("invalid_time_zone", format!("{key}.time_zone is required")))?;
+                .ok_or_else(|| {
+                    input("invalid_time_zone", format!("{key}.time_zone is required"))
+                })?;
             zone_of(zone)?;
             let zone = zone.to_string();
             let time = || -> Result<Time, InputError> {
-                let t = obj.get("time").and_then(Value::as_str).ok_or_else(|| {
-                    input("invalid_rule", format!("{key}.time is required"))
-                })?;
+                let t = obj
+                    .get("time")
+                    .and_then(Value::as_str)
+                    .ok_or_else(|| input("invalid_rule", format!("{key}.time is required")))?;
                 parse_clock(t, &format!("{key}.time"))
             };
             match key {
-                "daily" => first(Timing::Daily { time: time()?, zone }),
+                "daily" => first(Timing::Daily {
+                    time: time()?,
+                    zone,
+                }),
                 "weekly" => first(Timing::Weekly {
                     time: time()?,
                     zone,
                     weekdays: weekdays(obj.get("weekdays").unwrap_or(&Value::Null))?,
                 }),
                 _ => {
-                    let expr = obj.get("expression").and_then(Value::as_str).ok_or_else(|| {
-                        input("invalid_rule", "cron.expression is required")
-                    })?;
+                    let expr = obj
+                        .get("expression")
+                        .and_then(Value::as_str)
+                        .ok_or_else(|| input("invalid_rule", "cron.expression is required"))?;
                     first(Timing::Cron {
                         cron: Cron::parse(expr)?,
                         zone,
@@ -589,7 +636,10 @@ pub fn timing_of(key: &str, v: &Value, now: Timestamp) -> Result<(Timing, Timest
                 }
             }
         }
-        other => Err(input("invalid_selector", format!("unknown timing \"{other}\""))),
+        other => Err(input(
+            "invalid_selector",
+            format!("unknown timing \"{other}\""),
+        )),
     }
 }
 
@@ -597,7 +647,12 @@ fn whole_seconds(v: &Value, name: &str) -> Result<u64, InputError> {
     v.as_f64()
         .filter(|f| f.fract() == 0.0 && *f >= 0.0 && *f < 9.0e15)
         .map(|f| f as u64)
-        .ok_or_else(|| input("invalid_rule", format!("{name} must be a whole number of seconds")))
+        .ok_or_else(|| {
+            input(
+                "invalid_rule",
+                format!("{name} must be a whole number of seconds"),
+            )
+        })
 }
 
 /// `at`: an RFC 3339 instant with an offset, or `{date, time, time_zone}`.
@@ -612,16 +667,27 @@ fn absolute(v: &Value, now: Timestamp) -> Result<Timestamp, InputError> {
             if !has_offset {
                 return Err(input(
                     "invalid_rule",
-                    format!("at \"{text}\" has no offset; add Z or ±HH:MM, or give {{date, time, time_zone}}"),
+                    format!(
+                        "at \"{text}\" has no offset; add Z or ±HH:MM, or give {{date, time, time_zone}}"
+                    ),
                 ));
             }
             text.parse::<Timestamp>().map_err(|e| {
-                input("invalid_rule", format!("at \"{text}\" is not an RFC 3339 date-time: {e}"))
+                input(
+                    "invalid_rule",
+                    format!("at \"{text}\" is not an RFC 3339 date-time: {e}"),
+                )
             })?
         }
         Value::Object(obj) => {
-            if let Some(extra) = obj.keys().find(|k| !["date", "time", "time_zone"].contains(&k.as_str())) {
-                return Err(input("invalid_rule", format!("at takes date, time and time_zone; \"{extra}\" is not one of them")));
+            if let Some(extra) = obj
+                .keys()
+                .find(|k| !["date", "time", "time_zone"].contains(&k.as_str()))
+            {
+                return Err(input(
+                    "invalid_rule",
+                    format!("at takes date, time and time_zone; \"{extra}\" is not one of them"),
+                ));
             }
             let get = |k: &str| {
                 obj.get(k)
@@ -636,19 +702,35 @@ fn absolute(v: &Value, now: Timestamp) -> Result<Timestamp, InputError> {
                 .parse()
                 .ok()
                 .filter(|_| date_text.len() == 10)
-                .ok_or_else(|| input("invalid_rule", format!("at.date \"{date_text}\" is not a YYYY-MM-DD date")))?;
+                .ok_or_else(|| {
+                    input(
+                        "invalid_rule",
+                        format!("at.date \"{date_text}\" is not a YYYY-MM-DD date"),
+                    )
+                })?;
             let time = parse_clock(get("time")?, "at.time")?;
             resolve(&tz, date.to_datetime(time)).ok_or_else(|| {
                 input(
                     "invalid_rule",
-                    format!("{date_text} {} does not exist in {zone_name} (a daylight-saving gap)", clock(time)),
+                    format!(
+                        "{date_text} {} does not exist in {zone_name} (a daylight-saving gap)",
+                        clock(time)
+                    ),
                 )
             })?
         }
-        _ => return Err(input("invalid_rule", "at must be a string or {date, time, time_zone}")),
+        _ => {
+            return Err(input(
+                "invalid_rule",
+                "at must be a string or {date, time, time_zone}",
+            ));
+        }
     };
     if at <= now {
-        return Err(input("not_future", format!("at {} is not in the future", instant(at))));
+        return Err(input(
+            "not_future",
+            format!("at {} is not in the future", instant(at)),
+        ));
     }
     Ok(at)
 }
@@ -668,16 +750,28 @@ mod tests {
         assert_eq!(c.text, "*/15 9-17 * * mon-fri");
         assert_eq!(c.minutes, vec![0, 15, 30, 45]);
         // Saturday 2026-12-05 09:00 UTC → Monday 2026-12-07 09:00.
-        let t = Timing::Cron { cron: c, zone: "UTC".into() };
+        let t = Timing::Cron {
+            cron: c,
+            zone: "UTC".into(),
+        };
         assert_eq!(
-            instant(t.next_after(ts("2026-12-05T09:00:00Z"), ts("2026-12-05T09:00:00Z")).unwrap()),
+            instant(
+                t.next_after(ts("2026-12-05T09:00:00Z"), ts("2026-12-05T09:00:00Z"))
+                    .unwrap()
+            ),
             "2026-12-07T09:00:00.000Z"
         );
         // Both day fields restricted: the 1st of the month or any Friday.
         let c = Cron::parse("0 12 1 * 5").unwrap();
-        let t = Timing::Cron { cron: c, zone: "UTC".into() };
+        let t = Timing::Cron {
+            cron: c,
+            zone: "UTC".into(),
+        };
         let now = ts("2026-12-02T00:00:00Z"); // a Wednesday
-        assert_eq!(instant(t.next_after(now, now).unwrap()), "2026-12-04T12:00:00.000Z");
+        assert_eq!(
+            instant(t.next_after(now, now).unwrap()),
+            "2026-12-04T12:00:00.000Z"
+        );
         assert!(Cron::parse("61 * * * *").is_err());
         assert!(Cron::parse("* * * *").is_err());
         assert_eq!(Cron::parse("0 0 * * 7").unwrap().weekdays, vec![0]);
@@ -691,13 +785,19 @@ mod tests {
             zone: "Europe/Berlin".into(),
         };
         let now = ts("2027-03-27T12:00:00Z");
-        assert_eq!(instant(t.next_after(now, now).unwrap()), "2027-03-29T00:30:00.000Z");
+        assert_eq!(
+            instant(t.next_after(now, now).unwrap()),
+            "2027-03-29T00:30:00.000Z"
+        );
         // It falls back 2027-10-31 03:00 → 02:00: 02:30 happens twice, fires at the first.
         let now = ts("2027-10-30T12:00:00Z");
         let first = t.next_after(now, now).unwrap();
         assert_eq!(instant(first), "2027-10-31T00:30:00.000Z");
         // After the first, the next is the following day (not the repeat an hour later).
-        assert_eq!(instant(t.next_after(first, first).unwrap()), "2027-11-01T01:30:00.000Z");
+        assert_eq!(
+            instant(t.next_after(first, first).unwrap()),
+            "2027-11-01T01:30:00.000Z"
+        );
     }
 
     #[test]
@@ -705,7 +805,13 @@ mod tests {
         let now = ts("2026-12-04T10:00:00Z");
         let (t, at) = timing_from_args(&json!({"after_seconds": 90}), now).unwrap();
         assert_eq!(instant(at), "2026-12-04T10:01:30.000Z");
-        let r = Record { id: "s".into(), title: "T".into(), prompt: "p".into(), timing: t, scheduled_at: at };
+        let r = Record {
+            id: "s".into(),
+            title: "T".into(),
+            prompt: "p".into(),
+            timing: t,
+            scheduled_at: at,
+        };
         assert_eq!(
             dsh_kernel::json::to_string(&r.to_json()),
             r#"{"id":"s","kind":"after","title":"T","prompt":"p","afterSeconds":90,"scheduledAt":"2026-12-04T10:01:30.000Z"}"#
@@ -714,21 +820,38 @@ mod tests {
         let weekly = json!({"weekly": {"time": "09:00:00", "time_zone": "Asia/Shanghai", "weekdays": [5, 1]}});
         let (t, at) = timing_from_args(&weekly, now).unwrap();
         assert_eq!(instant(at), "2026-12-07T01:00:00.000Z");
-        let r = Record { id: "w".into(), title: "T".into(), prompt: "p".into(), timing: t, scheduled_at: at };
+        let r = Record {
+            id: "w".into(),
+            title: "T".into(),
+            prompt: "p".into(),
+            timing: t,
+            scheduled_at: at,
+        };
         assert_eq!(r.to_json()["weekdays"], json!([1, 5]));
         assert_eq!(r.to_json()["time"], json!("09:00:00.000"));
         assert_eq!(Record::from_json(&r.to_json()).unwrap(), r);
 
         let code = |v: Value| timing_from_args(&v, now).unwrap_err().code;
         assert_eq!(code(json!({})), "invalid_selector");
-        assert_eq!(code(json!({"after_seconds": 5, "every_seconds": 60})), "invalid_selector");
+        assert_eq!(
+            code(json!({"after_seconds": 5, "every_seconds": 60})),
+            "invalid_selector"
+        );
         assert_eq!(code(json!({"every_seconds": 30})), "frequency_too_high");
         assert_eq!(code(json!({"at": "2020-01-01T00:00:00Z"})), "not_future");
         assert_eq!(code(json!({"at": "2027-01-01T00:00:00"})), "invalid_rule");
-        assert_eq!(code(json!({"daily": {"time": "9:00", "time_zone": "UTC"}})), "invalid_rule");
-        assert_eq!(code(json!({"daily": {"time": "09:00:00", "time_zone": "Mars/Olympus"}})), "invalid_time_zone");
         assert_eq!(
-            code(json!({"at": {"date": "2027-03-28", "time": "02:30:00", "time_zone": "Europe/Berlin"}})),
+            code(json!({"daily": {"time": "9:00", "time_zone": "UTC"}})),
+            "invalid_rule"
+        );
+        assert_eq!(
+            code(json!({"daily": {"time": "09:00:00", "time_zone": "Mars/Olympus"}})),
+            "invalid_time_zone"
+        );
+        assert_eq!(
+            code(
+                json!({"at": {"date": "2027-03-28", "time": "02:30:00", "time_zone": "Europe/Berlin"}})
+            ),
             "invalid_rule"
         );
         let (_, at) = timing_from_args(
@@ -743,7 +866,13 @@ mod tests {
     fn a_fixed_rate_keeps_its_grid() {
         let t = Timing::Every { seconds: 60 };
         let anchor = ts("2026-12-04T10:00:00Z");
-        assert_eq!(instant(t.next_after(anchor, ts("2026-12-04T10:05:30Z")).unwrap()), "2026-12-04T10:06:00.000Z");
-        assert_eq!(instant(t.next_after(anchor, ts("2026-12-04T09:00:00Z")).unwrap()), "2026-12-04T10:00:00.000Z");
+        assert_eq!(
+            instant(t.next_after(anchor, ts("2026-12-04T10:05:30Z")).unwrap()),
+            "2026-12-04T10:06:00.000Z"
+        );
+        assert_eq!(
+            instant(t.next_after(anchor, ts("2026-12-04T09:00:00Z")).unwrap()),
+            "2026-12-04T10:00:00.000Z"
+        );
     }
 }

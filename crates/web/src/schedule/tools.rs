@@ -120,7 +120,10 @@ fn schema(op: Op) -> ToolSchema {
         Op::Update => {
             props.insert("id".into(), json!({"type": "string", "description": "The reminder's id, as schedule_list shows it."}));
             props.insert("title".into(), json!({"type": "string", "description": "A new name, under the same rules as in schedule_create."}));
-            props.insert("prompt".into(), json!({"type": "string", "description": "A new reminder text."}));
+            props.insert(
+                "prompt".into(),
+                json!({"type": "string", "description": "A new reminder text."}),
+            );
             timing_properties(&mut props);
             (
                 "schedule_update",
@@ -129,7 +132,10 @@ fn schema(op: Op) -> ToolSchema {
             )
         }
         Op::Delete => {
-            props.insert("id".into(), json!({"type": "string", "description": "The reminder's exact id."}));
+            props.insert(
+                "id".into(),
+                json!({"type": "string", "description": "The reminder's exact id."}),
+            );
             (
                 "schedule_delete",
                 "Remove a reminder of this session, pending or finished. A reminder message already delivered stays in the conversation.",
@@ -165,11 +171,17 @@ fn internal(e: &ScheduleError) -> Value {
 /// Arguments beyond `allowed` are refused (the root schema is open, as 0.2.1's).
 fn only(args: &Value, allowed: &[&str], tool: &str) -> Result<(), InputError> {
     match args.as_object() {
-        None => Err(input("invalid_selector", format!("{tool} takes an object of arguments"))),
+        None => Err(input(
+            "invalid_selector",
+            format!("{tool} takes an object of arguments"),
+        )),
         Some(m) => match m.keys().find(|k| !allowed.contains(&k.as_str())) {
             Some(k) => Err(input(
                 "invalid_selector",
-                format!("{tool} has no parameter \"{k}\"; it takes {}", allowed.join(", ")),
+                format!(
+                    "{tool} has no parameter \"{k}\"; it takes {}",
+                    allowed.join(", ")
+                ),
             )),
             None => Ok(()),
         },
@@ -205,7 +217,16 @@ fn run(op: Op, service: &ScheduleService, session: &str, args: &Value) -> Value 
             Op::Create => {
                 only(
                     args,
-                    &["prompt", "title", "after_seconds", "at", "every_seconds", "daily", "weekly", "cron"],
+                    &[
+                        "prompt",
+                        "title",
+                        "after_seconds",
+                        "at",
+                        "every_seconds",
+                        "daily",
+                        "weekly",
+                        "cron",
+                    ],
                     "schedule_create",
                 )?;
                 let prompt = prompt_of(args.get("prompt"))?;
@@ -214,11 +235,7 @@ fn run(op: Op, service: &ScheduleService, session: &str, args: &Value) -> Value 
                 Ok(service.create(session, title, prompt, timing)?.view(now))
             }
             Op::List => Ok(Value::Array(
-                service
-                    .list(session)?
-                    .iter()
-                    .map(|r| r.view(now))
-                    .collect(),
+                service.list(session)?.iter().map(|r| r.view(now)).collect(),
             )),
             Op::Delete => {
                 let id = id_of(args, "schedule_delete")?;
@@ -239,7 +256,10 @@ fn run(op: Op, service: &ScheduleService, session: &str, args: &Value) -> Value 
                 if timings.len() > 1 {
                     return Err(input(
                         "invalid_selector",
-                        format!("schedule_update takes at most one new timing, got {}", timings.join(", ")),
+                        format!(
+                            "schedule_update takes at most one new timing, got {}",
+                            timings.join(", ")
+                        ),
                     )
                     .into());
                 }
@@ -262,7 +282,9 @@ fn run(op: Op, service: &ScheduleService, session: &str, args: &Value) -> Value 
                 }
                 Ok(match service.change(session, &id, change)? {
                     Updated::Done(r) => r.view(now),
-                    Updated::NotFound => json!({"id": id, "updated": false, "code": "schedule_not_found"}),
+                    Updated::NotFound => {
+                        json!({"id": id, "updated": false, "code": "schedule_not_found"})
+                    }
                     Updated::Ended => json!({"id": id, "updated": false, "code": "schedule_ended"}),
                 })
             }
