@@ -2194,7 +2194,10 @@ fn an_mcp_resource_is_referenced_from_the_at_menu() {
     };
     let mut p = Page::new(&b, "27-mcp-resource");
     let server = MockServer::start().answer_untooled("Resource");
-    server.push_all([text_reply("It describes the architecture.")]);
+    server.push_all([
+        text_reply("Hello."),
+        text_reply("It describes the architecture."),
+    ]);
     let home = tempfile::tempdir().unwrap();
     let work = tempfile::tempdir().unwrap();
     std::fs::write(
