@@ -49,6 +49,15 @@ fn framing_batch(items: &[(Record, Timestamp)]) -> String {
 /// The latest occurrence at or before `now`, and the first one after it.
 fn catch_up(r: &Record, now: Timestamp) -> (Timestamp, Option<Timestamp>) {
     let mut occurrence = r.scheduled_at;
+    // After long downtime, start from the last two days: a dense rule has its latest
+    // occurrence there, and a sparse one has few to walk through.
+    if let Ok(floor) = now.checked_sub(jiff::SignedDuration::from_hours(48))
+        && floor > occurrence
+        && let Some(n) = r.timing.next_after(occurrence, floor)
+        && n <= now
+    {
+        occurrence = n;
+    }
     for _ in 0..MAX_WALK {
         match r.timing.next_after(occurrence, occurrence) {
             Some(n) if n <= now => occurrence = n,
@@ -191,5 +200,38 @@ pub(crate) async fn drive(state: Arc<WebState>, service: Arc<ScheduleService>) {
             _ = service.wake.notified() => {}
             _ = state.shutdown.cancelled() => return,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::schedule::rule::{Cron, Timing, instant};
+
+    #[test]
+    fn after_a_month_off_a_dense_rule_delivers_only_its_latest_occurrence() {
+        let r = Record {
+            id: "s".into(),
+            title: "t".into(),
+            prompt: "p".into(),
+            timing: Timing::Cron {
+                cron: Cron::parse("* * * * *").unwrap(),
+                zone: "Europe/Paris".into(),
+            },
+            scheduled_at: "2026-11-01T00:00:00Z".parse().unwrap(),
+        };
+        let now: Timestamp = "2026-12-04T10:30:30Z".parse().unwrap();
+        let (occurrence, next) = catch_up(&r, now);
+        assert_eq!(instant(occurrence), "2026-12-04T10:30:00.000Z");
+        assert_eq!(instant(next.unwrap()), "2026-12-04T10:31:00.000Z");
+        // A fixed rate keeps its grid across the gap.
+        let every = Record {
+            timing: Timing::Every { seconds: 3600 },
+            ..r
+        };
+        let (occurrence, next) = catch_up(&every, now);
+        assert_eq!(instant(occurrence), "2026-12-04T10:00:00.000Z");
+        assert_eq!(instant(next.unwrap()), "2026-12-04T11:00:00.000Z");
     }
 }

@@ -84,7 +84,7 @@ impl Timing {
                 let k = if n < a { 0 } else { (n - a) / step + 1 };
                 Timestamp::from_millisecond(a.checked_add(k.checked_mul(step)?)?).ok()
             }
-            Timing::Daily { time, zone } => next_wall(zone, now, |_| true, |_| vec![*time]),
+            Timing::Daily { time, zone } => next_wall(zone, now, |_| true, &[*time]),
             Timing::Weekly {
                 time,
                 zone,
@@ -93,10 +93,10 @@ impl Timing {
                 zone,
                 now,
                 |d| weekdays.contains(&d.weekday().to_monday_one_offset()),
-                |_| vec![*time],
+                &[*time],
             ),
             Timing::Cron { cron, zone } => {
-                next_wall(zone, now, |d| cron.day_matches(d), |_| cron.times())
+                next_wall(zone, now, |d| cron.day_matches(d), &cron.times())
             }
         }
     }
@@ -353,14 +353,24 @@ fn next_wall(
     zone: &str,
     now: Timestamp,
     day_ok: impl Fn(Date) -> bool,
-    times: impl Fn(Date) -> Vec<Time>,
+    times: &[Time],
 ) -> Option<Timestamp> {
     let tz = TimeZone::get(zone).ok()?;
     let today: Zoned = now.to_zoned(tz.clone());
     let mut day = today.date();
+    // Today's times well before the local time now cannot be next (two hours of slack
+    // cover any DST shift); skipping them keeps a dense rule cheap.
+    let early = today
+        .time()
+        .checked_sub(jiff::SignedDuration::from_hours(2))
+        .ok()
+        .filter(|t| *t < today.time());
     for _ in 0..SEARCH_DAYS {
         if day_ok(day) {
-            for t in times(day) {
+            for &t in times {
+                if day == today.date() && early.is_some_and(|e| t < e) {
+                    continue;
+                }
                 if let Some(at) = resolve(&tz, day.to_datetime(t))
                     && at > now
                 {
