@@ -140,6 +140,8 @@ const MINIMAL_DEPLOYMENT: &str = "\
   disabled: true
 - id: tool-lsp
   disabled: true
+- id: tool-lsp-diagnostics
+  disabled: true
 - id: tool-session-query
   disabled: true
 - id: tool-skill

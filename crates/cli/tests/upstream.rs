@@ -291,6 +291,7 @@ const UPSTREAM_ONLY_FIELDS: [&str; 2] = ["dsh_session_log", "dsh_plugin_packages
 /// [`ROWS_ONLY_OURS`].
 const TOOLS_ONLY_OURS: &[(&str, &str)] = &[
     ("lsp", "tool-lsp"),
+    ("lsp_diagnostics", "tool-lsp-diagnostics"),
     ("ralph", "tool-ralph"),
     ("session_event_read", "tool-session-query"),
     ("session_event_search", "tool-session-query"),
@@ -1173,6 +1174,10 @@ const ROWS_ONLY_OURS: &[(&str, &str)] = &[
     ("lsp", "0.1's language-server tool, kept"),
     ("lsp-stdio", "0.1's language-server tool, kept"),
     ("tool-lsp", "0.1's language-server tool, kept"),
+    (
+        "tool-lsp-diagnostics",
+        "a file's diagnostics from its language server (ours)",
+    ),
     ("skill-badge", "0.1's row, kept"),
     ("tool-ralph", "0.1's row, kept"),
     ("tool-session-query", "0.1's row, kept"),

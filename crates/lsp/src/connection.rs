@@ -60,8 +60,54 @@ struct State {
     failure: Option<String>,
 }
 
+/// What the server told about its own work and the documents' diagnostics.
+#[derive(Default)]
+struct Watch {
+    /// Work-done progress in flight: token → its title and what it says now.
+    progress: HashMap<String, (Option<String>, String)>,
+    /// `experimental/serverStatus` (rust-analyzer): whether it is idle, once it said so.
+    quiescent: Option<bool>,
+    /// The status message that came with it.
+    status: Option<String>,
+    /// `textDocument/publishDiagnostics`: uri → (publication number, diagnostics).
+    diagnostics: HashMap<String, (u64, Vec<Value>)>,
+    publications: u64,
+    /// Whether the server announced any work or status yet.
+    noticed: bool,
+}
+
+impl Watch {
+    /// Why the server is not ready, or `None` when it is.
+    fn busy(&self) -> Option<String> {
+        let work = || {
+            let mut items: Vec<&String> = self.progress.values().map(|(_, t)| t).collect();
+            items.sort();
+            items
+                .into_iter()
+                .map(String::as_str)
+                .collect::<Vec<_>>()
+                .join("; ")
+        };
+        match self.quiescent {
+            Some(true) => None,
+            Some(false) => Some(
+                self.status
+                    .clone()
+                    .filter(|s| !s.is_empty())
+                    .or_else(|| Some(work()).filter(|w| !w.is_empty()))
+                    .unwrap_or_else(|| "indexing".into()),
+            ),
+            None if self.progress.is_empty() => None,
+            None => Some(work()),
+        }
+    }
+}
+
 struct Shared {
     state: Mutex<State>,
+    watch: Mutex<Watch>,
+    /// Woken on every change of `watch`.
+    watched: tokio::sync::Notify,
     stderr: Mutex<Vec<u8>>,
     max_stderr: usize,
     exited: AtomicBool,
@@ -155,6 +201,8 @@ impl Connection {
                 next_id: 1,
                 ..State::default()
             }),
+            watch: Mutex::default(),
+            watched: tokio::sync::Notify::new(),
             stderr: Mutex::new(Vec::new()),
             max_stderr: spec.max_stderr_bytes,
             exited: AtomicBool::new(false),
@@ -217,6 +265,69 @@ impl Connection {
 
     fn send(&self, message: &Value) {
         let _ = lock(&self.writer).send(encode(message));
+    }
+
+    /// Why the server is not ready yet (indexing, loading), or `None` when it is.
+    pub fn busy(&self) -> Option<String> {
+        lock(&self.shared.watch).busy()
+    }
+
+    /// Waits until the server is ready, at most `limit`; returns what it is still busy
+    /// with when the limit passed. A dead connection is not waited for.
+    pub async fn wait_ready(&self, limit: Duration) -> Option<String> {
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            let woken = self.shared.watched.notified();
+            tokio::pin!(woken);
+            woken.as_mut().enable();
+            let busy = self.busy();
+            if busy.is_none() || self.failure().is_some() {
+                return busy;
+            }
+            if tokio::time::timeout_at(deadline, woken).await.is_err() {
+                return self.busy();
+            }
+        }
+    }
+
+    /// Waits at most `limit` for the server's first progress, status or diagnostics notice.
+    pub async fn wait_noticed(&self, limit: Duration) {
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            let woken = self.shared.watched.notified();
+            tokio::pin!(woken);
+            woken.as_mut().enable();
+            if lock(&self.shared.watch).noticed || self.failure().is_some() {
+                return;
+            }
+            if tokio::time::timeout_at(deadline, woken).await.is_err() {
+                return;
+            }
+        }
+    }
+
+    /// The number of diagnostics publications so far (a mark for [`Self::diagnostics_after`]).
+    pub fn publications(&self) -> u64 {
+        lock(&self.shared.watch).publications
+    }
+
+    /// The diagnostics of `uri` published after publication `mark`, waiting at most `limit`
+    /// for them; `None` when none came.
+    pub async fn diagnostics_after(&self, uri: &str, mark: u64, limit: Duration) -> Option<Vec<Value>> {
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            let woken = self.shared.watched.notified();
+            tokio::pin!(woken);
+            woken.as_mut().enable();
+            if let Some((n, list)) = lock(&self.shared.watch).diagnostics.get(uri)
+                && *n > mark
+            {
+                return Some(list.clone());
+            }
+            if self.failure().is_some() || tokio::time::timeout_at(deadline, woken).await.is_err() {
+                return None;
+            }
+        }
     }
 
     /// Sends a notification (dropped silently on a dead connection).
@@ -426,7 +537,79 @@ fn dispatch(shared: &Shared, reply: &mpsc::Sender<Vec<u8>>, message: Value) {
             };
             let _ = reply.send(encode(&frame));
         }
-        // Notifications (diagnostics, progress, logs) are not used.
-        (Some(_), None) | (None, None) => {}
+        (Some(method), None) => notice(shared, method, message.get("params")),
+        (None, None) => {}
     }
+}
+
+/// One piece of a progress value as text: `title: message (42%)`.
+fn progress_text(title: Option<&str>, value: &Value) -> String {
+    let message = value.get("message").and_then(Value::as_str);
+    let mut text = match (title, message) {
+        (Some(t), Some(m)) => format!("{t}: {m}"),
+        (Some(t), None) => t.to_string(),
+        (None, Some(m)) => m.to_string(),
+        (None, None) => "working".to_string(),
+    };
+    if let Some(p) = value.get("percentage").and_then(Value::as_u64) {
+        text.push_str(&format!(" ({p}%)"));
+    }
+    text
+}
+
+/// Notifications: work-done progress, the server's status, published diagnostics (logs
+/// and the rest are not used).
+fn notice(shared: &Shared, method: &str, params: Option<&Value>) {
+    let Some(params) = params else { return };
+    let mut watch = lock(&shared.watch);
+    match method {
+        "$/progress" => {
+            let token = match params.get("token") {
+                Some(Value::String(s)) => s.clone(),
+                Some(other) => other.to_string(),
+                None => return,
+            };
+            let value = params.get("value").unwrap_or(&Value::Null);
+            match value.get("kind").and_then(Value::as_str) {
+                Some("begin") => {
+                    let title = value.get("title").and_then(Value::as_str).map(str::to_owned);
+                    let text = progress_text(title.as_deref(), value);
+                    watch.progress.insert(token, (title, text));
+                }
+                Some("report") => {
+                    let title = watch.progress.get(&token).and_then(|(t, _)| t.clone());
+                    let text = progress_text(title.as_deref(), value);
+                    watch.progress.insert(token, (title, text));
+                }
+                Some("end") => {
+                    watch.progress.remove(&token);
+                }
+                _ => return,
+            }
+        }
+        "experimental/serverStatus" => {
+            watch.quiescent = params.get("quiescent").and_then(Value::as_bool);
+            watch.status = params
+                .get("message")
+                .and_then(Value::as_str)
+                .map(str::to_owned);
+        }
+        "textDocument/publishDiagnostics" => {
+            let Some(uri) = params.get("uri").and_then(Value::as_str) else {
+                return;
+            };
+            let list = params
+                .get("diagnostics")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default();
+            watch.publications += 1;
+            let n = watch.publications;
+            watch.diagnostics.insert(uri.to_string(), (n, list));
+        }
+        _ => return,
+    }
+    watch.noticed = true;
+    drop(watch);
+    shared.watched.notify_waiters();
 }

@@ -15,7 +15,7 @@ use serde_json::Value;
 
 use crate::service::LspService;
 use crate::stdio::{ServerConfig, StdioProvider};
-use crate::tool::{LspTool, PROMPT_SECTION, ToolLspConfig};
+use crate::tool::{LspDiagnosticsTool, LspTool, PROMPT_SECTION, ToolLspConfig};
 
 /// `@deepseek-ai/dsh-lsp`: provides the [`LspService`].
 pub struct LspPlugin;
@@ -58,6 +58,8 @@ struct ServerRow {
     max_document_bytes: Option<f64>,
     shutdown_timeout_ms: Option<f64>,
     kill_grace_ms: Option<f64>,
+    /// Ours: how long a query waits for a server that reports it is still indexing.
+    ready_timeout_ms: Option<f64>,
 }
 
 #[derive(Deserialize, Default)]
@@ -183,6 +185,13 @@ fn server_config(id: &str, row: ServerRow) -> Result<ServerConfig, BoxError> {
             "killGraceMs",
             row.kill_grace_ms,
             2_000,
+            MAX_TIMER_MS,
+        )?),
+        ready_timeout: Duration::from_millis(positive(
+            id,
+            "readyTimeoutMs",
+            row.ready_timeout_ms,
+            30_000,
             MAX_TIMER_MS,
         )?),
     })
@@ -446,4 +455,33 @@ pub fn register_catalog(catalog: &mut Catalog) {
     catalog.register(LspPlugin);
     catalog.register(LspStdioPlugin);
     catalog.register(ToolLspPlugin);
+    catalog.register(ToolLspDiagnosticsPlugin);
+}
+
+/// `@deepseek-ai/dsh-tool-lsp-diagnostics` (ours; config like `tool-lsp`'s): the
+/// `lsp_diagnostics` tool, offered when a language server is configured or found. A row of
+/// its own, so compositions with `tool-lsp` alone keep exactly upstream's tool list.
+pub struct ToolLspDiagnosticsPlugin;
+
+impl Plugin for ToolLspDiagnosticsPlugin {
+    fn name(&self) -> &'static str {
+        "@deepseek-ai/dsh-tool-lsp-diagnostics"
+    }
+
+    fn apply(&self, ctx: &Context, config: &PluginConfig) -> Result<(), BoxError> {
+        let row: ToolRow = config.parse()?;
+        let c = ToolLspConfig {
+            max_locations: tool_positive("maxLocations", row.max_locations, 100, None)? as usize,
+            max_result_chars: tool_positive("maxResultChars", row.max_result_chars, 16_000, None)?
+                as usize,
+            timeout_ms: tool_positive("timeoutMs", row.timeout_ms, 60_000, Some(MAX_TIMER_MS))?,
+        };
+        let service = ctx.require::<LspService>()?;
+        if !service.has_providers() {
+            return Ok(());
+        }
+        ctx.require::<ToolRegistry>()?
+            .register(ctx, Arc::new(LspDiagnosticsTool::new(service, c)))?;
+        Ok(())
+    }
 }

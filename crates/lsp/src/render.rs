@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use crate::service::{Hover, Location};
+use crate::service::{Diagnostic, Hover, Location};
 
 fn utf16_len(s: &str) -> usize {
     s.encode_utf16().count()
@@ -100,6 +100,50 @@ pub fn format_hover(hover: Option<&Hover>, max_chars: usize) -> String {
         |h| h.contents.clone(),
     );
     bound(text, max_chars, "hover")
+}
+
+/// A file's diagnostics, one per line, most severe first: `path:line:col severity
+/// [source code]: message` (one-based); `None` says the server reported nothing in time.
+pub fn format_diagnostics(path: &str, items: Option<&[Diagnostic]>, max_chars: usize) -> String {
+    let Some(items) = items else {
+        return format!(
+            "The language server reported no diagnostics for {path} in time (some servers report them only for saved or built files)."
+        );
+    };
+    if items.is_empty() {
+        return format!("No diagnostics in {path}.");
+    }
+    let mut sorted: Vec<&Diagnostic> = items.iter().collect();
+    sorted.sort_by_key(|d| (d.severity.unwrap_or(1), d.range.start.line, d.range.start.character));
+    let lines: Vec<String> = sorted
+        .iter()
+        .map(|d| {
+            let severity = match d.severity {
+                Some(2) => "warning",
+                Some(3) => "information",
+                Some(4) => "hint",
+                _ => "error",
+            };
+            let origin = match (&d.source, &d.code) {
+                (Some(s), Some(c)) => format!(" [{s} {c}]"),
+                (Some(s), None) => format!(" [{s}]"),
+                (None, Some(c)) => format!(" [{c}]"),
+                (None, None) => String::new(),
+            };
+            format!(
+                "{path}:{}:{} {severity}{origin}: {}",
+                d.range.start.line + 1,
+                d.range.start.character + 1,
+                d.message.trim()
+            )
+        })
+        .collect();
+    let head = format!(
+        "{} diagnostic{} in {path}:\n",
+        items.len(),
+        if items.len() == 1 { "" } else { "s" }
+    );
+    bound(head + &lines.join("\n"), max_chars, "diagnostics")
 }
 
 #[cfg(test)]

@@ -20,6 +20,8 @@ pub enum Operation {
     FindReferences,
     GoToImplementation,
     Hover,
+    /// A file's diagnostics (the `lsp_diagnostics` tool; not an `lsp` operation).
+    Diagnostics,
 }
 
 impl Operation {
@@ -37,6 +39,7 @@ impl Operation {
             Operation::FindReferences => "findReferences",
             Operation::GoToImplementation => "goToImplementation",
             Operation::Hover => "hover",
+            Operation::Diagnostics => "diagnostics",
         }
     }
 
@@ -51,6 +54,7 @@ impl Operation {
             Operation::FindReferences => "textDocument/references",
             Operation::GoToImplementation => "textDocument/implementation",
             Operation::Hover => "textDocument/hover",
+            Operation::Diagnostics => "textDocument/diagnostic",
         }
     }
 
@@ -61,6 +65,7 @@ impl Operation {
             Operation::FindReferences => "referencesProvider",
             Operation::GoToImplementation => "implementationProvider",
             Operation::Hover => "hoverProvider",
+            Operation::Diagnostics => "diagnosticProvider",
         }
     }
 }
@@ -82,6 +87,16 @@ pub struct Range {
 pub struct Location {
     pub uri: String,
     pub range: Range,
+}
+
+/// One diagnostic of a file (zero-based range; severity 1 error … 4 hint).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Diagnostic {
+    pub range: Range,
+    pub severity: Option<u64>,
+    pub message: String,
+    pub source: Option<String>,
+    pub code: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -115,6 +130,8 @@ pub enum QueryResult {
         workspace_uri: String,
     },
     Hover(Option<Hover>),
+    /// `None`: the server reported nothing for the file in time.
+    Diagnostics(Option<Vec<Diagnostic>>),
 }
 
 /// A provider of LSP answers. Implementations must honour `cancel` promptly, and must not

@@ -35,6 +35,19 @@ pub struct ServerConfig {
     pub max_document_bytes: usize,
     pub shutdown_timeout: Duration,
     pub kill_grace: Duration,
+    /// How long a query waits for a server that reports work in progress (indexing).
+    pub ready_timeout: Duration,
+}
+
+/// How long a file's published diagnostics are waited for.
+const DIAGNOSTICS_WAIT: Duration = Duration::from_secs(10);
+
+/// How long a fresh server gets to announce that it is busy before the first query.
+const ANNOUNCE_GRACE: Duration = Duration::from_millis(500);
+
+/// An answer that says nothing (no hover, no location).
+fn empty(v: &Value) -> bool {
+    v.is_null() || v.as_array().is_some_and(Vec::is_empty)
 }
 
 /// A started, initialized server.
@@ -250,13 +263,17 @@ impl StdioProvider {
             "workspaceFolders": [{"uri": uri, "name": "workspace"}],
             "capabilities": {
                 "general": {"positionEncodings": ["utf-16"]},
+                "window": {"workDoneProgress": true},
+                "experimental": {"serverStatusNotification": true},
                 "workspace": {"workspaceFolders": true, "configuration": true},
                 "textDocument": {
                     "synchronization": {"dynamicRegistration": false},
                     "hover": {"contentFormat": ["markdown", "plaintext"]},
                     "definition": {"linkSupport": true},
                     "implementation": {"linkSupport": true},
-                    "references": {}
+                    "references": {},
+                    "publishDiagnostics": {},
+                    "diagnostic": {"dynamicRegistration": false}
                 }
             },
             "initializationOptions": c.initialization_options,
@@ -278,6 +295,9 @@ impl StdioProvider {
             ));
         }
         conn.notify("initialized", json!({}));
+        // Servers announce indexing right after `initialized`; a query sent before that
+        // would be answered as if there were nothing to find.
+        conn.wait_noticed(ANNOUNCE_GRACE).await;
         Ok(Instance {
             conn,
             capabilities,
@@ -294,6 +314,9 @@ impl StdioProvider {
         text: &str,
     ) -> Result<Value, Failure> {
         let op = query.operation;
+        if op == Operation::Diagnostics {
+            return self.diagnostics(instance, language, uri, text).await;
+        }
         if !supported(instance.capabilities.get(op.capability())) {
             return Err(Failure::Other(lsp_error(
                 "LSP_UNSUPPORTED_OPERATION",
@@ -318,9 +341,55 @@ impl StdioProvider {
         if op == Operation::FindReferences {
             params["context"] = json!({"includeDeclaration": true});
         }
+        // A server still indexing answers "nothing" for what it has not seen yet: wait for
+        // it (bounded), and say so when it still has nothing.
+        let busy = conn.wait_ready(self.config.ready_timeout).await;
         let outcome = conn
             .request(op.method(), params, self.config.kill_grace)
             .await;
+        let outcome = match (outcome, busy) {
+            (Ok(v), Some(work)) if empty(&v) => Err(CallError::Response(format!(
+                "the language server is still busy ({work}) and has no answer yet; ask again in a moment"
+            ))),
+            (other, _) => other,
+        };
+        if conn.failure().is_none() {
+            conn.notify(
+                "textDocument/didClose",
+                json!({"textDocument": {"uri": uri}}),
+            );
+        }
+        outcome.map_err(call_failure)
+    }
+
+    /// A file's diagnostics: pulled (`textDocument/diagnostic`) from a server that offers
+    /// it, else the first list the server publishes after the file is opened (bounded).
+    async fn diagnostics(
+        &self,
+        instance: &Instance,
+        language: &str,
+        uri: &str,
+        text: &str,
+    ) -> Result<Value, Failure> {
+        let conn = &instance.conn;
+        let mark = conn.publications();
+        conn.notify(
+            "textDocument/didOpen",
+            json!({"textDocument": {"uri": uri, "languageId": language, "version": 1, "text": text}}),
+        );
+        let _ = conn.wait_ready(self.config.ready_timeout).await;
+        let outcome = if supported(instance.capabilities.get("diagnosticProvider")) {
+            conn.request(
+                "textDocument/diagnostic",
+                json!({"textDocument": {"uri": uri}}),
+                self.config.kill_grace,
+            )
+            .await
+            .map(|report| json!({"reported": report.get("items").cloned().unwrap_or(Value::Array(Vec::new()))}))
+        } else {
+            let published = conn.diagnostics_after(uri, mark, DIAGNOSTICS_WAIT).await;
+            Ok(json!({"reported": published}))
+        };
         if conn.failure().is_none() {
             conn.notify(
                 "textDocument/didClose",
@@ -406,6 +475,10 @@ impl StdioProvider {
         let workspace_uri = file_uri(&workspace)?;
         Ok(match query.operation {
             Operation::Hover => QueryResult::Hover(translate::hover(&raw)?),
+            Operation::Diagnostics => QueryResult::Diagnostics(match raw.get("reported") {
+                None | Some(Value::Null) => None,
+                Some(list) => Some(translate::diagnostics(list)?),
+            }),
             Operation::GoToDefinition
             | Operation::FindReferences
             | Operation::GoToImplementation => QueryResult::Locations {

@@ -8,7 +8,7 @@ use dsh_llm::ToolSchema;
 use dsh_tools::{ObjectSchema, Prop, Tool, ToolOutput, ToolRunContext};
 use serde_json::{Map, Value, json};
 
-use crate::render::{format_hover, format_locations};
+use crate::render::{format_diagnostics, format_hover, format_locations};
 use crate::service::{LspService, Operation, Position, Query, QueryResult, Range, lsp_error};
 
 /// `tool-lsp` settings.
@@ -146,6 +146,17 @@ pub(crate) fn result_value(result: &QueryResult) -> Value {
             });
             json!({"kind": "hover", "hover": hover})
         }
+        QueryResult::Diagnostics(items) => {
+            let items = items.as_ref().map(|list| {
+                list.iter()
+                    .map(|d| {
+                        json!({"range": range_value(&d.range), "severity": d.severity,
+                               "message": d.message, "source": d.source, "code": d.code})
+                    })
+                    .collect::<Vec<_>>()
+            });
+            json!({"kind": "diagnostics", "diagnostics": items})
+        }
     }
 }
 
@@ -254,6 +265,101 @@ impl Tool for LspTool {
                     config.max_result_chars,
                 ),
                 QueryResult::Hover(h) => format_hover(h.as_ref(), config.max_result_chars),
+                QueryResult::Diagnostics(d) => {
+                    format_diagnostics("the file", d.as_deref(), config.max_result_chars)
+                }
+            };
+            Ok(ToolOutput::text(text))
+        })
+    }
+}
+
+const DIAGNOSTICS_DESCRIPTION: &str = "List the errors and warnings a language server reports for one source file as it is on disk now (for example after an edit): one line per problem with its one-based line and column. Faster than a full build for a first check; the build stays the final word.";
+
+/// `lsp_diagnostics` (ours): a file's diagnostics from its language server.
+pub struct LspDiagnosticsTool {
+    schema: ToolSchema,
+    params: ObjectSchema,
+    service: Arc<LspService>,
+    config: ToolLspConfig,
+}
+
+impl LspDiagnosticsTool {
+    pub fn new(service: Arc<LspService>, config: ToolLspConfig) -> Self {
+        let params = ObjectSchema::new().required(
+            "file_path",
+            Prop::string("The source file, absolute or relative to the workspace."),
+        );
+        Self {
+            schema: ToolSchema {
+                name: "lsp_diagnostics".into(),
+                description: DIAGNOSTICS_DESCRIPTION.into(),
+                parameters: params.to_value().into(),
+            },
+            params,
+            service,
+            config,
+        }
+    }
+}
+
+impl Tool for LspDiagnosticsTool {
+    fn schema(&self) -> &ToolSchema {
+        &self.schema
+    }
+
+    fn validate(&self, args: &Value) -> Result<(), String> {
+        self.params.validate(args)
+    }
+
+    fn concurrency_safe(&self, _args: &Value) -> bool {
+        true
+    }
+
+    fn timeout_ms(&self) -> Option<u64> {
+        Some(self.config.timeout_ms)
+    }
+
+    fn execute(
+        &self,
+        args: Value,
+        ctx: ToolRunContext,
+    ) -> BoxFuture<'static, Result<ToolOutput, BoxError>> {
+        let service = self.service.clone();
+        let config = self.config;
+        Box::pin(async move {
+            let file_path = args
+                .get("file_path")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string();
+            if file_path.trim().is_empty() {
+                return Err("file_path must be a non-empty string".into());
+            }
+            let Some(workspace_root) = ctx.cwd.clone() else {
+                return Err(lsp_error(
+                    "LSP_WORKSPACE_REQUIRED",
+                    "lsp_diagnostics requires a session workspace cwd",
+                ));
+            };
+            let query = Query {
+                operation: Operation::Diagnostics,
+                file_path: file_path.clone(),
+                position: Position { line: 0, character: 0 },
+                workspace_root,
+                owner: ctx.session.as_ref().map(|s| s.id()),
+                policy: ctx
+                    .ctx
+                    .get::<dsh_sandbox::SandboxPolicy>()
+                    .map(|p| p.resolve(ctx.session.as_deref())),
+            };
+            let result = service.query(query, ctx.cancel.clone()).await?;
+            ctx.set_value(result_value(&result));
+            let text = match &result {
+                QueryResult::Diagnostics(d) => {
+                    format_diagnostics(&file_path, d.as_deref(), config.max_result_chars)
+                }
+                _ => return Err("the language server answered something other than diagnostics".into()),
             };
             Ok(ToolOutput::text(text))
         })

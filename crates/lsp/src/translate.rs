@@ -5,7 +5,7 @@
 use dsh_kernel::BoxError;
 use serde_json::Value;
 
-use crate::service::{Hover, Location, Position, Range, lsp_error};
+use crate::service::{Diagnostic, Hover, Location, Position, Range, lsp_error};
 
 fn malformed(what: &str) -> BoxError {
     lsp_error(
@@ -93,6 +93,36 @@ pub fn hover(result: &Value) -> Result<Option<Hover>, BoxError> {
         contents: text,
         range,
     }))
+}
+
+/// A diagnostics list (published, or a pull report's `items`).
+pub fn diagnostics(list: &Value) -> Result<Vec<Diagnostic>, BoxError> {
+    let items = match list {
+        Value::Array(items) => items,
+        Value::Object(o) => match o.get("items") {
+            Some(Value::Array(items)) => items,
+            _ => return Ok(Vec::new()),
+        },
+        Value::Null => return Ok(Vec::new()),
+        _ => return Err(malformed("diagnostics list")),
+    };
+    let one = |d: &Value| -> Option<Diagnostic> {
+        Some(Diagnostic {
+            range: range(d.get("range")?)?,
+            severity: d.get("severity").and_then(Value::as_u64),
+            message: d.get("message")?.as_str()?.to_string(),
+            source: d.get("source").and_then(Value::as_str).map(str::to_owned),
+            code: match d.get("code") {
+                Some(Value::String(s)) => Some(s.clone()),
+                Some(Value::Number(n)) => Some(n.to_string()),
+                _ => None,
+            },
+        })
+    };
+    items
+        .iter()
+        .map(|d| one(d).ok_or_else(|| malformed("diagnostic")))
+        .collect()
 }
 
 #[cfg(test)]

@@ -9,11 +9,19 @@ Its behaviour is chosen by the first argument:
   silent   never answers a definition (ignores $/cancelRequest)
   utf8     negotiates the utf-8 position encoding
   minimal  offers definitions only
+  indexing reports work-done progress for a second after `initialized`; hovers asked
+           meanwhile answer null
+  stuck    reports progress that never ends; hovers answer null
+  pull     offers pull diagnostics (textDocument/diagnostic) and publishes none
+Every other mode publishes diagnostics when a document opens: one error per line that
+mentions `undefined_name`.
 It writes one line per received method to the file named by $FAKE_LSP_LOG, if set.
 """
 import json
 import os
 import sys
+import threading
+import time
 
 MODE = sys.argv[1] if len(sys.argv) > 1 else "normal"
 LOG = os.environ.get("FAKE_LSP_LOG")
@@ -27,10 +35,36 @@ def log(text):
             f.write(text + "\n")
 
 
+WRITE = threading.Lock()
+INDEXED = threading.Event()
+
+
 def send(message):
     body = json.dumps(dict(jsonrpc="2.0", **message)).encode()
-    out.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
-    out.flush()
+    with WRITE:
+        out.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
+        out.flush()
+
+
+def progress(kind, **fields):
+    send({"method": "$/progress", "params": {"token": "idx", "value": dict(kind=kind, **fields)}})
+
+
+def problems(text):
+    found = []
+    for n, line in enumerate(text.splitlines()):
+        col = line.find("undefined_name")
+        if col >= 0:
+            r = {"start": {"line": n, "character": col}, "end": {"line": n, "character": col + 14}}
+            found.append({"range": r, "severity": 1, "source": "fake", "code": "E1",
+                          "message": "undefined_name is not defined"})
+    return found
+
+
+def index_for_a_second():
+    time.sleep(1.0)
+    progress("end")
+    INDEXED.set()
 
 
 def read():
@@ -77,15 +111,29 @@ while True:
         if MODE == "minimal":
             caps = {"positionEncoding": "utf-16", "textDocumentSync": {"openClose": True},
                     "definitionProvider": True}
+        if MODE == "pull":
+            caps["diagnosticProvider"] = {"interFileDependencies": False, "workspaceDiagnostics": False}
         # Ask the client something before answering, as real servers do.
         send({"id": "cfg", "method": "workspace/configuration", "params": {"items": [{}, {}]}})
         send({"id": mid, "result": {"capabilities": caps}})
         if MODE == "garbage":
             out.write(b"this is not a frame\r\n\r\n")
             out.flush()
+    elif method == "initialized":
+        if MODE in ("indexing", "stuck"):
+            progress("begin", title="Indexing", percentage=0)
+            progress("report", message="3/40 crates", percentage=7)
+        if MODE == "indexing":
+            threading.Thread(target=index_for_a_second, daemon=True).start()
     elif method == "textDocument/didOpen":
         td = msg["params"]["textDocument"]
         docs[td["uri"]] = td["text"]
+        if MODE != "pull":
+            send({"method": "textDocument/publishDiagnostics",
+                  "params": {"uri": td["uri"], "diagnostics": problems(td["text"])}})
+    elif method == "textDocument/diagnostic":
+        text = docs.get(msg["params"]["textDocument"]["uri"], "")
+        send({"id": mid, "result": {"kind": "full", "items": problems(text)}})
     elif method == "textDocument/didClose":
         docs.pop(msg["params"]["textDocument"]["uri"], None)
     elif method == "textDocument/definition":
@@ -113,6 +161,9 @@ while True:
         send({"id": mid, "result": [{"targetUri": target["uri"], "targetRange": target["range"],
                                      "targetSelectionRange": target["range"]}]})
     elif method == "textDocument/hover":
+        if MODE == "stuck" or (MODE == "indexing" and not INDEXED.is_set()):
+            send({"id": mid, "result": None})
+            continue
         text = docs.get(msg["params"]["textDocument"]["uri"], "")
         first = text.splitlines()[0] if text else ""
         send({"id": mid, "result": {"contents": {"kind": "markdown", "value": "first line: " + first}}})

@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 
 use dsh_kernel::{BoxError, HarnessError};
 use dsh_lsp::{
-    LspService, Operation, Position, Query, QueryResult, ServerConfig, StdioProvider, format_hover,
-    format_locations,
+    LspService, Operation, Position, Query, QueryResult, ServerConfig, StdioProvider,
+    format_diagnostics, format_hover, format_locations,
 };
 use pretty_assertions::assert_eq;
 use serde_json::Value;
@@ -55,6 +55,7 @@ fn config(program: PathBuf, args: Vec<String>, exts: &[(&str, &str)]) -> ServerC
         max_document_bytes: 100_000,
         shutdown_timeout: Duration::from_secs(2),
         kill_grace: Duration::from_millis(300),
+        ready_timeout: Duration::from_secs(10),
     }
 }
 
@@ -123,6 +124,7 @@ impl Fixture {
                 workspace_uri,
             } => format_locations(&locations, &workspace_uri, 100, 16_000),
             QueryResult::Hover(h) => format_hover(h.as_ref(), 16_000),
+            QueryResult::Diagnostics(d) => format_diagnostics(file, d.as_deref(), 16_000),
         })
     }
 
@@ -419,4 +421,43 @@ async fn a_server_shuts_down_with_the_last_session_that_used_it() {
     );
     assert_ne!(f.provider.server_pids(), pids);
     f.provider.dispose_blocking();
+}
+
+/// A server that reports indexing answers after it finished (the query waited), not with
+/// the empty answer it gives meanwhile.
+#[tokio::test]
+async fn a_query_waits_for_a_server_that_is_still_indexing() {
+    let Some(python) = python() else { return };
+    let f = fixture(python, "indexing", |_| {});
+    let out = f.ask(Operation::Hover, "main.py", 0, 0).await.unwrap();
+    assert!(out.contains("first line: from lib import f"), "{out}");
+}
+
+/// A server that stays busy past the wait says so, naming what it is busy with, instead
+/// of an empty answer that reads like "there is nothing".
+#[tokio::test]
+async fn a_server_still_indexing_after_the_wait_says_so() {
+    let Some(python) = python() else { return };
+    let f = fixture(python, "stuck", |c| c.ready_timeout = Duration::from_millis(300));
+    let e = f.ask(Operation::Hover, "main.py", 0, 0).await.unwrap_err().to_string();
+    assert!(e.contains("still busy (Indexing: 3/40 crates (7%))"), "{e}");
+}
+
+/// Diagnostics of a file: the list a server publishes once the file is opened, or pulled
+/// from a server that offers `textDocument/diagnostic`.
+#[tokio::test]
+async fn a_files_diagnostics_are_published_or_pulled() {
+    let Some(python) = python() else { return };
+    for mode in ["normal", "pull"] {
+        let f = fixture(python.clone(), mode, |_| {});
+        std::fs::write(f.dir.path().join("bad.py"), "import os\nx = undefined_name\n").unwrap();
+        let out = f.ask(Operation::Diagnostics, "bad.py", 0, 0).await.unwrap();
+        assert_eq!(
+            out,
+            "1 diagnostic in bad.py:\nbad.py:2:5 error [fake E1]: undefined_name is not defined",
+            "{mode}"
+        );
+        let clean = f.ask(Operation::Diagnostics, "main.py", 0, 0).await.unwrap();
+        assert_eq!(clean, "No diagnostics in main.py.", "{mode}");
+    }
 }
