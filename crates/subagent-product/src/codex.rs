@@ -91,6 +91,9 @@ struct State {
     unattended: Option<String>,
     terminal: Option<oneshot::Sender<Value>>,
     fatal: Option<String>,
+    /// The latest `error` notification of the turn (`{message, codexErrorInfo,
+    /// additionalDetails}`): what a failure says the child itself reported.
+    last_error: Option<Value>,
 }
 
 type Shared = Arc<Mutex<State>>;
@@ -104,6 +107,31 @@ fn unattended(mode: CodexMode, request: &str, decision: &str, reason: &str) -> S
         "Codex unattended decision (mode: {}; request: {request}; decision: {decision}): {reason}",
         mode.as_str()
     )
+}
+
+/// Longest child message quoted in a diagnostic.
+const MAX_CHILD_MESSAGE_CHARS: usize = 400;
+
+/// An error's `message` with its `additionalDetails`, on one line, bounded.
+fn child_message(error: &Value) -> Option<String> {
+    let message = error.get("message").and_then(Value::as_str)?.trim();
+    let mut text = match error.get("additionalDetails").and_then(Value::as_str) {
+        Some(d) if !d.trim().is_empty() => format!("{message} ({})", d.trim()),
+        _ => message.to_string(),
+    };
+    text = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if text.chars().count() > MAX_CHILD_MESSAGE_CHARS {
+        text = text.chars().take(MAX_CHILD_MESSAGE_CHARS).collect::<String>() + "…";
+    }
+    (!text.is_empty()).then_some(text)
+}
+
+/// Whether a child's message says a credential is missing (Codex: "Missing environment
+/// variable: `OPENAI_API_KEY`").
+fn names_missing_credential(message: &str) -> bool {
+    let m = message.to_ascii_lowercase();
+    m.contains("missing environment variable")
+        || (m.contains("api key") && (m.contains("missing") || m.contains("not set") || m.contains("no ")))
 }
 
 /// The failure category of a terminal turn and its HTTP status, if any.
@@ -273,7 +301,7 @@ fn on_note(s: &mut State, mode: CodexMode, method: &str, params: &Value) {
         return;
     }
     let turn = match method {
-        "item/completed" => params.get("turnId").and_then(Value::as_str),
+        "item/completed" | "error" => params.get("turnId").and_then(Value::as_str),
         "turn/completed" => params.pointer("/turn/id").and_then(Value::as_str),
         _ => return,
     };
@@ -288,6 +316,18 @@ fn on_note(s: &mut State, mode: CodexMode, method: &str, params: &Value) {
             if method == "item/completed" {
                 if let Some(item) = params.get("item") {
                     on_item(s, mode, item);
+                }
+            } else if method == "error" {
+                let error = params.get("error").cloned().unwrap_or(Value::Null);
+                s.last_error = Some(error.clone());
+                // Codex has used up its reconnects and now waits for the network to come
+                // back, without end: the turn has failed for the parent.
+                let waiting = error
+                    .get("message")
+                    .and_then(Value::as_str)
+                    .is_some_and(|m| m.contains("waiting for network"));
+                if waiting && let Some(tx) = s.terminal.take() {
+                    let _ = tx.send(json!({"status": "failed", "error": error}));
                 }
             } else if let Some(tx) = s.terminal.take() {
                 let _ = tx.send(params.get("turn").cloned().unwrap_or(Value::Null));
@@ -520,7 +560,19 @@ pub async fn start(
                     }
                 }
                 _ => {
-                    let (category, status) = failure_category(&turn);
+                    let (mut category, status) = failure_category(&turn);
+                    // The child's own words: the turn's error, else the last one it reported.
+                    let error = turn
+                        .get("error")
+                        .filter(|e| e.get("message").is_some())
+                        .cloned()
+                        .or_else(|| lock(&state).last_error.clone());
+                    let said = error.as_ref().and_then(child_message);
+                    if matches!(category.as_str(), "other" | "unknown")
+                        && said.as_deref().is_some_and(names_missing_credential)
+                    {
+                        category = "missingCredential".into();
+                    }
                     if category == "sandboxError" {
                         lock(&state).unattended = Some(unattended(
                             mode,
@@ -529,9 +581,12 @@ pub async fn start(
                             "Codex reported a sandbox failure",
                         ));
                     }
-                    let extra = status
+                    let mut extra = status
                         .map(|s| format!("; HTTP status: {s}"))
                         .unwrap_or_default();
+                    if let Some(said) = said {
+                        extra.push_str(&format!("; message: {said}"));
+                    }
                     let mut r = failed(diagnose("turn", &category, extra));
                     if category == "contextWindowExceeded" {
                         r.stop_reason = StopReason::MaxTokens;

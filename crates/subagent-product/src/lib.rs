@@ -149,10 +149,12 @@ fn env_vec(env: Option<BTreeMap<String, String>>) -> Vec<(String, String)> {
     env.unwrap_or_default().into_iter().collect()
 }
 
+/// A product child's run limit unless its row sets `timeoutMs`: a child that waits for
+/// something that never comes (a network, a login) ends, and says so, within it.
+const DEFAULT_TIMEOUT_MS: f64 = 30.0 * 60.0 * 1000.0;
+
 fn timeout(prefix: &str, value: Option<f64>) -> Result<Option<Duration>, BoxError> {
-    value
-        .map(|v| common::positive_ms(prefix, "timeoutMs", Some(v), 0))
-        .transpose()
+    common::positive_ms(prefix, "timeoutMs", Some(value.unwrap_or(DEFAULT_TIMEOUT_MS)), 0).map(Some)
 }
 
 fn register(

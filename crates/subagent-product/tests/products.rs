@@ -219,7 +219,7 @@ async fn codex_failure_categories_become_diagnostics() {
     assert_eq!(
         r.diagnostic.as_deref(),
         Some(
-            "Product subagent failure (product: Codex; stage: turn; category: httpConnectionFailed; HTTP status: 503)"
+            "Product subagent failure (product: Codex; stage: turn; category: httpConnectionFailed; HTTP status: 503; message: boom)"
         )
     );
 
@@ -236,7 +236,7 @@ async fn codex_failure_categories_become_diagnostics() {
     assert_eq!(
         r.diagnostic.as_deref(),
         Some(
-            "Product subagent failure (product: Codex; stage: turn; category: contextWindowExceeded)"
+            "Product subagent failure (product: Codex; stage: turn; category: contextWindowExceeded; message: too long)"
         )
     );
 }
@@ -698,4 +698,81 @@ async fn sdk_child_folds_its_session_events() {
     let r = settle(run).await;
     assert_eq!(r.stop_reason, StopReason::Error);
     assert_eq!(r.text(), "", "another session's answer is not the child's");
+}
+
+/// The real Codex CLI (`DSH_CODEX_BIN`, which `.ci/run` installs from npm).
+fn real_codex() -> Option<PathBuf> {
+    let bin = std::env::var_os("DSH_CODEX_BIN").map(PathBuf::from);
+    match bin {
+        Some(b) if b.is_file() => Some(b),
+        _ => {
+            dsh_test_support::prereq::skip(
+                "the real Codex CLI is needed: set DSH_CODEX_BIN (.ci/run installs @openai/codex)",
+            );
+            None
+        }
+    }
+}
+
+fn real_codex_spec(bin: &Path, dir: &Dir, env: &[(&str, &str)]) -> CodexSpec {
+    let home = dir.path().join("codex-home");
+    std::fs::create_dir_all(&home).unwrap();
+    let mut all: Vec<(String, String)> = vec![
+        ("PATH".into(), std::env::var("PATH").unwrap_or_default()),
+        ("HOME".into(), dir.path().display().to_string()),
+        ("CODEX_HOME".into(), home.display().to_string()),
+    ];
+    all.extend(env.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+    CodexSpec {
+        command: bin.display().to_string(),
+        args: vec!["app-server".into(), "--stdio".into()],
+        cwd: dir.path(),
+        env: all,
+        mode: CodexMode::Never,
+        dispose_grace: Duration::from_millis(500),
+        timeout: Some(Duration::from_secs(60)),
+    }
+}
+
+/// A missing key is named as such, with Codex's own message (it reports it as `other`).
+#[tokio::test(flavor = "multi_thread")]
+async fn codex_without_a_key_says_which_credential_is_missing() {
+    let Some(py) = python() else { return };
+    let dir = Dir::new();
+    let run = start_codex(codex(py, &dir, "nokey"), task("x"), CancellationToken::new())
+        .await
+        .unwrap();
+    let r = settle(run).await;
+    assert_eq!(
+        r.diagnostic.as_deref(),
+        Some(
+            "Product subagent failure (product: Codex; stage: turn; category: missingCredential; message: Missing environment variable: `OPENAI_API_KEY`.)"
+        )
+    );
+}
+
+/// The real Codex with no network: once it has used up its reconnects it waits for the
+/// network without end; the run ends then, naming the network failure in Codex's words,
+/// long before its timeout.
+#[tokio::test(flavor = "multi_thread")]
+async fn real_codex_without_network_fails_fast_naming_the_network() {
+    let Some(bin) = real_codex() else { return };
+    let dir = Dir::new();
+    let spec = real_codex_spec(
+        &bin,
+        &dir,
+        &[("OPENAI_API_KEY", "sk-test"), ("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")],
+    );
+    let run = start_codex(spec, task("say hi"), CancellationToken::new()).await.unwrap();
+    let r = tokio::time::timeout(Duration::from_secs(120), run.result.clone())
+        .await
+        .expect("the result settles")
+        .expect("no run fault");
+    run.dispose().await.unwrap();
+    assert_eq!(r.stop_reason, StopReason::Error);
+    let d = r.diagnostic.unwrap_or_default();
+    assert!(
+        d.starts_with("Product subagent failure (product: Codex; stage: turn; category: responseStreamDisconnected; message: Reconnecting... waiting for network"),
+        "{d}"
+    );
 }

@@ -1,5 +1,5 @@
 """A stand-in for `codex app-server --stdio` speaking the app-server wire (JSON-RPC 2.0 lines).
-FAKE_MODE: success | approval | fail | crash | hang | context.  FAKE_LOG: file the received frames are appended to.
+FAKE_MODE: success | approval | fail | nokey | crash | hang | context.  FAKE_LOG: file the received frames are appended to.
 FAKE_PIDS: file the pids of this process and its grandchild are written to (hang)."""
 import json, os, signal, subprocess, sys
 
@@ -59,6 +59,9 @@ for line in sys.stdin:
         elif mode == "fail":
             item("partial codex text", None)
             done("failed", {"message": "boom", "codexErrorInfo": {"httpConnectionFailed": {"httpStatusCode": 503}}})
+        elif mode == "nokey":
+            # What Codex says when its provider's key variable is unset.
+            done("failed", {"message": "Missing environment variable: `OPENAI_API_KEY`.", "codexErrorInfo": "other"})
         elif mode == "context":
             item("partial", None)
             done("failed", {"message": "too long", "codexErrorInfo": "contextWindowExceeded"})
