@@ -109,6 +109,8 @@ pub struct Bridge {
     closed: AtomicBool,
     /// What the client said it can do with files (`fs.readTextFile`, `fs.writeTextFile`).
     client_fs: Mutex<(bool, bool)>,
+    /// The client offers terminals (`clientCapabilities.terminal`).
+    client_terminal: std::sync::atomic::AtomicBool,
     /// Model and reasoning effort chosen per session (`session/set_config_option`).
     choices: Choices,
     /// Whether `initialize` advertised inline image prompts.
@@ -358,6 +360,7 @@ impl Bridge {
             claims: Arc::new(Mutex::new(HashMap::new())),
             closed: AtomicBool::new(false),
             client_fs: Mutex::new((false, false)),
+            client_terminal: std::sync::atomic::AtomicBool::new(false),
             choices: Arc::new(Mutex::new(HashMap::new())),
             image_prompts: AtomicBool::new(false),
         });
@@ -523,6 +526,19 @@ impl Bridge {
                 }),
             );
         }
+        // Unconfined shell commands run in the editor's terminals when it offers them.
+        if self.rich()
+            && self.client_terminal.load(Ordering::Acquire)
+            && let Some(routes) = self.root.get::<dsh_tools::ClientTerminalRoutes>()
+        {
+            routes.route(
+                id,
+                Arc::new(crate::client_terminal::EditorTerminals {
+                    peer: self.peer.clone(),
+                    session_id: id.to_string(),
+                }),
+            );
+        }
         self.sessions
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -531,6 +547,9 @@ impl Bridge {
 
     fn unroute(&self, id: &str) {
         if let Some(routes) = self.root.get::<dsh_tools::ClientFileRoutes>() {
+            routes.unroute(id);
+        }
+        if let Some(routes) = self.root.get::<dsh_tools::ClientTerminalRoutes>() {
             routes.unroute(id);
         }
         self.choices
@@ -570,6 +589,12 @@ impl Bridge {
                     |k: &str| fs.and_then(|f| f.get(k)).and_then(Value::as_bool) == Some(true);
                 *self.client_fs.lock().unwrap_or_else(|e| e.into_inner()) =
                     (flag("readTextFile"), flag("writeTextFile"));
+                let terminal = p
+                    .get("clientCapabilities")
+                    .and_then(|c| c.get("terminal"))
+                    .and_then(Value::as_bool)
+                    == Some(true);
+                self.client_terminal.store(terminal, Ordering::Release);
                 let image =
                     crate::images::supported(&self.root, &self.config.provider, &self.config.model);
                 self.image_prompts.store(image, Ordering::Release);

@@ -11,6 +11,7 @@
 
 mod bridge;
 mod client_fs;
+mod client_terminal;
 mod images;
 mod project;
 mod rpc;

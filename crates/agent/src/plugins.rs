@@ -71,6 +71,7 @@ impl Plugin for ToolsPlugin {
         registry.set_mode(mode);
         ctx.provide(registry)?;
         ctx.provide(dsh_tools::ClientFileRoutes::new())?;
+        ctx.provide(dsh_tools::ClientTerminalRoutes::new())?;
         Ok(())
     }
 }

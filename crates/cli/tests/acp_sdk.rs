@@ -479,3 +479,70 @@ fn the_editor_switches_the_model_and_its_reasoning_effort() {
         (Some("deepseek-v4-pro"), Some("low"))
     );
 }
+
+/// An editor that offers terminals gets the shell commands that run unconfined
+/// (`danger-full-access`) in one of its terminals, shown live in the call; a confined
+/// command (`workspace-write`) still runs in dsh's sandbox and never reaches the editor.
+#[test]
+fn unconfined_commands_run_in_the_editors_terminal() {
+    if !sdk_ready() {
+        return;
+    }
+    let editor = Editor::new();
+    let bash = |id: &str, cmd: &str| {
+        Reply::tool_call(id, "bash", &json!({"command": cmd, "description": "run"}).to_string())
+    };
+    let server = MockServer::with_replies([
+        bash("b1", "echo in-terminal; echo err >&2; exit 3"),
+        Reply::text("ran"),
+    ])
+    .answer_untooled("Terminal title");
+    let report = editor.drive(
+        &server,
+        "danger-full-access",
+        json!({"terminal": true, "steps": [
+            {"do": "initialize"}, {"do": "new"}, {"do": "prompt", "text": "run it"}
+        ]}),
+    );
+    let results = report["results"].as_array().unwrap();
+    assert_eq!(results[2]["ok"]["stopReason"], "end_turn", "{}", results[2]);
+    let asked: Vec<&str> = report["agentRequests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["method"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        asked,
+        ["terminal/create", "terminal/wait_for_exit", "terminal/output", "terminal/release"],
+        "{report}"
+    );
+    let create = &report["agentRequests"][0]["params"];
+    assert_eq!(create["command"], "bash");
+    assert_eq!(create["args"], json!(["-c", "echo in-terminal; echo err >&2; exit 3"]));
+    let updates = call_updates(&report, "b1");
+    assert!(
+        updates
+            .iter()
+            .any(|u| u["content"][0] == json!({"type": "terminal", "terminalId": "term-1"})),
+        "the call shows the terminal: {updates:?}"
+    );
+    // The model gets the terminal's output and exit code.
+    let output = server.requests()[1].last_tool_output().unwrap_or_default();
+    assert!(output.contains("in-terminal") && output.contains("err") && output.contains('3'), "{output}");
+
+    // Confined: the command stays in the sandbox.
+    let editor = Editor::new();
+    let server = MockServer::with_replies([bash("b2", "echo sandboxed"), Reply::text("ran")])
+        .answer_untooled("Terminal title");
+    let report = editor.drive(
+        &server,
+        "workspace-write",
+        json!({"terminal": true, "steps": [
+            {"do": "initialize"}, {"do": "new"}, {"do": "prompt", "text": "run it"}
+        ]}),
+    );
+    assert_eq!(report["agentRequests"], json!([]), "{report}");
+    let output = server.requests()[1].last_tool_output().unwrap_or_default();
+    assert!(output.contains("sandboxed"), "{output}");
+}

@@ -4,6 +4,7 @@
 //! cancellation — becomes one result.
 
 mod client_files;
+mod client_terminals;
 mod exec;
 mod output;
 pub mod process;
@@ -14,6 +15,9 @@ mod spill;
 mod tool;
 
 pub use client_files::{ClientFileRoutes, ClientFiles, client_files};
+pub use client_terminals::{
+    ClientTerminalRoutes, ClientTerminals, TerminalCommand, TerminalExit, client_terminals,
+};
 pub use exec::{
     Approval, ApprovalOutcome, ApprovalRequest, ApprovalService, Decision, Execute, PostExecute,
     PostExecutePayload, PostToolDecision, PreExecute, PreToolDecision, ToolExecution, ToolFailure,

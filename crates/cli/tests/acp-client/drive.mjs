@@ -32,6 +32,9 @@ const responseSchema = {
 const requestSchema = {
   'session/request_permission': z.zRequestPermissionRequest,
   'fs/read_text_file': z.zReadTextFileRequest, 'fs/write_text_file': z.zWriteTextFileRequest,
+  'terminal/create': z.zCreateTerminalRequest, 'terminal/output': z.zTerminalOutputRequest,
+  'terminal/wait_for_exit': z.zWaitForTerminalExitRequest, 'terminal/kill': z.zKillTerminalRequest,
+  'terminal/release': z.zReleaseTerminalRequest,
 };
 function check(frame) {
   let schema; let what;
@@ -76,6 +79,7 @@ let counter = 0;
 const updates = [];
 const agentRequests = [];
 const files = {};
+const terminals = new Map();
 const answers = [...(script.permissions ?? [])];
 const app = acp.client({ name: 'dsh-acp-client-tests' })
   .onNotification(acp.methods.client.session.update, ({ params }) => { updates.push({ n: counter++, ...params }); })
@@ -96,6 +100,42 @@ const app = acp.client({ name: 'dsh-acp-client-tests' })
     files[params.path] = params.content;
     writeFileSync(params.path, params.content);
     return {};
+  })
+  // Terminals as an editor runs them: a real process per terminal, output kept (combined).
+  .onRequest(acp.methods.client.terminal.create, ({ params }) => {
+    agentRequests.push({ n: counter++, method: 'terminal/create', params });
+    const id = `term-${terminals.size + 1}`;
+    const env = Object.fromEntries((params.env ?? []).map((e) => [e.name, e.value]));
+    const proc = spawn(params.command, params.args ?? [], { cwd: params.cwd, env: { PATH: process.env.PATH, ...env } });
+    const t = { output: '', exit: null, waiters: [] };
+    const add = (d) => { t.output += d.toString(); };
+    proc.stdout.on('data', add);
+    proc.stderr.on('data', add);
+    proc.on('close', (code, signal) => { t.exit = { exitCode: code, signal }; for (const w of t.waiters) w(t.exit); });
+    t.proc = proc;
+    terminals.set(id, t);
+    return { terminalId: id };
+  })
+  .onRequest(acp.methods.client.terminal.waitForExit, ({ params }) => {
+    agentRequests.push({ n: counter++, method: 'terminal/wait_for_exit', params });
+    const t = terminals.get(params.terminalId);
+    return t.exit ? t.exit : new Promise((resolve) => t.waiters.push(resolve));
+  })
+  .onRequest(acp.methods.client.terminal.output, ({ params }) => {
+    agentRequests.push({ n: counter++, method: 'terminal/output', params });
+    const t = terminals.get(params.terminalId);
+    return { output: t.output, truncated: false, ...(t.exit ? { exitStatus: t.exit } : {}) };
+  })
+  .onRequest(acp.methods.client.terminal.kill, ({ params }) => {
+    agentRequests.push({ n: counter++, method: 'terminal/kill', params });
+    terminals.get(params.terminalId).proc.kill('SIGKILL');
+    return {};
+  })
+  .onRequest(acp.methods.client.terminal.release, ({ params }) => {
+    agentRequests.push({ n: counter++, method: 'terminal/release', params });
+    const t = terminals.get(params.terminalId);
+    if (t && !t.exit) t.proc.kill('SIGKILL');
+    return {};
   });
 
 const results = [];
@@ -110,7 +150,7 @@ await app.connectWith(stream, async (agent) => {
       case 'initialize':
         r = await call(acp.methods.agent.initialize, {
           protocolVersion: acp.PROTOCOL_VERSION,
-          clientCapabilities: { fs: { readTextFile: !!script.fs, writeTextFile: !!script.fs }, terminal: false },
+          clientCapabilities: { fs: { readTextFile: !!script.fs, writeTextFile: !!script.fs }, terminal: !!script.terminal },
         });
         break;
       case 'new':

@@ -477,6 +477,24 @@ impl BashInner {
             ),
             None => ("bash".to_string(), vec!["-c".into(), command.to_string()]),
         };
+        // An unconfined command in a session whose client offers terminals runs in one
+        // (the editor shows it live); a confined one always runs here, in the sandbox.
+        if confined.is_none()
+            && let Some(terminals) = dsh_tools::client_terminals(&run)
+        {
+            return self
+                .run_in_client_terminal(
+                    terminals,
+                    command,
+                    &run,
+                    workdir,
+                    env::child_env(managed),
+                    timeout_ms,
+                    &settings,
+                    policy.as_ref(),
+                )
+                .await;
+        }
         let runner_workdir = workdir.clone();
         let spec = process::SpawnSpec {
             program,
@@ -553,6 +571,65 @@ impl BashInner {
         Ok(ToolOutput {
             meta: Some(cwd_meta(&runner_workdir)),
             ..ToolOutput::text(render::render_result(&outcome, timeout_ms, &markers))
+        })
+    }
+
+    /// Runs `command` in the session's client terminal; the result reads as a local run's
+    /// (the terminal's combined output as stdout).
+    #[allow(clippy::too_many_arguments)]
+    async fn run_in_client_terminal(
+        &self,
+        terminals: Arc<dyn dsh_tools::ClientTerminals>,
+        command: &str,
+        run: &ToolRunContext,
+        workdir: PathBuf,
+        env: Vec<(String, String)>,
+        timeout_ms: f64,
+        settings: &BashSettings,
+        policy: Option<&dsh_sandbox::ExecutionPolicy>,
+    ) -> Result<ToolOutput, BoxError> {
+        if run.cancel.is_cancelled() {
+            return Err(errors::aborted());
+        }
+        let exit = terminals
+            .run(
+                dsh_tools::TerminalCommand {
+                    call_id: run.call_id.clone(),
+                    command: command.to_string(),
+                    cwd: workdir.clone(),
+                    env,
+                    timeout: Some(Duration::from_secs_f64(
+                        timeout_ms.min(MAX_TIMER_DELAY_MS) / 1000.0,
+                    )),
+                    output_limit: settings.max_output_bytes as usize,
+                },
+                run.cancel.clone(),
+            )
+            .await
+            .map_err(|e| errors::plain(format!("the editor's terminal could not run the command: {e}")))?;
+        if exit.aborted {
+            return Err(errors::aborted());
+        }
+        let outcome = process::RunOutcome {
+            exit_code: exit.exit_code,
+            signal: exit.signal,
+            timed_out: exit.timed_out,
+            aborted: false,
+            stdout: process::Collected {
+                text: exit.output,
+                truncated: exit.truncated,
+                spill_path: None,
+            },
+            stderr: process::Collected::default(),
+        };
+        run.set_value(render::typed_value(
+            &outcome,
+            timeout_ms,
+            policy.map(|p| (p.mode.as_str().to_string(), false, None)),
+        ));
+        Ok(ToolOutput {
+            meta: Some(cwd_meta(&workdir)),
+            ..ToolOutput::text(render::render_result(&outcome, timeout_ms, &[]))
         })
     }
 
