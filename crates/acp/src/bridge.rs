@@ -526,6 +526,12 @@ impl Bridge {
                 }),
             );
         }
+        // An editor asks its user: a change the mode forbids asks at once.
+        if self.rich()
+            && let Some(ask) = self.root.get::<dsh_tools::AskAtOnce>()
+        {
+            ask.mark(id);
+        }
         // Unconfined shell commands run in the editor's terminals when it offers them.
         if self.rich()
             && self.client_terminal.load(Ordering::Acquire)
@@ -551,6 +557,9 @@ impl Bridge {
         }
         if let Some(routes) = self.root.get::<dsh_tools::ClientTerminalRoutes>() {
             routes.unroute(id);
+        }
+        if let Some(ask) = self.root.get::<dsh_tools::AskAtOnce>() {
+            ask.unmark(id);
         }
         self.choices
             .lock()

@@ -72,6 +72,7 @@ impl Plugin for ToolsPlugin {
         ctx.provide(registry)?;
         ctx.provide(dsh_tools::ClientFileRoutes::new())?;
         ctx.provide(dsh_tools::ClientTerminalRoutes::new())?;
+        ctx.provide(dsh_tools::AskAtOnce::new())?;
         Ok(())
     }
 }

@@ -490,7 +490,11 @@ fn unconfined_commands_run_in_the_editors_terminal() {
     }
     let editor = Editor::new();
     let bash = |id: &str, cmd: &str| {
-        Reply::tool_call(id, "bash", &json!({"command": cmd, "description": "run"}).to_string())
+        Reply::tool_call(
+            id,
+            "bash",
+            &json!({"command": cmd, "description": "run"}).to_string(),
+        )
     };
     let server = MockServer::with_replies([
         bash("b1", "echo in-terminal; echo err >&2; exit 3"),
@@ -514,12 +518,20 @@ fn unconfined_commands_run_in_the_editors_terminal() {
         .collect();
     assert_eq!(
         asked,
-        ["terminal/create", "terminal/wait_for_exit", "terminal/output", "terminal/release"],
+        [
+            "terminal/create",
+            "terminal/wait_for_exit",
+            "terminal/output",
+            "terminal/release"
+        ],
         "{report}"
     );
     let create = &report["agentRequests"][0]["params"];
     assert_eq!(create["command"], "bash");
-    assert_eq!(create["args"], json!(["-c", "echo in-terminal; echo err >&2; exit 3"]));
+    assert_eq!(
+        create["args"],
+        json!(["-c", "echo in-terminal; echo err >&2; exit 3"])
+    );
     let updates = call_updates(&report, "b1");
     assert!(
         updates
@@ -529,7 +541,10 @@ fn unconfined_commands_run_in_the_editors_terminal() {
     );
     // The model gets the terminal's output and exit code.
     let output = server.requests()[1].last_tool_output().unwrap_or_default();
-    assert!(output.contains("in-terminal") && output.contains("err") && output.contains('3'), "{output}");
+    assert!(
+        output.contains("in-terminal") && output.contains("err") && output.contains('3'),
+        "{output}"
+    );
 
     // Confined: the command stays in the sandbox.
     let editor = Editor::new();
@@ -545,4 +560,56 @@ fn unconfined_commands_run_in_the_editors_terminal() {
     assert_eq!(report["agentRequests"], json!([]), "{report}");
     let output = server.requests()[1].last_tool_output().unwrap_or_default();
     assert!(output.contains("sandboxed"), "{output}");
+}
+
+/// In read-only mode a file change asks the editor's user at once (Zed's expectation),
+/// instead of failing first and asking only when the model retries with an escalation:
+/// allowed, the one write happens; declined, nothing is written.
+#[test]
+fn a_change_the_mode_forbids_asks_at_once() {
+    if !sdk_ready() {
+        return;
+    }
+    for (answer, written) in [("allow_once", true), ("reject_once", false)] {
+        let editor = Editor::new();
+        let target = editor.work.path().join("notes.txt");
+        let server = MockServer::with_replies([
+            Reply::tool_call(
+                "w1",
+                "write",
+                &json!({"file_path": target, "content": "new\n"}).to_string(),
+            ),
+            Reply::text("done"),
+        ])
+        .answer_untooled("Ask title");
+        let report = editor.drive(
+            &server,
+            "read-only",
+            json!({"permissions": [answer], "steps": [
+                {"do": "initialize"}, {"do": "new"}, {"do": "prompt", "text": "write it"}
+            ]}),
+        );
+        let asked: Vec<&Value> = report["agentRequests"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|r| r["method"] == "session/request_permission")
+            .collect();
+        assert_eq!(asked.len(), 1, "asked once, on the first call: {report}");
+        assert_eq!(
+            asked[0]["params"]["toolCall"]["toolCallId"], "w1",
+            "{report}"
+        );
+        assert_eq!(target.is_file(), written, "{answer}: {report}");
+        // One model request for the call, one after it: no refusal-and-retry round.
+        assert_eq!(
+            server
+                .requests()
+                .iter()
+                .filter(|r| !r.tool_names().is_empty())
+                .count(),
+            2,
+            "{answer}"
+        );
+    }
 }

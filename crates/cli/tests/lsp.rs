@@ -274,9 +274,8 @@ fn the_default_tree_discovers_rust_analyzer() {
         "pub fn broken() -> u32 {\n    let x = ;\n    x\n}\n",
     )
     .unwrap();
-    let diagnostics = || {
-        Reply::tool_call("g", "lsp_diagnostics", r#"{"file_path":"src/broken.rs"}"#)
-    };
+    let diagnostics =
+        || Reply::tool_call("g", "lsp_diagnostics", r#"{"file_path":"src/broken.rs"}"#);
     // A cold rust-analyzer is waited for (bounded): the answer is either the definition or
     // says the server is still busy — never an empty "no results" (asked again then).
     let mut replies = vec![call()];

@@ -313,7 +313,12 @@ impl Connection {
 
     /// The diagnostics of `uri` published after publication `mark`, waiting at most `limit`
     /// for them; `None` when none came.
-    pub async fn diagnostics_after(&self, uri: &str, mark: u64, limit: Duration) -> Option<Vec<Value>> {
+    pub async fn diagnostics_after(
+        &self,
+        uri: &str,
+        mark: u64,
+        limit: Duration,
+    ) -> Option<Vec<Value>> {
         let deadline = tokio::time::Instant::now() + limit;
         loop {
             let woken = self.shared.watched.notified();
@@ -572,7 +577,10 @@ fn notice(shared: &Shared, method: &str, params: Option<&Value>) {
             let value = params.get("value").unwrap_or(&Value::Null);
             match value.get("kind").and_then(Value::as_str) {
                 Some("begin") => {
-                    let title = value.get("title").and_then(Value::as_str).map(str::to_owned);
+                    let title = value
+                        .get("title")
+                        .and_then(Value::as_str)
+                        .map(str::to_owned);
                     let text = progress_text(title.as_deref(), value);
                     watch.progress.insert(token, (title, text));
                 }

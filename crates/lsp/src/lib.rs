@@ -34,8 +34,8 @@ pub use plugins::{
 };
 pub use render::{format_diagnostics, format_hover, format_locations, render_uri};
 pub use service::{
-    Diagnostic, Hover, Location, LspProvider, LspService, Operation, Position, Query, QueryResult, Range,
-    extension_of, lsp_error,
+    Diagnostic, Hover, Location, LspProvider, LspService, Operation, Position, Query, QueryResult,
+    Range, extension_of, lsp_error,
 };
 pub use stdio::{ServerConfig, StdioProvider};
 pub use tool::{LspDiagnosticsTool, LspTool, PROMPT_SECTION, ToolLspConfig, parse_args};

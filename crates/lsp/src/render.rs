@@ -114,7 +114,13 @@ pub fn format_diagnostics(path: &str, items: Option<&[Diagnostic]>, max_chars: u
         return format!("No diagnostics in {path}.");
     }
     let mut sorted: Vec<&Diagnostic> = items.iter().collect();
-    sorted.sort_by_key(|d| (d.severity.unwrap_or(1), d.range.start.line, d.range.start.character));
+    sorted.sort_by_key(|d| {
+        (
+            d.severity.unwrap_or(1),
+            d.range.start.line,
+            d.range.start.character,
+        )
+    });
     let lines: Vec<String> = sorted
         .iter()
         .map(|d| {

@@ -345,7 +345,10 @@ impl Tool for LspDiagnosticsTool {
             let query = Query {
                 operation: Operation::Diagnostics,
                 file_path: file_path.clone(),
-                position: Position { line: 0, character: 0 },
+                position: Position {
+                    line: 0,
+                    character: 0,
+                },
                 workspace_root,
                 owner: ctx.session.as_ref().map(|s| s.id()),
                 policy: ctx
@@ -359,7 +362,11 @@ impl Tool for LspDiagnosticsTool {
                 QueryResult::Diagnostics(d) => {
                     format_diagnostics(&file_path, d.as_deref(), config.max_result_chars)
                 }
-                _ => return Err("the language server answered something other than diagnostics".into()),
+                _ => {
+                    return Err(
+                        "the language server answered something other than diagnostics".into(),
+                    );
+                }
             };
             Ok(ToolOutput::text(text))
         })

@@ -438,8 +438,14 @@ async fn a_query_waits_for_a_server_that_is_still_indexing() {
 #[tokio::test]
 async fn a_server_still_indexing_after_the_wait_says_so() {
     let Some(python) = python() else { return };
-    let f = fixture(python, "stuck", |c| c.ready_timeout = Duration::from_millis(300));
-    let e = f.ask(Operation::Hover, "main.py", 0, 0).await.unwrap_err().to_string();
+    let f = fixture(python, "stuck", |c| {
+        c.ready_timeout = Duration::from_millis(300)
+    });
+    let e = f
+        .ask(Operation::Hover, "main.py", 0, 0)
+        .await
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("still busy (Indexing: 3/40 crates (7%))"), "{e}");
 }
 
@@ -450,14 +456,21 @@ async fn a_files_diagnostics_are_published_or_pulled() {
     let Some(python) = python() else { return };
     for mode in ["normal", "pull"] {
         let f = fixture(python.clone(), mode, |_| {});
-        std::fs::write(f.dir.path().join("bad.py"), "import os\nx = undefined_name\n").unwrap();
+        std::fs::write(
+            f.dir.path().join("bad.py"),
+            "import os\nx = undefined_name\n",
+        )
+        .unwrap();
         let out = f.ask(Operation::Diagnostics, "bad.py", 0, 0).await.unwrap();
         assert_eq!(
             out,
             "1 diagnostic in bad.py:\nbad.py:2:5 error [fake E1]: undefined_name is not defined",
             "{mode}"
         );
-        let clean = f.ask(Operation::Diagnostics, "main.py", 0, 0).await.unwrap();
+        let clean = f
+            .ask(Operation::Diagnostics, "main.py", 0, 0)
+            .await
+            .unwrap();
         assert_eq!(clean, "No diagnostics in main.py.", "{mode}");
     }
 }

@@ -121,7 +121,11 @@ fn child_message(error: &Value) -> Option<String> {
     };
     text = text.split_whitespace().collect::<Vec<_>>().join(" ");
     if text.chars().count() > MAX_CHILD_MESSAGE_CHARS {
-        text = text.chars().take(MAX_CHILD_MESSAGE_CHARS).collect::<String>() + "…";
+        text = text
+            .chars()
+            .take(MAX_CHILD_MESSAGE_CHARS)
+            .collect::<String>()
+            + "…";
     }
     (!text.is_empty()).then_some(text)
 }
@@ -131,7 +135,8 @@ fn child_message(error: &Value) -> Option<String> {
 fn names_missing_credential(message: &str) -> bool {
     let m = message.to_ascii_lowercase();
     m.contains("missing environment variable")
-        || (m.contains("api key") && (m.contains("missing") || m.contains("not set") || m.contains("no ")))
+        || (m.contains("api key")
+            && (m.contains("missing") || m.contains("not set") || m.contains("no ")))
 }
 
 /// The failure category of a terminal turn and its HTTP status, if any.

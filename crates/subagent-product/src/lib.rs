@@ -154,7 +154,13 @@ fn env_vec(env: Option<BTreeMap<String, String>>) -> Vec<(String, String)> {
 const DEFAULT_TIMEOUT_MS: f64 = 30.0 * 60.0 * 1000.0;
 
 fn timeout(prefix: &str, value: Option<f64>) -> Result<Option<Duration>, BoxError> {
-    common::positive_ms(prefix, "timeoutMs", Some(value.unwrap_or(DEFAULT_TIMEOUT_MS)), 0).map(Some)
+    common::positive_ms(
+        prefix,
+        "timeoutMs",
+        Some(value.unwrap_or(DEFAULT_TIMEOUT_MS)),
+        0,
+    )
+    .map(Some)
 }
 
 fn register(

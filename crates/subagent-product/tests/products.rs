@@ -739,9 +739,13 @@ fn real_codex_spec(bin: &Path, dir: &Dir, env: &[(&str, &str)]) -> CodexSpec {
 async fn codex_without_a_key_says_which_credential_is_missing() {
     let Some(py) = python() else { return };
     let dir = Dir::new();
-    let run = start_codex(codex(py, &dir, "nokey"), task("x"), CancellationToken::new())
-        .await
-        .unwrap();
+    let run = start_codex(
+        codex(py, &dir, "nokey"),
+        task("x"),
+        CancellationToken::new(),
+    )
+    .await
+    .unwrap();
     let r = settle(run).await;
     assert_eq!(
         r.diagnostic.as_deref(),
@@ -761,9 +765,14 @@ async fn real_codex_without_network_fails_fast_naming_the_network() {
     let spec = real_codex_spec(
         &bin,
         &dir,
-        &[("OPENAI_API_KEY", "sk-test"), ("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")],
+        &[
+            ("OPENAI_API_KEY", "sk-test"),
+            ("OPENAI_BASE_URL", "http://127.0.0.1:9/v1"),
+        ],
     );
-    let run = start_codex(spec, task("say hi"), CancellationToken::new()).await.unwrap();
+    let run = start_codex(spec, task("say hi"), CancellationToken::new())
+        .await
+        .unwrap();
     let r = tokio::time::timeout(Duration::from_secs(120), run.result.clone())
         .await
         .expect("the result settles")

@@ -63,3 +63,48 @@ pub fn client_files(run: &ToolRunContext) -> Option<Arc<dyn ClientFiles>> {
     let id = run.session.as_ref()?.id();
     run.ctx.get::<ClientFileRoutes>()?.get(&id)
 }
+
+/// Sessions whose client asks its user before an operation the session's mode forbids (an
+/// editor over ACP): the file tools ask for the wider mode at once instead of failing
+/// first. A service; the agent plugin provides it.
+#[derive(Default)]
+pub struct AskAtOnce {
+    sessions: Mutex<std::collections::HashSet<String>>,
+}
+
+impl AskAtOnce {
+    pub fn new() -> Arc<Self> {
+        Arc::new(Self::default())
+    }
+
+    pub fn mark(&self, id: &str) {
+        self.sessions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(id.to_string());
+    }
+
+    pub fn unmark(&self, id: &str) {
+        self.sessions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(id);
+    }
+
+    pub fn contains(&self, id: &str) -> bool {
+        self.sessions
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains(id)
+    }
+}
+
+/// Whether the session a tool call runs in asks at once.
+pub fn asks_at_once(run: &ToolRunContext) -> bool {
+    let Some(session) = run.session.as_ref() else {
+        return false;
+    };
+    run.ctx
+        .get::<AskAtOnce>()
+        .is_some_and(|a| a.contains(&session.id()))
+}

@@ -14,7 +14,7 @@ mod shell_vars;
 mod spill;
 mod tool;
 
-pub use client_files::{ClientFileRoutes, ClientFiles, client_files};
+pub use client_files::{AskAtOnce, ClientFileRoutes, ClientFiles, asks_at_once, client_files};
 pub use client_terminals::{
     ClientTerminalRoutes, ClientTerminals, TerminalCommand, TerminalExit, client_terminals,
 };

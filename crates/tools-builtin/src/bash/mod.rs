@@ -606,7 +606,11 @@ impl BashInner {
                 run.cancel.clone(),
             )
             .await
-            .map_err(|e| errors::plain(format!("the editor's terminal could not run the command: {e}")))?;
+            .map_err(|e| {
+                errors::plain(format!(
+                    "the editor's terminal could not run the command: {e}"
+                ))
+            })?;
         if exit.aborted {
             return Err(errors::aborted());
         }

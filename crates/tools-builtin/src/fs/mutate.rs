@@ -45,6 +45,34 @@ pub(crate) async fn resolve_policy(
         .as_ref()
         .map(|p| p.resolve(run.session.as_deref()));
     let Some((mode, justification)) = escalation.requested() else {
+        // A client that asks its user before a forbidden change (an editor over ACP) gets
+        // the question at once, instead of a refusal the model must turn into a retry.
+        if let Some(standing) = &standing
+            && standing.mode == dsh_sandbox::SandboxMode::ReadOnly
+            && dsh_tools::asks_at_once(run)
+        {
+            let target = args
+                .get("file_path")
+                .and_then(Value::as_str)
+                .unwrap_or("a file");
+            let why = format!(
+                "this session is read-only and {} changes {target}",
+                run.name
+            );
+            let granted = approve_escalation(
+                "workspace-write",
+                &why,
+                standing.mode,
+                "operation",
+                run,
+                args,
+            )
+            .await?;
+            return Ok(Some(ExecutionPolicy {
+                mode: granted,
+                ..standing.clone()
+            }));
+        }
         return Ok(standing);
     };
     let Some(standing) = standing else {
