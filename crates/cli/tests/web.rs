@@ -1541,6 +1541,23 @@ impl Web {
             .to_string()
     }
 
+    /// Stops this `dsh web`, waits `downtime`, and starts another on the same home and
+    /// workspace, signed in.
+    async fn restart(
+        mut self,
+        server: &MockServer,
+        env: &[(&str, &str)],
+        downtime: Duration,
+    ) -> Web {
+        let home = std::mem::replace(&mut self.home, tempfile::tempdir().unwrap());
+        let work = std::mem::replace(&mut self.work, tempfile::tempdir().unwrap());
+        drop(self);
+        tokio::time::sleep(downtime).await;
+        let mut web = Web::start_in(home, work, server, env, &[]);
+        web.login().await;
+        web
+    }
+
     /// The committed events of `id`, from a fresh stream's snapshot.
     async fn events(&self, id: &str) -> Vec<Value> {
         let mut sse = self.stream(Some(id), None).await;
@@ -2504,11 +2521,7 @@ async fn presented_files_survive_a_restart() {
         assert!(Instant::now() < deadline, "the turn did not end");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let home = std::mem::replace(&mut web.home, tempfile::tempdir().unwrap());
-    let work = std::mem::replace(&mut web.work, tempfile::tempdir().unwrap());
-    drop(web);
-    let mut web = Web::start_in(home, work, &server, &env, &[]);
-    web.login().await;
+    let web = web.restart(&server, &env, Duration::ZERO).await;
     let events = web.events(&id).await;
     let presented = events
         .iter()
@@ -2687,12 +2700,7 @@ async fn a_reminder_due_during_downtime_is_delivered_after_a_restart() {
         turn_ends(e) >= 1
     })
     .await;
-    let home = std::mem::replace(&mut web.home, tempfile::tempdir().unwrap());
-    let work = std::mem::replace(&mut web.work, tempfile::tempdir().unwrap());
-    drop(web);
-    tokio::time::sleep(Duration::from_secs(4)).await;
-    let mut web = Web::start_in(home, work, &server, &env, &[]);
-    web.login().await;
+    let web = web.restart(&server, &env, Duration::from_secs(4)).await;
     let events = events_until(&web, &id, "the missed reminder was not delivered", |e| {
         turn_ends(e) >= 2
     })
@@ -3060,12 +3068,8 @@ async fn agent_presets_decide_the_tools_a_session_sees() {
     assert_eq!(options["agentPreset"]["locked"], true, "{options}");
 
     // After a restart the minimal session still runs minimal.
-    let home = std::mem::replace(&mut web.home, tempfile::tempdir().unwrap());
-    let work = std::mem::replace(&mut web.work, tempfile::tempdir().unwrap());
-    drop(web);
     server.push_all([Reply::text("still minimal")]);
-    let mut web = Web::start_in(home, work, &server, &env, &[]);
-    web.login().await;
+    let web = web.restart(&server, &env, Duration::ZERO).await;
     web.ok(
         "session.prompt",
         json!({"sessionId": b, "content": [{"type": "text", "text": "again"}]}),

@@ -393,6 +393,17 @@ struct ToolRow {
     timeout_ms: Option<f64>,
 }
 
+/// A tool row's settings (`tool-lsp`, `tool-lsp-diagnostics`).
+fn tool_config(config: &PluginConfig) -> Result<ToolLspConfig, BoxError> {
+    let row: ToolRow = config.parse()?;
+    Ok(ToolLspConfig {
+        max_locations: tool_positive("maxLocations", row.max_locations, 100, None)? as usize,
+        max_result_chars: tool_positive("maxResultChars", row.max_result_chars, 16_000, None)?
+            as usize,
+        timeout_ms: tool_positive("timeoutMs", row.timeout_ms, 60_000, Some(MAX_TIMER_MS))?,
+    })
+}
+
 fn tool_positive(
     name: &str,
     v: Option<f64>,
@@ -422,13 +433,7 @@ impl Plugin for ToolLspPlugin {
     }
 
     fn apply(&self, ctx: &Context, config: &PluginConfig) -> Result<(), BoxError> {
-        let row: ToolRow = config.parse()?;
-        let c = ToolLspConfig {
-            max_locations: tool_positive("maxLocations", row.max_locations, 100, None)? as usize,
-            max_result_chars: tool_positive("maxResultChars", row.max_result_chars, 16_000, None)?
-                as usize,
-            timeout_ms: tool_positive("timeoutMs", row.timeout_ms, 60_000, Some(MAX_TIMER_MS))?,
-        };
+        let c = tool_config(config)?;
         let service = ctx.require::<LspService>()?;
         if !service.has_providers() {
             tracing::debug!(
@@ -469,13 +474,7 @@ impl Plugin for ToolLspDiagnosticsPlugin {
     }
 
     fn apply(&self, ctx: &Context, config: &PluginConfig) -> Result<(), BoxError> {
-        let row: ToolRow = config.parse()?;
-        let c = ToolLspConfig {
-            max_locations: tool_positive("maxLocations", row.max_locations, 100, None)? as usize,
-            max_result_chars: tool_positive("maxResultChars", row.max_result_chars, 16_000, None)?
-                as usize,
-            timeout_ms: tool_positive("timeoutMs", row.timeout_ms, 60_000, Some(MAX_TIMER_MS))?,
-        };
+        let c = tool_config(config)?;
         let service = ctx.require::<LspService>()?;
         if !service.has_providers() {
             return Ok(());

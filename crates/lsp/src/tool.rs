@@ -113,6 +113,33 @@ pub fn parse_args(args: &Value) -> Result<(Operation, String, Position), BoxErro
     ))
 }
 
+/// The query of a call: the session's workspace, its owner, its sandbox policy.
+fn query_for(
+    ctx: &ToolRunContext,
+    operation: Operation,
+    file_path: String,
+    position: Position,
+    tool: &str,
+) -> Result<Query, BoxError> {
+    let Some(workspace_root) = ctx.cwd.clone() else {
+        return Err(lsp_error(
+            "LSP_WORKSPACE_REQUIRED",
+            format!("{tool} requires a session workspace cwd"),
+        ));
+    };
+    Ok(Query {
+        operation,
+        file_path,
+        position,
+        workspace_root,
+        owner: ctx.session.as_ref().map(|s| s.id()),
+        policy: ctx
+            .ctx
+            .get::<dsh_sandbox::SandboxPolicy>()
+            .map(|p| p.resolve(ctx.session.as_deref())),
+    })
+}
+
 fn range_value(r: &Range) -> Value {
     json!({
         "start": {"line": r.start.line, "character": r.start.character},
@@ -235,23 +262,7 @@ impl Tool for LspTool {
         let config = self.config;
         Box::pin(async move {
             let (operation, file_path, position) = parse_args(&args)?;
-            let Some(workspace_root) = ctx.cwd.clone() else {
-                return Err(lsp_error(
-                    "LSP_WORKSPACE_REQUIRED",
-                    "the lsp tool requires a session workspace cwd",
-                ));
-            };
-            let query = Query {
-                operation,
-                file_path,
-                position,
-                workspace_root,
-                owner: ctx.session.as_ref().map(|s| s.id()),
-                policy: ctx
-                    .ctx
-                    .get::<dsh_sandbox::SandboxPolicy>()
-                    .map(|p| p.resolve(ctx.session.as_deref())),
-            };
+            let query = query_for(&ctx, operation, file_path, position, "the lsp tool")?;
             let result = service.query(query, ctx.cancel.clone()).await?;
             ctx.set_value(result_value(&result));
             let text = match result {
@@ -336,26 +347,16 @@ impl Tool for LspDiagnosticsTool {
             if file_path.trim().is_empty() {
                 return Err("file_path must be a non-empty string".into());
             }
-            let Some(workspace_root) = ctx.cwd.clone() else {
-                return Err(lsp_error(
-                    "LSP_WORKSPACE_REQUIRED",
-                    "lsp_diagnostics requires a session workspace cwd",
-                ));
-            };
-            let query = Query {
-                operation: Operation::Diagnostics,
-                file_path: file_path.clone(),
-                position: Position {
+            let query = query_for(
+                &ctx,
+                Operation::Diagnostics,
+                file_path.clone(),
+                Position {
                     line: 0,
                     character: 0,
                 },
-                workspace_root,
-                owner: ctx.session.as_ref().map(|s| s.id()),
-                policy: ctx
-                    .ctx
-                    .get::<dsh_sandbox::SandboxPolicy>()
-                    .map(|p| p.resolve(ctx.session.as_deref())),
-            };
+                "lsp_diagnostics",
+            )?;
             let result = service.query(query, ctx.cancel.clone()).await?;
             ctx.set_value(result_value(&result));
             let text = match &result {
