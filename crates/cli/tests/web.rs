@@ -2553,6 +2553,19 @@ async fn presented_files_survive_a_restart() {
     assert_eq!(got.text().await.unwrap(), "the result\n");
 }
 
+/// Sends `text` to session `id` and waits until `ended` turns have ended; the events then.
+async fn turn(web: &Web, id: &str, text: &str, ended: usize) -> Vec<Value> {
+    web.ok(
+        "session.prompt",
+        json!({"sessionId": id, "content": [{"type": "text", "text": text}]}),
+    )
+    .await;
+    events_until(web, id, &format!("turn {ended} did not end"), |e| {
+        turn_ends(e) >= ended
+    })
+    .await
+}
+
 /// Waits until the session's log satisfies `done`, then returns its events.
 async fn events_until(
     web: &Web,
@@ -2691,15 +2704,7 @@ async fn a_reminder_due_during_downtime_is_delivered_after_a_restart() {
     let mut web = Web::start(&server, &env, &[]);
     web.login().await;
     let id = web.new_session().await;
-    web.ok(
-        "session.prompt",
-        json!({"sessionId": id, "content": [{"type": "text", "text": "remind me"}]}),
-    )
-    .await;
-    events_until(&web, &id, "the first turn did not end", |e| {
-        turn_ends(e) >= 1
-    })
-    .await;
+    turn(&web, &id, "remind me", 1).await;
     let web = web.restart(&server, &env, Duration::from_secs(4)).await;
     let events = events_until(&web, &id, "the missed reminder was not delivered", |e| {
         turn_ends(e) >= 2
@@ -2839,15 +2844,7 @@ async fn a_turn_records_what_it_changed_in_a_git_workspace() {
     assert!(git_in(&work, &["status", "--porcelain"]).contains("?? b.txt"));
 
     // A turn that changes nothing records nothing.
-    web.ok(
-        "session.prompt",
-        json!({"sessionId": id, "content": [{"type": "text", "text": "anything else?"}]}),
-    )
-    .await;
-    let events = events_until(&web, &id, "the second turn did not end", |e| {
-        turn_ends(e) >= 2
-    })
-    .await;
+    let events = turn(&web, &id, "anything else?", 2).await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     let events = if events
         .iter()
@@ -3070,15 +3067,7 @@ async fn agent_presets_decide_the_tools_a_session_sees() {
     // After a restart the minimal session still runs minimal.
     server.push_all([Reply::text("still minimal")]);
     let web = web.restart(&server, &env, Duration::ZERO).await;
-    web.ok(
-        "session.prompt",
-        json!({"sessionId": b, "content": [{"type": "text", "text": "again"}]}),
-    )
-    .await;
-    events_until(&web, &b, "the turn after the restart did not end", |e| {
-        turn_ends(e) >= 2
-    })
-    .await;
+    turn(&web, &b, "again", 2).await;
     let last = server
         .requests()
         .into_iter()
