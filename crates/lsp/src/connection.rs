@@ -116,6 +116,38 @@ struct Shared {
     configuration: Value,
 }
 
+/// Lines of a dead server's stderr quoted in its error.
+const QUOTED_LINES: usize = 4;
+/// Characters of a dead server's stderr quoted in its error.
+const QUOTED_CHARS: usize = 600;
+
+/// The head of a dead server's stderr: what it said first (the reason, usually), not the
+/// backtrace that follows.
+fn quoted_stderr(text: &str) -> String {
+    let lines: Vec<&str> = text
+        .lines()
+        .map(str::trim_end)
+        .filter(|l| !l.trim().is_empty())
+        .collect();
+    let mut out = lines
+        .iter()
+        .take(QUOTED_LINES)
+        .copied()
+        .collect::<Vec<_>>()
+        .join("\n");
+    let cut = out.chars().count() > QUOTED_CHARS;
+    if cut {
+        out = out.chars().take(QUOTED_CHARS).collect();
+    }
+    if cut || lines.len() > QUOTED_LINES {
+        out.push_str(&format!(
+            "\n… ({} more lines)",
+            lines.len().saturating_sub(QUOTED_LINES)
+        ));
+    }
+    out
+}
+
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
@@ -124,7 +156,7 @@ impl Shared {
     fn exit_message(&self) -> String {
         let tail = lock(&self.stderr);
         let text = String::from_utf8_lossy(&tail);
-        let text = text.trim();
+        let text = quoted_stderr(&text);
         if text.is_empty() {
             "language server exited".into()
         } else {
@@ -620,4 +652,23 @@ fn notice(shared: &Shared, method: &str, params: Option<&Value>) {
     watch.noticed = true;
     drop(watch);
     shared.watched.notify_waiters();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::quoted_stderr;
+
+    #[test]
+    fn a_dead_servers_stderr_is_quoted_by_its_head() {
+        assert_eq!(
+            quoted_stderr("  \nfailed: no component\n"),
+            "failed: no component"
+        );
+        let backtrace: String = (0..40).map(|i| format!("frame {i}\n")).collect();
+        let quoted = quoted_stderr(&format!("error: cannot run\n{backtrace}"));
+        assert_eq!(
+            quoted,
+            "error: cannot run\nframe 0\nframe 1\nframe 2\n… (37 more lines)"
+        );
+    }
 }

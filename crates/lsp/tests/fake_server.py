@@ -13,6 +13,7 @@ Its behaviour is chosen by the first argument:
            meanwhile answer null
   stuck    reports progress that never ends; hovers answer null
   pull     offers pull diagnostics (textDocument/diagnostic) and publishes none
+  broken   cannot run: prints a reason and a long backtrace on stderr and exits at once
 Every other mode publishes diagnostics when a document opens: one error per line that
 mentions `undefined_name`.
 It writes one line per received method to the file named by $FAKE_LSP_LOG, if set.
@@ -90,6 +91,13 @@ def loc(name, line, character):
     p = {"line": line, "character": character}
     return {"uri": uri(name), "range": {"start": p, "end": p}}
 
+
+if MODE == "broken":
+    sys.stderr.write("error: the active toolchain has no language server installed\n")
+    for n in range(40):
+        sys.stderr.write("   %d: fake::frame::function_%d at src/lib.rs:%d\n" % (n, n, n))
+    sys.stderr.flush()
+    sys.exit(1)
 
 docs = {}
 while True:

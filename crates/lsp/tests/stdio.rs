@@ -474,3 +474,22 @@ async fn a_files_diagnostics_are_published_or_pulled() {
         assert_eq!(clean, "No diagnostics in main.py.", "{mode}");
     }
 }
+
+/// A server binary that cannot run is reported by what it said first, not by the
+/// backtrace after it.
+#[tokio::test]
+async fn a_server_that_cannot_run_is_reported_briefly() {
+    let Some(python) = python() else { return };
+    let f = fixture(python, "broken", |_| {});
+    let e = f
+        .ask(Operation::Hover, "main.py", 0, 0)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.starts_with("language server exited; stderr: error: the active toolchain has no language server installed"),
+        "{e}"
+    );
+    assert!(e.ends_with("… (37 more lines)"), "{e}");
+    assert!(e.len() < 600, "{} bytes: {e}", e.len());
+}
