@@ -101,13 +101,14 @@ impl AgentPresets {
         json!({"presets": presets})
     }
 
-    fn find(&self, id: &str) -> Option<Preset> {
+    /// `f` of preset `id`, read in place (the tool view asks per tool and step).
+    fn with_preset<R>(&self, id: &str, f: impl FnOnce(&Preset) -> R) -> Option<R> {
         self.presets
             .read()
             .unwrap_or_else(|p| p.into_inner())
             .iter()
             .find(|p| p.id == id)
-            .cloned()
+            .map(f)
     }
 
     /// The preset `session` recorded (the header's, then the last selection), if any.
@@ -162,7 +163,7 @@ impl AgentPresets {
     /// Selects `preset` for `session` before its first turn (nothing is written when it
     /// already runs that preset).
     pub fn select(&self, session: &Arc<LiveSession>, preset: &str) -> Result<String, PresetError> {
-        if self.find(preset).is_none() {
+        if self.with_preset(preset, |_| ()).is_none() {
             let known: Vec<String> = self.list().into_iter().map(|p| p.id).collect();
             return Err(PresetError::NotFound(preset.into(), known.join(", ")));
         }
@@ -204,15 +205,15 @@ impl ToolView for AgentPresets {
         if !self.managed(owner) {
             return true;
         }
-        match self.find(&self.of(session)) {
-            Some(p) => p.rows.contains(owner) && !p.hidden.contains(name),
-            // A preset that went away (a profile edit): its sessions see everything.
-            None => true,
-        }
+        // A preset that went away (a profile edit): its sessions see everything.
+        self.with_preset(&self.of(session), |p| {
+            p.rows.contains(owner) && !p.hidden.contains(name)
+        })
+        .unwrap_or(true)
     }
 
     fn mode(&self, session: &str) -> Option<ToolsMode> {
-        self.find(&self.of(session)).and_then(|p| p.mode)
+        self.with_preset(&self.of(session), |p| p.mode).flatten()
     }
 }
 
