@@ -24,6 +24,7 @@ pub fn catalog() -> Catalog {
     dsh_user_questions::register_catalog(&mut c);
     dsh_plan_mode::register_catalog(&mut c);
     dsh_goal::register_catalog(&mut c);
+    dsh_memory::register_catalog(&mut c);
     dsh_web_tools::register_catalog(&mut c);
     dsh_lsp::register_catalog(&mut c);
     dsh_hooks::register_catalog(&mut c);

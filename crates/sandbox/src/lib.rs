@@ -15,6 +15,7 @@
 pub mod bwrap;
 pub mod environ;
 pub mod landlock;
+pub mod redact;
 mod local;
 mod mode;
 mod policy;

@@ -65,6 +65,14 @@ pub(crate) fn has_url_password(value: &str) -> bool {
     })
 }
 
+/// The secret values this process knows (see [`remember_secret`]).
+pub(crate) fn known_secret_values() -> Vec<String> {
+    known_values()
+        .read()
+        .unwrap_or_else(|p| p.into_inner())
+        .clone()
+}
+
 /// Whether a value must not reach a child: it holds a known secret or a URL password.
 pub fn is_secret_value(value: &str) -> bool {
     if has_url_password(value) {

@@ -1,0 +1,224 @@
+//! `/remember`, `/forget` and `/memory`: the person's own hand on memory from any front end
+//! that runs slash commands (headless, web, ACP).
+
+use std::sync::Arc;
+
+use dsh_commands::{CommandDefinition, CommandRegistry, CommandResult};
+use dsh_kernel::{BoxError, Context};
+use serde_json::{Map, json};
+
+use crate::plugin::{MemoryService, record_change, turn_number};
+use crate::service::Found;
+use crate::store::{Origin, Scope};
+
+/// `/remember [--user] [#tag …] text`: the scope and tags in front, then the text.
+pub fn parse_remember(input: &str) -> (Scope, Vec<String>, String) {
+    let mut scope = Scope::Workspace;
+    let mut tags = Vec::new();
+    let mut rest = input.trim();
+    loop {
+        let (word, after) = rest.split_once(char::is_whitespace).unwrap_or((rest, ""));
+        match word {
+            "--user" | "-u" => scope = Scope::User,
+            "--workspace" | "-w" => scope = Scope::Workspace,
+            w if w.len() > 1 && w.starts_with('#') => tags.push(w[1..].to_string()),
+            _ => break,
+        }
+        rest = after.trim_start();
+    }
+    (scope, tags, rest.to_string())
+}
+
+fn list_text(found: &[Found], memory: &crate::service::Memory, warnings: &[String]) -> String {
+    let mut out = Vec::new();
+    for scope in [Scope::Workspace, Scope::User] {
+        let items: Vec<String> = found
+            .iter()
+            .filter(|f| f.scope == scope)
+            .map(|f| {
+                let mark = if f.entry.proposed { " (proposed: /memory accept to use it)" } else { "" };
+                format!("- [{}] {}{mark}", f.entry.id, f.entry.display().replace('\n', "\n  "))
+            })
+            .collect();
+        if items.is_empty() {
+            continue;
+        }
+        out.push(format!(
+            "{} memory ({}):\n{}",
+            if scope == Scope::Workspace { "Workspace" } else { "User" },
+            memory.display_path(scope),
+            items.join("\n")
+        ));
+    }
+    out.extend(warnings.iter().cloned());
+    if out.is_empty() {
+        "No memories yet. /remember <fact> keeps one for later sessions.".into()
+    } else {
+        out.join("\n\n")
+    }
+}
+
+pub(crate) fn register(
+    ctx: &Context,
+    commands: &Arc<CommandRegistry>,
+    service: &Arc<MemoryService>,
+) -> Result<(), BoxError> {
+    let s = service.clone();
+    commands.register(
+        ctx,
+        CommandDefinition {
+            name: "remember".into(),
+            description: "Keep a fact for later sessions (--user: for every project)".into(),
+            hint: Some("[--user] [#tag] <fact>".into()),
+            // The text is in the memory/change event already.
+            record_input: false,
+            handler: Arc::new(move |inv| {
+                let s = s.clone();
+                Box::pin(async move {
+                    let (scope, tags, text) = parse_remember(&inv.raw_input);
+                    if text.trim().is_empty() {
+                        return Ok(CommandResult::error(
+                            "Nothing to remember: write the fact after the command, as in /remember the tests need a running postgres",
+                        ));
+                    }
+                    let Some(cwd) = inv.agent.cwd() else {
+                        return Ok(CommandResult::error("This session has no working directory, so it has no project memory."));
+                    };
+                    let memory = s.at(&cwd);
+                    let session = inv.agent.session().clone();
+                    let origin = Origin {
+                        by: "user".into(),
+                        session: Some(session.id()),
+                        turn: Some(turn_number(&session)),
+                    };
+                    let m = memory.clone();
+                    let result = tokio::task::spawn_blocking(move || {
+                        m.remember(scope, &text, &tags, origin, false)
+                    })
+                    .await?;
+                    let (added, redacted) = match result {
+                        Ok(r) => r,
+                        Err(e) => return Ok(CommandResult::error(e.to_string())),
+                    };
+                    let found = Found { scope, entry: added.entry, score: 0 };
+                    if added.duplicate {
+                        return Ok(CommandResult::ok(format!(
+                            "Already in {} memory as [{}].",
+                            scope, found.entry.id
+                        )));
+                    }
+                    let mut extra = Map::new();
+                    if redacted > 0 {
+                        extra.insert("redacted".into(), json!(redacted));
+                    }
+                    let seq = record_change(&session, "remember", "user", &memory, &found, extra)?;
+                    let note = if redacted > 0 {
+                        format!(" ({redacted} secret(s) removed before saving)")
+                    } else {
+                        String::new()
+                    };
+                    Ok(CommandResult::Success {
+                        text: Some(format!(
+                            "Remembered [{}] in {} ({}){note}. Later sessions see it.",
+                            found.entry.id,
+                            memory.display_path(scope),
+                            scope
+                        )),
+                        source_event_seq: Some(seq),
+                    })
+                })
+            }),
+        },
+    )?;
+    let s = service.clone();
+    commands.register(
+        ctx,
+        CommandDefinition {
+            name: "forget".into(),
+            description: "Remove a memory by its id".into(),
+            hint: Some("<id>".into()),
+            record_input: true,
+            handler: Arc::new(move |inv| {
+                let s = s.clone();
+                Box::pin(async move {
+                    let id = inv.raw_input.trim().to_string();
+                    if id.is_empty() {
+                        return Ok(CommandResult::error("Which memory? Give its id, as in /forget 3f2a9c01 (/memory lists them)."));
+                    }
+                    let Some(cwd) = inv.agent.cwd() else {
+                        return Ok(CommandResult::error("This session has no working directory, so it has no project memory."));
+                    };
+                    let memory = s.at(&cwd);
+                    let m = memory.clone();
+                    let found = match tokio::task::spawn_blocking(move || m.forget(&id)).await? {
+                        Ok(f) => f,
+                        Err(e) => return Ok(CommandResult::error(e.to_string())),
+                    };
+                    let session = inv.agent.session().clone();
+                    let seq = record_change(&session, "forget", "user", &memory, &found, Map::new())?;
+                    Ok(CommandResult::Success {
+                        text: Some(format!("Forgot [{}]: {}", found.entry.id, found.entry.text)),
+                        source_event_seq: Some(seq),
+                    })
+                })
+            }),
+        },
+    )?;
+    let s = service.clone();
+    commands.register(
+        ctx,
+        CommandDefinition {
+            name: "memory".into(),
+            description: "List memories, or accept a proposed one".into(),
+            hint: Some("[accept <id>]".into()),
+            record_input: true,
+            handler: Arc::new(move |inv| {
+                let s = s.clone();
+                Box::pin(async move {
+                    let Some(cwd) = inv.agent.cwd() else {
+                        return Ok(CommandResult::error("This session has no working directory, so it has no project memory."));
+                    };
+                    let memory = s.at(&cwd);
+                    let input = inv.raw_input.trim().to_string();
+                    let session = inv.agent.session().clone();
+                    if let Some(id) = input.strip_prefix("accept") {
+                        let id = id.trim().to_string();
+                        let m = memory.clone();
+                        let found = match tokio::task::spawn_blocking(move || m.accept(&id)).await? {
+                            Ok(f) => f,
+                            Err(e) => return Ok(CommandResult::error(e.to_string())),
+                        };
+                        let seq = record_change(&session, "accept", "user", &memory, &found, Map::new())?;
+                        return Ok(CommandResult::Success {
+                            text: Some(format!("Accepted [{}]: later sessions see it.", found.entry.id)),
+                            source_event_seq: Some(seq),
+                        });
+                    }
+                    if !input.is_empty() && input != "list" {
+                        return Ok(CommandResult::error("Usage: /memory, /memory list or /memory accept <id>"));
+                    }
+                    let m = memory.clone();
+                    let (found, warnings) = tokio::task::spawn_blocking(move || m.all()).await?;
+                    let warnings: Vec<String> = warnings.into_iter().map(|w| w.message).collect();
+                    Ok(CommandResult::ok(list_text(&found, &memory, &warnings)))
+                })
+            }),
+        },
+    )?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    #[test]
+    fn remember_takes_scope_and_tags_first() {
+        assert_eq!(
+            parse_remember(" --user #style #go  Prefer tabs #really"),
+            (Scope::User, vec!["style".to_string(), "go".to_string()], "Prefer tabs #really".to_string())
+        );
+        assert_eq!(parse_remember("x"), (Scope::Workspace, vec![], "x".to_string()));
+    }
+}

@@ -1,0 +1,257 @@
+//! The two rows: `memory` (`@deepseek-ai/dsh-memory`: the service, the prompt section, the
+//! commands, proposals) and `tool-memory` (`@deepseek-ai/dsh-tool-memory`: the tools).
+
+use std::collections::{HashMap, HashSet};
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use dsh_agent::{AgentRef, PreStep, PreStepDecision};
+use dsh_kernel::{BoxError, Context, ListenOptions, Plugin, PluginConfig};
+use dsh_llm::{ContentBlock, Message, MessageSource};
+use dsh_session::{LiveSession, types};
+use dsh_tools::ToolRegistry;
+use serde_json::{Map, Value, json};
+
+use crate::service::{Found, Memory, MemoryConfig};
+use crate::store::Scope;
+use crate::{MEMORY_CHANGE_EVENT, MEMORY_SECTION, MEMORY_SECTION_ORDER, SOURCE_KIND};
+
+/// The `memory` row's service: its configuration and which sessions granted the model
+/// memory writes.
+pub struct MemoryService {
+    pub config: MemoryConfig,
+    granted: Mutex<HashSet<String>>,
+    /// Per agent: whether this process entered (or checked) the memory section, and the
+    /// compactions the session had then.
+    baselines: Mutex<HashMap<String, u64>>,
+}
+
+impl MemoryService {
+    pub fn new(config: MemoryConfig) -> Arc<Self> {
+        Arc::new(Self {
+            config,
+            granted: Mutex::default(),
+            baselines: Mutex::default(),
+        })
+    }
+
+    /// The memory files seen from `cwd`.
+    pub fn at(&self, cwd: &Path) -> Memory {
+        Memory::new(self.config.clone(), cwd)
+    }
+
+    /// Whether the model already holds this session's yes to memory writes: granted in
+    /// this process, or a model write recorded in its log (a resumed session).
+    pub fn granted(&self, session: &LiveSession) -> bool {
+        if self
+            .granted
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains(&session.id())
+        {
+            return true;
+        }
+        session.read(|log| {
+            log.events().iter().any(|e| {
+                e.event_type == MEMORY_CHANGE_EVENT
+                    && e.data.get("by").and_then(Value::as_str) == Some("model")
+            })
+        })
+    }
+
+    pub fn grant(&self, session: &LiveSession) {
+        self.granted
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(session.id());
+    }
+}
+
+/// The 1-based number of the session's current turn.
+pub fn turn_number(session: &LiveSession) -> u64 {
+    session.read(|log| {
+        log.events()
+            .iter()
+            .filter(|e| e.is(types::TURN_START))
+            .count() as u64
+    })
+}
+
+/// Appends the `memory/change` event of one change and returns its seq.
+pub fn record_change(
+    session: &Arc<LiveSession>,
+    action: &str,
+    by: &str,
+    memory: &Memory,
+    found: &Found,
+    extra: Map<String, Value>,
+) -> Result<u64, BoxError> {
+    let mut data = Map::new();
+    data.insert("action".into(), json!(action));
+    data.insert("by".into(), json!(by));
+    data.insert("scope".into(), json!(found.scope.as_str()));
+    data.insert("id".into(), json!(found.entry.id));
+    data.insert("text".into(), json!(found.entry.text));
+    if !found.entry.tags.is_empty() {
+        data.insert("tags".into(), json!(found.entry.tags));
+    }
+    data.insert("path".into(), json!(memory.display_path(found.scope)));
+    data.extend(extra);
+    let event = session.append(MEMORY_CHANGE_EVENT, Value::Object(data), None)?;
+    Ok(event.seq)
+}
+
+fn frame(body: &str) -> String {
+    format!(
+        "<system-reminder>\n{}\n</system-reminder>",
+        body.replace("</system-reminder>", "<\\/system-reminder>")
+    )
+}
+
+/// The last memory message of the session and whether the model still sees it; the number
+/// of compactions the session has finished.
+fn memory_state(agent: &AgentRef) -> (Option<bool>, u64) {
+    agent.session().read(|s| {
+        let last = s.events().iter().rev().find(|e| {
+            e.is(types::USER_MESSAGE)
+                && e.data.pointer("/source/kind").and_then(Value::as_str) == Some(SOURCE_KIND)
+        });
+        let visible = last.map(|e| s.surface().nodes().contains(&e.seq));
+        let compactions = s
+            .events()
+            .iter()
+            .filter(|e| e.event_type == "compaction/end")
+            .count() as u64;
+        (visible, compactions)
+    })
+}
+
+/// The message to enter before this step, if the section is due.
+fn due_message(service: &MemoryService, agent: &AgentRef) -> Option<Message> {
+    let cwd = agent.cwd()?;
+    let (visible, compactions) = memory_state(agent);
+    if visible == Some(true) {
+        service
+            .baselines
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(agent.id().to_string(), compactions);
+        return None;
+    }
+    {
+        let mut baselines = service.baselines.lock().unwrap_or_else(|p| p.into_inner());
+        // Checked in this process since the last compaction: memory written since then
+        // waits for the next session or compaction, so the prompt prefix stays as it was.
+        if baselines
+            .get(agent.id())
+            .is_some_and(|at| *at >= compactions)
+        {
+            return None;
+        }
+        baselines.insert(agent.id().to_string(), compactions);
+    }
+    let memory = service.at(&cwd);
+    let text = memory.prompt_text()?;
+    let mut source = Map::new();
+    source.insert("kind".into(), json!(SOURCE_KIND));
+    source.insert("form".into(), json!("memory"));
+    Some(Message::user(
+        vec![ContentBlock::text(frame(&text))],
+        MessageSource::Other(source),
+    ))
+}
+
+/// `@deepseek-ai/dsh-memory` (config: [`MemoryConfig`]).
+pub struct MemoryPlugin;
+
+impl Plugin for MemoryPlugin {
+    fn name(&self) -> &'static str {
+        "@deepseek-ai/dsh-memory"
+    }
+
+    fn apply(&self, ctx: &Context, config: &PluginConfig) -> Result<(), BoxError> {
+        let parsed: MemoryConfig = config.parse()?;
+        if Scope::parse(&parsed.suggest_scope).is_none() {
+            return Err(format!(
+                "{}: row \"{}\": config field `suggestScope`: must be workspace or user (got \"{}\")",
+                config.source, config.row_id, parsed.suggest_scope
+            )
+            .into());
+        }
+        if parsed.max_prompt_bytes < 256 {
+            return Err(format!(
+                "{}: row \"{}\": config field `maxPromptBytes`: at least 256 (got {})",
+                config.source, config.row_id, parsed.max_prompt_bytes
+            )
+            .into());
+        }
+        let service = MemoryService::new(parsed);
+        ctx.provide(service.clone())?;
+        {
+            let service = service.clone();
+            ctx.on_waterfall::<PreStep>(ListenOptions::default(), move |p, next| {
+                let service = service.clone();
+                Box::pin(async move {
+                    let decision = next.run().await?;
+                    let PreStepDecision::Enter(mut messages) = decision else {
+                        return Ok(decision);
+                    };
+                    let agent = p.agent.clone();
+                    let due = {
+                        let service = service.clone();
+                        let agent = agent.clone();
+                        tokio::task::spawn_blocking(move || due_message(&service, &agent))
+                            .await
+                            .ok()
+                            .flatten()
+                    };
+                    if let Some(message) = due {
+                        let at = p.messages.len().min(messages.len());
+                        messages.insert(at, Arc::new(message));
+                    }
+                    Ok(PreStepDecision::Enter(messages))
+                })
+            })?;
+        }
+        if let Some(commands) = ctx.get::<dsh_commands::CommandRegistry>() {
+            crate::commands::register(ctx, &commands, &service)?;
+        }
+        if service.config.suggest {
+            crate::suggest::install(ctx, &service)?;
+        }
+        Ok(())
+    }
+}
+
+/// `@deepseek-ai/dsh-tool-memory`: `remember`, `recall`, `forget` and their section.
+pub struct ToolMemoryPlugin;
+
+impl Plugin for ToolMemoryPlugin {
+    fn name(&self) -> &'static str {
+        "@deepseek-ai/dsh-tool-memory"
+    }
+
+    fn apply(&self, ctx: &Context, config: &PluginConfig) -> Result<(), BoxError> {
+        #[derive(serde::Deserialize)]
+        #[serde(deny_unknown_fields, rename_all = "camelCase")]
+        struct ToolConfig {
+            #[serde(default)]
+            max_recall_results: Option<u64>,
+        }
+        let c: ToolConfig = config.parse()?;
+        let service = ctx.require::<MemoryService>()?;
+        let registry = ctx.require::<ToolRegistry>()?;
+        let prompt = ctx.require::<dsh_prompt::SystemPrompt>()?;
+        prompt.section(
+            ctx,
+            MEMORY_SECTION,
+            MEMORY_SECTION_ORDER,
+            Arc::new(|_| crate::tools::SECTION.to_string()),
+        )?;
+        let cap = c.max_recall_results.unwrap_or(50).clamp(1, 500) as usize;
+        for tool in crate::tools::tools(ctx, &service, cap) {
+            registry.register(ctx, tool)?;
+        }
+        Ok(())
+    }
+}
