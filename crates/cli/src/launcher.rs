@@ -34,6 +34,9 @@ pub enum Mode {
     Sessions {
         args: Vec<String>,
     },
+    Memory {
+        args: Vec<String>,
+    },
     Plugin {
         args: Vec<String>,
     },
@@ -84,6 +87,8 @@ Commands:
   acp [args...]          serve the Agent Client Protocol on stdio for editors (the acp
                          profile; `dsh acp --help`)
   sessions [args...]     list, show, fork and export stored sessions
+  memory [args...]       list, show, add, edit, forget and accept memories (the project's
+                         .dsh/memory.md and $DSH_HOME/memory.md; `dsh memory --help`)
   plugin [args...]       add, remove and list external plugins of a profile
   models [args...]       the model routes and models configured (`--probe` asks the
                          endpoints; `dsh models --help`)
@@ -109,6 +114,7 @@ Examples:
   dsh headless - < task.txt
   dsh --dump-config --profile headless
   dsh sessions list
+  dsh memory list
   dsh acp
 ";
 
@@ -209,6 +215,11 @@ pub fn parse_with(argv: &[String], is_profile: &dyn Fn(&str) -> bool) -> Result<
                     args: rest[1..].to_vec(),
                 });
             }
+            Some("memory") => {
+                return Ok(Mode::Memory {
+                    args: rest[1..].to_vec(),
+                });
+            }
             Some("plugin") => {
                 return Ok(Mode::Plugin {
                     args: rest[1..].to_vec(),
@@ -223,7 +234,7 @@ pub fn parse_with(argv: &[String], is_profile: &dyn Fn(&str) -> bool) -> Result<
         }
     } else if matches!(
         rest.first().map(String::as_str),
-        Some("acp" | "sessions" | "plugin" | "models")
+        Some("acp" | "sessions" | "memory" | "plugin" | "models")
     ) {
         return Err(usage(format!(
             "{} takes none of --profile, --patch, --dump-config or --dump-default-config",

@@ -14,6 +14,7 @@ mod profile;
 mod progress;
 mod run_events;
 mod sdkapp;
+mod memory_cmd;
 mod sessions;
 mod stdout;
 mod stream_json;
@@ -166,6 +167,7 @@ pub fn main(extensions: &Extensions) -> ExitCode {
         } => run_profile(&home, &profile, &patches, &args),
         Mode::Acp { args } => run_acp(&home, &args, extensions),
         Mode::Sessions { args } => sessions::run(&home, &args),
+        Mode::Memory { args } => memory_cmd::run(&home, &args),
         Mode::Plugin { args } => plugin_cmd::run(&home, &args),
         Mode::Models { args } => models_cmd::run(&home, &args),
         Mode::Recreate { .. } => ExitCode::from(1),

@@ -39,7 +39,7 @@ fn files(root: &Path, compression: Compression) -> SessionFiles {
     SessionFiles::new(root, compression, ChunkPacking::Packed)
 }
 
-fn locate(root: &Path, id_or_file: &str) -> Result<PathBuf, String> {
+pub(crate) fn locate(root: &Path, id_or_file: &str) -> Result<PathBuf, String> {
     let as_path = PathBuf::from(id_or_file);
     if as_path.is_file() {
         return Ok(as_path);
@@ -55,7 +55,7 @@ fn locate(root: &Path, id_or_file: &str) -> Result<PathBuf, String> {
     ))
 }
 
-fn inspect(root: &Path, path: &Path) -> Result<Loaded, String> {
+pub(crate) fn inspect(root: &Path, path: &Path) -> Result<Loaded, String> {
     files(root, Compression::Zstd)
         .inspect_file(path)
         .map_err(|e| e.to_string())

@@ -5,7 +5,7 @@
 //! * `plugin` — the `memory` row (the prompt section, `/remember`, `/forget`, `/memory`,
 //!   proposals) and the `tool-memory` row (`remember`, `recall`, `forget`).
 
-mod commands;
+pub mod commands;
 mod plugin;
 pub mod service;
 pub mod store;
