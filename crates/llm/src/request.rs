@@ -65,6 +65,15 @@ pub enum CallPurpose {
     Conversation,
     Compaction,
     SessionTitle,
+    /// A short side call of a plugin (memory proposals): no reasoning, like a title.
+    Auxiliary,
+}
+
+impl CallPurpose {
+    /// A side call that runs without reasoning (titles, memory proposals).
+    pub fn is_side_call(self) -> bool {
+        matches!(self, CallPurpose::SessionTitle | CallPurpose::Auxiliary)
+    }
 }
 
 /// One model request, frozen once built.

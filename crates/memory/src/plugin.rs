@@ -21,8 +21,8 @@ use crate::{MEMORY_CHANGE_EVENT, MEMORY_SECTION, MEMORY_SECTION_ORDER, SOURCE_KI
 pub struct MemoryService {
     pub config: MemoryConfig,
     granted: Mutex<HashSet<String>>,
-    /// Per agent: whether this process entered (or checked) the memory section, and the
-    /// compactions the session had then.
+    /// Per agent: the compactions its session had when this process last checked whether
+    /// the memory section was due.
     baselines: Mutex<HashMap<String, u64>>,
 }
 
@@ -108,47 +108,54 @@ fn frame(body: &str) -> String {
     )
 }
 
-/// The last memory message of the session and whether the model still sees it; the number
-/// of compactions the session has finished.
-fn memory_state(agent: &AgentRef) -> (Option<bool>, u64) {
+/// What the log says about the memory section of `agent`'s session.
+struct SectionState {
+    /// The last memory message is still part of what the model sees.
+    visible: bool,
+    /// The model has not answered yet in this session: its first step.
+    first_step: bool,
+    /// A compaction finished after the last memory message (after the start without one).
+    compacted_since: bool,
+    compactions: u64,
+}
+
+fn section_state(agent: &AgentRef) -> SectionState {
     agent.session().read(|s| {
-        let last = s.events().iter().rev().find(|e| {
+        let events = s.events();
+        let last = events.iter().rev().find(|e| {
             e.is(types::USER_MESSAGE)
                 && e.data.pointer("/source/kind").and_then(Value::as_str) == Some(SOURCE_KIND)
         });
-        let visible = last.map(|e| s.surface().nodes().contains(&e.seq));
-        let compactions = s
-            .events()
-            .iter()
-            .filter(|e| e.event_type == "compaction/end")
-            .count() as u64;
-        (visible, compactions)
+        let since = last.map_or(0, |e| e.seq);
+        let compaction_ends = events.iter().filter(|e| e.event_type == "compaction/end");
+        SectionState {
+            visible: last.is_some_and(|e| s.surface().nodes().contains(&e.seq)),
+            first_step: !events.iter().any(|e| e.event_type == "assistant/message"),
+            compacted_since: compaction_ends.clone().any(|e| e.seq > since),
+            compactions: compaction_ends.count() as u64,
+        }
     })
 }
 
-/// The message to enter before this step, if the section is due.
+/// The message to enter before this step, if the section is due: at the session's first
+/// step, and at the first step after a compaction replaced it. Memory written meanwhile
+/// waits for the next session or compaction, so the prompt prefix stays as it was.
 fn due_message(service: &MemoryService, agent: &AgentRef) -> Option<Message> {
     let cwd = agent.cwd()?;
-    let (visible, compactions) = memory_state(agent);
-    if visible == Some(true) {
-        service
-            .baselines
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(agent.id().to_string(), compactions);
-        return None;
-    }
+    let state = section_state(agent);
     {
-        let mut baselines = service.baselines.lock().unwrap_or_else(|p| p.into_inner());
-        // Checked in this process since the last compaction: memory written since then
-        // waits for the next session or compaction, so the prompt prefix stays as it was.
-        if baselines
+        let mut checked = service.baselines.lock().unwrap_or_else(|p| p.into_inner());
+        // Checked in this process since the last compaction: nothing new can be due.
+        if checked
             .get(agent.id())
-            .is_some_and(|at| *at >= compactions)
+            .is_some_and(|at| *at >= state.compactions)
         {
             return None;
         }
-        baselines.insert(agent.id().to_string(), compactions);
+        checked.insert(agent.id().to_string(), state.compactions);
+    }
+    if state.visible || !(state.first_step || state.compacted_since) {
+        return None;
     }
     let memory = service.at(&cwd);
     let text = memory.prompt_text()?;

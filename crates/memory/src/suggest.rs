@@ -108,7 +108,7 @@ async fn ask(
     );
     let mut options = dsh_llm::GenerateOptions::new(config, vec![Arc::new(message)]);
     options.session_id = Some(session.id());
-    options.purpose = dsh_llm::CallPurpose::Compaction;
+    options.purpose = dsh_llm::CallPurpose::Auxiliary;
     let cancel = options.cancel.clone();
     let run = async {
         let mut stream = llm.stream(Arc::new(options), None).await?;

@@ -308,7 +308,7 @@ fn messages_effort(
                 ),
             )
         })?,
-        None if options.purpose == CallPurpose::SessionTitle || disabled => DeepSeekEffort::Off,
+        None if options.purpose.is_side_call() || disabled => DeepSeekEffort::Off,
         None => config.reasoning_effort.unwrap_or(DeepSeekEffort::High),
     };
     if disabled && effort != DeepSeekEffort::Off {

@@ -5,7 +5,7 @@
 //! temperature?, <max tokens field>?, stop?`. Absent optional fields are omitted, never sent
 //! as `null`.
 
-use dsh_llm::{CallPurpose, ContentBlock, GenerateOptions, LlmError, Message, Role, codes};
+use dsh_llm::{ContentBlock, GenerateOptions, LlmError, Message, Role, codes};
 use serde_json::{Map, Value, json};
 
 /// DeepSeek thinking policy of a deployment.
@@ -121,7 +121,7 @@ fn resolve_thinking(
     thinking: Option<Thinking>,
     default_effort: Option<DeepSeekEffort>,
 ) -> Result<(Option<Thinking>, Option<DeepSeekEffort>), LlmError> {
-    if options.purpose == CallPurpose::SessionTitle {
+    if options.purpose.is_side_call() {
         return Ok((Some(Thinking::Disabled), None));
     }
     let effort = match &options.config.reasoning_effort {

@@ -335,6 +335,10 @@ pub mod types {
         "tool/ptc-dispatch",
     ];
 
+    /// Types only this build writes (memory across sessions). They are written `ignorable`,
+    /// so upstream's readers (and older builds) skip them and still open the log.
+    pub const OURS_IGNORABLE: [&str; 2] = ["memory/change", "memory/suggest"];
+
     /// The three surface (model-visible) types.
     pub const SURFACE: [&str; 3] = [USER_MESSAGE, ASSISTANT_MESSAGE, TOOL_RESULT];
 

@@ -175,7 +175,7 @@ impl Session {
             data: EventData::new(data),
             source_event_seqs,
             surface_op,
-            ignorable: false,
+            ignorable: types::OURS_IGNORABLE.contains(&event_type),
             key_order: SurfaceKeyOrder::SourcesFirst,
         });
         self.admit(event.clone(), true)?;

@@ -10,7 +10,7 @@
 //! the last message with `cache_control` (Anthropic's incremental-conversation pattern).
 
 use dsh_llm::{
-    CallPurpose, ContentBlock, GenerateOptions, LlmError, Message, MessageSource, Role, codes,
+    ContentBlock, GenerateOptions, LlmError, Message, MessageSource, Role, codes,
 };
 use serde_json::{Map, Value, json};
 
@@ -32,7 +32,7 @@ pub(crate) fn resolve_effort(
     profile: &ResolvedAnthropicProfile,
     model: &ResolvedAnthropicModel,
 ) -> Result<Option<String>, LlmError> {
-    if options.purpose == CallPurpose::SessionTitle {
+    if options.purpose.is_side_call() {
         return Ok(None);
     }
     match &options.config.reasoning_effort {
