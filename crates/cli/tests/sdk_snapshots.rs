@@ -144,6 +144,10 @@ const MINIMAL_DEPLOYMENT: &str = "\
   disabled: true
 - id: tool-session-query
   disabled: true
+- id: tool-memory
+  disabled: true
+- id: memory
+  disabled: true
 - id: tool-skill
   disabled: true
 - id: compaction-basic

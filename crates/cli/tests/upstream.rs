@@ -292,6 +292,9 @@ const UPSTREAM_ONLY_FIELDS: [&str; 2] = ["dsh_session_log", "dsh_plugin_packages
 const TOOLS_ONLY_OURS: &[(&str, &str)] = &[
     ("lsp", "tool-lsp"),
     ("lsp_diagnostics", "tool-lsp-diagnostics"),
+    ("forget", "tool-memory"),
+    ("recall", "tool-memory"),
+    ("remember", "tool-memory"),
     ("ralph", "tool-ralph"),
     ("session_event_read", "tool-session-query"),
     ("session_event_search", "tool-session-query"),
@@ -682,6 +685,51 @@ fn goal_state_crosses_between_ours_and_upstream_021() {
         .map(|e| e["data"]["operation"].clone())
         .collect();
     assert_eq!(operations, [Value::from("create")]);
+}
+
+/// A session of ours that holds memory — the memory message at its start and the
+/// `memory/change` event of a `/remember` (written ignorable) — continues in 0.2.1, which
+/// skips the event and keeps the message as context.
+#[test]
+fn a_session_with_memory_continues_in_upstream_021() {
+    let Some((bench, upstream)) = setup() else {
+        return;
+    };
+    let steps = serde_json::json!([
+        {"text": "Noted the build rule."},
+        {"text": "0.2.1 carries on."}
+    ]);
+    let dir = tempfile::tempdir().unwrap();
+    let mock = Mock::start(&bench, script(dir.path(), steps).to_str().unwrap());
+    let m = Machine::new();
+    ok(m.ours(&mock, &["memory", "add", "Build with make all"]));
+    ok(m.ours(&mock, &["headless", "what is the build rule?"]));
+    let id = m.session_id(&mock);
+    ok(m.ours(
+        &mock,
+        &["headless", "--session-id", &id, "/remember Lint with make lint"],
+    ));
+    let events = m.events(&mock, &id);
+    assert!(
+        events
+            .iter()
+            .any(|e| e["type"] == "memory/change" && e["ignorable"] == true),
+        "the change is logged, ignorable"
+    );
+    assert!(
+        events
+            .iter()
+            .any(|e| e["type"] == "user/message" && e["data"]["source"]["kind"] == "memory"),
+        "the memory message opens the session"
+    );
+    assert_eq!(
+        ok(m.command(
+            &upstream,
+            &mock,
+            &["headless", "--session-id", &id, "carry on"],
+        )),
+        "0.2.1 carries on.\n"
+    );
 }
 
 /// A 4x4 red RGB PNG with real deflated pixel data (upstream decodes the pixels).
@@ -1178,6 +1226,11 @@ const ROWS_ONLY_OURS: &[(&str, &str)] = &[
         "tool-lsp-diagnostics",
         "a file's diagnostics from its language server (ours)",
     ),
+    (
+        "memory",
+        "memory across sessions: the memory files reach each session's first prompt (#30)",
+    ),
+    ("tool-memory", "remember, recall and forget (#30)"),
     ("skill-badge", "0.1's row, kept"),
     ("tool-ralph", "0.1's row, kept"),
     ("tool-session-query", "0.1's row, kept"),
