@@ -2296,3 +2296,80 @@ fn an_agent_preset_is_chosen_before_the_first_message_and_then_fixed() {
     p.wait("document.querySelector('[data-testid=home-preset]')?.value === 'standard'");
     p.no_errors();
 }
+
+/// Memory: the model's first write of a session asks (an approval card showing the fact)
+/// and that yes covers the rest of the session; the Memory page shows both scopes with the
+/// session that wrote each entry, accepts a proposal, edits, forgets and adds.
+#[test]
+fn memory_asks_once_and_its_page_edits_the_files() {
+    let Some(b) = browser("memory_asks_once_and_its_page_edits_the_files") else {
+        return;
+    };
+    let mut p = Page::new(&b, "29-memory");
+    let server = MockServer::start().answer_untooled("Memory");
+    server.push_all([
+        Reply::tool_call("m1", "remember", &json!({"text": "Run the linters with make lint", "tags": ["lint"]}).to_string()),
+        Reply::tool_call("m2", "remember", &json!({"text": "Prefers small commits", "scope": "user"}).to_string()),
+        text_reply("Kept both."),
+    ]);
+    let web = Web::start(&server.url(), &[("DEEPSEEK_API_KEY", "sk-x")]);
+    let ws_file = web.work.path().join(".dsh/memory.md");
+    std::fs::create_dir_all(ws_file.parent().unwrap()).unwrap();
+    std::fs::write(
+        &ws_file,
+        "# Memory\n\n- The docs build with make docs <!-- dsh-memory id=feedbeef by=harness status=proposed -->\n",
+    )
+    .unwrap();
+    p.sign_in(&web);
+    p.choose_launch_workspace();
+    p.start_task("keep what matters");
+    let card = p.wait("document.querySelector('[data-testid=approval]')?.innerText");
+    assert!(card.as_str().unwrap().contains("Run the linters with make lint"), "{card}");
+    assert!(card.as_str().unwrap().contains("asked once per session"), "{card}");
+    p.shot("asked");
+    p.click("[data-testid=approve]");
+    p.turn_ended(1);
+    assert_eq!(p.js("return document.querySelectorAll('[data-testid=approval]').length"), json!(0));
+    let file = std::fs::read_to_string(&ws_file).unwrap();
+    assert!(file.contains("- Run the linters with make lint <!-- dsh-memory"), "{file}");
+    let user_file = web.home.path().join(".dsh/memory.md");
+    assert!(std::fs::read_to_string(&user_file).unwrap().contains("Prefers small commits"));
+    // One ask for two writes, both audited in the log.
+    let files = dsh_persistence::SessionFiles::new(
+        web.home.path().join(".dsh/sessions"),
+        dsh_persistence::Compression::Zstd,
+        dsh_persistence::ChunkPacking::Packed,
+    );
+    let listed = files.list().unwrap();
+    let events = files.inspect(&listed[0].0.id).unwrap().events;
+    assert_eq!(events.iter().filter(|e| e.is("approval/asked")).count(), 1);
+    assert_eq!(events.iter().filter(|e| e.is("memory/change")).count(), 2);
+
+    // The page.
+    p.click("[data-testid=nav-memory]");
+    p.wait("document.querySelectorAll('[data-testid=memory-workspace] [data-testid=memory-entry]').length === 2");
+    p.wait("document.querySelectorAll('[data-testid=memory-user] [data-testid=memory-entry]').length === 1");
+    let origin = p.js("return document.querySelector('[data-testid=memory-workspace] [data-proposed=false] [data-testid=memory-origin]')?.getAttribute('href')");
+    assert_eq!(origin, json!(format!("#/s/{}", listed[0].0.id)));
+    p.shot("page");
+    p.click("[data-testid=memory-entry][data-id=feedbeef] [data-testid=memory-accept]");
+    p.wait("document.querySelector('[data-testid=memory-entry][data-id=feedbeef]')?.dataset.proposed === 'false'");
+    assert!(!std::fs::read_to_string(&ws_file).unwrap().contains("status=proposed"));
+    // Edit the model's entry.
+    p.click("[data-testid=memory-workspace] [data-testid=memory-entry]:not([data-id=feedbeef]) [data-testid=memory-edit]");
+    p.js("const a = document.querySelector('[data-testid=memory-edit-input]'); a.value = 'Run the linters with make lint-all'; return true");
+    p.click("[data-testid=memory-save]");
+    p.wait("[...document.querySelectorAll('[data-testid=memory-text]')].some(t => t.innerText === 'Run the linters with make lint-all')");
+    assert!(std::fs::read_to_string(&ws_file).unwrap().contains("- Run the linters with make lint-all <!--"));
+    // Forget the user's entry; add another one there.
+    p.click("[data-testid=memory-user] [data-testid=memory-forget]");
+    p.wait("!document.querySelector('[data-testid=memory-user]')");
+    p.type_text("[data-testid=memory-add-text]", "Answers in English");
+    p.js("const s = document.querySelector('[data-testid=memory-add-scope]'); s.value = 'user'; return true");
+    p.click("[data-testid=memory-add]");
+    p.wait("document.querySelector('[data-testid=memory-user] [data-testid=memory-text]')?.innerText === 'Answers in English'");
+    let user = std::fs::read_to_string(&user_file).unwrap();
+    assert!(!user.contains("Prefers small commits") && user.contains("- Answers in English <!-- dsh-memory"), "{user}");
+    p.shot("edited");
+    p.no_errors();
+}

@@ -85,6 +85,7 @@ assets! {
     "/js/hl.js" => "js/hl.js", "text/javascript; charset=utf-8";
     "/js/sidebar.js" => "js/sidebar.js", "text/javascript; charset=utf-8";
     "/js/settings.js" => "js/settings.js", "text/javascript; charset=utf-8";
+    "/js/memory.js" => "js/memory.js", "text/javascript; charset=utf-8";
     "/js/images.js" => "js/images.js", "text/javascript; charset=utf-8";
     "/js/vendor/marked.js" => "js/vendor/marked.js.zst", "text/javascript; charset=utf-8", zstd;
 }

@@ -1,4 +1,4 @@
-// Boot and routing: #/ (start a task), #/s/<id> (a conversation), #/settings.
+// Boot and routing: #/ (start a task), #/s/<id> (a conversation), #/settings, #/memory.
 
 import { h, clear, toast, icon } from './util.js';
 import { call, Stream, setUnauthorizedHandler } from './api.js';
@@ -7,6 +7,7 @@ import { mountSidebar, addWorkspaceDialog } from './sidebar.js';
 import { Conversation } from './conv.js';
 import { DraftImages, acceptImages, promptContent } from './images.js';
 import { settingsPage } from './settings.js';
+import { memoryPage } from './memory.js';
 
 // Script errors are collected for diagnostics (tests assert there are none).
 window.__dshErrors = window.__dshErrors || [];
@@ -127,11 +128,21 @@ function settings() {
   view = { kind: 'settings', stream: hostStream() };
 }
 
+function memory() {
+  leave();
+  state.current = null;
+  memoryPage(main);
+  // The page follows the workspace chosen in the sidebar.
+  let shown = state.workspaceId;
+  view = { kind: 'memory', stream: hostStream(), unsubscribe: subscribe(() => { if (state.workspaceId !== shown) { shown = state.workspaceId; memoryPage(main); } }) };
+}
+
 function route() {
   const hash = location.hash || '#/';
   const m = /^#\/s\/(.+)$/.exec(hash);
   if (m) session(decodeURIComponent(m[1]));
   else if (hash.startsWith('#/settings')) settings();
+  else if (hash.startsWith('#/memory')) memory();
   else home();
   refreshSidebarSelection();
 }

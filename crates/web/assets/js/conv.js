@@ -860,7 +860,7 @@ export class Conversation {
 
   approvalCard(a) {
     const args = (a.arguments && typeof a.arguments === 'object') ? a.arguments : {};
-    const detail = args.command || args.file_path || args.path || '';
+    const detail = args.command || args.file_path || args.path || args.text || (args.id ? `forget ${args.id}` : '');
     const why = args.justification || a.reason || '';
     const answer = async (outcome, btns) => {
       btns.forEach((b) => { b.disabled = true; });

@@ -37,6 +37,7 @@ export function mountSidebar(el) {
     } catch (err) { toast(err.message); }
   });
   const settings = h('a', { class: 'nav-link', href: '#/settings', 'data-testid': 'nav-settings' }, icon('gear'), 'Settings');
+  const memory = h('a', { class: 'nav-link', href: '#/memory', 'data-testid': 'nav-memory' }, icon('book'), 'Memory');
 
   el.append(
     h('div', { class: 'brand' }, h('span', { class: 'logo' }, '›_'), 'dsh'),
@@ -46,7 +47,7 @@ export function mountSidebar(el) {
     list,
     archivedToggle,
     archivedList,
-    h('div', { class: 'sidebar-foot' }, settings));
+    h('div', { class: 'sidebar-foot' }, memory, settings));
 
   let lastKey = '';
   const render = () => {

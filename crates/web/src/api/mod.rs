@@ -6,6 +6,7 @@ mod config;
 pub(crate) mod export;
 pub(crate) mod files;
 mod host;
+mod memory;
 pub(crate) mod presets;
 mod schedule;
 mod sessions;
@@ -74,6 +75,11 @@ pub async fn dispatch(
         "schedule.list" => schedule::list(s, p).await,
         "schedule.catalog" => schedule::catalog(s).await,
         "schedule.delete" => schedule::delete(s, p).await,
+        "memory.list" => memory::list(s, p).await,
+        "memory.add" => memory::add(s, p).await,
+        "memory.edit" => memory::edit(s, p).await,
+        "memory.forget" => memory::forget(s, p).await,
+        "memory.accept" => memory::accept(s, p).await,
         "workspace.list" => workspaces::list(s).await,
         "workspace.create" => workspaces::create(s, p).await,
         "workspace.rename" => workspaces::rename(s, p).await,
@@ -123,6 +129,11 @@ pub fn known(method: &str) -> bool {
             | "schedule.list"
             | "schedule.catalog"
             | "schedule.delete"
+            | "memory.list"
+            | "memory.add"
+            | "memory.edit"
+            | "memory.forget"
+            | "memory.accept"
             | "workspace.list"
             | "workspace.create"
             | "workspace.rename"
