@@ -364,3 +364,64 @@ fn an_unusable_memory_file_is_reported_and_skipped() {
         b"- a\0\xff\n"
     );
 }
+
+/// A fact kept mid-session reaches the prompt after the session's next compaction (the
+/// compaction replaced the memory message, so a new one is entered with what memory holds
+/// now); with `suggest: true` the compaction summary is read for proposals, which are
+/// recorded even though the run that compacted ends right after.
+#[test]
+fn a_compaction_renews_the_memory_section_and_its_summary_is_read_for_proposals() {
+    const SUMMARY: &str = "## Primary Request and Intent\n- SUMMARY-MARKER keep facts\n## Key Technical Concepts\n(none)\n## Files and Code\n(none)\n## Errors and Fixes\n(none)\n## Pending Jobs\n(none)\n## Current Work\n(none)\n## Next Step\n(none)\n## Critical Context\n(none)";
+    let server = MockServer::with_replies([
+        call("r1", "remember", json!({"text": "Lint with cargo clippy"})),
+        Reply::text("Kept B."),
+        Reply::text("After the compaction."),
+    ])
+    .answer_compaction(SUMMARY)
+    .answer_untooled_with(|r| {
+        if r.body.contains("<material>") && r.body.contains("SUMMARY-MARKER") {
+            Reply::text("- Releases are tagged vX.Y on main")
+        } else if r.body.contains("<material>") {
+            Reply::text("- (none)")
+        } else {
+            Reply::text("Mock title")
+        }
+    });
+    let run = Run::new();
+    ok(&run.dsh(&["memory", "add", "Build with cargo build"]));
+    let patch = run.patch("- id: memory\n  config:\n    writes: allow\n    suggest: true\n");
+    let long_task = format!("keep the lint rule. {}", "Context line for the task. ".repeat(200));
+    ok(&run.headless(&server, Some(&patch), &[&long_task]));
+    let id = run.only_session();
+    let first = loop_requests(&server);
+    assert!(first[0].body.contains("Build with cargo build"));
+    assert!(first.iter().all(|r| !r.body.contains("] Lint with cargo clippy")), "not mid-session");
+
+    let compact = run.headless(&server, Some(&patch), &["--session-id", &id, "/compact"]);
+    ok(&compact);
+    assert!(stdout(&compact).starts_with("Compacted "), "{}", stdout(&compact));
+    ok(&run.headless(&server, Some(&patch), &["--session-id", &id, "go on"]));
+    let last = loop_requests(&server).pop().unwrap();
+    assert!(last.body.contains("<compacted-summary>"));
+    assert!(last.body.contains("] Lint with cargo clippy"), "renewed after the compaction");
+    assert!(last.body.contains("] Build with cargo build"));
+
+    let events = run.events(&id);
+    let summary = events.iter().find(|e| e.is("compaction/summary")).unwrap();
+    let suggested: Vec<&Value> = events
+        .iter()
+        .filter(|e| e.is("memory/suggest"))
+        .map(|e| e.data.as_value())
+        .collect();
+    let from_compaction = suggested
+        .iter()
+        .find(|d| d["trigger"] == "compaction")
+        .expect("a proposal round after the compaction");
+    assert_eq!(from_compaction["sourceSeq"], json!(summary.seq));
+    assert_eq!(from_compaction["proposed"].as_array().unwrap().len(), 1);
+    let file = run.memory_file();
+    assert!(
+        file.contains("- Releases are tagged vX.Y on main <!-- dsh-memory") && file.contains("status=proposed"),
+        "{file}"
+    );
+}

@@ -24,6 +24,8 @@ pub struct MemoryService {
     /// Per agent: the compactions its session had when this process last checked whether
     /// the memory section was due.
     baselines: Mutex<HashMap<String, u64>>,
+    /// Proposal calls running per session (awaited when it ends).
+    pending: Mutex<HashMap<String, Vec<tokio::task::JoinHandle<()>>>>,
 }
 
 impl MemoryService {
@@ -32,6 +34,7 @@ impl MemoryService {
             config,
             granted: Mutex::default(),
             baselines: Mutex::default(),
+            pending: Mutex::default(),
         })
     }
 
@@ -57,6 +60,23 @@ impl MemoryService {
                     && e.data.get("by").and_then(Value::as_str) == Some("model")
             })
         })
+    }
+
+    /// Adds a running proposal call of session `id`.
+    pub(crate) fn push_pending(&self, id: &str, task: tokio::task::JoinHandle<()>) {
+        let mut pending = self.pending.lock().unwrap_or_else(|p| p.into_inner());
+        let list = pending.entry(id.to_string()).or_default();
+        list.retain(|t| !t.is_finished());
+        list.push(task);
+    }
+
+    /// Takes the proposal calls of session `id` still known.
+    pub(crate) fn take_pending(&self, id: &str) -> Vec<tokio::task::JoinHandle<()>> {
+        self.pending
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(id)
+            .unwrap_or_default()
     }
 
     pub fn grant(&self, session: &LiveSession) {

@@ -217,7 +217,7 @@ async fn propose(
 pub(crate) fn install(ctx: &Context, service: &Arc<MemoryService>) -> Result<(), BoxError> {
     let llm = ctx.require::<dsh_llm::LlmRuntime>()?;
     {
-        let (service, llm, spawner) = (service.clone(), llm.clone(), ctx.clone());
+        let (service, llm) = (service.clone(), llm.clone());
         ctx.on_emit::<SessionAppended>(ListenOptions::GLOBAL, move |p| {
             if p.event.event_type != "compaction/summary" {
                 return Ok(());
@@ -229,13 +229,18 @@ pub(crate) fn install(ctx: &Context, service: &Arc<MemoryService>) -> Result<(),
                 p.session.clone(),
                 p.event.seq,
             );
-            spawner.spawn(async move {
+            let id = session.id();
+            let pending = service.clone();
+            let task = tokio::spawn(async move {
                 if let Err(e) =
                     propose(service, llm, session, "compaction", Some(seq), material).await
                 {
                     tracing::warn!("memory: proposals after compaction failed: {e}");
                 }
-            })?;
+            });
+            // Awaited when the session ends: a one-shot run that compacts and exits still
+            // records its proposals.
+            pending.push_pending(&id, task);
             Ok(())
         })?;
     }
@@ -252,6 +257,12 @@ pub(crate) fn install(ctx: &Context, service: &Arc<MemoryService>) -> Result<(),
                             == Some("completed")
                 })
             });
+            let pending = service.take_pending(&session.id());
+            for task in pending {
+                if tokio::time::timeout(CALL_TIMEOUT, task).await.is_err() {
+                    tracing::warn!("memory: a proposal call outlived the session");
+                }
+            }
             if header.parent_session.is_some() || !completed {
                 return Ok(());
             }
