@@ -315,13 +315,17 @@ impl Memory {
                 if terms.is_empty() {
                     return Some((0, i, f));
                 }
-                let hay: Vec<String> = words(&f.entry.text)
-                    .into_iter()
-                    .chain(f.entry.tags.iter().flat_map(|t| words(t)))
-                    .collect();
+                let mut hay = f.entry.text.to_lowercase();
+                for t in &f.entry.tags {
+                    hay.push(' ');
+                    hay.push_str(&t.to_lowercase());
+                }
                 let matched = terms
                     .iter()
-                    .filter(|t| hay.iter().any(|w| w.starts_with(t.as_str())))
+                    .filter(|t| {
+                        hay.split(|c: char| !c.is_alphanumeric())
+                            .any(|w| w.starts_with(t.as_str()))
+                    })
                     .count();
                 (matched > 0).then(|| {
                     f.score = matched;

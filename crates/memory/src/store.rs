@@ -10,9 +10,6 @@ use std::fmt;
 use std::fs::File;
 use std::io::{Read as _, Write as _};
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
-
-use regex::Regex;
 
 /// Where a memory lives.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -161,10 +158,17 @@ fn intro(scope: Scope) -> &'static str {
     }
 }
 
-fn meta_re() -> Option<&'static Regex> {
-    static META: OnceLock<Option<Regex>> = OnceLock::new();
-    META.get_or_init(|| Regex::new(r"\s*<!--\s*dsh-memory\b([^>]*?)\s*-->\s*$").ok())
-        .as_ref()
+/// An item's text and the key=value list of its trailing `<!-- dsh-memory … -->` comment.
+fn split_meta(raw: &str) -> (&str, &str) {
+    let trimmed = raw.trim_end();
+    if let Some(body) = trimmed.strip_suffix("-->")
+        && let Some(open) = body.rfind("<!--")
+        && let Some(meta) = body[open + 4..].trim_start().strip_prefix("dsh-memory")
+        && (meta.is_empty() || meta.starts_with(char::is_whitespace))
+    {
+        return (body[..open].trim(), meta.trim());
+    }
+    (raw.trim(), "")
 }
 
 fn is_item_start(line: &str) -> Option<&str> {
@@ -219,20 +223,16 @@ impl Document {
                 parts.push(lines[i].trim().to_string());
                 i += 1;
             }
-            let mut raw = parts.join("\n");
-            let mut meta = String::new();
-            if let Some(re) = meta_re()
-                && let Some(c) = re.captures(&raw)
-            {
-                meta = c[1].to_string();
-                let at = c.get(0).map_or(raw.len(), |m| m.start());
-                raw.truncate(at);
-            }
-            let text = raw.trim().to_string();
+            let raw = if parts.len() == 1 {
+                parts.pop().unwrap_or_default()
+            } else {
+                parts.join("\n")
+            };
+            let (text, meta) = split_meta(&raw);
             if text.is_empty() {
                 continue;
             }
-            entries.push(entry_from(text, &meta, (start, i)));
+            entries.push(entry_from(text.to_string(), meta, (start, i)));
         }
         Self { lines, entries }
     }
@@ -564,13 +564,9 @@ pub fn add(doc: &mut Document, mut entry: Entry) -> Added {
     }
     let at = doc.lines.len();
     let lines = entry_lines(&entry);
-    doc.replace_lines((at, at), lines);
-    let entry = doc
-        .entries
-        .iter()
-        .find(|e| e.id == entry.id)
-        .cloned()
-        .unwrap_or(entry);
+    entry.lines = (at, at + lines.len());
+    doc.lines.extend(lines);
+    doc.entries.push(entry.clone());
     Added {
         entry,
         duplicate: false,
