@@ -120,7 +120,11 @@ fn list(m: &Memory, args: &[String]) -> ExitCode {
         let items: Vec<&&Found> = found.iter().filter(|f| f.scope == scope).collect();
         out.push_str(&format!(
             "{} memory — {} ({})\n",
-            if scope == Scope::Workspace { "Workspace" } else { "User" },
+            if scope == Scope::Workspace {
+                "Workspace"
+            } else {
+                "User"
+            },
             m.path(scope).display(),
             match items.len() {
                 0 => "none".to_string(),
@@ -278,21 +282,26 @@ pub fn run(home: &Path, args: &[String]) -> ExitCode {
         },
         Some("forget") => match arg(1) {
             Some(id) if args.len() == 2 => match m.forget(id) {
-                Ok(f) => crate::stdout::print(&format!("forgot {}  {}\n", f.entry.id, f.entry.text)),
+                Ok(f) => {
+                    crate::stdout::print(&format!("forgot {}  {}\n", f.entry.id, f.entry.text))
+                }
                 Err(e) => fail(e),
             },
             _ => fail("usage: dsh memory forget <id>"),
         },
         Some("accept") => match arg(1) {
             Some(id) if args.len() == 2 => match m.accept(id) {
-                Ok(f) => crate::stdout::print(&format!("accepted {}  {}\n", f.entry.id, f.entry.text)),
+                Ok(f) => {
+                    crate::stdout::print(&format!("accepted {}  {}\n", f.entry.id, f.entry.text))
+                }
                 Err(e) => fail(e),
             },
             _ => fail("usage: dsh memory accept <id>"),
         },
         Some("path") => crate::stdout::print(&format!(
             "{}\n",
-            m.path(scope_flag(args).unwrap_or(Scope::Workspace)).display()
+            m.path(scope_flag(args).unwrap_or(Scope::Workspace))
+                .display()
         )),
         Some(other) => {
             eprint!("{HELP}");

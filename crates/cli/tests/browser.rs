@@ -2308,8 +2308,16 @@ fn memory_asks_once_and_its_page_edits_the_files() {
     let mut p = Page::new(&b, "29-memory");
     let server = MockServer::start().answer_untooled("Memory");
     server.push_all([
-        Reply::tool_call("m1", "remember", &json!({"text": "Run the linters with make lint", "tags": ["lint"]}).to_string()),
-        Reply::tool_call("m2", "remember", &json!({"text": "Prefers small commits", "scope": "user"}).to_string()),
+        Reply::tool_call(
+            "m1",
+            "remember",
+            &json!({"text": "Run the linters with make lint", "tags": ["lint"]}).to_string(),
+        ),
+        Reply::tool_call(
+            "m2",
+            "remember",
+            &json!({"text": "Prefers small commits", "scope": "user"}).to_string(),
+        ),
         text_reply("Kept both."),
     ]);
     let web = Web::start(&server.url(), &[("DEEPSEEK_API_KEY", "sk-x")]);
@@ -2324,16 +2332,34 @@ fn memory_asks_once_and_its_page_edits_the_files() {
     p.choose_launch_workspace();
     p.start_task("keep what matters");
     let card = p.wait("document.querySelector('[data-testid=approval]')?.innerText");
-    assert!(card.as_str().unwrap().contains("Run the linters with make lint"), "{card}");
-    assert!(card.as_str().unwrap().contains("asked once per session"), "{card}");
+    assert!(
+        card.as_str()
+            .unwrap()
+            .contains("Run the linters with make lint"),
+        "{card}"
+    );
+    assert!(
+        card.as_str().unwrap().contains("asked once per session"),
+        "{card}"
+    );
     p.shot("asked");
     p.click("[data-testid=approve]");
     p.turn_ended(1);
-    assert_eq!(p.js("return document.querySelectorAll('[data-testid=approval]').length"), json!(0));
+    assert_eq!(
+        p.js("return document.querySelectorAll('[data-testid=approval]').length"),
+        json!(0)
+    );
     let file = std::fs::read_to_string(&ws_file).unwrap();
-    assert!(file.contains("- Run the linters with make lint <!-- dsh-memory"), "{file}");
+    assert!(
+        file.contains("- Run the linters with make lint <!-- dsh-memory"),
+        "{file}"
+    );
     let user_file = web.home.path().join(".dsh/memory.md");
-    assert!(std::fs::read_to_string(&user_file).unwrap().contains("Prefers small commits"));
+    assert!(
+        std::fs::read_to_string(&user_file)
+            .unwrap()
+            .contains("Prefers small commits")
+    );
     // One ask for two writes, both audited in the log.
     let files = dsh_persistence::SessionFiles::new(
         web.home.path().join(".dsh/sessions"),
@@ -2354,13 +2380,21 @@ fn memory_asks_once_and_its_page_edits_the_files() {
     p.shot("page");
     p.click("[data-testid=memory-entry][data-id=feedbeef] [data-testid=memory-accept]");
     p.wait("document.querySelector('[data-testid=memory-entry][data-id=feedbeef]')?.dataset.proposed === 'false'");
-    assert!(!std::fs::read_to_string(&ws_file).unwrap().contains("status=proposed"));
+    assert!(
+        !std::fs::read_to_string(&ws_file)
+            .unwrap()
+            .contains("status=proposed")
+    );
     // Edit the model's entry.
     p.click("[data-testid=memory-workspace] [data-testid=memory-entry]:not([data-id=feedbeef]) [data-testid=memory-edit]");
     p.js("const a = document.querySelector('[data-testid=memory-edit-input]'); a.value = 'Run the linters with make lint-all'; return true");
     p.click("[data-testid=memory-save]");
     p.wait("[...document.querySelectorAll('[data-testid=memory-text]')].some(t => t.innerText === 'Run the linters with make lint-all')");
-    assert!(std::fs::read_to_string(&ws_file).unwrap().contains("- Run the linters with make lint-all <!--"));
+    assert!(
+        std::fs::read_to_string(&ws_file)
+            .unwrap()
+            .contains("- Run the linters with make lint-all <!--")
+    );
     // Forget the user's entry; add another one there.
     p.click("[data-testid=memory-user] [data-testid=memory-forget]");
     p.wait("!document.querySelector('[data-testid=memory-user]')");
@@ -2369,7 +2403,11 @@ fn memory_asks_once_and_its_page_edits_the_files() {
     p.click("[data-testid=memory-add]");
     p.wait("document.querySelector('[data-testid=memory-user] [data-testid=memory-text]')?.innerText === 'Answers in English'");
     let user = std::fs::read_to_string(&user_file).unwrap();
-    assert!(!user.contains("Prefers small commits") && user.contains("- Answers in English <!-- dsh-memory"), "{user}");
+    assert!(
+        !user.contains("Prefers small commits")
+            && user.contains("- Answers in English <!-- dsh-memory"),
+        "{user}"
+    );
     p.shot("edited");
     p.no_errors();
 }

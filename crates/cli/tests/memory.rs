@@ -124,7 +124,10 @@ fn a_kept_fact_reaches_the_next_session_and_forget_removes_it() {
     let requests = loop_requests(&server);
     assert_eq!(requests.len(), 4);
     for pair in requests.windows(2) {
-        let (a, b) = (pair[0].json.as_ref().unwrap(), pair[1].json.as_ref().unwrap());
+        let (a, b) = (
+            pair[0].json.as_ref().unwrap(),
+            pair[1].json.as_ref().unwrap(),
+        );
         assert_eq!(a["system"], b["system"], "the system prompt holds");
         assert_eq!(a["tools"], b["tools"], "the tools hold");
         let (ma, mb) = (pair[0].raw_messages(), pair[1].raw_messages());
@@ -141,20 +144,44 @@ fn a_kept_fact_reaches_the_next_session_and_forget_removes_it() {
     }
     // The two writes are in the files, with the session and turn that wrote them.
     let file = run.memory_file();
-    assert!(file.contains("- Integration tests need PGHOST=127.0.0.1 <!-- dsh-memory id="), "{file}");
-    assert!(file.contains(&format!("tags=tests by=model session={s1} turn=1 ")), "{file}");
+    assert!(
+        file.contains("- Integration tests need PGHOST=127.0.0.1 <!-- dsh-memory id="),
+        "{file}"
+    );
+    assert!(
+        file.contains(&format!("tags=tests by=model session={s1} turn=1 ")),
+        "{file}"
+    );
     let user = std::fs::read_to_string(run.dsh_home().join("memory.md")).unwrap();
-    assert!(user.contains(&format!("- Releases are cut from the release branch <!-- dsh-memory id=")), "{user}");
+    assert!(
+        user.contains("- Releases are cut from the release branch <!-- dsh-memory id="),
+        "{user}"
+    );
     assert!(user.contains(&format!("session={s1} turn=2 ")), "{user}");
     let changes = memory_changes(&run, &s1);
     assert_eq!(
         changes
             .iter()
-            .map(|c| (c["action"].clone(), c["by"].clone(), c["scope"].clone(), c["callId"].clone()))
+            .map(|c| (
+                c["action"].clone(),
+                c["by"].clone(),
+                c["scope"].clone(),
+                c["callId"].clone()
+            ))
             .collect::<Vec<_>>(),
         vec![
-            (json!("remember"), json!("model"), json!("workspace"), json!("r1")),
-            (json!("remember"), json!("model"), json!("user"), json!("r2")),
+            (
+                json!("remember"),
+                json!("model"),
+                json!("workspace"),
+                json!("r1")
+            ),
+            (
+                json!("remember"),
+                json!("model"),
+                json!("user"),
+                json!("r2")
+            ),
         ]
     );
     let id1 = changes[0]["id"].as_str().unwrap().to_string();
@@ -164,7 +191,9 @@ fn a_kept_fact_reaches_the_next_session_and_forget_removes_it() {
     ok(&third);
     let r = loop_requests(&server).pop().unwrap();
     assert!(r.body.contains(INTRO), "{}", r.body);
-    assert!(r.body.contains(&format!("[{id1}] Integration tests need PGHOST=127.0.0.1 #tests")));
+    assert!(r.body.contains(&format!(
+        "[{id1}] Integration tests need PGHOST=127.0.0.1 #tests"
+    )));
     assert!(r.body.contains("Releases are cut from the release branch"));
     assert!(r.body.contains("Workspace memory (.dsh/memory.md)"));
     assert!(r.body.contains("User memory ($DSH_HOME/memory.md)"));
@@ -184,10 +213,17 @@ fn a_kept_fact_reaches_the_next_session_and_forget_removes_it() {
     let forgot_in = run
         .sessions()
         .into_iter()
-        .find(|id| memory_changes(&run, id).iter().any(|c| c["action"] == "forget"))
+        .find(|id| {
+            memory_changes(&run, id)
+                .iter()
+                .any(|c| c["action"] == "forget")
+        })
         .expect("a session logged the forget");
     let c = &memory_changes(&run, &forgot_in)[0];
-    assert_eq!((c["by"].clone(), c["id"].clone()), (json!("user"), json!(id1)));
+    assert_eq!(
+        (c["by"].clone(), c["id"].clone()),
+        (json!("user"), json!(id1))
+    );
 }
 
 /// Without a way to ask (headless) the default policy refuses model writes with a message
@@ -208,7 +244,10 @@ fn model_writes_need_a_yes_and_headless_cannot_ask() {
     );
     assert_eq!(run.memory_file(), "");
     let events = run.session();
-    assert!(events.iter().any(|e| e.is("approval/asked")), "the ask is audited");
+    assert!(
+        events.iter().any(|e| e.is("approval/asked")),
+        "the ask is audited"
+    );
 }
 
 /// Two sessions writing at the same time keep every entry (the file is locked and
@@ -221,7 +260,13 @@ fn concurrent_sessions_keep_every_entry() {
         .iter()
         .map(|who| {
             let mut replies: Vec<Reply> = (0..6)
-                .map(|i| call(&format!("{who}{i}"), "remember", json!({"text": format!("fact {who}-{i}")})))
+                .map(|i| {
+                    call(
+                        &format!("{who}{i}"),
+                        "remember",
+                        json!({"text": format!("fact {who}-{i}")}),
+                    )
+                })
                 .collect();
             replies.push(Reply::text("kept"));
             MockServer::with_replies(replies).answer_untooled("Mock title")
@@ -245,7 +290,10 @@ fn concurrent_sessions_keep_every_entry() {
     let file = run.memory_file();
     for who in ["a", "b"] {
         for i in 0..6 {
-            assert!(file.contains(&format!("- fact {who}-{i} <!--")), "fact {who}-{i} lost:\n{file}");
+            assert!(
+                file.contains(&format!("- fact {who}-{i} <!--")),
+                "fact {who}-{i} lost:\n{file}"
+            );
         }
     }
     let list = run.dsh(&["memory", "list", "--json"]);
@@ -274,19 +322,38 @@ fn proposals_lose_their_secrets_and_wait_for_a_yes() {
     let s1 = run.only_session();
     let file = run.memory_file();
     assert!(!file.contains("9f8e7d6c5b4a3f2e1"), "{file}");
-    assert!(file.contains("- Deploy with DEPLOY_TOKEN=[redacted] from CI <!-- dsh-memory"), "{file}");
-    assert!(file.contains("- The docs build with make docs <!-- dsh-memory"), "{file}");
+    assert!(
+        file.contains("- Deploy with DEPLOY_TOKEN=[redacted] from CI <!-- dsh-memory"),
+        "{file}"
+    );
+    assert!(
+        file.contains("- The docs build with make docs <!-- dsh-memory"),
+        "{file}"
+    );
     assert_eq!(file.matches("by=harness").count(), 2);
     assert_eq!(file.matches("status=proposed").count(), 2);
     let events = run.events(&s1);
-    let suggest = events.iter().find(|e| e.is("memory/suggest")).expect("memory/suggest");
+    let suggest = events
+        .iter()
+        .find(|e| e.is("memory/suggest"))
+        .expect("memory/suggest");
     assert_eq!(suggest.data["trigger"], "session-end");
     assert_eq!(suggest.data["redacted"], 1);
-    let logged: String = events.iter().map(|e| e.data.as_value().to_string()).collect();
-    assert!(!logged.contains("9f8e7d6c5b4a3f2e1"), "the log keeps no secret of a proposal");
+    let logged: String = events
+        .iter()
+        .map(|e| e.data.as_value().to_string())
+        .collect();
+    assert!(
+        !logged.contains("9f8e7d6c5b4a3f2e1"),
+        "the log keeps no secret of a proposal"
+    );
     let proposals = memory_changes(&run, &s1);
     assert_eq!(proposals.len(), 2);
-    assert!(proposals.iter().all(|c| c["action"] == "propose" && c["by"] == "harness"));
+    assert!(
+        proposals
+            .iter()
+            .all(|c| c["action"] == "propose" && c["by"] == "harness")
+    );
 
     // Not in the next prompt until accepted.
     ok(&run.headless(&server, None, &["next"]));
@@ -298,7 +365,10 @@ fn proposals_lose_their_secrets_and_wait_for_a_yes() {
     ok(&run.headless(&server, None, &["again"]));
     let r = loop_requests(&server).pop().unwrap();
     assert!(r.body.contains("The docs build with make docs"));
-    assert!(!r.body.contains("DEPLOY_TOKEN"), "the other proposal still waits");
+    assert!(
+        !r.body.contains("DEPLOY_TOKEN"),
+        "the other proposal still waits"
+    );
 }
 
 /// recall finds a memory with the session, turn and event that wrote it, and earlier
@@ -307,7 +377,11 @@ fn proposals_lose_their_secrets_and_wait_for_a_yes() {
 #[test]
 fn recall_cites_the_session_and_event_a_fact_came_from() {
     let server = MockServer::with_replies([
-        call("r1", "remember", json!({"text": "The flux capacitor code lives in src/flux.rs"})),
+        call(
+            "r1",
+            "remember",
+            json!({"text": "The flux capacitor code lives in src/flux.rs"}),
+        ),
         Reply::text("Kept."),
         call("q1", "recall", json!({"query": "flux capacitor"})),
         Reply::text("Found it."),
@@ -315,7 +389,11 @@ fn recall_cites_the_session_and_event_a_fact_came_from() {
     .answer_untooled("Mock title");
     let run = Run::new();
     let patch = run.patch(ALLOW);
-    ok(&run.headless(&server, Some(&patch), &["where is the flux capacitor code?"]));
+    ok(&run.headless(
+        &server,
+        Some(&patch),
+        &["where is the flux capacitor code?"],
+    ));
     let s1 = run.only_session();
     let change = memory_changes(&run, &s1)[0].clone();
     ok(&run.headless(&server, Some(&patch), &["recall the flux capacitor"]));
@@ -328,7 +406,11 @@ fn recall_cites_the_session_and_event_a_fact_came_from() {
         json!({"by": "model", "sessionId": s1, "turn": 1, "seq": change["seq"]})
     );
     let hits = result["sessions"].as_array().expect("session hits");
-    assert!(hits.iter().any(|h| h["sessionId"] == s1.as_str() && h["seq"].is_u64()), "{result}");
+    assert!(
+        hits.iter()
+            .any(|h| h["sessionId"] == s1.as_str() && h["seq"].is_u64()),
+        "{result}"
+    );
 
     let show = run.dsh(&["memory", "show", change["id"].as_str().unwrap(), "--json"]);
     ok(&show);
@@ -390,20 +472,35 @@ fn a_compaction_renews_the_memory_section_and_its_summary_is_read_for_proposals(
     let run = Run::new();
     ok(&run.dsh(&["memory", "add", "Build with cargo build"]));
     let patch = run.patch("- id: memory\n  config:\n    writes: allow\n    suggest: true\n");
-    let long_task = format!("keep the lint rule. {}", "Context line for the task. ".repeat(200));
+    let long_task = format!(
+        "keep the lint rule. {}",
+        "Context line for the task. ".repeat(200)
+    );
     ok(&run.headless(&server, Some(&patch), &[&long_task]));
     let id = run.only_session();
     let first = loop_requests(&server);
     assert!(first[0].body.contains("Build with cargo build"));
-    assert!(first.iter().all(|r| !r.body.contains("] Lint with cargo clippy")), "not mid-session");
+    assert!(
+        first
+            .iter()
+            .all(|r| !r.body.contains("] Lint with cargo clippy")),
+        "not mid-session"
+    );
 
     let compact = run.headless(&server, Some(&patch), &["--session-id", &id, "/compact"]);
     ok(&compact);
-    assert!(stdout(&compact).starts_with("Compacted "), "{}", stdout(&compact));
+    assert!(
+        stdout(&compact).starts_with("Compacted "),
+        "{}",
+        stdout(&compact)
+    );
     ok(&run.headless(&server, Some(&patch), &["--session-id", &id, "go on"]));
     let last = loop_requests(&server).pop().unwrap();
     assert!(last.body.contains("<compacted-summary>"));
-    assert!(last.body.contains("] Lint with cargo clippy"), "renewed after the compaction");
+    assert!(
+        last.body.contains("] Lint with cargo clippy"),
+        "renewed after the compaction"
+    );
     assert!(last.body.contains("] Build with cargo build"));
 
     let events = run.events(&id);
@@ -421,7 +518,8 @@ fn a_compaction_renews_the_memory_section_and_its_summary_is_read_for_proposals(
     assert_eq!(from_compaction["proposed"].as_array().unwrap().len(), 1);
     let file = run.memory_file();
     assert!(
-        file.contains("- Releases are tagged vX.Y on main <!-- dsh-memory") && file.contains("status=proposed"),
+        file.contains("- Releases are tagged vX.Y on main <!-- dsh-memory")
+            && file.contains("status=proposed"),
         "{file}"
     );
 }

@@ -707,7 +707,12 @@ fn a_session_with_memory_continues_in_upstream_021() {
     let id = m.session_id(&mock);
     ok(m.ours(
         &mock,
-        &["headless", "--session-id", &id, "/remember Lint with make lint"],
+        &[
+            "headless",
+            "--session-id",
+            &id,
+            "/remember Lint with make lint",
+        ],
     ));
     let events = m.events(&mock, &id);
     assert!(

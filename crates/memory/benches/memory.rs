@@ -23,7 +23,9 @@ fn main() {
 
 /// Typical memory lines: a sentence with a command and a tag or two.
 fn fact(i: usize) -> String {
-    let topics = ["tests", "build", "lint", "release", "docs", "style", "deploy", "db"];
+    let topics = [
+        "tests", "build", "lint", "release", "docs", "style", "deploy", "db",
+    ];
     format!(
         "Fact {i}: the {} step runs `make {}-{i}` from the repository root before pushing",
         topics[i % topics.len()],
@@ -97,7 +99,13 @@ fn remember_into_10000(bencher: Bencher) {
             turn: None,
         };
         memory
-            .remember(Scope::Workspace, &format!("a new fact number {i}"), &[], origin, false)
+            .remember(
+                Scope::Workspace,
+                &format!("a new fact number {i}"),
+                &[],
+                origin,
+                false,
+            )
             .unwrap()
     });
 }

@@ -36,8 +36,16 @@ fn list_text(found: &[Found], memory: &crate::service::Memory, warnings: &[Strin
             .iter()
             .filter(|f| f.scope == scope)
             .map(|f| {
-                let mark = if f.entry.proposed { " (proposed: /memory accept to use it)" } else { "" };
-                format!("- [{}] {}{mark}", f.entry.id, f.entry.display().replace('\n', "\n  "))
+                let mark = if f.entry.proposed {
+                    " (proposed: /memory accept to use it)"
+                } else {
+                    ""
+                };
+                format!(
+                    "- [{}] {}{mark}",
+                    f.entry.id,
+                    f.entry.display().replace('\n', "\n  ")
+                )
             })
             .collect();
         if items.is_empty() {
@@ -45,7 +53,11 @@ fn list_text(found: &[Found], memory: &crate::service::Memory, warnings: &[Strin
         }
         out.push(format!(
             "{} memory ({}):\n{}",
-            if scope == Scope::Workspace { "Workspace" } else { "User" },
+            if scope == Scope::Workspace {
+                "Workspace"
+            } else {
+                "User"
+            },
             memory.display_path(scope),
             items.join("\n")
         ));
@@ -176,7 +188,9 @@ pub(crate) fn register(
                 let s = s.clone();
                 Box::pin(async move {
                     let Some(cwd) = inv.agent.cwd() else {
-                        return Ok(CommandResult::error("This session has no working directory, so it has no project memory."));
+                        return Ok(CommandResult::error(
+                            "This session has no working directory, so it has no project memory.",
+                        ));
                     };
                     let memory = s.at(&cwd);
                     let input = inv.raw_input.trim().to_string();
@@ -184,18 +198,25 @@ pub(crate) fn register(
                     if let Some(id) = input.strip_prefix("accept") {
                         let id = id.trim().to_string();
                         let m = memory.clone();
-                        let found = match tokio::task::spawn_blocking(move || m.accept(&id)).await? {
+                        let found = match tokio::task::spawn_blocking(move || m.accept(&id)).await?
+                        {
                             Ok(f) => f,
                             Err(e) => return Ok(CommandResult::error(e.to_string())),
                         };
-                        let seq = record_change(&session, "accept", "user", &memory, &found, Map::new())?;
+                        let seq =
+                            record_change(&session, "accept", "user", &memory, &found, Map::new())?;
                         return Ok(CommandResult::Success {
-                            text: Some(format!("Accepted [{}]: later sessions see it.", found.entry.id)),
+                            text: Some(format!(
+                                "Accepted [{}]: later sessions see it.",
+                                found.entry.id
+                            )),
                             source_event_seq: Some(seq),
                         });
                     }
                     if !input.is_empty() && input != "list" {
-                        return Ok(CommandResult::error("Usage: /memory, /memory list or /memory accept <id>"));
+                        return Ok(CommandResult::error(
+                            "Usage: /memory, /memory list or /memory accept <id>",
+                        ));
                     }
                     let m = memory.clone();
                     let (found, warnings) = tokio::task::spawn_blocking(move || m.all()).await?;
@@ -217,8 +238,15 @@ mod tests {
     fn remember_takes_scope_and_tags_first() {
         assert_eq!(
             parse_remember(" --user #style #go  Prefer tabs #really"),
-            (Scope::User, vec!["style".to_string(), "go".to_string()], "Prefer tabs #really".to_string())
+            (
+                Scope::User,
+                vec!["style".to_string(), "go".to_string()],
+                "Prefer tabs #really".to_string()
+            )
         );
-        assert_eq!(parse_remember("x"), (Scope::Workspace, vec![], "x".to_string()));
+        assert_eq!(
+            parse_remember("x"),
+            (Scope::Workspace, vec![], "x".to_string())
+        );
     }
 }

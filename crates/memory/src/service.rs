@@ -143,7 +143,12 @@ impl Memory {
             .unwrap_or_else(env_home);
         let project_root = cwd
             .ancestors()
-            .find(|d| config.project_root_markers.iter().any(|m| d.join(m).exists()))
+            .find(|d| {
+                config
+                    .project_root_markers
+                    .iter()
+                    .any(|m| d.join(m).exists())
+            })
             .unwrap_or(cwd)
             .to_path_buf();
         Self {
@@ -165,7 +170,11 @@ impl Memory {
             Scope::Workspace => self.project_root.join(&self.config.workspace_file),
             Scope::User => {
                 let p = PathBuf::from(&self.config.user_file);
-                if p.is_absolute() { p } else { self.home.join(p) }
+                if p.is_absolute() {
+                    p
+                } else {
+                    self.home.join(p)
+                }
             }
         }
     }
@@ -246,7 +255,14 @@ impl Memory {
         let limits = self.limits();
         let (text, redactions) = dsh_sandbox::redact::redact(text);
         let text = clean_text(&text, &limits)?;
-        let entry = Entry::new(store::new_id(), text, clean_tags(tags), origin, now(), proposed);
+        let entry = Entry::new(
+            store::new_id(),
+            text,
+            clean_tags(tags),
+            origin,
+            now(),
+            proposed,
+        );
         let added = store::modify(&self.path(scope), scope, &limits, |doc| {
             Ok(store::add(doc, entry))
         })?;

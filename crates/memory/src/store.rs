@@ -103,8 +103,14 @@ impl Entry {
 #[derive(Debug)]
 pub enum MemoryError {
     /// The file exists but cannot be used (binary, not UTF-8, too large): it is left alone.
-    Unusable { path: PathBuf, reason: String },
-    Io { path: PathBuf, error: std::io::Error },
+    Unusable {
+        path: PathBuf,
+        reason: String,
+    },
+    Io {
+        path: PathBuf,
+        error: std::io::Error,
+    },
     Invalid(String),
     NotFound(String),
 }
@@ -433,8 +439,12 @@ pub fn read_file(path: &Path, limits: &Limits) -> Result<Option<Document>, Memor
     if bytes.contains(&0) {
         return Err(unusable("it is binary (it holds NUL bytes)".into()));
     }
-    let text = String::from_utf8(bytes)
-        .map_err(|e| unusable(format!("it is not UTF-8 text (byte {})", e.utf8_error().valid_up_to())))?;
+    let text = String::from_utf8(bytes).map_err(|e| {
+        unusable(format!(
+            "it is not UTF-8 text (byte {})",
+            e.utf8_error().valid_up_to()
+        ))
+    })?;
     Ok(Some(Document::parse(&text)))
 }
 

@@ -223,12 +223,8 @@ pub(crate) fn install(ctx: &Context, service: &Arc<MemoryService>) -> Result<(),
                 return Ok(());
             }
             let material = blocks_text(&p.event.data["summary"]);
-            let (service, llm, session, seq) = (
-                service.clone(),
-                llm.clone(),
-                p.session.clone(),
-                p.event.seq,
-            );
+            let (service, llm, session, seq) =
+                (service.clone(), llm.clone(), p.session.clone(), p.event.seq);
             let id = session.id();
             let pending = service.clone();
             let task = tokio::spawn(async move {

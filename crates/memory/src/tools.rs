@@ -21,8 +21,10 @@ use crate::store::{MemoryError, Origin, Scope};
 pub const SECTION: &str = "Memory outlives this session. When you learn something a later session in this project would otherwise have to rediscover — how to build or test, a convention, a decision and its reason, what the person prefers — keep it with remember: one short fact per call, in your own words, no secrets, nothing about this task's passing state. Use scope user only for the person's preferences that hold in every project. recall searches the memories (and, with a query, earlier sessions of this workspace); forget removes an entry that is wrong or stale. Memories written now reach the prompt of later sessions, not this one.";
 
 const REMEMBER_DESCRIPTION: &str = "Keeps one fact for later sessions: workspace scope (the project's .dsh/memory.md) or user scope (the person's own memory for every project). Duplicates are recognised; secrets are removed before anything is written.";
-const TEXT_DESCRIPTION: &str = "The fact, short and self-contained, as a later session should read it.";
-const SCOPE_DESCRIPTION: &str = "workspace (default) for this project, user for the person's preferences in every project.";
+const TEXT_DESCRIPTION: &str =
+    "The fact, short and self-contained, as a later session should read it.";
+const SCOPE_DESCRIPTION: &str =
+    "workspace (default) for this project, user for the person's preferences in every project.";
 const TAGS_DESCRIPTION: &str = "Optional keywords that help recall find it.";
 const RECALL_DESCRIPTION: &str = "Searches memory: entries whose text or tags hold the query's words, best match and newest first; without a query the newest entries. With a query it also lists earlier sessions of this workspace that mention it, with the session id and event seq to read them by.";
 const QUERY_DESCRIPTION: &str = "Words to look for; leave out for the newest entries.";
@@ -66,7 +68,12 @@ impl Shared {
             .cwd
             .clone()
             .or_else(|| std::env::current_dir().ok())
-            .ok_or_else(|| fail("MEMORY_NO_WORKSPACE", "no working directory to find the project's memory from"))?;
+            .ok_or_else(|| {
+                fail(
+                    "MEMORY_NO_WORKSPACE",
+                    "no working directory to find the project's memory from",
+                )
+            })?;
         Ok(self.service.at(&cwd))
     }
 
@@ -88,7 +95,10 @@ impl Shared {
         {
             return Ok(());
         }
-        let Some(approval) = ctx.ctx.get::<Approval>().or_else(|| self.root.get::<Approval>())
+        let Some(approval) = ctx
+            .ctx
+            .get::<Approval>()
+            .or_else(|| self.root.get::<Approval>())
         else {
             return Err(fail(
                 "MEMORY_APPROVAL_UNAVAILABLE",
@@ -121,10 +131,9 @@ impl Shared {
                 "MEMORY_WRITE_REJECTED",
                 "the person declined memory writes for this session; do not ask again",
             )),
-            ApprovalOutcome::Cancelled => Err(fail(
-                "MEMORY_WRITE_CANCELLED",
-                "the approval was cancelled",
-            )),
+            ApprovalOutcome::Cancelled => {
+                Err(fail("MEMORY_WRITE_CANCELLED", "the approval was cancelled"))
+            }
             ApprovalOutcome::Unavailable => Err(fail(
                 "MEMORY_APPROVAL_UNAVAILABLE",
                 "memory writes need the person's yes and this session has no way to ask; set writes: allow on the memory row to let the model write memory unasked",
@@ -162,7 +171,11 @@ memory_tool!(RecallTool);
 memory_tool!(ForgetTool);
 
 /// The three tools.
-pub(crate) fn tools(root: &Context, service: &Arc<MemoryService>, cap: usize) -> Vec<Arc<dyn Tool>> {
+pub(crate) fn tools(
+    root: &Context,
+    service: &Arc<MemoryService>,
+    cap: usize,
+) -> Vec<Arc<dyn Tool>> {
     let shared = Shared {
         service: service.clone(),
         root: root.clone(),
@@ -180,10 +193,13 @@ pub(crate) fn tools(root: &Context, service: &Arc<MemoryService>, cap: usize) ->
                 )
                 .optional(
                     "tags",
-                    Prop::array(TAGS_DESCRIPTION, Prop::String {
-                        description: None,
-                        enumeration: None,
-                    }),
+                    Prop::array(
+                        TAGS_DESCRIPTION,
+                        Prop::String {
+                            description: None,
+                            enumeration: None,
+                        },
+                    ),
                 ),
             shared.clone(),
         )),
@@ -280,7 +296,12 @@ impl Tool for RememberTool {
             let tags: Vec<String> = args
                 .get("tags")
                 .and_then(Value::as_array)
-                .map(|a| a.iter().filter_map(Value::as_str).map(str::to_string).collect())
+                .map(|a| {
+                    a.iter()
+                        .filter_map(Value::as_str)
+                        .map(str::to_string)
+                        .collect()
+                })
                 .unwrap_or_default();
             shared.authorize(&ctx, &args).await?;
             let origin = Origin {
@@ -289,12 +310,11 @@ impl Tool for RememberTool {
                 turn: ctx.session.as_deref().map(turn_number),
             };
             let m = memory.clone();
-            let (added, redacted) = tokio::task::spawn_blocking(move || {
-                m.remember(scope, &text, &tags, origin, false)
-            })
-            .await
-            .map_err(|e| fail("MEMORY_IO", e.to_string()))?
-            .map_err(memory_error)?;
+            let (added, redacted) =
+                tokio::task::spawn_blocking(move || m.remember(scope, &text, &tags, origin, false))
+                    .await
+                    .map_err(|e| fail("MEMORY_IO", e.to_string()))?
+                    .map_err(memory_error)?;
             let found = Found {
                 scope,
                 entry: added.entry.clone(),
@@ -397,8 +417,8 @@ impl Tool for RecallTool {
                 .filter(|n| *n >= 1.0)
                 .map_or(10, |n| n as usize)
                 .min(shared.cap);
-            let with_sessions = args.get("sessions").and_then(Value::as_bool) != Some(false)
-                && !query.is_empty();
+            let with_sessions =
+                args.get("sessions").and_then(Value::as_bool) != Some(false) && !query.is_empty();
             let sq = shared.root.get::<SessionQuery>();
             let caller = ctx.session.as_ref().map(|s| s.header());
             let value = tokio::task::spawn_blocking(move || {
@@ -418,12 +438,14 @@ impl Tool for RecallTool {
                     .collect();
                 let mut value = json!({"memories": memories});
                 if !warnings.is_empty() {
-                    value["warnings"] =
-                        json!(warnings.iter().map(|w| w.message.clone()).collect::<Vec<_>>());
+                    value["warnings"] = json!(
+                        warnings
+                            .iter()
+                            .map(|w| w.message.clone())
+                            .collect::<Vec<_>>()
+                    );
                 }
-                if with_sessions
-                    && let (Some(q), Some(caller)) = (&sq, &caller)
-                {
+                if with_sessions && let (Some(q), Some(caller)) = (&sq, &caller) {
                     match q.records() {
                         Ok(all) => {
                             let records: Vec<_> = all
@@ -434,7 +456,12 @@ impl Tool for RecallTool {
                                         && r.header.cwd == caller.cwd
                                 })
                                 .collect();
-                            match q.search_sessions(&records, &query, &EventFilters::default(), limit) {
+                            match q.search_sessions(
+                                &records,
+                                &query,
+                                &EventFilters::default(),
+                                limit,
+                            ) {
                                 Ok(hits) => {
                                     value["sessions"] = json!(
                                         hits.iter()

@@ -15,10 +15,10 @@
 pub mod bwrap;
 pub mod environ;
 pub mod landlock;
-pub mod redact;
 mod local;
 mod mode;
 mod policy;
+pub mod redact;
 pub mod runner;
 pub mod seccomp;
 pub mod secrets;

@@ -48,8 +48,7 @@ fn assignments() -> Option<&'static Regex> {
 fn url_passwords() -> Option<&'static Regex> {
     static URL: OnceLock<Option<Regex>> = OnceLock::new();
     URL.get_or_init(|| {
-        Regex::new(r"(?P<head>[A-Za-z][A-Za-z0-9+.\-]*://[^\s/:@]*:)(?P<password>[^\s/@]+)@")
-            .ok()
+        Regex::new(r"(?P<head>[A-Za-z][A-Za-z0-9+.\-]*://[^\s/:@]*:)(?P<password>[^\s/@]+)@").ok()
     })
     .as_ref()
 }
@@ -89,7 +88,10 @@ pub fn redact(text: &str) -> (String, usize) {
                 // A word in prose ("token: stored in the vault") is no secret; values have
                 // a digit or length.
                 let looks_secret = value.len() >= 16 || value.bytes().any(|b| b.is_ascii_digit());
-                if is_secret_name(&name.replace(['.', '-'], "_")) && value != REDACTED && looks_secret {
+                if is_secret_name(&name.replace(['.', '-'], "_"))
+                    && value != REDACTED
+                    && looks_secret
+                {
                     count += 1;
                     format!("{}{}{REDACTED}", &c["name"], &c["sep"])
                 } else {

@@ -9,9 +9,7 @@
 //! thinking without a signature. Prompt caching marks the system prompt and the last block of
 //! the last message with `cache_control` (Anthropic's incremental-conversation pattern).
 
-use dsh_llm::{
-    ContentBlock, GenerateOptions, LlmError, Message, MessageSource, Role, codes,
-};
+use dsh_llm::{ContentBlock, GenerateOptions, LlmError, Message, MessageSource, Role, codes};
 use serde_json::{Map, Value, json};
 
 use super::config::{CacheRetention, ResolvedAnthropicModel, ResolvedAnthropicProfile};

@@ -41,9 +41,10 @@ async fn memory(s: &WebState, p: &Value) -> Result<Memory, ApiError> {
         .await
         .map_err(ApiError::internal)?
         .map_err(workspaces::error)?;
-    let found = items.into_iter().find(|w| w.id == id).ok_or_else(|| {
-        ApiError::new(ErrorCode::WorkspaceNotFound, format!("No workspace {id}"))
-    })?;
+    let found = items
+        .into_iter()
+        .find(|w| w.id == id)
+        .ok_or_else(|| ApiError::new(ErrorCode::WorkspaceNotFound, format!("No workspace {id}")))?;
     Ok(svc.at(&PathBuf::from(found.path)))
 }
 
