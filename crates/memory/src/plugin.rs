@@ -181,7 +181,8 @@ fn due_message(service: &MemoryService, agent: &AgentRef) -> Option<Message> {
     let text = memory.prompt_text()?;
     let mut source = Map::new();
     source.insert("kind".into(), json!(SOURCE_KIND));
-    source.insert("form".into(), json!("memory"));
+    // Upstream's clients know the form `recall` (material from earlier sessions).
+    source.insert("form".into(), json!("recall"));
     Some(Message::user(
         vec![ContentBlock::text(frame(&text))],
         MessageSource::Other(source),
