@@ -47,15 +47,7 @@ fn origin_event(home: &Path, session: &str, id: &str) -> Option<u64> {
     let root = home.join("sessions");
     let path = crate::sessions::locate(&root, session).ok()?;
     let loaded = crate::sessions::inspect(&root, &path).ok()?;
-    loaded
-        .events
-        .iter()
-        .find(|e| {
-            e.event_type == dsh_memory::MEMORY_CHANGE_EVENT
-                && e.data.get("id").and_then(Value::as_str) == Some(id)
-                && e.data.get("action").and_then(Value::as_str) != Some("forget")
-        })
-        .map(|e| e.seq)
+    dsh_memory::change_event_seq(&loaded.events, id)
 }
 
 fn entry_json(m: &Memory, f: &Found, event: Option<u64>) -> Value {
@@ -255,6 +247,14 @@ fn edit_file(m: &Memory, scope: Scope) -> ExitCode {
     }
 }
 
+/// `<what><id>  <text>` of a changed entry, or the error.
+fn report(what: &str, result: Result<Found, dsh_memory::MemoryError>) -> ExitCode {
+    match result {
+        Ok(f) => crate::stdout::print(&format!("{what}{}  {}\n", f.entry.id, f.entry.text)),
+        Err(e) => fail(e),
+    }
+}
+
 pub fn run(home: &Path, args: &[String]) -> ExitCode {
     let m = match memory(home) {
         Ok(m) => m,
@@ -274,28 +274,15 @@ pub fn run(home: &Path, args: &[String]) -> ExitCode {
             None | Some("--user" | "--workspace") if args.len() <= 2 => {
                 edit_file(&m, scope_flag(args).unwrap_or(Scope::Workspace))
             }
-            Some(id) if args.len() >= 3 => match m.edit(id, &args[2..].join(" ")) {
-                Ok(f) => crate::stdout::print(&format!("{}  {}\n", f.entry.id, f.entry.text)),
-                Err(e) => fail(e),
-            },
+            Some(id) if args.len() >= 3 => report("", m.edit(id, &args[2..].join(" "))),
             _ => fail("usage: dsh memory edit [--user] | dsh memory edit <id> <text>"),
         },
         Some("forget") => match arg(1) {
-            Some(id) if args.len() == 2 => match m.forget(id) {
-                Ok(f) => {
-                    crate::stdout::print(&format!("forgot {}  {}\n", f.entry.id, f.entry.text))
-                }
-                Err(e) => fail(e),
-            },
+            Some(id) if args.len() == 2 => report("forgot ", m.forget(id)),
             _ => fail("usage: dsh memory forget <id>"),
         },
         Some("accept") => match arg(1) {
-            Some(id) if args.len() == 2 => match m.accept(id) {
-                Ok(f) => {
-                    crate::stdout::print(&format!("accepted {}  {}\n", f.entry.id, f.entry.text))
-                }
-                Err(e) => fail(e),
-            },
+            Some(id) if args.len() == 2 => report("accepted ", m.accept(id)),
             _ => fail("usage: dsh memory accept <id>"),
         },
         Some("path") => crate::stdout::print(&format!(

@@ -19,7 +19,7 @@ use dsh_test_support::mock_server::{
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
-use common::{Run, stderr};
+use common::{Run, loop_requests, stderr};
 
 impl Run {
     fn headless(&self, server: &MockServer, args: &[&str], env: &[(&str, &str)]) -> Output {
@@ -54,15 +54,6 @@ fn last_reason(events: &[Arc<Event>]) -> Value {
 
 fn count(events: &[Arc<Event>], kind: &str) -> usize {
     events.iter().filter(|e| e.is(kind)).count()
-}
-
-/// Requests of the main loop (auxiliary title requests carry no tools).
-fn loop_requests(server: &MockServer) -> Vec<RecordedRequest> {
-    server
-        .requests()
-        .into_iter()
-        .filter(|r| r.json.as_ref().is_some_and(|j| j.get("tools").is_some()))
-        .collect()
 }
 
 /// Every `tool/call` of the log has its `tool/result` (the log closes every call).

@@ -13,7 +13,7 @@ use dsh_test_support::mock_server::{MockServer, RecordedRequest, Reply};
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
-use common::{Run, call, stderr, tool_texts};
+use common::{Run, call, loop_requests, stderr, tool_texts};
 
 impl Run {
     fn cmd(&self, server: &MockServer, args: &[&str]) -> Command {
@@ -31,15 +31,6 @@ impl Run {
 
 fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).to_string()
-}
-
-/// The agent loop's requests (the title request carries no tools).
-fn loop_requests(server: &MockServer) -> Vec<RecordedRequest> {
-    server
-        .requests()
-        .into_iter()
-        .filter(|r| r.json.as_ref().is_some_and(|j| j.get("tools").is_some()))
-        .collect()
 }
 
 fn body(r: &RecordedRequest) -> String {

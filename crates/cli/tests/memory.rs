@@ -13,7 +13,7 @@ use dsh_test_support::mock_server::{MockServer, RecordedRequest, Reply};
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
-use common::{Run, call, stderr, tool_texts};
+use common::{Run, call, loop_requests, stderr, tool_texts};
 
 /// The memory message's first words (`dsh_memory::PROMPT_INTRO`).
 const INTRO: &str = "What earlier sessions kept in memory";
@@ -63,15 +63,6 @@ fn ok(o: &Output) {
 }
 
 const ALLOW: &str = "- id: memory\n  config:\n    writes: allow\n";
-
-/// The agent loop's requests (auxiliary calls carry no tools).
-fn loop_requests(server: &MockServer) -> Vec<RecordedRequest> {
-    server
-        .requests()
-        .into_iter()
-        .filter(|r| r.json.as_ref().is_some_and(|j| j.get("tools").is_some()))
-        .collect()
-}
 
 fn memory_changes(run: &Run, id: &str) -> Vec<Value> {
     run.events(id)

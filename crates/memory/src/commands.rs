@@ -29,6 +29,29 @@ pub fn parse_remember(input: &str) -> (Scope, Vec<String>, String) {
     (scope, tags, rest.to_string())
 }
 
+/// The memory files of the session's directory, or the refusal to show.
+fn memory_of(
+    inv: &dsh_commands::CommandInvocation,
+    service: &MemoryService,
+) -> Result<crate::service::Memory, CommandResult> {
+    inv.agent.cwd().map(|cwd| service.at(&cwd)).ok_or_else(|| {
+        CommandResult::error("This session has no working directory, so it has no project memory.")
+    })
+}
+
+const NOTHING_TO_REMEMBER: &str = "Nothing to remember: write the fact after the command, as in /remember the tests need a running postgres";
+const WHICH_MEMORY: &str =
+    "Which memory? Give its id, as in /forget 3f2a9c01 (/memory lists them).";
+
+/// Runs file work off the async threads; a memory error becomes the command's error.
+async fn off_thread<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, crate::store::MemoryError> + Send + 'static,
+) -> Result<Result<T, CommandResult>, BoxError> {
+    Ok(tokio::task::spawn_blocking(f)
+        .await?
+        .map_err(|e| CommandResult::error(e.to_string())))
+}
+
 fn list_text(found: &[Found], memory: &crate::service::Memory, warnings: &[String]) -> String {
     let mut out = Vec::new();
     for scope in [Scope::Workspace, Scope::User] {
@@ -89,14 +112,12 @@ pub(crate) fn register(
                 Box::pin(async move {
                     let (scope, tags, text) = parse_remember(&inv.raw_input);
                     if text.trim().is_empty() {
-                        return Ok(CommandResult::error(
-                            "Nothing to remember: write the fact after the command, as in /remember the tests need a running postgres",
-                        ));
+                        return Ok(CommandResult::error(NOTHING_TO_REMEMBER));
                     }
-                    let Some(cwd) = inv.agent.cwd() else {
-                        return Ok(CommandResult::error("This session has no working directory, so it has no project memory."));
+                    let memory = match memory_of(&inv, &s) {
+                        Ok(m) => m,
+                        Err(refusal) => return Ok(refusal),
                     };
-                    let memory = s.at(&cwd);
                     let session = inv.agent.session().clone();
                     let origin = Origin {
                         by: "user".into(),
@@ -104,15 +125,18 @@ pub(crate) fn register(
                         turn: Some(turn_number(&session)),
                     };
                     let m = memory.clone();
-                    let result = tokio::task::spawn_blocking(move || {
-                        m.remember(scope, &text, &tags, origin, false)
-                    })
-                    .await?;
-                    let (added, redacted) = match result {
-                        Ok(r) => r,
-                        Err(e) => return Ok(CommandResult::error(e.to_string())),
+                    let (added, redacted) =
+                        match off_thread(move || m.remember(scope, &text, &tags, origin, false))
+                            .await?
+                        {
+                            Ok(r) => r,
+                            Err(refusal) => return Ok(refusal),
+                        };
+                    let found = Found {
+                        scope,
+                        entry: added.entry,
+                        score: 0,
                     };
-                    let found = Found { scope, entry: added.entry, score: 0 };
                     if added.duplicate {
                         return Ok(CommandResult::ok(format!(
                             "Already in {} memory as [{}].",
@@ -155,19 +179,20 @@ pub(crate) fn register(
                 Box::pin(async move {
                     let id = inv.raw_input.trim().to_string();
                     if id.is_empty() {
-                        return Ok(CommandResult::error("Which memory? Give its id, as in /forget 3f2a9c01 (/memory lists them)."));
+                        return Ok(CommandResult::error(WHICH_MEMORY));
                     }
-                    let Some(cwd) = inv.agent.cwd() else {
-                        return Ok(CommandResult::error("This session has no working directory, so it has no project memory."));
+                    let memory = match memory_of(&inv, &s) {
+                        Ok(m) => m,
+                        Err(refusal) => return Ok(refusal),
                     };
-                    let memory = s.at(&cwd);
                     let m = memory.clone();
-                    let found = match tokio::task::spawn_blocking(move || m.forget(&id)).await? {
+                    let found = match off_thread(move || m.forget(&id)).await? {
                         Ok(f) => f,
-                        Err(e) => return Ok(CommandResult::error(e.to_string())),
+                        Err(refusal) => return Ok(refusal),
                     };
                     let session = inv.agent.session().clone();
-                    let seq = record_change(&session, "forget", "user", &memory, &found, Map::new())?;
+                    let seq =
+                        record_change(&session, "forget", "user", &memory, &found, Map::new())?;
                     Ok(CommandResult::Success {
                         text: Some(format!("Forgot [{}]: {}", found.entry.id, found.entry.text)),
                         source_event_seq: Some(seq),
@@ -187,21 +212,18 @@ pub(crate) fn register(
             handler: Arc::new(move |inv| {
                 let s = s.clone();
                 Box::pin(async move {
-                    let Some(cwd) = inv.agent.cwd() else {
-                        return Ok(CommandResult::error(
-                            "This session has no working directory, so it has no project memory.",
-                        ));
+                    let memory = match memory_of(&inv, &s) {
+                        Ok(m) => m,
+                        Err(refusal) => return Ok(refusal),
                     };
-                    let memory = s.at(&cwd);
                     let input = inv.raw_input.trim().to_string();
                     let session = inv.agent.session().clone();
                     if let Some(id) = input.strip_prefix("accept") {
                         let id = id.trim().to_string();
                         let m = memory.clone();
-                        let found = match tokio::task::spawn_blocking(move || m.accept(&id)).await?
-                        {
+                        let found = match off_thread(move || m.accept(&id)).await? {
                             Ok(f) => f,
-                            Err(e) => return Ok(CommandResult::error(e.to_string())),
+                            Err(refusal) => return Ok(refusal),
                         };
                         let seq =
                             record_change(&session, "accept", "user", &memory, &found, Map::new())?;

@@ -49,6 +49,16 @@ fn memory_error(e: MemoryError) -> BoxError {
     fail(code, e.to_string())
 }
 
+/// Runs file work off the async threads.
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, MemoryError> + Send + 'static,
+) -> Result<T, BoxError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| fail("MEMORY_IO", e.to_string()))?
+        .map_err(memory_error)
+}
+
 fn output(ctx: &ToolRunContext, value: Value) -> ToolOutput {
     let text = serde_json::to_string(&value).unwrap_or_default();
     ctx.set_value(value);
@@ -360,10 +370,7 @@ impl Tool for ForgetTool {
             memory.find(&id).map_err(memory_error)?;
             shared.authorize(&ctx, &args).await?;
             let m = memory.clone();
-            let found = tokio::task::spawn_blocking(move || m.forget(&id))
-                .await
-                .map_err(|e| fail("MEMORY_IO", e.to_string()))?
-                .map_err(memory_error)?;
+            let found = blocking(move || m.forget(&id)).await?;
             if let Some(session) = &ctx.session {
                 let mut extra = Map::new();
                 extra.insert("callId".into(), json!(ctx.call_id));
@@ -379,15 +386,7 @@ impl Tool for ForgetTool {
 
 /// The seq of the `memory/change` event that wrote `id` in session `session`.
 fn origin_seq(query: &SessionQuery, session: &str, id: &str) -> Option<u64> {
-    let view = query.view(session).ok()?;
-    view.events
-        .iter()
-        .find(|e| {
-            e.event_type == crate::MEMORY_CHANGE_EVENT
-                && e.data.get("id").and_then(Value::as_str) == Some(id)
-                && e.data.get("action").and_then(Value::as_str) != Some("forget")
-        })
-        .map(|e| e.seq)
+    crate::change_event_seq(&query.view(session).ok()?.events, id)
 }
 
 impl Tool for RecallTool {

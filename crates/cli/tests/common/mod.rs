@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use dsh_persistence::{ChunkPacking, Compression, SessionFiles};
 use dsh_session::{Event, types};
-use dsh_test_support::mock_server::{MockServer, Reply};
+use dsh_test_support::mock_server::{MockServer, RecordedRequest, Reply};
 use serde_json::Value;
 
 pub struct Run {
@@ -86,6 +86,15 @@ impl Run {
 /// A process's stderr as text.
 pub fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).to_string()
+}
+
+/// The agent loop's requests: auxiliary calls (titles, memory proposals) carry no tools.
+pub fn loop_requests(server: &MockServer) -> Vec<RecordedRequest> {
+    server
+        .requests()
+        .into_iter()
+        .filter(|r| r.json.as_ref().is_some_and(|j| j.get("tools").is_some()))
+        .collect()
 }
 
 /// A model reply calling tool `name` with `args`.
