@@ -21,9 +21,9 @@ use crate::{MEMORY_CHANGE_EVENT, MEMORY_SECTION, MEMORY_SECTION_ORDER, SOURCE_KI
 pub struct MemoryService {
     pub config: MemoryConfig,
     granted: Mutex<HashSet<String>>,
-    /// Per agent: the compactions its session had when this process last checked whether
-    /// the memory section was due.
-    baselines: Mutex<HashMap<String, u64>>,
+    /// Per agent: the length of its session's log when this process last checked whether
+    /// the memory section was due (only a compaction after it can make it due again).
+    checked: Mutex<HashMap<String, usize>>,
     /// Proposal calls running per session (awaited when it ends).
     pending: Mutex<HashMap<String, Vec<tokio::task::JoinHandle<()>>>>,
 }
@@ -33,7 +33,7 @@ impl MemoryService {
         Arc::new(Self {
             config,
             granted: Mutex::default(),
-            baselines: Mutex::default(),
+            checked: Mutex::default(),
             pending: Mutex::default(),
         })
     }
@@ -136,7 +136,6 @@ struct SectionState {
     first_step: bool,
     /// A compaction finished after the last memory message (after the start without one).
     compacted_since: bool,
-    compactions: u64,
 }
 
 fn section_state(agent: &AgentRef) -> SectionState {
@@ -147,14 +146,32 @@ fn section_state(agent: &AgentRef) -> SectionState {
                 && e.data.pointer("/source/kind").and_then(Value::as_str) == Some(SOURCE_KIND)
         });
         let since = last.map_or(0, |e| e.seq);
-        let compaction_ends = events.iter().filter(|e| e.event_type == "compaction/end");
         SectionState {
             visible: last.is_some_and(|e| s.surface().nodes().contains(&e.seq)),
-            first_step: !events.iter().any(|e| e.event_type == "assistant/message"),
-            compacted_since: compaction_ends.clone().any(|e| e.seq > since),
-            compactions: compaction_ends.count() as u64,
+            first_step: !events.iter().any(|e| e.is(types::ASSISTANT_MESSAGE)),
+            compacted_since: events
+                .iter()
+                .any(|e| e.seq > since && e.event_type == "compaction/end"),
         }
     })
+}
+
+/// Whether the section may be due before this step: not when this process already checked
+/// the session and no compaction finished since (the common case, decided without reading
+/// the whole log or any file). Records the check.
+fn may_be_due(service: &MemoryService, agent: &AgentRef) -> bool {
+    let len = agent.session().read(|s| s.events().len());
+    let mut checked = service.checked.lock().unwrap_or_else(|p| p.into_inner());
+    let due = match checked.get(agent.id()) {
+        None => true,
+        Some(&at) => agent.session().read(|s| {
+            s.events()
+                .get(at..)
+                .is_some_and(|new| new.iter().any(|e| e.event_type == "compaction/end"))
+        }),
+    };
+    checked.insert(agent.id().to_string(), len);
+    due
 }
 
 /// The message to enter before this step, if the section is due: at the session's first
@@ -163,17 +180,6 @@ fn section_state(agent: &AgentRef) -> SectionState {
 fn due_message(service: &MemoryService, agent: &AgentRef) -> Option<Message> {
     let cwd = agent.cwd()?;
     let state = section_state(agent);
-    {
-        let mut checked = service.baselines.lock().unwrap_or_else(|p| p.into_inner());
-        // Checked in this process since the last compaction: nothing new can be due.
-        if checked
-            .get(agent.id())
-            .is_some_and(|at| *at >= state.compactions)
-        {
-            return None;
-        }
-        checked.insert(agent.id().to_string(), state.compactions);
-    }
     if state.visible || !(state.first_step || state.compacted_since) {
         return None;
     }
@@ -225,6 +231,9 @@ impl Plugin for MemoryPlugin {
                         return Ok(decision);
                     };
                     let agent = p.agent.clone();
+                    if !may_be_due(&service, &agent) {
+                        return Ok(PreStepDecision::Enter(messages));
+                    }
                     let due = {
                         let service = service.clone();
                         let agent = agent.clone();
@@ -239,6 +248,24 @@ impl Plugin for MemoryPlugin {
                     }
                     Ok(PreStepDecision::Enter(messages))
                 })
+            })?;
+        }
+        {
+            // A disposed agent's bookkeeping goes with it (a long-running web host).
+            let service = service.clone();
+            ctx.on_emit::<dsh_agent::AgentDisposed>(ListenOptions::GLOBAL, move |p| {
+                let id = p.agent.id().to_string();
+                service
+                    .checked
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .remove(&id);
+                service
+                    .granted
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .remove(&p.agent.session().id());
+                Ok(())
             })?;
         }
         if let Some(commands) = ctx.get::<dsh_commands::CommandRegistry>() {
