@@ -7,7 +7,6 @@ import { mountSidebar, addWorkspaceDialog } from './sidebar.js';
 import { Conversation } from './conv.js';
 import { DraftImages, acceptImages, promptContent } from './images.js';
 import { settingsPage } from './settings.js';
-import { memoryPage } from './memory.js';
 
 // Script errors are collected for diagnostics (tests assert there are none).
 window.__dshErrors = window.__dshErrors || [];
@@ -128,9 +127,12 @@ function settings() {
   view = { kind: 'settings', stream: hostStream() };
 }
 
-function memory() {
+async function memory() {
   leave();
   state.current = null;
+  // Loaded on first visit: the first page does not pay for it.
+  const { memoryPage } = await import('./memory.js');
+  if (!(location.hash || '').startsWith('#/memory') || view) return; // navigated away meanwhile
   memoryPage(main);
   // The page follows the workspace chosen in the sidebar.
   let shown = state.workspaceId;
