@@ -9,7 +9,7 @@ mod common;
 
 use std::process::Output;
 
-use dsh_test_support::mock_server::{MockServer, RecordedRequest, Reply};
+use dsh_test_support::mock_server::{MockServer, Reply};
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 

@@ -89,12 +89,7 @@ impl MemoryService {
 
 /// The 1-based number of the session's current turn.
 pub fn turn_number(session: &LiveSession) -> u64 {
-    session.read(|log| {
-        log.events()
-            .iter()
-            .filter(|e| e.is(types::TURN_START))
-            .count() as u64
-    })
+    session.read(|log| log.last_turn())
 }
 
 /// Appends the `memory/change` event of one change and returns its seq.

@@ -1,7 +1,7 @@
 use std::sync::Arc;
 
 use super::*;
-use dsh_llm::{LlmCallConfig, MessageSource, ToolSchema};
+use dsh_llm::{CallPurpose, LlmCallConfig, MessageSource, ToolSchema};
 use pretty_assertions::assert_eq;
 
 fn options(messages: Vec<Message>) -> GenerateOptions {
