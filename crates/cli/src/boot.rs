@@ -40,6 +40,7 @@ pub fn catalog() -> Catalog {
     c.register(dsh_persistence::JsonlPersistencePlugin);
     c.register(dsh_persistence::SessionLogUploadPlugin);
     c.register(crate::headless::HeadlessPlugin);
+    c.register(dsh_tui::TuiPlugin);
     c.register(dsh_acp::AcpAgentPlugin);
     dsh_web::register_catalog(&mut c);
     dsh_sdk_runtime::register_catalog(&mut c);

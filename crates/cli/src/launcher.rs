@@ -71,7 +71,7 @@ Arguments:
 Options:
   -V, --version          print the version and exit
   --profile <name>       the profile to boot ($DSH_HOME/profiles/<name>; shipped: headless,
-                         web, sdk, sdk-minimal, acp)
+                         web, tui, sdk, sdk-minimal, acp)
   --patch <path>         an extra patch layer, applied last (repeatable; also accepted
                          among the app's arguments: dsh headless --patch extra.yml \"task\")
   --dump-config          print the composed config tree and exit
@@ -95,6 +95,8 @@ Commands:
   headless [args...]     the headless app: one task, the answer on stdout (short for
                          --profile headless; `dsh headless --help` for its options)
   web [args...]          short for --profile web
+  tui [args...]          the terminal UI: talk to dsh turn by turn (short for --profile
+                         tui; `dsh` alone on a terminal opens it; `dsh tui --help`)
   <profile> [args...]    short for --profile <profile> when the profile exists (or is
                          shipped: sdk, sdk-minimal)
 

@@ -18,6 +18,7 @@ mod sdkapp;
 mod sessions;
 mod stdout;
 mod stream_json;
+mod tuiapp;
 mod webapp;
 
 use std::process::ExitCode;
@@ -91,6 +92,12 @@ pub fn main(extensions: &Extensions) -> ExitCode {
     }
     init_tracing();
     let home = dsh_policies::dsh_home();
+    // `dsh` alone on a terminal opens the terminal UI (elsewhere it prints the usage).
+    let argv = if argv.is_empty() && dsh_tui::unusable_terminal().is_none() {
+        vec!["tui".to_string()]
+    } else {
+        argv
+    };
     let mut mode = match launcher::parse_with(&argv, &|name| profile::exists(&home, name)) {
         Ok(m) => m,
         Err(e) => {
@@ -174,7 +181,7 @@ pub fn main(extensions: &Extensions) -> ExitCode {
     }
 }
 
-fn run_profile(
+pub(crate) fn run_profile(
     home: &std::path::Path,
     profile: &str,
     patches: &[String],
@@ -184,6 +191,7 @@ fn run_profile(
         profile::App::Web => return webapp::run(home, profile, patches, args),
         profile::App::Sdk => return sdkapp::run(home, profile, patches, args),
         profile::App::Acp => return sdkapp::run_acp(home, profile, patches, args),
+        profile::App::Tui => return tuiapp::run(home, profile, patches, args),
         profile::App::Headless => {}
     }
     let startup = match headless::parse_args(args) {

@@ -37,13 +37,17 @@ pub const SDK_MINIMAL: Bundle = Bundle {
     package: "@deepseek-ai/dsh-sdk-minimal",
     patch: include_str!("../bundles/sdk-minimal.cordis.patch.yml"),
 };
+pub const TUI: Bundle = Bundle {
+    package: "@deepseek-ai/dsh-tui-app",
+    patch: include_str!("../bundles/tui-app.cordis.patch.yml"),
+};
 pub const ACP: Bundle = Bundle {
     package: "@deepseek-ai/dsh-acp-app",
     patch: include_str!("../bundles/acp-app.cordis.patch.yml"),
 };
 
 fn bundle(package: &str) -> Option<&'static Bundle> {
-    [&BASE, &HEADLESS, &WEB, &SDK, &SDK_MINIMAL, &ACP]
+    [&BASE, &HEADLESS, &WEB, &SDK, &SDK_MINIMAL, &ACP, &TUI]
         .into_iter()
         .find(|b| b.package == package)
 }
@@ -56,6 +60,7 @@ pub enum App {
     Web,
     Sdk,
     Acp,
+    Tui,
 }
 
 /// Which app `profile` runs (creating its template on first use). A profile that cannot
@@ -66,6 +71,7 @@ pub fn app_of(home: &Path, profile: &str) -> App {
         Ok(b) if b.iter().any(|p| p == WEB.package) => App::Web,
         Ok(b) if b.iter().any(|p| p == SDK.package) => App::Sdk,
         Ok(b) if b.iter().any(|p| p == ACP.package) => App::Acp,
+        Ok(b) if b.iter().any(|p| p == TUI.package) => App::Tui,
         _ => App::Headless,
     }
 }
@@ -99,6 +105,7 @@ fn template_bundles(name: &str) -> Option<Vec<&'static str>> {
         // As 0.2.1 writes it; the base and the SDK app are implied (`standalone_bundles`).
         "sdk-minimal" => Some(vec!["@deepseek-ai/dsh-sdk-minimal"]),
         "acp" => Some(vec!["@deepseek-ai/dsh-base", "@deepseek-ai/dsh-acp-app"]),
+        "tui" => Some(vec!["@deepseek-ai/dsh-base", "@deepseek-ai/dsh-tui-app"]),
         _ => None,
     }
 }
@@ -138,7 +145,7 @@ pub fn prepare_profile(home: &Path, name: &str) -> Result<PathBuf, ProfileError>
     if !manifest.exists() {
         let Some(bundles) = template_bundles(name) else {
             return Err(err(format!(
-                "dsh: profile \"{name}\" does not exist; this build ships the \"headless\", \"web\", \"sdk\", \"sdk-minimal\" and \"acp\" profiles (create {} to define another, or copy a shipped one: dsh {name} --from-default-profile headless)",
+                "dsh: profile \"{name}\" does not exist; this build ships the \"headless\", \"web\", \"tui\", \"sdk\", \"sdk-minimal\" and \"acp\" profiles (create {} to define another, or copy a shipped one: dsh {name} --from-default-profile headless)",
                 manifest.display()
             )));
         };
@@ -178,10 +185,10 @@ pub fn recreate_from_template(
 ) -> Result<Option<PathBuf>, ProfileError> {
     let Some(bundles) = template_bundles(template) else {
         return Err(err(format!(
-            "dsh: --from-default-profile: no shipped profile is called \"{template}\"; use one of \"acp\", \"headless\", \"sdk\", \"sdk-minimal\", \"web\""
+            "dsh: --from-default-profile: no shipped profile is called \"{template}\"; use one of \"acp\", \"headless\", \"sdk\", \"sdk-minimal\", \"tui\", \"web\""
         )));
     };
-    if ["headless", "web", "sdk", "sdk-minimal", "acp"]
+    if ["headless", "web", "tui", "sdk", "sdk-minimal", "acp"]
         .iter()
         .any(|s| s.eq_ignore_ascii_case(name))
     {

@@ -8,9 +8,11 @@
 use std::collections::HashMap;
 use std::io::Write;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use dsh_session::{Event, types};
+use dsh_tui::summary::summarize_arguments;
+use dsh_tui::summary::{format_duration, outcome_of, tokens_text, truncate};
 use serde_json::Value;
 
 /// How much progress to show (`--quiet`, default, `--verbose`).
@@ -299,108 +301,6 @@ fn push_collapsed(into: &mut String, text: &str) {
             .map_or(0, |(i, _)| i);
         into.replace_range(..cut, "…");
     }
-}
-
-/// One line saying what a tool call does: the command of a shell call, the path of a file
-/// tool, the pattern of a search; else the arguments as compact JSON.
-pub fn summarize_arguments(name: &str, args: &Value) -> String {
-    let args = match args {
-        Value::String(s) => serde_json::from_str(s).unwrap_or(Value::String(s.clone())),
-        other => other.clone(),
-    };
-    let pick = |keys: &[&str]| {
-        keys.iter()
-            .find_map(|k| args.get(*k).and_then(Value::as_str).map(str::to_owned))
-    };
-    let text = match name {
-        "bash" => pick(&["command"]),
-        "grep" | "glob" => pick(&["pattern"]).map(|p| match pick(&["path"]) {
-            Some(path) => format!("{p} in {path}"),
-            None => p,
-        }),
-        _ => pick(&[
-            "path",
-            "file_path",
-            "filePath",
-            "command",
-            "pattern",
-            "url",
-            "query",
-        ]),
-    }
-    .unwrap_or_else(|| match &args {
-        Value::Object(m) if m.is_empty() => String::new(),
-        other => other.to_string(),
-    });
-    truncate(&one_line(&text), 120)
-}
-
-/// Whether a tool result succeeded, and how it ended: the exit code, signal or timeout a
-/// shell reports, else "ok" / the error.
-fn outcome_of(data: &Value) -> (bool, String) {
-    let result = data
-        .pointer("/message/content/0")
-        .cloned()
-        .unwrap_or(Value::Null);
-    let is_error = result["isError"].as_bool().unwrap_or(false) || data.get("error").is_some();
-    let text: String = result["content"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|b| b["text"].as_str())
-        .collect::<Vec<_>>()
-        .join("\n");
-    let marker = text.lines().rev().take(3).find(|l| {
-        l.starts_with("[exit code:")
-            || l.starts_with("[killed by signal:")
-            || l.starts_with("[timed out")
-    });
-    let outcome = match (marker, is_error) {
-        (Some(m), _) => m.trim_matches(['[', ']']).to_string(),
-        (None, false) => "ok".into(),
-        (None, true) => match data.pointer("/error/code").and_then(Value::as_str) {
-            Some(code) => format!("error {code}"),
-            None => format!("error: {}", truncate(&one_line(&text), 80)),
-        },
-    };
-    (!is_error && marker.is_none(), outcome)
-}
-
-fn one_line(text: &str) -> String {
-    text.split_whitespace().collect::<Vec<_>>().join(" ")
-}
-
-fn truncate(text: &str, max: usize) -> String {
-    if text.chars().count() <= max {
-        return text.to_string();
-    }
-    let mut out: String = text.chars().take(max.saturating_sub(1)).collect();
-    out.push('…');
-    out
-}
-
-fn format_duration(d: Duration) -> String {
-    let ms = d.as_millis();
-    if ms < 1000 {
-        format!("{ms}ms")
-    } else if ms < 60_000 {
-        format!("{:.1}s", ms as f64 / 1000.0)
-    } else {
-        format!("{}m{:02}s", ms / 60_000, (ms % 60_000) / 1000)
-    }
-}
-
-fn tokens_text(input: u64, output: u64) -> String {
-    let k = |n: u64| {
-        if n >= 10_000 {
-            format!("{}k", n / 1000)
-        } else if n >= 1000 {
-            format!("{:.1}k", n as f64 / 1000.0)
-        } else {
-            n.to_string()
-        }
-    };
-    format!("{} in / {} out tokens", k(input), k(output))
 }
 
 #[cfg(test)]

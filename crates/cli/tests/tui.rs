@@ -1,0 +1,689 @@
+//! `dsh tui` driven through a real pseudo-terminal against the mock LLM: keys go in as a
+//! terminal sends them, the screen comes back through a VT parser (`vt100`), and the
+//! session log is read back afterwards. Screens of the main views are kept as text
+//! snapshots in `tests/golden/tui/` (session ids masked); `DSH_BLESS=1` rewrites them.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::io::{Read, Write};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use dsh_test_support::mock_server::{MockServer, Reply};
+use portable_pty::{CommandBuilder, MasterPty, PtySize, native_pty_system};
+use pretty_assertions::assert_eq;
+use serde_json::json;
+
+use common::{Run, call, loop_requests, tool_texts};
+
+const ENTER: &str = "\r";
+const ESC: &str = "\x1b";
+const ALT_ENTER: &str = "\x1b\r";
+const TAB: &str = "\t";
+const CTRL_C: &str = "\x03";
+const CTRL_U: &str = "\x15";
+
+struct Tui {
+    parser: Arc<Mutex<vt100::Parser>>,
+    writer: Box<dyn Write + Send>,
+    child: Box<dyn portable_pty::Child + Send + Sync>,
+    _master: Box<dyn MasterPty + Send>,
+    exited: Option<u32>,
+}
+
+impl Tui {
+    fn start(
+        run: &Run,
+        server: &MockServer,
+        args: &[&str],
+        size: (u16, u16),
+        env: &[(&str, &str)],
+    ) -> Tui {
+        let (cols, rows) = size;
+        let pair = native_pty_system()
+            .openpty(PtySize {
+                rows,
+                cols,
+                pixel_width: 0,
+                pixel_height: 0,
+            })
+            .unwrap();
+        let mut cmd = CommandBuilder::new(env!("CARGO_BIN_EXE_dsh"));
+        cmd.env_clear();
+        cmd.env("PATH", std::env::var("PATH").unwrap_or_default());
+        cmd.env("HOME", run.home.path());
+        cmd.env("DSH_HOME", run.dsh_home());
+        cmd.env("DEEPSEEK_API_KEY", "sk-test");
+        cmd.env("DEEPSEEK_BASE_URL", server.url());
+        cmd.env("TERM", "xterm-256color");
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        cmd.args(args);
+        cmd.cwd(run.work.path());
+        let child = pair.slave.spawn_command(cmd).unwrap();
+        drop(pair.slave);
+        let parser = Arc::new(Mutex::new(vt100::Parser::new(
+            rows.try_into().unwrap(),
+            cols.try_into().unwrap(),
+            0,
+        )));
+        let mut reader = pair.master.try_clone_reader().unwrap();
+        let p = parser.clone();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 8192];
+            while let Ok(n) = reader.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                p.lock().unwrap().process(&buf[..n]);
+            }
+        });
+        let writer = pair.master.take_writer().unwrap();
+        Tui {
+            parser,
+            writer,
+            child,
+            _master: pair.master,
+            exited: None,
+        }
+    }
+
+    fn screen(&self) -> String {
+        let parser = self.parser.lock().unwrap();
+        let screen = parser.screen();
+        let (_, cols) = screen.size();
+        screen.rows(0, cols.into()).collect::<Vec<_>>().join("\n")
+    }
+
+    fn send(&mut self, keys: &str) {
+        self.writer.write_all(keys.as_bytes()).unwrap();
+        self.writer.flush().unwrap();
+    }
+
+    /// Types `text` a few characters at a time, as a person would.
+    fn type_text(&mut self, text: &str) {
+        for chunk in text.as_bytes().chunks(4) {
+            self.writer.write_all(chunk).unwrap();
+            self.writer.flush().unwrap();
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// Waits until the screen satisfies `ok`; returns it.
+    fn wait(&self, what: &str, ok: impl Fn(&str) -> bool) -> String {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let s = self.screen();
+            if ok(&s) {
+                return s;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "timed out waiting for {what}; the screen:\n{s}"
+            );
+            std::thread::sleep(Duration::from_millis(30));
+        }
+    }
+
+    fn wait_text(&self, text: &str) -> String {
+        self.wait(&format!("{text:?}"), |s| s.contains(text))
+    }
+
+    /// Waits for the process to end; its exit code.
+    fn wait_exit(&mut self) -> u32 {
+        if let Some(c) = self.exited {
+            return c;
+        }
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                let code = status.exit_code();
+                self.exited = Some(code);
+                return code;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "dsh tui did not exit; screen:\n{}",
+                self.screen()
+            );
+            std::thread::sleep(Duration::from_millis(30));
+        }
+    }
+
+    fn pid(&self) -> i32 {
+        self.child.process_id().unwrap() as i32
+    }
+
+    fn quit(&mut self) -> u32 {
+        self.send(CTRL_C);
+        std::thread::sleep(Duration::from_millis(50));
+        self.send(CTRL_C);
+        self.wait_exit()
+    }
+}
+
+impl Drop for Tui {
+    fn drop(&mut self) {
+        if self.exited.is_none() {
+            let _ = self.child.kill();
+        }
+    }
+}
+
+/// The screen with what changes between runs masked: session ids, the spinner, elapsed
+/// times.
+fn masked(screen: &str) -> String {
+    let ids = regex_lite(screen);
+    ids.lines()
+        .map(|line| {
+            line.trim_end()
+                .split(' ')
+                .map(|word| {
+                    let w = word.trim_end_matches(['·', ',']);
+                    let digits = w.trim_end_matches(|c: char| c.is_ascii_alphabetic());
+                    let unit = &w[digits.len()..];
+                    let timed = !digits.is_empty()
+                        && digits
+                            .chars()
+                            .all(|c| c.is_ascii_digit() || c == '.' || c == 'm')
+                        && digits.starts_with(|c: char| c.is_ascii_digit())
+                        && matches!(unit, "ms" | "s");
+                    if timed {
+                        "<t>".to_string()
+                    } else if word.chars().count() == 1
+                        && word.chars().all(|c| ('\u{2800}'..='\u{28ff}').contains(&c))
+                    {
+                        "<spin>".to_string()
+                    } else {
+                        word.to_string()
+                    }
+                })
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn regex_lite(s: &str) -> String {
+    // `session-<uuid>` → `session-<id>`.
+    let mut out = String::new();
+    let mut rest = s;
+    while let Some(at) = rest.find("session-") {
+        out.push_str(&rest[..at + "session-".len()]);
+        rest = &rest[at + "session-".len()..];
+        let n = rest
+            .chars()
+            .take_while(|c| c.is_ascii_hexdigit() || *c == '-')
+            .count();
+        if n >= 8 {
+            out.push_str("<id>");
+            rest = &rest[n..];
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Compares `screen` with the snapshot `name` (DSH_BLESS=1 writes it).
+fn snapshot(name: &str, screen: &str) {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/golden/tui")
+        .join(format!("{name}.txt"));
+    let got = masked(screen) + "\n";
+    if std::env::var_os("DSH_BLESS").is_some() {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, &got).unwrap();
+        return;
+    }
+    let want = std::fs::read_to_string(&path).unwrap_or_else(|_| {
+        panic!(
+            "no snapshot {}; run the test with DSH_BLESS=1 to write it",
+            path.display()
+        )
+    });
+    assert_eq!(got, want, "screen {name} differs from its snapshot");
+}
+
+fn server() -> MockServer {
+    MockServer::start().answer_untooled("Greeting the workspace")
+}
+
+/// A task with a shell call: the call's output and the answer stream onto the screen
+/// (80×24), the log holds them, and a clean quit names the session to go on with.
+#[test]
+fn a_task_with_bash_shows_the_call_and_the_answer_at_80x24() {
+    let run = Run::new();
+    std::fs::write(run.work.path().join("README.md"), "# demo\n").unwrap();
+    let server = server();
+    server.push_all([
+        call("c0", "todo_write", json!({"todos": [
+            {"content": "Run the echo", "status": "in_progress"},
+            {"content": "Report what it printed", "status": "pending"}
+        ]})),
+        call("c1", "bash", json!({"command": "echo hello-from-bash && echo second-line", "description": "run it"})),
+        Reply::reasoning_and_text("The user wants the echo.\nIt printed two lines.", "The command printed **two lines**:\n\n- `hello-from-bash`\n- `second-line`\n\n```sh\necho hello-from-bash\n```"),
+    ]);
+    let mut tui = Tui::start(&run, &server, &["tui"], (80, 24), &[]);
+    tui.wait_text("Ask dsh to do something");
+    snapshot("01-start", &tui.screen());
+    tui.type_text("run the echo please");
+    tui.send(ENTER);
+    let screen = tui.wait("the answer", |s| {
+        s.contains("two lines") && s.contains("ready")
+    });
+    assert!(
+        screen.contains("✓ bash echo hello-from-bash && echo second-line"),
+        "{screen}"
+    );
+    assert!(
+        screen.contains("plan · 0/2 done"),
+        "the plan shows: {screen}"
+    );
+    assert!(screen.contains("✓ todo_write 2 items, 0 done"), "{screen}");
+    assert!(screen.contains("▶ Run the echo"), "{screen}");
+    assert!(
+        screen.contains("▸ thought for 2 lines"),
+        "reasoning is collapsed: {screen}"
+    );
+    snapshot("02-bash-and-answer", &screen);
+    // Ctrl-O shows the reasoning; PgUp scrolls back to the prompt, PgDn returns.
+    tui.send("\x0f");
+    tui.wait_text("It printed two lines.");
+    tui.send("\x1b[5~");
+    tui.wait_text("› run the echo please");
+    tui.send("\x1b[6~");
+    tui.wait("the bottom again", |s| {
+        s.contains("echo hello-from-bash") && !s.contains("lines below")
+    });
+    assert_eq!(tui.quit(), 0);
+    let events = run.session();
+    assert!(
+        tool_texts(&events)
+            .iter()
+            .any(|t| t.contains("hello-from-bash"))
+    );
+    assert_eq!(loop_requests(&server).len(), 3);
+}
+
+/// An edit shows its diff with line numbers, `-` and `+` lines.
+#[test]
+fn an_edit_shows_its_diff_with_line_numbers() {
+    let run = Run::new();
+    let lines: Vec<String> = (1..=12).map(|i| format!("line {i}")).collect();
+    std::fs::write(run.work.path().join("f.txt"), lines.join("\n") + "\n").unwrap();
+    let server = server();
+    server.push_all([
+        call("c1", "read", json!({"file_path": "f.txt"})),
+        call(
+            "c2",
+            "edit",
+            json!({"file_path": "f.txt", "old_string": "line 9", "new_string": "line nine"}),
+        ),
+        Reply::text("Renamed line 9."),
+    ]);
+    let mut tui = Tui::start(&run, &server, &["tui"], (80, 30), &[]);
+    tui.wait_text("Ask dsh");
+    tui.type_text("spell out line 9");
+    tui.send(ENTER);
+    let screen = tui.wait("the diff", |s| {
+        s.contains("Renamed line 9") && s.contains("ready")
+    });
+    assert!(
+        screen.contains("f.txt:6"),
+        "the hunk starts at its line: {screen}"
+    );
+    assert!(screen.contains("    9 - line 9"), "{screen}");
+    assert!(screen.contains("    9 + line nine"), "{screen}");
+    snapshot("03-edit-diff", &screen);
+    assert_eq!(tui.quit(), 0);
+    assert!(
+        std::fs::read_to_string(run.work.path().join("f.txt"))
+            .unwrap()
+            .contains("line nine")
+    );
+}
+
+/// An approval asked inline: the focus starts on Reject, Enter there rejects; the next ask is
+/// allowed with the arrow and Enter. The log records both decisions.
+#[test]
+fn approvals_are_answered_from_the_keyboard_with_reject_focused_first() {
+    let run = Run::new();
+    let server = server();
+    let escalated = |id: &str, cmd: &str| {
+        call(
+            id,
+            "bash",
+            json!({"command": cmd, "description": "fetch", "sandbox_permissions": "danger-full-access", "justification": "needs the network"}),
+        )
+    };
+    server.push_all([
+        escalated("c1", "echo first-try"),
+        escalated("c2", "echo second-try"),
+        Reply::text("Both asked."),
+    ]);
+    let mut tui = Tui::start(&run, &server, &["tui"], (80, 24), &[]);
+    tui.wait_text("Ask dsh");
+    tui.type_text("fetch things");
+    tui.send(ENTER);
+    let screen = tui.wait_text("approval needed");
+    assert!(
+        screen.contains("echo first-try"),
+        "the exact command: {screen}"
+    );
+    assert!(
+        screen.contains("sandbox_permissions: danger-full-access"),
+        "{screen}"
+    );
+    assert!(screen.contains("needs the network"), "{screen}");
+    snapshot("04-approval", &screen);
+    tui.send(ENTER);
+    tui.wait("the second ask", |s| {
+        s.contains("approval needed") && s.contains("echo second-try")
+    });
+    tui.send("\x1b[C");
+    std::thread::sleep(Duration::from_millis(100));
+    tui.send(ENTER);
+    tui.wait("the answer", |s| {
+        s.contains("Both asked") && s.contains("ready")
+    });
+    assert_eq!(tui.quit(), 0);
+    let events = run.session();
+    let decided: Vec<String> = events
+        .iter()
+        .filter(|e| e.is("approval/decided"))
+        .map(|e| {
+            e.data.as_value()["outcome"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string()
+        })
+        .collect();
+    assert_eq!(decided.len(), 2, "{decided:?}");
+    assert!(decided[0].contains("reject"), "{decided:?}");
+    assert!(decided[1].contains("allow"), "{decided:?}");
+    let texts = tool_texts(&events);
+    assert!(texts.iter().any(|t| t.contains("second-try")), "{texts:?}");
+}
+
+/// Esc cancels a running turn: the shell call stops, the turn ends cancelled, the UI is
+/// ready for the next message.
+#[test]
+fn esc_cancels_the_running_turn() {
+    let run = Run::new();
+    let server = server();
+    server.push_all([
+        call(
+            "c1",
+            "bash",
+            json!({"command": "echo started; sleep 30; echo never", "description": "run it"}),
+        ),
+        Reply::text("after the cancel"),
+    ]);
+    let mut tui = Tui::start(&run, &server, &["tui"], (80, 24), &[]);
+    tui.wait_text("Ask dsh");
+    tui.type_text("sleep a while");
+    tui.send(ENTER);
+    tui.wait("the live output", |s| {
+        s.contains("started") && s.contains("working")
+    });
+    tui.send(ESC);
+    let screen = tui.wait("the cancel", |s| {
+        s.contains("turn cancelled") && s.contains("ready")
+    });
+    assert!(!screen.contains("│ never"), "the rest never ran: {screen}");
+    assert_eq!(tui.quit(), 0);
+    let events = run.session();
+    let end = events.iter().rev().find(|e| e.is("turn/end")).unwrap();
+    assert_eq!(end.data.as_value()["reason"]["kind"], "aborted");
+}
+
+/// With `--steer`, a message typed during a turn reaches the model at the next step of
+/// the same turn; without it, it waits for the next turn.
+#[test]
+fn typing_during_a_turn_steers_or_queues() {
+    for steer in [true, false] {
+        let run = Run::new();
+        let server = server();
+        server.push_all([
+            call(
+                "c1",
+                "bash",
+                json!({"command": "sleep 2; echo slept", "description": "run it"}),
+            ),
+            Reply::text("first answer"),
+            Reply::text("second answer"),
+        ]);
+        let args: &[&str] = if steer { &["tui", "--steer"] } else { &["tui"] };
+        let mut tui = Tui::start(&run, &server, args, (80, 24), &[]);
+        tui.wait_text("Ask dsh");
+        tui.type_text("take a nap");
+        tui.send(ENTER);
+        tui.wait_text("working");
+        tui.type_text("also say hi");
+        tui.send(ENTER);
+        if !steer {
+            tui.wait_text("queued");
+        }
+        let want = if steer {
+            "first answer"
+        } else {
+            "second answer"
+        };
+        tui.wait("the answers", |s| s.contains(want) && s.contains("ready"));
+        assert_eq!(tui.quit(), 0);
+        let requests = loop_requests(&server);
+        let has_hi = |i: usize| {
+            requests[i]
+                .messages()
+                .iter()
+                .any(|m| m.to_string().contains("also say hi"))
+        };
+        let events = run.session();
+        let turns = events.iter().filter(|e| e.is("turn/start")).count();
+        if steer {
+            // The result of the nap and the steering message go out in the same request.
+            assert!(has_hi(1), "steered into the second step");
+            assert_eq!(turns, 1);
+        } else {
+            assert!(!has_hi(1), "queued, not steered");
+            assert!(has_hi(2));
+            assert_eq!(turns, 2);
+        }
+    }
+}
+
+/// A closed terminal (SIGHUP) mid-turn loses nothing recorded; `--continue` shows the whole
+/// conversation again.
+#[test]
+fn sighup_keeps_the_session_and_continue_shows_it() {
+    let run = Run::new();
+    let server = server();
+    server.push_all([
+        Reply::text("the very first answer"),
+        call(
+            "c1",
+            "bash",
+            json!({"command": "echo before-hangup; sleep 30", "description": "run it"}),
+        ),
+        Reply::text("resumed answer"),
+    ]);
+    let mut tui = Tui::start(&run, &server, &["tui"], (80, 24), &[]);
+    tui.wait_text("Ask dsh");
+    tui.type_text("hello there");
+    tui.send(ENTER);
+    tui.wait("the first answer", |s| {
+        s.contains("the very first answer") && s.contains("ready")
+    });
+    tui.type_text("now a long job");
+    tui.send(ENTER);
+    tui.wait_text("before-hangup");
+    rustix::process::kill_process(
+        rustix::process::Pid::from_raw(tui.pid()).unwrap(),
+        rustix::process::Signal::HUP,
+    )
+    .unwrap();
+    assert_eq!(tui.wait_exit(), 129);
+    let id = run.only_session();
+    let events = run.events(&id);
+    assert!(
+        events.iter().any(|e| e.is("turn/end")),
+        "the cut turn is closed"
+    );
+    assert_eq!(
+        events.iter().filter(|e| e.is("turn/start")).count(),
+        events.iter().filter(|e| e.is("turn/end")).count()
+    );
+    let mut again = Tui::start(&run, &server, &["tui", "--continue"], (80, 24), &[]);
+    let screen = again.wait("the old conversation", |s| {
+        s.contains("the very first answer") && s.contains("now a long job")
+    });
+    assert!(
+        screen.contains(&id),
+        "the header names the session: {screen}"
+    );
+    again.type_text("go on");
+    again.send(ENTER);
+    again.wait_text("resumed answer");
+    assert_eq!(again.quit(), 0);
+    assert_eq!(run.only_session(), id);
+}
+
+/// The `/` menu lists the session's commands and completes with Tab; `@` completes
+/// workspace files fuzzily; Alt-Enter adds a line.
+#[test]
+fn the_slash_and_at_menus_complete() {
+    let run = Run::new();
+    std::fs::create_dir_all(run.work.path().join("src")).unwrap();
+    std::fs::write(run.work.path().join("src/parser.rs"), "").unwrap();
+    std::fs::write(run.work.path().join("README.md"), "").unwrap();
+    let server = server();
+    server.push(Reply::text("seen"));
+    let mut tui = Tui::start(&run, &server, &["tui"], (80, 24), &[]);
+    tui.wait_text("Ask dsh");
+    tui.type_text("/perm");
+    let screen = tui.wait_text("/permission");
+    snapshot("05-slash-menu", &screen);
+    tui.send(TAB);
+    tui.wait("the completed command", |s| {
+        s.contains("│/permission ") || s.contains("│/permission")
+    });
+    tui.send(CTRL_U);
+    tui.type_text("/");
+    tui.wait_text("/memory");
+    tui.type_text("se");
+    tui.wait_text("/sessions");
+    tui.send(CTRL_U);
+    tui.type_text("look at @srcpars");
+    tui.wait_text("@src/parser.rs");
+    tui.send(TAB);
+    tui.send(ALT_ENTER);
+    tui.type_text("and tell me");
+    tui.send(ENTER);
+    tui.wait("the answer", |s| s.contains("seen") && s.contains("ready"));
+    assert_eq!(tui.quit(), 0);
+    let requests = loop_requests(&server);
+    let sent = requests[0]
+        .messages()
+        .iter()
+        .map(|m| m.to_string())
+        .collect::<Vec<_>>();
+    assert!(
+        sent.iter()
+            .any(|m| m.contains("look at @src/parser.rs \\nand tell me")),
+        "{sent:?}"
+    );
+}
+
+/// The session picker lists stored sessions and opens one.
+#[test]
+fn the_session_picker_opens_an_earlier_session() {
+    let run = Run::new();
+    let server = server();
+    server.push_all([Reply::text("answer one"), Reply::text("answer two")]);
+    let mut tui = Tui::start(&run, &server, &["tui"], (80, 24), &[]);
+    tui.wait_text("Ask dsh");
+    tui.type_text("first topic");
+    tui.send(ENTER);
+    tui.wait("the first answer", |s| {
+        s.contains("answer one") && s.contains("ready")
+    });
+    assert_eq!(tui.quit(), 0);
+    let first = run.only_session();
+    let mut tui = Tui::start(&run, &server, &["tui"], (80, 24), &[]);
+    tui.wait_text("Ask dsh");
+    tui.send("\x12");
+    let screen = tui.wait_text("sessions");
+    assert!(
+        screen.contains("Greeting the workspace") || screen.contains(&first),
+        "{screen}"
+    );
+    snapshot("06-session-picker", &screen);
+    tui.type_text("first");
+    tui.send(ENTER);
+    let screen = tui.wait_text("answer one");
+    assert!(screen.contains(&first), "{screen}");
+    tui.type_text("more");
+    tui.send(ENTER);
+    tui.wait_text("answer two");
+    assert_eq!(tui.quit(), 0);
+}
+
+/// Without a terminal the task runs headless, with a line saying why; with no task the
+/// error says what to do.
+#[test]
+fn without_a_terminal_the_task_runs_headless() {
+    let run = Run::new();
+    let server = server();
+    server.push(Reply::text("headless answer"));
+    let out = run.base(&server).args(["tui", "say it"]).output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "headless answer\n");
+    assert!(
+        common::stderr(&out).contains("the terminal UI needs a terminal"),
+        "{}",
+        common::stderr(&out)
+    );
+    let out = run.base(&server).args(["tui"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        common::stderr(&out).contains("dsh headless"),
+        "{}",
+        common::stderr(&out)
+    );
+    // `dsh` alone without a terminal still prints the usage.
+    let out = run.base(&server).output().unwrap();
+    assert!(String::from_utf8_lossy(&out.stdout).contains("Usage: dsh"));
+}
+
+/// NO_COLOR: no colour escape reaches the terminal.
+#[test]
+fn no_color_draws_without_colours() {
+    let run = Run::new();
+    let server = server();
+    server.push(Reply::text("plain `code` here"));
+    let mut tui = Tui::start(&run, &server, &["tui"], (80, 24), &[("NO_COLOR", "1")]);
+    tui.wait_text("Ask dsh");
+    tui.type_text("hi");
+    tui.send(ENTER);
+    tui.wait("the answer", |s| {
+        s.contains("plain code here") && s.contains("ready")
+    });
+    {
+        let parser = tui.parser.lock().unwrap();
+        let screen = parser.screen();
+        for row in 0..24 {
+            for col in 0..80 {
+                if let Some(cell) = screen.cell(row, col) {
+                    assert_eq!(
+                        cell.fgcolor(),
+                        vt100::Color::Default,
+                        "colour at {row},{col}"
+                    );
+                }
+            }
+        }
+    }
+    assert_eq!(tui.quit(), 0);
+}
