@@ -6,12 +6,10 @@
 
 mod common;
 
-use std::io::{Read, Write};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use dsh_test_support::mock_server::{MockServer, Reply};
-use portable_pty::{CommandBuilder, MasterPty, PtySize, native_pty_system};
+use dsh_test_support::pty::{self, PtyApp};
 use pretty_assertions::assert_eq;
 use serde_json::json;
 
@@ -24,12 +22,20 @@ const TAB: &str = "\t";
 const CTRL_C: &str = "\x03";
 const CTRL_U: &str = "\x15";
 
-struct Tui {
-    parser: Arc<Mutex<vt100::Parser>>,
-    writer: Box<dyn Write + Send>,
-    child: Box<dyn portable_pty::Child + Send + Sync>,
-    _master: Box<dyn MasterPty + Send>,
-    exited: Option<u32>,
+/// `dsh` in a pseudo-terminal, with this run's home and the mock LLM.
+struct Tui(PtyApp);
+
+impl std::ops::Deref for Tui {
+    type Target = PtyApp;
+    fn deref(&self) -> &PtyApp {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Tui {
+    fn deref_mut(&mut self) -> &mut PtyApp {
+        &mut self.0
+    }
 }
 
 impl Tui {
@@ -40,16 +46,7 @@ impl Tui {
         size: (u16, u16),
         env: &[(&str, &str)],
     ) -> Tui {
-        let (cols, rows) = size;
-        let pair = native_pty_system()
-            .openpty(PtySize {
-                rows,
-                cols,
-                pixel_width: 0,
-                pixel_height: 0,
-            })
-            .unwrap();
-        let mut cmd = CommandBuilder::new(env!("CARGO_BIN_EXE_dsh"));
+        let mut cmd = pty::Command::new(env!("CARGO_BIN_EXE_dsh"));
         cmd.env_clear();
         cmd.env("PATH", std::env::var("PATH").unwrap_or_default());
         cmd.env("HOME", run.home.path());
@@ -62,98 +59,7 @@ impl Tui {
         }
         cmd.args(args);
         cmd.cwd(run.work.path());
-        let child = pair.slave.spawn_command(cmd).unwrap();
-        drop(pair.slave);
-        let parser = Arc::new(Mutex::new(vt100::Parser::new(
-            rows.try_into().unwrap(),
-            cols.try_into().unwrap(),
-            0,
-        )));
-        let mut reader = pair.master.try_clone_reader().unwrap();
-        let p = parser.clone();
-        std::thread::spawn(move || {
-            let mut buf = [0u8; 8192];
-            while let Ok(n) = reader.read(&mut buf) {
-                if n == 0 {
-                    break;
-                }
-                p.lock().unwrap().process(&buf[..n]);
-            }
-        });
-        let writer = pair.master.take_writer().unwrap();
-        Tui {
-            parser,
-            writer,
-            child,
-            _master: pair.master,
-            exited: None,
-        }
-    }
-
-    fn screen(&self) -> String {
-        let parser = self.parser.lock().unwrap();
-        let screen = parser.screen();
-        let (_, cols) = screen.size();
-        screen.rows(0, cols.into()).collect::<Vec<_>>().join("\n")
-    }
-
-    fn send(&mut self, keys: &str) {
-        self.writer.write_all(keys.as_bytes()).unwrap();
-        self.writer.flush().unwrap();
-    }
-
-    /// Types `text` a few characters at a time, as a person would.
-    fn type_text(&mut self, text: &str) {
-        for chunk in text.as_bytes().chunks(4) {
-            self.writer.write_all(chunk).unwrap();
-            self.writer.flush().unwrap();
-            std::thread::sleep(Duration::from_millis(5));
-        }
-    }
-
-    /// Waits until the screen satisfies `ok`; returns it.
-    fn wait(&self, what: &str, ok: impl Fn(&str) -> bool) -> String {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            let s = self.screen();
-            if ok(&s) {
-                return s;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "timed out waiting for {what}; the screen:\n{s}"
-            );
-            std::thread::sleep(Duration::from_millis(30));
-        }
-    }
-
-    fn wait_text(&self, text: &str) -> String {
-        self.wait(&format!("{text:?}"), |s| s.contains(text))
-    }
-
-    /// Waits for the process to end; its exit code.
-    fn wait_exit(&mut self) -> u32 {
-        if let Some(c) = self.exited {
-            return c;
-        }
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
-                let code = status.exit_code();
-                self.exited = Some(code);
-                return code;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "dsh tui did not exit; screen:\n{}",
-                self.screen()
-            );
-            std::thread::sleep(Duration::from_millis(30));
-        }
-    }
-
-    fn pid(&self) -> i32 {
-        self.child.process_id().unwrap() as i32
+        Tui(PtyApp::spawn(cmd, size.0, size.1))
     }
 
     fn quit(&mut self) -> u32 {
@@ -161,14 +67,6 @@ impl Tui {
         std::thread::sleep(Duration::from_millis(50));
         self.send(CTRL_C);
         self.wait_exit()
-    }
-}
-
-impl Drop for Tui {
-    fn drop(&mut self) {
-        if self.exited.is_none() {
-            let _ = self.child.kill();
-        }
     }
 }
 
@@ -521,7 +419,7 @@ fn sighup_keeps_the_session_and_continue_shows_it() {
     tui.send(ENTER);
     tui.wait_text("before-hangup");
     rustix::process::kill_process(
-        rustix::process::Pid::from_raw(tui.pid()).unwrap(),
+        rustix::process::Pid::from_raw(tui.pid() as i32).unwrap(),
         rustix::process::Signal::HUP,
     )
     .unwrap();
@@ -670,9 +568,7 @@ fn no_color_draws_without_colours() {
     tui.wait("the answer", |s| {
         s.contains("plain code here") && s.contains("ready")
     });
-    {
-        let parser = tui.parser.lock().unwrap();
-        let screen = parser.screen();
+    tui.with_screen(|screen| {
         for row in 0..24 {
             for col in 0..80 {
                 if let Some(cell) = screen.cell(row, col) {
@@ -681,9 +577,101 @@ fn no_color_draws_without_colours() {
                         vt100::Color::Default,
                         "colour at {row},{col}"
                     );
+                    assert_eq!(
+                        cell.bgcolor(),
+                        vt100::Color::Default,
+                        "colour at {row},{col}"
+                    );
                 }
             }
         }
-    }
+    });
     assert_eq!(tui.quit(), 0);
+}
+
+/// A question the model asks is answered inline: ↓ moves to the second option, Enter
+/// answers; the tool result carries the choice.
+#[test]
+fn a_question_is_answered_from_the_keyboard() {
+    let run = Run::new();
+    let server = server();
+    server.push_all([
+        call(
+            "q1",
+            "ask_user_question",
+            json!({"questions": [{"id": "db", "header": "Storage",
+            "question": "Which database should the cache use?",
+            "options": [{"label": "SQLite", "description": "one file"}, {"label": "Postgres"}]}]}),
+        ),
+        Reply::text("Going with the choice."),
+    ]);
+    let mut tui = Tui::start(&run, &server, &["tui"], (80, 24), &[]);
+    tui.wait_text("Ask dsh");
+    tui.type_text("pick a database");
+    tui.send(ENTER);
+    let screen = tui.wait_text("Which database should the cache use?");
+    assert!(screen.contains("( ) SQLite"), "{screen}");
+    snapshot("07-question", &screen);
+    tui.send("\x1b[B");
+    std::thread::sleep(Duration::from_millis(100));
+    tui.send(ENTER);
+    tui.wait("the answer", |s| {
+        s.contains("Going with the choice") && s.contains("ready")
+    });
+    assert_eq!(tui.quit(), 0);
+    let texts = tool_texts(&run.session());
+    assert!(texts.iter().any(|t| t.contains("Postgres")), "{texts:?}");
+}
+
+/// TERM=dumb cannot draw: the task runs headless with a line saying why.
+#[test]
+fn a_dumb_terminal_runs_the_task_headless() {
+    let run = Run::new();
+    let server = server();
+    server.push(Reply::text("plain answer"));
+    let mut tui = Tui::start(
+        &run,
+        &server,
+        &["tui", "say it plainly"],
+        (80, 24),
+        &[("TERM", "dumb")],
+    );
+    assert_eq!(tui.wait_exit(), 0);
+    let screen = tui.screen();
+    assert!(screen.contains("TERM=dumb"), "{screen}");
+    assert!(screen.contains("plain answer"), "{screen}");
+}
+
+/// A provider error shows in the conversation with the way to retry; /retry sends the
+/// message again and the answer arrives.
+#[test]
+fn a_provider_error_shows_and_retry_sends_again() {
+    let run = Run::new();
+    let server = server();
+    server.push_all([
+        Reply::http_error(400, r#"{"error":{"message":"the model is not in your plan","type":"invalid_request_error"}}"#),
+        Reply::text("second time lucky"),
+    ]);
+    let mut tui = Tui::start(&run, &server, &["tui"], (80, 24), &[]);
+    tui.wait_text("Ask dsh");
+    tui.type_text("do the thing");
+    tui.send(ENTER);
+    let screen = tui.wait("the error", |s| {
+        s.contains("the turn failed") && s.contains("ready")
+    });
+    assert!(screen.contains("not in your plan"), "{screen}");
+    assert!(screen.contains("/retry"), "{screen}");
+    tui.type_text("/retry");
+    tui.send(ENTER);
+    tui.send(ENTER);
+    tui.wait_text("second time lucky");
+    assert_eq!(tui.quit(), 0);
+    let requests = loop_requests(&server);
+    assert_eq!(requests.len(), 2);
+    assert!(
+        requests[1]
+            .messages()
+            .iter()
+            .any(|m| m.to_string().contains("do the thing"))
+    );
 }

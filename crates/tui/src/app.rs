@@ -27,6 +27,9 @@ use dsh_llm::Message;
 use dsh_policies::{ApprovalAnswerer, Approvals, DefaultModel};
 use dsh_session::{CancelCause, Event, SessionAppended, SessionWriteFailed};
 use dsh_tools::{ApprovalOutcome, ApprovalRequest, ToolOutputEvent};
+use dsh_user_questions::{
+    Answer, AnswerItem, AskRequest, Question, QuestionProvider, UserQuestions, question_error,
+};
 use futures::StreamExt;
 use ratatui::Terminal;
 use ratatui::backend::CrosstermBackend;
@@ -52,6 +55,33 @@ pub struct PendingApproval {
     pub detail: String,
     pub reason: String,
     answer: Option<oneshot::Sender<ApprovalOutcome>>,
+}
+
+/// Questions the model asks, answered one after another.
+pub struct PendingQuestions {
+    pub questions: Vec<Question>,
+    /// The question on screen.
+    pub at: usize,
+    /// The highlighted option (the last row is the free answer).
+    pub cursor: usize,
+    /// Options chosen for the question on screen (multi-select).
+    pub chosen: Vec<bool>,
+    /// The free answer typed for the question on screen.
+    pub custom: String,
+    answers: Vec<AnswerItem>,
+    reply: Option<oneshot::Sender<Option<Answer>>>,
+}
+
+impl PendingQuestions {
+    pub fn current(&self) -> Option<&Question> {
+        self.questions.get(self.at)
+    }
+
+    pub fn option_count(&self) -> usize {
+        self.current()
+            .and_then(|q| q.options.as_ref())
+            .map_or(0, Vec::len)
+    }
 }
 
 #[derive(Clone, Debug)]
@@ -106,6 +136,7 @@ enum Incoming {
     Status,
     Failure(String),
     Approval(PendingApproval),
+    Questions(PendingQuestions),
     Files(WorkspaceFiles),
     Reply { text: String, error: bool },
 }
@@ -173,6 +204,51 @@ impl ApprovalAnswerer for KeyboardApprovals {
     }
 }
 
+/// Questions answered from the keyboard.
+struct KeyboardQuestions {
+    tx: mpsc::UnboundedSender<Incoming>,
+}
+
+impl QuestionProvider for KeyboardQuestions {
+    fn ask(&self, request: AskRequest) -> BoxFuture<'static, Result<Answer, dsh_kernel::BoxError>> {
+        let (reply, replied) = oneshot::channel();
+        let chosen = vec![
+            false;
+            request
+                .questions
+                .first()
+                .and_then(|q| q.options.as_ref())
+                .map_or(0, Vec::len)
+        ];
+        let pending = PendingQuestions {
+            questions: request.questions,
+            at: 0,
+            cursor: 0,
+            chosen,
+            custom: String::new(),
+            answers: Vec::new(),
+            reply: Some(reply),
+        };
+        let sent = self.tx.send(Incoming::Questions(pending)).is_ok();
+        Box::pin(async move {
+            if !sent {
+                return Err(question_error("NO_PROVIDER", "the terminal UI is closing"));
+            }
+            match replied.await {
+                Ok(Some(answer)) => Ok(answer),
+                Ok(None) => Err(question_error(
+                    "ASK_CANCELLED",
+                    "the user closed the question to reply in the conversation instead",
+                )),
+                Err(_) => Err(question_error(
+                    "ASK_ABORTED",
+                    "ask_user_question was aborted before the user answered",
+                )),
+            }
+        })
+    }
+}
+
 /// The UI state.
 pub struct App {
     pub theme: Theme,
@@ -180,6 +256,7 @@ pub struct App {
     pub composer: Composer,
     pub menu: Option<Menu>,
     pub approvals: VecDeque<PendingApproval>,
+    pub questions: VecDeque<PendingQuestions>,
     /// 0 = Reject (the safe default), 1 = Allow once.
     pub approval_focus: usize,
     pub overlay: Option<Overlay>,
@@ -345,6 +422,10 @@ const LOCAL_COMMANDS: &[(&str, &str)] = &[
         "queue",
         "Typing during a turn queues the message for the next turn",
     ),
+    (
+        "retry",
+        "Send your last message again (after a failed turn)",
+    ),
     ("quit", "Leave (the session stays stored)"),
 ];
 
@@ -421,6 +502,9 @@ pub async fn run(root: &Context, startup: Startup) -> ExitCode {
     let _answerer = root
         .get::<Approvals>()
         .map(|a| a.register_answerer(root, Arc::new(KeyboardApprovals { tx: tx.clone() })));
+    let _questions = root
+        .get::<UserQuestions>()
+        .map(|q| q.register_provider(root, Arc::new(KeyboardQuestions { tx: tx.clone() })));
     // The workspace's files for `@`, and the code colours, off the input path.
     if let Some(dir) = agent.cwd().or(cwd.clone()) {
         let tx = tx.clone();
@@ -440,6 +524,7 @@ pub async fn run(root: &Context, startup: Startup) -> ExitCode {
         composer: Composer::default(),
         menu: None,
         approvals: VecDeque::new(),
+        questions: VecDeque::new(),
         approval_focus: 0,
         overlay: None,
         running: false,
@@ -542,6 +627,11 @@ pub async fn run(root: &Context, startup: Startup) -> ExitCode {
     if agent.status() == AgentStatus::Running {
         agent.cancel(CancelCause::User, true);
         let _ = tokio::time::timeout(Duration::from_secs(5), agent.when_idle()).await;
+    }
+    for mut q in app.questions.drain(..) {
+        if let Some(tx) = q.reply.take() {
+            let _ = tx.send(None);
+        }
     }
     for mut a in app.approvals.drain(..) {
         if let Some(tx) = a.answer.take() {
@@ -729,6 +819,7 @@ fn on_incoming(app: &mut App, agent: &AgentRef, m: Incoming) {
             }
             app.approvals.push_back(a);
         }
+        Incoming::Questions(q) => app.questions.push_back(q),
         Incoming::Files(f) => app.files = f,
         Incoming::Reply { text, error } => app.transcript.notice(error, text),
     }
@@ -802,6 +893,10 @@ async fn on_key(
     }
     if !app.approvals.is_empty() {
         on_approval_key(app, key);
+        return false;
+    }
+    if !app.questions.is_empty() {
+        on_question_key(app, key);
         return false;
     }
     if app.menu.is_some() && on_menu_key(app, root, key) {
@@ -900,6 +995,90 @@ fn on_approval_key(app: &mut App, key: KeyEvent) {
             "rejected"
         };
         app.say(format!("{word}: {}", a.tool_name), false);
+    }
+}
+
+/// Keys of the question panel: ↑/↓ move, Space chooses (several when allowed), Enter
+/// confirms the question, typing writes a free answer, Esc closes the questions.
+fn on_question_key(app: &mut App, key: KeyEvent) {
+    let Some(q) = app.questions.front_mut() else {
+        return;
+    };
+    let options = q.option_count();
+    let multi = q.current().and_then(|c| c.multi_select).unwrap_or(false);
+    match key.code {
+        KeyCode::Up => q.cursor = q.cursor.saturating_sub(1),
+        KeyCode::Down => q.cursor = (q.cursor + 1).min(options),
+        KeyCode::Char(' ') if q.cursor < options => {
+            if !multi {
+                q.chosen.iter_mut().for_each(|c| *c = false);
+            }
+            if let Some(c) = q.chosen.get_mut(q.cursor) {
+                *c = !*c;
+            }
+        }
+        KeyCode::Esc => {
+            if let Some(mut q) = app.questions.pop_front()
+                && let Some(tx) = q.reply.take()
+            {
+                let _ = tx.send(None);
+            }
+            app.say("question closed; answer in the conversation", false);
+        }
+        KeyCode::Backspace => {
+            q.custom.pop();
+        }
+        KeyCode::Enter => {
+            let Some(current) = q.current().cloned() else {
+                return;
+            };
+            let labels: Vec<String> = current
+                .options
+                .clone()
+                .unwrap_or_default()
+                .into_iter()
+                .map(|o| o.label)
+                .collect();
+            let mut selected: Vec<String> = labels
+                .iter()
+                .zip(&q.chosen)
+                .filter(|(_, c)| **c)
+                .map(|(l, _)| l.clone())
+                .collect();
+            // Enter on an option with nothing chosen picks it.
+            if selected.is_empty() && q.cursor < labels.len() {
+                selected.push(labels[q.cursor].clone());
+            }
+            let custom = (!q.custom.trim().is_empty()).then(|| q.custom.trim().to_string());
+            if selected.is_empty() && custom.is_none() {
+                app.say("choose an option or type an answer", true);
+                return;
+            }
+            q.answers.push(AnswerItem {
+                id: current.id.clone(),
+                selected,
+                custom,
+            });
+            q.at += 1;
+            q.cursor = 0;
+            q.custom.clear();
+            q.chosen = vec![false; q.option_count()];
+            if q.at >= q.questions.len()
+                && let Some(mut done) = app.questions.pop_front()
+            {
+                let answer = Answer {
+                    answers: std::mem::take(&mut done.answers),
+                };
+                if let Some(tx) = done.reply.take() {
+                    let _ = tx.send(Some(answer));
+                }
+            }
+        }
+        KeyCode::Char(c) if !key.modifiers.contains(KeyModifiers::CONTROL) => {
+            q.cursor = options;
+            q.custom.push(c);
+        }
+        _ => {}
     }
 }
 
@@ -1231,6 +1410,27 @@ async fn submit(
             }
             "model" => {
                 model_command(app, root, rest);
+                return;
+            }
+            "retry" => {
+                let last = app
+                    .transcript
+                    .items
+                    .iter()
+                    .rev()
+                    .find_map(|(_, i)| match i {
+                        crate::transcript::Item::User(t) => Some(t.clone()),
+                        _ => None,
+                    });
+                match last {
+                    Some(text) => {
+                        if let Err(e) = send_message(agent, text, false) {
+                            app.say(e, true);
+                        }
+                        refresh(app, root, agent);
+                    }
+                    None => app.say("there is no earlier message to send again", true),
+                }
                 return;
             }
             "help"

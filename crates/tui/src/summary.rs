@@ -19,6 +19,10 @@ pub fn summarize_arguments(name: &str, args: &Value) -> String {
     };
     let text = match name {
         "bash" => pick(&["command"]),
+        "ask_user_question" => args
+            .pointer("/questions/0/question")
+            .and_then(Value::as_str)
+            .map(str::to_owned),
         "todo_write" => args["todos"].as_array().map(|t| {
             let done = t.iter().filter(|i| i["status"] == "completed").count();
             format!("{} items, {done} done", t.len())

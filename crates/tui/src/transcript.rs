@@ -208,9 +208,13 @@ impl Transcript {
                         true,
                         "the model stopped at its output limit; the answer is cut short",
                     ),
-                    Some(TurnEndReason::Error(f)) => {
-                        self.notice(true, format!("the turn failed: {}: {}", f.code, f.message))
-                    }
+                    Some(TurnEndReason::Error(f)) => self.notice(
+                        true,
+                        format!(
+                            "the turn failed: {}: {} (/retry sends your message again)",
+                            f.code, f.message
+                        ),
+                    ),
                     Some(TurnEndReason::Blocked) => {
                         self.notice(true, "the turn was blocked by a policy")
                     }

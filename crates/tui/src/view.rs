@@ -240,7 +240,13 @@ pub fn item_lines(item: &Item, width: usize, theme: Theme, expand: bool) -> Vec<
                 Span::styled(name.clone(), Style::default().add_modifier(Modifier::BOLD)),
             ];
             if !summary.is_empty() {
-                head.push(Span::raw(format!(" {summary}")));
+                // One row: the summary gives way to the outcome.
+                let outcome = end.as_ref().map_or(0, |e| e.outcome.chars().count() + 3);
+                let room = width.saturating_sub(3 + name.chars().count() + outcome);
+                head.push(Span::raw(format!(
+                    " {}",
+                    crate::summary::truncate(summary, room.max(8))
+                )));
             }
             if let Some(e) = end
                 && e.outcome != "ok"
@@ -592,13 +598,103 @@ fn approval_lines(app: &App, width: usize) -> Vec<Line<'static>> {
     out
 }
 
+fn question_lines(app: &App, width: usize) -> Vec<Line<'static>> {
+    let theme = app.theme;
+    let Some(q) = app.questions.front() else {
+        return Vec::new();
+    };
+    let Some(current) = q.current() else {
+        return Vec::new();
+    };
+    let mut head = vec![Span::styled(
+        "question",
+        theme.fg(Color::Cyan).add_modifier(Modifier::BOLD),
+    )];
+    if q.questions.len() > 1 {
+        head.push(Span::styled(
+            format!(" {}/{}", q.at + 1, q.questions.len()),
+            theme.muted(),
+        ));
+    }
+    if let Some(h) = &current.header {
+        head.push(Span::styled(
+            format!(" · {h}"),
+            Style::default().add_modifier(Modifier::BOLD),
+        ));
+    }
+    let mut out = vec![Line::from(head)];
+    out.extend(prefixed(
+        Span::raw("  "),
+        text_lines(
+            &current.question,
+            Style::default().add_modifier(Modifier::BOLD),
+        ),
+        width,
+    ));
+    if let Some(d) = &current.detail {
+        out.extend(prefixed(
+            Span::raw("  "),
+            text_lines(d, theme.muted()),
+            width,
+        ));
+    }
+    let multi = current.multi_select.unwrap_or(false);
+    for (i, o) in current.options.iter().flatten().enumerate() {
+        let chosen = q.chosen.get(i).copied().unwrap_or(false);
+        let mark = match (multi, chosen) {
+            (true, true) => "[x] ",
+            (true, false) => "[ ] ",
+            (false, true) => "(•) ",
+            (false, false) => "( ) ",
+        };
+        let style = if q.cursor == i {
+            Style::default().add_modifier(Modifier::REVERSED)
+        } else {
+            Style::default()
+        };
+        let mut spans = vec![
+            Span::raw(if q.cursor == i { "› " } else { "  " }),
+            Span::styled(format!("{mark}{}", o.label), style),
+        ];
+        if let Some(d) = &o.description {
+            spans.push(Span::styled(format!("  {d}"), theme.muted()));
+        }
+        out.push(Line::from(spans));
+    }
+    let free = q.cursor >= q.option_count();
+    out.push(Line::from(vec![
+        Span::raw(if free { "› " } else { "  " }),
+        Span::styled("other: ", theme.muted()),
+        Span::styled(
+            if q.custom.is_empty() {
+                "type an answer".to_string()
+            } else {
+                q.custom.clone()
+            },
+            if q.custom.is_empty() {
+                theme.muted()
+            } else {
+                Style::default()
+            },
+        ),
+    ]));
+    out.push(Line::from(Span::styled(
+        "  ↑/↓ choose · Space marks · Enter answers · Esc answers in the conversation instead",
+        theme.muted(),
+    )));
+    out
+}
+
 pub fn draw(f: &mut Frame<'_>, app: &mut App) {
     let area = f.area();
     let width = area.width as usize;
     let (rows, cursor) = app.composer.layout(width.saturating_sub(4));
     let composer_height = (rows.len().min(8) + 2) as u16;
     let todos = todo_lines(app);
-    let approval = approval_lines(app, width.saturating_sub(2));
+    let mut approval = approval_lines(app, width.saturating_sub(2));
+    if approval.is_empty() {
+        approval = question_lines(app, width.saturating_sub(2));
+    }
     let approval_height = if approval.is_empty() {
         0
     } else {
@@ -658,7 +754,7 @@ pub fn draw(f: &mut Frame<'_>, app: &mut App) {
     } else {
         " message "
     };
-    let focused = app.approvals.is_empty() && app.overlay.is_none();
+    let focused = app.approvals.is_empty() && app.questions.is_empty() && app.overlay.is_none();
     let block = Block::default()
         .borders(Borders::ALL)
         .title(Span::styled(title, app.theme.muted()))
