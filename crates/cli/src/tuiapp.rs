@@ -4,6 +4,7 @@
 
 use std::path::Path;
 use std::process::ExitCode;
+use std::sync::Arc;
 
 pub fn run(home: &Path, profile: &str, patches: &[String], args: &[String]) -> ExitCode {
     let startup = match dsh_tui::parse_args(args) {
@@ -29,12 +30,32 @@ pub fn run(home: &Path, profile: &str, patches: &[String], args: &[String]) -> E
         headless_args.extend(["--".to_string(), task]);
         return crate::run_profile(home, "headless", patches, &headless_args);
     }
+    let archive: Arc<dyn dsh_tui::Archive> = Arc::new(WebArchive(dsh_web::WorkspaceStore::new(
+        &home.join("storages"),
+    )));
     crate::sdkapp::boot_and_run(
         home,
         profile,
         patches,
         false,
         serde_json::Map::new(),
-        Box::new(move |tree| Box::pin(dsh_tui::run(tree, startup))),
+        Box::new(move |tree| Box::pin(dsh_tui::run(tree, startup, Some(archive)))),
     )
+}
+
+/// The archive `dsh web` keeps (`<storages>/workspace.json`), so a session archived in
+/// one front end is archived in the other.
+struct WebArchive(dsh_web::WorkspaceStore);
+
+impl dsh_tui::Archive for WebArchive {
+    fn archived(&self) -> Result<Vec<String>, String> {
+        self.0.list().map(|(_, a)| a).map_err(|e| e.to_string())
+    }
+
+    fn set_archived(&self, session_id: &str, archived: bool) -> Result<(), String> {
+        self.0
+            .set_archived(session_id, archived)
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    }
 }

@@ -122,6 +122,31 @@ fn regex_lite(s: &str) -> String {
         }
     }
     out.push_str(rest);
+    mask_uuids(&out)
+}
+
+/// Every `8-4-4-4-12` hex id → `<uuid>`.
+fn mask_uuids(s: &str) -> String {
+    let shape = |w: &[u8]| {
+        w.len() == 36
+            && w.iter().enumerate().all(|(i, b)| match i {
+                8 | 13 | 18 | 23 => *b == b'-',
+                _ => b.is_ascii_hexdigit(),
+            })
+    };
+    let bytes = s.as_bytes();
+    let mut out = String::new();
+    let mut i = 0;
+    while i < bytes.len() {
+        if i + 36 <= bytes.len() && shape(&bytes[i..i + 36]) {
+            out.push_str("<uuid>");
+            i += 36;
+        } else {
+            let c = s[i..].chars().next().unwrap();
+            out.push(c);
+            i += c.len_utf8();
+        }
+    }
     out
 }
 
@@ -495,12 +520,23 @@ fn the_slash_and_at_menus_complete() {
     );
 }
 
-/// The session picker lists stored sessions and opens one.
+/// The session picker lists stored sessions with subagent sessions under their parent,
+/// opens one (a child too), archives one (shared with dsh web's archive) and shows the
+/// archived ones on Tab.
 #[test]
-fn the_session_picker_opens_an_earlier_session() {
+fn the_session_picker_opens_children_and_archives() {
     let run = Run::new();
     let server = server();
-    server.push_all([Reply::text("answer one"), Reply::text("answer two")]);
+    server.push_all([
+        Reply::tool_call(
+            "c1",
+            "subagent",
+            r#"{"description":"Look around","prompt":"Say hi from the child.","run_in_background":false}"#,
+        ),
+        Reply::text("CHILD_SAYS_HI"),
+        Reply::text("answer one"),
+        Reply::text("answer two"),
+    ]);
     let mut tui = Tui::start(&run, &server, &["tui"], (80, 24), &[]);
     tui.wait_text("Ask dsh");
     tui.type_text("first topic");
@@ -509,24 +545,51 @@ fn the_session_picker_opens_an_earlier_session() {
         s.contains("answer one") && s.contains("ready")
     });
     assert_eq!(tui.quit(), 0);
-    let first = run.only_session();
     let mut tui = Tui::start(&run, &server, &["tui"], (80, 24), &[]);
     tui.wait_text("Ask dsh");
     tui.send("\x12");
-    let screen = tui.wait_text("sessions");
-    assert!(
-        screen.contains("Greeting the workspace") || screen.contains(&first),
-        "{screen}"
-    );
+    let screen = tui.wait("the picker", |s| s.contains("sessions") && s.contains("↳"));
     snapshot("06-session-picker", &screen);
-    tui.type_text("first");
+    // The child is the second row: open it.
+    tui.send("\x1b[B");
+    std::thread::sleep(Duration::from_millis(100));
     tui.send(ENTER);
-    let screen = tui.wait_text("answer one");
-    assert!(screen.contains(&first), "{screen}");
+    let screen = tui.wait_text("CHILD_SAYS_HI");
+    assert!(screen.contains("Say hi from the child."), "{screen}");
+    // Back to the parent by search, and on with it.
+    tui.send("\x12");
+    tui.wait_text("search:");
+    tui.type_text("first topic");
+    tui.send(ENTER);
+    tui.wait_text("answer one");
     tui.type_text("more");
     tui.send(ENTER);
     tui.wait_text("answer two");
+    let parent = tui.screen();
+    // Archive the child: it leaves the list and shows under Tab.
+    tui.send("\x12");
+    tui.wait_text("↳");
+    tui.send("\x1b[B");
+    std::thread::sleep(Duration::from_millis(100));
+    tui.send("\x01");
+    tui.wait("the child archived", |s| {
+        s.lines().last().is_some_and(|l| l.starts_with("archived ")) && !s.contains("↳")
+    });
+    tui.send(TAB);
+    tui.wait("the archived list", |s| {
+        s.contains("archived · search:") && s.contains("↳")
+    });
+    tui.send(ESC);
     assert_eq!(tui.quit(), 0);
+    let registry = std::fs::read_to_string(run.dsh_home().join("storages/workspace.json")).unwrap();
+    let archived: serde_json::Value = serde_json::from_str(&registry).unwrap();
+    assert_eq!(
+        archived["global"]["archivedSessionIds"]
+            .as_array()
+            .map(Vec::len),
+        Some(1)
+    );
+    assert!(parent.contains("answer one"));
 }
 
 /// Without a terminal the task runs headless, with a line saying why; with no task the

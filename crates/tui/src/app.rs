@@ -104,7 +104,9 @@ pub struct SessionRow {
     pub id: String,
     pub title: String,
     pub when: String,
-    pub parent: Option<String>,
+    /// 0 for a top-level session; children (subagents, forks) sit under their parent.
+    pub depth: usize,
+    pub archived: bool,
     search: String,
 }
 
@@ -112,6 +114,8 @@ pub struct Picker {
     pub query: String,
     pub all: Vec<SessionRow>,
     pub selected: usize,
+    /// The archived sessions instead of the others.
+    pub show_archived: bool,
 }
 
 impl Picker {
@@ -119,6 +123,7 @@ impl Picker {
         let q = self.query.to_lowercase();
         self.all
             .iter()
+            .filter(|s| s.archived == self.show_archived)
             .filter(|s| q.is_empty() || s.search.contains(&q))
             .collect()
     }
@@ -280,6 +285,7 @@ pub struct App {
     pub context_window: Option<u64>,
     /// The model chosen with `/model` for the session on screen (the request hook reads it).
     choice: Arc<Mutex<Option<(String, String)>>>,
+    archive: Option<Arc<dyn crate::Archive>>,
 }
 
 impl App {
@@ -355,42 +361,58 @@ fn last_session(root: &Context, cwd: &std::path::Path) -> Option<String> {
     list.last().map(|(h, _)| h.id.clone())
 }
 
-fn session_rows(root: &Context) -> Vec<SessionRow> {
+/// Stored sessions, newest first, each followed by its children (subagents, forks).
+fn session_rows(root: &Context, archived: &[String]) -> Vec<SessionRow> {
     let Some(files) = root.get::<dsh_persistence::SessionFiles>() else {
         return Vec::new();
     };
-    let mut rows: Vec<(i64, SessionRow)> = files
+    let mut summaries: Vec<dsh_persistence::SessionSummary> = files
         .log_paths()
         .into_iter()
         .filter_map(|p| files.summarize_file(&p).ok())
         .filter(|s| !s.blank)
-        .map(|s| {
-            let title = if s.title.is_empty() {
-                s.text
-                    .lines()
-                    .next()
-                    .unwrap_or("(untitled)")
-                    .chars()
-                    .take(60)
-                    .collect()
-            } else {
-                s.title.clone()
-            };
-            let search = format!("{} {} {}", s.header.id, title, s.text).to_lowercase();
-            (
-                s.updated_at,
-                SessionRow {
-                    id: s.header.id.clone(),
-                    title,
-                    when: ago(s.updated_at),
-                    parent: s.header.parent_session.clone(),
-                    search,
-                },
-            )
-        })
         .collect();
-    rows.sort_by_key(|(t, _)| std::cmp::Reverse(*t));
-    rows.into_iter().map(|(_, r)| r).collect()
+    summaries.sort_by_key(|s| std::cmp::Reverse(s.updated_at));
+    let ids: std::collections::HashSet<String> =
+        summaries.iter().map(|s| s.header.id.clone()).collect();
+    let mut children: std::collections::HashMap<String, Vec<usize>> = Default::default();
+    let mut roots = Vec::new();
+    for (i, s) in summaries.iter().enumerate() {
+        match &s.header.parent_session {
+            Some(p) if ids.contains(p) => children.entry(p.clone()).or_default().push(i),
+            _ => roots.push(i),
+        }
+    }
+    let mut out = Vec::new();
+    let mut stack: Vec<(usize, usize)> = roots.into_iter().rev().map(|i| (i, 0)).collect();
+    while let Some((i, depth)) = stack.pop() {
+        let s = &summaries[i];
+        let title = if s.title.is_empty() {
+            s.text
+                .lines()
+                .next()
+                .unwrap_or("(untitled)")
+                .chars()
+                .take(60)
+                .collect()
+        } else {
+            s.title.clone()
+        };
+        out.push(SessionRow {
+            id: s.header.id.clone(),
+            search: format!("{} {} {}", s.header.id, title, s.text).to_lowercase(),
+            title,
+            when: ago(s.updated_at),
+            depth,
+            archived: archived.contains(&s.header.id),
+        });
+        if depth < 8
+            && let Some(kids) = children.get(&s.header.id)
+        {
+            stack.extend(kids.iter().rev().map(|k| (*k, depth + 1)));
+        }
+    }
+    out
 }
 
 fn ago(ms: i64) -> String {
@@ -446,7 +468,11 @@ Approvals: ←/→ choose, Enter confirms, y allows once, n or Esc rejects.
 The focus starts on Reject.";
 
 /// Runs the terminal UI on a loaded tree until the user leaves or a signal ends it.
-pub async fn run(root: &Context, startup: Startup) -> ExitCode {
+pub async fn run(
+    root: &Context,
+    startup: Startup,
+    archive: Option<Arc<dyn crate::Archive>>,
+) -> ExitCode {
     let started = Instant::now();
     let cwd = std::env::current_dir().ok();
     let resume = match (&startup.resume, startup.continue_last, &cwd) {
@@ -543,6 +569,7 @@ pub async fn run(root: &Context, startup: Startup) -> ExitCode {
         default_model,
         context_window: None,
         choice: choice.clone(),
+        archive,
     };
     let mut agent = agent;
     load_transcript(&mut app, root, &agent);
@@ -1216,10 +1243,16 @@ fn update_menu(app: &mut App, root: &Context) {
 
 fn open_picker(app: &mut App, root: &Context) {
     app.menu = None;
+    let archived = app
+        .archive
+        .as_ref()
+        .and_then(|a| a.archived().ok())
+        .unwrap_or_default();
     app.overlay = Some(Overlay::Sessions(Picker {
         query: String::new(),
-        all: session_rows(root),
+        all: session_rows(root, &archived),
         selected: 0,
+        show_archived: false,
     }));
 }
 
@@ -1262,6 +1295,35 @@ async fn on_overlay_key(
                     app.say(format!("forked {id} into {child}"), false);
                 }
                 Err(e) => app.say(e, true),
+            }
+        }
+        KeyCode::Tab => {
+            picker.show_archived = !picker.show_archived;
+            picker.selected = 0;
+        }
+        KeyCode::Char('a') if key.modifiers.contains(KeyModifiers::CONTROL) => {
+            let Some(id) = picker.filtered().get(picker.selected).map(|s| s.id.clone()) else {
+                return;
+            };
+            let Some(archive) = app.archive.clone() else {
+                app.say("archiving needs the session archive of dsh web", true);
+                return;
+            };
+            let to = !picker.show_archived;
+            match archive.set_archived(&id, to) {
+                Ok(()) => {
+                    for s in picker.all.iter_mut().filter(|s| s.id == id) {
+                        s.archived = to;
+                    }
+                    picker.selected = picker
+                        .selected
+                        .min(picker.filtered().len().saturating_sub(1));
+                    app.say(
+                        format!("{} {id}", if to { "archived" } else { "restored" }),
+                        false,
+                    );
+                }
+                Err(e) => app.say(format!("cannot archive {id}: {e}"), true),
             }
         }
         KeyCode::Char('d') if key.modifiers.contains(KeyModifiers::CONTROL) => {

@@ -2,7 +2,7 @@
 //! (streamed text, collapsible reasoning, tool cards with live output and coloured diffs,
 //! the plan, usage and the context meter), a multi-line composer with history and the `/`
 //! and `@` menus, approvals answered from the keyboard, cancel and steering, and a session
-//! picker (resume, fork, delete). The row `@deepseek-ai/dsh-tui` mounts it.
+//! picker (resume, fork, archive, delete; subagent sessions under their parent). The row `@deepseek-ai/dsh-tui` mounts it.
 //!
 //! Invariants: the screen is derived from durable events only (a resumed session shows
 //! exactly what was recorded); the terminal is restored however the app ends; quitting,
@@ -129,12 +129,24 @@ pub fn unusable_terminal() -> Option<&'static str> {
     }
 }
 
+/// Where archived sessions are recorded (shared with `dsh web`'s session list).
+pub trait Archive: Send + Sync + 'static {
+    /// The archived session ids.
+    fn archived(&self) -> Result<Vec<String>, String>;
+    /// Archives (`true`) or restores a session.
+    fn set_archived(&self, session_id: &str, archived: bool) -> Result<(), String>;
+}
+
 /// Runs the UI on a loaded tree.
-pub async fn run(root: &Context, mut startup: Startup) -> ExitCode {
+pub async fn run(
+    root: &Context,
+    mut startup: Startup,
+    archive: Option<Arc<dyn Archive>>,
+) -> ExitCode {
     if let Some(c) = root.get::<TuiConfig>() {
         startup.steer |= c.steer;
     }
-    app::run(root, startup).await
+    app::run(root, startup, archive).await
 }
 
 /// The row's config.

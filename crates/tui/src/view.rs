@@ -837,7 +837,14 @@ fn draw_overlay(f: &mut Frame<'_>, app: &App, overlay: &Overlay, area: Rect) {
     match overlay {
         Overlay::Sessions(p) => {
             let mut lines = vec![Line::from(vec![
-                Span::styled("search: ", theme.muted()),
+                Span::styled(
+                    if p.show_archived {
+                        "archived · search: "
+                    } else {
+                        "search: "
+                    },
+                    theme.muted(),
+                ),
                 Span::raw(p.query.clone()),
                 Span::styled("▏", theme.fg(Color::Cyan)),
             ])];
@@ -850,7 +857,11 @@ fn draw_overlay(f: &mut Frame<'_>, app: &App, overlay: &Overlay, area: Rect) {
                 } else {
                     Style::default()
                 };
-                let indent = if s.parent.is_some() { "↳ " } else { "" };
+                let indent = if s.depth > 0 {
+                    format!("{}↳ ", "  ".repeat(s.depth - 1))
+                } else {
+                    String::new()
+                };
                 let inner = w.saturating_sub(2) as usize;
                 // The id whole when it fits beside a readable title, else its start.
                 let id = if inner >= s.id.chars().count() + s.when.chars().count() + 30 {
@@ -876,7 +887,11 @@ fn draw_overlay(f: &mut Frame<'_>, app: &App, overlay: &Overlay, area: Rect) {
                 )));
             }
             lines.push(Line::from(Span::styled(
-                "Enter opens · Ctrl-F forks · Ctrl-D deletes · Esc closes",
+                if p.show_archived {
+                    "Enter open · ^A restore · ^D delete · Tab the others · Esc close"
+                } else {
+                    "Enter open · ^F fork · ^A archive · ^D delete · Tab archived · Esc close"
+                },
                 theme.muted(),
             )));
             let block = Block::default()

@@ -52,6 +52,7 @@ pub use open_browser::{is_local_launch, open as open_browser};
 pub use plugins::{ConnectionConfig, StorageRoot, WebAppConfig, WebServerConfig, register_catalog};
 pub use routes::{AUTH_REQUIRED, TOKEN_SPENT};
 pub use stream::elide_committed_chunks;
+pub use workspaces::WorkspaceStore;
 
 /// Why the web app could not start.
 #[derive(Debug, thiserror::Error)]
