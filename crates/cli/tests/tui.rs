@@ -5,6 +5,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
+#[path = "common/png.rs"]
+mod png;
 
 use std::time::Duration;
 
@@ -737,4 +739,35 @@ fn a_provider_error_shows_and_retry_sends_again() {
             .iter()
             .any(|m| m.to_string().contains("do the thing"))
     );
+}
+
+/// An `@image.png` mention sends the image with the message when the model takes images;
+/// the conversation shows it attached.
+#[test]
+fn an_image_mention_is_sent_as_an_image() {
+    let run = Run::new();
+    std::fs::write(run.work.path().join("shot.png"), png::png(4, 3)).unwrap();
+    let server = server();
+    server.push(Reply::text("a tiny picture"));
+    let mut tui = Tui::start(&run, &server, &["tui"], (80, 24), &[]);
+    tui.wait_text("Ask dsh");
+    tui.type_text("what is in @shot.png");
+    tui.send(ESC);
+    tui.send(ENTER);
+    let screen = tui.wait("the answer", |s| {
+        s.contains("a tiny picture") && s.contains("ready")
+    });
+    assert!(
+        screen.contains("› what is in @shot.png [1 image]"),
+        "{screen}"
+    );
+    assert_eq!(tui.quit(), 0);
+    let requests = loop_requests(&server);
+    let sent = requests[0]
+        .messages()
+        .iter()
+        .map(|m| m.to_string())
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(sent.contains("data:image/png;base64,"), "{sent}");
 }

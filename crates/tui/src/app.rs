@@ -1539,7 +1539,37 @@ async fn submit(
         }
     }
     let running = agent.status() == AgentStatus::Running;
-    match send_message(agent, text, running && app.steer) {
+    let base = agent
+        .cwd()
+        .or_else(|| std::env::current_dir().ok())
+        .unwrap_or_default();
+    let images = image_mentions(&text, &base);
+    let mut message = Message::user_text(text.clone());
+    if !images.is_empty() {
+        let chosen = app.choice.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let (provider, model) = chosen.unwrap_or_else(|| {
+            let o = agent.options();
+            agent.current_route((
+                o.provider.as_deref().unwrap_or_default(),
+                o.model.as_deref().unwrap_or_default(),
+            ))
+        });
+        let root2 = root.clone();
+        let stored =
+            tokio::task::spawn_blocking(move || attach_images(&root2, &provider, &model, &images))
+                .await
+                .unwrap_or_else(|_| Err("the images could not be read".into()));
+        match stored {
+            Ok(blocks) => message.content.extend(blocks),
+            Err(e) => {
+                // Nothing is sent: the text comes back to the composer to edit.
+                app.composer.set(text);
+                app.say(e, true);
+                return;
+            }
+        }
+    }
+    match send(agent, message, running && app.steer) {
         Ok(()) => {
             if running && !app.steer {
                 app.say("queued for the next turn", false);
@@ -1550,8 +1580,61 @@ async fn submit(
     refresh(app, root, agent);
 }
 
+/// Most bytes read from one mentioned image.
+const MAX_IMAGE_FILE: u64 = 32 << 20;
+
+/// `@path` mentions of image files that exist under `base`.
+fn image_mentions(text: &str, base: &std::path::Path) -> Vec<PathBuf> {
+    text.split_whitespace()
+        .filter_map(|w| w.strip_prefix('@'))
+        .filter(|p| dsh_attachments::media_type_for_path(p).is_some())
+        .map(|p| base.join(p))
+        .filter(|p| p.is_file())
+        .collect()
+}
+
+/// Stores the mentioned images for the route (refused when the model takes no images);
+/// the content blocks that reference them.
+fn attach_images(
+    root: &Context,
+    provider: &str,
+    model: &str,
+    paths: &[PathBuf],
+) -> Result<Vec<dsh_llm::ContentBlock>, String> {
+    let mut images = Vec::new();
+    for path in paths {
+        let shown = path.display();
+        let size = std::fs::metadata(path)
+            .map_err(|e| format!("cannot read {shown}: {e}"))?
+            .len();
+        if size > MAX_IMAGE_FILE {
+            return Err(format!(
+                "{shown} is larger than {} MiB",
+                MAX_IMAGE_FILE >> 20
+            ));
+        }
+        let data = std::fs::read(path).map_err(|e| format!("cannot read {shown}: {e}"))?;
+        let media_type = dsh_attachments::sniff(&data)
+            .ok_or_else(|| format!("{shown} is not a PNG, JPEG, WebP or GIF image"))?;
+        images.push(dsh_attachments::SaveImage {
+            data,
+            media_type: media_type.to_string(),
+            name: path.file_name().map(|n| n.to_string_lossy().into_owned()),
+        });
+    }
+    let refs = dsh_attachments::admit_prompt_images(root, provider, model, &images)
+        .map_err(|e| format!("the image was not sent: {}", e.message()))?;
+    Ok(refs
+        .into_iter()
+        .map(|r| dsh_llm::ContentBlock::image(r.to_store_value()))
+        .collect())
+}
+
 fn send_message(agent: &AgentRef, text: String, steer: bool) -> Result<(), String> {
-    let message = Message::user_text(text);
+    send(agent, Message::user_text(text), steer)
+}
+
+fn send(agent: &AgentRef, message: Message, steer: bool) -> Result<(), String> {
     let sent = if steer {
         agent.steer(message)
     } else {

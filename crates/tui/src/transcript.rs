@@ -155,7 +155,19 @@ impl Transcript {
                 let message = data;
                 let kind = message.pointer("/source/kind").and_then(Value::as_str);
                 if matches!(kind, None | Some("user")) {
-                    let text = message_text(message);
+                    let mut text = message_text(message);
+                    let images = message["content"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .filter(|b| b["type"] == "image")
+                        .count();
+                    if images > 0 {
+                        text.push_str(&format!(
+                            " [{images} image{}]",
+                            if images == 1 { "" } else { "s" }
+                        ));
+                    }
                     if !text.trim().is_empty() {
                         self.push(Item::User(text));
                     }
