@@ -771,3 +771,72 @@ fn an_image_mention_is_sent_as_an_image() {
         .join("\n");
     assert!(sent.contains("data:image/png;base64,"), "{sent}");
 }
+
+/// Inside tmux (a private server): the UI draws in the pane, answers, and follows a
+/// resize of the window.
+#[test]
+fn inside_tmux_it_draws_answers_and_follows_a_resize() {
+    use dsh_test_support::prereq;
+    if !prereq::runs("tmux", &["-V"]) {
+        prereq::skip("tmux is not installed (Debian package tmux)");
+        return;
+    }
+    let run = Run::new();
+    let server = server();
+    server.push(Reply::text("hello from inside tmux"));
+    let socket = format!("dsh-tui-test-{}", std::process::id());
+    let tmux = |args: &[&str]| {
+        std::process::Command::new("tmux")
+            .args(["-L", &socket, "-f", "/dev/null"])
+            .args(args)
+            .env("TMUX", "")
+            .output()
+            .unwrap()
+    };
+    struct Kill<'a>(&'a dyn Fn(&[&str]) -> std::process::Output);
+    impl Drop for Kill<'_> {
+        fn drop(&mut self) {
+            (self.0)(&["kill-server"]);
+        }
+    }
+    let _kill = Kill(&tmux);
+    let cmd = format!(
+        "cd {} && env -i PATH=\"$PATH\" HOME={} DSH_HOME={} DEEPSEEK_API_KEY=sk-test DEEPSEEK_BASE_URL={} TERM=screen-256color {} tui",
+        run.work.path().display(),
+        run.home.path().display(),
+        run.dsh_home().display(),
+        server.url(),
+        env!("CARGO_BIN_EXE_dsh"),
+    );
+    let started = tmux(&["new-session", "-d", "-s", "t", "-x", "80", "-y", "24", &cmd]);
+    assert!(started.status.success(), "{}", String::from_utf8_lossy(&started.stderr));
+    let pane = || String::from_utf8_lossy(&tmux(&["capture-pane", "-p", "-t", "t"]).stdout).to_string();
+    let wait = |what: &str, ok: &dyn Fn(&str) -> bool| {
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            let s = pane();
+            if ok(&s) {
+                return s;
+            }
+            assert!(std::time::Instant::now() < deadline, "timed out waiting for {what}:\n{s}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    wait("the first frame", &|s| s.contains("Ask dsh"));
+    tmux(&["send-keys", "-t", "t", "-l", "hello tmux"]);
+    tmux(&["send-keys", "-t", "t", "Enter"]);
+    wait("the answer", &|s| s.contains("hello from inside tmux") && s.contains("ready"));
+    tmux(&["resize-window", "-t", "t", "-x", "60", "-y", "20"]);
+    let screen = wait("the narrower frame", &|s| {
+        s.lines().any(|l| l.starts_with('└') && l.chars().count() == 60)
+    });
+    assert!(screen.contains("› hello tmux"), "{screen}");
+    tmux(&["send-keys", "-t", "t", "C-c"]);
+    tmux(&["send-keys", "-t", "t", "C-c"]);
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while tmux(&["has-session", "-t", "t"]).status.success() {
+        assert!(std::time::Instant::now() < deadline, "dsh tui did not leave: {}", pane());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    run.only_session();
+}
