@@ -172,6 +172,16 @@ fn snapshot(name: &str, screen: &str) {
     assert_eq!(got, want, "screen {name} differs from its snapshot");
 }
 
+/// The screen once the header shows the session's title (it comes from a side request
+/// that may finish after the step the test waits for).
+fn titled(tui: &Tui, _seen: String) -> String {
+    tui.wait("the title", |s| {
+        s.lines()
+            .next()
+            .is_some_and(|l| l.contains("Greeting the workspace"))
+    })
+}
+
 fn server() -> MockServer {
     MockServer::start().answer_untooled("Greeting the workspace")
 }
@@ -213,6 +223,7 @@ fn a_task_with_bash_shows_the_call_and_the_answer_at_80x24() {
         screen.contains("▸ thought for 2 lines"),
         "reasoning is collapsed: {screen}"
     );
+    let screen = titled(&tui, screen);
     snapshot("02-bash-and-answer", &screen);
     // Ctrl-O shows the reasoning; PgUp scrolls back to the prompt, PgDn returns.
     tui.send("\x0f");
@@ -262,6 +273,7 @@ fn an_edit_shows_its_diff_with_line_numbers() {
     );
     assert!(screen.contains("    9 - line 9"), "{screen}");
     assert!(screen.contains("    9 + line nine"), "{screen}");
+    let screen = titled(&tui, screen);
     snapshot("03-edit-diff", &screen);
     assert_eq!(tui.quit(), 0);
     assert!(
@@ -303,6 +315,7 @@ fn approvals_are_answered_from_the_keyboard_with_reject_focused_first() {
         "{screen}"
     );
     assert!(screen.contains("needs the network"), "{screen}");
+    let screen = titled(&tui, screen);
     snapshot("04-approval", &screen);
     tui.send(ENTER);
     tui.wait("the second ask", |s| {
@@ -551,6 +564,7 @@ fn the_session_picker_opens_children_and_archives() {
     tui.wait_text("Ask dsh");
     tui.send("\x12");
     let screen = tui.wait("the picker", |s| s.contains("sessions") && s.contains("↳"));
+    let screen = tui.wait("the stored title", |s| s.contains("Greeting the workspace"));
     snapshot("06-session-picker", &screen);
     // The child is the second row: open it.
     tui.send("\x1b[B");
@@ -674,8 +688,12 @@ fn a_question_is_answered_from_the_keyboard() {
     tui.wait_text("Ask dsh");
     tui.type_text("pick a database");
     tui.send(ENTER);
-    let screen = tui.wait_text("Which database should the cache use?");
-    assert!(screen.contains("( ) SQLite"), "{screen}");
+    let screen = tui.wait_text("( ) SQLite");
+    assert!(
+        screen.contains("Which database should the cache use?"),
+        "{screen}"
+    );
+    let screen = titled(&tui, screen);
     snapshot("07-question", &screen);
     tui.send("\x1b[B");
     std::thread::sleep(Duration::from_millis(100));
@@ -752,7 +770,10 @@ fn an_image_mention_is_sent_as_an_image() {
     let mut tui = Tui::start(&run, &server, &["tui"], (80, 24), &[]);
     tui.wait_text("Ask dsh");
     tui.type_text("what is in @shot.png");
+    tui.wait_text(" files ");
+    // Esc closes the menu; a key right after it would read as Alt+key.
     tui.send(ESC);
+    std::thread::sleep(Duration::from_millis(150));
     tui.send(ENTER);
     let screen = tui.wait("the answer", |s| {
         s.contains("a tiny picture") && s.contains("ready")
@@ -809,8 +830,13 @@ fn inside_tmux_it_draws_answers_and_follows_a_resize() {
         env!("CARGO_BIN_EXE_dsh"),
     );
     let started = tmux(&["new-session", "-d", "-s", "t", "-x", "80", "-y", "24", &cmd]);
-    assert!(started.status.success(), "{}", String::from_utf8_lossy(&started.stderr));
-    let pane = || String::from_utf8_lossy(&tmux(&["capture-pane", "-p", "-t", "t"]).stdout).to_string();
+    assert!(
+        started.status.success(),
+        "{}",
+        String::from_utf8_lossy(&started.stderr)
+    );
+    let pane =
+        || String::from_utf8_lossy(&tmux(&["capture-pane", "-p", "-t", "t"]).stdout).to_string();
     let wait = |what: &str, ok: &dyn Fn(&str) -> bool| {
         let deadline = std::time::Instant::now() + Duration::from_secs(30);
         loop {
@@ -818,25 +844,78 @@ fn inside_tmux_it_draws_answers_and_follows_a_resize() {
             if ok(&s) {
                 return s;
             }
-            assert!(std::time::Instant::now() < deadline, "timed out waiting for {what}:\n{s}");
+            assert!(
+                std::time::Instant::now() < deadline,
+                "timed out waiting for {what}:\n{s}"
+            );
             std::thread::sleep(Duration::from_millis(50));
         }
     };
     wait("the first frame", &|s| s.contains("Ask dsh"));
     tmux(&["send-keys", "-t", "t", "-l", "hello tmux"]);
     tmux(&["send-keys", "-t", "t", "Enter"]);
-    wait("the answer", &|s| s.contains("hello from inside tmux") && s.contains("ready"));
+    wait("the answer", &|s| {
+        s.contains("hello from inside tmux") && s.contains("ready")
+    });
     tmux(&["resize-window", "-t", "t", "-x", "60", "-y", "20"]);
     let screen = wait("the narrower frame", &|s| {
-        s.lines().any(|l| l.starts_with('└') && l.chars().count() == 60)
+        s.lines()
+            .any(|l| l.starts_with('└') && l.chars().count() == 60)
     });
     assert!(screen.contains("› hello tmux"), "{screen}");
     tmux(&["send-keys", "-t", "t", "C-c"]);
     tmux(&["send-keys", "-t", "t", "C-c"]);
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
     while tmux(&["has-session", "-t", "t"]).status.success() {
-        assert!(std::time::Instant::now() < deadline, "dsh tui did not leave: {}", pane());
+        assert!(
+            std::time::Instant::now() < deadline,
+            "dsh tui did not leave: {}",
+            pane()
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
     run.only_session();
+}
+
+/// A crash (SIGKILL mid tool call) loses nothing recorded: the session opens again with
+/// the whole conversation, the interrupted call closed, and goes on.
+#[test]
+fn a_killed_ui_loses_nothing_recorded() {
+    let run = Run::new();
+    let server = server();
+    server.push_all([
+        call(
+            "c1",
+            "bash",
+            json!({"command": "echo before-the-crash; sleep 30", "description": "run it"}),
+        ),
+        Reply::text("after the crash"),
+    ]);
+    let mut tui = Tui::start(&run, &server, &["tui"], (80, 24), &[]);
+    tui.wait_text("Ask dsh");
+    tui.type_text("start a long job");
+    tui.send(ENTER);
+    tui.wait_text("before-the-crash");
+    rustix::process::kill_process(
+        rustix::process::Pid::from_raw(tui.pid() as i32).unwrap(),
+        rustix::process::Signal::KILL,
+    )
+    .unwrap();
+    tui.wait_exit();
+    let id = run.files().list().unwrap()[0].0.id.clone();
+    let mut again = Tui::start(&run, &server, &["tui", "--session-id", &id], (80, 24), &[]);
+    let screen = again.wait("the recorded conversation", |s| {
+        s.contains("› start a long job") && s.contains("bash echo before-the-crash")
+    });
+    assert!(screen.contains(&id), "{screen}");
+    again.type_text("go on");
+    again.send(ENTER);
+    again.wait_text("after the crash");
+    assert_eq!(again.quit(), 0);
+    let events = run.events(&id);
+    assert_eq!(
+        events.iter().filter(|e| e.is("turn/start")).count(),
+        events.iter().filter(|e| e.is("turn/end")).count(),
+        "every turn is closed"
+    );
 }
