@@ -497,6 +497,13 @@ fn the_slash_and_at_menus_complete() {
     std::fs::create_dir_all(run.work.path().join("src")).unwrap();
     std::fs::write(run.work.path().join("src/parser.rs"), "").unwrap();
     std::fs::write(run.work.path().join("README.md"), "").unwrap();
+    let skill = run.work.path().join(".dsh/skills/release-notes/SKILL.md");
+    std::fs::create_dir_all(skill.parent().unwrap()).unwrap();
+    std::fs::write(
+        &skill,
+        "---\nname: release-notes\ndescription: Write release notes from the changelog.\n---\nRead CHANGELOG.md.\n",
+    )
+    .unwrap();
     let server = server();
     server.push(Reply::text("seen"));
     let mut tui = Tui::start(&run, &server, &["tui"], (80, 24), &[]);
@@ -513,6 +520,10 @@ fn the_slash_and_at_menus_complete() {
     tui.wait_text("/memory");
     tui.type_text("se");
     tui.wait_text("/sessions");
+    // The workspace's skills are in the menu too.
+    tui.send(CTRL_U);
+    tui.type_text("/rel");
+    tui.wait_text("skill: Write release notes from the changelog.");
     tui.send(CTRL_U);
     tui.type_text("look at @srcpars");
     tui.wait_text("@src/parser.rs");
@@ -563,7 +574,7 @@ fn the_session_picker_opens_children_and_archives() {
     let mut tui = Tui::start(&run, &server, &["tui"], (80, 24), &[]);
     tui.wait_text("Ask dsh");
     tui.send("\x12");
-    let screen = tui.wait("the picker", |s| s.contains("sessions") && s.contains("↳"));
+    tui.wait("the picker", |s| s.contains("sessions") && s.contains("↳"));
     let screen = tui.wait("the stored title", |s| s.contains("Greeting the workspace"));
     snapshot("06-session-picker", &screen);
     // The child is the second row: open it.

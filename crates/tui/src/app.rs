@@ -873,7 +873,7 @@ async fn on_terminal_event(
                 p.query.push_str(text.lines().next().unwrap_or(""));
             } else {
                 app.composer.insert(&text);
-                update_menu(app, root);
+                update_menu(app, root, agent);
             }
             false
         }
@@ -926,7 +926,7 @@ async fn on_key(
         on_question_key(app, key);
         return false;
     }
-    if app.menu.is_some() && on_menu_key(app, root, key) {
+    if app.menu.is_some() && on_menu_key(app, root, agent, key) {
         return false;
     }
     let alt = key.modifiers.contains(KeyModifiers::ALT);
@@ -990,7 +990,7 @@ async fn on_key(
         KeyCode::PageDown => app.scroll = app.scroll.saturating_sub(10),
         _ => {}
     }
-    update_menu(app, root);
+    update_menu(app, root, agent);
     false
 }
 
@@ -1110,7 +1110,7 @@ fn on_question_key(app: &mut App, key: KeyEvent) {
 }
 
 /// Menu keys; true when the key was the menu's.
-fn on_menu_key(app: &mut App, root: &Context, key: KeyEvent) -> bool {
+fn on_menu_key(app: &mut App, root: &Context, agent: &AgentRef, key: KeyEvent) -> bool {
     let Some(menu) = &mut app.menu else {
         return false;
     };
@@ -1148,7 +1148,7 @@ fn on_menu_key(app: &mut App, root: &Context, key: KeyEvent) -> bool {
             }
             app.composer.complete(start, &item.insert);
             app.menu = None;
-            update_menu(app, root);
+            update_menu(app, root, agent);
             if app
                 .menu
                 .as_ref()
@@ -1160,6 +1160,24 @@ fn on_menu_key(app: &mut App, root: &Context, key: KeyEvent) -> bool {
         }
         _ => false,
     }
+}
+
+/// The user-invocable skills the session on screen sees, as `/name` entries.
+fn skill_items(agent: &AgentRef) -> Vec<MenuItem> {
+    let Some(skills) = agent.ctx().get::<dsh_skills::SkillRegistry>() else {
+        return Vec::new();
+    };
+    let lookup = dsh_skills::Lookup { cwd: agent.cwd() };
+    skills
+        .list(agent.ctx(), &lookup)
+        .into_iter()
+        .filter(|s| s.invocation.user_invocable)
+        .map(|s| MenuItem {
+            label: format!("/{}", s.name),
+            insert: format!("/{} ", s.name),
+            detail: format!("skill: {}", s.description),
+        })
+        .collect()
 }
 
 fn command_items(root: &Context) -> Vec<MenuItem> {
@@ -1201,11 +1219,18 @@ fn command_items(root: &Context) -> Vec<MenuItem> {
     items
 }
 
-fn update_menu(app: &mut App, root: &Context) {
+fn update_menu(app: &mut App, root: &Context, agent: &AgentRef) {
     let selected = app.menu.as_ref().map_or(0, |m| m.selected);
     app.menu = match app.composer.token() {
         Some(Token::Slash { start, word }) if !app.composer.text().contains(' ') => {
-            let items: Vec<MenuItem> = command_items(root)
+            let mut all = command_items(root);
+            for skill in skill_items(agent) {
+                if !all.iter().any(|i| i.insert == skill.insert) {
+                    all.push(skill);
+                }
+            }
+            all.sort_by(|a, b| a.label.cmp(&b.label));
+            let items: Vec<MenuItem> = all
                 .into_iter()
                 .filter(|i| i.insert[1..].starts_with(&word))
                 .collect();
