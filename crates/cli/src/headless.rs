@@ -3,11 +3,10 @@
 use std::process::ExitCode;
 use std::sync::Arc;
 
-use dsh_agent::{AgentOptions, Agents, CreateAgent};
+use dsh_agent::Agents;
 use dsh_kernel::{BoxError, Context, ListenOptions, Plugin, PluginConfig};
 use dsh_llm::LlmCallConfig;
 use dsh_llm::Message;
-use dsh_policies::DefaultModel;
 use dsh_session::{CancelCause, SessionAppended, TurnEndReason, types};
 use serde::Deserialize;
 
@@ -295,19 +294,7 @@ pub async fn run(
         Ok(a) => a,
         Err(e) => return fail(format, &e.to_string()),
     };
-    let model = root
-        .get::<DefaultModel>()
-        .map(|m| (*m).clone())
-        .unwrap_or_else(DefaultModel::fallback);
-    let cwd = std::env::current_dir().ok();
-    let mut request = CreateAgent::fresh(AgentOptions {
-        provider: Some(model.provider.clone()),
-        model: Some(model.model.clone()),
-        max_tokens: None,
-        reasoning_effort: model.reasoning_effort.clone(),
-    });
-    request.session_id = Some(format!("session-{}", uuid::Uuid::new_v4()));
-    request.cwd = cwd;
+    let mut request = dsh_tui::session::fresh_request(root, std::env::current_dir().ok());
     if let Some(id) = resume {
         let Some(files) = root.get::<dsh_persistence::SessionFiles>() else {
             return fail(
@@ -320,18 +307,7 @@ pub async fn run(
             Ok(Err(e)) => return fail(format, &format!("cannot resume: {e}")),
             Err(e) => return fail(format, &format!("cannot resume: {e}")),
         };
-        request.session_id = Some(loaded.header.id.clone());
-        request.cwd = loaded
-            .header
-            .cwd
-            .as_ref()
-            .map(std::path::PathBuf::from)
-            .or(request.cwd);
-        request.source = dsh_agent::AgentSource::Resume {
-            header: loaded.header,
-            events: loaded.events,
-            stored_len: loaded.stored_len,
-        };
+        dsh_tui::session::resume_into(&mut request, loaded);
     }
     let cwd_text = request.cwd.as_ref().map(|p| p.display().to_string());
     let agent = match agents.create(root, request) {

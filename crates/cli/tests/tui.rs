@@ -64,6 +64,22 @@ impl Tui {
         Tui(PtyApp::spawn(cmd, size.0, size.1))
     }
 
+    /// Waits for the composer, types `text` and sends it.
+    fn ask(&mut self, text: &str) {
+        self.wait_text("Ask dsh");
+        self.type_text(text);
+        self.send(ENTER);
+    }
+
+    /// Sends `signal` to the dsh process.
+    fn signal(&self, signal: rustix::process::Signal) {
+        rustix::process::kill_process(
+            rustix::process::Pid::from_raw(self.pid() as i32).unwrap(),
+            signal,
+        )
+        .unwrap();
+    }
+
     fn quit(&mut self) -> u32 {
         self.send(CTRL_C);
         std::thread::sleep(Duration::from_millis(50));
@@ -261,9 +277,7 @@ fn an_edit_shows_its_diff_with_line_numbers() {
         Reply::text("Renamed line 9."),
     ]);
     let mut tui = Tui::start(&run, &server, &["tui"], (80, 30), &[]);
-    tui.wait_text("Ask dsh");
-    tui.type_text("spell out line 9");
-    tui.send(ENTER);
+    tui.ask("spell out line 9");
     let screen = tui.wait("the diff", |s| {
         s.contains("Renamed line 9") && s.contains("ready")
     });
@@ -302,9 +316,7 @@ fn approvals_are_answered_from_the_keyboard_with_reject_focused_first() {
         Reply::text("Both asked."),
     ]);
     let mut tui = Tui::start(&run, &server, &["tui"], (80, 24), &[]);
-    tui.wait_text("Ask dsh");
-    tui.type_text("fetch things");
-    tui.send(ENTER);
+    tui.ask("fetch things");
     let screen = tui.wait_text("approval needed");
     assert!(
         screen.contains("echo first-try"),
@@ -361,9 +373,7 @@ fn esc_cancels_the_running_turn() {
         Reply::text("after the cancel"),
     ]);
     let mut tui = Tui::start(&run, &server, &["tui"], (80, 24), &[]);
-    tui.wait_text("Ask dsh");
-    tui.type_text("sleep a while");
-    tui.send(ENTER);
+    tui.ask("sleep a while");
     tui.wait("the live output", |s| {
         s.contains("started") && s.contains("working")
     });
@@ -449,20 +459,14 @@ fn sighup_keeps_the_session_and_continue_shows_it() {
         Reply::text("resumed answer"),
     ]);
     let mut tui = Tui::start(&run, &server, &["tui"], (80, 24), &[]);
-    tui.wait_text("Ask dsh");
-    tui.type_text("hello there");
-    tui.send(ENTER);
+    tui.ask("hello there");
     tui.wait("the first answer", |s| {
         s.contains("the very first answer") && s.contains("ready")
     });
     tui.type_text("now a long job");
     tui.send(ENTER);
     tui.wait_text("before-hangup");
-    rustix::process::kill_process(
-        rustix::process::Pid::from_raw(tui.pid() as i32).unwrap(),
-        rustix::process::Signal::HUP,
-    )
-    .unwrap();
+    tui.signal(rustix::process::Signal::HUP);
     assert_eq!(tui.wait_exit(), 129);
     let id = run.only_session();
     let events = run.events(&id);
@@ -564,9 +568,7 @@ fn the_session_picker_opens_children_and_archives() {
         Reply::text("answer two"),
     ]);
     let mut tui = Tui::start(&run, &server, &["tui"], (80, 24), &[]);
-    tui.wait_text("Ask dsh");
-    tui.type_text("first topic");
-    tui.send(ENTER);
+    tui.ask("first topic");
     tui.wait("the first answer", |s| {
         s.contains("answer one") && s.contains("ready")
     });
@@ -652,9 +654,7 @@ fn no_color_draws_without_colours() {
     let server = server();
     server.push(Reply::text("plain `code` here"));
     let mut tui = Tui::start(&run, &server, &["tui"], (80, 24), &[("NO_COLOR", "1")]);
-    tui.wait_text("Ask dsh");
-    tui.type_text("hi");
-    tui.send(ENTER);
+    tui.ask("hi");
     tui.wait("the answer", |s| {
         s.contains("plain code here") && s.contains("ready")
     });
@@ -696,9 +696,7 @@ fn a_question_is_answered_from_the_keyboard() {
         Reply::text("Going with the choice."),
     ]);
     let mut tui = Tui::start(&run, &server, &["tui"], (80, 24), &[]);
-    tui.wait_text("Ask dsh");
-    tui.type_text("pick a database");
-    tui.send(ENTER);
+    tui.ask("pick a database");
     let screen = tui.wait_text("( ) SQLite");
     assert!(
         screen.contains("Which database should the cache use?"),
@@ -747,9 +745,7 @@ fn a_provider_error_shows_and_retry_sends_again() {
         Reply::text("second time lucky"),
     ]);
     let mut tui = Tui::start(&run, &server, &["tui"], (80, 24), &[]);
-    tui.wait_text("Ask dsh");
-    tui.type_text("do the thing");
-    tui.send(ENTER);
+    tui.ask("do the thing");
     let screen = tui.wait("the error", |s| {
         s.contains("the turn failed") && s.contains("ready")
     });
@@ -903,15 +899,9 @@ fn a_killed_ui_loses_nothing_recorded() {
         Reply::text("after the crash"),
     ]);
     let mut tui = Tui::start(&run, &server, &["tui"], (80, 24), &[]);
-    tui.wait_text("Ask dsh");
-    tui.type_text("start a long job");
-    tui.send(ENTER);
+    tui.ask("start a long job");
     tui.wait_text("before-the-crash");
-    rustix::process::kill_process(
-        rustix::process::Pid::from_raw(tui.pid() as i32).unwrap(),
-        rustix::process::Signal::KILL,
-    )
-    .unwrap();
+    tui.signal(rustix::process::Signal::KILL);
     tui.wait_exit();
     let id = run.files().list().unwrap()[0].0.id.clone();
     let mut again = Tui::start(&run, &server, &["tui", "--session-id", &id], (80, 24), &[]);

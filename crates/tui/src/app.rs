@@ -18,10 +18,7 @@ use crossterm::execute;
 use crossterm::terminal::{
     EnterAlternateScreen, LeaveAlternateScreen, disable_raw_mode, enable_raw_mode,
 };
-use dsh_agent::{
-    AgentErrorEvent, AgentOptions, AgentRef, AgentSource, AgentStatus, AgentStatusChanged, Agents,
-    CreateAgent,
-};
+use dsh_agent::{AgentErrorEvent, AgentRef, AgentStatus, AgentStatusChanged, Agents};
 use dsh_kernel::{BoxFuture, Context, ListenOptions};
 use dsh_llm::Message;
 use dsh_policies::{ApprovalAnswerer, Approvals, DefaultModel};
@@ -315,18 +312,7 @@ fn create_agent(
     cwd: Option<PathBuf>,
 ) -> Result<AgentRef, String> {
     let agents = root.require::<Agents>().map_err(|e| e.to_string())?;
-    let model = root
-        .get::<DefaultModel>()
-        .map(|m| (*m).clone())
-        .unwrap_or_else(DefaultModel::fallback);
-    let mut request = CreateAgent::fresh(AgentOptions {
-        provider: Some(model.provider.clone()),
-        model: Some(model.model.clone()),
-        max_tokens: None,
-        reasoning_effort: model.reasoning_effort.clone(),
-    });
-    request.session_id = Some(format!("session-{}", uuid::Uuid::new_v4()));
-    request.cwd = cwd;
+    let mut request = crate::session::fresh_request(root, cwd);
     if let Some(id) = resume {
         let files = root.get::<dsh_persistence::SessionFiles>().ok_or(
             "resuming needs session persistence (the session-persistence-jsonl row is disabled)",
@@ -334,18 +320,7 @@ fn create_agent(
         let loaded = files
             .load(id)
             .map_err(|e| format!("cannot resume {id}: {e}"))?;
-        request.session_id = Some(loaded.header.id.clone());
-        request.cwd = loaded
-            .header
-            .cwd
-            .as_ref()
-            .map(PathBuf::from)
-            .or(request.cwd);
-        request.source = AgentSource::Resume {
-            header: loaded.header,
-            events: loaded.events,
-            stored_len: loaded.stored_len,
-        };
+        crate::session::resume_into(&mut request, loaded);
     }
     agents.create(root, request).map_err(|e| e.to_string())
 }
@@ -763,7 +738,8 @@ fn load_transcript(app: &mut App, root: &Context, agent: &AgentRef) {
     number_hunks(app, agent);
 }
 
-fn refresh(app: &mut App, root: &Context, agent: &AgentRef) {
+/// Running or idle, and what waits in the inbox.
+fn follow_status(app: &mut App, agent: &AgentRef) {
     let running = agent.status() == AgentStatus::Running;
     if running && !app.running {
         app.turn_started = Some(Instant::now());
@@ -771,6 +747,10 @@ fn refresh(app: &mut App, root: &Context, agent: &AgentRef) {
     app.running = running;
     let inbox = agent.inbox();
     app.queued = inbox.next_turn.len() + inbox.next_step.len();
+}
+
+fn refresh(app: &mut App, root: &Context, agent: &AgentRef) {
+    follow_status(app, agent);
     app.session_id = agent.id().to_string();
     if let Some(p) = root.get::<dsh_policies::presets::PermissionPresets>() {
         app.mode = p.current(agent.session());
@@ -827,15 +807,7 @@ fn on_incoming(app: &mut App, agent: &AgentRef, m: Incoming) {
             }
         }
         Incoming::Output { call_id, text } => app.transcript.tool_output(&call_id, &text),
-        Incoming::Status => {
-            let running = agent.status() == AgentStatus::Running;
-            if running && !app.running {
-                app.turn_started = Some(Instant::now());
-            }
-            app.running = running;
-            let inbox = agent.inbox();
-            app.queued = inbox.next_turn.len() + inbox.next_step.len();
-        }
+        Incoming::Status => follow_status(app, agent),
         Incoming::Failure(message) => {
             app.transcript.notice(true, message.clone());
             app.say(message, true);

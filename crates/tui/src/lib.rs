@@ -14,6 +14,7 @@ mod app;
 mod composer;
 mod files;
 pub mod markdown;
+pub mod session;
 pub mod summary;
 pub mod transcript;
 pub mod view;

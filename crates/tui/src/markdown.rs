@@ -386,11 +386,12 @@ impl Renderer {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use pretty_assertions::assert_eq;
 
-    fn plain(lines: &[Line<'_>]) -> Vec<String> {
+    /// Lines as plain text (for tests).
+    pub(crate) fn plain(lines: &[Line<'_>]) -> Vec<String> {
         lines
             .iter()
             .map(|l| l.spans.iter().map(|s| s.content.as_ref()).collect())

@@ -56,13 +56,7 @@ pub fn outcome_of(data: &Value) -> (bool, String) {
         .cloned()
         .unwrap_or(Value::Null);
     let is_error = result["isError"].as_bool().unwrap_or(false) || data.get("error").is_some();
-    let text: String = result["content"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|b| b["text"].as_str())
-        .collect::<Vec<_>>()
-        .join("\n");
+    let text = result_text(data);
     let marker = text.lines().rev().take(3).find(|l| {
         l.starts_with("[exit code:")
             || l.starts_with("[killed by signal:")
@@ -77,6 +71,17 @@ pub fn outcome_of(data: &Value) -> (bool, String) {
         },
     };
     (!is_error && marker.is_none(), outcome)
+}
+
+/// The text blocks of a `tool/result` event's result, one per line.
+pub fn result_text(data: &Value) -> String {
+    data.pointer("/message/content/0/content")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|b| b["text"].as_str())
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 pub fn one_line(text: &str) -> String {

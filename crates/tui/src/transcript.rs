@@ -389,14 +389,7 @@ impl Transcript {
             .unwrap_or_default()
             .to_string();
         let (ok, outcome) = outcome_of(data);
-        let result = data.pointer("/message/content/0").unwrap_or(&Value::Null);
-        let text: String = result["content"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|b| b["text"].as_str())
-            .collect::<Vec<_>>()
-            .join("\n");
+        let text = crate::summary::result_text(data);
         let hunks: Vec<Hunk> = data
             .pointer("/meta/diffs")
             .and_then(Value::as_array)

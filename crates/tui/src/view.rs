@@ -916,14 +916,8 @@ fn draw_overlay(f: &mut Frame<'_>, app: &App, overlay: &Overlay, area: Rect) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::markdown::tests::plain;
     use pretty_assertions::assert_eq;
-
-    fn plain(lines: &[Line<'_>]) -> Vec<String> {
-        lines
-            .iter()
-            .map(|l| l.spans.iter().map(|s| s.content.as_ref()).collect())
-            .collect()
-    }
 
     #[test]
     fn wrapping_breaks_between_words_and_splits_long_ones() {
