@@ -64,6 +64,11 @@ impl Tui {
         Tui(PtyApp::spawn(cmd, size.0, size.1))
     }
 
+    /// `dsh tui` at 80×24.
+    fn open(run: &Run, server: &MockServer) -> Tui {
+        Tui::start(run, server, &["tui"], (80, 24), &[])
+    }
+
     /// Waits for the composer, types `text` and sends it.
     fn ask(&mut self, text: &str) {
         self.wait_text("Ask dsh");
@@ -198,6 +203,15 @@ fn titled(tui: &Tui, _seen: String) -> String {
     })
 }
 
+/// A model reply running `command` with the shell tool.
+fn bash(id: &str, command: &str) -> Reply {
+    call(
+        id,
+        "bash",
+        json!({"command": command, "description": "run it"}),
+    )
+}
+
 fn server() -> MockServer {
     MockServer::start().answer_untooled("Greeting the workspace")
 }
@@ -214,10 +228,10 @@ fn a_task_with_bash_shows_the_call_and_the_answer_at_80x24() {
             {"content": "Run the echo", "status": "in_progress"},
             {"content": "Report what it printed", "status": "pending"}
         ]})),
-        call("c1", "bash", json!({"command": "echo hello-from-bash && echo second-line", "description": "run it"})),
+        bash("c1", "echo hello-from-bash && echo second-line"),
         Reply::reasoning_and_text("The user wants the echo.\nIt printed two lines.", "The command printed **two lines**:\n\n- `hello-from-bash`\n- `second-line`\n\n```sh\necho hello-from-bash\n```"),
     ]);
-    let mut tui = Tui::start(&run, &server, &["tui"], (80, 24), &[]);
+    let mut tui = Tui::open(&run, &server);
     tui.wait_text("Ask dsh to do something");
     snapshot("01-start", &tui.screen());
     tui.type_text("run the echo please");
@@ -315,7 +329,7 @@ fn approvals_are_answered_from_the_keyboard_with_reject_focused_first() {
         escalated("c2", "echo second-try"),
         Reply::text("Both asked."),
     ]);
-    let mut tui = Tui::start(&run, &server, &["tui"], (80, 24), &[]);
+    let mut tui = Tui::open(&run, &server);
     tui.ask("fetch things");
     let screen = tui.wait_text("approval needed");
     assert!(
@@ -365,14 +379,10 @@ fn esc_cancels_the_running_turn() {
     let run = Run::new();
     let server = server();
     server.push_all([
-        call(
-            "c1",
-            "bash",
-            json!({"command": "echo started; sleep 30; echo never", "description": "run it"}),
-        ),
+        bash("c1", "echo started; sleep 30; echo never"),
         Reply::text("after the cancel"),
     ]);
-    let mut tui = Tui::start(&run, &server, &["tui"], (80, 24), &[]);
+    let mut tui = Tui::open(&run, &server);
     tui.ask("sleep a while");
     tui.wait("the live output", |s| {
         s.contains("started") && s.contains("working")
@@ -396,11 +406,7 @@ fn typing_during_a_turn_steers_or_queues() {
         let run = Run::new();
         let server = server();
         server.push_all([
-            call(
-                "c1",
-                "bash",
-                json!({"command": "sleep 2; echo slept", "description": "run it"}),
-            ),
+            bash("c1", "sleep 2; echo slept"),
             Reply::text("first answer"),
             Reply::text("second answer"),
         ]);
@@ -451,14 +457,10 @@ fn sighup_keeps_the_session_and_continue_shows_it() {
     let server = server();
     server.push_all([
         Reply::text("the very first answer"),
-        call(
-            "c1",
-            "bash",
-            json!({"command": "echo before-hangup; sleep 30", "description": "run it"}),
-        ),
+        bash("c1", "echo before-hangup; sleep 30"),
         Reply::text("resumed answer"),
     ]);
-    let mut tui = Tui::start(&run, &server, &["tui"], (80, 24), &[]);
+    let mut tui = Tui::open(&run, &server);
     tui.ask("hello there");
     tui.wait("the first answer", |s| {
         s.contains("the very first answer") && s.contains("ready")
@@ -510,7 +512,7 @@ fn the_slash_and_at_menus_complete() {
     .unwrap();
     let server = server();
     server.push(Reply::text("seen"));
-    let mut tui = Tui::start(&run, &server, &["tui"], (80, 24), &[]);
+    let mut tui = Tui::open(&run, &server);
     tui.wait_text("Ask dsh");
     tui.type_text("/perm");
     let screen = tui.wait_text("/permission");
@@ -567,13 +569,13 @@ fn the_session_picker_opens_children_and_archives() {
         Reply::text("answer one"),
         Reply::text("answer two"),
     ]);
-    let mut tui = Tui::start(&run, &server, &["tui"], (80, 24), &[]);
+    let mut tui = Tui::open(&run, &server);
     tui.ask("first topic");
     tui.wait("the first answer", |s| {
         s.contains("answer one") && s.contains("ready")
     });
     assert_eq!(tui.quit(), 0);
-    let mut tui = Tui::start(&run, &server, &["tui"], (80, 24), &[]);
+    let mut tui = Tui::open(&run, &server);
     tui.wait_text("Ask dsh");
     tui.send("\x12");
     tui.wait("the picker", |s| s.contains("sessions") && s.contains("↳"));
@@ -695,7 +697,7 @@ fn a_question_is_answered_from_the_keyboard() {
         ),
         Reply::text("Going with the choice."),
     ]);
-    let mut tui = Tui::start(&run, &server, &["tui"], (80, 24), &[]);
+    let mut tui = Tui::open(&run, &server);
     tui.ask("pick a database");
     let screen = tui.wait_text("( ) SQLite");
     assert!(
@@ -744,7 +746,7 @@ fn a_provider_error_shows_and_retry_sends_again() {
         Reply::http_error(400, r#"{"error":{"message":"the model is not in your plan","type":"invalid_request_error"}}"#),
         Reply::text("second time lucky"),
     ]);
-    let mut tui = Tui::start(&run, &server, &["tui"], (80, 24), &[]);
+    let mut tui = Tui::open(&run, &server);
     tui.ask("do the thing");
     let screen = tui.wait("the error", |s| {
         s.contains("the turn failed") && s.contains("ready")
@@ -774,7 +776,7 @@ fn an_image_mention_is_sent_as_an_image() {
     std::fs::write(run.work.path().join("shot.png"), png::png(4, 3)).unwrap();
     let server = server();
     server.push(Reply::text("a tiny picture"));
-    let mut tui = Tui::start(&run, &server, &["tui"], (80, 24), &[]);
+    let mut tui = Tui::open(&run, &server);
     tui.wait_text("Ask dsh");
     tui.type_text("what is in @shot.png");
     tui.wait_text(" files ");
@@ -891,14 +893,10 @@ fn a_killed_ui_loses_nothing_recorded() {
     let run = Run::new();
     let server = server();
     server.push_all([
-        call(
-            "c1",
-            "bash",
-            json!({"command": "echo before-the-crash; sleep 30", "description": "run it"}),
-        ),
+        bash("c1", "echo before-the-crash; sleep 30"),
         Reply::text("after the crash"),
     ]);
-    let mut tui = Tui::start(&run, &server, &["tui"], (80, 24), &[]);
+    let mut tui = Tui::open(&run, &server);
     tui.ask("start a long job");
     tui.wait_text("before-the-crash");
     tui.signal(rustix::process::Signal::KILL);
