@@ -918,3 +918,56 @@ fn a_killed_ui_loses_nothing_recorded() {
         "every turn is closed"
     );
 }
+
+/// `/model` lists the configured models and switches the next requests to one (the header
+/// follows); `/permission` switches the mode and the badge shows it.
+#[test]
+fn model_and_permission_switch_from_the_ui() {
+    let run = Run::new();
+    let server = server();
+    server.push_all([Reply::text("first on flash"), Reply::text("then on pro")]);
+    let mut tui = Tui::open(&run, &server);
+    tui.ask("hello");
+    tui.wait("the first answer", |s| {
+        s.contains("first on flash") && s.contains("ready")
+    });
+    tui.type_text("/model");
+    tui.send(ESC);
+    std::thread::sleep(Duration::from_millis(150));
+    tui.send(ENTER);
+    let screen = tui.wait_text("deepseek-official/deepseek-v4-pro");
+    assert!(
+        screen.contains("deepseek-official/deepseek-flash"),
+        "{screen}"
+    );
+    tui.send(ESC);
+    tui.type_text("/model deepseek-v4-pro");
+    tui.send(ENTER);
+    tui.wait("the header", |s| {
+        s.lines()
+            .next()
+            .is_some_and(|l| l.contains("deepseek-v4-pro"))
+    });
+    tui.type_text("/permission read-only");
+    tui.send(ENTER);
+    tui.wait("the badge", |s| {
+        s.lines().next().is_some_and(|l| l.contains("[read-only]"))
+    });
+    tui.ask("again");
+    tui.wait_text("then on pro");
+    assert_eq!(tui.quit(), 0);
+    let requests = loop_requests(&server);
+    let model = |i: usize| {
+        requests[i].json.as_ref().unwrap()["model"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    assert_eq!(model(0), "deepseek-flash");
+    assert_eq!(model(1), "deepseek-v4-pro");
+    let events = run.session();
+    assert!(
+        events.iter().any(|e| e.is("permission/preset")),
+        "the switch is logged"
+    );
+}
