@@ -649,13 +649,13 @@ fn without_a_terminal_the_task_runs_headless() {
     assert!(String::from_utf8_lossy(&out.stdout).contains("Usage: dsh"));
 }
 
-/// NO_COLOR: no colour escape reaches the terminal.
+/// `dsh` alone on a terminal opens the UI; with NO_COLOR no colour reaches the terminal.
 #[test]
 fn no_color_draws_without_colours() {
     let run = Run::new();
     let server = server();
     server.push(Reply::text("plain `code` here"));
-    let mut tui = Tui::start(&run, &server, &["tui"], (80, 24), &[("NO_COLOR", "1")]);
+    let mut tui = Tui::start(&run, &server, &[], (80, 24), &[("NO_COLOR", "1")]);
     tui.ask("hi");
     tui.wait("the answer", |s| {
         s.contains("plain code here") && s.contains("ready")
