@@ -476,3 +476,176 @@ pub fn line_of(file: &str, new: &str) -> usize {
         None => 0,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+    use serde_json::json;
+
+    fn fold_all(events: &[(&str, Value)]) -> Transcript {
+        let events: Vec<Event> = events
+            .iter()
+            .enumerate()
+            .map(|(seq, (t, data))| Event {
+                event_type: (*t).into(),
+                seq: seq as u64,
+                time: 0,
+                data: data.clone().into(),
+                source_event_seqs: None,
+                surface_op: None,
+                ignorable: false,
+                key_order: Default::default(),
+            })
+            .collect();
+        let mut tr = Transcript::default();
+        for e in &events {
+            tr.fold(e);
+        }
+        // Folding again changes nothing (the seq guard).
+        let before = tr.items.len();
+        for e in &events {
+            tr.fold(e);
+        }
+        assert_eq!(tr.items.len(), before);
+        tr
+    }
+
+    fn items(t: &Transcript) -> Vec<Item> {
+        t.items.iter().map(|(_, i)| i.clone()).collect()
+    }
+
+    #[test]
+    fn a_turn_folds_into_items() {
+        let t = fold_all(&[
+            (
+                types::USER_MESSAGE,
+                json!({"role": "user", "id": "u", "source": {"kind": "user"}, "content": [{"type": "text", "text": "fix it"}]}),
+            ),
+            (
+                types::USER_MESSAGE,
+                json!({"role": "user", "id": "m", "source": {"kind": "memory", "form": "recall"}, "content": [{"type": "text", "text": "context"}]}),
+            ),
+            (types::TURN_START, json!({"turn": 1})),
+            (types::STEP_START, json!({"turn": 1, "step": 1})),
+            (
+                types::ASSISTANT_CHUNK,
+                json!({"turn": 1, "step": 1, "chunk": {"type": "reasoning-delta", "index": 0, "text": "think"}}),
+            ),
+            (
+                types::ASSISTANT_CHUNK,
+                json!({"turn": 1, "step": 1, "chunk": {"type": "text-delta", "index": 1, "text": "Edit"}}),
+            ),
+            (
+                types::ASSISTANT_CHUNK,
+                json!({"turn": 1, "step": 1, "chunk": {"type": "text-delta", "index": 1, "text": "ing."}}),
+            ),
+            (
+                types::ASSISTANT_MESSAGE,
+                json!({"turn": 1, "step": 1, "usage": {"inputTokens": 900, "outputTokens": 20},
+                "message": {"role": "assistant", "id": "a", "source": {"kind": "model", "provider": "p", "model": "m"},
+                "content": [{"type": "reasoning", "text": "think"}, {"type": "text", "text": "Editing."},
+                    {"type": "tool-call", "id": "c1", "name": "edit", "arguments": "{\"file_path\":\"a.txt\"}"}]}}),
+            ),
+            (
+                types::TOOL_CALL,
+                json!({"turn": 1, "step": 1, "callId": "c1", "name": "edit", "arguments": "{\"file_path\":\"a.txt\"}"}),
+            ),
+            (
+                types::TOOL_RESULT,
+                json!({"turn": 1, "step": 1, "meta": {"diffs": [{"path": "a.txt", "oldText": "x", "newText": "y"}]},
+                "message": {"role": "user", "id": "r", "source": {"kind": "tool", "callId": "c1"},
+                "content": [{"type": "tool-result", "toolCallId": "c1", "content": [{"type": "text", "text": "edited"}]}]}}),
+            ),
+            (
+                types::TODO_WRITE,
+                json!({"todos": [{"content": "one", "status": "in_progress"}]}),
+            ),
+            (
+                types::TURN_END,
+                json!({"turn": 1, "reason": {"kind": "error", "error": {"code": "RATE_LIMIT", "message": "slow down"}}}),
+            ),
+        ]);
+        assert_eq!(
+            items(&t),
+            vec![
+                Item::User("fix it".into()),
+                Item::Reasoning {
+                    text: "think".into(),
+                    done: true
+                },
+                Item::Assistant {
+                    text: "Editing.".into(),
+                    done: true
+                },
+                Item::Tool {
+                    call_id: "c1".into(),
+                    name: "edit".into(),
+                    summary: "a.txt".into(),
+                    output: String::new(),
+                    end: Some(ToolEnd {
+                        ok: true,
+                        outcome: "ok".into(),
+                        text: "edited".into()
+                    }),
+                    hunks: vec![Hunk {
+                        path: "a.txt".into(),
+                        old: Some("x".into()),
+                        new: "y".into(),
+                        start_line: None
+                    }],
+                },
+                Item::Notice {
+                    error: true,
+                    text:
+                        "the turn failed: RATE_LIMIT: slow down (/retry sends your message again)"
+                            .into()
+                },
+            ]
+        );
+        assert_eq!(t.model.as_deref(), Some("p / m"));
+        assert_eq!((t.context_tokens, t.output_total), (900, 20));
+        assert_eq!(
+            t.todos,
+            vec![Todo {
+                status: "in_progress".into(),
+                content: "one".into()
+            }]
+        );
+        assert_eq!(t.hunks_without_lines().len(), 1);
+    }
+
+    #[test]
+    fn a_resumed_reply_without_chunks_still_shows() {
+        let t = fold_all(&[(
+            types::ASSISTANT_MESSAGE,
+            json!({"turn": 1, "step": 1,
+            "message": {"role": "assistant", "id": "a", "content": [{"type": "text", "text": "from the log"}]}}),
+        )]);
+        assert_eq!(
+            items(&t),
+            vec![Item::Assistant {
+                text: "from the log".into(),
+                done: true
+            }]
+        );
+    }
+
+    #[test]
+    fn live_output_keeps_its_tail_until_the_result() {
+        let mut t = fold_all(&[(
+            types::TOOL_CALL,
+            json!({"callId": "c", "name": "bash", "arguments": {"command": "yes"}}),
+        )]);
+        let chunk = "y\n".repeat(10_000);
+        t.tool_output("c", &chunk);
+        t.tool_output("c", "last\n");
+        let Item::Tool { output, .. } = &t.items[0].1 else {
+            panic!("a tool card")
+        };
+        assert!(output.len() <= OUTPUT_TAIL && output.ends_with("last\n"));
+        assert_eq!(t.running_calls(), 1);
+        assert_eq!(line_of("a\nb\nc\n", "b\nc"), 2);
+        assert_eq!(line_of("a\n", "zzz"), 0);
+    }
+}
