@@ -123,10 +123,28 @@ impl PtyApp {
         }
     }
 
-    /// Waits (30 s at most) until the screen satisfies `ok`; panics naming `what`.
+    /// Waits (30 s at most) until the screen satisfies `ok` and the program has stopped
+    /// writing for a moment (so a frame half drawn is not taken for the screen); panics
+    /// naming `what`.
     pub fn wait(&self, what: &str, ok: impl Fn(&str) -> bool) -> String {
-        self.wait_within(Duration::from_secs(30), ok)
-            .unwrap_or_else(|s| panic!("timed out waiting for {what}; the screen:\n{s}"))
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let seen = self
+                .wait_within(left, &ok)
+                .unwrap_or_else(|s| panic!("timed out waiting for {what}; the screen:\n{s}"));
+            let quiet = Duration::from_millis(40);
+            while self.last_output().elapsed() < quiet && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            let settled = self.screen();
+            if ok(&settled) {
+                return settled;
+            }
+            if Instant::now() >= deadline {
+                panic!("timed out waiting for {what}; the screen:\n{seen}");
+            }
+        }
     }
 
     pub fn wait_text(&self, text: &str) -> String {

@@ -826,7 +826,16 @@ fn on_incoming(app: &mut App, agent: &AgentRef, m: Incoming) {
 
 fn draw(terminal: &mut TerminalGuard, app: &mut App, stats: &mut FrameStats) {
     let t = Instant::now();
+    // Terminals that know synchronized output show the frame at once; others ignore it.
+    let _ = crossterm::queue!(
+        terminal.terminal.backend_mut(),
+        crossterm::terminal::BeginSynchronizedUpdate
+    );
     let _ = terminal.terminal.draw(|f| view::draw(f, app));
+    let _ = crossterm::execute!(
+        terminal.terminal.backend_mut(),
+        crossterm::terminal::EndSynchronizedUpdate
+    );
     stats.frame(t.elapsed());
 }
 
@@ -1689,7 +1698,7 @@ fn model_command(app: &mut App, root: &Context, arg: &str) {
 /// Raw mode and the alternate screen for the app's lifetime; restored on drop (panics
 /// included), so the shell gets its terminal back however the app ends.
 struct TerminalGuard {
-    terminal: Terminal<CrosstermBackend<std::io::Stdout>>,
+    terminal: Terminal<CrosstermBackend<std::io::BufWriter<std::io::Stdout>>>,
 }
 
 impl TerminalGuard {
@@ -1705,6 +1714,8 @@ impl TerminalGuard {
             restore();
             previous(info);
         }));
+        // One write per frame: the whole frame is buffered and flushed once.
+        let out = std::io::BufWriter::with_capacity(1 << 16, out);
         let terminal = Terminal::new(CrosstermBackend::new(out))?;
         Ok(Self { terminal })
     }

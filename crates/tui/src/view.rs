@@ -590,10 +590,7 @@ fn approval_lines(app: &App, width: usize) -> Vec<Line<'static>> {
         button("Reject (n)", app.approval_focus == 0, theme),
         Span::raw("  "),
         button("Allow once (y)", app.approval_focus == 1, theme),
-        Span::styled(
-            "   ←/→ choose · Enter confirms · Esc rejects",
-            theme.muted(),
-        ),
+        Span::styled("  ←/→ Enter · Esc rejects", theme.muted()),
     ]));
     out
 }
@@ -679,7 +676,7 @@ fn question_lines(app: &App, width: usize) -> Vec<Line<'static>> {
         ),
     ]));
     out.push(Line::from(Span::styled(
-        "  ↑/↓ choose · Space marks · Enter answers · Esc answers in the conversation instead",
+        "  ↑/↓ · Space marks · Enter answers · Esc: reply in the chat",
         theme.muted(),
     )));
     out
