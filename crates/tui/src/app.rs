@@ -1779,3 +1779,85 @@ impl FrameStats {
         let _ = std::fs::write(path, doc.to_string());
     }
 }
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// An app with a conversation, a plan, an approval, a question and an open menu.
+    pub(crate) fn busy_app() -> App {
+        let (answer, _) = oneshot::channel();
+        let (reply, _) = oneshot::channel();
+        let mut transcript = Transcript::default();
+        transcript.notice(
+            false,
+            "a notice with quite a long text that has to wrap somewhere",
+        );
+        transcript.todos = vec![crate::transcript::Todo {
+            status: "in_progress".into(),
+            content: "do it".into(),
+        }];
+        let mut composer = Composer::default();
+        composer.insert("/he");
+        App {
+            theme: Theme { color: true },
+            transcript,
+            composer,
+            menu: Some(Menu {
+                title: " commands ",
+                items: vec![MenuItem {
+                    label: "/help".into(),
+                    insert: "/help ".into(),
+                    detail: "help".into(),
+                }],
+                selected: 0,
+                start: 0,
+            }),
+            approvals: VecDeque::from([PendingApproval {
+                tool_name: "bash".into(),
+                detail: "rm -rf build\nsandbox_permissions: danger-full-access".into(),
+                reason: "clean".into(),
+                answer: Some(answer),
+            }]),
+            questions: VecDeque::from([PendingQuestions {
+                questions: vec![Question {
+                    id: "q".into(),
+                    question: "Which?".into(),
+                    detail: None,
+                    header: None,
+                    options: None,
+                    multi_select: None,
+                }],
+                at: 0,
+                cursor: 0,
+                chosen: Vec::new(),
+                custom: String::new(),
+                answers: Vec::new(),
+                reply: Some(reply),
+            }]),
+            approval_focus: 0,
+            overlay: None,
+            running: true,
+            turn_started: Some(Instant::now()),
+            scroll: 3,
+            expand_reasoning: false,
+            steer: false,
+            session_id: "session-x".into(),
+            mode: "workspace-write".into(),
+            queued: 1,
+            frame: 0,
+            layout: LayoutCache::default(),
+            flash: None,
+            quit_armed: None,
+            files: WorkspaceFiles::default(),
+            default_model: "p / m".into(),
+            context_window: Some(1000),
+            choice: Arc::default(),
+            archive: None,
+        }
+    }
+
+    pub(crate) fn open_help(app: &mut App) {
+        app.overlay = Some(Overlay::Help(KEYS_HELP.into()));
+    }
+}

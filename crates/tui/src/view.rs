@@ -721,7 +721,8 @@ pub fn draw(f: &mut Frame<'_>, app: &mut App) {
             chunks[1].bottom().saturating_sub(1),
             w.min(chunks[1].width),
             1,
-        );
+        )
+        .intersection(area);
         f.render_widget(Paragraph::new(Line::from(hint)), r);
     }
     if todo_height > 0 {
@@ -772,10 +773,9 @@ pub fn draw(f: &mut Frame<'_>, app: &mut App) {
     f.render_widget(body.block(block), chunks[4]);
     f.render_widget(Paragraph::new(status(app)), chunks[5]);
     if focused {
-        f.set_cursor_position((
-            chunks[4].x + 1 + cursor.1 as u16,
-            chunks[4].y + 1 + (cursor.0 - first) as u16,
-        ));
+        let x = (chunks[4].x + 1 + cursor.1 as u16).min(area.right().saturating_sub(1));
+        let y = (chunks[4].y + 1 + (cursor.0 - first) as u16).min(area.bottom().saturating_sub(1));
+        f.set_cursor_position((x, y));
     }
     // The menu above the composer.
     if let Some(menu) = &app.menu
@@ -785,7 +785,7 @@ pub fn draw(f: &mut Frame<'_>, app: &mut App) {
         let h = shown as u16 + 2;
         let w = (area.width).min(72);
         let y = chunks[4].y.saturating_sub(h);
-        let r = Rect::new(chunks[4].x, y, w, h);
+        let r = Rect::new(chunks[4].x, y, w, h).intersection(area);
         let first = menu.selected.saturating_sub(shown - 1);
         let lines: Vec<Line<'static>> = menu
             .items
@@ -829,7 +829,8 @@ fn draw_overlay(f: &mut Frame<'_>, app: &App, overlay: &Overlay, area: Rect) {
         area.y + (area.height - h) / 2,
         w,
         h,
-    );
+    )
+    .intersection(area);
     f.render_widget(Clear, r);
     match overlay {
         Overlay::Sessions(p) => {
@@ -924,6 +925,26 @@ mod tests {
         assert_eq!(plain(&out), vec!["abcde", "fghij", "kl"]);
         let out = wrap(vec![Line::from("")], 5);
         assert_eq!(plain(&out), vec![""]);
+    }
+
+    /// Every panel at once, from a 1×1 terminal to a wide one: nothing panics.
+    #[test]
+    fn any_size_draws_without_panicking() {
+        use ratatui::Terminal;
+        use ratatui::backend::TestBackend;
+        for (w, h) in [(1, 1), (4, 3), (10, 4), (20, 6), (80, 24), (200, 60)] {
+            let mut app = crate::app::tests::busy_app();
+            let mut terminal =
+                Terminal::new(TestBackend::new(w, h)).unwrap_or_else(|e| panic!("{e}"));
+            for overlay in [false, true] {
+                if overlay {
+                    crate::app::tests::open_help(&mut app);
+                }
+                terminal
+                    .draw(|f| draw(f, &mut app))
+                    .unwrap_or_else(|e| panic!("{w}x{h}: {e}"));
+            }
+        }
     }
 
     #[test]
