@@ -125,7 +125,8 @@ fn main() {
         let server = MockServer::start();
         let t = Instant::now();
         let mut app = start(&h, &server, None);
-        app.wait("the first frame", |s| s.contains("Ask dsh"));
+        app.wait_within(Duration::from_secs(30), |s| s.contains("Ask dsh"))
+            .unwrap_or_else(|s| panic!("no first frame; screen:\n{s}"));
         firsts.push(t.elapsed());
         quit(&mut app);
     }
@@ -158,7 +159,8 @@ fn main() {
     app.send("\x15");
     app.type_text("stream please");
     app.send("\r");
-    app.wait("the stream", |s| s.contains("output line"));
+    app.wait_within(Duration::from_secs(30), |s| s.contains("output line"))
+        .unwrap_or_else(|s| panic!("the stream did not start; screen:\n{s}"));
     let mut busy = keystrokes(
         &mut app,
         "typing while it streams",

@@ -133,8 +133,11 @@ impl PtyApp {
             let seen = self
                 .wait_within(left, &ok)
                 .unwrap_or_else(|s| panic!("timed out waiting for {what}; the screen:\n{s}"));
+            // A frame is written at once: a short pause in the output ends it. A screen that
+            // never pauses (a stream) is taken after half a second.
             let quiet = Duration::from_millis(40);
-            while self.last_output().elapsed() < quiet && Instant::now() < deadline {
+            let until = (Instant::now() + Duration::from_millis(500)).min(deadline);
+            while self.last_output().elapsed() < quiet && Instant::now() < until {
                 std::thread::sleep(Duration::from_millis(5));
             }
             let settled = self.screen();
