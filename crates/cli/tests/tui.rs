@@ -975,3 +975,107 @@ fn model_and_permission_switch_from_the_ui() {
         "the switch is logged"
     );
 }
+
+/// Inside GNU screen (its default 80×24 window, UTF-8 mode): the UI draws, takes typed keys
+/// and answers, and Ctrl-C twice leaves with the session stored.
+#[test]
+fn inside_gnu_screen_it_draws_and_answers() {
+    use dsh_test_support::prereq;
+    if !prereq::runs("screen", &["-v"]) {
+        prereq::skip("GNU screen is not installed (Debian package screen)");
+        return;
+    }
+    let run = Run::new();
+    let server = server();
+    server.push(Reply::text("hello from inside screen"));
+    let name = format!("dsh-tui-test-{}", std::process::id());
+    let screen = |args: &[&str]| {
+        std::process::Command::new("screen")
+            .args(["-S", &name])
+            .args(args)
+            .env("STY", "")
+            .output()
+            .unwrap()
+    };
+    struct Quit<'a>(&'a dyn Fn(&[&str]) -> std::process::Output);
+    impl Drop for Quit<'_> {
+        fn drop(&mut self) {
+            (self.0)(&["-X", "quit"]);
+        }
+    }
+    let _quit = Quit(&screen);
+    let cmd = format!(
+        "cd {} && exec env -i PATH=\"$PATH\" HOME={} DSH_HOME={} DEEPSEEK_API_KEY=sk-test DEEPSEEK_BASE_URL={} TERM=screen {} tui",
+        run.work.path().display(),
+        run.home.path().display(),
+        run.dsh_home().display(),
+        server.url(),
+        env!("CARGO_BIN_EXE_dsh"),
+    );
+    // -U: the window speaks UTF-8 (the box drawing and the bullets).
+    let started = screen(&["-U", "-dm", "-c", "/dev/null", "sh", "-c", &cmd]);
+    assert!(
+        started.status.success(),
+        "{}",
+        String::from_utf8_lossy(&started.stderr)
+    );
+    let copy = run.home.path().join("hardcopy.txt");
+    let window = || {
+        let _ = std::fs::remove_file(&copy);
+        screen(&["-X", "hardcopy", &copy.display().to_string()]);
+        // screen writes the copy asynchronously.
+        for _ in 0..50 {
+            if let Ok(t) = std::fs::read(&copy) {
+                return String::from_utf8_lossy(&t).into_owned();
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        String::new()
+    };
+    let wait = |what: &str, ok: &dyn Fn(&str) -> bool| {
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            let s = window();
+            if ok(&s) {
+                return s;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "timed out waiting for {what}:\n{s}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    // (screen's hardcopy writes its own codes for line drawing: only the text is compared.)
+    let first = wait("the first frame", &|s| {
+        s.contains("Ask dsh") && s.contains("ready")
+    });
+    assert!(first.contains("new session"), "{first}");
+    screen(&["-X", "stuff", "hello screen"]);
+    std::thread::sleep(Duration::from_millis(100));
+    screen(&["-X", "stuff", "\r"]);
+    let shown = wait("the answer", &|s| {
+        s.contains("hello from inside screen") && s.contains("ready")
+    });
+    assert!(shown.contains(" hello screen"), "{shown}");
+    screen(&["-X", "stuff", "\x03"]);
+    std::thread::sleep(Duration::from_millis(50));
+    screen(&["-X", "stuff", "\x03"]);
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let alive = || {
+        let list = std::process::Command::new("screen")
+            .arg("-ls")
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&list.stdout).contains(&name)
+    };
+    while alive() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "dsh tui did not leave: {}",
+            window()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    run.only_session();
+}
