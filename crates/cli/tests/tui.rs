@@ -807,6 +807,60 @@ fn an_image_mention_is_sent_as_an_image() {
     assert!(sent.contains("data:image/png;base64,"), "{sent}");
 }
 
+/// A terminal multiplexer's client: runs its command line with `args` and returns the output;
+/// the session it started is ended (`end`) when the test ends, however it ends.
+struct Mux<'a> {
+    run: &'a dyn Fn(&[&str]) -> std::process::Output,
+    end: &'static [&'static str],
+}
+
+impl Drop for Mux<'_> {
+    fn drop(&mut self) {
+        (self.run)(self.end);
+    }
+}
+
+/// The shell line that starts `dsh tui` for `run` with only the test's environment.
+fn tui_shell_line(run: &Run, server: &MockServer, term: &str) -> String {
+    format!(
+        "cd {} && exec env -i PATH=\"$PATH\" HOME={} DSH_HOME={} DEEPSEEK_API_KEY=sk-test DEEPSEEK_BASE_URL={} TERM={term} {} tui",
+        run.work.path().display(),
+        run.home.path().display(),
+        run.dsh_home().display(),
+        server.url(),
+        env!("CARGO_BIN_EXE_dsh"),
+    )
+}
+
+/// Polls `capture` until its text satisfies `ok` (30 s at most); the text.
+fn poll(what: &str, capture: &dyn Fn() -> String, ok: &dyn Fn(&str) -> bool) -> String {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let s = capture();
+        if ok(&s) {
+            return s;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out waiting for {what}:\n{s}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Waits (20 s at most) until `alive` says the multiplexer's session has ended.
+fn until_gone(alive: &dyn Fn() -> bool, screen: &dyn Fn() -> String) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while alive() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "dsh tui did not leave: {}",
+            screen()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 /// Inside tmux (a private server): the UI draws in the pane, answers, and follows a
 /// resize of the window.
 #[test]
@@ -828,22 +882,22 @@ fn inside_tmux_it_draws_answers_and_follows_a_resize() {
             .output()
             .unwrap()
     };
-    struct Kill<'a>(&'a dyn Fn(&[&str]) -> std::process::Output);
-    impl Drop for Kill<'_> {
-        fn drop(&mut self) {
-            (self.0)(&["kill-server"]);
-        }
-    }
-    let _kill = Kill(&tmux);
-    let cmd = format!(
-        "cd {} && env -i PATH=\"$PATH\" HOME={} DSH_HOME={} DEEPSEEK_API_KEY=sk-test DEEPSEEK_BASE_URL={} TERM=screen-256color {} tui",
-        run.work.path().display(),
-        run.home.path().display(),
-        run.dsh_home().display(),
-        server.url(),
-        env!("CARGO_BIN_EXE_dsh"),
-    );
-    let started = tmux(&["new-session", "-d", "-s", "t", "-x", "80", "-y", "24", &cmd]);
+    let _server = Mux {
+        run: &tmux,
+        end: &["kill-server"],
+    };
+    let line = tui_shell_line(&run, &server, "screen-256color");
+    let started = tmux(&[
+        "new-session",
+        "-d",
+        "-s",
+        "t",
+        "-x",
+        "80",
+        "-y",
+        "24",
+        &line,
+    ]);
     assert!(
         started.status.success(),
         "{}",
@@ -851,43 +905,24 @@ fn inside_tmux_it_draws_answers_and_follows_a_resize() {
     );
     let pane =
         || String::from_utf8_lossy(&tmux(&["capture-pane", "-p", "-t", "t"]).stdout).to_string();
-    let wait = |what: &str, ok: &dyn Fn(&str) -> bool| {
-        let deadline = std::time::Instant::now() + Duration::from_secs(30);
-        loop {
-            let s = pane();
-            if ok(&s) {
-                return s;
-            }
-            assert!(
-                std::time::Instant::now() < deadline,
-                "timed out waiting for {what}:\n{s}"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    };
-    wait("the first frame", &|s| s.contains("Ask dsh"));
+    poll("the first frame", &pane, &|s| s.contains("Ask dsh"));
     tmux(&["send-keys", "-t", "t", "-l", "hello tmux"]);
     tmux(&["send-keys", "-t", "t", "Enter"]);
-    wait("the answer", &|s| {
+    poll("the answer", &pane, &|s| {
         s.contains("hello from inside tmux") && s.contains("ready")
     });
     tmux(&["resize-window", "-t", "t", "-x", "60", "-y", "20"]);
-    let screen = wait("the narrower frame", &|s| {
+    let screen = poll("the narrower frame", &pane, &|s| {
         s.lines()
             .any(|l| l.starts_with('└') && l.chars().count() == 60)
     });
     assert!(screen.contains("› hello tmux"), "{screen}");
     tmux(&["send-keys", "-t", "t", "C-c"]);
     tmux(&["send-keys", "-t", "t", "C-c"]);
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    while tmux(&["has-session", "-t", "t"]).status.success() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "dsh tui did not leave: {}",
-            pane()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    until_gone(
+        &|| tmux(&["has-session", "-t", "t"]).status.success(),
+        &pane,
+    );
     run.only_session();
 }
 
@@ -997,23 +1032,13 @@ fn inside_gnu_screen_it_draws_and_answers() {
             .output()
             .unwrap()
     };
-    struct Quit<'a>(&'a dyn Fn(&[&str]) -> std::process::Output);
-    impl Drop for Quit<'_> {
-        fn drop(&mut self) {
-            (self.0)(&["-X", "quit"]);
-        }
-    }
-    let _quit = Quit(&screen);
-    let cmd = format!(
-        "cd {} && exec env -i PATH=\"$PATH\" HOME={} DSH_HOME={} DEEPSEEK_API_KEY=sk-test DEEPSEEK_BASE_URL={} TERM=screen {} tui",
-        run.work.path().display(),
-        run.home.path().display(),
-        run.dsh_home().display(),
-        server.url(),
-        env!("CARGO_BIN_EXE_dsh"),
-    );
+    let _session = Mux {
+        run: &screen,
+        end: &["-X", "quit"],
+    };
     // -U: the window speaks UTF-8 (the box drawing and the bullets).
-    let started = screen(&["-U", "-dm", "-c", "/dev/null", "sh", "-c", &cmd]);
+    let line = tui_shell_line(&run, &server, "screen");
+    let started = screen(&["-U", "-dm", "-c", "/dev/null", "sh", "-c", &line]);
     assert!(
         started.status.success(),
         "{}",
@@ -1032,36 +1057,21 @@ fn inside_gnu_screen_it_draws_and_answers() {
         }
         String::new()
     };
-    let wait = |what: &str, ok: &dyn Fn(&str) -> bool| {
-        let deadline = std::time::Instant::now() + Duration::from_secs(30);
-        loop {
-            let s = window();
-            if ok(&s) {
-                return s;
-            }
-            assert!(
-                std::time::Instant::now() < deadline,
-                "timed out waiting for {what}:\n{s}"
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    };
     // (screen's hardcopy writes its own codes for line drawing: only the text is compared.)
-    let first = wait("the first frame", &|s| {
+    let first = poll("the first frame", &window, &|s| {
         s.contains("Ask dsh") && s.contains("ready")
     });
     assert!(first.contains("new session"), "{first}");
     screen(&["-X", "stuff", "hello screen"]);
     std::thread::sleep(Duration::from_millis(100));
     screen(&["-X", "stuff", "\r"]);
-    let shown = wait("the answer", &|s| {
+    let shown = poll("the answer", &window, &|s| {
         s.contains("hello from inside screen") && s.contains("ready")
     });
     assert!(shown.contains(" hello screen"), "{shown}");
     screen(&["-X", "stuff", "\x03"]);
     std::thread::sleep(Duration::from_millis(50));
     screen(&["-X", "stuff", "\x03"]);
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
     let alive = || {
         let list = std::process::Command::new("screen")
             .arg("-ls")
@@ -1069,13 +1079,6 @@ fn inside_gnu_screen_it_draws_and_answers() {
             .unwrap();
         String::from_utf8_lossy(&list.stdout).contains(&name)
     };
-    while alive() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "dsh tui did not leave: {}",
-            window()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    until_gone(&alive, &window);
     run.only_session();
 }
