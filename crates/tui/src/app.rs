@@ -276,6 +276,8 @@ pub struct App {
     pub layout: LayoutCache,
     flash: Option<(String, bool, Instant)>,
     quit_armed: Option<Instant>,
+    /// `/quit` was sent: leave as on Ctrl-C twice.
+    quit_requested: bool,
     files: WorkspaceFiles,
     default_model: String,
     /// The context window of the model on screen, when its route says.
@@ -540,6 +542,7 @@ pub async fn run(
         layout: LayoutCache::default(),
         flash: None,
         quit_armed: None,
+        quit_requested: false,
         files: WorkspaceFiles::default(),
         default_model,
         context_window: None,
@@ -618,7 +621,7 @@ pub async fn run(
             on_incoming(&mut app, &agent, m);
             dirty = true;
         }
-        if quit {
+        if quit || app.quit_requested {
             break;
         }
         if dirty {
@@ -1451,9 +1454,7 @@ async fn submit(
         let rest = rest.trim();
         match name {
             "quit" | "exit" => {
-                // Quit through the same path as Ctrl-C twice.
-                app.quit_armed = Some(Instant::now());
-                app.say("press Ctrl-C to quit (the session stays stored)", false);
+                app.quit_requested = true;
                 return;
             }
             "sessions" | "resume" => {
@@ -1849,6 +1850,7 @@ pub(crate) mod tests {
             layout: LayoutCache::default(),
             flash: None,
             quit_armed: None,
+            quit_requested: false,
             files: WorkspaceFiles::default(),
             default_model: "p / m".into(),
             context_window: Some(1000),
