@@ -288,6 +288,44 @@ pub struct App {
 }
 
 impl App {
+    /// A screen with nothing on it yet, for the session `session_id`.
+    fn new(
+        theme: Theme,
+        session_id: &str,
+        default_model: String,
+        choice: Arc<Mutex<Option<(String, String)>>>,
+        archive: Option<Arc<dyn crate::Archive>>,
+    ) -> Self {
+        Self {
+            theme,
+            transcript: Transcript::default(),
+            composer: Composer::default(),
+            menu: None,
+            approvals: VecDeque::new(),
+            questions: VecDeque::new(),
+            approval_focus: 0,
+            overlay: None,
+            running: false,
+            turn_started: None,
+            scroll: 0,
+            expand_reasoning: false,
+            steer: false,
+            session_id: session_id.to_string(),
+            mode: String::new(),
+            queued: 0,
+            frame: 0,
+            layout: LayoutCache::default(),
+            flash: None,
+            quit_armed: None,
+            quit_requested: false,
+            files: WorkspaceFiles::default(),
+            default_model,
+            context_window: None,
+            choice,
+            archive,
+        }
+    }
+
     pub fn flash(&self) -> Option<(String, bool)> {
         self.flash
             .as_ref()
@@ -521,34 +559,14 @@ pub async fn run(
         .get::<DefaultModel>()
         .map(|m| format!("{} / {}", m.provider, m.model))
         .unwrap_or_default();
-    let mut app = App {
-        theme: Theme::from_env(),
-        transcript: Transcript::default(),
-        composer: Composer::default(),
-        menu: None,
-        approvals: VecDeque::new(),
-        questions: VecDeque::new(),
-        approval_focus: 0,
-        overlay: None,
-        running: false,
-        turn_started: None,
-        scroll: 0,
-        expand_reasoning: false,
-        steer: startup.steer,
-        session_id: agent.id().to_string(),
-        mode: String::new(),
-        queued: 0,
-        frame: 0,
-        layout: LayoutCache::default(),
-        flash: None,
-        quit_armed: None,
-        quit_requested: false,
-        files: WorkspaceFiles::default(),
+    let mut app = App::new(
+        Theme::from_env(),
+        agent.id(),
         default_model,
-        context_window: None,
-        choice: choice.clone(),
+        choice.clone(),
         archive,
-    };
+    );
+    app.steer = startup.steer;
     let mut agent = agent;
     load_transcript(&mut app, root, &agent);
     if resume.is_some() {
@@ -1800,63 +1818,54 @@ pub(crate) mod tests {
         }];
         let mut composer = Composer::default();
         composer.insert("/he");
-        App {
-            theme: Theme { color: true },
-            transcript,
-            composer,
-            menu: Some(Menu {
-                title: " commands ",
-                items: vec![MenuItem {
-                    label: "/help".into(),
-                    insert: "/help ".into(),
-                    detail: "help".into(),
-                }],
-                selected: 0,
-                start: 0,
-            }),
-            approvals: VecDeque::from([PendingApproval {
-                tool_name: "bash".into(),
-                detail: "rm -rf build\nsandbox_permissions: danger-full-access".into(),
-                reason: "clean".into(),
-                answer: Some(answer),
-            }]),
-            questions: VecDeque::from([PendingQuestions {
-                questions: vec![Question {
-                    id: "q".into(),
-                    question: "Which?".into(),
-                    detail: None,
-                    header: None,
-                    options: None,
-                    multi_select: None,
-                }],
-                at: 0,
-                cursor: 0,
-                chosen: Vec::new(),
-                custom: String::new(),
-                answers: Vec::new(),
-                reply: Some(reply),
-            }]),
-            approval_focus: 0,
-            overlay: None,
-            running: true,
-            turn_started: Some(Instant::now()),
-            scroll: 3,
-            expand_reasoning: false,
-            steer: false,
-            session_id: "session-x".into(),
-            mode: "workspace-write".into(),
-            queued: 1,
-            frame: 0,
-            layout: LayoutCache::default(),
-            flash: None,
-            quit_armed: None,
-            quit_requested: false,
-            files: WorkspaceFiles::default(),
-            default_model: "p / m".into(),
-            context_window: Some(1000),
-            choice: Arc::default(),
-            archive: None,
-        }
+        let mut app = App::new(
+            Theme { color: true },
+            "session-x",
+            "p / m".into(),
+            Arc::default(),
+            None,
+        );
+        app.transcript = transcript;
+        app.composer = composer;
+        app.menu = Some(Menu {
+            title: " commands ",
+            items: vec![MenuItem {
+                label: "/help".into(),
+                insert: "/help ".into(),
+                detail: "help".into(),
+            }],
+            selected: 0,
+            start: 0,
+        });
+        app.approvals = VecDeque::from([PendingApproval {
+            tool_name: "bash".into(),
+            detail: "rm -rf build\nsandbox_permissions: danger-full-access".into(),
+            reason: "clean".into(),
+            answer: Some(answer),
+        }]);
+        app.questions = VecDeque::from([PendingQuestions {
+            questions: vec![Question {
+                id: "q".into(),
+                question: "Which?".into(),
+                detail: None,
+                header: None,
+                options: None,
+                multi_select: None,
+            }],
+            at: 0,
+            cursor: 0,
+            chosen: Vec::new(),
+            custom: String::new(),
+            answers: Vec::new(),
+            reply: Some(reply),
+        }]);
+        app.running = true;
+        app.turn_started = Some(Instant::now());
+        app.scroll = 3;
+        app.mode = "workspace-write".into();
+        app.queued = 1;
+        app.context_window = Some(1000);
+        app
     }
 
     pub(crate) fn open_help(app: &mut App) {
