@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Writes real session logs of upstream dsh 0.2.1 (format v4) for crates/session/tests/v4.rs:
+# Writes real session logs of upstream dsh 0.2.1 (format v4) for crates/session/tests/all/v4.rs:
 # the 0.2.1 executable ($DSH2_BIN) runs each scripted scenario of ../shared/bench against the
 # shared mock LLM on loopback, and every log it writes is stored decompressed as
 # OUT/<scenario>-<n>.session.v4.jsonl. usage: conformance/v4-samples.sh OUT

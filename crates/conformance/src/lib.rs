@@ -2,7 +2,7 @@
 //! upstream's snapshot suite (`@deepseek-ai/dsh-test-*` rows, which the compositions in
 //! `conformance/compositions/` name) and the `dsh-conformance` binary, which is `dsh` with
 //! these fixtures in the catalog `dsh acp` boots from. The production `dsh` binary has none
-//! of them (`crates/cli/tests/no_fixtures.rs` checks it).
+//! of them (`crates/cli/tests/all/no_fixtures.rs` checks it).
 
 mod instructions;
 mod sandbox;

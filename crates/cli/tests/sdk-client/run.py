@@ -1,6 +1,6 @@
 """Drives `dsh --profile sdk` through upstream's published Python SDK (deepseek-harness-sdk),
 exactly as its users do: DeepSeekHarness(dsh_bin=..., dsh_home=...). Used by
-crates/cli/tests/sdk.rs.
+crates/cli/tests/all/sdk.rs.
 
     python run.py <scenario> <dsh binary> <dsh home> <cwd> <base url>
 

@@ -1,0 +1,11 @@
+//! The integration tests of this crate, linked as one binary: each module was a test
+//! file of its own (`cargo test -p <crate> --test all <module>::` runs one).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod anthropic_mock;
+mod deepseek_mock;
+mod openai_compat_mock;
+mod responses_mock;

@@ -1,0 +1,9 @@
+//! The integration tests of this crate, linked as one binary: each module was a test
+//! file of its own (`cargo test -p <crate> --test all <module>::` runs one).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
+
+mod compact;
+mod fixtures;
+mod group;
+mod log;
+mod v4;

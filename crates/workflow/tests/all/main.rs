@@ -1,0 +1,9 @@
+//! The integration tests of this crate, linked as one binary: each module was a test
+//! file of its own (`cargo test -p <crate> --test all <module>::` runs one).
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stderr)]
+
+#[path = "../support/mod.rs"]
+mod support;
+
+mod engine;
+mod tools;
