@@ -22,6 +22,7 @@ mod connection;
 mod framing;
 mod plugins;
 mod render;
+mod rustup;
 mod service;
 mod stdio;
 mod tool;

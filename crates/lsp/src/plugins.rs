@@ -262,6 +262,28 @@ fn rustup_proxy_gap(command: &str, path: &std::path::Path) -> Option<String> {
     if (a.dev(), a.ino()) != (b.dev(), b.ino()) {
         return None;
     }
+    let missing = || {
+        Some(format!(
+            "it is a rustup proxy and the active toolchain has no {command} (install it with `rustup component add {command}`)"
+        ))
+    };
+    let cwd = std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
+    match crate::rustup::active_toolchain(&cwd, &|k| std::env::var(k).ok()) {
+        crate::rustup::Toolchain::None => {
+            return Some(
+                "it is a rustup proxy and no rustup toolchain is active (set one with `rustup default stable`)"
+                    .to_string(),
+            );
+        }
+        crate::rustup::Toolchain::Dir(dir) => {
+            return if dir.join("bin").join(command).is_file() {
+                None
+            } else {
+                missing()
+            };
+        }
+        crate::rustup::Toolchain::Ask => {}
+    }
     let out = std::process::Command::new(&rustup)
         .args(["which", command])
         .stdin(std::process::Stdio::null())
@@ -272,9 +294,7 @@ fn rustup_proxy_gap(command: &str, path: &std::path::Path) -> Option<String> {
     if out.status.success() && !target.is_empty() && std::path::Path::new(&target).is_file() {
         return None;
     }
-    Some(format!(
-        "it is a rustup proxy and the active toolchain has no {command} (install it with `rustup component add {command}`)"
-    ))
+    missing()
 }
 
 /// The discovered servers whose executable resolves on PATH, minus extensions the explicit
