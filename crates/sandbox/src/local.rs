@@ -63,6 +63,7 @@ pub(crate) fn wait_with_timeout(
     timeout: Duration,
 ) -> Result<ProbeOutput, String> {
     let deadline = Instant::now() + timeout;
+    let mut pause = Duration::from_micros(100);
     loop {
         match child.try_wait() {
             Ok(Some(status)) => {
@@ -84,7 +85,11 @@ pub(crate) fn wait_with_timeout(
                     timeout.as_millis()
                 ));
             }
-            Ok(None) => std::thread::sleep(Duration::from_millis(2)),
+            Ok(None) => {
+                // A probe takes a few milliseconds: look again soon at first, then every 2 ms.
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(Duration::from_millis(2));
+            }
             Err(e) => return Err(format!("cannot wait for the probe: {e}")),
         }
     }
