@@ -11,6 +11,7 @@ mod acp;
 mod acp_args;
 mod acp_sdk;
 mod anthropic;
+mod architecture;
 mod bounds;
 mod browser;
 mod code_mode;
