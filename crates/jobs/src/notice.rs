@@ -20,20 +20,13 @@ const SUMMARY_MAX_UNITS: usize = 120;
 
 /// A collapsed-row account, ellipsized past 120 UTF-16 units (119 kept + `…`).
 pub fn bound_summary(summary: &str) -> String {
-    if summary.encode_utf16().count() <= SUMMARY_MAX_UNITS {
+    if dsh_tools::text::utf16_len(summary) <= SUMMARY_MAX_UNITS {
         return summary.to_string();
     }
-    let mut units = 0;
-    let mut out = String::new();
-    for c in summary.chars() {
-        units += c.len_utf16();
-        if units > SUMMARY_MAX_UNITS - 1 {
-            break;
-        }
-        out.push(c);
-    }
-    out.push('…');
-    out
+    format!(
+        "{}…",
+        dsh_tools::text::utf16_prefix(summary, SUMMARY_MAX_UNITS - 1)
+    )
 }
 
 /// The notice text of a finished job; jobs with an output bound get a shorter form that

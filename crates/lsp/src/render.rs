@@ -2,24 +2,10 @@
 //! relative to the workspace when inside it), hover text, and the complete-result cap. Lengths
 //! are counted in UTF-16 units, as upstream's are.
 
+use dsh_tools::text::{utf16_len, utf16_prefix};
 use std::path::Path;
 
 use crate::service::{Diagnostic, Hover, Location};
-
-fn utf16_len(s: &str) -> usize {
-    s.encode_utf16().count()
-}
-
-fn utf16_prefix(s: &str, max: usize) -> &str {
-    let mut units = 0;
-    for (i, c) in s.char_indices() {
-        units += c.len_utf16();
-        if units > max {
-            return &s[..i];
-        }
-    }
-    s
-}
 
 /// Caps a complete result, the truncation notice included.
 fn bound(text: String, max: usize, label: &str) -> String {

@@ -153,6 +153,11 @@ impl Plugin for SettingsPlugin {
 }
 
 /// Parses `.env` text: `KEY=value`, optional `export`, quotes, `#` comments.
+///
+/// Kept here rather than taken from `dotenvy`: that crate substitutes `$VAR` and `${VAR}`
+/// inside unquoted and double-quoted values, while the Node.js `dotenv` that upstream's
+/// `.env` files are written for takes values literally, so an API key containing `$` would
+/// silently change.
 pub fn parse_dotenv(text: &str) -> HashMap<String, String> {
     let mut out = HashMap::new();
     for line in text.lines() {

@@ -113,43 +113,11 @@ pub(crate) fn retry_after_ms(value: &str, now: SystemTime) -> Option<u64> {
         .filter(|ms| *ms > 0)
 }
 
-/// Parses an IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`) into Unix seconds.
+/// Parses an HTTP date (`Sun, 06 Nov 1994 08:49:37 GMT`, and the two obsolete forms HTTP
+/// still allows) into Unix seconds.
 fn parse_http_date(value: &str) -> Option<u64> {
-    const MONTHS: [&str; 12] = [
-        "jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec",
-    ];
-    let rest = value
-        .trim()
-        .split_once(',')
-        .map_or(value.trim(), |(_, r)| r.trim());
-    let parts: Vec<&str> = rest.split_ascii_whitespace().collect();
-    let [day, month, year, time, zone] = parts.as_slice() else {
-        return None;
-    };
-    if !matches!(zone.to_ascii_uppercase().as_str(), "GMT" | "UTC" | "Z") {
-        return None;
-    }
-    let day: u64 = day.parse().ok()?;
-    let month = MONTHS.iter().position(|m| m.eq_ignore_ascii_case(month))? as u64 + 1;
-    let year: u64 = year.parse().ok()?;
-    let mut hms = time.split(':').map(str::parse::<u64>);
-    let (h, m, s) = (hms.next()?.ok()?, hms.next()?.ok()?, hms.next()?.ok()?);
-    if hms.next().is_some() || !(1..=31).contains(&day) || year < 1970 || h > 23 || m > 59 || s > 60
-    {
-        return None;
-    }
-    Some(days_from_civil(year, month, day) * 86_400 + h * 3600 + m * 60 + s)
-}
-
-/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
-fn days_from_civil(year: u64, month: u64, day: u64) -> u64 {
-    let y = if month <= 2 { year - 1 } else { year };
-    let era = y / 400;
-    let yoe = y - era * 400;
-    let mp = (month + 9) % 12;
-    let doy = (153 * mp + 2) / 5 + day - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
+    let at = httpdate::parse_http_date(value.trim()).ok()?;
+    Some(at.duration_since(UNIX_EPOCH).ok()?.as_secs())
 }
 
 #[cfg(test)]

@@ -250,7 +250,7 @@ impl Attempt {
                 return Err(self.aborted());
             }
             Waited::Ready(Err(error)) => {
-                tracing::debug!(error = %error_chain(&error), "chat-completions request failed");
+                tracing::debug!(error = %dsh_kernel::error_chain(&error), "chat-completions request failed");
                 return Err(LlmError::new(
                     codes::TRANSPORT,
                     format!(
@@ -317,7 +317,7 @@ impl Attempt {
                 }
                 Waited::Ready(Ok(None)) => break,
                 Waited::Ready(Err(error)) => {
-                    tracing::debug!(error = %error_chain(&error), "reading the error body failed");
+                    tracing::debug!(error = %dsh_kernel::error_chain(&error), "reading the error body failed");
                     return self.stream_failed();
                 }
                 Waited::Cancelled | Waited::TimedOut | Waited::PastDeadline => {
@@ -388,7 +388,7 @@ impl Attempt {
                 return Err(self.aborted());
             }
             Waited::Ready(Err(error)) => {
-                tracing::debug!(error = %error_chain(&error), "chat-completions stream failed");
+                tracing::debug!(error = %dsh_kernel::error_chain(&error), "chat-completions stream failed");
                 return Err(self.stream_failed());
             }
             Waited::Ready(Ok(None)) => {
@@ -481,7 +481,7 @@ fn transport_cause(error: &reqwest::Error) -> String {
         }
         source = e.source();
     }
-    let chain = error_chain(error);
+    let chain = dsh_kernel::error_chain(error);
     if chain.contains("dns error") {
         "the host name could not be resolved".into()
     } else if error.is_connect() {
@@ -491,15 +491,4 @@ fn transport_cause(error: &reqwest::Error) -> String {
     } else {
         "the connection failed before a response arrived".into()
     }
-}
-
-fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }

@@ -12,6 +12,7 @@ mod registry;
 mod schema;
 mod shell_vars;
 mod spill;
+pub mod text;
 mod tool;
 
 pub use client_files::{AskAtOnce, ClientFileRoutes, ClientFiles, asks_at_once, client_files};

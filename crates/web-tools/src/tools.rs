@@ -1,6 +1,7 @@
 //! The model-facing `web_fetch` and `web_search` (upstream's `tool-web` row): argument
 //! checks, provider selection through [`WebService`], and the renderings of results.
 
+use dsh_tools::text::{utf16_len, utf16_prefix};
 use std::sync::{Arc, RwLock};
 
 use dsh_kernel::{BoxError, BoxFuture};
@@ -160,21 +161,6 @@ impl Default for ToolWebConfig {
 
 const FOOTER: &str =
     "\n\n(The page was cut short here. For the rest, fetch a more specific URL or section.)";
-
-fn utf16_len(s: &str) -> usize {
-    s.encode_utf16().count()
-}
-
-fn utf16_prefix(s: &str, max: usize) -> &str {
-    let mut units = 0;
-    for (i, c) in s.char_indices() {
-        units += c.len_utf16();
-        if units > max {
-            return &s[..i];
-        }
-    }
-    s
-}
 
 /// The `web_fetch` text and its effective truncation.
 pub fn render_fetch(result: &Fetched, max_chars: usize) -> (String, bool) {

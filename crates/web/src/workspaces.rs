@@ -73,30 +73,10 @@ pub struct WorkspaceStore {
 fn iso_now() -> String {
     // RFC 3339 with milliseconds, UTC (upstream writes `Date.toISOString()`).
     let ms = crate::http::now_ms() as i64;
-    let secs = ms.div_euclid(1000);
-    let days = secs.div_euclid(86_400);
-    let rem = secs.rem_euclid(86_400);
-    let (y, m, d) = civil_from_days(days);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:03}Z",
-        rem / 3600,
-        (rem % 3600) / 60,
-        rem % 60,
-        ms.rem_euclid(1000)
-    )
-}
-
-fn civil_from_days(days: i64) -> (i64, i64, i64) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    (y, m, d)
+    match jiff::Timestamp::from_millisecond(ms) {
+        Ok(at) => format!("{at:.3}"),
+        Err(_) => "1970-01-01T00:00:00.000Z".into(),
+    }
 }
 
 fn empty_document() -> Value {
@@ -585,8 +565,9 @@ mod tests {
 
     #[test]
     fn dates_format_like_to_iso_string() {
-        assert_eq!(civil_from_days(0), (1970, 1, 1));
-        assert_eq!(civil_from_days(20_454), (2026, 1, 1));
-        assert_eq!(iso_now().len(), 24);
+        let now = iso_now();
+        assert_eq!(now.len(), 24, "{now}");
+        assert!(now.ends_with('Z') && now.as_bytes()[19] == b'.', "{now}");
+        assert!(now.parse::<jiff::Timestamp>().is_ok(), "{now}");
     }
 }

@@ -70,7 +70,7 @@ fn bound(text: String, max: usize) -> String {
     }
     let notice = utf16_len(TRUNCATED);
     if max <= notice {
-        return utf16_prefix(TRUNCATED, max);
+        return utf16_prefix(TRUNCATED, max).to_string();
     }
     format!("{}{TRUNCATED}", utf16_prefix(&text, max - notice))
 }

@@ -3,6 +3,7 @@
 //! its `tool/call` and `tool/result`: `tool-workflow/run-start`, one
 //! `tool-workflow/agent-start` / `agent-end` pair per child, `tool-workflow/run-end`.
 
+pub(crate) use dsh_tools::text::{utf16_len, utf16_prefix};
 use std::sync::{Arc, Mutex};
 
 use dsh_agent::Agents;
@@ -146,19 +147,6 @@ fn validator(background: bool) -> ObjectSchema {
     } else {
         schema
     }
-}
-
-/// The number of UTF-16 units of `s`.
-pub(crate) fn utf16_len(s: &str) -> usize {
-    s.encode_utf16().count()
-}
-
-/// The first `n` UTF-16 units of `s` (a split surrogate pair is dropped).
-pub(crate) fn utf16_prefix(s: &str, n: usize) -> String {
-    let units: Vec<u16> = s.encode_utf16().take(n).collect();
-    String::from_utf16_lossy(&units)
-        .trim_end_matches('\u{FFFD}')
-        .to_string()
 }
 
 /// `JSON.stringify(value, null, 2)`.

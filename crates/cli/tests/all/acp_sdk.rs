@@ -468,8 +468,7 @@ fn the_editor_switches_the_model_and_its_reasoning_effort() {
         .requests()
         .into_iter()
         .filter_map(|r| r.json)
-        .filter(|j| j["tools"].is_array())
-        .last()
+        .rfind(|j| j["tools"].is_array())
         .unwrap();
     assert_eq!(
         (

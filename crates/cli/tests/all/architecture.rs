@@ -13,12 +13,22 @@ type Floors = BTreeMap<usize, BTreeSet<String>>;
 fn floors_from_cargo(root: &Path) -> Floors {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let out = std::process::Command::new(cargo)
-        .args(["metadata", "--format-version", "1", "--no-deps", "--offline"])
+        .args([
+            "metadata",
+            "--format-version",
+            "1",
+            "--no-deps",
+            "--offline",
+        ])
         .arg("--manifest-path")
         .arg(root.join("Cargo.toml"))
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let meta: Value = serde_json::from_slice(&out.stdout).unwrap();
     let packages = meta["packages"].as_array().unwrap();
     let names: BTreeSet<&str> = packages
@@ -67,7 +77,10 @@ fn floors_from_cargo(root: &Path) -> Floors {
 
 /// The ```floors block of ARCHITECTURE.md.
 fn floors_drawn(text: &str) -> Floors {
-    let start = text.find("```floors\n").expect("ARCHITECTURE.md has a ```floors block") + 10;
+    let start = text
+        .find("```floors\n")
+        .expect("ARCHITECTURE.md has a ```floors block")
+        + 10;
     let end = start + text[start..].find("```").unwrap();
     text[start..end]
         .lines()

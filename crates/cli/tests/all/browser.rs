@@ -1927,12 +1927,11 @@ fn a_session_exports_as_a_transcript_and_an_event_log() {
                 .filter_map(Result::ok)
                 .map(|e| e.path())
                 .find(|p| p.extension().is_some_and(|x| x == ext));
-            if let Some(path) = found {
-                if let Ok(text) = std::fs::read_to_string(&path)
-                    && !text.is_empty()
-                {
-                    return text;
-                }
+            if let Some(path) = found
+                && let Ok(text) = std::fs::read_to_string(&path)
+                && !text.is_empty()
+            {
+                return text;
             }
             assert!(std::time::Instant::now() < deadline, "no .{ext} download");
             std::thread::sleep(Duration::from_millis(100));

@@ -47,19 +47,10 @@ pub fn summarize_stderr(stderr: &str, max_chars: usize) -> Option<String> {
     if t.is_empty() {
         return None;
     }
-    if t.encode_utf16().count() <= max_chars {
+    if dsh_tools::text::utf16_len(t) <= max_chars {
         return Some(t.to_owned());
     }
-    let mut units = 0;
-    let mut cut = 0;
-    for (i, c) in t.char_indices() {
-        if units + c.len_utf16() > max_chars {
-            break;
-        }
-        units += c.len_utf16();
-        cut = i + c.len_utf8();
-    }
-    Some(format!("{}…", &t[..cut]))
+    Some(format!("{}…", dsh_tools::text::utf16_prefix(t, max_chars)))
 }
 
 /// The `hook/invoked` payload: `{turn, point, dialect, handlerId, matcher?}`.
