@@ -73,7 +73,7 @@ impl Plugin for AttachmentLocalPlugin {
         let home = c
             .dsh_home
             .map(PathBuf::from)
-            .unwrap_or_else(dsh_policies::dsh_home);
+            .unwrap_or_else(dsh_host::dsh_home);
         let store = Arc::new(AttachmentStore::with_compression_concurrency(
             home.join("attachments").join("v1"),
             limits,

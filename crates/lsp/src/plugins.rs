@@ -88,7 +88,7 @@ fn positive(id: &str, name: &str, v: Option<f64>, default: u64, max: f64) -> Res
 
 /// The child environment: the scrubbed ambient environment plus the row's `env`.
 fn child_env(extra: &BTreeMap<String, String>) -> Vec<(String, String)> {
-    let mut env = dsh_sandbox::secrets::scrubbed_process_env();
+    let mut env = dsh_host::secrets::scrubbed_process_env();
     for (k, v) in extra {
         match env.iter_mut().find(|(key, _)| key == k) {
             Some(slot) => slot.1 = v.clone(),

@@ -116,11 +116,11 @@ fn read_source(
     if !path.starts_with(workspace) {
         return Err(format!("source \"{file_path}\" resolves outside the workspace").into());
     }
-    let file = dsh_sandbox::secrets::open_for_read(&path).map_err(|e| match e {
-        dsh_sandbox::secrets::OpenForRead::Secret => {
+    let file = dsh_host::secrets::open_for_read(&path).map_err(|e| match e {
+        dsh_host::secrets::OpenForRead::Secret => {
             format!("source \"{file_path}\" holds credentials, which tools may not read")
         }
-        dsh_sandbox::secrets::OpenForRead::Io(e) => {
+        dsh_host::secrets::OpenForRead::Io(e) => {
             format!("source \"{file_path}\" could not be read: {e}")
         }
     })?;

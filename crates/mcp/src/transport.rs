@@ -98,7 +98,7 @@ pub(crate) async fn open(
             env,
             cwd,
         } => {
-            let mut child_env = dsh_sandbox::secrets::scrubbed_process_env();
+            let mut child_env = dsh_host::secrets::scrubbed_process_env();
             for (key, value) in env {
                 match child_env.iter_mut().find(|(k, _)| k == key) {
                     Some(slot) => slot.1 = value.clone(),

@@ -107,7 +107,7 @@ impl Default for MemoryConfig {
 
 /// The Harness home (`$DSH_HOME`, else `~/.dsh`).
 fn env_home() -> PathBuf {
-    dsh_sandbox::secrets::dsh_home()
+    dsh_host::secrets::dsh_home()
 }
 
 /// One memory with its scope.
@@ -253,7 +253,7 @@ impl Memory {
         proposed: bool,
     ) -> Result<(Added, usize), MemoryError> {
         let limits = self.limits();
-        let (text, redactions) = dsh_sandbox::redact::redact(text);
+        let (text, redactions) = dsh_host::redact::redact(text);
         let text = clean_text(&text, &limits)?;
         let entry = Entry::new(
             store::new_id(),
@@ -303,7 +303,7 @@ impl Memory {
     pub fn edit(&self, id: &str, text: &str) -> Result<Found, MemoryError> {
         let found = self.find(id)?;
         let limits = self.limits();
-        let (text, _) = dsh_sandbox::redact::redact(text);
+        let (text, _) = dsh_host::redact::redact(text);
         let text = clean_text(&text, &limits)?;
         let entry = store::modify(&self.path(found.scope), found.scope, &limits, |doc| {
             store::update(doc, &found.entry.id, |e| e.text = text)

@@ -8,7 +8,7 @@
 
 use std::fmt;
 use std::fs::File;
-use std::io::{Read as _, Write as _};
+use std::io::Read as _;
 use std::path::{Path, PathBuf};
 
 /// Where a memory lives.
@@ -448,32 +448,12 @@ pub fn read_file(path: &Path, limits: &Limits) -> Result<Option<Document>, Memor
     Ok(Some(Document::parse(&text)))
 }
 
-/// Replaces `path` with `text` atomically.
+/// Replaces `path` with `text` atomically (owner-only, like every file dsh rewrites whole).
 fn write_atomic(path: &Path, text: &str) -> Result<(), MemoryError> {
-    let io = |error| MemoryError::Io {
+    dsh_host::fs::write_private(path, text.as_bytes()).map_err(|error| MemoryError::Io {
         path: path.to_path_buf(),
         error,
-    };
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "memory.md".into());
-    let tmp = dir.join(format!(".{name}.{}.tmp", uuid::Uuid::new_v4().simple()));
-    let result = (|| {
-        let mut f = File::create(&tmp)?;
-        f.write_all(text.as_bytes())?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, path)?;
-        if let Ok(d) = File::open(dir) {
-            let _ = d.sync_all();
-        }
-        Ok(())
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result.map_err(io)
+    })
 }
 
 /// Holds the exclusive lock of a memory file's directory while alive.

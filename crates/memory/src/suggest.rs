@@ -161,7 +161,7 @@ async fn propose(
     let mut redacted_total = 0usize;
     for text in candidates {
         // Known in either scope, proposals included: not proposed again.
-        let key = normalized(&dsh_sandbox::redact::redact(&text).0);
+        let key = normalized(&dsh_host::redact::redact(&text).0);
         let (all, _) = memory.all();
         if all.iter().any(|f| normalized(&f.entry.text) == key) {
             duplicates += 1;

@@ -3,24 +3,23 @@
 //! settings, credentials and the default model.
 
 pub mod checkpoint;
-mod credentials_doc;
-mod credentials_store;
-pub mod host;
 pub mod instructions;
 pub mod permissions;
 pub mod presets;
 pub mod repeat;
 pub mod retry;
-mod settings_store;
 pub mod timeout;
 pub mod title;
 
-pub use credentials_store::{CredentialSource, CredentialState, CredentialWriteError};
-pub use host::{
-    Credentials, DefaultModel, Settings, dsh_home, layer, parse_dotenv, read_yaml_file,
+/// Settings, credentials and the default model live in `dsh-host` (below every capability);
+/// their plugins are still registered here, with the other policy rows.
+pub use dsh_host::config as host;
+pub use dsh_host::{
+    CredentialSource, CredentialState, CredentialWriteError, Credentials, DefaultModel, Settings,
+    SettingsChange, SettingsChanged, SettingsWriteError, dsh_home, layer, parse_dotenv,
+    read_yaml_file,
 };
 pub use permissions::{ApprovalAnswerer, ApprovalPolicy, Approvals};
-pub use settings_store::{SettingsChange, SettingsChanged, SettingsWriteError};
 
 /// Adds every plugin of this crate to `catalog`.
 pub fn register_catalog(catalog: &mut dsh_kernel::Catalog) {

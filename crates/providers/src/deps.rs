@@ -56,7 +56,7 @@ impl ProviderDeps {
     /// Resolves keys from the process environment (non-empty values only).
     pub fn from_process_env() -> Self {
         Self::new(Arc::new(|name: &str| {
-            dsh_sandbox::environ::secret_var(name).filter(|v| !v.is_empty())
+            dsh_host::environ::secret_var(name).filter(|v| !v.is_empty())
         }))
     }
 

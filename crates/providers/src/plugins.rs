@@ -4,9 +4,9 @@
 
 use std::sync::Arc;
 
+use dsh_host::{Credentials, Settings, SettingsChanged, dsh_home};
 use dsh_kernel::{BoxError, Context, ListenOptions, Plugin, PluginConfig};
 use dsh_llm::{LlmRuntime, RequestExtensions};
-use dsh_policies::{Credentials, Settings, SettingsChanged, dsh_home};
 use serde_json::Value;
 
 use crate::deepseek_config::DeepSeekRelease;
@@ -19,7 +19,7 @@ fn deps(ctx: &Context, section: &'static str) -> ProviderDeps {
     let credentials = ctx.get::<Credentials>();
     let resolver = Arc::new(move |name: &str| match &credentials {
         Some(c) => c.resolve(name),
-        None => dsh_sandbox::environ::secret_var(name).filter(|v| !v.is_empty()),
+        None => dsh_host::environ::secret_var(name).filter(|v| !v.is_empty()),
     });
     let settings = ctx.get::<Settings>();
     let origin = settings

@@ -13,16 +13,17 @@
 //! read the credential files, the network (unless allowed), or dsh's own environment.
 
 pub mod bwrap;
-pub mod environ;
 pub mod landlock;
 mod local;
 mod mode;
 mod policy;
-pub mod redact;
 pub mod runner;
 pub mod seccomp;
-pub mod secrets;
 mod supervise;
+
+/// The secret registry, environment scrubbing and redaction live in `dsh-host`; these paths
+/// stay for the crates that reach them through the sandbox.
+pub use dsh_host::{environ, redact, secrets};
 
 pub use local::{LocalSandbox, LocalSandboxPlugin, RunnerKind, Sandbox, SandboxProvider};
 pub use mode::{

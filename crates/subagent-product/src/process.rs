@@ -99,7 +99,7 @@ pub(crate) struct Spawned {
 
 /// The child's complete environment: the scrubbed process environment, then `overlay`.
 pub(crate) fn child_env(overlay: &[(String, String)]) -> Vec<(String, String)> {
-    let mut env = dsh_sandbox::secrets::scrubbed_process_env();
+    let mut env = dsh_host::secrets::scrubbed_process_env();
     for (k, v) in overlay {
         match env.iter_mut().find(|(key, _)| key == k) {
             Some(slot) => slot.1 = v.clone(),

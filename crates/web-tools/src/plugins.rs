@@ -114,7 +114,7 @@ impl Plugin for WebFetchHttpPlugin {
 }
 
 fn credential_lookup(ctx: &Context) -> CredentialLookup {
-    match ctx.get::<dsh_policies::Credentials>() {
+    match ctx.get::<dsh_host::Credentials>() {
         Some(c) => Arc::new(move |name: &str| c.resolve(name)),
         None => Arc::new(|name: &str| env(name)),
     }

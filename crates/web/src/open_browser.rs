@@ -45,7 +45,7 @@ pub fn open(url: &str) -> Result<(), String> {
     let mut child = Command::new(&program)
         .args(&args)
         .env_clear()
-        .envs(dsh_sandbox::secrets::scrubbed_process_env())
+        .envs(dsh_host::secrets::scrubbed_process_env())
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())

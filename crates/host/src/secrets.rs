@@ -121,13 +121,8 @@ pub fn child_env(trusted: &[(String, String)]) -> Vec<(String, String)> {
     env
 }
 
-/// The Harness home (`$DSH_HOME`, else `~/.dsh`).
-pub fn dsh_home() -> PathBuf {
-    match std::env::var("DSH_HOME") {
-        Ok(h) if !h.trim().is_empty() => PathBuf::from(h),
-        _ => PathBuf::from(std::env::var("HOME").unwrap_or_else(|_| "/".into())).join(".dsh"),
-    }
-}
+/// The Harness home: one definition for the whole build ([`crate::dsh_home`]).
+pub use crate::config::dsh_home;
 
 /// The credential files of an installation.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

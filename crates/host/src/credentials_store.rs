@@ -9,12 +9,10 @@
 //! (both valid YAML that upstream's reader accepts); comments are not preserved.
 
 use std::collections::HashMap;
-use std::io::Write as _;
-use std::path::Path;
 
 use serde_json::{Map, Value};
 
-use crate::host::{Credentials, read_yaml_file};
+use crate::config::{Credentials, read_yaml_file};
 
 /// Where a credential ref currently resolves from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -85,7 +83,7 @@ fn valid_name(name: &str) -> bool {
 }
 
 fn env_value(name: &str) -> Option<String> {
-    dsh_sandbox::environ::secret_var(name).filter(|v| !v.is_empty())
+    crate::environ::secret_var(name).filter(|v| !v.is_empty())
 }
 
 impl Credentials {
@@ -133,7 +131,7 @@ impl Credentials {
         let mut doc = self.read_document()?;
         doc.refs.insert(name.to_string(), value.to_string());
         self.write_document(&doc)?;
-        dsh_sandbox::secrets::remember_secret(value);
+        crate::secrets::remember_secret(value);
         self.refs
             .write()
             .unwrap_or_else(|p| p.into_inner())
@@ -207,7 +205,7 @@ impl Credentials {
 
     fn write_document(&self, doc: &Document) -> Result<(), CredentialWriteError> {
         let text = doc.render();
-        write_private_atomically(&self.file, text.as_bytes()).map_err(|source| {
+        crate::fs::write_private(&self.file, text.as_bytes()).map_err(|source| {
             CredentialWriteError::Io {
                 path: self.file.display().to_string(),
                 source,
@@ -246,39 +244,6 @@ impl Document {
         }
         out
     }
-}
-
-/// Replaces `path` with `bytes`: a 0600 temp file beside it, fsync, rename, directory fsync.
-pub(crate) fn write_private_atomically(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir)?;
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let tmp = dir.join(format!(".{name}.{}.tmp", uuid::Uuid::new_v4().simple()));
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create_new(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        options.mode(0o600);
-    }
-    let result = (|| {
-        let mut file = options.open(&tmp)?;
-        file.write_all(bytes)?;
-        file.sync_all()?;
-        drop(file);
-        std::fs::rename(&tmp, path)?;
-        if let Ok(d) = std::fs::File::open(dir) {
-            let _ = d.sync_all();
-        }
-        Ok(())
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result
 }
 
 #[cfg(test)]

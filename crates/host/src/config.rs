@@ -262,10 +262,10 @@ impl Credentials {
 
     /// Resolves a credential reference name (e.g. `DEEPSEEK_API_KEY`).
     pub fn resolve(&self, name: &str) -> Option<String> {
-        if let Some(v) = dsh_sandbox::environ::secret_var(name)
+        if let Some(v) = crate::environ::secret_var(name)
             && !v.is_empty()
         {
-            dsh_sandbox::secrets::remember_secret(&v);
+            crate::secrets::remember_secret(&v);
             return Some(v);
         }
         let stored = self
@@ -282,7 +282,7 @@ impl Credentials {
         });
         if let Some(v) = &found {
             // Whatever a credential resolves to must never reach a child process.
-            dsh_sandbox::secrets::remember_secret(v);
+            crate::secrets::remember_secret(v);
         }
         found
     }

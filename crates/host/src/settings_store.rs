@@ -9,7 +9,7 @@
 
 use serde_json::{Map, Value};
 
-use crate::host::{Settings, read_yaml_file};
+use crate::config::{Settings, read_yaml_file};
 
 /// Payload of [`SettingsChanged`].
 pub struct SettingsChange {
@@ -93,8 +93,7 @@ impl Settings {
         for (ns, v) in &doc {
             text.push_str(&format!("{}: {v}\n", Value::from(ns.as_str())));
         }
-        crate::credentials_store::write_private_atomically(&self.path, text.as_bytes())
-            .map_err(io)?;
+        crate::fs::write_private(&self.path, text.as_bytes()).map_err(io)?;
         self.replaced
             .write()
             .unwrap_or_else(|p| p.into_inner())
