@@ -448,9 +448,9 @@ pub fn read_file(path: &Path, limits: &Limits) -> Result<Option<Document>, Memor
     Ok(Some(Document::parse(&text)))
 }
 
-/// Replaces `path` with `text` atomically (owner-only, like every file dsh rewrites whole).
+/// Replaces `path` with `text` atomically (its permissions kept).
 fn write_atomic(path: &Path, text: &str) -> Result<(), MemoryError> {
-    dsh_host::fs::write_private(path, text.as_bytes()).map_err(|error| MemoryError::Io {
+    dsh_host::fs::write_atomic(path, text.as_bytes()).map_err(|error| MemoryError::Io {
         path: path.to_path_buf(),
         error,
     })
