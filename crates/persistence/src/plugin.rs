@@ -101,7 +101,7 @@ fn default_delay() -> u64 {
 }
 
 impl PersistenceConfig {
-    /// Parses and validates a plugin row's config. Unknown keys are tolerated.
+    /// Parses and validates a plugin row's config; an unknown key is refused, naming it.
     /// `writeBatchMaxDelayMs: 0` selects [`WriteTiming::EveryEvent`].
     pub fn from_plugin_config(config: &PluginConfig) -> Result<Self, ConfigFieldError> {
         let raw: RawConfig = config.parse()?;
@@ -375,8 +375,11 @@ impl SessionWriters {
     fn on_disposed(self: &Arc<Self>, session: &Arc<LiveSession>) {
         let id = session.id();
         let Some(writer) = self.get(&id) else { return };
-        if writer.pending_len() == 0 {
-            // Nothing queued: retire now (a write still in flight is awaited by `flush_all`).
+        if writer.is_idle() {
+            // Nothing queued and nothing being written: retire now. A write in flight has
+            // already taken the queue, so an empty queue alone is not enough: retiring then
+            // would record a short durable length, fsync before the write lands and release
+            // the log while it is still being appended to.
             self.retire(&id, &writer);
             return;
         }

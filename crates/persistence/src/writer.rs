@@ -178,6 +178,16 @@ impl SessionWriter {
         lock(&self.shared.queue).pending.len()
     }
 
+    /// Whether nothing is queued and no write is in progress. A write takes the queue
+    /// under the IO lock, so an empty queue alone does not mean its events are on disk.
+    pub fn is_idle(&self) -> bool {
+        // IO before queue, the order `write_once` takes them (try_lock never waits).
+        let Ok(_io) = self.shared.io.try_lock() else {
+            return false;
+        };
+        lock(&self.shared.queue).pending.is_empty()
+    }
+
     /// Number of leading events known to be durable.
     pub fn durable_len(&self) -> u64 {
         *self.shared.durable.borrow()
@@ -386,5 +396,37 @@ fn write_once(shared: &Shared, trigger: Trigger) -> Result<Outcome, PersistenceE
             }
             Err(e)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::{ChunkPacking, Compression};
+
+    #[tokio::test]
+    async fn a_write_in_progress_is_not_idle() {
+        let dir = tempfile::tempdir().unwrap();
+        let files = Arc::new(SessionFiles::new(
+            dir.path(),
+            Compression::None,
+            ChunkPacking::Packed,
+        ));
+        let w = SessionWriter::new(
+            files,
+            SessionHeader::new("idle", 1_700_000_000_000),
+            WriterStart::Fresh,
+            WriteTiming::Batched(std::time::Duration::from_secs(3600)),
+            tokio::runtime::Handle::current(),
+        );
+        assert!(w.is_idle());
+        // A write holds the IO lock from before it takes the queue until its batch is on
+        // disk: the queue is empty meanwhile, yet the writer is busy.
+        let io = w.shared.io.lock().unwrap();
+        assert_eq!(w.pending_len(), 0);
+        assert!(!w.is_idle());
+        drop(io);
+        assert!(w.is_idle());
     }
 }
