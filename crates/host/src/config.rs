@@ -9,27 +9,30 @@ use dsh_kernel::{BoxError, Context, Plugin, PluginConfig};
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
-/// `$DSH_HOME` when set and not blank (with `~` expanded), else `~/.dsh`.
+/// `$DSH_HOME` when set and not blank (made absolute by [`absolute_path`]), else `~/.dsh`.
 pub fn dsh_home() -> PathBuf {
-    let home = std::env::var("HOME").unwrap_or_else(|_| ".".into());
     match std::env::var("DSH_HOME") {
-        Ok(v) if !v.trim().is_empty() => {
-            let expanded = if v == "~" {
-                PathBuf::from(&home)
-            } else if let Some(rest) = v.strip_prefix("~/") {
-                Path::new(&home).join(rest)
-            } else {
-                PathBuf::from(v)
-            };
-            if expanded.is_absolute() {
-                expanded
-            } else {
-                std::env::current_dir()
-                    .map(|d| d.join(&expanded))
-                    .unwrap_or(expanded)
-            }
-        }
-        _ => Path::new(&home).join(".dsh"),
+        Ok(v) if !v.trim().is_empty() => absolute_path(&v),
+        _ => PathBuf::from(std::env::var("HOME").unwrap_or_else(|_| ".".into())).join(".dsh"),
+    }
+}
+
+/// `~`, `~/…` and relative paths made absolute (`$HOME`, the process's working directory).
+pub fn absolute_path(path: &str) -> PathBuf {
+    let home = std::env::var("HOME").unwrap_or_else(|_| ".".into());
+    let expanded = if path == "~" {
+        PathBuf::from(&home)
+    } else if let Some(rest) = path.strip_prefix("~/") {
+        Path::new(&home).join(rest)
+    } else {
+        PathBuf::from(path)
+    };
+    if expanded.is_absolute() {
+        expanded
+    } else {
+        std::env::current_dir()
+            .map(|d| d.join(&expanded))
+            .unwrap_or(expanded)
     }
 }
 

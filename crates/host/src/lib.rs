@@ -15,7 +15,7 @@ mod settings_store;
 
 pub use config::{
     Credentials, CredentialsPlugin, DefaultModel, DefaultModelPlugin, Settings, SettingsPlugin,
-    dsh_home, layer, parse_dotenv, read_yaml_file,
+    absolute_path, dsh_home, layer, parse_dotenv, read_yaml_file,
 };
 pub use credentials_store::{CredentialSource, CredentialState, CredentialWriteError};
 pub use settings_store::{SettingsChange, SettingsChanged, SettingsWriteError};

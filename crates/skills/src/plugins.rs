@@ -1,8 +1,9 @@
 //! The config rows: `skill` (the registry), `skill-filesystem`, `tool-skill`, `skill-badge`.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
+use dsh_host::absolute_path as absolute;
 use dsh_kernel::{BoxError, Catalog, Context, Plugin, PluginConfig};
 use dsh_tools::ToolRegistry;
 use serde::Deserialize;
@@ -64,25 +65,6 @@ struct FileSystemRow {
     watch_poll_interval_ms: Option<f64>,
     watch_max_projects: Option<f64>,
     watch_follow_symlinks: Option<bool>,
-}
-
-/// `~`, `~/…` and relative paths made absolute (relative to the process cwd).
-fn absolute(path: &str) -> PathBuf {
-    let home = std::env::var("HOME").unwrap_or_else(|_| ".".into());
-    let expanded = if path == "~" {
-        PathBuf::from(&home)
-    } else if let Some(rest) = path.strip_prefix("~/") {
-        Path::new(&home).join(rest)
-    } else {
-        PathBuf::from(path)
-    };
-    if expanded.is_absolute() {
-        expanded
-    } else {
-        std::env::current_dir()
-            .map(|d| d.join(&expanded))
-            .unwrap_or(expanded)
-    }
 }
 
 /// The configured path, else the environment variable, else `~/<fallback>`.
