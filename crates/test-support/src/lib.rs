@@ -4,5 +4,6 @@ pub mod json_schema;
 pub mod mock_server;
 pub mod prereq;
 pub mod pty;
+pub mod scripted;
 pub mod sse;
 pub mod webdriver;

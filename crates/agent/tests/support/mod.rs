@@ -3,151 +3,19 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 #![allow(dead_code)]
 
-use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use dsh_agent::{AgentOptions, AgentRef, Agents, CreateAgent, register_core};
 use dsh_kernel::{BoxError, BoxFuture, Catalog, Context, LoadRow, LoadedTree, load_tree};
-use dsh_llm::{
-    AdapterStream, ContentBlock, FinishReason, GenerateOptions, LlmAdapter, LlmError, LlmFailure,
-    LlmRuntime, Message, ModelInfo, StreamChunk, TokenUsage,
-};
+use dsh_llm::{ContentBlock, LlmRuntime, Message};
 use dsh_session::{Event, LiveSession, types};
 use dsh_tools::{ObjectSchema, Prop, Tool, ToolOutput, ToolRegistry, ToolRunContext};
-use futures::StreamExt;
 use serde_json::{Value, json};
 
-/// One scripted model call.
-#[derive(Clone)]
-pub enum Reply {
-    Chunks(Vec<StreamChunk>),
-    /// Stream these chunks, then fail with `code`.
-    Throw(Vec<StreamChunk>, String),
-    /// Stream these chunks, then wait until cancelled.
-    Hang(Vec<StreamChunk>),
-}
-
-pub fn text(t: &str) -> Reply {
-    Reply::Chunks(vec![
-        StreamChunk::BlockStart {
-            index: 0,
-            block_type: "text".into(),
-        },
-        StreamChunk::TextDelta {
-            index: 0,
-            text: t.into(),
-        },
-        StreamChunk::BlockEnd {
-            index: 0,
-            block: ContentBlock::text(t),
-        },
-        StreamChunk::Usage {
-            usage: TokenUsage {
-                input_tokens: 10,
-                output_tokens: 2,
-                ..Default::default()
-            },
-        },
-        StreamChunk::finish(FinishReason::Stop),
-    ])
-}
-
-pub fn calls(list: &[(&str, &str, Value)]) -> Reply {
-    let mut chunks = Vec::new();
-    for (i, (id, name, args)) in list.iter().enumerate() {
-        let args = args.to_string();
-        chunks.push(StreamChunk::BlockStart {
-            index: i as u32,
-            block_type: "tool-call".into(),
-        });
-        chunks.push(StreamChunk::ToolCallDelta {
-            index: i as u32,
-            id: id.to_string(),
-            name: Some(name.to_string()),
-            arguments_delta: args.clone(),
-        });
-        chunks.push(StreamChunk::BlockEnd {
-            index: i as u32,
-            block: ContentBlock::ToolCall {
-                id: id.to_string(),
-                name: name.to_string(),
-                arguments: args,
-            },
-        });
-    }
-    chunks.push(StreamChunk::finish(FinishReason::ToolCalls));
-    Reply::Chunks(chunks)
-}
-
-pub fn raw_call(id: &str, name: &str, args: &str) -> Reply {
-    Reply::Chunks(vec![
-        StreamChunk::ToolCallDelta {
-            index: 0,
-            id: id.into(),
-            name: Some(name.into()),
-            arguments_delta: args.into(),
-        },
-        StreamChunk::finish(FinishReason::ToolCalls),
-    ])
-}
-
-pub fn failure(code: &str) -> Reply {
-    Reply::Chunks(vec![StreamChunk::error(LlmFailure::new(
-        code,
-        format!("simulated {code}"),
-    ))])
-}
-
-/// An adapter serving a script, recording every request.
-#[derive(Default)]
-pub struct Scripted {
-    pub script: Mutex<VecDeque<Reply>>,
-    pub requests: Mutex<Vec<Arc<GenerateOptions>>>,
-}
-
-impl Scripted {
-    pub fn push(&self, r: Reply) {
-        self.script.lock().unwrap().push_back(r);
-    }
-    pub fn requests(&self) -> Vec<Arc<GenerateOptions>> {
-        self.requests.lock().unwrap().clone()
-    }
-}
-
-impl LlmAdapter for Scripted {
-    fn model_info(&self, _p: &str, model: &str) -> Result<ModelInfo, LlmError> {
-        Ok(ModelInfo {
-            id: model.into(),
-            context_window: Some(100_000),
-            ..Default::default()
-        })
-    }
-    fn stream(&self, options: Arc<GenerateOptions>) -> AdapterStream {
-        self.requests.lock().unwrap().push(options.clone());
-        let reply = self.script.lock().unwrap().pop_front();
-        let cancel = options.cancel.clone();
-        match reply {
-            None => {
-                futures::stream::iter([Err(LlmError::new("UNKNOWN", "script exhausted"))]).boxed()
-            }
-            Some(Reply::Chunks(c)) => futures::stream::iter(c.into_iter().map(Ok)).boxed(),
-            Some(Reply::Throw(c, code)) => {
-                futures::stream::iter(c.into_iter().map(Ok).chain([Err(LlmError::new(
-                    code.clone(),
-                    format!("simulated {code}"),
-                ))]))
-                .boxed()
-            }
-            Some(Reply::Hang(c)) => futures::stream::iter(c.into_iter().map(Ok))
-                .chain(futures::stream::once(async move {
-                    cancel.cancelled().await;
-                    Err(LlmError::new("ABORTED", "aborted"))
-                }))
-                .boxed(),
-        }
-    }
-}
+// Shared by the tests and the step benchmark, which each use part of it.
+#[allow(unused_imports)]
+pub use dsh_test_support::scripted::{Reply, Scripted, calls, failure, text};
 
 /// A tool that echoes its `text` argument (optionally after a delay, optionally parallel).
 pub struct Echo {

@@ -3,99 +3,18 @@
 //! of the session log with hook events shown whole.
 #![allow(clippy::unwrap_used, clippy::expect_used, dead_code)]
 
-use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use dsh_agent::{AgentOptions, AgentRef, Agents, CreateAgent, register_core};
 use dsh_kernel::{BoxError, BoxFuture, Catalog, Context, LoadRow, LoadedTree, load_tree};
-use dsh_llm::{
-    AdapterStream, ContentBlock, FinishReason, GenerateOptions, LlmAdapter, LlmError, LlmRuntime,
-    Message, ModelInfo, StreamChunk,
-};
+use dsh_llm::{ContentBlock, LlmRuntime, Message};
 use dsh_session::{Event, LiveSession, types};
 use dsh_tools::{ObjectSchema, Prop, Tool, ToolOutput, ToolRegistry, ToolRunContext};
-use futures::StreamExt;
 use serde_json::{Value, json};
 
-/// A model adapter serving scripted replies and recording requests.
-#[derive(Default)]
-pub struct Scripted {
-    pub script: Mutex<VecDeque<Vec<StreamChunk>>>,
-    pub requests: Mutex<Vec<Arc<GenerateOptions>>>,
-}
-
-impl Scripted {
-    pub fn push(&self, chunks: Vec<StreamChunk>) {
-        self.script.lock().unwrap().push_back(chunks);
-    }
-    pub fn requests(&self) -> Vec<Arc<GenerateOptions>> {
-        self.requests.lock().unwrap().clone()
-    }
-}
-
-impl LlmAdapter for Scripted {
-    fn model_info(&self, _p: &str, model: &str) -> Result<ModelInfo, LlmError> {
-        Ok(ModelInfo {
-            id: model.into(),
-            context_window: Some(100_000),
-            ..Default::default()
-        })
-    }
-    fn stream(&self, options: Arc<GenerateOptions>) -> AdapterStream {
-        self.requests.lock().unwrap().push(options);
-        match self.script.lock().unwrap().pop_front() {
-            None => {
-                futures::stream::iter([Err(LlmError::new("UNKNOWN", "script exhausted"))]).boxed()
-            }
-            Some(chunks) => futures::stream::iter(chunks.into_iter().map(Ok)).boxed(),
-        }
-    }
-}
-
-pub fn text(t: &str) -> Vec<StreamChunk> {
-    vec![
-        StreamChunk::BlockStart {
-            index: 0,
-            block_type: "text".into(),
-        },
-        StreamChunk::TextDelta {
-            index: 0,
-            text: t.into(),
-        },
-        StreamChunk::BlockEnd {
-            index: 0,
-            block: ContentBlock::text(t),
-        },
-        StreamChunk::finish(FinishReason::Stop),
-    ]
-}
-
-pub fn call(id: &str, name: &str, args: Value) -> Vec<StreamChunk> {
-    let args = args.to_string();
-    vec![
-        StreamChunk::BlockStart {
-            index: 0,
-            block_type: "tool-call".into(),
-        },
-        StreamChunk::ToolCallDelta {
-            index: 0,
-            id: id.into(),
-            name: Some(name.into()),
-            arguments_delta: args.clone(),
-        },
-        StreamChunk::BlockEnd {
-            index: 0,
-            block: ContentBlock::ToolCall {
-                id: id.into(),
-                name: name.into(),
-                arguments: args,
-            },
-        },
-        StreamChunk::finish(FinishReason::ToolCalls),
-    ]
-}
+pub use dsh_test_support::scripted::{Scripted, call, text};
 
 /// `echo {command}`: returns `command` followed by a newline, like the shell would.
 pub struct Echo {

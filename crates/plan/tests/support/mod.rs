@@ -9,115 +9,40 @@ use std::time::Duration;
 
 use dsh_agent::{AgentOptions, AgentRef, Agents, CreateAgent, register_core};
 use dsh_kernel::{BoxError, BoxFuture, Catalog, Context, LoadRow, LoadedTree, load_tree};
-use dsh_llm::{
-    AdapterStream, ContentBlock, FinishReason, GenerateOptions, LlmAdapter, LlmError, LlmRuntime,
-    Message, ModelInfo, StreamChunk,
-};
+use dsh_llm::{LlmRuntime, Message};
 use dsh_session::{LiveSession, types};
 use dsh_user_questions::{
     Answer, AnswerItem, AskRequest, Question, QuestionProvider, UserQuestions,
 };
-use futures::StreamExt;
 use serde_json::{Value, json};
 
 pub const SECTION: &str = "PLAN-GUIDANCE: plan only, do not edit.";
 
-#[derive(Clone)]
-pub enum Reply {
-    Chunks(Vec<StreamChunk>),
-}
+pub use dsh_test_support::scripted::{Scripted, call, text};
 
-pub fn text(t: &str) -> Reply {
-    Reply::Chunks(vec![
-        StreamChunk::BlockStart {
-            index: 0,
-            block_type: "text".into(),
-        },
-        StreamChunk::TextDelta {
-            index: 0,
-            text: t.into(),
-        },
-        StreamChunk::BlockEnd {
-            index: 0,
-            block: ContentBlock::text(t),
-        },
-        StreamChunk::finish(FinishReason::Stop),
-    ])
-}
-
-pub fn call(id: &str, name: &str, args: Value) -> Reply {
-    let args = args.to_string();
-    Reply::Chunks(vec![
-        StreamChunk::BlockStart {
-            index: 0,
-            block_type: "tool-call".into(),
-        },
-        StreamChunk::ToolCallDelta {
-            index: 0,
-            id: id.into(),
-            name: Some(name.into()),
-            arguments_delta: args.clone(),
-        },
-        StreamChunk::BlockEnd {
-            index: 0,
-            block: ContentBlock::ToolCall {
-                id: id.into(),
-                name: name.into(),
-                arguments: args,
-            },
-        },
-        StreamChunk::finish(FinishReason::ToolCalls),
-    ])
-}
-
-#[derive(Default)]
-pub struct Scripted {
-    pub script: Mutex<VecDeque<Reply>>,
-    pub requests: Mutex<Vec<Arc<GenerateOptions>>>,
-}
-
-impl Scripted {
-    pub fn push(&self, r: Reply) {
-        self.script.lock().unwrap().push_back(r);
-    }
-    pub fn requests(&self) -> Vec<Arc<GenerateOptions>> {
-        self.requests.lock().unwrap().clone()
-    }
+/// What these tests read from the recorded requests.
+pub trait PlanRequests {
     /// Whether request `i` carried the plan section.
-    pub fn planned(&self, i: usize) -> bool {
+    fn planned(&self, i: usize) -> bool;
+    /// The user-role texts of request `i`.
+    fn user_texts(&self, i: usize) -> Vec<String>;
+}
+
+impl PlanRequests for Scripted {
+    fn planned(&self, i: usize) -> bool {
         self.requests()[i]
             .system
             .as_deref()
             .unwrap_or("")
             .contains(SECTION)
     }
-    /// The user-role texts of request `i`.
-    pub fn user_texts(&self, i: usize) -> Vec<String> {
+    fn user_texts(&self, i: usize) -> Vec<String> {
         self.requests()[i]
             .messages
             .iter()
             .filter(|m| m.role == dsh_llm::Role::User)
             .map(|m| m.text())
             .collect()
-    }
-}
-
-impl LlmAdapter for Scripted {
-    fn model_info(&self, _p: &str, model: &str) -> Result<ModelInfo, LlmError> {
-        Ok(ModelInfo {
-            id: model.into(),
-            context_window: Some(100_000),
-            ..Default::default()
-        })
-    }
-    fn stream(&self, options: Arc<GenerateOptions>) -> AdapterStream {
-        self.requests.lock().unwrap().push(options.clone());
-        match self.script.lock().unwrap().pop_front() {
-            None => {
-                futures::stream::iter([Err(LlmError::new("UNKNOWN", "script exhausted"))]).boxed()
-            }
-            Some(Reply::Chunks(c)) => futures::stream::iter(c.into_iter().map(Ok)).boxed(),
-        }
     }
 }
 

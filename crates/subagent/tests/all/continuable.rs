@@ -472,7 +472,7 @@ async fn interrupt_agent_stops_a_working_child_which_then_settles_as_stopped() {
             text("SPARE"),
         ],
     );
-    s.h.model.script("child:", vec![Reply::Hang]);
+    s.h.model.script("child:", vec![hang()]);
     let parent = s.h.agent();
     parent.followup(Message::user_text("parent task")).unwrap();
     settle_parent(&parent, &s, 1).await;
@@ -575,7 +575,7 @@ async fn list_agents_shows_continuable_children_with_their_state() {
         ],
     );
     s.h.model.script("child: once", vec![text("ONCE_OK")]);
-    s.h.model.script("child: hang", vec![Reply::Hang]);
+    s.h.model.script("child: hang", vec![hang()]);
     let parent = s.h.agent();
     parent.followup(Message::user_text("parent task")).unwrap();
     idle(&parent).await;

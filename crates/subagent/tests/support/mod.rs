@@ -16,53 +16,9 @@ use dsh_llm::{
 };
 use dsh_session::{Event, LiveSession, SessionStore, types};
 use dsh_tools::{ObjectSchema, Prop, Tool, ToolOutput, ToolRegistry, ToolRunContext};
-use futures::StreamExt;
 use serde_json::{Value, json};
 
-/// One scripted model call.
-#[derive(Clone)]
-pub enum Reply {
-    Chunks(Vec<StreamChunk>),
-    /// Wait until cancelled.
-    Hang,
-    /// Decided when the call is made: polled until it gives a reply (so a script can
-    /// wait for a condition, or use an id only known at run time).
-    Lazy(Arc<dyn Fn() -> Option<Reply> + Send + Sync>),
-}
-
-/// A reply computed when the call is made (see [`Reply::Lazy`]).
-pub fn lazy(f: impl Fn() -> Option<Reply> + Send + Sync + 'static) -> Reply {
-    Reply::Lazy(Arc::new(f))
-}
-
-pub fn text(t: &str) -> Reply {
-    Reply::Chunks(text_chunks(t, FinishReason::Stop))
-}
-
-fn text_chunks(t: &str, finish: FinishReason) -> Vec<StreamChunk> {
-    vec![
-        StreamChunk::BlockStart {
-            index: 0,
-            block_type: "text".into(),
-        },
-        StreamChunk::TextDelta {
-            index: 0,
-            text: t.into(),
-        },
-        StreamChunk::BlockEnd {
-            index: 0,
-            block: ContentBlock::text(t),
-        },
-        StreamChunk::Usage {
-            usage: TokenUsage {
-                input_tokens: 10,
-                output_tokens: 2,
-                ..Default::default()
-            },
-        },
-        StreamChunk::finish(finish),
-    ]
-}
+pub use dsh_test_support::scripted::{Reply, hang, lazy, text};
 
 /// A step cut at the token limit with nothing complete in it (a usage-only message).
 pub fn cut_at_limit() -> Reply {
@@ -187,40 +143,8 @@ impl LlmAdapter for Scripted {
     }
     fn stream(&self, options: Arc<GenerateOptions>) -> AdapterStream {
         self.requests.lock().unwrap().push(options.clone());
-        let cancel = options.cancel.clone();
         let reply = self.next(&options);
-        if let Some(Reply::Lazy(decide)) = reply {
-            return futures::stream::once(async move {
-                loop {
-                    if let Some(r) = decide() {
-                        return futures::stream::iter(match r {
-                            Reply::Chunks(c) => c.into_iter().map(Ok).collect::<Vec<_>>(),
-                            _ => vec![Err(LlmError::new("UNKNOWN", "lazy replies give chunks"))],
-                        });
-                    }
-                    tokio::select! {
-                        _ = tokio::time::sleep(Duration::from_millis(5)) => {}
-                        _ = cancel.cancelled() => {
-                            return futures::stream::iter(vec![Err(LlmError::new("ABORTED", "aborted"))]);
-                        }
-                    }
-                }
-            })
-            .flatten()
-            .boxed();
-        }
-        match reply {
-            None => {
-                futures::stream::iter([Err(LlmError::new("UNKNOWN", "script exhausted"))]).boxed()
-            }
-            Some(Reply::Chunks(c)) => futures::stream::iter(c.into_iter().map(Ok)).boxed(),
-            Some(Reply::Hang) => futures::stream::once(async move {
-                cancel.cancelled().await;
-                Err(LlmError::new("ABORTED", "aborted"))
-            })
-            .boxed(),
-            Some(Reply::Lazy(_)) => unreachable!("handled above"),
-        }
+        dsh_test_support::scripted::serve(reply, options.cancel.clone())
     }
 }
 

@@ -13,7 +13,7 @@ use dsh_workflow::{
 };
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
-use support::{Harness, Reply, lazy, record_sessions, text, trace};
+use support::{Harness, hang, lazy, record_sessions, text, trace};
 
 #[derive(Default)]
 struct Notes(Mutex<Vec<String>>);
@@ -402,8 +402,8 @@ async fn structured_children_resolve_to_their_value() {
 async fn cancelling_a_run_cancels_every_child() {
     let h = Harness::workflows(json!({"maxConcurrentAgents": 4}));
     let sessions = record_sessions(&h.root);
-    h.model.script("Hang 1", vec![Reply::Hang]);
-    h.model.script("Hang 2", vec![Reply::Hang]);
+    h.model.script("Hang 1", vec![hang()]);
+    h.model.script("Hang 2", vec![hang()]);
     let notes = Arc::new(Notes::default());
     let s = spec(
         &h,

@@ -10,7 +10,7 @@ use dsh_llm::Message;
 use dsh_tools::ToolRegistry;
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
-use support::{Harness, Reply, calls, idle, record_sessions, text, trace};
+use support::{Harness, Reply, calls, hang, idle, record_sessions, text, trace};
 
 fn shape(value: &Value) -> Value {
     match value {
@@ -237,8 +237,8 @@ async fn cancelling_the_call_cancels_every_child() {
             "return await parallel([() => agent('Hang one'), () => agent('Hang two')])",
         )],
     );
-    h.model.script("Hang one", vec![Reply::Hang]);
-    h.model.script("Hang two", vec![Reply::Hang]);
+    h.model.script("Hang one", vec![hang()]);
+    h.model.script("Hang two", vec![hang()]);
     let parent = h.agent();
     parent.followup(Message::user_text("Fan out")).unwrap();
     let pid = parent.id().to_string();
