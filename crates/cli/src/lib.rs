@@ -68,7 +68,7 @@ pub fn main(extensions: &Extensions) -> ExitCode {
     let raw: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
     match raw.first().and_then(|a| a.to_str()) {
         Some(REAPER_ARG) => {
-            dsh_tools::process::run_reaper();
+            dsh_process::run_reaper();
             return ExitCode::SUCCESS;
         }
         Some(dsh_sandbox::landlock::LAUNCHER_ARG) => {
@@ -87,7 +87,7 @@ pub fn main(extensions: &Extensions) -> ExitCode {
     dsh_sandbox::environ::capture_secrets_from_environment();
     dsh_sandbox::environ::keep_memory_private();
     if let Ok(exe) = std::env::current_exe() {
-        dsh_tools::process::set_reaper_command(exe.clone(), REAPER_ARG);
+        dsh_process::set_reaper_command(exe.clone(), REAPER_ARG);
         dsh_sandbox::landlock::set_launcher(dsh_sandbox::landlock::launcher_for(&exe));
     }
     init_tracing();

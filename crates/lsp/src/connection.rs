@@ -1,7 +1,7 @@
 //! One language-server process and its JSON-RPC connection.
 //!
 //! The child runs in its own process group, registered with the reaper
-//! (`dsh_tools::process`), so it dies with its connection, its provider, or dsh itself. Its
+//! (`dsh_process`), so it dies with its connection, its provider, or dsh itself. Its
 //! pipes are served by plain threads (a writer fed by a channel, a frame reader, a bounded
 //! stderr tail), so a connection works from any async runtime and can be shut down from the
 //! synchronous unload path. Any transport failure (the process exiting, a write failing, a
@@ -18,7 +18,7 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use dsh_tools::process::ProcessGroup;
+use dsh_process::ProcessGroup;
 use serde_json::{Value, json};
 
 use crate::framing::{encode, read_message};

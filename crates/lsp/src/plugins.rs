@@ -7,9 +7,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use dsh_kernel::{BoxError, Catalog, Context, ListenOptions, Plugin, PluginConfig};
+use dsh_process::resolve_program;
 use dsh_session::SessionDisposed;
 use dsh_tools::ToolRegistry;
-use dsh_tools::process::resolve_program;
 use serde::Deserialize;
 use serde_json::Value;
 

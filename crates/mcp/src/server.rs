@@ -13,8 +13,8 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
 
 use dsh_kernel::{Context, EffectHandle, ScopeId};
+use dsh_process::ProcessGroup;
 use dsh_tools::ToolRegistry;
-use dsh_tools::process::ProcessGroup;
 use tokio::sync::{oneshot, watch};
 use tokio_util::sync::CancellationToken;
 

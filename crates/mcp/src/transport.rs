@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
 
-use dsh_tools::process::{ProcessGroup, resolve_program};
+use dsh_process::{ProcessGroup, resolve_program};
 use rmcp::model::{ClientCapabilities, ClientInfo, Implementation, ProtocolVersion};
 use rmcp::service::{NotificationContext, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;

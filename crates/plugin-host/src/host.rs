@@ -16,7 +16,7 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use dsh_tools::process::ProcessGroup;
+use dsh_process::ProcessGroup;
 use serde_json::{Value, json};
 
 /// How long a killed plugin gets between SIGTERM and SIGKILL.

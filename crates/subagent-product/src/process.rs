@@ -7,7 +7,7 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use dsh_tools::process::{ProcessGroup, resolve_program};
+use dsh_process::{ProcessGroup, resolve_program};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt as _, BufReader};
 use tokio::process::ChildStderr;
 use tokio::sync::{mpsc, watch};

@@ -10,8 +10,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use dsh_kernel::{BoxError, BoxFuture};
+use dsh_process::ProcessGroup;
 use dsh_sandbox::{Sandbox, SandboxPolicy};
-use dsh_tools::process::ProcessGroup;
 use portable_pty::{ChildKiller, CommandBuilder, MasterPty, PtySize, native_pty_system};
 use rustix::process::{Pid, Signal, kill_process, kill_process_group};
 use tokio_util::sync::CancellationToken;

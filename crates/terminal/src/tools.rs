@@ -472,7 +472,7 @@ impl TerminalTool {
                                 }
                             )
                         })),
-                        keep_alive: Some(Box::new(dsh_tools::process::AbortOnDrop(watcher))),
+                        keep_alive: Some(Box::new(dsh_process::AbortOnDrop(watcher))),
                     })
                 },
             );

@@ -7,7 +7,7 @@ mod client_files;
 mod client_terminals;
 mod exec;
 mod output;
-pub mod process;
+
 mod registry;
 mod schema;
 mod shell_vars;

@@ -4,16 +4,14 @@
 //! settles kills its group too.
 //!
 //! The group, reader and program-lookup mechanics are the ones the `bash` tool uses
-//! (`dsh_tools::process`); upstream runs hooks through its shell executor (`ctx.shell`).
+//! (`dsh_process`); upstream runs hooks through its shell executor (`ctx.shell`).
 
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use dsh_tools::process::{
-    AbortOnDrop, OutputSink, ProcessGroup, drain, resolve_program, spawn_reader,
-};
+use dsh_process::{AbortOnDrop, OutputSink, ProcessGroup, drain, resolve_program, spawn_reader};
 use tokio::io::AsyncWriteExt;
 use tokio_util::sync::CancellationToken;
 

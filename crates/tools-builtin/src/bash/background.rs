@@ -11,9 +11,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use dsh_jobs::{JobHooks, JobOutcome, JobSettler, Terminal};
+use dsh_process::{AbortOnDrop, ProcessGroup, drain, resolve_program, spawn_reader};
 use dsh_sandbox::runner::{RunnerFailureRule, denied, is_runner_spawn_failure, runner_failure};
 use dsh_sandbox::{SandboxMode, denial_marker, escalation_hint, runner_failure_marker};
-use dsh_tools::process::{AbortOnDrop, ProcessGroup, drain, resolve_program, spawn_reader};
 
 use super::process::{OutputCollector, signal_name};
 

@@ -843,7 +843,7 @@ impl Plugin for ToolBashPlugin {
             positive("tool-bash", "timeoutMs", t)?;
         }
         // Commands will run in process groups: have the reaper up before the first one.
-        dsh_tools::process::start_reaper_soon();
+        dsh_process::start_reaper_soon();
         if let Some(t) = row.max_timeout_ms {
             positive("tool-bash", "maxTimeoutMs", t)?;
         }

@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use dsh_tools::process::{OutputSink, ProcessGroup, drain, resolve_program, spawn_reader};
+use dsh_process::{OutputSink, ProcessGroup, drain, resolve_program, spawn_reader};
 use tokio_util::sync::CancellationToken;
 
 /// Everything one run needs, fully resolved.
