@@ -377,6 +377,19 @@ impl Plugin for InstructionsPlugin {
         }
         let states: Arc<Mutex<HashMap<String, AgentState>>> = Arc::default();
         {
+            // A session that leaves the store takes its state along (a server keeps running
+            // through thousands of sessions); reopened, it is baselined again, as after a
+            // restart.
+            let states = states.clone();
+            ctx.on_emit::<dsh_session::SessionDisposed>(ListenOptions::GLOBAL, move |session| {
+                states
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .remove(&session.id());
+                Ok(())
+            })?;
+        }
+        {
             let states = states.clone();
             ctx.on_emit::<ToolResultEvent>(ListenOptions::default(), move |p| {
                 let touched =

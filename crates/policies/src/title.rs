@@ -390,6 +390,18 @@ impl Plugin for LlmTitlePlugin {
         let llm = ctx.require::<dsh_llm::LlmRuntime>()?;
         let started: std::sync::Arc<std::sync::Mutex<std::collections::HashSet<String>>> =
             Default::default();
+        {
+            // Forget sessions that leave the store: a reopened session's log already holds
+            // its provider title, or it gets one again.
+            let started = started.clone();
+            ctx.on_emit::<dsh_session::SessionDisposed>(ListenOptions::GLOBAL, move |session| {
+                started
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .remove(&session.id());
+                Ok(())
+            })?;
+        }
         let spawner = ctx.clone();
         // Started by the session's first loop request whose route is the logged header's
         // (as upstream): the request record lands after `request/context` and before the
