@@ -1,4 +1,5 @@
-//! Modes and configuration options: what a session answer offers and how `session/set_mode` and `session/set_config_option` change it.
+//! Modes and configuration options: what a session answer offers and how `session/set_mode` and
+//! `session/set_config_option` change it.
 
 use super::*;
 

@@ -1,4 +1,5 @@
-//! The content of a `session/prompt`: ACP content blocks turned into the message the agent receives.
+//! The content of a `session/prompt`: ACP content blocks turned into the message the agent
+//! receives.
 
 use super::*;
 

@@ -1,4 +1,5 @@
-//! MCP servers a client names in `session/new` and `session/load`: started for the session, followed while it lives.
+//! MCP servers a client names in `session/new` and `session/load`: started for the session,
+//! followed while it lives.
 
 use super::*;
 

@@ -1,4 +1,5 @@
-//! Follow-up messages to a child: delivered to a resident child, or a cold resume from its stored log.
+//! Follow-up messages to a child: delivered to a resident child, or a cold resume from its
+//! stored log.
 
 use super::*;
 

@@ -1,4 +1,5 @@
-//! How a continuable child ends: disposal, the settlement notice to its parent, and draining children (a process ending, a parent going away).
+//! How a continuable child ends: disposal, the settlement notice to its parent, and draining
+//! children (a process ending, a parent going away).
 
 use super::*;
 
