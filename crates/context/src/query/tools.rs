@@ -183,364 +183,386 @@ impl QueryTool {
     fn run(&self, args: &Value, caller: &SessionHeader) -> Result<String, BoxError> {
         let empty = Map::new();
         let args = Args(args.as_object().unwrap_or(&empty));
+        match self.kind {
+            Kind::EventRead => self.event_read(&args, caller),
+            Kind::EventTrace => self.event_trace(&args, caller),
+            Kind::Trace => self.trace(&args, caller),
+            Kind::EventSearch => self.event_search(&args, caller),
+            Kind::Search => self.search(&args, caller),
+        }
+    }
+
+    /// The `session_event_read` tool: one event with its neighbours.
+    fn event_read(&self, args: &Args<'_>, caller: &SessionHeader) -> Result<String, BoxError> {
         let q = &self.service;
         let err = |e: QueryError| -> BoxError { Box::new(e.into_error()) };
-        match self.kind {
-            Kind::EventRead => {
-                let view = q
-                    .authorized(caller, args.string("session_id")?.as_deref())
-                    .map_err(err)?;
-                let seq = args
-                    .integer("seq")?
-                    .ok_or_else(|| filter_error("seq is required"))?;
-                let max = q.config.read_window_max;
-                let window = |key: &str| -> Result<u64, BoxError> {
-                    match args.integer(key) {
-                        Ok(Some(n)) if n <= max => Ok(n),
-                        Ok(None) => Ok(0),
-                        _ => Err(invalid(
-                            "SESSION_QUERY_INVALID_WINDOW",
-                            format!("{key} must be an integer between 0 and {max}"),
-                        )),
-                    }
-                };
-                let (before, after) = (window("before")?, window("after")?);
-                let target = view
-                    .events
-                    .get(seq as usize)
-                    .ok_or_else(|| err(QueryError::EventNotFound))?;
-                let mut lines = vec![
-                    header_line(&view),
-                    format!("Target event seq {seq}:"),
-                    "```json".into(),
-                    to_string_pretty(&event_object(target)),
-                    "```".into(),
-                ];
-                let neighbour = |e: &dsh_session::Event| {
-                    let text = event_text(e);
-                    let head = format!(
-                        "- seq {} | {} | {}",
-                        e.seq,
-                        e.event_type,
-                        iso_millis(e.time)
-                    );
-                    if text.is_empty() {
-                        format!("{head} | (no semantic text)")
-                    } else {
-                        format!("{head}\n  {}", text.replace('\n', "\n  "))
-                    }
-                };
-                let first = seq.saturating_sub(before) as usize;
-                if first < seq as usize {
-                    lines.push(String::new());
-                    lines.push("Before:".into());
-                    lines.extend(
-                        view.events[first..seq as usize]
-                            .iter()
-                            .map(|e| neighbour(e)),
-                    );
-                }
-                let last = (seq as usize)
-                    .saturating_add(after as usize)
-                    .min(view.events.len() - 1);
-                if last > seq as usize {
-                    lines.push(String::new());
-                    lines.push("After:".into());
-                    lines.extend(
-                        view.events[seq as usize + 1..=last]
-                            .iter()
-                            .map(|e| neighbour(e)),
-                    );
-                }
-                Ok(lines.join("\n"))
+        let view = q
+            .authorized(caller, args.string("session_id")?.as_deref())
+            .map_err(err)?;
+        let seq = args
+            .integer("seq")?
+            .ok_or_else(|| filter_error("seq is required"))?;
+        let max = q.config.read_window_max;
+        let window = |key: &str| -> Result<u64, BoxError> {
+            match args.integer(key) {
+                Ok(Some(n)) if n <= max => Ok(n),
+                Ok(None) => Ok(0),
+                _ => Err(invalid(
+                    "SESSION_QUERY_INVALID_WINDOW",
+                    format!("{key} must be an integer between 0 and {max}"),
+                )),
             }
-            Kind::EventTrace => {
-                let view = q
-                    .authorized(caller, args.string("session_id")?.as_deref())
-                    .map_err(err)?;
-                let seq = args
-                    .integer("seq")?
-                    .ok_or_else(|| filter_error("seq is required"))?;
-                let trace =
-                    trace_event(&view.events, seq).ok_or_else(|| err(QueryError::EventNotFound))?;
-                let target = &view.events[seq as usize];
-                let list = |v: &[u64]| {
-                    if v.is_empty() {
-                        "none".to_string()
-                    } else {
-                        v.iter().map(u64::to_string).collect::<Vec<_>>().join(", ")
-                    }
-                };
-                Ok([
-                    header_line(&view),
-                    format!(
-                        "Target: seq {seq} | {} | {} | {}",
-                        target.event_type,
-                        trace.class.as_str(),
-                        iso_millis(target.time)
-                    ),
-                    format!(
-                        "Replaced by: {}",
-                        trace.replaced_by.map_or("none".into(), |s| s.to_string())
-                    ),
-                    format!("Replacement chain: {}", list(&trace.chain)),
-                    format!("Events replaced by target: {}", list(&trace.replaced)),
-                    format!("Events cited directly as sources: {}", list(&trace.sources)),
-                    format!("Direct derived events: {}", list(&trace.derived)),
-                ]
-                .join("\n"))
+        };
+        let (before, after) = (window("before")?, window("after")?);
+        let target = view
+            .events
+            .get(seq as usize)
+            .ok_or_else(|| err(QueryError::EventNotFound))?;
+        let mut lines = vec![
+            header_line(&view),
+            format!("Target event seq {seq}:"),
+            "```json".into(),
+            to_string_pretty(&event_object(target)),
+            "```".into(),
+        ];
+        let neighbour = |e: &dsh_session::Event| {
+            let text = event_text(e);
+            let head = format!(
+                "- seq {} | {} | {}",
+                e.seq,
+                e.event_type,
+                iso_millis(e.time)
+            );
+            if text.is_empty() {
+                format!("{head} | (no semantic text)")
+            } else {
+                format!("{head}\n  {}", text.replace('\n', "\n  "))
             }
-            Kind::Trace => {
-                let view = q
-                    .authorized(caller, args.string("session_id")?.as_deref())
-                    .map_err(err)?;
-                let records = q.records().map_err(err)?;
-                let cwd = &view.header.cwd;
-                let title_of = |id: &str| {
-                    q.view(id)
-                        .map(|v| v.title_text())
-                        .unwrap_or_else(|e| format!("untitled (title unavailable: {})", e.code()))
-                };
-                let mut lines = vec![
-                    header_line(&view),
-                    format!("Created: {}", iso_millis(view.header.created_at as i64)),
-                    format!("Availability: {}", view.availability()),
-                    String::new(),
-                    "Ancestors (nearest first):".into(),
-                ];
-                let mut parent = view.header.parent_session.clone();
-                if parent.is_none() {
-                    lines.push("- none (target is a root session)".into());
-                }
-                let mut hops = 0;
-                while let Some(pid) = parent.take() {
-                    hops += 1;
-                    match records.iter().find(|r| r.header.id == pid) {
-                        Some(r) if &r.header.cwd == cwd && hops <= records.len() => {
-                            lines.push(format!(
-                                "- {} — {} | {} | {}",
-                                pid,
-                                title_of(&pid),
-                                iso_millis(r.header.created_at as i64),
-                                availability(r.live, r.persisted)
-                            ));
-                            parent = r.header.parent_session.clone();
-                        }
-                        _ => lines.push("- [outside workspace boundary]".into()),
-                    }
-                }
-                lines.push(String::new());
-                lines.push("Descendants:".into());
-                let before = lines.len();
-                let mut stack: Vec<(String, usize)> = vec![(view.header.id.clone(), 0)];
-                let mut seen = std::collections::HashSet::new();
-                while let Some((id, depth)) = stack.pop() {
-                    if !seen.insert(id.clone()) {
-                        continue;
-                    }
-                    let mut children: Vec<_> = records
-                        .iter()
-                        .filter(|r| r.header.parent_session.as_deref() == Some(id.as_str()))
-                        .collect();
-                    children.sort_by(|a, b| {
-                        b.header
-                            .created_at
-                            .cmp(&a.header.created_at)
-                            .then(b.header.id.cmp(&a.header.id))
-                    });
-                    for c in children {
-                        stack.push((c.header.id.clone(), depth + 1));
-                    }
-                    if depth == 0 {
-                        continue;
-                    }
-                    let indent = "  ".repeat(depth - 1);
-                    match records.iter().find(|r| r.header.id == id) {
-                        Some(r) if &r.header.cwd == cwd => lines.push(format!(
-                            "{indent}- {id} — {} | {} | {}",
-                            title_of(&id),
-                            iso_millis(r.header.created_at as i64),
-                            availability(r.live, r.persisted)
-                        )),
-                        _ => lines.push(format!("{indent}- [outside workspace subtree]")),
-                    }
-                }
-                if lines.len() == before {
-                    lines.push("- none".into());
-                }
-                Ok(lines.join("\n"))
-            }
-            Kind::EventSearch => {
-                let target = args.string("session_id")?;
-                let query = args.query()?;
-                let filters = EventFilters {
-                    seq_from: args.integer("seq_from")?,
-                    seq_to: args.integer("seq_to")?,
-                    time_from: args.time("time_from")?,
-                    time_to: args.time("time_to")?,
-                    types: args.strings("event_types")?,
-                    surfaces: args.surfaces("surfaces")?,
-                };
-                range(filters.seq_from, filters.seq_to, "seq")?;
-                range(filters.time_from, filters.time_to, "time")?;
-                let view = q.authorized(caller, target.as_deref()).map_err(err)?;
-                let mut filters = filters;
-                if view.header.id == caller.id {
-                    // The calling step cannot find itself.
-                    let step = view
-                        .events
-                        .iter()
-                        .rev()
-                        .find(|e| e.is(types::STEP_START))
-                        .ok_or_else(|| err(QueryError::NoCurrentStep))?;
-                    let bound = step.seq.saturating_sub(1);
-                    filters.seq_to = Some(filters.seq_to.map_or(bound, |t| t.min(bound)));
-                    if step.seq == 0 || filters.seq_from.is_some_and(|f| f > bound) {
-                        return Ok(format!(
-                            "{}\n\nNo prior event matches found.",
-                            header_line(&view)
-                        ));
-                    }
-                }
-                let cap = self.config.max_search_results;
-                let mut hits = q
-                    .search_events(&view, &query, &filters, cap + 1)
-                    .map_err(err)?;
-                let capped = hits.len() > cap;
-                hits.truncate(cap);
-                let mut lines = vec![header_line(&view), String::new()];
-                if hits.is_empty() {
-                    lines.push("No prior event matches found.".into());
-                    return Ok(lines.join("\n"));
-                }
-                lines.push(format!("Event search results ({}):", hits.len()));
-                for (i, h) in hits.iter().enumerate() {
-                    lines.push(format!(
-                        "{}. seq {} | {} | {} | {}",
-                        i + 1,
-                        h.seq,
-                        h.event_type,
-                        h.surface.as_str(),
-                        iso_millis(h.time)
-                    ));
-                    lines.push(format!("   Snippet: {}", h.snippet));
-                }
-                if capped {
-                    lines.push(String::new());
-                    lines.push(CAP_REACHED.into());
-                }
-                Ok(lines.join("\n"))
-            }
-            Kind::Search => {
-                let query = args.query()?;
-                let ids = args.strings("session_ids")?;
-                let created_from = args.time("created_at_from")?;
-                let created_to = args.time("created_at_to")?;
-                let parents = args.strings("parent_session_ids")?;
-                let include_roots = match args.0.get("include_root_sessions") {
-                    None => None,
-                    Some(Value::Bool(b)) => Some(*b),
-                    Some(_) => return Err(filter_error("include_root_sessions must be a boolean")),
-                };
-                let availability_filter = args.strings("availability")?;
-                if let Some(a) = &availability_filter
-                    && a.iter().any(|x| x != "live" && x != "persisted")
-                {
-                    return Err(filter_error("availability must list live or persisted"));
-                }
-                let filters = EventFilters {
-                    seq_from: args.integer("event_seq_from")?,
-                    seq_to: args.integer("event_seq_to")?,
-                    time_from: args.time("event_time_from")?,
-                    time_to: args.time("event_time_to")?,
-                    types: args.strings("event_types")?,
-                    surfaces: args.surfaces("event_surfaces")?,
-                };
-                range(created_from, created_to, "created_at")?;
-                range(filters.seq_from, filters.seq_to, "event seq")?;
-                range(filters.time_from, filters.time_to, "event time")?;
-                if caller.cwd.is_none() {
-                    return Err(invalid(
-                        "SESSION_QUERY_TOOL_UNAUTHORIZED",
-                        "session_search only covers sessions of the caller's workspace, and the calling session has none; use session_event_search to search the current session",
-                    ));
-                }
-                let all = q.records().map_err(err)?;
-                let records: Vec<_> = all
+        };
+        let first = seq.saturating_sub(before) as usize;
+        if first < seq as usize {
+            lines.push(String::new());
+            lines.push("Before:".into());
+            lines.extend(
+                view.events[first..seq as usize]
                     .iter()
-                    .filter(|r| r.header.id != caller.id && r.header.cwd == caller.cwd)
-                    .filter(|r| ids.as_ref().is_none_or(|ids| ids.contains(&r.header.id)))
-                    .filter(|r| created_from.is_none_or(|f| r.header.created_at as i64 >= f))
-                    .filter(|r| created_to.is_none_or(|t| r.header.created_at as i64 <= t))
-                    .filter(
-                        |r| match (&parents, include_roots, &r.header.parent_session) {
-                            (None, None | Some(true), _) => true,
-                            (None, Some(false), p) => p.is_some(),
-                            (Some(_), Some(true), None) => true,
-                            (Some(ps), _, Some(p)) => ps.contains(p),
-                            (Some(_), _, None) => false,
-                        },
-                    )
-                    .filter(|r| {
-                        availability_filter.as_ref().is_none_or(|a| {
-                            (r.live && a.iter().any(|x| x == "live"))
-                                || (r.persisted && a.iter().any(|x| x == "persisted"))
-                        })
-                    })
-                    .cloned()
-                    .collect();
-                let cap = self.config.max_search_results;
-                let mut hits = q
-                    .search_sessions(&records, &query, &filters, cap + 1)
-                    .map_err(err)?;
-                let capped = hits.len() > cap;
-                hits.truncate(cap);
-                if hits.is_empty() {
-                    return Ok("No prior session matches found.".into());
+                    .map(|e| neighbour(e)),
+            );
+        }
+        let last = (seq as usize)
+            .saturating_add(after as usize)
+            .min(view.events.len() - 1);
+        if last > seq as usize {
+            lines.push(String::new());
+            lines.push("After:".into());
+            lines.extend(
+                view.events[seq as usize + 1..=last]
+                    .iter()
+                    .map(|e| neighbour(e)),
+            );
+        }
+        Ok(lines.join("\n"))
+    }
+
+    /// The `session_event_trace` tool: one event and the events linked to it.
+    fn event_trace(&self, args: &Args<'_>, caller: &SessionHeader) -> Result<String, BoxError> {
+        let q = &self.service;
+        let err = |e: QueryError| -> BoxError { Box::new(e.into_error()) };
+        let view = q
+            .authorized(caller, args.string("session_id")?.as_deref())
+            .map_err(err)?;
+        let seq = args
+            .integer("seq")?
+            .ok_or_else(|| filter_error("seq is required"))?;
+        let trace = trace_event(&view.events, seq).ok_or_else(|| err(QueryError::EventNotFound))?;
+        let target = &view.events[seq as usize];
+        let list = |v: &[u64]| {
+            if v.is_empty() {
+                "none".to_string()
+            } else {
+                v.iter().map(u64::to_string).collect::<Vec<_>>().join(", ")
+            }
+        };
+        Ok([
+            header_line(&view),
+            format!(
+                "Target: seq {seq} | {} | {} | {}",
+                target.event_type,
+                trace.class.as_str(),
+                iso_millis(target.time)
+            ),
+            format!(
+                "Replaced by: {}",
+                trace.replaced_by.map_or("none".into(), |s| s.to_string())
+            ),
+            format!("Replacement chain: {}", list(&trace.chain)),
+            format!("Events replaced by target: {}", list(&trace.replaced)),
+            format!("Events cited directly as sources: {}", list(&trace.sources)),
+            format!("Direct derived events: {}", list(&trace.derived)),
+        ]
+        .join("\n"))
+    }
+
+    /// The `session_trace` tool.
+    fn trace(&self, args: &Args<'_>, caller: &SessionHeader) -> Result<String, BoxError> {
+        let q = &self.service;
+        let err = |e: QueryError| -> BoxError { Box::new(e.into_error()) };
+        let view = q
+            .authorized(caller, args.string("session_id")?.as_deref())
+            .map_err(err)?;
+        let records = q.records().map_err(err)?;
+        let cwd = &view.header.cwd;
+        let title_of = |id: &str| {
+            q.view(id)
+                .map(|v| v.title_text())
+                .unwrap_or_else(|e| format!("untitled (title unavailable: {})", e.code()))
+        };
+        let mut lines = vec![
+            header_line(&view),
+            format!("Created: {}", iso_millis(view.header.created_at as i64)),
+            format!("Availability: {}", view.availability()),
+            String::new(),
+            "Ancestors (nearest first):".into(),
+        ];
+        let mut parent = view.header.parent_session.clone();
+        if parent.is_none() {
+            lines.push("- none (target is a root session)".into());
+        }
+        let mut hops = 0;
+        while let Some(pid) = parent.take() {
+            hops += 1;
+            match records.iter().find(|r| r.header.id == pid) {
+                Some(r) if &r.header.cwd == cwd && hops <= records.len() => {
+                    lines.push(format!(
+                        "- {} — {} | {} | {}",
+                        pid,
+                        title_of(&pid),
+                        iso_millis(r.header.created_at as i64),
+                        availability(r.live, r.persisted)
+                    ));
+                    parent = r.header.parent_session.clone();
                 }
-                let mut lines = vec![format!("Session search results ({}):", hits.len())];
-                for (i, h) in hits.iter().enumerate() {
-                    let Some(r) = records.iter().find(|r| r.header.id == h.session_id) else {
-                        continue;
-                    };
-                    let parent = match &r.header.parent_session {
-                        None => "root".to_string(),
-                        Some(p)
-                            if all
-                                .iter()
-                                .any(|x| &x.header.id == p && x.header.cwd == caller.cwd) =>
-                        {
-                            p.clone()
-                        }
-                        Some(_) => "[outside workspace]".into(),
-                    };
-                    let title = q
-                        .view(&h.session_id)
-                        .map(|v| v.title_text())
-                        .unwrap_or_else(|e| format!("untitled (title unavailable: {})", e.code()));
-                    lines.extend([
-                        String::new(),
-                        format!("{}. Session {} — {title}", i + 1, h.session_id),
-                        format!("   Created: {}", iso_millis(r.header.created_at as i64)),
-                        format!("   Parent: {parent}"),
-                        format!("   Availability: {}", availability(r.live, r.persisted)),
-                        format!(
-                            "   Best match: seq {} | {} | {} | {}",
-                            h.seq,
-                            h.event_type,
-                            h.surface.as_str(),
-                            iso_millis(h.time)
-                        ),
-                        format!("   Snippet: {}", h.snippet),
-                    ]);
-                }
-                if capped {
-                    lines.push(String::new());
-                    lines.push(CAP_REACHED.into());
-                }
-                Ok(lines.join("\n"))
+                _ => lines.push("- [outside workspace boundary]".into()),
             }
         }
+        lines.push(String::new());
+        lines.push("Descendants:".into());
+        let before = lines.len();
+        let mut stack: Vec<(String, usize)> = vec![(view.header.id.clone(), 0)];
+        let mut seen = std::collections::HashSet::new();
+        while let Some((id, depth)) = stack.pop() {
+            if !seen.insert(id.clone()) {
+                continue;
+            }
+            let mut children: Vec<_> = records
+                .iter()
+                .filter(|r| r.header.parent_session.as_deref() == Some(id.as_str()))
+                .collect();
+            children.sort_by(|a, b| {
+                b.header
+                    .created_at
+                    .cmp(&a.header.created_at)
+                    .then(b.header.id.cmp(&a.header.id))
+            });
+            for c in children {
+                stack.push((c.header.id.clone(), depth + 1));
+            }
+            if depth == 0 {
+                continue;
+            }
+            let indent = "  ".repeat(depth - 1);
+            match records.iter().find(|r| r.header.id == id) {
+                Some(r) if &r.header.cwd == cwd => lines.push(format!(
+                    "{indent}- {id} — {} | {} | {}",
+                    title_of(&id),
+                    iso_millis(r.header.created_at as i64),
+                    availability(r.live, r.persisted)
+                )),
+                _ => lines.push(format!("{indent}- [outside workspace subtree]")),
+            }
+        }
+        if lines.len() == before {
+            lines.push("- none".into());
+        }
+        Ok(lines.join("\n"))
+    }
+
+    /// The `session_event_search` tool.
+    fn event_search(&self, args: &Args<'_>, caller: &SessionHeader) -> Result<String, BoxError> {
+        let q = &self.service;
+        let err = |e: QueryError| -> BoxError { Box::new(e.into_error()) };
+        let target = args.string("session_id")?;
+        let query = args.query()?;
+        let filters = EventFilters {
+            seq_from: args.integer("seq_from")?,
+            seq_to: args.integer("seq_to")?,
+            time_from: args.time("time_from")?,
+            time_to: args.time("time_to")?,
+            types: args.strings("event_types")?,
+            surfaces: args.surfaces("surfaces")?,
+        };
+        range(filters.seq_from, filters.seq_to, "seq")?;
+        range(filters.time_from, filters.time_to, "time")?;
+        let view = q.authorized(caller, target.as_deref()).map_err(err)?;
+        let mut filters = filters;
+        if view.header.id == caller.id {
+            // The calling step cannot find itself.
+            let step = view
+                .events
+                .iter()
+                .rev()
+                .find(|e| e.is(types::STEP_START))
+                .ok_or_else(|| err(QueryError::NoCurrentStep))?;
+            let bound = step.seq.saturating_sub(1);
+            filters.seq_to = Some(filters.seq_to.map_or(bound, |t| t.min(bound)));
+            if step.seq == 0 || filters.seq_from.is_some_and(|f| f > bound) {
+                return Ok(format!(
+                    "{}\n\nNo prior event matches found.",
+                    header_line(&view)
+                ));
+            }
+        }
+        let cap = self.config.max_search_results;
+        let mut hits = q
+            .search_events(&view, &query, &filters, cap + 1)
+            .map_err(err)?;
+        let capped = hits.len() > cap;
+        hits.truncate(cap);
+        let mut lines = vec![header_line(&view), String::new()];
+        if hits.is_empty() {
+            lines.push("No prior event matches found.".into());
+            return Ok(lines.join("\n"));
+        }
+        lines.push(format!("Event search results ({}):", hits.len()));
+        for (i, h) in hits.iter().enumerate() {
+            lines.push(format!(
+                "{}. seq {} | {} | {} | {}",
+                i + 1,
+                h.seq,
+                h.event_type,
+                h.surface.as_str(),
+                iso_millis(h.time)
+            ));
+            lines.push(format!("   Snippet: {}", h.snippet));
+        }
+        if capped {
+            lines.push(String::new());
+            lines.push(CAP_REACHED.into());
+        }
+        Ok(lines.join("\n"))
+    }
+
+    /// The `session_search` tool.
+    fn search(&self, args: &Args<'_>, caller: &SessionHeader) -> Result<String, BoxError> {
+        let q = &self.service;
+        let err = |e: QueryError| -> BoxError { Box::new(e.into_error()) };
+        let query = args.query()?;
+        let ids = args.strings("session_ids")?;
+        let created_from = args.time("created_at_from")?;
+        let created_to = args.time("created_at_to")?;
+        let parents = args.strings("parent_session_ids")?;
+        let include_roots = match args.0.get("include_root_sessions") {
+            None => None,
+            Some(Value::Bool(b)) => Some(*b),
+            Some(_) => return Err(filter_error("include_root_sessions must be a boolean")),
+        };
+        let availability_filter = args.strings("availability")?;
+        if let Some(a) = &availability_filter
+            && a.iter().any(|x| x != "live" && x != "persisted")
+        {
+            return Err(filter_error("availability must list live or persisted"));
+        }
+        let filters = EventFilters {
+            seq_from: args.integer("event_seq_from")?,
+            seq_to: args.integer("event_seq_to")?,
+            time_from: args.time("event_time_from")?,
+            time_to: args.time("event_time_to")?,
+            types: args.strings("event_types")?,
+            surfaces: args.surfaces("event_surfaces")?,
+        };
+        range(created_from, created_to, "created_at")?;
+        range(filters.seq_from, filters.seq_to, "event seq")?;
+        range(filters.time_from, filters.time_to, "event time")?;
+        if caller.cwd.is_none() {
+            return Err(invalid(
+                "SESSION_QUERY_TOOL_UNAUTHORIZED",
+                "session_search only covers sessions of the caller's workspace, and the calling session has none; use session_event_search to search the current session",
+            ));
+        }
+        let all = q.records().map_err(err)?;
+        let records: Vec<_> = all
+            .iter()
+            .filter(|r| r.header.id != caller.id && r.header.cwd == caller.cwd)
+            .filter(|r| ids.as_ref().is_none_or(|ids| ids.contains(&r.header.id)))
+            .filter(|r| created_from.is_none_or(|f| r.header.created_at as i64 >= f))
+            .filter(|r| created_to.is_none_or(|t| r.header.created_at as i64 <= t))
+            .filter(
+                |r| match (&parents, include_roots, &r.header.parent_session) {
+                    (None, None | Some(true), _) => true,
+                    (None, Some(false), p) => p.is_some(),
+                    (Some(_), Some(true), None) => true,
+                    (Some(ps), _, Some(p)) => ps.contains(p),
+                    (Some(_), _, None) => false,
+                },
+            )
+            .filter(|r| {
+                availability_filter.as_ref().is_none_or(|a| {
+                    (r.live && a.iter().any(|x| x == "live"))
+                        || (r.persisted && a.iter().any(|x| x == "persisted"))
+                })
+            })
+            .cloned()
+            .collect();
+        let cap = self.config.max_search_results;
+        let mut hits = q
+            .search_sessions(&records, &query, &filters, cap + 1)
+            .map_err(err)?;
+        let capped = hits.len() > cap;
+        hits.truncate(cap);
+        if hits.is_empty() {
+            return Ok("No prior session matches found.".into());
+        }
+        let mut lines = vec![format!("Session search results ({}):", hits.len())];
+        for (i, h) in hits.iter().enumerate() {
+            let Some(r) = records.iter().find(|r| r.header.id == h.session_id) else {
+                continue;
+            };
+            let parent = match &r.header.parent_session {
+                None => "root".to_string(),
+                Some(p)
+                    if all
+                        .iter()
+                        .any(|x| &x.header.id == p && x.header.cwd == caller.cwd) =>
+                {
+                    p.clone()
+                }
+                Some(_) => "[outside workspace]".into(),
+            };
+            let title = q
+                .view(&h.session_id)
+                .map(|v| v.title_text())
+                .unwrap_or_else(|e| format!("untitled (title unavailable: {})", e.code()));
+            lines.extend([
+                String::new(),
+                format!("{}. Session {} — {title}", i + 1, h.session_id),
+                format!("   Created: {}", iso_millis(r.header.created_at as i64)),
+                format!("   Parent: {parent}"),
+                format!("   Availability: {}", availability(r.live, r.persisted)),
+                format!(
+                    "   Best match: seq {} | {} | {} | {}",
+                    h.seq,
+                    h.event_type,
+                    h.surface.as_str(),
+                    iso_millis(h.time)
+                ),
+                format!("   Snippet: {}", h.snippet),
+            ]);
+        }
+        if capped {
+            lines.push(String::new());
+            lines.push(CAP_REACHED.into());
+        }
+        Ok(lines.join("\n"))
     }
 }
 
