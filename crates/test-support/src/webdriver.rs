@@ -43,7 +43,7 @@ fn on_path(names: &[&str]) -> Option<PathBuf> {
     None
 }
 
-/// A running chromedriver (killed on drop).
+/// A running chromedriver (stopped on drop, or when this process ends).
 pub struct Driver {
     child: Child,
     port: u16,
@@ -51,7 +51,8 @@ pub struct Driver {
 
 impl Drop for Driver {
     fn drop(&mut self) {
-        let _ = self.child.kill();
+        // Closing the shell's stdin stops chromedriver (see `start`).
+        drop(self.child.stdin.take());
         let _ = self.child.wait();
     }
 }
@@ -193,10 +194,16 @@ impl Driver {
     /// Starts chromedriver on a free loopback port and waits until it is ready.
     pub fn start(tools: &Tools) -> Result<Self, String> {
         let port = free_port()?;
-        let child = Command::new(&tools.chromedriver)
+        // chromedriver runs under a small shell that stops it when its stdin closes: when
+        // this driver is dropped, and also when the test process ends without dropping it
+        // (a driver kept in a static is never dropped), so no chromedriver outlives a run.
+        let child = Command::new("sh")
+            .arg("-c")
+            .arg(r#""$0" "$@" </dev/null & driver=$!; trap 'kill $driver 2>/dev/null' EXIT; read -r _ || true"#)
+            .arg(&tools.chromedriver)
             .arg(format!("--port={port}"))
             .arg("--allowed-ips=127.0.0.1")
-            .stdin(Stdio::null())
+            .stdin(Stdio::piped())
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
