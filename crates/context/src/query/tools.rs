@@ -87,6 +87,11 @@ fn filter_error(message: impl Into<String>) -> BoxError {
     invalid("SESSION_QUERY_INVALID_FILTER", message)
 }
 
+/// A query failure as the tool's error.
+fn query_err(e: QueryError) -> BoxError {
+    Box::new(e.into_error())
+}
+
 struct Args<'a>(&'a Map<String, Value>);
 
 impl Args<'_> {
@@ -192,13 +197,21 @@ impl QueryTool {
         }
     }
 
+    /// The session the call names (`session_id`, else the caller's), if the caller may read it.
+    fn session_view(
+        &self,
+        args: &Args<'_>,
+        caller: &SessionHeader,
+    ) -> Result<SessionView, BoxError> {
+        self.service
+            .authorized(caller, args.string("session_id")?.as_deref())
+            .map_err(query_err)
+    }
+
     /// The `session_event_read` tool: one event with its neighbours.
     fn event_read(&self, args: &Args<'_>, caller: &SessionHeader) -> Result<String, BoxError> {
         let q = &self.service;
-        let err = |e: QueryError| -> BoxError { Box::new(e.into_error()) };
-        let view = q
-            .authorized(caller, args.string("session_id")?.as_deref())
-            .map_err(err)?;
+        let view = self.session_view(args, caller)?;
         let seq = args
             .integer("seq")?
             .ok_or_else(|| filter_error("seq is required"))?;
@@ -217,7 +230,7 @@ impl QueryTool {
         let target = view
             .events
             .get(seq as usize)
-            .ok_or_else(|| err(QueryError::EventNotFound))?;
+            .ok_or_else(|| query_err(QueryError::EventNotFound))?;
         let mut lines = vec![
             header_line(&view),
             format!("Target event seq {seq}:"),
@@ -266,15 +279,12 @@ impl QueryTool {
 
     /// The `session_event_trace` tool: one event and the events linked to it.
     fn event_trace(&self, args: &Args<'_>, caller: &SessionHeader) -> Result<String, BoxError> {
-        let q = &self.service;
-        let err = |e: QueryError| -> BoxError { Box::new(e.into_error()) };
-        let view = q
-            .authorized(caller, args.string("session_id")?.as_deref())
-            .map_err(err)?;
+        let view = self.session_view(args, caller)?;
         let seq = args
             .integer("seq")?
             .ok_or_else(|| filter_error("seq is required"))?;
-        let trace = trace_event(&view.events, seq).ok_or_else(|| err(QueryError::EventNotFound))?;
+        let trace =
+            trace_event(&view.events, seq).ok_or_else(|| query_err(QueryError::EventNotFound))?;
         let target = &view.events[seq as usize];
         let list = |v: &[u64]| {
             if v.is_empty() {
@@ -306,11 +316,8 @@ impl QueryTool {
     /// The `session_trace` tool.
     fn trace(&self, args: &Args<'_>, caller: &SessionHeader) -> Result<String, BoxError> {
         let q = &self.service;
-        let err = |e: QueryError| -> BoxError { Box::new(e.into_error()) };
-        let view = q
-            .authorized(caller, args.string("session_id")?.as_deref())
-            .map_err(err)?;
-        let records = q.records().map_err(err)?;
+        let view = self.session_view(args, caller)?;
+        let records = q.records().map_err(query_err)?;
         let cwd = &view.header.cwd;
         let title_of = |id: &str| {
             q.view(id)
@@ -390,7 +397,6 @@ impl QueryTool {
     /// The `session_event_search` tool.
     fn event_search(&self, args: &Args<'_>, caller: &SessionHeader) -> Result<String, BoxError> {
         let q = &self.service;
-        let err = |e: QueryError| -> BoxError { Box::new(e.into_error()) };
         let target = args.string("session_id")?;
         let query = args.query()?;
         let filters = EventFilters {
@@ -403,7 +409,7 @@ impl QueryTool {
         };
         range(filters.seq_from, filters.seq_to, "seq")?;
         range(filters.time_from, filters.time_to, "time")?;
-        let view = q.authorized(caller, target.as_deref()).map_err(err)?;
+        let view = q.authorized(caller, target.as_deref()).map_err(query_err)?;
         let mut filters = filters;
         if view.header.id == caller.id {
             // The calling step cannot find itself.
@@ -412,7 +418,7 @@ impl QueryTool {
                 .iter()
                 .rev()
                 .find(|e| e.is(types::STEP_START))
-                .ok_or_else(|| err(QueryError::NoCurrentStep))?;
+                .ok_or_else(|| query_err(QueryError::NoCurrentStep))?;
             let bound = step.seq.saturating_sub(1);
             filters.seq_to = Some(filters.seq_to.map_or(bound, |t| t.min(bound)));
             if step.seq == 0 || filters.seq_from.is_some_and(|f| f > bound) {
@@ -425,7 +431,7 @@ impl QueryTool {
         let cap = self.config.max_search_results;
         let mut hits = q
             .search_events(&view, &query, &filters, cap + 1)
-            .map_err(err)?;
+            .map_err(query_err)?;
         let capped = hits.len() > cap;
         hits.truncate(cap);
         let mut lines = vec![header_line(&view), String::new()];
@@ -455,7 +461,6 @@ impl QueryTool {
     /// The `session_search` tool.
     fn search(&self, args: &Args<'_>, caller: &SessionHeader) -> Result<String, BoxError> {
         let q = &self.service;
-        let err = |e: QueryError| -> BoxError { Box::new(e.into_error()) };
         let query = args.query()?;
         let ids = args.strings("session_ids")?;
         let created_from = args.time("created_at_from")?;
@@ -489,7 +494,7 @@ impl QueryTool {
                 "session_search only covers sessions of the caller's workspace, and the calling session has none; use session_event_search to search the current session",
             ));
         }
-        let all = q.records().map_err(err)?;
+        let all = q.records().map_err(query_err)?;
         let records: Vec<_> = all
             .iter()
             .filter(|r| r.header.id != caller.id && r.header.cwd == caller.cwd)
@@ -516,7 +521,7 @@ impl QueryTool {
         let cap = self.config.max_search_results;
         let mut hits = q
             .search_sessions(&records, &query, &filters, cap + 1)
-            .map_err(err)?;
+            .map_err(query_err)?;
         let capped = hits.len() > cap;
         hits.truncate(cap);
         if hits.is_empty() {
