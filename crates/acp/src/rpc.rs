@@ -160,6 +160,12 @@ impl Peer {
         m.insert("method".into(), Value::from(method));
         m.insert("params".into(), params);
         self.send(Value::Object(m));
+        // A request dropped before its answer (a cancelled prompt's permission request)
+        // forgets its slot, so a client that never answers does not grow the table.
+        let _forget = Forget {
+            pending: &self.pending,
+            id,
+        };
         rx.await.unwrap_or_else(|_| {
             Err(RpcError::internal(
                 "the connection closed before the client answered",
@@ -205,6 +211,21 @@ impl Peer {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clear();
+    }
+}
+
+/// Removes a request's slot from the pending table when the request ends, answered or not.
+struct Forget<'a> {
+    pending: &'a Mutex<HashMap<u64, Answer>>,
+    id: u64,
+}
+
+impl Drop for Forget<'_> {
+    fn drop(&mut self) {
+        self.pending
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(&self.id);
     }
 }
 
@@ -306,5 +327,43 @@ pub fn classify(line: &str) -> Option<Incoming> {
             "Invalid request",
             Some(Value::Object(map)),
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[tokio::test]
+    async fn a_request_dropped_before_its_answer_leaves_no_slot() {
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let peer = Peer::new(tx);
+        let asking = peer.clone();
+        let task = tokio::spawn(async move {
+            asking
+                .request("session/request_permission", Value::Null)
+                .await
+        });
+        // The request is on the wire, its slot taken.
+        let line = rx.recv().await.unwrap();
+        assert!(line.contains("session/request_permission"), "{line}");
+        assert_eq!(peer.pending.lock().unwrap().len(), 1);
+        task.abort();
+        let _ = task.await;
+        assert!(peer.pending.lock().unwrap().is_empty());
+
+        // An answered request leaves no slot either.
+        let asking = peer.clone();
+        let task =
+            tokio::spawn(async move { asking.request("fs/read_text_file", Value::Null).await });
+        let line = rx.recv().await.unwrap();
+        let id = serde_json::from_str::<Value>(&line).unwrap()["id"]
+            .as_u64()
+            .unwrap();
+        let frame = serde_json::json!({"jsonrpc": "2.0", "id": id, "result": {"content": "x"}});
+        peer.resolve(frame.as_object().unwrap());
+        assert_eq!(task.await.unwrap().unwrap()["content"], "x");
+        assert!(peer.pending.lock().unwrap().is_empty());
     }
 }
