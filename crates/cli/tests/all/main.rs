@@ -42,6 +42,7 @@ mod sessions;
 mod skills;
 mod subagent_cwd;
 mod terminal;
+mod tool_schemas;
 mod tools;
 mod tui;
 mod upstream;

@@ -1,0 +1,122 @@
+//! The tool list a provider receives, byte for byte: the `tools` of the first request of a
+//! headless run in `native` and `both` mode (every native tool plus `run_code`), and in
+//! `both` mode the system prompt's TypeScript declarations of each tool's arguments and
+//! declared output, compared with `tests/golden/tool-schemas/`.
+//! The typed tool layer must not change a byte of it; `DSH_BLESS=1` rewrites the files.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use crate::common;
+
+use dsh_test_support::mock_server::{MockServer, Reply};
+
+use common::Run;
+
+/// The `tools` of the first request, and its system text.
+fn first_request(mode: &str) -> (String, String) {
+    let run = Run::new();
+    let server = MockServer::start().answer_untooled("Mock title");
+    server.push(Reply::text("done"));
+    let out = run
+        .base(&server)
+        .env("DSH_TOOLS_MODE", mode)
+        .args(["--profile", "headless", "list the tools"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let request = server
+        .requests()
+        .into_iter()
+        .find(|r| r.json.as_ref().is_some_and(|j| j.get("tools").is_some()))
+        .expect("a request with tools");
+    let body = request.json.as_ref().unwrap();
+    let mut text = serde_json::to_string_pretty(&body["tools"]).unwrap();
+    // The system text: a top-level `system` (string or text blocks), or system messages.
+    let texts = |v: &serde_json::Value| -> String {
+        match v {
+            serde_json::Value::String(s) => s.clone(),
+            serde_json::Value::Array(blocks) => blocks
+                .iter()
+                .filter_map(|b| b["text"].as_str())
+                .collect(),
+            _ => String::new(),
+        }
+    };
+    let mut system = texts(&body["system"]);
+    for m in body["messages"].as_array().into_iter().flatten() {
+        if m["role"] == "system" {
+            system.push_str(&texts(&m["content"]));
+        }
+    }
+    for (dir, mask) in [(run.work.path(), "<work>"), (run.home.path(), "<home>")] {
+        text = text.replace(&dir.display().to_string(), mask);
+        system = system.replace(&dir.display().to_string(), mask);
+    }
+    (text + "\n", system)
+}
+
+fn tools_sent(mode: &str) -> String {
+    first_request(mode).0
+}
+
+fn snapshot(name: &str, got: &str) {
+    let file = if name.ends_with("-sdk") {
+        format!("{name}.ts")
+    } else {
+        format!("{name}.json")
+    };
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/golden/tool-schemas")
+        .join(file);
+    if std::env::var_os("DSH_BLESS").is_some() {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, got).unwrap();
+        return;
+    }
+    let want = std::fs::read_to_string(&path).unwrap_or_else(|_| {
+        panic!(
+            "no snapshot {}; run the test with DSH_BLESS=1 to write it",
+            path.display()
+        )
+    });
+    // Not pretty_assertions: a mismatch names the first differing line, not a 3,000-line diff.
+    if got != want {
+        let line = got
+            .lines()
+            .zip(want.lines())
+            .position(|(a, b)| a != b)
+            .unwrap_or_else(|| got.lines().count().min(want.lines().count()));
+        panic!(
+            "tool schemas {name} differ from {} at line {}:\n got: {:?}\nwant: {:?}",
+            path.display(),
+            line + 1,
+            got.lines().nth(line),
+            want.lines().nth(line)
+        );
+    }
+}
+
+#[test]
+fn native_tool_schemas_are_unchanged() {
+    snapshot("headless-native", &tools_sent("native"));
+}
+
+#[test]
+fn code_mode_tool_schemas_are_unchanged() {
+    let (tools, system) = first_request("both");
+    snapshot("headless-both", &tools);
+    // The TypeScript declarations of every tool's arguments and declared output.
+    let start = system
+        .find("interface ToolArgsMap")
+        .expect("the code-mode declarations in the system prompt");
+    let outputs = start
+        + system[start..]
+            .find("interface ToolOutputMap")
+            .expect("ToolOutputMap");
+    let end = outputs + system[outputs..].find("\n}").expect("its end") + 2;
+    snapshot("headless-both-sdk", &format!("{}\n", &system[start..end]));
+}
