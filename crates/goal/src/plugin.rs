@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use dsh_agent::AgentCreated;
 use dsh_kernel::{BoxError, Context, ListenOptions, Plugin, PluginConfig};
-use dsh_tools::ToolRegistry;
+use dsh_tools::{ToolRegistry, Typed};
 use serde::Deserialize;
 
 use crate::service::{DEFAULT_MAX_GOAL_ROUNDS, Goals};
@@ -99,9 +99,9 @@ impl Plugin for ToolGoalPlugin {
             blocked_after,
             output_schema: goal_value_schema(),
         };
-        tools.register(ctx, Arc::new(GetGoalTool::new(shared.clone())))?;
-        tools.register(ctx, Arc::new(CreateGoalTool::new(shared.clone())))?;
-        tools.register(ctx, Arc::new(UpdateGoalTool::new(shared)))?;
+        tools.register(ctx, Arc::new(Typed::new(GetGoalTool(shared.clone()))?))?;
+        tools.register(ctx, Arc::new(Typed::new(CreateGoalTool(shared.clone()))?))?;
+        tools.register(ctx, Arc::new(Typed::new(UpdateGoalTool(shared))?))?;
         Ok(())
     }
 }

@@ -4,10 +4,12 @@
 use std::sync::Arc;
 
 use dsh_agent::{AgentRef, AgentStatus, Agents};
-use dsh_kernel::{BoxError, BoxFuture, Context, HarnessError};
-use dsh_llm::{ContentBlock, Message, MessageSource, ToolSchema};
+use dsh_kernel::{BoxError, Context, HarnessError};
+use dsh_llm::{ContentBlock, Message, MessageSource};
 use dsh_session::{Event, types};
-use dsh_tools::{ObjectSchema, Prop, Tool, ToolOutput, ToolRunContext};
+use dsh_tools::{Reply, ToolRunContext, TypedTool};
+use schemars::JsonSchema;
+use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use crate::service::{GoalEdit, GoalRef, GoalView, Goals, no_goal_value};
@@ -178,12 +180,6 @@ impl Execution {
     }
 }
 
-fn output(ctx: &ToolRunContext, value: Value) -> ToolOutput {
-    let text = serde_json::to_string(&value).unwrap_or_default();
-    ctx.set_value(value);
-    ToolOutput::text(text)
-}
-
 fn view_value(view: Option<GoalView>) -> Value {
     view.map_or_else(no_goal_value, |v| v.to_value())
 }
@@ -197,144 +193,137 @@ pub(crate) struct Shared {
     pub output_schema: Value,
 }
 
-macro_rules! goal_tool {
-    ($ty:ident) => {
-        pub(crate) struct $ty {
-            schema: ToolSchema,
-            params: ObjectSchema,
-            shared: Shared,
-        }
+/// The three tools, each holding what they share.
+pub(crate) struct GetGoalTool(pub Shared);
+pub(crate) struct CreateGoalTool(pub Shared);
+pub(crate) struct UpdateGoalTool(pub Shared);
 
-        impl $ty {
-            fn with(name: &str, description: &str, params: ObjectSchema, shared: Shared) -> Self {
-                Self {
-                    schema: ToolSchema {
-                        name: name.into(),
-                        description: description.into(),
-                        parameters: params.to_value().into(),
-                    },
-                    params,
-                    shared,
-                }
+// The arguments of each (no doc: upstream's parameter objects carry no description).
+#[derive(Deserialize, JsonSchema)]
+pub(crate) struct GetGoalArgs {}
+
+#[derive(Deserialize, JsonSchema)]
+pub(crate) struct CreateGoalArgs {
+    #[schemars(description = OBJECTIVE_DESCRIPTION)]
+    objective: String,
+    #[schemars(description = MAX_ROUNDS_DESCRIPTION)]
+    max_goal_rounds: Option<f64>,
+}
+
+#[derive(Deserialize, JsonSchema)]
+pub(crate) struct UpdateGoalArgs {
+    #[schemars(description = GOAL_ID_DESCRIPTION)]
+    goal_id: String,
+    #[schemars(description = REVISION_DESCRIPTION)]
+    revision: f64,
+    #[schemars(description = ACTION_DESCRIPTION)]
+    action: UpdateAction,
+    #[schemars(description = NEW_OBJECTIVE_DESCRIPTION)]
+    objective: Option<String>,
+    #[schemars(description = NEW_MAX_ROUNDS_DESCRIPTION)]
+    max_goal_rounds: Option<f64>,
+    #[schemars(description = BLOCKED_REASON_DESCRIPTION)]
+    blocked_reason: Option<String>,
+}
+
+/// `update_goal`'s actions, in upstream's order ([`UPDATE_ACTIONS`]).
+#[derive(Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum UpdateAction {
+    Edit,
+    Pause,
+    Resume,
+    Complete,
+    Blocked,
+}
+
+impl UpdateAction {
+    fn as_str(self) -> &'static str {
+        UPDATE_ACTIONS[self as usize]
+    }
+}
+
+/// What the three tools have in common: the declared value and how it is reported.
+macro_rules! goal_tool {
+    ($ty:ident, $args:ident, $name:expr, $description:expr) => {
+        impl TypedTool for $ty {
+            type Args = $args;
+            type Value = Value;
+
+            fn name(&self) -> String {
+                $name.into()
+            }
+            fn description(&self) -> String {
+                $description.into()
+            }
+            fn value_schema(&self) -> Result<Option<Value>, String> {
+                Ok(Some(self.0.output_schema.clone()))
+            }
+            async fn run(
+                self: Arc<Self>,
+                args: $args,
+                ctx: ToolRunContext,
+            ) -> Result<Reply<Value>, BoxError> {
+                let value = self.0.call(args, &ctx)?;
+                let text = serde_json::to_string(&value).unwrap_or_default();
+                Ok(Reply::text(text).with_value(value))
             }
         }
     };
 }
 
-goal_tool!(GetGoalTool);
-goal_tool!(CreateGoalTool);
-goal_tool!(UpdateGoalTool);
+goal_tool!(GetGoalTool, GetGoalArgs, GET_GOAL, GET_DESCRIPTION);
+goal_tool!(
+    CreateGoalTool,
+    CreateGoalArgs,
+    CREATE_GOAL,
+    CREATE_DESCRIPTION
+);
+goal_tool!(
+    UpdateGoalTool,
+    UpdateGoalArgs,
+    UPDATE_GOAL,
+    UPDATE_DESCRIPTION
+);
 
-pub(crate) fn create_params() -> ObjectSchema {
-    ObjectSchema::new()
-        .required("objective", Prop::string(OBJECTIVE_DESCRIPTION))
-        .optional("max_goal_rounds", Prop::number(MAX_ROUNDS_DESCRIPTION))
+/// One call of each tool.
+trait Call<A> {
+    fn call(&self, args: A, ctx: &ToolRunContext) -> Result<Value, BoxError>;
 }
 
-pub(crate) fn update_params() -> ObjectSchema {
-    ObjectSchema::new()
-        .required("goal_id", Prop::string(GOAL_ID_DESCRIPTION))
-        .required("revision", Prop::number(REVISION_DESCRIPTION))
-        .required(
-            "action",
-            Prop::enumeration(ACTION_DESCRIPTION, &UPDATE_ACTIONS),
-        )
-        .optional("objective", Prop::string(NEW_OBJECTIVE_DESCRIPTION))
-        .optional("max_goal_rounds", Prop::number(NEW_MAX_ROUNDS_DESCRIPTION))
-        .optional("blocked_reason", Prop::string(BLOCKED_REASON_DESCRIPTION))
-}
-
-impl GetGoalTool {
-    pub(crate) fn new(shared: Shared) -> Self {
-        Self::with(GET_GOAL, GET_DESCRIPTION, ObjectSchema::new(), shared)
+impl Call<GetGoalArgs> for Shared {
+    fn call(&self, _args: GetGoalArgs, ctx: &ToolRunContext) -> Result<Value, BoxError> {
+        let exec = Execution::resolve(&self.root, ctx)?;
+        Ok(view_value(self.goals.get(&exec.agent)?))
     }
 }
 
-impl CreateGoalTool {
-    pub(crate) fn new(shared: Shared) -> Self {
-        Self::with(CREATE_GOAL, CREATE_DESCRIPTION, create_params(), shared)
-    }
-}
-
-impl UpdateGoalTool {
-    pub(crate) fn new(shared: Shared) -> Self {
-        Self::with(UPDATE_GOAL, UPDATE_DESCRIPTION, update_params(), shared)
-    }
-}
-
-macro_rules! tool_common {
-    () => {
-        fn schema(&self) -> &ToolSchema {
-            &self.schema
-        }
-        fn output_schema(&self) -> Option<&Value> {
-            Some(&self.shared.output_schema)
-        }
-        fn validate(&self, args: &Value) -> Result<(), String> {
-            self.params.validate(args)
-        }
-    };
-}
-
-impl Tool for GetGoalTool {
-    tool_common!();
-
-    fn execute(
-        &self,
-        _args: Value,
-        ctx: ToolRunContext,
-    ) -> BoxFuture<'static, Result<ToolOutput, BoxError>> {
-        let shared = self.shared.clone();
-        Box::pin(async move {
-            let exec = Execution::resolve(&shared.root, &ctx)?;
-            let view = shared.goals.get(&exec.agent)?;
-            Ok(output(&ctx, view_value(view)))
-        })
-    }
-}
-
-impl Tool for CreateGoalTool {
-    tool_common!();
-
-    fn execute(
-        &self,
-        args: Value,
-        ctx: ToolRunContext,
-    ) -> BoxFuture<'static, Result<ToolOutput, BoxError>> {
-        let shared = self.shared.clone();
-        Box::pin(async move {
-            let exec = Execution::resolve(&shared.root, &ctx)?;
-            exec.require_direct_human(&shared.root)?;
-            let objective = args["objective"].as_str().unwrap_or("");
-            let view = shared.goals.create(
-                &exec.agent,
-                objective,
-                args.get("max_goal_rounds").and_then(Value::as_f64),
-            )?;
-            Ok(output(&ctx, view.to_value()))
-        })
+impl Call<CreateGoalArgs> for Shared {
+    fn call(&self, args: CreateGoalArgs, ctx: &ToolRunContext) -> Result<Value, BoxError> {
+        let exec = Execution::resolve(&self.root, ctx)?;
+        exec.require_direct_human(&self.root)?;
+        let view = self
+            .goals
+            .create(&exec.agent, &args.objective, args.max_goal_rounds)?;
+        Ok(view.to_value())
     }
 }
 
 /// Non-empty optional text (an empty string is a strict-schema filler, as upstream).
-fn text_arg<'a>(args: &'a Value, key: &str) -> Option<&'a str> {
-    args.get(key)
-        .and_then(Value::as_str)
-        .filter(|s| !s.is_empty())
+fn text_arg(text: &Option<String>) -> Option<&str> {
+    text.as_deref().filter(|s| !s.is_empty())
 }
 
 /// A round cap other than the filler `0`.
-fn cap_arg(args: &Value, key: &str) -> Option<f64> {
-    args.get(key).and_then(Value::as_f64).filter(|n| *n != 0.0)
+fn cap_arg(cap: Option<f64>) -> Option<f64> {
+    cap.filter(|n| *n != 0.0)
 }
 
 fn invalid(message: &str) -> BoxError {
     reject("GOAL_TOOL_INVALID_UPDATE", message)
 }
 
-fn goal_ref(args: &Value) -> Result<GoalRef, BoxError> {
-    let id = args["goal_id"].as_str().unwrap_or("");
-    let revision = args["revision"].as_f64().unwrap_or(0.0);
+fn goal_ref(id: &str, revision: f64) -> Result<GoalRef, BoxError> {
     if id.is_empty()
         || id != id.trim()
         || revision.fract() != 0.0
@@ -351,24 +340,18 @@ fn goal_ref(args: &Value) -> Result<GoalRef, BoxError> {
     })
 }
 
-impl Tool for UpdateGoalTool {
-    tool_common!();
-
-    fn execute(
-        &self,
-        args: Value,
-        ctx: ToolRunContext,
-    ) -> BoxFuture<'static, Result<ToolOutput, BoxError>> {
-        let shared = self.shared.clone();
-        Box::pin(async move {
-            let exec = Execution::resolve(&shared.root, &ctx)?;
-            let expected = goal_ref(&args)?;
-            let objective = text_arg(&args, "objective");
-            let cap = cap_arg(&args, "max_goal_rounds");
-            let blocked_reason = text_arg(&args, "blocked_reason");
+impl Call<UpdateGoalArgs> for Shared {
+    fn call(&self, args: UpdateGoalArgs, ctx: &ToolRunContext) -> Result<Value, BoxError> {
+        let shared = self;
+        {
+            let exec = Execution::resolve(&shared.root, ctx)?;
+            let expected = goal_ref(&args.goal_id, args.revision)?;
+            let objective = text_arg(&args.objective);
+            let cap = cap_arg(args.max_goal_rounds);
+            let blocked_reason = text_arg(&args.blocked_reason);
             let goals = &shared.goals;
             let agent = &exec.agent;
-            let action = args["action"].as_str().unwrap_or("");
+            let action = args.action.as_str();
             match action {
                 "edit" => {
                     exec.require_direct_human(&shared.root)?;
@@ -379,7 +362,7 @@ impl Tool for UpdateGoalTool {
                         objective: objective.map(str::to_string),
                         max_goal_rounds: cap,
                     };
-                    Ok(output(&ctx, goals.edit(agent, &expected, edit)?.to_value()))
+                    Ok(goals.edit(agent, &expected, edit)?.to_value())
                 }
                 "pause" | "resume" => {
                     exec.require_direct_human(&shared.root)?;
@@ -403,7 +386,7 @@ impl Tool for UpdateGoalTool {
                     } else {
                         goals.resume(agent, &expected)?
                     };
-                    Ok(output(&ctx, view.to_value()))
+                    Ok(view.to_value())
                 }
                 "complete" | "blocked" => {
                     let authority = exec.completion_authority(&shared.root, goals)?;
@@ -415,11 +398,7 @@ impl Tool for UpdateGoalTool {
                     if action == "complete" && blocked_reason.is_some() {
                         return Err(invalid("blocked_reason belongs only to action blocked"));
                     }
-                    let reason = args
-                        .get("blocked_reason")
-                        .and_then(Value::as_str)
-                        .map(str::trim)
-                        .unwrap_or("");
+                    let reason = args.blocked_reason.as_deref().map(str::trim).unwrap_or("");
                     if action == "blocked" && reason.is_empty() {
                         return Err(invalid("action blocked needs a blocked_reason"));
                     }
@@ -435,10 +414,7 @@ impl Tool for UpdateGoalTool {
                             ),
                         ));
                     }
-                    let raw_reason = args
-                        .get("blocked_reason")
-                        .and_then(Value::as_str)
-                        .unwrap_or("");
+                    let raw_reason = args.blocked_reason.as_deref().unwrap_or("");
                     let view = if action == "complete" {
                         goals.complete(agent, &expected)?
                     } else {
@@ -461,13 +437,13 @@ impl Tool for UpdateGoalTool {
                             .map_err(|e| -> BoxError { e.into() })?;
                         ctx.defer_context(Message::user(vec![ContentBlock::text(text)], source));
                     }
-                    Ok(output(&ctx, view.to_value()))
+                    Ok(view.to_value())
                 }
                 other => Err(invalid(&format!(
                     "action must be one of edit, pause, resume, complete, blocked (got {other:?})"
                 ))),
             }
-        })
+        }
     }
 }
 
@@ -490,12 +466,17 @@ mod tests {
             walk(&mut v);
             v
         };
+        let params = |s: dsh_tools::ObjectSchema| s.to_value();
         assert_eq!(
-            strip(create_params().to_value()),
+            strip(params(
+                dsh_tools::params_schema::<CreateGoalArgs>().unwrap()
+            )),
             json!({"type": "object", "properties": {"objective": {"type": "string"}, "max_goal_rounds": {"type": "number"}}, "required": ["objective"]})
         );
         assert_eq!(
-            strip(update_params().to_value()),
+            strip(params(
+                dsh_tools::params_schema::<UpdateGoalArgs>().unwrap()
+            )),
             json!({"type": "object", "properties": {
                 "goal_id": {"type": "string"}, "revision": {"type": "number"},
                 "action": {"type": "string", "enum": ["edit", "pause", "resume", "complete", "blocked"]},
@@ -504,25 +485,20 @@ mod tests {
                 "required": ["goal_id", "revision", "action"]})
         );
         assert_eq!(
-            ObjectSchema::new().to_value(),
+            params(dsh_tools::params_schema::<GetGoalArgs>().unwrap()),
             json!({"type": "object", "properties": {}})
         );
     }
 
     #[test]
     fn goal_refs_are_checked() {
-        assert!(goal_ref(&json!({"goal_id": "g", "revision": 1})).is_ok());
-        for bad in [
-            json!({"goal_id": "", "revision": 1}),
-            json!({"goal_id": " g", "revision": 1}),
-            json!({"goal_id": "g", "revision": 0}),
-            json!({"goal_id": "g", "revision": 1.5}),
-        ] {
-            let e = goal_ref(&bad)
+        assert!(goal_ref("g", 1.0).is_ok());
+        for bad in [("", 1.0), (" g", 1.0), ("g", 0.0), ("g", 1.5)] {
+            let e = goal_ref(bad.0, bad.1)
                 .err()
                 .map(|e| e.to_string())
                 .unwrap_or_default();
-            assert!(e.contains("goal_id"), "{bad}: {e}");
+            assert!(e.contains("goal_id"), "{bad:?}: {e}");
         }
     }
 }

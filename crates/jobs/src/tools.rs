@@ -5,9 +5,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use dsh_agent::{AgentDisposed, AgentPayload, AgentRef, AgentStatus, InboxClaimed};
-use dsh_kernel::{BoxError, BoxFuture, Context, ListenOptions, Plugin, PluginConfig};
-use dsh_llm::ToolSchema;
-use dsh_tools::{ObjectSchema, Prop, Tool, ToolOutput, ToolRegistry, ToolRunContext};
+use dsh_kernel::{BoxError, Context, ListenOptions, Plugin, PluginConfig};
+use dsh_tools::{Reply, ToolRegistry, ToolRunContext, Typed, TypedTool};
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
@@ -111,8 +111,7 @@ fn caller(run: &ToolRunContext) -> Option<String> {
     run.session.as_ref().map(|s| s.id())
 }
 
-fn job_id(args: &Value) -> Result<String, BoxError> {
-    let id = args.get("job_id").and_then(Value::as_str).unwrap_or("");
+fn job_id(id: &str) -> Result<String, BoxError> {
     if id.is_empty() {
         return Err(format!(
             "invalid job_id: expected a non-empty string, got {}",
@@ -160,6 +159,7 @@ pub fn render_list(jobs: &[JobSnapshot]) -> String {
         .join("\n")
 }
 
+/// Which job tool an output schema belongs to.
 #[derive(Clone, Copy)]
 enum Which {
     Output,
@@ -167,144 +167,166 @@ enum Which {
     Kill,
 }
 
-struct JobTool {
-    which: Which,
-    schema: ToolSchema,
-    params: ObjectSchema,
+/// What the three job tools share.
+#[derive(Clone)]
+struct JobTools {
     jobs: Arc<JobRegistry>,
     config: ToolJobsConfig,
 }
 
-const ID_DESCRIPTION: &str = "The job id that the tool which started the work returned.";
+/// `job_output`, `job_list` and `job_kill`, each holding what they share.
+struct JobOutputTool(JobTools);
+struct JobListTool(JobTools);
+struct JobKillTool(JobTools);
 
-impl JobTool {
-    fn new(which: Which, jobs: Arc<JobRegistry>, config: ToolJobsConfig) -> Self {
-        let (name, description, params) = match which {
-            Which::Output => (
-                "job_output",
-                "Read what a background job produced. Streaming jobs return only the output since your previous read; \
+const ID_DESCRIPTION: &str = "The job id that the tool which started the work returned.";
+const OUTPUT_DESCRIPTION: &str = "Read what a background job produced. Streaming jobs return only the output since your previous read; \
                  jobs with a final result return it once they finish. Every answer ends with a `[status: ...]` line. \
-                 A read returns at once unless `wait: true`, which blocks until the job finishes or the wait times out.",
-                ObjectSchema::new()
-                    .required("job_id", Prop::string(ID_DESCRIPTION))
-                    .optional(
-                        "wait",
-                        Prop::boolean("Block until the job finishes or the timeout passes. When the wait times out the job keeps running and the answer shows [status: running]."),
-                    )
-                    .optional(
-                        "timeout_ms",
-                        Prop::number("Longest wait in milliseconds (with wait: true only). Defaults to the configured wait; the configured maximum caps it."),
-                    ),
-            ),
-            Which::List => (
-                "job_list",
-                "Show every background job you started, running or finished: id, kind, status and label.",
-                ObjectSchema::new(),
-            ),
-            Which::Kill => (
-                "job_kill",
-                "Ask a running background job to stop. Returns at once; the job shows as killed once its work has actually stopped.",
-                ObjectSchema::new()
-                    .required("job_id", Prop::string(ID_DESCRIPTION))
-                    .optional(
-                        "reason",
-                        Prop::string("A short reason, passed to the job and kept in the log."),
-                    ),
-            ),
-        };
-        Self {
-            which,
-            schema: ToolSchema {
-                name: name.into(),
-                description: description.into(),
-                parameters: params.to_value().into(),
-            },
-            params,
-            jobs,
-            config,
-        }
+                 A read returns at once unless `wait: true`, which blocks until the job finishes or the wait times out.";
+const WAIT_DESCRIPTION: &str = "Block until the job finishes or the timeout passes. When the wait times out the job keeps running and the answer shows [status: running].";
+const TIMEOUT_DESCRIPTION: &str = "Longest wait in milliseconds (with wait: true only). Defaults to the configured wait; the configured maximum caps it.";
+const LIST_DESCRIPTION: &str =
+    "Show every background job you started, running or finished: id, kind, status and label.";
+const KILL_DESCRIPTION: &str = "Ask a running background job to stop. Returns at once; the job shows as killed once its work has actually stopped.";
+const REASON_DESCRIPTION: &str = "A short reason, passed to the job and kept in the log.";
+
+// The arguments of each (no doc: upstream's parameter objects carry no description).
+#[derive(Deserialize, JsonSchema)]
+struct JobOutputArgs {
+    #[schemars(description = ID_DESCRIPTION)]
+    job_id: String,
+    #[schemars(description = WAIT_DESCRIPTION)]
+    wait: Option<bool>,
+    #[schemars(description = TIMEOUT_DESCRIPTION)]
+    timeout_ms: Option<f64>,
+}
+
+#[derive(Deserialize, JsonSchema)]
+struct JobListArgs {}
+
+#[derive(Deserialize, JsonSchema)]
+struct JobKillArgs {
+    #[schemars(description = ID_DESCRIPTION)]
+    job_id: String,
+    #[schemars(description = REASON_DESCRIPTION)]
+    reason: Option<String>,
+}
+
+impl TypedTool for JobOutputTool {
+    type Args = JobOutputArgs;
+    type Value = Value;
+
+    fn name(&self) -> String {
+        "job_output".into()
     }
 
-    async fn run(&self, args: Value, run: ToolRunContext) -> Result<ToolOutput, BoxError> {
+    fn description(&self) -> String {
+        OUTPUT_DESCRIPTION.into()
+    }
+
+    fn value_schema(&self) -> Result<Option<Value>, String> {
+        Ok(Some(output_schema(Which::Output).clone()))
+    }
+
+    async fn run(
+        self: Arc<Self>,
+        args: JobOutputArgs,
+        run: ToolRunContext,
+    ) -> Result<Reply<Value>, BoxError> {
+        let JobTools { jobs, config } = &self.0;
         let caller = caller(&run);
         let caller = caller.as_deref();
-        match self.which {
-            Which::Output => {
-                let id = job_id(&args)?;
-                if args.get("wait").and_then(Value::as_bool) == Some(true) {
-                    let timeout = args
-                        .get("timeout_ms")
-                        .and_then(Value::as_f64)
-                        .unwrap_or(self.config.wait_timeout_ms)
-                        .min(self.config.max_wait_timeout_ms);
-                    self.jobs.wait(&id, timeout, caller, &run.cancel).await?;
-                }
-                let (text, job) = self.jobs.read(&id, caller)?;
-                run.set_value(json!({"text": text, "job": public_job(&job)}));
-                Ok(ToolOutput::text(render_output(&text, &job)))
-            }
-            Which::List => {
-                let jobs = self.jobs.list(caller);
-                run.set_value(Value::Array(jobs.iter().map(public_job).collect()));
-                Ok(ToolOutput::text(render_list(&jobs)))
-            }
-            Which::Kill => {
-                let id = job_id(&args)?;
-                let reason = args.get("reason").and_then(Value::as_str);
-                let outcome = self.jobs.kill(&id, caller, reason)?;
-                let job = self.jobs.get(&id, caller)?;
-                run.set_value(json!({
-                    "outcome": match outcome {
-                        KillOutcome::AlreadyFinished => "already-finished",
-                        KillOutcome::CancellationRequested => "cancellation-requested",
-                    },
-                    "job": public_job(&job),
-                }));
-                let text = match outcome {
-                    KillOutcome::AlreadyFinished => {
-                        format!("job {} had already finished {}", job.id, status_line(&job))
-                    }
-                    KillOutcome::CancellationRequested => {
-                        format!("requested cancellation of job {}", job.id)
-                    }
-                };
-                Ok(ToolOutput::text(fit_with_suffix(
-                    &text,
-                    "",
-                    job.output_limit_bytes,
-                    "\n[result truncated]",
-                )))
-            }
+        let id = job_id(&args.job_id)?;
+        if args.wait == Some(true) {
+            let timeout = args
+                .timeout_ms
+                .unwrap_or(config.wait_timeout_ms)
+                .min(config.max_wait_timeout_ms);
+            jobs.wait(&id, timeout, caller, &run.cancel).await?;
         }
+        let (text, job) = jobs.read(&id, caller)?;
+        let value = json!({"text": text, "job": public_job(&job)});
+        Ok(Reply::text(render_output(&text, &job)).with_value(value))
     }
 }
 
-impl Tool for JobTool {
-    fn schema(&self) -> &ToolSchema {
-        &self.schema
+impl TypedTool for JobListTool {
+    type Args = JobListArgs;
+    type Value = Value;
+
+    fn name(&self) -> String {
+        "job_list".into()
     }
 
-    fn output_schema(&self) -> Option<&Value> {
-        Some(output_schema(self.which))
+    fn description(&self) -> String {
+        LIST_DESCRIPTION.into()
     }
 
-    fn validate(&self, args: &Value) -> Result<(), String> {
-        self.params.validate(args)
+    fn value_schema(&self) -> Result<Option<Value>, String> {
+        Ok(Some(output_schema(Which::List).clone()))
     }
 
-    fn execute(
-        &self,
-        args: Value,
-        ctx: ToolRunContext,
-    ) -> BoxFuture<'static, Result<ToolOutput, BoxError>> {
-        let this = Self {
-            which: self.which,
-            schema: self.schema.clone(),
-            params: self.params.clone(),
-            jobs: self.jobs.clone(),
-            config: self.config.clone(),
+    async fn run(
+        self: Arc<Self>,
+        _args: JobListArgs,
+        run: ToolRunContext,
+    ) -> Result<Reply<Value>, BoxError> {
+        let caller = caller(&run);
+        let jobs = self.0.jobs.list(caller.as_deref());
+        let value = Value::Array(jobs.iter().map(public_job).collect());
+        Ok(Reply::text(render_list(&jobs)).with_value(value))
+    }
+}
+
+impl TypedTool for JobKillTool {
+    type Args = JobKillArgs;
+    type Value = Value;
+
+    fn name(&self) -> String {
+        "job_kill".into()
+    }
+
+    fn description(&self) -> String {
+        KILL_DESCRIPTION.into()
+    }
+
+    fn value_schema(&self) -> Result<Option<Value>, String> {
+        Ok(Some(output_schema(Which::Kill).clone()))
+    }
+
+    async fn run(
+        self: Arc<Self>,
+        args: JobKillArgs,
+        run: ToolRunContext,
+    ) -> Result<Reply<Value>, BoxError> {
+        let jobs = &self.0.jobs;
+        let caller = caller(&run);
+        let caller = caller.as_deref();
+        let id = job_id(&args.job_id)?;
+        let outcome = jobs.kill(&id, caller, args.reason.as_deref())?;
+        let job = jobs.get(&id, caller)?;
+        let value = json!({
+            "outcome": match outcome {
+                KillOutcome::AlreadyFinished => "already-finished",
+                KillOutcome::CancellationRequested => "cancellation-requested",
+            },
+            "job": public_job(&job),
+        });
+        let text = match outcome {
+            KillOutcome::AlreadyFinished => {
+                format!("job {} had already finished {}", job.id, status_line(&job))
+            }
+            KillOutcome::CancellationRequested => {
+                format!("requested cancellation of job {}", job.id)
+            }
         };
-        Box::pin(async move { this.run(args, ctx).await })
+        Ok(Reply::text(fit_with_suffix(
+            &text,
+            "",
+            job.output_limit_bytes,
+            "\n[result truncated]",
+        ))
+        .with_value(value))
     }
 }
 
@@ -469,12 +491,10 @@ impl Plugin for ToolJobsPlugin {
                 Arc::new(|_| PROMPT_SECTION.to_string()),
             )?;
         }
-        for which in [Which::Output, Which::List, Which::Kill] {
-            tools.register(
-                ctx,
-                Arc::new(JobTool::new(which, jobs.clone(), config.clone())),
-            )?;
-        }
+        let shared = JobTools { jobs, config };
+        tools.register(ctx, Arc::new(Typed::new(JobOutputTool(shared.clone()))?))?;
+        tools.register(ctx, Arc::new(Typed::new(JobListTool(shared.clone()))?))?;
+        tools.register(ctx, Arc::new(Typed::new(JobKillTool(shared))?))?;
         Ok(())
     }
 }
@@ -498,6 +518,46 @@ mod tests {
             finished_at: None,
             reported: false,
         }
+    }
+
+    #[test]
+    fn parameter_schemas_are_the_declared_ones() {
+        use dsh_tools::{ObjectSchema, Prop, params_schema};
+        let text = |s: ObjectSchema| dsh_kernel::json::to_string(&s.to_value());
+        assert_eq!(
+            text(params_schema::<JobOutputArgs>().unwrap()),
+            text(
+                ObjectSchema::new()
+                    .required("job_id", Prop::string(ID_DESCRIPTION))
+                    .optional(
+                        "wait",
+                        Prop::boolean("Block until the job finishes or the timeout passes. When the wait times out the job keeps running and the answer shows [status: running]."),
+                    )
+                    .optional(
+                        "timeout_ms",
+                        Prop::number("Longest wait in milliseconds (with wait: true only). Defaults to the configured wait; the configured maximum caps it."),
+                    )
+            )
+        );
+        assert_eq!(
+            text(params_schema::<JobListArgs>().unwrap()),
+            text(ObjectSchema::new())
+        );
+        assert_eq!(
+            text(params_schema::<JobKillArgs>().unwrap()),
+            text(
+                ObjectSchema::new()
+                    .required("job_id", Prop::string(ID_DESCRIPTION))
+                    .optional(
+                        "reason",
+                        Prop::string("A short reason, passed to the job and kept in the log."),
+                    )
+            )
+        );
+        assert_eq!(
+            OUTPUT_DESCRIPTION,
+            "Read what a background job produced. Streaming jobs return only the output since your previous read; jobs with a final result return it once they finish. Every answer ends with a `[status: ...]` line. A read returns at once unless `wait: true`, which blocks until the job finishes or the wait times out."
+        );
     }
 
     #[test]

@@ -9,7 +9,7 @@ use std::time::Duration;
 use dsh_kernel::{BoxError, Catalog, Context, ListenOptions, Plugin, PluginConfig};
 use dsh_process::resolve_program;
 use dsh_session::SessionDisposed;
-use dsh_tools::ToolRegistry;
+use dsh_tools::{ToolRegistry, Typed};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -470,7 +470,7 @@ impl Plugin for ToolLspPlugin {
                 Arc::new(|_| PROMPT_SECTION.to_string()),
             )?;
         }
-        tools.register(ctx, Arc::new(LspTool::new(service, c)))?;
+        tools.register(ctx, Arc::new(Typed::new(LspTool::new(service, c))?))?;
         Ok(())
     }
 }
@@ -499,8 +499,10 @@ impl Plugin for ToolLspDiagnosticsPlugin {
         if !service.has_providers() {
             return Ok(());
         }
-        ctx.require::<ToolRegistry>()?
-            .register(ctx, Arc::new(LspDiagnosticsTool::new(service, c)))?;
+        ctx.require::<ToolRegistry>()?.register(
+            ctx,
+            Arc::new(Typed::new(LspDiagnosticsTool::new(service, c))?),
+        )?;
         Ok(())
     }
 }

@@ -3,9 +3,10 @@
 
 use std::sync::Arc;
 
-use dsh_kernel::{BoxError, BoxFuture};
-use dsh_llm::ToolSchema;
-use dsh_tools::{ObjectSchema, Prop, Tool, ToolOutput, ToolRunContext};
+use dsh_kernel::BoxError;
+use dsh_tools::{Reply, ToolRunContext, TypedTool};
+use schemars::JsonSchema;
+use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use crate::render::{format_diagnostics, format_hover, format_locations};
@@ -36,51 +37,78 @@ const DESCRIPTION: &str = "Ask a language server about the symbol at a position:
 
 /// The tool.
 pub struct LspTool {
-    schema: ToolSchema,
-    params: ObjectSchema,
     service: Arc<LspService>,
     config: ToolLspConfig,
 }
 
 impl LspTool {
     pub fn new(service: Arc<LspService>, config: ToolLspConfig) -> Self {
-        let names: Vec<&str> = Operation::ALL.iter().map(|o| o.name()).collect();
-        let params = ObjectSchema::new()
-            .required(
-                "operation",
-                Prop::enumeration(
-                    "goToDefinition, findReferences, goToImplementation, or hover.",
-                    &names,
-                ),
-            )
-            .required(
-                "file_path",
-                Prop::string("The source file, absolute or relative to the workspace."),
-            )
-            .required("line", Prop::number("One-based line of the cursor."))
-            .required(
-                "character",
-                Prop::number("One-based UTF-16 column of the cursor."),
-            );
-        Self {
-            schema: ToolSchema {
-                name: "lsp".into(),
-                description: DESCRIPTION.into(),
-                parameters: params.to_value().into(),
-            },
-            params,
-            service,
-            config,
+        Self { service, config }
+    }
+}
+
+// The arguments of `lsp` (no doc: upstream's parameter object carries no description).
+#[derive(Deserialize, JsonSchema)]
+pub struct LspArgs {
+    /// goToDefinition, findReferences, goToImplementation, or hover.
+    operation: LspOperation,
+    /// The source file, absolute or relative to the workspace.
+    file_path: String,
+    /// One-based line of the cursor.
+    line: f64,
+    /// One-based UTF-16 column of the cursor.
+    character: f64,
+}
+
+// The `lsp` operations, in `Operation::ALL`'s order (no doc: it would reach the schema).
+#[derive(Clone, Copy, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum LspOperation {
+    GoToDefinition,
+    FindReferences,
+    GoToImplementation,
+    Hover,
+}
+
+impl From<LspOperation> for Operation {
+    fn from(op: LspOperation) -> Self {
+        match op {
+            LspOperation::GoToDefinition => Operation::GoToDefinition,
+            LspOperation::FindReferences => Operation::FindReferences,
+            LspOperation::GoToImplementation => Operation::GoToImplementation,
+            LspOperation::Hover => Operation::Hover,
         }
     }
 }
 
-fn one_based(args: &Value, name: &str) -> Result<u64, BoxError> {
-    let v = args.get(name).and_then(Value::as_f64).unwrap_or(0.0);
+fn one_based(value: Option<f64>, name: &str) -> Result<u64, BoxError> {
+    let v = value.unwrap_or(0.0);
     if v < 1.0 || v.fract() != 0.0 || v > 9_007_199_254_740_991.0 {
         return Err(format!("{name} must be a positive integer (one-based)").into());
     }
     Ok(v as u64)
+}
+
+/// The checks after the operation: a non-empty path, one-based integer coordinates.
+fn checked_position(
+    op: Operation,
+    file_path: String,
+    line: Option<f64>,
+    character: Option<f64>,
+) -> Result<(Operation, String, Position), BoxError> {
+    if file_path.trim().is_empty() {
+        return Err("file_path must be a non-empty string".into());
+    }
+    let line = one_based(line, "line")?;
+    let character = one_based(character, "character")?;
+    Ok((
+        op,
+        file_path,
+        Position {
+            line: line - 1,
+            character: character - 1,
+        },
+    ))
 }
 
 /// Upstream's argument checks; the position becomes zero-based.
@@ -98,19 +126,12 @@ pub fn parse_args(args: &Value) -> Result<(Operation, String, Position), BoxErro
         .and_then(Value::as_str)
         .unwrap_or("")
         .to_string();
-    if file_path.trim().is_empty() {
-        return Err("file_path must be a non-empty string".into());
-    }
-    let line = one_based(args, "line")?;
-    let character = one_based(args, "character")?;
-    Ok((
+    checked_position(
         op,
         file_path,
-        Position {
-            line: line - 1,
-            character: character - 1,
-        },
-    ))
+        args.get("line").and_then(Value::as_f64),
+        args.get("character").and_then(Value::as_f64),
+    )
 }
 
 /// The query of a call: the session's workspace, its owner, its sandbox policy.
@@ -232,20 +253,23 @@ fn output_schema() -> &'static Value {
     &S
 }
 
-impl Tool for LspTool {
-    fn schema(&self) -> &ToolSchema {
-        &self.schema
+impl TypedTool for LspTool {
+    type Args = LspArgs;
+    type Value = Value;
+
+    fn name(&self) -> String {
+        "lsp".into()
     }
 
-    fn output_schema(&self) -> Option<&Value> {
-        Some(output_schema())
+    fn description(&self) -> String {
+        DESCRIPTION.into()
     }
 
-    fn validate(&self, args: &Value) -> Result<(), String> {
-        self.params.validate(args)
+    fn value_schema(&self) -> Result<Option<Value>, String> {
+        Ok(Some(output_schema().clone()))
     }
 
-    fn concurrency_safe(&self, _args: &Value) -> bool {
+    fn concurrency_safe(&self, _args: &LspArgs) -> bool {
         true
     }
 
@@ -253,35 +277,38 @@ impl Tool for LspTool {
         Some(self.config.timeout_ms)
     }
 
-    fn execute(
-        &self,
-        args: Value,
+    async fn run(
+        self: Arc<Self>,
+        args: LspArgs,
         ctx: ToolRunContext,
-    ) -> BoxFuture<'static, Result<ToolOutput, BoxError>> {
+    ) -> Result<Reply<Value>, BoxError> {
         let service = self.service.clone();
         let config = self.config;
-        Box::pin(async move {
-            let (operation, file_path, position) = parse_args(&args)?;
-            let query = query_for(&ctx, operation, file_path, position, "the lsp tool")?;
-            let result = service.query(query, ctx.cancel.clone()).await?;
-            ctx.set_value(result_value(&result));
-            let text = match result {
-                QueryResult::Locations {
-                    locations,
-                    workspace_uri,
-                } => format_locations(
-                    &locations,
-                    &workspace_uri,
-                    config.max_locations,
-                    config.max_result_chars,
-                ),
-                QueryResult::Hover(h) => format_hover(h.as_ref(), config.max_result_chars),
-                QueryResult::Diagnostics(d) => {
-                    format_diagnostics("the file", d.as_deref(), config.max_result_chars)
-                }
-            };
-            Ok(ToolOutput::text(text))
-        })
+        let (operation, file_path, position) = checked_position(
+            args.operation.into(),
+            args.file_path,
+            Some(args.line),
+            Some(args.character),
+        )?;
+        let query = query_for(&ctx, operation, file_path, position, "the lsp tool")?;
+        let result = service.query(query, ctx.cancel.clone()).await?;
+        let value = result_value(&result);
+        let text = match result {
+            QueryResult::Locations {
+                locations,
+                workspace_uri,
+            } => format_locations(
+                &locations,
+                &workspace_uri,
+                config.max_locations,
+                config.max_result_chars,
+            ),
+            QueryResult::Hover(h) => format_hover(h.as_ref(), config.max_result_chars),
+            QueryResult::Diagnostics(d) => {
+                format_diagnostics("the file", d.as_deref(), config.max_result_chars)
+            }
+        };
+        Ok(Reply::text(text).with_value(value))
     }
 }
 
@@ -289,41 +316,41 @@ const DIAGNOSTICS_DESCRIPTION: &str = "List the errors and warnings a language s
 
 /// `lsp_diagnostics` (ours): a file's diagnostics from its language server.
 pub struct LspDiagnosticsTool {
-    schema: ToolSchema,
-    params: ObjectSchema,
     service: Arc<LspService>,
     config: ToolLspConfig,
 }
 
 impl LspDiagnosticsTool {
     pub fn new(service: Arc<LspService>, config: ToolLspConfig) -> Self {
-        let params = ObjectSchema::new().required(
-            "file_path",
-            Prop::string("The source file, absolute or relative to the workspace."),
-        );
-        Self {
-            schema: ToolSchema {
-                name: "lsp_diagnostics".into(),
-                description: DIAGNOSTICS_DESCRIPTION.into(),
-                parameters: params.to_value().into(),
-            },
-            params,
-            service,
-            config,
-        }
+        Self { service, config }
     }
 }
 
-impl Tool for LspDiagnosticsTool {
-    fn schema(&self) -> &ToolSchema {
-        &self.schema
+// The arguments of `lsp_diagnostics` (no doc: parameter objects carry no description).
+#[derive(Deserialize, JsonSchema)]
+pub struct LspDiagnosticsArgs {
+    /// The source file, absolute or relative to the workspace.
+    file_path: String,
+}
+
+impl TypedTool for LspDiagnosticsTool {
+    type Args = LspDiagnosticsArgs;
+    type Value = Value;
+
+    fn name(&self) -> String {
+        "lsp_diagnostics".into()
     }
 
-    fn validate(&self, args: &Value) -> Result<(), String> {
-        self.params.validate(args)
+    fn description(&self) -> String {
+        DIAGNOSTICS_DESCRIPTION.into()
     }
 
-    fn concurrency_safe(&self, _args: &Value) -> bool {
+    // No declared output schema (the value stays untyped), as before.
+    fn value_schema(&self) -> Result<Option<Value>, String> {
+        Ok(None)
+    }
+
+    fn concurrency_safe(&self, _args: &LspDiagnosticsArgs) -> bool {
         true
     }
 
@@ -331,46 +358,38 @@ impl Tool for LspDiagnosticsTool {
         Some(self.config.timeout_ms)
     }
 
-    fn execute(
-        &self,
-        args: Value,
+    async fn run(
+        self: Arc<Self>,
+        args: LspDiagnosticsArgs,
         ctx: ToolRunContext,
-    ) -> BoxFuture<'static, Result<ToolOutput, BoxError>> {
+    ) -> Result<Reply<Value>, BoxError> {
         let service = self.service.clone();
         let config = self.config;
-        Box::pin(async move {
-            let file_path = args
-                .get("file_path")
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_string();
-            if file_path.trim().is_empty() {
-                return Err("file_path must be a non-empty string".into());
+        let file_path = args.file_path;
+        if file_path.trim().is_empty() {
+            return Err("file_path must be a non-empty string".into());
+        }
+        let query = query_for(
+            &ctx,
+            Operation::Diagnostics,
+            file_path.clone(),
+            Position {
+                line: 0,
+                character: 0,
+            },
+            "lsp_diagnostics",
+        )?;
+        let result = service.query(query, ctx.cancel.clone()).await?;
+        let value = result_value(&result);
+        let text = match &result {
+            QueryResult::Diagnostics(d) => {
+                format_diagnostics(&file_path, d.as_deref(), config.max_result_chars)
             }
-            let query = query_for(
-                &ctx,
-                Operation::Diagnostics,
-                file_path.clone(),
-                Position {
-                    line: 0,
-                    character: 0,
-                },
-                "lsp_diagnostics",
-            )?;
-            let result = service.query(query, ctx.cancel.clone()).await?;
-            ctx.set_value(result_value(&result));
-            let text = match &result {
-                QueryResult::Diagnostics(d) => {
-                    format_diagnostics(&file_path, d.as_deref(), config.max_result_chars)
-                }
-                _ => {
-                    return Err(
-                        "the language server answered something other than diagnostics".into(),
-                    );
-                }
-            };
-            Ok(ToolOutput::text(text))
-        })
+            _ => {
+                return Err("the language server answered something other than diagnostics".into());
+            }
+        };
+        Ok(Reply::text(text).with_value(value))
     }
 }
 
@@ -414,5 +433,44 @@ mod tests {
         let branches = output_schema()["oneOf"].as_array().unwrap();
         assert_eq!(branches[0]["properties"]["kind"]["const"], "locations");
         assert_eq!(branches[1]["properties"]["kind"]["const"], "hover");
+    }
+
+    #[test]
+    fn the_parameter_schemas_are_unchanged() {
+        use dsh_tools::{ObjectSchema, Prop};
+        let names: Vec<&str> = Operation::ALL.iter().map(|o| o.name()).collect();
+        let lsp = ObjectSchema::new()
+            .required(
+                "operation",
+                Prop::enumeration(
+                    "goToDefinition, findReferences, goToImplementation, or hover.",
+                    &names,
+                ),
+            )
+            .required(
+                "file_path",
+                Prop::string("The source file, absolute or relative to the workspace."),
+            )
+            .required("line", Prop::number("One-based line of the cursor."))
+            .required(
+                "character",
+                Prop::number("One-based UTF-16 column of the cursor."),
+            );
+        assert_eq!(
+            dsh_kernel::json::to_string(&dsh_tools::params_schema::<LspArgs>().unwrap().to_value()),
+            dsh_kernel::json::to_string(&lsp.to_value())
+        );
+        let diagnostics = ObjectSchema::new().required(
+            "file_path",
+            Prop::string("The source file, absolute or relative to the workspace."),
+        );
+        assert_eq!(
+            dsh_kernel::json::to_string(
+                &dsh_tools::params_schema::<LspDiagnosticsArgs>()
+                    .unwrap()
+                    .to_value()
+            ),
+            dsh_kernel::json::to_string(&diagnostics.to_value())
+        );
     }
 }

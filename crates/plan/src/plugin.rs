@@ -51,7 +51,10 @@ impl Plugin for PlanModePlugin {
         service.install(ctx)?;
         tools.register(
             ctx,
-            Arc::new(ExitPlanModeTool::new(service.clone(), ctx.clone())),
+            Arc::new(dsh_tools::Typed::new(ExitPlanModeTool::new(
+                service.clone(),
+                ctx.clone(),
+            ))?),
         )?;
         if let Some(commands) = ctx.get::<dsh_commands::CommandRegistry>() {
             crate::command::register(ctx, &commands, service.clone())?;

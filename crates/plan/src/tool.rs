@@ -3,12 +3,13 @@
 use std::sync::Arc;
 
 use dsh_agent::Agents;
-use dsh_kernel::{BoxError, BoxFuture, Context, HarnessError};
-use dsh_llm::ToolSchema;
+use dsh_kernel::{BoxError, Context, HarnessError};
 use dsh_session::LiveSession;
-use dsh_tools::{ObjectSchema, Prop, Tool, ToolOutput, ToolRunContext};
+use dsh_tools::{Reply, ToolRunContext, TypedTool};
 use dsh_user_questions::{Answer, AskRequest, Question, QuestionOption, UserQuestions};
-use serde_json::{Value, json};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 use crate::service::PlanMode;
 use crate::state::fold_plan_mode;
@@ -29,8 +30,17 @@ const APPROVED_TEXT: &str =
     "Plan approved and plan mode is off. Start carrying out the plan with your next step.";
 const NO_CHANNEL: &str = "the plan cannot be reviewed here: no channel to ask the user is available. Stay in plan mode and ask the user to leave it themselves (/plan off)";
 
-fn params() -> ObjectSchema {
-    ObjectSchema::new().required("plan", Prop::string(PLAN_DESCRIPTION))
+// The arguments (no doc: upstream's parameter object carries no description).
+#[derive(Deserialize, JsonSchema)]
+pub(crate) struct ExitPlanArgs {
+    #[schemars(description = PLAN_DESCRIPTION)]
+    plan: String,
+}
+
+/// What a Code Mode binding resolves to after an approval (undeclared, as upstream).
+#[derive(Serialize, JsonSchema)]
+pub(crate) struct ExitPlanValue {
+    approved: bool,
 }
 
 /// Whether `plan` (trimmed) starts with a level-one markdown heading with text after it.
@@ -89,45 +99,40 @@ fn judge(answer: &Answer) -> Result<(), BoxError> {
 }
 
 pub(crate) struct ExitPlanModeTool {
-    schema: ToolSchema,
-    params: ObjectSchema,
     service: Arc<PlanMode>,
     ctx: Context,
 }
 
 impl ExitPlanModeTool {
     pub(crate) fn new(service: Arc<PlanMode>, ctx: Context) -> Self {
-        let params = params();
-        Self {
-            schema: ToolSchema {
-                name: EXIT_PLAN_MODE.into(),
-                description: DESCRIPTION.into(),
-                parameters: params.to_value().into(),
-            },
-            params,
-            service,
-            ctx,
-        }
+        Self { service, ctx }
     }
 }
 
-impl Tool for ExitPlanModeTool {
-    fn schema(&self) -> &ToolSchema {
-        &self.schema
+impl TypedTool for ExitPlanModeTool {
+    type Args = ExitPlanArgs;
+    type Value = ExitPlanValue;
+
+    fn name(&self) -> String {
+        EXIT_PLAN_MODE.into()
     }
 
-    fn validate(&self, args: &Value) -> Result<(), String> {
-        self.params.validate(args)
+    fn description(&self) -> String {
+        DESCRIPTION.into()
     }
 
-    fn execute(
-        &self,
-        args: Value,
+    fn value_schema(&self) -> Result<Option<Value>, String> {
+        Ok(None)
+    }
+
+    async fn run(
+        self: Arc<Self>,
+        args: ExitPlanArgs,
         ctx: ToolRunContext,
-    ) -> BoxFuture<'static, Result<ToolOutput, BoxError>> {
+    ) -> Result<Reply<ExitPlanValue>, BoxError> {
         let service = self.service.clone();
         let root = self.ctx.clone();
-        Box::pin(async move {
+        {
             let session: Arc<LiveSession> = ctx.session.clone().ok_or_else(|| -> BoxError {
                 format!("{EXIT_PLAN_MODE} needs a calling agent (there is no session to switch)")
                     .into()
@@ -137,7 +142,7 @@ impl Tool for ExitPlanModeTool {
                     format!("{EXIT_PLAN_MODE} can only be used while plan mode is active").into(),
                 );
             }
-            let plan = args["plan"].as_str().unwrap_or("");
+            let plan = args.plan.as_str();
             if !starts_with_heading(plan) {
                 return Err(format!(
                     "{EXIT_PLAN_MODE} needs the whole plan as markdown, beginning with a # heading"
@@ -180,9 +185,8 @@ impl Tool for ExitPlanModeTool {
             // Plan guidance stays for the rest of this tool batch; the silent exit is
             // logged at the next accepted in-turn pre-step.
             service.approve_exit(&session);
-            ctx.set_value(json!({ "approved": true }));
-            Ok(ToolOutput::text(APPROVED_TEXT))
-        })
+            Ok(Reply::text(APPROVED_TEXT).with_value(ExitPlanValue { approved: true }))
+        }
     }
 }
 
@@ -190,6 +194,7 @@ impl Tool for ExitPlanModeTool {
 mod tests {
     use super::*;
     use dsh_user_questions::AnswerItem;
+    use serde_json::json;
 
     fn answer(selected: &[&str], custom: Option<&str>) -> Answer {
         Answer {
@@ -232,7 +237,9 @@ mod tests {
     #[test]
     fn the_schema_is_upstreams_shape() {
         assert_eq!(
-            params().to_value(),
+            dsh_tools::params_schema::<ExitPlanArgs>()
+                .unwrap()
+                .to_value(),
             json!({"type": "object", "properties": {"plan": {"type": "string", "description": PLAN_DESCRIPTION}}, "required": ["plan"]})
         );
     }

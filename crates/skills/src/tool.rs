@@ -12,11 +12,12 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use dsh_agent::{AgentRef, PreStep, PreStepDecision};
-use dsh_kernel::{BoxError, BoxFuture, Context, ListenOptions};
-use dsh_llm::ToolSchema;
+use dsh_kernel::{BoxError, Context, ListenOptions};
 use dsh_llm::{ContentBlock, Message, MessageSource};
 use dsh_session::types;
-use dsh_tools::{ObjectSchema, Prop, Tool, ToolOutput, ToolRegistry, ToolRunContext};
+use dsh_tools::{Reply, Tool, ToolRegistry, ToolRunContext, Typed, TypedTool};
+use schemars::JsonSchema;
+use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use crate::registry::{Lookup, SkillRegistry, SkillSummary, is_skill_name};
@@ -28,24 +29,20 @@ const NAME_DESCRIPTION: &str = "The skill's name, exactly as the catalog lists i
 const CATALOG_KIND: &str = "skill-catalog";
 
 struct SkillTool {
-    schema: ToolSchema,
-    params: ObjectSchema,
     skills: Arc<SkillRegistry>,
 }
 
 impl SkillTool {
     fn new(skills: Arc<SkillRegistry>) -> Self {
-        let params = ObjectSchema::new().required("name", Prop::string(NAME_DESCRIPTION));
-        Self {
-            schema: ToolSchema {
-                name: "skill".into(),
-                description: SKILL_TOOL_DESCRIPTION.into(),
-                parameters: params.to_value().into(),
-            },
-            params,
-            skills,
-        }
+        Self { skills }
     }
+}
+
+// The arguments (no doc: upstream's parameter object carries no description).
+#[derive(Deserialize, JsonSchema)]
+struct SkillArgs {
+    #[schemars(description = NAME_DESCRIPTION)]
+    name: String,
 }
 
 async fn load(
@@ -53,8 +50,7 @@ async fn load(
     view: Context,
     name: String,
     cwd: Option<PathBuf>,
-    run: ToolRunContext,
-) -> Result<ToolOutput, BoxError> {
+) -> Result<Reply<Value>, BoxError> {
     if !is_skill_name(&name) {
         return Err(format!("invalid skill name \"{name}\"").into());
     }
@@ -82,8 +78,7 @@ async fn load(
     .await
     .map_err(|e| -> BoxError { format!("skill lookup failed: {e}").into() })??;
     let (text, value) = found;
-    run.set_value(value);
-    Ok(ToolOutput::text(text))
+    Ok(Reply::text(text).with_value(value))
 }
 
 /// The canonical value: `{name, provider, resourceBase?, content}`.
@@ -138,36 +133,34 @@ fn output_schema() -> &'static Value {
     &S
 }
 
-impl Tool for SkillTool {
-    fn schema(&self) -> &ToolSchema {
-        &self.schema
+impl TypedTool for SkillTool {
+    type Args = SkillArgs;
+    type Value = Value;
+
+    fn name(&self) -> String {
+        "skill".into()
     }
 
-    fn output_schema(&self) -> Option<&Value> {
-        Some(output_schema())
+    fn description(&self) -> String {
+        SKILL_TOOL_DESCRIPTION.into()
     }
 
-    fn validate(&self, args: &Value) -> Result<(), String> {
-        self.params.validate(args)
+    fn value_schema(&self) -> Result<Option<Value>, String> {
+        Ok(Some(output_schema().clone()))
     }
 
-    fn execute(
-        &self,
-        args: Value,
+    async fn run(
+        self: Arc<Self>,
+        args: SkillArgs,
         ctx: ToolRunContext,
-    ) -> BoxFuture<'static, Result<ToolOutput, BoxError>> {
-        let name = args
-            .get("name")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_string();
+    ) -> Result<Reply<Value>, BoxError> {
         let cwd = ctx.cwd.clone().or_else(|| {
             ctx.session
                 .as_ref()
                 .and_then(|s| s.header().cwd)
                 .map(PathBuf::from)
         });
-        Box::pin(load(self.skills.clone(), ctx.ctx.clone(), name, cwd, ctx))
+        load(self.skills.clone(), ctx.ctx.clone(), args.name, cwd).await
     }
 }
 
@@ -179,7 +172,7 @@ pub(crate) fn install(
     tools: Arc<ToolRegistry>,
     description_max: usize,
 ) -> Result<(), BoxError> {
-    let tool: Arc<dyn Tool> = Arc::new(SkillTool::new(skills.clone()));
+    let tool: Arc<dyn Tool> = Arc::new(Typed::new(SkillTool::new(skills.clone()))?);
     tools.register(ctx, tool.clone())?;
 
     // A line starting with `/name` of a user-invocable skill is a prompt, not an unknown
@@ -488,6 +481,18 @@ mod tests {
         assert_eq!(
             declared["properties"]["resourceBase"]["oneOf"][0]["required"],
             json!(["kind", "path"])
+        );
+    }
+
+    #[test]
+    fn the_parameter_schema_is_unchanged() {
+        use dsh_tools::{ObjectSchema, Prop};
+        let params = ObjectSchema::new().required("name", Prop::string(NAME_DESCRIPTION));
+        assert_eq!(
+            dsh_kernel::json::to_string(
+                &dsh_tools::params_schema::<SkillArgs>().unwrap().to_value()
+            ),
+            dsh_kernel::json::to_string(&params.to_value())
         );
     }
 

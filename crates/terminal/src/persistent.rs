@@ -8,10 +8,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use dsh_agent::{AgentRef, Agents};
-use dsh_kernel::{BoxError, BoxFuture};
-use dsh_llm::{ContentBlock, ToolSchema};
-use dsh_tools::{ObjectSchema, Prop, Tool, ToolOutput, ToolRunContext};
-use serde_json::Value;
+use dsh_kernel::BoxError;
+use dsh_tools::{Reply, ToolRunContext, TypedTool};
+use schemars::JsonSchema;
+use serde::Deserialize;
 
 use crate::service::TerminalService;
 use crate::types::{SendRequest, SessionStatus, WaitReason};
@@ -102,25 +102,25 @@ const RESET: &str = "The persistent bash shell was reset; the next bash call sta
 /// Per owner: its shell's terminal id; under `lock:<owner>`, the lock serializing its calls.
 type Shells = Arc<Mutex<HashMap<String, (String, Arc<tokio::sync::Mutex<()>>)>>>;
 
+const DESCRIPTION: &str = "Run a command in your persistent bash shell. The shell lives across calls: the working directory, exported and shell variables, and functions carry over. A non-zero exit status is reported as `[exit code: N]`; a command that runs too long is stopped and the shell reset.";
+
+/// The persistent `bash` tool.
 pub struct PersistentBashTool {
-    schema: ToolSchema,
-    params: ObjectSchema,
     terminals: Arc<TerminalService>,
     config: PersistentConfig,
     shells: Shells,
 }
 
+// The arguments (no doc: upstream's parameter object carries no description).
+#[derive(Deserialize, JsonSchema)]
+pub struct PersistentBashArgs {
+    /// The command line to run.
+    command: String,
+}
+
 impl PersistentBashTool {
     pub fn new(terminals: Arc<TerminalService>, config: PersistentConfig) -> Self {
-        let params =
-            ObjectSchema::new().required("command", Prop::string("The command line to run."));
         Self {
-            schema: ToolSchema {
-                name: "bash".into(),
-                description: config.description.clone().unwrap_or_else(|| "Run a command in your persistent bash shell. The shell lives across calls: the working directory, exported and shell variables, and functions carry over. A non-zero exit status is reported as `[exit code: N]`; a command that runs too long is stopped and the shell reset.".into()),
-                parameters: params.to_value().into(),
-            },
-            params,
             terminals,
             config,
             shells: Arc::new(Mutex::new(HashMap::new())),
@@ -202,8 +202,13 @@ impl PersistentBashTool {
         Ok(id)
     }
 
-    async fn run(&self, args: Value, run: ToolRunContext) -> Result<ToolOutput, BoxError> {
-        let command = args.get("command").and_then(Value::as_str).unwrap_or("");
+    /// One call; the result text.
+    async fn call(
+        &self,
+        args: PersistentBashArgs,
+        run: ToolRunContext,
+    ) -> Result<String, BoxError> {
+        let command = args.command.as_str();
         if command.trim().is_empty() {
             return Err("command must be a non-empty string".into());
         }
@@ -296,10 +301,10 @@ impl PersistentBashTool {
                 if let Some(code) = status.filter(|c| *c != 0) {
                     text.push_str(&format!("\n[exit code: {code}]"));
                 }
-                Ok(ToolOutput::text(text))
+                Ok(text)
             }
             Ok((body, _, Some(note))) if note.is_empty() => {
-                Ok(ToolOutput::text(clip(&body, self.config.max_output_chars)))
+                Ok(clip(&body, self.config.max_output_chars))
             }
             Ok((body, _, Some(note))) => {
                 self.reset(&owner).await;
@@ -309,50 +314,35 @@ impl PersistentBashTool {
                 } else {
                     format!("{body}\n{note}\n{RESET}")
                 };
-                Ok(ToolOutput::text(text))
+                Ok(text)
             }
         }
     }
 }
 
-/// The declared output of the persistent `bash`: its result text.
-static TEXT_OUTPUT: std::sync::LazyLock<Value> =
-    std::sync::LazyLock::new(|| serde_json::json!({"type": "string"}));
+/// The canonical value is the result text itself (upstream: `{type: string}`).
+impl TypedTool for PersistentBashTool {
+    type Args = PersistentBashArgs;
+    type Value = String;
 
-impl Tool for PersistentBashTool {
-    fn schema(&self) -> &ToolSchema {
-        &self.schema
+    fn name(&self) -> String {
+        "bash".into()
     }
 
-    fn output_schema(&self) -> Option<&Value> {
-        Some(&TEXT_OUTPUT)
+    fn description(&self) -> String {
+        self.config
+            .description
+            .clone()
+            .unwrap_or_else(|| DESCRIPTION.into())
     }
 
-    fn validate(&self, args: &Value) -> Result<(), String> {
-        self.params.validate(args)
-    }
-
-    fn execute(
-        &self,
-        args: Value,
-        ctx: ToolRunContext,
-    ) -> BoxFuture<'static, Result<ToolOutput, BoxError>> {
-        let this = Self {
-            schema: self.schema.clone(),
-            params: self.params.clone(),
-            terminals: self.terminals.clone(),
-            config: self.config.clone(),
-            shells: self.shells.clone(),
-        };
-        Box::pin(async move {
-            let value = ctx.clone();
-            let out = this.run(args, ctx).await?;
-            // The canonical value is the result text itself (upstream: `{type: string}`).
-            if let [ContentBlock::Text { text }] = out.content.as_slice() {
-                value.set_value(Value::String(text.clone()));
-            }
-            Ok(out)
-        })
+    async fn run(
+        self: Arc<Self>,
+        args: PersistentBashArgs,
+        run: ToolRunContext,
+    ) -> Result<Reply<String>, BoxError> {
+        let text = self.call(args, run).await?;
+        Ok(Reply::text(text.clone()).with_value(text))
     }
 }
 
@@ -360,6 +350,27 @@ impl Tool for PersistentBashTool {
 mod tests {
     use super::*;
     use pretty_assertions::assert_eq;
+
+    #[test]
+    fn the_schemas_are_the_declared_ones() {
+        use dsh_tools::{ObjectSchema, Prop};
+        assert_eq!(
+            dsh_kernel::json::to_string(
+                &dsh_tools::params_schema::<PersistentBashArgs>()
+                    .unwrap()
+                    .to_value()
+            ),
+            dsh_kernel::json::to_string(
+                &ObjectSchema::new()
+                    .required("command", Prop::string("The command line to run."))
+                    .to_value()
+            )
+        );
+        assert_eq!(
+            dsh_kernel::json::to_string(&dsh_tools::output_schema::<String>().unwrap().unwrap()),
+            dsh_kernel::json::to_string(&serde_json::json!({"type": "string"}))
+        );
+    }
 
     #[test]
     fn wrapping_quotes_and_markers_are_recovered() {

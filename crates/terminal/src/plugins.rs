@@ -222,15 +222,15 @@ impl Plugin for ToolBashPersistentPlugin {
             description: r.description,
         };
         let tools = ctx.require::<dsh_tools::ToolRegistry>()?;
-        let tool = Arc::new(PersistentBashTool::new(
+        let tool = Arc::new(dsh_tools::Typed::new(PersistentBashTool::new(
             ctx.require::<TerminalService>()?,
             c,
-        ));
+        ))?);
         tools.register(ctx, tool.clone())?;
         let t = Arc::downgrade(&tool);
         ctx.on_serial::<AgentDisposing>(ListenOptions::default(), move |p| {
             if let Some(t) = t.upgrade() {
-                t.forget(p.agent.id());
+                t.inner().forget(p.agent.id());
             }
             Box::pin(async { Ok(()) })
         })?;

@@ -9,9 +9,10 @@ use dsh_agent::{AgentRef, Agents};
 use dsh_jobs::{
     Announce, JobHooks, JobOutcome, JobRegistry, JobStart, Terminal, head_bytes, tail_bytes,
 };
-use dsh_kernel::{BoxError, BoxFuture, Context};
-use dsh_llm::ToolSchema;
-use dsh_tools::{ObjectSchema, Prop, Tool, ToolOutput, ToolRunContext};
+use dsh_kernel::{BoxError, Context};
+use dsh_tools::{ObjectSchema, Prop, Reply, ToolOutput, ToolRunContext, Typed, TypedTool};
+use schemars::JsonSchema;
+use serde::{Deserialize, Deserializer};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -162,25 +163,113 @@ pub fn render_list(sessions: &[TerminalInfo], max: usize) -> String {
     bound_body_with_suffix(&text, "", false, max)
 }
 
-#[derive(Clone, Copy)]
-enum Which {
-    Open,
-    Send,
-    Read,
-    Signal,
-    Close,
-    List,
-}
-
-struct TerminalTool {
-    which: Which,
-    schema: ToolSchema,
-    params: ObjectSchema,
+/// What the six terminal tools share.
+#[derive(Clone)]
+struct Terminals {
     terminals: Arc<TerminalService>,
     config: ToolTerminalConfig,
 }
 
+/// `terminal_open`, `terminal_send`, `terminal_read`, `terminal_signal`, `terminal_close`
+/// and `terminal_list`, each holding what they share.
+struct TerminalOpenTool(Terminals);
+struct TerminalSendTool(Terminals);
+struct TerminalReadTool(Terminals);
+struct TerminalSignalTool(Terminals);
+struct TerminalCloseTool(Terminals);
+struct TerminalListTool(Terminals);
+
 const SESSION_ID: &str = "The terminal session id terminal_open returned (pty-N).";
+const SIGNAL_DESCRIPTION: &str = "The signal to deliver.";
+
+const OPEN_DESCRIPTION: &str = "Open a persistent interactive terminal (a shell on a pseudo-terminal) and return its session id. State such as the working directory, variables and running programs stays between sends.";
+const SEND_DESCRIPTION: &str = "Type text into a terminal and wait until it settles: the shell or program waits for input, output goes quiet, the terminal exits, or the wait times out. Returns what appeared meanwhile and why it stopped waiting.";
+const READ_DESCRIPTION: &str =
+    "Read a terminal's retained output (scrollback), counted in lines back from the newest.";
+const SIGNAL_TOOL_DESCRIPTION: &str =
+    "Send a signal to the program in the terminal's foreground (SIGINT is Ctrl-C).";
+const CLOSE_DESCRIPTION: &str = "Close a terminal and end every process running in it.";
+const LIST_DESCRIPTION: &str = "List your open terminals with their ids, names, kinds and states.";
+
+// The arguments of each (no doc: upstream's parameter objects carry no description).
+#[derive(Deserialize, JsonSchema)]
+struct OpenArgs {
+    /// The kind of terminal; "shell" is an interactive bash.
+    #[serde(rename = "type")]
+    type_name: String,
+    /// An optional name, unique among your terminals.
+    name: Option<String>,
+    /// The directory to start in (default: the workspace).
+    cwd: Option<String>,
+}
+
+#[derive(Deserialize, JsonSchema)]
+struct SendArgs {
+    #[serde(rename = "sessionId")]
+    #[schemars(description = SESSION_ID)]
+    session_id: String,
+    /// What to type.
+    text: String,
+    /// Press Enter after the text (default true).
+    submit: Option<bool>,
+    /// Return a job id at once instead of waiting; read it with job_output.
+    // Read leniently, as before: when the configuration leaves it out of the schema, an
+    // undeclared non-boolean value counts as absent.
+    #[serde(default, deserialize_with = "lenient_bool")]
+    run_in_background: Option<bool>,
+}
+
+#[derive(Deserialize, JsonSchema)]
+struct ReadArgs {
+    #[serde(rename = "sessionId")]
+    #[schemars(description = SESSION_ID)]
+    session_id: String,
+    /// Lines to skip back from the newest (default 0).
+    offset: Option<f64>,
+    /// How many lines to return (default 500).
+    count: Option<f64>,
+}
+
+#[derive(Deserialize, JsonSchema)]
+struct SignalArgs {
+    #[serde(rename = "sessionId")]
+    #[schemars(description = SESSION_ID)]
+    session_id: String,
+    // Its values ([`TerminalSignal::NAMES`]) are set by `tune`.
+    #[schemars(description = SIGNAL_DESCRIPTION)]
+    signal: String,
+}
+
+#[derive(Deserialize, JsonSchema)]
+struct CloseArgs {
+    #[serde(rename = "sessionId")]
+    #[schemars(description = SESSION_ID)]
+    session_id: String,
+}
+
+#[derive(Deserialize, JsonSchema)]
+struct ListArgs {}
+
+/// A boolean, or nothing for any other JSON value.
+fn lenient_bool<'de, D: Deserializer<'de>>(d: D) -> Result<Option<bool>, D::Error> {
+    Ok(Option::<Value>::deserialize(d)?.and_then(|v| v.as_bool()))
+}
+
+/// `terminal_send` offers `run_in_background` only when the configuration enables it.
+fn tune_send(config: &ToolTerminalConfig, params: &mut ObjectSchema) {
+    if !config.enable_run_in_background {
+        params
+            .properties
+            .retain(|(name, _, _)| name != "run_in_background");
+    }
+}
+
+/// `terminal_signal`'s `signal` is one of [`TerminalSignal::NAMES`].
+fn tune_signal(_config: &ToolTerminalConfig, params: &mut ObjectSchema) {
+    if let Some((_, prop, _)) = params.properties.iter_mut().find(|(n, _, _)| n == "signal") {
+        *prop = Prop::enumeration(SIGNAL_DESCRIPTION, &TerminalSignal::NAMES);
+    }
+}
 
 fn owner(run: &ToolRunContext) -> Result<AgentRef, BoxError> {
     let session = run
@@ -193,206 +282,217 @@ fn owner(run: &ToolRunContext) -> Result<AgentRef, BoxError> {
         .ok_or_else(|| "terminal tools require an initiating agent".into())
 }
 
-fn session_id(args: &Value) -> Result<String, BoxError> {
-    match args.get("sessionId").and_then(Value::as_str) {
-        Some(s) if !s.is_empty() => Ok(s.to_string()),
-        _ => Err("sessionId must be a non-empty string".into()),
+fn session_id(id: &str) -> Result<String, BoxError> {
+    if id.is_empty() {
+        return Err("sessionId must be a non-empty string".into());
     }
+    Ok(id.to_string())
 }
 
-impl TerminalTool {
-    fn new(which: Which, terminals: Arc<TerminalService>, config: ToolTerminalConfig) -> Self {
-        let (name, description, params) = match which {
-            Which::Open => (
-                "terminal_open",
-                "Open a persistent interactive terminal (a shell on a pseudo-terminal) and return its session id. State such as the working directory, variables and running programs stays between sends.",
-                ObjectSchema::new()
-                    .required(
-                        "type",
-                        Prop::string("The kind of terminal; \"shell\" is an interactive bash."),
-                    )
-                    .optional(
-                        "name",
-                        Prop::string("An optional name, unique among your terminals."),
-                    )
-                    .optional(
-                        "cwd",
-                        Prop::string("The directory to start in (default: the workspace)."),
-                    ),
-            ),
-            Which::Send => {
-                let mut p = ObjectSchema::new()
-                    .required("sessionId", Prop::string(SESSION_ID))
-                    .required("text", Prop::string("What to type."))
-                    .optional(
-                        "submit",
-                        Prop::boolean("Press Enter after the text (default true)."),
-                    );
-                if config.enable_run_in_background {
-                    p = p.optional(
-                        "run_in_background",
-                        Prop::boolean(
-                            "Return a job id at once instead of waiting; read it with job_output.",
-                        ),
-                    );
-                }
-                (
-                    "terminal_send",
-                    "Type text into a terminal and wait until it settles: the shell or program waits for input, output goes quiet, the terminal exits, or the wait times out. Returns what appeared meanwhile and why it stopped waiting.",
-                    p,
-                )
+/// What the six tools have in common: the declared value, and errors bounded so that
+/// "Error: " + message fits `maxResultBytes` too.
+macro_rules! terminal_tool {
+    ($ty:ident, $args:ident, $name:expr, $description:expr, $output:path, $body:ident $(, tune = $tune:path)?) => {
+        impl TypedTool for $ty {
+            type Args = $args;
+            type Value = Value;
+
+            fn name(&self) -> String {
+                $name.into()
             }
-            Which::Read => (
-                "terminal_read",
-                "Read a terminal's retained output (scrollback), counted in lines back from the newest.",
-                ObjectSchema::new()
-                    .required("sessionId", Prop::string(SESSION_ID))
-                    .optional(
-                        "offset",
-                        Prop::number("Lines to skip back from the newest (default 0)."),
-                    )
-                    .optional(
-                        "count",
-                        Prop::number("How many lines to return (default 500)."),
-                    ),
-            ),
-            Which::Signal => (
-                "terminal_signal",
-                "Send a signal to the program in the terminal's foreground (SIGINT is Ctrl-C).",
-                ObjectSchema::new()
-                    .required("sessionId", Prop::string(SESSION_ID))
-                    .required(
-                        "signal",
-                        Prop::enumeration("The signal to deliver.", &TerminalSignal::NAMES),
-                    ),
-            ),
-            Which::Close => (
-                "terminal_close",
-                "Close a terminal and end every process running in it.",
-                ObjectSchema::new().required("sessionId", Prop::string(SESSION_ID)),
-            ),
-            Which::List => (
-                "terminal_list",
-                "List your open terminals with their ids, names, kinds and states.",
-                ObjectSchema::new(),
-            ),
-        };
-        Self {
-            which,
-            schema: ToolSchema {
-                name: name.into(),
-                description: description.into(),
-                parameters: params.to_value().into(),
-            },
-            params,
-            terminals,
-            config,
+
+            fn description(&self) -> String {
+                $description.into()
+            }
+
+            $(
+                fn tune(&self, params: &mut ObjectSchema) {
+                    $tune(&self.0.config, params);
+                }
+            )?
+
+            fn value_schema(&self) -> Result<Option<Value>, String> {
+                Ok(Some($output().clone()))
+            }
+
+            async fn run(
+                self: Arc<Self>,
+                args: $args,
+                run: ToolRunContext,
+            ) -> Result<Reply<Value>, BoxError> {
+                let shared = &self.0;
+                shared.$body(args, run).await.map_err(|e| shared.bounded(e))
+            }
+        }
+    };
+}
+
+terminal_tool!(
+    TerminalOpenTool,
+    OpenArgs,
+    "terminal_open",
+    OPEN_DESCRIPTION,
+    outputs::open,
+    open
+);
+terminal_tool!(
+    TerminalSendTool,
+    SendArgs,
+    "terminal_send",
+    SEND_DESCRIPTION,
+    outputs::send,
+    send,
+    tune = tune_send
+);
+terminal_tool!(
+    TerminalReadTool,
+    ReadArgs,
+    "terminal_read",
+    READ_DESCRIPTION,
+    outputs::read,
+    read
+);
+terminal_tool!(
+    TerminalSignalTool,
+    SignalArgs,
+    "terminal_signal",
+    SIGNAL_TOOL_DESCRIPTION,
+    outputs::signal,
+    signal,
+    tune = tune_signal
+);
+terminal_tool!(
+    TerminalCloseTool,
+    CloseArgs,
+    "terminal_close",
+    CLOSE_DESCRIPTION,
+    outputs::close,
+    close
+);
+terminal_tool!(
+    TerminalListTool,
+    ListArgs,
+    "terminal_list",
+    LIST_DESCRIPTION,
+    outputs::list,
+    list
+);
+
+impl Terminals {
+    /// An error whose text, after "Error: ", would pass the bound keeps its head.
+    fn bounded(&self, e: BoxError) -> BoxError {
+        let max = self.config.max_result_bytes;
+        let message = e.to_string();
+        if message.len() + 7 <= max {
+            e
+        } else {
+            BoxError::from(bound_text(&message, max.saturating_sub(7)))
         }
     }
 
-    async fn run(&self, args: Value, run: ToolRunContext) -> Result<ToolOutput, BoxError> {
+    async fn open(&self, args: OpenArgs, run: ToolRunContext) -> Result<Reply<Value>, BoxError> {
+        let max = self.config.max_result_bytes;
+        let owner = owner(&run)?;
+        if args.type_name.is_empty() {
+            return Err("type must be a non-empty string".into());
+        }
+        let type_name = args.type_name;
+        let name = args.name;
+        let cwd = args.cwd.map(
+            |c| match (&run.cwd, std::path::Path::new(&c).is_absolute()) {
+                (Some(base), false) => base.join(&c),
+                _ => std::path::PathBuf::from(c),
+            },
+        );
+        let (id, session) = self
+            .terminals
+            .spawn(&owner, &type_name, name.clone(), cwd)
+            .await?;
+        let motd = session.motd();
+        let mut value = outputs::snapshot_value(
+            &id,
+            name.as_deref(),
+            &type_name,
+            session.pid(),
+            &session.status(),
+        );
+        value.insert("motd".into(), Value::String(motd));
+        let text = render_open(&id, name.as_deref(), &type_name, &session.motd(), max);
+        Ok(Reply::text(text).with_value(Value::Object(value)))
+    }
+
+    async fn read(&self, args: ReadArgs, run: ToolRunContext) -> Result<Reply<Value>, BoxError> {
         let max = self.config.max_result_bytes;
         let owner = owner(&run)?;
         let me = owner.id().to_string();
-        let text = match self.which {
-            Which::Open => {
-                let type_name = match args.get("type").and_then(Value::as_str) {
-                    Some(t) if !t.is_empty() => t.to_string(),
-                    _ => return Err("type must be a non-empty string".into()),
-                };
-                let name = args.get("name").and_then(Value::as_str).map(str::to_owned);
-                let cwd = args.get("cwd").and_then(Value::as_str).map(|c| {
-                    match (&run.cwd, std::path::Path::new(c).is_absolute()) {
-                        (Some(base), false) => base.join(c),
-                        _ => std::path::PathBuf::from(c),
-                    }
-                });
-                let (id, session) = self
-                    .terminals
-                    .spawn(&owner, &type_name, name.clone(), cwd)
-                    .await?;
-                let motd = session.motd();
-                let mut value = outputs::snapshot_value(
-                    &id,
-                    name.as_deref(),
-                    &type_name,
-                    session.pid(),
-                    &session.status(),
-                );
-                value.insert("motd".into(), Value::String(motd));
-                run.set_value(Value::Object(value));
-                render_open(&id, name.as_deref(), &type_name, &session.motd(), max)
-            }
-            Which::Send => return self.send(args, run, &owner).await,
-            Which::Read => {
-                let id = session_id(&args)?;
-                let number = |k: &str, d: usize| {
-                    args.get(k)
-                        .and_then(Value::as_f64)
-                        .filter(|v| v.is_finite() && *v >= 0.0)
-                        .map_or(d, |v| v as usize)
-                };
-                let claimed = self.terminals.get(&me, &id)?;
-                let page = claimed
-                    .session
-                    .read(number("offset", 0), number("count", 500));
-                run.set_value(outputs::read_value(&page));
-                render_read(&page, max)
-            }
-            Which::Signal => {
-                let id = session_id(&args)?;
-                let name = args.get("signal").and_then(Value::as_str).unwrap_or("");
-                let signal = TerminalSignal::parse(name).ok_or_else(|| {
-                    format!("signal must be one of {}", TerminalSignal::NAMES.join(", "))
-                })?;
-                let claimed = self.terminals.get(&me, &id)?;
-                let pgid = claimed.session.signal(signal)?;
-                run.set_value(json!({"delivered": true, "targetPgid": pgid}));
-                bound_text(
-                    &format!(
-                        "delivered {} to foreground process group {pgid}",
-                        signal.name()
-                    ),
-                    max,
-                )
-            }
-            Which::Close => {
-                let id = session_id(&args)?;
-                let closed = self.terminals.kill(&me, &id).await?;
-                let outcome = if closed { "closed" } else { "already-closing" };
-                run.set_value(json!({"sessionId": id, "outcome": outcome}));
-                if closed {
-                    bound_text(&format!("closed terminal session {id}"), max)
-                } else {
-                    bound_text(&format!("terminal session {id} was already closing"), max)
-                }
-            }
-            Which::List => {
-                let sessions = self.terminals.list(&me);
-                run.set_value(Value::Array(
-                    sessions.iter().map(outputs::info_value).collect(),
-                ));
-                render_list(&sessions, max)
-            }
+        let id = session_id(&args.session_id)?;
+        let number = |v: Option<f64>, d: usize| {
+            v.filter(|v| v.is_finite() && *v >= 0.0)
+                .map_or(d, |v| v as usize)
         };
-        Ok(ToolOutput::text(text))
+        let claimed = self.terminals.get(&me, &id)?;
+        let page = claimed
+            .session
+            .read(number(args.offset, 0), number(args.count, 500));
+        let text = render_read(&page, max);
+        Ok(Reply::text(text).with_value(outputs::read_value(&page)))
     }
 
-    async fn send(
+    async fn signal(
         &self,
-        args: Value,
+        args: SignalArgs,
         run: ToolRunContext,
-        owner: &AgentRef,
-    ) -> Result<ToolOutput, BoxError> {
+    ) -> Result<Reply<Value>, BoxError> {
         let max = self.config.max_result_bytes;
-        let id = session_id(&args)?;
-        let text = args
-            .get("text")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_string();
-        let submit = args.get("submit").and_then(Value::as_bool).unwrap_or(true);
-        let background = args.get("run_in_background").and_then(Value::as_bool) == Some(true);
+        let owner = owner(&run)?;
+        let me = owner.id().to_string();
+        let id = session_id(&args.session_id)?;
+        let signal = TerminalSignal::parse(&args.signal)
+            .ok_or_else(|| format!("signal must be one of {}", TerminalSignal::NAMES.join(", ")))?;
+        let claimed = self.terminals.get(&me, &id)?;
+        let pgid = claimed.session.signal(signal)?;
+        let text = bound_text(
+            &format!(
+                "delivered {} to foreground process group {pgid}",
+                signal.name()
+            ),
+            max,
+        );
+        Ok(Reply::text(text).with_value(json!({"delivered": true, "targetPgid": pgid})))
+    }
+
+    async fn close(&self, args: CloseArgs, run: ToolRunContext) -> Result<Reply<Value>, BoxError> {
+        let max = self.config.max_result_bytes;
+        let owner = owner(&run)?;
+        let me = owner.id().to_string();
+        let id = session_id(&args.session_id)?;
+        let closed = self.terminals.kill(&me, &id).await?;
+        let outcome = if closed { "closed" } else { "already-closing" };
+        let text = if closed {
+            bound_text(&format!("closed terminal session {id}"), max)
+        } else {
+            bound_text(&format!("terminal session {id} was already closing"), max)
+        };
+        Ok(Reply::text(text).with_value(json!({"sessionId": id, "outcome": outcome})))
+    }
+
+    async fn list(&self, _args: ListArgs, run: ToolRunContext) -> Result<Reply<Value>, BoxError> {
+        let max = self.config.max_result_bytes;
+        let owner = owner(&run)?;
+        let me = owner.id().to_string();
+        let sessions = self.terminals.list(&me);
+        let value = Value::Array(sessions.iter().map(outputs::info_value).collect());
+        Ok(Reply::text(render_list(&sessions, max)).with_value(value))
+    }
+
+    async fn send(&self, args: SendArgs, run: ToolRunContext) -> Result<Reply<Value>, BoxError> {
+        let max = self.config.max_result_bytes;
+        let owner = owner(&run)?;
+        let owner = &owner;
+        let id = session_id(&args.session_id)?;
+        let text = args.text;
+        let submit = args.submit.unwrap_or(true);
+        let background = args.run_in_background == Some(true);
         let jobs = if background {
             if !self.config.enable_run_in_background {
                 return Err(
@@ -478,8 +578,8 @@ impl TerminalTool {
             );
             return match started {
                 Ok(job) => {
-                    run.set_value(json!({"kind": "background", "jobId": job}));
-                    Ok(ToolOutput::text(format!("started background job {job}")))
+                    let value = json!({"kind": "background", "jobId": job});
+                    Ok(Reply::text(format!("started background job {job}")).with_value(value))
                 }
                 Err(e) => {
                     claimed.send_active.store(false, Ordering::SeqCst);
@@ -494,7 +594,6 @@ impl TerminalTool {
         if run.cancel.is_cancelled() {
             return Err("terminal send aborted".into());
         }
-        run.set_value(outputs::send_value(&result));
         let mut out = ToolOutput::text(render_send(&result, max));
         out.meta = Some(json!({
             "viewport": result.viewport,
@@ -502,54 +601,7 @@ impl TerminalTool {
             "sessionStatus": result.status.to_value(),
             "truncated": result.truncated,
         }));
-        Ok(out)
-    }
-}
-
-impl Tool for TerminalTool {
-    fn schema(&self) -> &ToolSchema {
-        &self.schema
-    }
-
-    fn output_schema(&self) -> Option<&Value> {
-        Some(match self.which {
-            Which::Open => outputs::open(),
-            Which::Send => outputs::send(),
-            Which::Read => outputs::read(),
-            Which::Signal => outputs::signal(),
-            Which::Close => outputs::close(),
-            Which::List => outputs::list(),
-        })
-    }
-
-    fn validate(&self, args: &Value) -> Result<(), String> {
-        self.params.validate(args)
-    }
-
-    fn execute(
-        &self,
-        args: Value,
-        ctx: ToolRunContext,
-    ) -> BoxFuture<'static, Result<ToolOutput, BoxError>> {
-        let this = Self {
-            which: self.which,
-            schema: self.schema.clone(),
-            params: self.params.clone(),
-            terminals: self.terminals.clone(),
-            config: self.config.clone(),
-        };
-        Box::pin(async move {
-            let max = this.config.max_result_bytes;
-            // "Error: " + message must fit the bound too.
-            this.run(args, ctx).await.map_err(|e| {
-                let message = e.to_string();
-                if message.len() + 7 <= max {
-                    e
-                } else {
-                    BoxError::from(bound_text(&message, max.saturating_sub(7)))
-                }
-            })
-        })
+        Ok(Reply::output(out).with_value(outputs::send_value(&result)))
     }
 }
 
@@ -568,19 +620,19 @@ pub fn register(
             Arc::new(|_| "Use terminal_open for interactive or long-lived programs (a REPL, a dev server you talk to, a prompt that asks questions): the terminal keeps its state, terminal_send types into it and reports why it stopped waiting, terminal_read pages back through its output. Close terminals you no longer need.".to_string()),
         )?;
     }
-    for which in [
-        Which::Open,
-        Which::Send,
-        Which::Read,
-        Which::Signal,
-        Which::Close,
-        Which::List,
-    ] {
-        tools.register(
-            ctx,
-            Arc::new(TerminalTool::new(which, terminals.clone(), config.clone())),
-        )?;
-    }
+    let shared = Terminals { terminals, config };
+    tools.register(ctx, Arc::new(Typed::new(TerminalOpenTool(shared.clone()))?))?;
+    tools.register(ctx, Arc::new(Typed::new(TerminalSendTool(shared.clone()))?))?;
+    tools.register(ctx, Arc::new(Typed::new(TerminalReadTool(shared.clone()))?))?;
+    tools.register(
+        ctx,
+        Arc::new(Typed::new(TerminalSignalTool(shared.clone()))?),
+    )?;
+    tools.register(
+        ctx,
+        Arc::new(Typed::new(TerminalCloseTool(shared.clone()))?),
+    )?;
+    tools.register(ctx, Arc::new(Typed::new(TerminalListTool(shared))?))?;
     Ok(())
 }
 
@@ -588,6 +640,126 @@ pub fn register(
 mod tests {
     use super::*;
     use pretty_assertions::assert_eq;
+
+    #[test]
+    fn parameter_schemas_are_the_declared_ones() {
+        use dsh_tools::params_schema;
+        let text = |s: ObjectSchema| dsh_kernel::json::to_string(&s.to_value());
+        let tuned = |tune: fn(&ToolTerminalConfig, &mut ObjectSchema),
+                     mut s: ObjectSchema,
+                     config: &ToolTerminalConfig| {
+            tune(config, &mut s);
+            s
+        };
+        assert_eq!(
+            text(params_schema::<OpenArgs>().unwrap()),
+            text(
+                ObjectSchema::new()
+                    .required(
+                        "type",
+                        Prop::string("The kind of terminal; \"shell\" is an interactive bash."),
+                    )
+                    .optional(
+                        "name",
+                        Prop::string("An optional name, unique among your terminals."),
+                    )
+                    .optional(
+                        "cwd",
+                        Prop::string("The directory to start in (default: the workspace)."),
+                    )
+            )
+        );
+        let send = || {
+            ObjectSchema::new()
+                .required("sessionId", Prop::string(SESSION_ID))
+                .required("text", Prop::string("What to type."))
+                .optional(
+                    "submit",
+                    Prop::boolean("Press Enter after the text (default true)."),
+                )
+        };
+        let enabled = ToolTerminalConfig::default();
+        assert_eq!(
+            text(tuned(
+                tune_send,
+                params_schema::<SendArgs>().unwrap(),
+                &enabled
+            )),
+            text(send().optional(
+                "run_in_background",
+                Prop::boolean(
+                    "Return a job id at once instead of waiting; read it with job_output."
+                ),
+            ))
+        );
+        let disabled = ToolTerminalConfig {
+            enable_run_in_background: false,
+            ..ToolTerminalConfig::default()
+        };
+        assert_eq!(
+            text(tuned(
+                tune_send,
+                params_schema::<SendArgs>().unwrap(),
+                &disabled
+            )),
+            text(send())
+        );
+        assert_eq!(
+            text(params_schema::<ReadArgs>().unwrap()),
+            text(
+                ObjectSchema::new()
+                    .required("sessionId", Prop::string(SESSION_ID))
+                    .optional(
+                        "offset",
+                        Prop::number("Lines to skip back from the newest (default 0)."),
+                    )
+                    .optional(
+                        "count",
+                        Prop::number("How many lines to return (default 500)."),
+                    )
+            )
+        );
+        assert_eq!(
+            text(tuned(
+                tune_signal,
+                params_schema::<SignalArgs>().unwrap(),
+                &enabled
+            )),
+            text(
+                ObjectSchema::new()
+                    .required("sessionId", Prop::string(SESSION_ID))
+                    .required(
+                        "signal",
+                        Prop::enumeration("The signal to deliver.", &TerminalSignal::NAMES),
+                    )
+            )
+        );
+        assert_eq!(
+            text(params_schema::<CloseArgs>().unwrap()),
+            text(ObjectSchema::new().required("sessionId", Prop::string(SESSION_ID)))
+        );
+        assert_eq!(
+            text(params_schema::<ListArgs>().unwrap()),
+            text(ObjectSchema::new())
+        );
+    }
+
+    #[test]
+    fn an_undeclared_run_in_background_is_read_leniently() {
+        let args: SendArgs = serde_json::from_value(
+            json!({"sessionId": "pty-1", "text": "ls", "run_in_background": "yes"}),
+        )
+        .unwrap();
+        assert_eq!(args.run_in_background, None);
+        let args: SendArgs =
+            serde_json::from_value(json!({"sessionId": "pty-1", "text": "ls"})).unwrap();
+        assert_eq!(args.run_in_background, None);
+        let args: SendArgs = serde_json::from_value(
+            json!({"sessionId": "pty-1", "text": "ls", "run_in_background": true}),
+        )
+        .unwrap();
+        assert_eq!(args.run_in_background, Some(true));
+    }
 
     #[test]
     fn renderings_match_the_recorded_bounded_forms() {

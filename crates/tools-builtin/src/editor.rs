@@ -4,11 +4,10 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use dsh_kernel::{BoxError, BoxFuture, Context, Plugin, PluginConfig};
-use dsh_llm::ToolSchema;
-use dsh_tools::{ObjectSchema, Prop, Tool, ToolOutput, ToolRegistry, ToolRunContext};
+use dsh_kernel::{BoxError, Context, Plugin, PluginConfig};
+use dsh_tools::{Reply, ToolRegistry, ToolRunContext, Typed, TypedTool};
+use schemars::JsonSchema;
 use serde::Deserialize;
-use serde_json::Value;
 
 use crate::errors::{self, js_number};
 use crate::fs::io::{
@@ -53,49 +52,44 @@ pub struct StrReplaceEditorTool {
 }
 
 struct Inner {
-    schema: ToolSchema,
-    params: ObjectSchema,
     config: EditorConfig,
     backend: Arc<FsBackend>,
 }
 
+// The arguments (no doc: upstream's parameter object carries no description).
+#[derive(Deserialize, JsonSchema)]
+pub struct EditorArgs {
+    /// What to do: `view`, `create`, `str_replace` or `insert`.
+    command: EditorCommand,
+    /// Absolute path of the file or directory, such as `/repo/main.py` or `/repo`.
+    path: String,
+    /// For `create` (required): the full contents of the new file.
+    file_text: Option<String>,
+    /// For `insert` (required): `new_str` goes in after this line of `path` (0 puts it at the top).
+    #[schemars(with = "Option<i64>")]
+    insert_line: Option<f64>,
+    /// For `str_replace` (optional, defaults to nothing): the replacement text. For `insert` (required): the text to insert.
+    new_str: Option<String>,
+    /// For `str_replace` (required): the exact text in `path` to replace.
+    old_str: Option<String>,
+    /// For `view` of a file (optional): the 1-based line range to show, e.g. [11, 12] for lines 11 and 12; `[start, -1]` shows from `start` to the end. Without it the whole file is shown.
+    #[schemars(with = "Option<Vec<i64>>")]
+    view_range: Option<Vec<f64>>,
+}
+
+#[derive(Clone, Copy, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum EditorCommand {
+    View,
+    Create,
+    StrReplace,
+    Insert,
+}
+
 impl StrReplaceEditorTool {
     pub fn new(config: EditorConfig, backend: Arc<FsBackend>) -> Self {
-        let params = ObjectSchema::new()
-            .required(
-                "command",
-                Prop::enumeration("What to do: `view`, `create`, `str_replace` or `insert`.", &["view", "create", "str_replace", "insert"]),
-            )
-            .required("path", Prop::string("Absolute path of the file or directory, such as `/repo/main.py` or `/repo`."))
-            .optional("file_text", Prop::string("For `create` (required): the full contents of the new file."))
-            .optional(
-                "insert_line",
-                Prop::integer("For `insert` (required): `new_str` goes in after this line of `path` (0 puts it at the top)."),
-            )
-            .optional(
-                "new_str",
-                Prop::string("For `str_replace` (optional, defaults to nothing): the replacement text. For `insert` (required): the text to insert."),
-            )
-            .optional("old_str", Prop::string("For `str_replace` (required): the exact text in `path` to replace."))
-            .optional(
-                "view_range",
-                Prop::array(
-                    "For `view` of a file (optional): the 1-based line range to show, e.g. [11, 12] for lines 11 and 12; `[start, -1]` shows from `start` to the end. Without it the whole file is shown.",
-                    Prop::Integer { description: None },
-                ),
-            );
-        let schema = ToolSchema {
-            name: "str_replace_editor".into(),
-            description: config.description.clone(),
-            parameters: params.to_value().into(),
-        };
         Self {
-            inner: Arc::new(Inner {
-                schema,
-                params,
-                config,
-                backend,
-            }),
+            inner: Arc::new(Inner { config, backend }),
         }
     }
 }
@@ -182,21 +176,23 @@ impl Inner {
         blocking(move || read_whole_text(&target)).await
     }
 
-    async fn run(&self, args: Value, run: ToolRunContext) -> Result<String, BoxError> {
-        let text = |k: &str| args.get(k).and_then(Value::as_str);
-        let path = text("path").unwrap_or_default();
-        match text("command").unwrap_or_default() {
-            "view" => {
-                let range = match args.get("view_range") {
-                    Some(Value::Array(items)) => {
-                        Some(items.iter().filter_map(Value::as_i64).collect::<Vec<i64>>())
-                    }
-                    _ => None,
-                };
+    async fn run(&self, args: EditorArgs, run: ToolRunContext) -> Result<String, BoxError> {
+        let path = args.path.as_str();
+        match args.command {
+            EditorCommand::View => {
+                // Whole numbers only, as JSON integers were.
+                let range = args.view_range.as_ref().map(|items| {
+                    items
+                        .iter()
+                        .filter(|n| n.fract() == 0.0)
+                        .map(|n| *n as i64)
+                        .collect::<Vec<i64>>()
+                });
                 self.view(path, range, &run).await
             }
-            "create" => {
-                let content = required(text("file_text"), "file_text", "create")?.to_string();
+            EditorCommand::Create => {
+                let content =
+                    required(args.file_text.as_deref(), "file_text", "create")?.to_string();
                 let policy = self.policy(&run);
                 let target = Self::target(path)?;
                 if Self::stat(&target).await?.is_some() {
@@ -235,7 +231,7 @@ impl Inner {
                     target.display
                 ))
             }
-            "str_replace" => {
+            EditorCommand::StrReplace => {
                 let policy = self.policy(&run);
                 let target = Self::target(path)?;
                 let request = crate::fs::IntentRequest {
@@ -243,13 +239,13 @@ impl Inner {
                     session: run.session.clone(),
                 };
                 let intent = edit_intent(&run.ctx, &request).await?;
-                let old = required(text("old_str"), "old_str", "str_replace")?;
+                let old = required(args.old_str.as_deref(), "old_str", "str_replace")?;
                 if old.is_empty() {
                     return Err(errors::plain(
                         "Parameter `old_str` is empty for command: str_replace",
                     ));
                 }
-                let new = text("new_str").unwrap_or_default();
+                let new = args.new_str.as_deref().unwrap_or_default();
                 let info = Self::stat_existing(&target, "str_replace", &run).await?;
                 if info.kind != Kind::File {
                     return Err(errors::fs(
@@ -295,13 +291,13 @@ impl Inner {
                 )
                 .await
             }
-            "insert" => {
-                let Some(insert_line) = args.get("insert_line").and_then(Value::as_f64) else {
+            EditorCommand::Insert => {
+                let Some(insert_line) = args.insert_line else {
                     return Err(errors::plain(
                         "Parameter `insert_line` is required for command: insert",
                     ));
                 };
-                let value = required(text("new_str"), "new_str", "insert")?;
+                let value = required(args.new_str.as_deref(), "new_str", "insert")?;
                 let policy = self.policy(&run);
                 let target = Self::target(path)?;
                 let request = crate::fs::IntentRequest {
@@ -344,7 +340,6 @@ impl Inner {
                 )
                 .await
             }
-            other => Err(errors::plain(format!("unknown command \"{other}\""))),
         }
     }
 
@@ -534,31 +529,26 @@ fn list_directory(target: &Target, max: usize) -> String {
     )
 }
 
-impl Tool for StrReplaceEditorTool {
-    fn schema(&self) -> &ToolSchema {
-        &self.inner.schema
+impl TypedTool for StrReplaceEditorTool {
+    type Args = EditorArgs;
+    /// The result text itself.
+    type Value = String;
+
+    fn name(&self) -> String {
+        "str_replace_editor".into()
     }
 
-    fn output_schema(&self) -> Option<&Value> {
-        Some(crate::outputs::editor())
+    fn description(&self) -> String {
+        self.inner.config.description.clone()
     }
 
-    fn validate(&self, args: &Value) -> Result<(), String> {
-        self.inner.params.validate(args)
-    }
-
-    fn execute(
-        &self,
-        args: Value,
+    async fn run(
+        self: Arc<Self>,
+        args: EditorArgs,
         ctx: ToolRunContext,
-    ) -> BoxFuture<'static, Result<ToolOutput, BoxError>> {
-        let inner = self.inner.clone();
-        Box::pin(async move {
-            let text = inner.run(args, ctx.clone()).await?;
-            // The canonical value is the result text itself.
-            ctx.set_value(Value::String(text.clone()));
-            Ok(ToolOutput::text(text))
-        })
+    ) -> Result<Reply<String>, BoxError> {
+        let text = self.inner.run(args, ctx).await?;
+        Ok(Reply::text(text.clone()).with_value(text))
     }
 }
 
@@ -608,7 +598,7 @@ impl Plugin for ToolStrReplaceEditorPlugin {
             backend,
         );
         ctx.require::<ToolRegistry>()?
-            .register(ctx, Arc::new(tool))?;
+            .register(ctx, Arc::new(Typed::new(tool)?))?;
         Ok(())
     }
 }
@@ -617,6 +607,15 @@ impl Plugin for ToolStrReplaceEditorPlugin {
 mod tests {
     use super::*;
     use pretty_assertions::assert_eq;
+
+    #[test]
+    fn the_derived_output_schema_is_the_declared_one() {
+        let derived = dsh_tools::output_schema::<String>().unwrap().unwrap();
+        assert_eq!(
+            dsh_kernel::json::to_string(&derived),
+            dsh_kernel::json::to_string(crate::outputs::editor())
+        );
+    }
 
     /// The window `read_line_window` would keep of `text` from line `first` on.
     fn window(text: &str, first: usize) -> LineWindow {

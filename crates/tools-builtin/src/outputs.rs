@@ -22,6 +22,7 @@ fn nullable(kind: &str) -> Value {
 }
 
 /// `read`: `{path, offset, lines: [{number, text}], totalLines}`.
+#[cfg(test)]
 pub(crate) fn read() -> &'static Value {
     static S: LazyLock<Value> = LazyLock::new(|| {
         object(
@@ -41,6 +42,7 @@ pub(crate) fn read() -> &'static Value {
 }
 
 /// `write`: `{path, operation: "create"|"update", before: string|null, after}`.
+#[cfg(test)]
 pub(crate) fn write() -> &'static Value {
     static S: LazyLock<Value> = LazyLock::new(|| {
         object(
@@ -57,6 +59,7 @@ pub(crate) fn write() -> &'static Value {
 }
 
 /// `edit`: `{path, before, after}`.
+#[cfg(test)]
 pub(crate) fn edit() -> &'static Value {
     static S: LazyLock<Value> = LazyLock::new(|| {
         object(
@@ -103,6 +106,7 @@ pub(crate) fn read_image() -> &'static Value {
 }
 
 /// `glob`: `{root, paths}`, every path found (the text shows only the first page).
+#[cfg(test)]
 pub(crate) fn glob() -> &'static Value {
     static S: LazyLock<Value> = LazyLock::new(|| {
         object(
@@ -117,6 +121,7 @@ pub(crate) fn glob() -> &'static Value {
 }
 
 /// `grep`: `{matches: [{path, lineNumber, line}]}`, every match found, lines whole.
+#[cfg(test)]
 pub(crate) fn grep() -> &'static Value {
     static S: LazyLock<Value> = LazyLock::new(|| {
         let one = object(
@@ -192,12 +197,14 @@ pub(crate) fn bash() -> &'static Value {
 }
 
 /// `str_replace_editor`: the result text itself.
+#[cfg(test)]
 pub(crate) fn editor() -> &'static Value {
     static S: LazyLock<Value> = LazyLock::new(|| json!({"type": "string"}));
     &S
 }
 
 /// `todo_write`: `{todos: [{content, status}], counts: {pending, inProgress, completed}}`.
+#[cfg(test)]
 pub(crate) fn todo_write() -> &'static Value {
     static S: LazyLock<Value> = LazyLock::new(|| {
         let todo = object(

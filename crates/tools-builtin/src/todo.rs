@@ -3,16 +3,14 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use dsh_kernel::{BoxError, BoxFuture, Context, Plugin, PluginConfig};
-use dsh_llm::ToolSchema;
+use dsh_kernel::{BoxError, Context, Plugin, PluginConfig};
 use dsh_session::types;
-use dsh_tools::{ObjectSchema, Prop, Tool, ToolOutput, ToolRegistry, ToolRunContext};
-use serde::Deserialize;
-use serde_json::{Map, Value, json};
+use dsh_tools::{Reply, ToolRegistry, ToolRunContext, Typed, TypedTool};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
 
 use crate::errors::{self, js_string};
-
-const STATUSES: [&str; 3] = ["pending", "in_progress", "completed"];
 
 const DESCRIPTION_HEAD: &str = "Maintains the checklist for the task in progress. Each call carries the FULL checklist and \
 overwrites whatever was there; single items cannot be patched. Reach for it when a job takes several steps: write down one \
@@ -41,74 +39,82 @@ pub enum InProgressPolicy {
 /// The `todo_write` tool.
 #[derive(Clone)]
 pub struct TodoWriteTool {
-    inner: Arc<Inner>,
+    allow_parallel: bool,
 }
 
-struct Inner {
-    schema: ToolSchema,
-    params: ObjectSchema,
-    allow_parallel: bool,
+// The arguments (no doc: upstream's parameter object carries no description).
+#[derive(Deserialize, JsonSchema)]
+pub struct TodoArgs {
+    /// The COMPLETE task list; it replaces the previous one.
+    todos: Vec<TodoItem>,
+}
+
+#[derive(Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TodoItem {
+    /// The task, as one short imperative line.
+    content: String,
+    /// pending (not started), in_progress (now) or completed (done).
+    status: TodoStatus,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum TodoStatus {
+    Pending,
+    InProgress,
+    Completed,
+}
+
+/// What a Code Mode binding of `todo_write` resolves to.
+#[derive(Serialize, JsonSchema)]
+pub struct TodoValue {
+    todos: Vec<TodoItem>,
+    counts: TodoCounts,
+}
+
+#[derive(Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TodoCounts {
+    pending: usize,
+    in_progress: usize,
+    completed: usize,
 }
 
 impl TodoWriteTool {
     pub fn new(policy: InProgressPolicy) -> Self {
-        let allow_parallel_in_progress = matches!(policy, InProgressPolicy::Parallel);
-        let middle = if allow_parallel_in_progress {
-            DESCRIPTION_PARALLEL
-        } else {
-            DESCRIPTION_SINGLE
-        };
-        let item = ObjectSchema::new()
-            .required(
-                "content",
-                Prop::string("The task, as one short imperative line."),
-            )
-            .required(
-                "status",
-                Prop::enumeration(
-                    "pending (not started), in_progress (now) or completed (done).",
-                    &STATUSES,
-                ),
-            )
-            .closed();
-        let params = ObjectSchema::new().required(
-            "todos",
-            Prop::array(
-                "The COMPLETE task list; it replaces the previous one.",
-                Prop::Object(item),
-            ),
-        );
-        let schema = ToolSchema {
-            name: "todo_write".into(),
-            description: format!("{DESCRIPTION_HEAD}{middle}{DESCRIPTION_TAIL}"),
-            parameters: params.to_value().into(),
-        };
         Self {
-            inner: Arc::new(Inner {
-                schema,
-                params,
-                allow_parallel: allow_parallel_in_progress,
-            }),
+            allow_parallel: matches!(policy, InProgressPolicy::Parallel),
         }
     }
 }
 
-impl Inner {
-    fn run(&self, args: Value, run: ToolRunContext) -> Result<ToolOutput, BoxError> {
-        let raw = args
-            .get("todos")
-            .and_then(Value::as_array)
-            .cloned()
-            .unwrap_or_default();
-        let mut todos: Vec<(String, String)> = Vec::new();
+impl TypedTool for TodoWriteTool {
+    type Args = TodoArgs;
+    type Value = TodoValue;
+
+    fn name(&self) -> String {
+        "todo_write".into()
+    }
+
+    fn description(&self) -> String {
+        let middle = if self.allow_parallel {
+            DESCRIPTION_PARALLEL
+        } else {
+            DESCRIPTION_SINGLE
+        };
+        format!("{DESCRIPTION_HEAD}{middle}{DESCRIPTION_TAIL}")
+    }
+
+    async fn run(
+        self: Arc<Self>,
+        args: TodoArgs,
+        run: ToolRunContext,
+    ) -> Result<Reply<TodoValue>, BoxError> {
+        let mut todos: Vec<TodoItem> = Vec::new();
         let mut seen = HashSet::new();
-        for item in &raw {
-            let content = item
-                .get("content")
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .trim()
-                .to_string();
+        for item in args.todos {
+            let content = item.content.trim().to_string();
             if content.is_empty() {
                 return Err(errors::plain(
                     "invalid todo: `content` must be a non-empty string",
@@ -120,15 +126,15 @@ impl Inner {
                     js_string(&content)
                 )));
             }
-            let status = item
-                .get("status")
-                .and_then(Value::as_str)
-                .unwrap_or("pending")
-                .to_string();
-            todos.push((content, status));
+            todos.push(TodoItem { content, ..item });
         }
-        let count = |s: &str| todos.iter().filter(|(_, status)| status == s).count();
-        let active = count("in_progress");
+        let count = |s: TodoStatus| todos.iter().filter(|t| t.status == s).count();
+        let counts = TodoCounts {
+            pending: count(TodoStatus::Pending),
+            in_progress: count(TodoStatus::InProgress),
+            completed: count(TodoStatus::Completed),
+        };
+        let active = counts.in_progress;
         if !self.allow_parallel && active > 1 {
             return Err(errors::plain(format!(
                 "invalid todos: {active} tasks are in_progress, but only one may be at a time; keep one in_progress and set the others to pending or completed"
@@ -137,57 +143,14 @@ impl Inner {
         let Some(session) = &run.session else {
             return Err(errors::plain("todo_write requires an owning agent session"));
         };
-        let list: Vec<Value> = todos
-            .iter()
-            .map(|(content, status)| {
-                let mut m = Map::new();
-                m.insert("content".into(), json!(content));
-                m.insert("status".into(), json!(status));
-                Value::Object(m)
-            })
-            .collect();
-        let mut data = Map::new();
-        data.insert("todos".into(), Value::Array(list.clone()));
         session
-            .append(types::TODO_WRITE, Value::Object(data), None)
+            .append(types::TODO_WRITE, json!({ "todos": todos }), None)
             .map_err(|e| errors::plain(e.to_string()))?;
-        run.set_value(json!({
-            "todos": list,
-            "counts": {
-                "pending": count("pending"),
-                "inProgress": active,
-                "completed": count("completed"),
-            },
-        }));
-        Ok(ToolOutput::text(format!(
+        let text = format!(
             "Updated todo list: {} pending, {} in progress, {} completed.",
-            count("pending"),
-            active,
-            count("completed")
-        )))
-    }
-}
-
-impl Tool for TodoWriteTool {
-    fn schema(&self) -> &ToolSchema {
-        &self.inner.schema
-    }
-
-    fn output_schema(&self) -> Option<&Value> {
-        Some(crate::outputs::todo_write())
-    }
-
-    fn validate(&self, args: &Value) -> Result<(), String> {
-        self.inner.params.validate(args)
-    }
-
-    fn execute(
-        &self,
-        args: Value,
-        ctx: ToolRunContext,
-    ) -> BoxFuture<'static, Result<ToolOutput, BoxError>> {
-        let inner = self.inner.clone();
-        Box::pin(async move { inner.run(args, ctx) })
+            counts.pending, active, counts.completed
+        );
+        Ok(Reply::text(text).with_value(TodoValue { todos, counts }))
     }
 }
 
@@ -212,9 +175,25 @@ impl Plugin for ToolTodoPlugin {
         } else {
             InProgressPolicy::Single
         };
-        let tool = TodoWriteTool::new(policy);
+        let tool = Typed::new(TodoWriteTool::new(policy))?;
         ctx.require::<ToolRegistry>()?
             .register(ctx, Arc::new(tool))?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    #[test]
+    fn the_derived_output_schema_is_the_declared_one() {
+        let derived = dsh_tools::output_schema::<TodoValue>().unwrap().unwrap();
+        assert_eq!(
+            dsh_kernel::json::to_string(&derived),
+            dsh_kernel::json::to_string(crate::outputs::todo_write())
+        );
     }
 }

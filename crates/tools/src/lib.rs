@@ -14,6 +14,7 @@ mod shell_vars;
 mod spill;
 pub mod text;
 mod tool;
+mod typed;
 
 pub use client_files::{AskAtOnce, ClientFileRoutes, ClientFiles, asks_at_once, client_files};
 pub use client_terminals::{
@@ -33,3 +34,4 @@ pub use schema::{ObjectSchema, Prop};
 pub use shell_vars::HostShellVars;
 pub use spill::{SpillRef, SpillRequest, SpillStore, TextSpillStore};
 pub use tool::{Tool, ToolOutput, ToolRunContext, args_error};
+pub use typed::{Reply, Typed, TypedTool, output_schema, params_schema};

@@ -537,6 +537,7 @@ impl ToolRegistry {
             deferred: Default::default(),
             concluded: Default::default(),
             value: Default::default(),
+            arguments: None,
         };
         let outcome = tool.execute(exec.arguments.clone(), run.clone()).await;
         let deferred = std::mem::take(&mut *run.deferred.lock().unwrap_or_else(|p| p.into_inner()));

@@ -66,6 +66,18 @@ impl Prop {
         }
     }
 
+    fn set_description(&mut self, text: &str) {
+        let slot = match self {
+            Prop::String { description, .. }
+            | Prop::Number { description }
+            | Prop::Integer { description }
+            | Prop::Boolean { description }
+            | Prop::Array { description, .. } => description,
+            Prop::Object(o) => &mut o.description,
+        };
+        *slot = Some(text.into());
+    }
+
     fn to_value(&self) -> Value {
         let mut m = Map::new();
         let scalar = |m: &mut Map<String, Value>, t: &str, d: &Option<String>| {
@@ -179,6 +191,13 @@ impl ObjectSchema {
     pub fn describe(mut self, description: &str) -> Self {
         self.description = Some(description.into());
         self
+    }
+
+    /// Replaces the description of property `name` (a no-op for an unknown name).
+    pub fn describe_property(&mut self, name: &str, description: &str) {
+        if let Some((_, prop, _)) = self.properties.iter_mut().find(|(n, _, _)| n == name) {
+            prop.set_description(description);
+        }
     }
 
     /// The JSON Schema sent to the model.

@@ -43,9 +43,19 @@ pub struct ToolRunContext {
     /// The call's canonical JSON value (what a Code Mode program receives), if the tool
     /// reports one.
     pub(crate) value: Arc<Mutex<Option<Value>>>,
+    /// The call's arguments as the model sent them, kept by a typed tool's adapter for
+    /// bodies that hand them on (an approval request shows what was asked).
+    pub(crate) arguments: Option<Arc<Value>>,
 }
 
 impl ToolRunContext {
+    /// The call's arguments as sent (undeclared keys included); `null` outside a typed
+    /// tool's body.
+    pub fn arguments(&self) -> &Value {
+        static NULL: Value = Value::Null;
+        self.arguments.as_deref().unwrap_or(&NULL)
+    }
+
     /// Queues a context message for the model's next step (after this step's results).
     pub fn defer_context(&self, message: Message) {
         self.deferred

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use dsh_kernel::{BoxError, Catalog, Context, Plugin, PluginConfig};
-use dsh_tools::ToolRegistry;
+use dsh_tools::{ToolRegistry, Typed};
 use serde::Deserialize;
 
 use crate::fetch::guard::AddressPolicy;
@@ -330,7 +330,10 @@ impl Plugin for ToolWebPlugin {
                     Arc::new(move |_| text.clone()),
                 )?;
             }
-            tools.register(ctx, Arc::new(WebSearchTool::new(web.clone(), c.clone())))?;
+            tools.register(
+                ctx,
+                Arc::new(Typed::new(WebSearchTool::new(web.clone(), c.clone()))?),
+            )?;
         }
         if c.fetch {
             if let Some(p) = &prompt {
@@ -341,7 +344,7 @@ impl Plugin for ToolWebPlugin {
                     Arc::new(|_| FETCH_SECTION.to_string()),
                 )?;
             }
-            tools.register(ctx, Arc::new(WebFetchTool::new(web, c)))?;
+            tools.register(ctx, Arc::new(Typed::new(WebFetchTool::new(web, c))?))?;
         }
         Ok(())
     }

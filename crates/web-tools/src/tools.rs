@@ -4,9 +4,10 @@
 use dsh_tools::text::{utf16_len, utf16_prefix};
 use std::sync::{Arc, RwLock};
 
-use dsh_kernel::{BoxError, BoxFuture};
-use dsh_llm::ToolSchema;
-use dsh_tools::{ObjectSchema, Prop, Tool, ToolOutput, ToolRunContext};
+use dsh_kernel::BoxError;
+use dsh_tools::{ObjectSchema, Reply, ToolRunContext, TypedTool};
+use schemars::JsonSchema;
+use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use crate::error::web_error;
@@ -384,43 +385,44 @@ fn source_values(r: &SearchResult) -> Value {
     Value::Array(sources)
 }
 
+const FETCH_DESCRIPTION: &str =
+    "Fetch one http(s) URL and return its content as text (web pages are converted to Markdown).";
+
 pub(crate) struct WebFetchTool {
-    schema: ToolSchema,
-    params: ObjectSchema,
     web: Arc<WebService>,
     config: ToolWebConfig,
 }
 
 impl WebFetchTool {
     pub fn new(web: Arc<WebService>, config: ToolWebConfig) -> Self {
-        let params = ObjectSchema::new().required("url", Prop::string("The http(s) URL to fetch."));
-        Self {
-            schema: ToolSchema {
-                name: "web_fetch".into(),
-                description: "Fetch one http(s) URL and return its content as text (web pages are converted to Markdown).".into(),
-                parameters: params.to_value().into(),
-            },
-            params,
-            web,
-            config,
-        }
+        Self { web, config }
     }
 }
 
-impl Tool for WebFetchTool {
-    fn schema(&self) -> &ToolSchema {
-        &self.schema
+// The arguments of `web_fetch` (no doc: upstream's parameter object carries no description).
+#[derive(Deserialize, JsonSchema)]
+pub(crate) struct WebFetchArgs {
+    /// The http(s) URL to fetch.
+    url: String,
+}
+
+impl TypedTool for WebFetchTool {
+    type Args = WebFetchArgs;
+    type Value = Value;
+
+    fn name(&self) -> String {
+        "web_fetch".into()
     }
 
-    fn output_schema(&self) -> Option<&Value> {
-        Some(output_schema(false))
+    fn description(&self) -> String {
+        FETCH_DESCRIPTION.into()
     }
 
-    fn validate(&self, args: &Value) -> Result<(), String> {
-        self.params.validate(args)
+    fn value_schema(&self) -> Result<Option<Value>, String> {
+        Ok(Some(output_schema(false).clone()))
     }
 
-    fn concurrency_safe(&self, _args: &Value) -> bool {
+    fn concurrency_safe(&self, _args: &WebFetchArgs) -> bool {
         true
     }
 
@@ -428,64 +430,44 @@ impl Tool for WebFetchTool {
         Some(self.config.fetch_timeout_ms)
     }
 
-    fn execute(
-        &self,
-        args: Value,
+    async fn run(
+        self: Arc<Self>,
+        args: WebFetchArgs,
         ctx: ToolRunContext,
-    ) -> BoxFuture<'static, Result<ToolOutput, BoxError>> {
-        let web = self.web.clone();
+    ) -> Result<Reply<Value>, BoxError> {
         let max = self.config.fetch_max_output_chars;
-        Box::pin(async move {
-            let url = args.get("url").and_then(Value::as_str).unwrap_or("");
-            if url.trim().is_empty() {
-                return Err("url must be a non-empty string".into());
-            }
-            let fetcher = web.fetcher()?;
-            let fetched = fetcher.fetch(url, &ctx.cancel).await?;
-            let (text, truncated) = render_fetch(&fetched, max);
-            ctx.set_value(fetch_value(&fetched));
-            let mut out = ToolOutput::text(text);
-            out.meta = Some(
-                json!({"url": fetched.url, "statusCode": fetched.status, "truncated": truncated}),
-            );
-            Ok(out)
-        })
+        let url = args.url.as_str();
+        if url.trim().is_empty() {
+            return Err("url must be a non-empty string".into());
+        }
+        let fetcher = self.web.fetcher()?;
+        let fetched = fetcher.fetch(url, &ctx.cancel).await?;
+        let (text, truncated) = render_fetch(&fetched, max);
+        let meta =
+            json!({"url": fetched.url, "statusCode": fetched.status, "truncated": truncated});
+        Ok(Reply::text(text)
+            .with_meta(meta)
+            .with_value(fetch_value(&fetched)))
     }
 }
 
 pub(crate) struct WebSearchTool {
-    schema: ToolSchema,
-    params: ObjectSchema,
     web: Arc<WebService>,
     config: ToolWebConfig,
 }
 
 impl WebSearchTool {
     pub fn new(web: Arc<WebService>, config: ToolWebConfig) -> Self {
-        let n = config.search_max_queries;
-        let params = ObjectSchema::new().required(
-            "queries",
-            Prop::array(
-                &format!("Search queries, 1 to {n}; their results are merged."),
-                Prop::String {
-                    description: None,
-                    enumeration: None,
-                },
-            ),
-        );
-        Self {
-            schema: ToolSchema {
-                name: "web_search".into(),
-                description: format!(
-                    "Search the web for current information. Give 1 to {n} queries in `queries`; the answer is an optional summary plus the source URLs."
-                ),
-                parameters: params.to_value().into(),
-            },
-            params,
-            web,
-            config,
-        }
+        Self { web, config }
     }
+}
+
+// The arguments of `web_search` (no doc: upstream's parameter object carries no
+// description). The description of `queries` names the configured maximum (`tune`).
+#[derive(Deserialize, JsonSchema)]
+pub(crate) struct WebSearchArgs {
+    /// Search queries; their results are merged.
+    queries: Vec<String>,
 }
 
 /// Upstream's query checks; duplicates collapse.
@@ -499,6 +481,11 @@ pub fn parse_queries(args: &Value, max: usize) -> Result<Vec<String>, BoxError> 
                 .collect()
         })
         .unwrap_or_default();
+    check_queries(queries, max)
+}
+
+/// [`parse_queries`] on decoded queries.
+fn check_queries(queries: Vec<String>, max: usize) -> Result<Vec<String>, BoxError> {
     if queries.is_empty() {
         return Err("queries must contain at least one query".into());
     }
@@ -518,20 +505,34 @@ pub fn parse_queries(args: &Value, max: usize) -> Result<Vec<String>, BoxError> 
     Ok(unique)
 }
 
-impl Tool for WebSearchTool {
-    fn schema(&self) -> &ToolSchema {
-        &self.schema
+impl TypedTool for WebSearchTool {
+    type Args = WebSearchArgs;
+    type Value = Value;
+
+    fn name(&self) -> String {
+        "web_search".into()
     }
 
-    fn output_schema(&self) -> Option<&Value> {
-        Some(output_schema(true))
+    fn description(&self) -> String {
+        let n = self.config.search_max_queries;
+        format!(
+            "Search the web for current information. Give 1 to {n} queries in `queries`; the answer is an optional summary plus the source URLs."
+        )
     }
 
-    fn validate(&self, args: &Value) -> Result<(), String> {
-        self.params.validate(args)
+    fn tune(&self, params: &mut ObjectSchema) {
+        let n = self.config.search_max_queries;
+        params.describe_property(
+            "queries",
+            &format!("Search queries, 1 to {n}; their results are merged."),
+        );
     }
 
-    fn concurrency_safe(&self, _args: &Value) -> bool {
+    fn value_schema(&self) -> Result<Option<Value>, String> {
+        Ok(Some(output_schema(true).clone()))
+    }
+
+    fn concurrency_safe(&self, _args: &WebSearchArgs) -> bool {
         true
     }
 
@@ -539,59 +540,55 @@ impl Tool for WebSearchTool {
         Some(self.config.search_timeout_ms)
     }
 
-    fn execute(
-        &self,
-        args: Value,
+    async fn run(
+        self: Arc<Self>,
+        args: WebSearchArgs,
         ctx: ToolRunContext,
-    ) -> BoxFuture<'static, Result<ToolOutput, BoxError>> {
-        let web = self.web.clone();
+    ) -> Result<Reply<Value>, BoxError> {
         let config = self.config.clone();
-        Box::pin(async move {
-            let queries = parse_queries(&args, config.search_max_queries)?;
-            let provider = web.search_provider()?;
-            let request = |q: &str| SearchRequest {
-                query: q.to_string(),
-                max_results: config.search_max_results,
-                session: ctx.session.clone(),
-            };
-            let result = if queries.len() == 1 {
-                provider
-                    .search(request(&queries[0]), ctx.cancel.clone())
-                    .await?
-            } else {
-                // The first failure cancels the others.
-                let batch = ctx.cancel.child_token();
-                let runs = queries.iter().map(|q| {
-                    let (provider, batch) = (provider.clone(), batch.clone());
-                    let fut = provider.search(request(q), batch.clone());
-                    async move {
-                        let r = fut.await;
-                        if r.is_err() {
-                            batch.cancel();
-                        }
-                        r
+        let queries = check_queries(args.queries, config.search_max_queries)?;
+        let provider = self.web.search_provider()?;
+        let request = |q: &str| SearchRequest {
+            query: q.to_string(),
+            max_results: config.search_max_results,
+            session: ctx.session.clone(),
+        };
+        let result = if queries.len() == 1 {
+            provider
+                .search(request(&queries[0]), ctx.cancel.clone())
+                .await?
+        } else {
+            // The first failure cancels the others.
+            let batch = ctx.cancel.child_token();
+            let runs = queries.iter().map(|q| {
+                let (provider, batch) = (provider.clone(), batch.clone());
+                let fut = provider.search(request(q), batch.clone());
+                async move {
+                    let r = fut.await;
+                    if r.is_err() {
+                        batch.cancel();
                     }
-                });
-                let settled = futures::future::join_all(runs).await;
-                let mut results = Vec::new();
-                let mut first_error = None;
-                for r in settled {
-                    match r {
-                        Ok(r) => results.push(r),
-                        Err(e) if first_error.is_none() => first_error = Some(e),
-                        Err(_) => {}
-                    }
+                    r
                 }
-                if let Some(e) = first_error {
-                    return Err(e);
+            });
+            let settled = futures::future::join_all(runs).await;
+            let mut results = Vec::new();
+            let mut first_error = None;
+            for r in settled {
+                match r {
+                    Ok(r) => results.push(r),
+                    Err(e) if first_error.is_none() => first_error = Some(e),
+                    Err(_) => {}
                 }
-                merge(&queries, &results, config.search_max_results)
-            };
-            ctx.set_value(search_value(&result));
-            let mut out = ToolOutput::text(render_search(&result));
-            out.meta = Some(search_meta(&result));
-            Ok(out)
-        })
+            }
+            if let Some(e) = first_error {
+                return Err(e);
+            }
+            merge(&queries, &results, config.search_max_results)
+        };
+        Ok(Reply::text(render_search(&result))
+            .with_meta(search_meta(&result))
+            .with_value(search_value(&result)))
     }
 }
 
@@ -653,6 +650,44 @@ mod tests {
         for key in fetch_value(&f).as_object().unwrap().keys() {
             assert!(keys(output_schema(false)).contains(key), "{key}");
         }
+    }
+
+    #[test]
+    fn the_parameter_schemas_are_unchanged() {
+        use dsh_tools::{Prop, Tool, Typed};
+        let config = ToolWebConfig {
+            search_max_queries: 3,
+            ..ToolWebConfig::default()
+        };
+        let web = Arc::new(WebService::default());
+        let search = Typed::new(WebSearchTool::new(web.clone(), config.clone())).unwrap();
+        let expected = ObjectSchema::new().required(
+            "queries",
+            Prop::array(
+                "Search queries, 1 to 3; their results are merged.",
+                Prop::String {
+                    description: None,
+                    enumeration: None,
+                },
+            ),
+        );
+        assert_eq!(
+            dsh_kernel::json::to_string(&search.schema().parameters),
+            dsh_kernel::json::to_string(&expected.to_value())
+        );
+        assert_eq!(
+            search.schema().description,
+            "Search the web for current information. Give 1 to 3 queries in `queries`; the answer is an optional summary plus the source URLs."
+        );
+        assert_eq!(search.output_schema(), Some(output_schema(true)));
+        let fetch = Typed::new(WebFetchTool::new(web, config)).unwrap();
+        let expected =
+            ObjectSchema::new().required("url", Prop::string("The http(s) URL to fetch."));
+        assert_eq!(
+            dsh_kernel::json::to_string(&fetch.schema().parameters),
+            dsh_kernel::json::to_string(&expected.to_value())
+        );
+        assert_eq!(fetch.output_schema(), Some(output_schema(false)));
     }
 
     #[test]

@@ -6,9 +6,9 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use dsh_kernel::{BoxError, BoxFuture, Context, Plugin, PluginConfig};
-use dsh_llm::ToolSchema;
-use dsh_tools::{ObjectSchema, Prop, Tool, ToolOutput, ToolRegistry, ToolRunContext, args_error};
+use dsh_kernel::{BoxError, Context, Plugin, PluginConfig};
+use dsh_tools::{Reply, ToolRegistry, ToolRunContext, Typed, TypedTool, args_error};
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -39,104 +39,106 @@ impl Plugin for PresentPlugin {
             return Err("tool-present: maxFiles must be at least 1".into());
         }
         let tools = ctx.require::<ToolRegistry>()?;
-        tools.register(ctx, Arc::new(PresentTool::new(max_files as usize)))?;
+        tools.register(
+            ctx,
+            Arc::new(Typed::new(PresentTool::new(max_files as usize))?),
+        )?;
         Ok(())
     }
 }
 
+const DESCRIPTION: &str = "Hand files to the user as the result of the task, shown as cards they can open or download. Worth it for a file the user needs as such (a document, spreadsheet, slide deck, archive, image); when your answer can simply say it, say it instead. Only references are recorded: the user gets the file as it is on disk when they open it.";
+
 struct PresentTool {
-    schema: ToolSchema,
-    params: ObjectSchema,
     max_files: usize,
 }
 
 impl PresentTool {
     fn new(max_files: usize) -> Self {
-        let file = ObjectSchema::new()
-            .required(
-                "path",
-                Prop::string("An existing regular file; a relative path starts at the session's working directory."),
-            )
-            .optional("description", Prop::string("One line telling the user what the file is."))
-            .closed();
-        let params = ObjectSchema::new().required(
-            "files",
-            Prop::array(
-                "The deliverables, most important first: usually one or two, four at most per call.",
-                Prop::Object(file),
-            ),
-        );
-        let schema = ToolSchema {
-            name: "present".into(),
-            description: "Hand files to the user as the result of the task, shown as cards they can open or download. Worth it for a file the user needs as such (a document, spreadsheet, slide deck, archive, image); when your answer can simply say it, say it instead. Only references are recorded: the user gets the file as it is on disk when they open it.".into(),
-            parameters: params.to_value().into(),
-        };
-        Self {
-            schema,
-            params,
-            max_files,
-        }
+        Self { max_files }
     }
 }
 
-impl Tool for PresentTool {
-    fn schema(&self) -> &ToolSchema {
-        &self.schema
+// The arguments (no doc: upstream's parameter object carries no description).
+#[derive(Deserialize, JsonSchema)]
+struct PresentArgs {
+    /// The deliverables, most important first: usually one or two, four at most per call.
+    files: Vec<PresentFile>,
+}
+
+// One deliverable (no doc: the item object carries no description; closed).
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+struct PresentFile {
+    /// An existing regular file; a relative path starts at the session's working directory.
+    path: String,
+    /// One line telling the user what the file is.
+    description: Option<String>,
+}
+
+impl TypedTool for PresentTool {
+    type Args = PresentArgs;
+    type Value = Value;
+
+    fn name(&self) -> String {
+        "present".into()
     }
 
-    fn validate(&self, args: &Value) -> Result<(), String> {
-        self.params.validate(args)
+    fn description(&self) -> String {
+        DESCRIPTION.into()
     }
 
-    fn execute(
-        &self,
-        args: Value,
+    // No declared output schema (the value stays untyped), as before.
+    fn value_schema(&self) -> Result<Option<Value>, String> {
+        Ok(None)
+    }
+
+    async fn run(
+        self: Arc<Self>,
+        args: PresentArgs,
         run: ToolRunContext,
-    ) -> BoxFuture<'static, Result<ToolOutput, BoxError>> {
+    ) -> Result<Reply<Value>, BoxError> {
         let max = self.max_files;
-        Box::pin(async move {
-            let session = run
-                .session
-                .clone()
-                .ok_or("present needs a session to record the deliverables in")?;
-            let turn = session
-                .read(|log| log.open_turn())
-                .ok_or("present works only inside a running turn")?;
-            let wanted = args["files"].as_array().cloned().unwrap_or_default();
-            if wanted.is_empty() || wanted.len() > max {
-                return Err(args_error(format!(
-                    "present takes 1 to {max} files per call, got {}",
-                    wanted.len()
-                )));
+        let session = run
+            .session
+            .clone()
+            .ok_or("present needs a session to record the deliverables in")?;
+        let turn = session
+            .read(|log| log.open_turn())
+            .ok_or("present works only inside a running turn")?;
+        let wanted = args.files;
+        if wanted.is_empty() || wanted.len() > max {
+            return Err(args_error(format!(
+                "present takes 1 to {max} files per call, got {}",
+                wanted.len()
+            )));
+        }
+        let cwd = run.cwd.clone();
+        let mut files = Vec::new();
+        for f in &wanted {
+            let given = f.path.as_str();
+            if given.trim().is_empty() {
+                return Err(args_error("every file needs a non-empty path"));
             }
-            let cwd = run.cwd.clone();
-            let mut files = Vec::new();
-            for f in &wanted {
-                let given = f["path"].as_str().unwrap_or_default();
-                if given.trim().is_empty() {
-                    return Err(args_error("every file needs a non-empty path"));
-                }
-                let path = resolve(cwd.as_deref(), given)?;
-                let mut entry = json!({"path": path});
-                if let Some(d) = f["description"].as_str().filter(|d| !d.trim().is_empty()) {
-                    entry["description"] = json!(d);
-                }
-                files.push(entry);
+            let path = resolve(cwd.as_deref(), given)?;
+            let mut entry = json!({"path": path});
+            if let Some(d) = f.description.as_deref().filter(|d| !d.trim().is_empty()) {
+                entry["description"] = json!(d);
             }
-            session.append(
-                PRESENTED,
-                json!({"turn": turn, "callId": run.call_id, "files": files}),
-                None,
-            )?;
-            let value = json!({"turn": turn, "files": files});
-            run.set_value(value);
-            let text = files
-                .iter()
-                .map(|f| format!("Presented {}", f["path"].as_str().unwrap_or_default()))
-                .collect::<Vec<_>>()
-                .join("\n");
-            Ok(ToolOutput::text(text))
-        })
+            files.push(entry);
+        }
+        session.append(
+            PRESENTED,
+            json!({"turn": turn, "callId": run.call_id, "files": files}),
+            None,
+        )?;
+        let text = files
+            .iter()
+            .map(|f| format!("Presented {}", f["path"].as_str().unwrap_or_default()))
+            .collect::<Vec<_>>()
+            .join("\n");
+        let value = json!({"turn": turn, "files": files});
+        Ok(Reply::text(text).with_value(value))
     }
 }
 
@@ -164,4 +166,41 @@ fn resolve(cwd: Option<&Path>, given: &str) -> Result<String, BoxError> {
         );
     }
     Ok(path.to_string_lossy().into_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use dsh_tools::{ObjectSchema, Prop};
+
+    #[test]
+    fn the_parameter_schema_is_unchanged() {
+        let file = ObjectSchema::new()
+            .required(
+                "path",
+                Prop::string(
+                    "An existing regular file; a relative path starts at the session's working directory.",
+                ),
+            )
+            .optional(
+                "description",
+                Prop::string("One line telling the user what the file is."),
+            )
+            .closed();
+        let params = ObjectSchema::new().required(
+            "files",
+            Prop::array(
+                "The deliverables, most important first: usually one or two, four at most per call.",
+                Prop::Object(file),
+            ),
+        );
+        assert_eq!(
+            dsh_kernel::json::to_string(
+                &dsh_tools::params_schema::<PresentArgs>()
+                    .unwrap()
+                    .to_value()
+            ),
+            dsh_kernel::json::to_string(&params.to_value())
+        );
+    }
 }

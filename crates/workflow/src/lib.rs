@@ -199,7 +199,8 @@ impl Plugin for ToolRalphPlugin {
                 "Use the ralph tool only when the user explicitly asks for a Ralph loop or for iterating with fresh agents. Every round starts a new child with no conversation behind it; the shared workspace is what carries over. A round's completion or blocker is the worker's own report, not an independent check. For ordinary long work in this session use the goal tools; for bounded delegation or fan-out use subagents or workflows.".to_string()
             }),
         )?;
-        tools.register(ctx, Arc::new(RalphTool::new(c, subagents, ctx.clone())))?;
+        let ralph = dsh_tools::Typed::new(RalphTool::new(c, subagents, ctx.clone()))?;
+        tools.register(ctx, Arc::new(ralph))?;
         Ok(())
     }
 }

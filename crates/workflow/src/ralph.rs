@@ -8,10 +8,12 @@
 use std::sync::Arc;
 
 use dsh_agent::{AgentRef, Agents};
-use dsh_kernel::{BoxError, BoxFuture, Context};
-use dsh_llm::{ContentBlock, ToolSchema};
+use dsh_kernel::{BoxError, Context};
+use dsh_llm::ContentBlock;
 use dsh_subagent::{StartRequest, StopReason, Subagents};
-use dsh_tools::{ObjectSchema, Prop, Tool, ToolOutput, ToolRunContext};
+use dsh_tools::{Reply, ToolRunContext, TypedTool};
+use schemars::JsonSchema;
+use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -162,31 +164,24 @@ enum Terminal {
 
 /// The `ralph` tool.
 pub struct RalphTool {
-    schema: ToolSchema,
-    params: ObjectSchema,
     config: RalphConfig,
     subagents: Arc<Subagents>,
     ctx: Context,
 }
 
+// The arguments (no doc: upstream's parameter object carries no description).
+#[derive(Deserialize, JsonSchema)]
+pub struct RalphArgs {
+    /// The objective every fresh round works toward; it never changes.
+    objective: String,
+    /// Optional round limit: a positive whole number no larger than the deployment's ceiling.
+    #[serde(rename = "maxRounds")]
+    max_rounds: Option<f64>,
+}
+
 impl RalphTool {
     pub fn new(config: RalphConfig, subagents: Arc<Subagents>, ctx: Context) -> Self {
-        let params = ObjectSchema::new()
-            .required(
-                "objective",
-                Prop::string("The objective every fresh round works toward; it never changes."),
-            )
-            .optional(
-                "maxRounds",
-                Prop::number("Optional round limit: a positive whole number no larger than the deployment's ceiling."),
-            );
         Self {
-            schema: ToolSchema {
-                name: "ralph".into(),
-                description: DESCRIPTION.into(),
-                parameters: params.to_value().into(),
-            },
-            params,
             config,
             subagents,
             ctx,
@@ -224,23 +219,18 @@ async fn round(
 }
 
 impl RalphTool {
-    async fn run(&self, args: Value, run: ToolRunContext) -> Result<ToolOutput, BoxError> {
+    async fn call(&self, args: RalphArgs, run: ToolRunContext) -> Result<Reply<Value>, BoxError> {
         let parent = run
             .session
             .as_ref()
             .and_then(|s| self.ctx.get::<Agents>()?.get(&s.id()))
             .ok_or("Ralph tool requires a calling agent (exec.agent was undefined)")?;
-        let objective = args
-            .get("objective")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .trim()
-            .to_string();
+        let objective = args.objective.trim().to_string();
         if objective.is_empty() {
             return Err("Ralph objective must be a non-empty string".into());
         }
         let ceiling = self.config.max_rounds;
-        let max_rounds = match args.get("maxRounds").and_then(Value::as_f64) {
+        let max_rounds = match args.max_rounds {
             None => ceiling,
             Some(n) if n >= 1.0 && n.fract() == 0.0 && n <= MAX_SAFE => {
                 if n as u64 > ceiling {
@@ -347,61 +337,78 @@ impl RalphTool {
                 ("budget-limited", n, v, t)
             }
         };
-        run.set_value(json!({
+        let value = json!({
             "agentsStarted": started,
             "result": {"status": status, "roundsStarted": started, "report": report},
-        }));
-        Ok(ToolOutput::text(bound(text, max)))
+        });
+        Ok(Reply::text(bound(text, max)).with_value(value))
     }
 }
 
-impl Tool for RalphTool {
-    fn schema(&self) -> &ToolSchema {
-        &self.schema
+/// `{agentsStarted, result: {status, roundsStarted, report}}`. Upstream also reports a
+/// `runId` (its Ralph runs on the workflow engine; this one drives rounds directly), so it is
+/// declared optional and never set.
+fn output_value_schema() -> Value {
+    json!({
+        "type": "object",
+        "additionalProperties": false,
+        "required": ["agentsStarted", "result"],
+        "properties": {
+            "runId": {"type": "string"},
+            "agentsStarted": {"type": "integer"},
+            "result": {},
+        },
+    })
+}
+
+impl TypedTool for RalphTool {
+    type Args = RalphArgs;
+    type Value = Value;
+
+    fn name(&self) -> String {
+        "ralph".into()
     }
 
-    /// `{agentsStarted, result: {status, roundsStarted, report}}`. Upstream also reports a
-    /// `runId` (its Ralph runs on the workflow engine; this one drives rounds directly), so
-    /// it is declared optional and never set.
-    fn output_schema(&self) -> Option<&Value> {
-        static S: std::sync::LazyLock<Value> = std::sync::LazyLock::new(|| {
-            json!({
-                "type": "object",
-                "additionalProperties": false,
-                "required": ["agentsStarted", "result"],
-                "properties": {
-                    "runId": {"type": "string"},
-                    "agentsStarted": {"type": "integer"},
-                    "result": {},
-                },
-            })
-        });
-        Some(&S)
+    fn description(&self) -> String {
+        DESCRIPTION.into()
     }
 
-    fn validate(&self, args: &Value) -> Result<(), String> {
-        self.params.validate(args)
+    fn value_schema(&self) -> Result<Option<Value>, String> {
+        Ok(Some(output_value_schema()))
     }
 
-    fn execute(
-        &self,
-        args: Value,
-        ctx: ToolRunContext,
-    ) -> BoxFuture<'static, Result<ToolOutput, BoxError>> {
-        let this = RalphTool {
-            schema: self.schema.clone(),
-            params: self.params.clone(),
-            config: self.config.clone(),
-            subagents: self.subagents.clone(),
-            ctx: self.ctx.clone(),
-        };
-        Box::pin(async move { this.run(args, ctx).await })
+    async fn run(
+        self: Arc<Self>,
+        args: RalphArgs,
+        run: ToolRunContext,
+    ) -> Result<Reply<Value>, BoxError> {
+        self.call(args, run).await
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_parameter_schema_is_the_declared_one() {
+        use dsh_tools::{ObjectSchema, Prop};
+        let declared = ObjectSchema::new()
+            .required(
+                "objective",
+                Prop::string("The objective every fresh round works toward; it never changes."),
+            )
+            .optional(
+                "maxRounds",
+                Prop::number("Optional round limit: a positive whole number no larger than the deployment's ceiling."),
+            );
+        assert_eq!(
+            dsh_kernel::json::to_string(
+                &dsh_tools::params_schema::<RalphArgs>().unwrap().to_value()
+            ),
+            dsh_kernel::json::to_string(&declared.to_value())
+        );
+    }
 
     #[test]
     fn reports_are_checked() {

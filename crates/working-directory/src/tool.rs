@@ -3,10 +3,10 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use dsh_kernel::{BoxError, BoxFuture, Context, Plugin, PluginConfig};
-use dsh_llm::ToolSchema;
-use dsh_tools::{ObjectSchema, Prop, Tool, ToolOutput, ToolRegistry, ToolRunContext};
-use serde_json::Value;
+use dsh_kernel::{BoxError, Context, Plugin, PluginConfig};
+use dsh_tools::{Reply, ToolRegistry, ToolRunContext, Typed, TypedTool};
+use schemars::JsonSchema;
+use serde::Deserialize;
 
 /// The tool's name (upstream's).
 pub const WORKING_DIRECTORY_TOOL: &str = "working_directory";
@@ -16,63 +16,53 @@ another existing directory when `cd` is given (relative to the current one). Lat
 start there; shells and processes already running stay where they are.";
 
 /// The `working_directory` tool.
-pub struct WorkingDirectoryTool {
-    schema: ToolSchema,
-    params: ObjectSchema,
+#[derive(Default)]
+pub struct WorkingDirectoryTool;
+
+// The arguments (no doc: upstream's parameter object carries no description).
+#[derive(Deserialize, JsonSchema)]
+pub struct WorkingDirectoryArgs {
+    /// An existing directory to move to; leave it out to only read the current one.
+    cd: Option<String>,
 }
 
-impl Default for WorkingDirectoryTool {
-    fn default() -> Self {
-        let params = ObjectSchema::new().optional(
-            "cd",
-            Prop::string(
-                "An existing directory to move to; leave it out to only read the current one.",
-            ),
-        );
-        Self {
-            schema: ToolSchema {
-                name: WORKING_DIRECTORY_TOOL.into(),
-                description: DESCRIPTION.into(),
-                parameters: params.to_value().into(),
-            },
-            params,
-        }
-    }
-}
+impl TypedTool for WorkingDirectoryTool {
+    type Args = WorkingDirectoryArgs;
+    /// The session's directory after the call.
+    type Value = String;
 
-impl Tool for WorkingDirectoryTool {
-    fn schema(&self) -> &ToolSchema {
-        &self.schema
+    fn name(&self) -> String {
+        WORKING_DIRECTORY_TOOL.into()
     }
 
-    fn validate(&self, args: &Value) -> Result<(), String> {
-        self.params.validate(args)
+    fn description(&self) -> String {
+        DESCRIPTION.into()
     }
 
-    fn execute(
-        &self,
-        args: Value,
+    fn value_schema(&self) -> Result<Option<serde_json::Value>, String> {
+        Ok(None)
+    }
+
+    async fn run(
+        self: Arc<Self>,
+        args: WorkingDirectoryArgs,
         ctx: ToolRunContext,
-    ) -> BoxFuture<'static, Result<ToolOutput, BoxError>> {
-        Box::pin(async move {
-            let Some(session) = ctx.session.clone() else {
-                return Err("working-directory: this call has no session".into());
-            };
-            let origin = session
-                .header()
-                .cwd
-                .map(PathBuf::from)
-                .unwrap_or_else(|| PathBuf::from("/"));
-            let current = ctx.cwd.clone().unwrap_or_else(|| origin.clone());
-            let cd = args.get("cd").and_then(Value::as_str).map(str::to_owned);
-            let settled = crate::settle(&session, &current, &origin, cd.as_deref())?;
-            if let Some(message) = settled.notice {
-                ctx.defer_context(message);
-            }
-            let cwd = settled.cwd.display().to_string();
-            ctx.set_value(Value::from(cwd.clone()));
-            Ok(ToolOutput::text(cwd))
-        })
+    ) -> Result<Reply<String>, BoxError> {
+        let Some(session) = ctx.session.clone() else {
+            return Err("working-directory: this call has no session".into());
+        };
+        let origin = session
+            .header()
+            .cwd
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from("/"));
+        let current = ctx.cwd.clone().unwrap_or_else(|| origin.clone());
+        let settled = crate::settle(&session, &current, &origin, args.cd.as_deref())?;
+        if let Some(message) = settled.notice {
+            ctx.defer_context(message);
+        }
+        let cwd = settled.cwd.display().to_string();
+        Ok(Reply::text(cwd.clone()).with_value(cwd))
     }
 }
 
@@ -86,7 +76,7 @@ impl Plugin for WorkingDirectoryToolPlugin {
 
     fn apply(&self, ctx: &Context, _config: &PluginConfig) -> Result<(), BoxError> {
         ctx.require::<ToolRegistry>()?
-            .register(ctx, Arc::new(WorkingDirectoryTool::default()))?;
+            .register(ctx, Arc::new(Typed::new(WorkingDirectoryTool)?))?;
         Ok(())
     }
 }

@@ -39,10 +39,9 @@ fn first_request(mode: &str) -> (String, String) {
     let texts = |v: &serde_json::Value| -> String {
         match v {
             serde_json::Value::String(s) => s.clone(),
-            serde_json::Value::Array(blocks) => blocks
-                .iter()
-                .filter_map(|b| b["text"].as_str())
-                .collect(),
+            serde_json::Value::Array(blocks) => {
+                blocks.iter().filter_map(|b| b["text"].as_str()).collect()
+            }
             _ => String::new(),
         }
     };

@@ -10,9 +10,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use dsh_kernel::{BoxError, BoxFuture, Context, Plugin, PluginConfig};
-use dsh_llm::ToolSchema;
-use dsh_tools::{ObjectSchema, Prop, Tool, ToolOutput, ToolRegistry, ToolRunContext};
+use dsh_kernel::{BoxError, Context, Plugin, PluginConfig};
+use dsh_tools::{
+    ObjectSchema, Prop, Reply, ToolOutput, ToolRegistry, ToolRunContext, Typed, TypedTool,
+};
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -242,8 +244,7 @@ pub struct BashTool {
 }
 
 struct BashInner {
-    schema: ToolSchema,
-    params: ObjectSchema,
+    description: String,
     config: BashToolConfig,
     sandboxed: bool,
     /// Used when no `shellEnv` service is loaded; `DSH_HOME` is read at construction.
@@ -272,6 +273,31 @@ disabled, a refusal is final and `sandbox_permissions` must not be used. Only es
 this command just got, or the same access refused earlier in this session). When the user rejects an escalation, stop and \
 explain; do not work around it, though other commands may still be run or escalated later.";
 
+// The arguments (no doc: upstream's parameter object carries no description), in 0.2.1's
+// order: the summary before the command line. `run_in_background` is declared only when
+// enabled and the escalation pair only when sandboxed (`tune`); the pair is read from the
+// call's arguments as sent.
+#[derive(Deserialize, JsonSchema)]
+pub struct BashArgs {
+    /// A short active-voice summary of what the command does, about 5-10 words, shown to the user (for example "List files in the current directory" for `ls`).
+    description: String,
+    /// The command line to run.
+    command: String,
+    /// Timeout in milliseconds; the configured default and maximum apply, and the command is killed when it expires.
+    #[serde(rename = "timeoutMs")]
+    timeout_ms: Option<f64>,
+    /// Directory to run the command in. Defaults to the session workspace; a relative path is taken relative to it.
+    workdir: Option<String>,
+    /// Start the command as a background job and return its id immediately (read it with job_output, stop it with job_kill); no timeout applies.
+    #[serde(default, deserialize_with = "lenient_bool")]
+    run_in_background: Option<bool>,
+}
+
+/// An undeclared `run_in_background` of another type is ignored, not an error.
+fn lenient_bool<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<bool>, D::Error> {
+    Ok(Value::deserialize(d)?.as_bool())
+}
+
 impl BashTool {
     pub fn new(config: BashToolConfig) -> Self {
         let sandboxed = config.sandboxed.unwrap_or(false);
@@ -283,54 +309,12 @@ impl BashTool {
                 DESCRIPTION_NO_BACKGROUND
             }
         );
-        // 0.2.1's order: the summary before the command line.
-        let mut params = ObjectSchema::new()
-            .required(
-                "description",
-                Prop::string(
-                    "A short active-voice summary of what the command does, about 5-10 words, shown to the user \
-                     (for example \"List files in the current directory\" for `ls`).",
-                ),
-            )
-            .required("command", Prop::string("The command line to run."))
-            .optional(
-                "timeoutMs",
-                Prop::number("Timeout in milliseconds; the configured default and maximum apply, and the command is killed when it expires."),
-            )
-            .optional(
-                "workdir",
-                Prop::string("Directory to run the command in. Defaults to the session workspace; a relative path is taken relative to it."),
-            );
-        if config.enable_run_in_background {
-            params = params.optional(
-                "run_in_background",
-                Prop::boolean("Start the command as a background job and return its id immediately (read it with job_output, stop it with job_kill); no timeout applies."),
-            );
-        }
         if sandboxed {
             description.push_str(DESCRIPTION_ESCALATION);
-            params = params
-                .optional(
-                    "sandbox_permissions",
-                    Prop::enumeration(
-                        "A wider sandbox mode for this one command. Only for retrying a command the sandbox just refused; needs a justification and the user's approval.",
-                        &ESCALATION_TARGETS,
-                    ),
-                )
-                .optional(
-                    "justification",
-                    Prop::string("Goes with sandbox_permissions: one sentence telling the user why this command needs the wider access."),
-                );
         }
-        let schema = ToolSchema {
-            name: "bash".into(),
-            description,
-            parameters: params.to_value().into(),
-        };
         Self {
             inner: Arc::new(BashInner {
-                schema,
-                params,
+                description,
                 config,
                 sandboxed,
                 fallback_env: ShellEnv::from_process_env(),
@@ -349,15 +333,9 @@ impl BashTool {
 }
 
 impl BashInner {
-    async fn run(&self, args: Value, run: ToolRunContext) -> Result<ToolOutput, BoxError> {
-        let command = args
-            .get("command")
-            .and_then(Value::as_str)
-            .unwrap_or_default();
-        let description = args
-            .get("description")
-            .and_then(Value::as_str)
-            .unwrap_or_default();
+    async fn run(&self, args: BashArgs, run: ToolRunContext) -> Result<ToolOutput, BoxError> {
+        let command = args.command.as_str();
+        let description = args.description.as_str();
         if command.trim().is_empty() {
             return Err(errors::plain(
                 "command is empty: pass the shell command to run",
@@ -368,16 +346,16 @@ impl BashInner {
                 "description is empty: say in a few words what the command does",
             ));
         }
-        let requested_timeout = args.get("timeoutMs").and_then(Value::as_f64);
+        let requested_timeout = args.timeout_ms;
         if let Some(t) = requested_timeout
             && !(t.is_finite() && t > 0.0)
         {
             return Err(errors::plain(format!(
                 "invalid timeoutMs: expected a positive number, got {}",
-                dsh_kernel::json::to_string(&args["timeoutMs"])
+                dsh_kernel::json::to_string(&run.arguments()["timeoutMs"])
             )));
         }
-        let escalation = EscalationArgs::from_args(&args);
+        let escalation = EscalationArgs::from_args(run.arguments());
         escalation.validate()?;
 
         let settings = run
@@ -402,12 +380,18 @@ impl BashInner {
                     "sandbox_permissions does not apply here: commands in this setup do not run in a sandbox, so there is nothing to widen; call again without sandbox_permissions and justification",
                 ));
             };
-            policy.mode =
-                approve_escalation(mode, justification, policy.mode, "command", &run, &args)
-                    .await?;
+            policy.mode = approve_escalation(
+                mode,
+                justification,
+                policy.mode,
+                "command",
+                &run,
+                run.arguments(),
+            )
+            .await?;
         }
         let workdir = self.workdir(
-            args.get("workdir").and_then(Value::as_str),
+            args.workdir.as_deref(),
             &run,
             policy.as_ref().map(|p| p.workspace_root.as_path()),
             &settings,
@@ -426,7 +410,7 @@ impl BashInner {
             managed.sort();
         }
 
-        if args.get("run_in_background").and_then(Value::as_bool) == Some(true) {
+        if args.run_in_background == Some(true) {
             if !self.config.enable_run_in_background {
                 return Err(errors::plain(
                     "run_in_background is switched off in this setup (enableRunInBackground: false); run the command in the foreground instead",
@@ -798,26 +782,51 @@ fn spawn_error(error: std::io::Error) -> BoxError {
     errors::plain(format!("spawn bash {code}"))
 }
 
-impl Tool for BashTool {
-    fn schema(&self) -> &ToolSchema {
-        &self.inner.schema
+impl TypedTool for BashTool {
+    type Args = BashArgs;
+    /// `{kind: "background", jobId}` or the foreground outcome, reported by the body.
+    type Value = ();
+
+    fn name(&self) -> String {
+        "bash".into()
     }
 
-    fn output_schema(&self) -> Option<&Value> {
-        Some(crate::outputs::bash())
+    fn description(&self) -> String {
+        self.inner.description.clone()
     }
 
-    fn validate(&self, args: &Value) -> Result<(), String> {
-        self.inner.params.validate(args)
+    fn tune(&self, params: &mut ObjectSchema) {
+        if !self.inner.config.enable_run_in_background {
+            params
+                .properties
+                .retain(|(name, _, _)| name != "run_in_background");
+        }
+        if self.inner.sandboxed {
+            *params = std::mem::take(params)
+                .optional(
+                    "sandbox_permissions",
+                    Prop::enumeration(
+                        "A wider sandbox mode for this one command. Only for retrying a command the sandbox just refused; needs a justification and the user's approval.",
+                        &ESCALATION_TARGETS,
+                    ),
+                )
+                .optional(
+                    "justification",
+                    Prop::string("Goes with sandbox_permissions: one sentence telling the user why this command needs the wider access."),
+                );
+        }
     }
 
-    fn execute(
-        &self,
-        args: Value,
+    fn value_schema(&self) -> Result<Option<Value>, String> {
+        Ok(Some(crate::outputs::bash().clone()))
+    }
+
+    async fn run(
+        self: Arc<Self>,
+        args: BashArgs,
         ctx: ToolRunContext,
-    ) -> BoxFuture<'static, Result<ToolOutput, BoxError>> {
-        let inner = self.inner.clone();
-        Box::pin(async move { inner.run(args, ctx).await })
+    ) -> Result<Reply<()>, BoxError> {
+        Ok(Reply::output(self.inner.run(args, ctx).await?))
     }
 }
 
@@ -856,9 +865,10 @@ impl Plugin for ToolBashPlugin {
             max_timeout_ms: row.max_timeout_ms,
             sandboxed: Some(row.sandboxed.unwrap_or(confines)),
         };
-        let tool = Arc::new(BashTool::new(config));
+        let tool = BashTool::new(config);
         Guidance::<BashGuidance>::publish(ctx, vec![tool.prompt_section()])?;
-        ctx.require::<ToolRegistry>()?.register(ctx, tool)?;
+        ctx.require::<ToolRegistry>()?
+            .register(ctx, Arc::new(Typed::new(tool)?))?;
         Ok(())
     }
 }

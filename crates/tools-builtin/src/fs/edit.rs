@@ -2,10 +2,10 @@
 
 use std::sync::Arc;
 
-use dsh_kernel::{BoxError, BoxFuture};
-use dsh_llm::ToolSchema;
-use dsh_tools::{ObjectSchema, Prop, Tool, ToolOutput, ToolRunContext};
-use serde_json::Value;
+use dsh_kernel::BoxError;
+use dsh_tools::{ObjectSchema, Reply, ToolOutput, ToolRunContext, TypedTool};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 
 use super::FsBackend;
 use super::diff::{diffs_meta, hunk_diffs};
@@ -19,40 +19,35 @@ use crate::paths::resolve_target;
 /// The `edit` tool.
 #[derive(Clone)]
 pub struct EditTool {
-    inner: Arc<Inner>,
+    backend: Arc<FsBackend>,
 }
 
-struct Inner {
-    schema: ToolSchema,
-    params: ObjectSchema,
-    backend: Arc<FsBackend>,
+// The arguments (no doc: upstream's parameter object carries no description). Under a
+// confining backend the escalation pair is declared too (`tune`) and read from the call's
+// arguments as sent.
+#[derive(Deserialize, JsonSchema)]
+pub struct EditArgs {
+    /// The file to change; relative paths start at the session workspace.
+    file_path: String,
+    /// The exact text to find, character for character.
+    old_string: String,
+    /// The text to put in its place; an empty string deletes the match.
+    new_string: String,
+    /// Replace every occurrence. Defaults to false, in which case old_string has to occur exactly once.
+    replace_all: Option<bool>,
+}
+
+/// What a Code Mode binding of `edit` resolves to.
+#[derive(Serialize, JsonSchema)]
+pub struct EditValue {
+    path: String,
+    before: String,
+    after: String,
 }
 
 impl EditTool {
     pub fn new(backend: Arc<FsBackend>) -> Self {
-        let mut params = ObjectSchema::new()
-            .required("file_path", Prop::string("The file to change; relative paths start at the session workspace."))
-            .required("old_string", Prop::string("The exact text to find, character for character."))
-            .required("new_string", Prop::string("The text to put in its place; an empty string deletes the match."))
-            .optional(
-                "replace_all",
-                Prop::boolean("Replace every occurrence. Defaults to false, in which case old_string has to occur exactly once."),
-            );
-        if backend.sandbox.is_some() {
-            params = with_escalation_fields(params);
-        }
-        let schema = ToolSchema {
-            name: "edit".into(),
-            description: "Swaps one exact snippet of an existing UTF-8 file for new text (or every copy of it with replace_all).".into(),
-            parameters: params.to_value().into(),
-        };
-        Self {
-            inner: Arc::new(Inner {
-                schema,
-                params,
-                backend,
-            }),
-        }
+        Self { backend }
     }
 
     /// The `tool:edit` prompt section.
@@ -65,19 +60,36 @@ impl EditTool {
     }
 }
 
-impl Inner {
-    async fn run(&self, args: Value, run: ToolRunContext) -> Result<ToolOutput, BoxError> {
-        let text = |k: &str| {
-            args.get(k)
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_string()
-        };
-        let (file_path, old, new) = (text("file_path"), text("old_string"), text("new_string"));
-        let replace_all = args
-            .get("replace_all")
-            .and_then(Value::as_bool)
-            .unwrap_or(false);
+impl TypedTool for EditTool {
+    type Args = EditArgs;
+    type Value = EditValue;
+
+    fn name(&self) -> String {
+        "edit".into()
+    }
+
+    fn description(&self) -> String {
+        "Swaps one exact snippet of an existing UTF-8 file for new text (or every copy of it with replace_all).".into()
+    }
+
+    fn tune(&self, params: &mut ObjectSchema) {
+        if self.backend.sandbox.is_some() {
+            *params = with_escalation_fields(std::mem::take(params));
+        }
+    }
+
+    async fn run(
+        self: Arc<Self>,
+        args: EditArgs,
+        run: ToolRunContext,
+    ) -> Result<Reply<EditValue>, BoxError> {
+        let EditArgs {
+            file_path,
+            old_string: old,
+            new_string: new,
+            replace_all,
+        } = args;
+        let replace_all = replace_all.unwrap_or(false);
         if file_path.trim().is_empty() {
             return Err(errors::plain("file_path must be a non-empty string"));
         }
@@ -91,7 +103,7 @@ impl Inner {
                 "old_string and new_string are identical, so the edit would change nothing: put the replacement text in new_string",
             ));
         }
-        let policy = resolve_policy(&self.backend, &args, &run).await?;
+        let policy = resolve_policy(&self.backend, run.arguments(), &run).await?;
         let base = mutation_base(&self.backend, &run, &file_path, policy.as_ref());
         let target = resolve_target(&base, &file_path)?;
         let request = IntentRequest {
@@ -132,37 +144,29 @@ impl Inner {
             format!("The file {} has been updated successfully.", target.display)
         };
         let meta = diffs_meta(hunk_diffs(&file_path, &outcome.before, &outcome.after));
-        run.set_value(serde_json::json!({
-            "path": target.display,
-            "before": outcome.before,
-            "after": outcome.after,
-        }));
-        Ok(ToolOutput {
+        Ok(Reply::from(ToolOutput {
             meta: Some(meta),
             ..ToolOutput::text(message)
         })
+        .with_value(EditValue {
+            path: target.display,
+            before: outcome.before,
+            after: outcome.after,
+        }))
     }
 }
 
-impl Tool for EditTool {
-    fn schema(&self) -> &ToolSchema {
-        &self.inner.schema
-    }
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
 
-    fn output_schema(&self) -> Option<&Value> {
-        Some(crate::outputs::edit())
-    }
-
-    fn validate(&self, args: &Value) -> Result<(), String> {
-        self.inner.params.validate(args)
-    }
-
-    fn execute(
-        &self,
-        args: Value,
-        ctx: ToolRunContext,
-    ) -> BoxFuture<'static, Result<ToolOutput, BoxError>> {
-        let inner = self.inner.clone();
-        Box::pin(async move { inner.run(args, ctx).await })
+    #[test]
+    fn the_derived_output_schema_is_the_declared_one() {
+        let derived = dsh_tools::output_schema::<EditValue>().unwrap().unwrap();
+        assert_eq!(
+            dsh_kernel::json::to_string(&derived),
+            dsh_kernel::json::to_string(crate::outputs::edit())
+        );
     }
 }

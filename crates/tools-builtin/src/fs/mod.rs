@@ -217,13 +217,13 @@ impl Plugin for ToolFsPlugin {
         Guidance::<FsGuidance>::publish(ctx, sections)?;
         let registry = ctx.require::<ToolRegistry>()?;
         if let Some(t) = read {
-            registry.register(ctx, Arc::new(t))?;
+            registry.register(ctx, Arc::new(dsh_tools::Typed::new(t)?))?;
         }
         if let Some(t) = write {
-            registry.register(ctx, Arc::new(t))?;
+            registry.register(ctx, Arc::new(dsh_tools::Typed::new(t)?))?;
         }
         if let Some(t) = edit {
-            registry.register(ctx, Arc::new(t))?;
+            registry.register(ctx, Arc::new(dsh_tools::Typed::new(t)?))?;
         }
         Ok(())
     }
@@ -235,7 +235,12 @@ impl Plugin for ToolFsPlugin {
 fn register_read_image(ctx: &Context, backend: Arc<FsBackend>) -> Result<(), BoxError> {
     let registry = ctx.require::<ToolRegistry>()?;
     if let Some(store) = ctx.get::<dsh_attachments::AttachmentStore>() {
-        registry.register(ctx, Arc::new(ReadImageTool::new(ctx, backend, store)))?;
+        registry.register(
+            ctx,
+            Arc::new(dsh_tools::Typed::new(ReadImageTool::new(
+                ctx, backend, store,
+            ))?),
+        )?;
         return Ok(());
     }
     let owner = ctx.clone();
@@ -244,7 +249,11 @@ fn register_read_image(ctx: &Context, backend: Arc<FsBackend>) -> Result<(), Box
         move |store| {
             registry.register(
                 &owner,
-                Arc::new(ReadImageTool::new(&owner, backend.clone(), store.clone())),
+                Arc::new(dsh_tools::Typed::new(ReadImageTool::new(
+                    &owner,
+                    backend.clone(),
+                    store.clone(),
+                ))?),
             )?;
             Ok(())
         },

@@ -2,10 +2,11 @@
 
 use std::sync::Arc;
 
-use dsh_kernel::{BoxError, BoxFuture};
-use dsh_llm::ToolSchema;
-use dsh_tools::{ObjectSchema, Prop, Tool, ToolOutput, ToolRunContext};
-use serde_json::{Map, Value, json};
+use dsh_kernel::BoxError;
+use dsh_tools::{ObjectSchema, Reply, ToolOutput, ToolRunContext, TypedTool};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 use super::FsBackend;
 use super::events::{Observation, observed};
@@ -38,48 +39,40 @@ impl Default for ReadLimits {
 /// The `read` tool.
 #[derive(Clone)]
 pub struct ReadTool {
-    inner: Arc<Inner>,
-}
-
-struct Inner {
-    schema: ToolSchema,
-    params: ObjectSchema,
     limits: ReadLimits,
     backend: Arc<FsBackend>,
 }
 
+// The arguments (no doc: upstream's parameter object carries no description).
+#[derive(Deserialize, JsonSchema)]
+pub struct ReadArgs {
+    /// The file to read; relative paths start at the session workspace.
+    file_path: String,
+    /// Line number (1-based) to start reading at. Defaults to 1.
+    offset: Option<f64>,
+    /// How many lines to return at most (the default is set from the configured limit).
+    limit: Option<f64>,
+}
+
+/// What a Code Mode binding of `read` resolves to (the result's meta, less `lang`).
+#[derive(Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ReadValue {
+    path: String,
+    offset: u64,
+    lines: Vec<ReadLine>,
+    total_lines: u64,
+}
+
+#[derive(Serialize, JsonSchema)]
+pub struct ReadLine {
+    number: u64,
+    text: String,
+}
+
 impl ReadTool {
     pub fn new(limits: ReadLimits, backend: Arc<FsBackend>) -> Self {
-        let params = ObjectSchema::new()
-            .required(
-                "file_path",
-                Prop::string("The file to read; relative paths start at the session workspace."),
-            )
-            .optional(
-                "offset",
-                Prop::number("Line number (1-based) to start reading at. Defaults to 1."),
-            )
-            .optional(
-                "limit",
-                Prop::number(&format!(
-                    "How many lines to return at most. Defaults to {}.",
-                    limits.limit
-                )),
-            );
-        let schema = ToolSchema {
-            name: "read".into(),
-            description: "Returns lines of a UTF-8 text file, each prefixed by its line number."
-                .into(),
-            parameters: params.to_value().into(),
-        };
-        Self {
-            inner: Arc::new(Inner {
-                schema,
-                params,
-                limits,
-                backend,
-            }),
-        }
+        Self { limits, backend }
     }
 
     /// The `tool:read` prompt section.
@@ -92,26 +85,51 @@ impl ReadTool {
     }
 }
 
-fn positive_integer(value: Option<&Value>, name: &str) -> Result<Option<u64>, BoxError> {
-    match value.and_then(Value::as_f64) {
+fn positive_integer(value: Option<f64>, name: &str) -> Result<Option<u64>, BoxError> {
+    match value {
         None => Ok(None),
         Some(v) if v.is_finite() && v.fract() == 0.0 && v >= 1.0 => Ok(Some(v as u64)),
         Some(_) => Err(errors::plain(format!("{name} must be a positive integer"))),
     }
 }
 
-impl Inner {
-    async fn run(&self, args: Value, run: ToolRunContext) -> Result<ToolOutput, BoxError> {
-        let file_path = args
-            .get("file_path")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_string();
+impl TypedTool for ReadTool {
+    type Args = ReadArgs;
+    type Value = ReadValue;
+
+    fn name(&self) -> String {
+        "read".into()
+    }
+
+    fn description(&self) -> String {
+        "Returns lines of a UTF-8 text file, each prefixed by its line number.".into()
+    }
+
+    fn tune(&self, params: &mut ObjectSchema) {
+        params.describe_property(
+            "limit",
+            &format!(
+                "How many lines to return at most. Defaults to {}.",
+                self.limits.limit
+            ),
+        );
+    }
+
+    fn concurrency_safe(&self, _args: &ReadArgs) -> bool {
+        true
+    }
+
+    async fn run(
+        self: Arc<Self>,
+        args: ReadArgs,
+        run: ToolRunContext,
+    ) -> Result<Reply<ReadValue>, BoxError> {
+        let file_path = args.file_path;
         if file_path.trim().is_empty() {
             return Err(errors::plain("file_path must be a non-empty string"));
         }
-        let offset = positive_integer(args.get("offset"), "offset")?.unwrap_or(1);
-        let limit = positive_integer(args.get("limit"), "limit")?.unwrap_or(self.limits.limit);
+        let offset = positive_integer(args.offset, "offset")?.unwrap_or(1);
+        let limit = positive_integer(args.limit, "limit")?.unwrap_or(self.limits.limit);
         if limit > self.limits.limit {
             return Err(errors::plain(format!(
                 "limit must be less than or equal to {}",
@@ -169,7 +187,23 @@ impl Inner {
             return Err(errors::fs("FS_ABORTED", "read aborted"));
         }
         let text = format_read_output(&display, offset, &result);
-        let meta = read_meta(&display, offset, &result);
+        let value = ReadValue {
+            path: display.clone(),
+            offset,
+            lines: result
+                .lines
+                .iter()
+                .map(|(number, text)| ReadLine {
+                    number: *number,
+                    text: text.clone(),
+                })
+                .collect(),
+            total_lines: result.total_lines,
+        };
+        let mut meta = serde_json::to_value(&value)?;
+        if let (Some(m), Some(lang)) = (meta.as_object_mut(), lang_from_path(&display)) {
+            m.insert("lang".into(), Value::from(lang));
+        }
         observed(
             &run.ctx,
             &target,
@@ -178,43 +212,11 @@ impl Inner {
             },
             run.session.as_ref(),
         );
-        // A Code Mode program receives `{path, offset, lines, totalLines}`.
-        let mut value = meta.clone();
-        if let Some(m) = value.as_object_mut() {
-            m.shift_remove("lang");
-        }
-        run.set_value(value);
-        Ok(ToolOutput {
+        Ok(Reply::from(ToolOutput {
             meta: Some(meta),
             ..ToolOutput::text(text)
         })
-    }
-}
-
-impl Tool for ReadTool {
-    fn schema(&self) -> &ToolSchema {
-        &self.inner.schema
-    }
-
-    fn output_schema(&self) -> Option<&Value> {
-        Some(crate::outputs::read())
-    }
-
-    fn validate(&self, args: &Value) -> Result<(), String> {
-        self.inner.params.validate(args)
-    }
-
-    fn concurrency_safe(&self, _args: &Value) -> bool {
-        true
-    }
-
-    fn execute(
-        &self,
-        args: Value,
-        ctx: ToolRunContext,
-    ) -> BoxFuture<'static, Result<ToolOutput, BoxError>> {
-        let inner = self.inner.clone();
-        Box::pin(async move { inner.run(args, ctx).await })
+        .with_value(value))
     }
 }
 
@@ -439,28 +441,6 @@ fn format_read_output(display: &str, offset: u64, window: &WindowResult) -> Stri
     format!("<path>{display}</path>\n<type>file</type>\n<content>\n{body}\n</content>")
 }
 
-fn read_meta(display: &str, offset: u64, window: &WindowResult) -> Value {
-    let mut m = Map::new();
-    m.insert("path".into(), json!(display));
-    m.insert("offset".into(), json!(offset));
-    let lines: Vec<Value> = window
-        .lines
-        .iter()
-        .map(|(n, t)| {
-            let mut line = Map::new();
-            line.insert("number".into(), json!(n));
-            line.insert("text".into(), json!(t));
-            Value::Object(line)
-        })
-        .collect();
-    m.insert("lines".into(), Value::Array(lines));
-    m.insert("totalLines".into(), json!(window.total_lines));
-    if let Some(lang) = lang_from_path(display) {
-        m.insert("lang".into(), json!(lang));
-    }
-    Value::Object(m)
-}
-
 /// A syntax-highlighting hint from the file extension (none for dotfiles and unknown ones).
 fn lang_from_path(path: &str) -> Option<&'static str> {
     let base = path.rsplit(['/', '\\']).next().unwrap_or(path);
@@ -504,6 +484,15 @@ fn lang_from_path(path: &str) -> Option<&'static str> {
 mod tests {
     use super::*;
     use pretty_assertions::assert_eq;
+
+    #[test]
+    fn the_derived_output_schema_is_the_declared_one() {
+        let derived = dsh_tools::output_schema::<ReadValue>().unwrap().unwrap();
+        assert_eq!(
+            dsh_kernel::json::to_string(&derived),
+            dsh_kernel::json::to_string(crate::outputs::read())
+        );
+    }
 
     fn scan(
         text: &str,

@@ -6,9 +6,11 @@ use std::io::Read;
 use std::sync::Arc;
 
 use dsh_attachments::{AttachmentErrorCode, AttachmentStore, SaveImage, media_type_for_path};
-use dsh_kernel::{BoxError, BoxFuture, Context};
-use dsh_llm::{ContentBlock, ImageAttachmentRef, LlmRuntime, ToolSchema};
-use dsh_tools::{ObjectSchema, Prop, Tool, ToolOutput, ToolRunContext};
+use dsh_kernel::{BoxError, Context};
+use dsh_llm::{ContentBlock, ImageAttachmentRef, LlmRuntime};
+use dsh_tools::{Reply, ToolOutput, ToolRunContext, TypedTool};
+use schemars::JsonSchema;
+use serde::Deserialize;
 use serde_json::Value;
 
 use super::FsBackend;
@@ -19,8 +21,6 @@ use crate::paths::{fs_base, resolve_target};
 
 /// The `read_image` tool.
 pub struct ReadImageTool {
-    schema: ToolSchema,
-    params: ObjectSchema,
     backend: Arc<FsBackend>,
     store: Arc<AttachmentStore>,
     /// The registering context, for the `llm` service.
@@ -29,23 +29,19 @@ pub struct ReadImageTool {
 
 impl ReadImageTool {
     pub fn new(ctx: &Context, backend: Arc<FsBackend>, store: Arc<AttachmentStore>) -> Self {
-        let params = ObjectSchema::new().required(
-            "file_path",
-            Prop::string("Path to the image file, resolved by the filesystem backend."),
-        );
-        let schema = ToolSchema {
-            name: "read_image".into(),
-            description: "Look at an image file (PNG, JPEG, WebP or GIF): the image itself comes back to you. Oversized images are checked and scaled down automatically (the result then says how to map coordinates back to the original), so there is no need to install image tools or make thumbnails first. Several images can be read in parallel. Works only when the current model accepts image input.".into(),
-            parameters: params.to_value().into(),
-        };
         Self {
-            schema,
-            params,
             backend,
             store,
             ctx: ctx.clone(),
         }
     }
+}
+
+// The arguments (no doc: upstream's parameter object carries no description).
+#[derive(Deserialize, JsonSchema)]
+pub struct ReadImageArgs {
+    /// Path to the image file, resolved by the filesystem backend.
+    file_path: String,
 }
 
 /// The model-facing envelope beside the image block.
@@ -112,12 +108,8 @@ fn read_capped(target: &crate::paths::Target, cap: u64) -> Result<Option<Vec<u8>
 }
 
 impl ReadImageTool {
-    async fn run(&self, args: Value, run: ToolRunContext) -> Result<ToolOutput, BoxError> {
-        let file_path = args
-            .get("file_path")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_string();
+    async fn read(&self, args: ReadImageArgs, run: ToolRunContext) -> Result<ToolOutput, BoxError> {
+        let file_path = args.file_path;
         if file_path.trim().is_empty() {
             return Err(errors::plain("file_path must be a non-empty string"));
         }
@@ -236,36 +228,33 @@ fn refusal(
     errors::plain(text)
 }
 
-impl Tool for ReadImageTool {
-    fn schema(&self) -> &ToolSchema {
-        &self.schema
+impl TypedTool for ReadImageTool {
+    type Args = ReadImageArgs;
+    /// `{path, image}`, reported by the body itself (the image's tool value).
+    type Value = ();
+
+    fn name(&self) -> String {
+        "read_image".into()
     }
 
-    fn output_schema(&self) -> Option<&Value> {
-        Some(crate::outputs::read_image())
+    fn description(&self) -> String {
+        "Look at an image file (PNG, JPEG, WebP or GIF): the image itself comes back to you. Oversized images are checked and scaled down automatically (the result then says how to map coordinates back to the original), so there is no need to install image tools or make thumbnails first. Several images can be read in parallel. Works only when the current model accepts image input.".into()
     }
 
-    fn validate(&self, args: &Value) -> Result<(), String> {
-        self.params.validate(args)
+    fn value_schema(&self) -> Result<Option<Value>, String> {
+        Ok(Some(crate::outputs::read_image().clone()))
     }
 
-    fn concurrency_safe(&self, _args: &Value) -> bool {
+    fn concurrency_safe(&self, _args: &ReadImageArgs) -> bool {
         true
     }
 
-    fn execute(
-        &self,
-        args: Value,
+    async fn run(
+        self: Arc<Self>,
+        args: ReadImageArgs,
         ctx: ToolRunContext,
-    ) -> BoxFuture<'static, Result<ToolOutput, BoxError>> {
-        let this = Self {
-            schema: self.schema.clone(),
-            params: self.params.clone(),
-            backend: self.backend.clone(),
-            store: self.store.clone(),
-            ctx: self.ctx.clone(),
-        };
-        Box::pin(async move { this.run(args, ctx).await })
+    ) -> Result<Reply<()>, BoxError> {
+        Ok(Reply::output(self.read(args, ctx).await?))
     }
 }
 

@@ -2,10 +2,10 @@
 
 use std::sync::Arc;
 
-use dsh_kernel::{BoxError, BoxFuture};
-use dsh_llm::ToolSchema;
-use dsh_tools::{ObjectSchema, Prop, Tool, ToolOutput, ToolRunContext};
-use serde_json::Value;
+use dsh_kernel::BoxError;
+use dsh_tools::{ObjectSchema, Reply, ToolOutput, ToolRunContext, TypedTool};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 
 use super::FsBackend;
 use super::diff::{diffs_meta, hunk_diffs};
@@ -19,42 +19,39 @@ use crate::paths::resolve_target;
 /// The `write` tool.
 #[derive(Clone)]
 pub struct WriteTool {
-    inner: Arc<Inner>,
+    backend: Arc<FsBackend>,
 }
 
-struct Inner {
-    schema: ToolSchema,
-    params: ObjectSchema,
-    backend: Arc<FsBackend>,
+// The arguments (no doc: upstream's parameter object carries no description). Under a
+// confining backend the escalation pair is declared too (`tune`) and read from the call's
+// arguments as sent.
+#[derive(Deserialize, JsonSchema)]
+pub struct WriteArgs {
+    /// The file to write; relative paths start at the session workspace.
+    file_path: String,
+    /// The complete new contents of the file, as UTF-8 text.
+    content: String,
+}
+
+/// What a Code Mode binding of `write` resolves to.
+#[derive(Serialize, JsonSchema)]
+pub struct WriteValue {
+    path: String,
+    operation: WriteOperation,
+    before: Option<String>,
+    after: String,
+}
+
+#[derive(Serialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum WriteOperation {
+    Create,
+    Update,
 }
 
 impl WriteTool {
     pub fn new(backend: Arc<FsBackend>) -> Self {
-        let mut params = ObjectSchema::new()
-            .required(
-                "file_path",
-                Prop::string("The file to write; relative paths start at the session workspace."),
-            )
-            .required(
-                "content",
-                Prop::string("The complete new contents of the file, as UTF-8 text."),
-            );
-        if backend.sandbox.is_some() {
-            params = with_escalation_fields(params);
-        }
-        let schema = ToolSchema {
-            name: "write".into(),
-            description: "Writes a whole UTF-8 text file: makes it if it is missing, otherwise overwrites all of it."
-                .into(),
-            parameters: params.to_value().into(),
-        };
-        Self {
-            inner: Arc::new(Inner {
-                schema,
-                params,
-                backend,
-            }),
-        }
+        Self { backend }
     }
 
     /// The `tool:write` prompt section.
@@ -67,22 +64,35 @@ impl WriteTool {
     }
 }
 
-impl Inner {
-    async fn run(&self, args: Value, run: ToolRunContext) -> Result<ToolOutput, BoxError> {
-        let file_path = args
-            .get("file_path")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_string();
-        let content = args
-            .get("content")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_string();
+impl TypedTool for WriteTool {
+    type Args = WriteArgs;
+    type Value = WriteValue;
+
+    fn name(&self) -> String {
+        "write".into()
+    }
+
+    fn description(&self) -> String {
+        "Writes a whole UTF-8 text file: makes it if it is missing, otherwise overwrites all of it."
+            .into()
+    }
+
+    fn tune(&self, params: &mut ObjectSchema) {
+        if self.backend.sandbox.is_some() {
+            *params = with_escalation_fields(std::mem::take(params));
+        }
+    }
+
+    async fn run(
+        self: Arc<Self>,
+        args: WriteArgs,
+        run: ToolRunContext,
+    ) -> Result<Reply<WriteValue>, BoxError> {
+        let WriteArgs { file_path, content } = args;
         if file_path.trim().is_empty() {
             return Err(errors::plain("file_path must be a non-empty string"));
         }
-        let policy = resolve_policy(&self.backend, &args, &run).await?;
+        let policy = resolve_policy(&self.backend, run.arguments(), &run).await?;
         let base = mutation_base(&self.backend, &run, &file_path, policy.as_ref());
         let target = resolve_target(&base, &file_path)?;
         let request = IntentRequest {
@@ -121,38 +131,34 @@ impl Inner {
             Some(before) => hunk_diffs(&file_path, before, &outcome.after),
             None => Vec::new(),
         };
-        run.set_value(serde_json::json!({
-            "path": target.display,
-            "operation": if outcome.created { "create" } else { "update" },
-            "before": outcome.before,
-            "after": outcome.after,
-        }));
-        Ok(ToolOutput {
+        Ok(Reply::from(ToolOutput {
             meta: Some(diffs_meta(diffs)),
             ..ToolOutput::text(text)
         })
+        .with_value(WriteValue {
+            path: target.display,
+            operation: if outcome.created {
+                WriteOperation::Create
+            } else {
+                WriteOperation::Update
+            },
+            before: outcome.before,
+            after: outcome.after,
+        }))
     }
 }
 
-impl Tool for WriteTool {
-    fn schema(&self) -> &ToolSchema {
-        &self.inner.schema
-    }
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
 
-    fn output_schema(&self) -> Option<&Value> {
-        Some(crate::outputs::write())
-    }
-
-    fn validate(&self, args: &Value) -> Result<(), String> {
-        self.inner.params.validate(args)
-    }
-
-    fn execute(
-        &self,
-        args: Value,
-        ctx: ToolRunContext,
-    ) -> BoxFuture<'static, Result<ToolOutput, BoxError>> {
-        let inner = self.inner.clone();
-        Box::pin(async move { inner.run(args, ctx).await })
+    #[test]
+    fn the_derived_output_schema_is_the_declared_one() {
+        let derived = dsh_tools::output_schema::<WriteValue>().unwrap().unwrap();
+        assert_eq!(
+            dsh_kernel::json::to_string(&derived),
+            dsh_kernel::json::to_string(crate::outputs::write())
+        );
     }
 }

@@ -7,11 +7,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use dsh_kernel::{BoxError, BoxFuture};
-use dsh_llm::ToolSchema;
-use dsh_tools::{ObjectSchema, Prop, Tool, ToolOutput, ToolRunContext};
+use dsh_kernel::BoxError;
+use dsh_tools::{Reply, ToolOutput, ToolRunContext, TypedTool};
 use ignore::WalkBuilder;
 use ignore::overrides::OverrideBuilder;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -26,54 +27,48 @@ use crate::guidance::PromptSection;
 /// The `glob` tool.
 #[derive(Clone)]
 pub struct GlobTool {
-    inner: Arc<Inner>,
+    config: SearchConfig,
 }
 
-struct Inner {
-    schema: ToolSchema,
-    params: ObjectSchema,
-    config: SearchConfig,
+// The arguments (no doc: upstream's parameter object carries no description).
+#[derive(Deserialize, JsonSchema)]
+pub struct GlobArgs {
+    /// The glob to match paths against, e.g. "**/*.rs" or "src/**/*.test.ts". Without a "/" it matches file names at any depth ("*" and "*.rs" cover the whole tree); add a separator to anchor it.
+    pattern: String,
+    /// The directory to search. Defaults to the session workspace; relative paths start there.
+    path: Option<String>,
+}
+
+/// What a Code Mode binding of `glob` resolves to: every path found, not the rendered page.
+#[derive(Serialize, JsonSchema)]
+pub struct GlobValue {
+    root: String,
+    paths: Vec<String>,
 }
 
 impl GlobTool {
     pub fn new(config: SearchConfig) -> Self {
+        Self { config }
+    }
+
+    fn describe(&self) -> String {
+        let config = &self.config;
         let m = config.glob_max_results;
         let over_cap = if config.sample_over_cap_glob_results {
             format!("beyond that you get {m} paths spread over the top-level entries")
         } else {
             format!("beyond that you get the {m} oldest paths")
         };
-        let description = format!(
+        format!(
             "Lists the files (not directories) below a directory whose paths fit a glob. Hidden and git-ignored files count; \
              version-control metadata directories are skipped. A result of at most {m} paths is ordered oldest modification \
              first; {over_cap}, states that it did, and names where the full sorted list went. Not a directory listing tool."
-        );
-        let params = ObjectSchema::new()
-            .required(
-                "pattern",
-                Prop::string(
-                    "The glob to match paths against, e.g. \"**/*.rs\" or \"src/**/*.test.ts\". Without a \"/\" it matches file names at \
-                     any depth (\"*\" and \"*.rs\" cover the whole tree); add a separator to anchor it.",
-                ),
-            )
-            .optional("path", Prop::string("The directory to search. Defaults to the session workspace; relative paths start there."));
-        let schema = ToolSchema {
-            name: "glob".into(),
-            description,
-            parameters: params.to_value().into(),
-        };
-        Self {
-            inner: Arc::new(Inner {
-                schema,
-                params,
-                config,
-            }),
-        }
+        )
     }
 
     /// The `tool:glob` prompt section.
     pub fn prompt_section(&self) -> PromptSection {
-        let over_cap = if self.inner.config.sample_over_cap_glob_results {
+        let over_cap = if self.config.sample_over_cap_glob_results {
             "larger ones are thinned out evenly across the top-level entries, giving a view of the whole tree instead of one subtree."
         } else {
             "larger ones are cut down to the oldest paths."
@@ -321,14 +316,28 @@ fn walk(
         .collect())
 }
 
-impl Inner {
-    async fn run(&self, args: Value, run: ToolRunContext) -> Result<ToolOutput, BoxError> {
-        let pattern = args
-            .get("pattern")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_string();
-        let path = args.get("path").and_then(Value::as_str).map(str::to_owned);
+impl TypedTool for GlobTool {
+    type Args = GlobArgs;
+    type Value = GlobValue;
+
+    fn name(&self) -> String {
+        "glob".into()
+    }
+
+    fn description(&self) -> String {
+        self.describe()
+    }
+
+    fn timeout_ms(&self) -> Option<u64> {
+        Some(self.config.timeout_ms)
+    }
+
+    async fn run(
+        self: Arc<Self>,
+        args: GlobArgs,
+        run: ToolRunContext,
+    ) -> Result<Reply<GlobValue>, BoxError> {
+        let GlobArgs { pattern, path } = args;
         if pattern.trim().is_empty() {
             return Err(errors::plain("pattern must be a non-empty string"));
         }
@@ -359,39 +368,11 @@ impl Inner {
         };
         let text = render(&paths, &self.config, &root, spill.as_ref());
         let meta = meta(&paths, &self.config, &root);
-        // A Code Mode program receives every path found, not the rendered page.
-        run.set_value(json!({"root": root, "paths": paths}));
-        Ok(ToolOutput {
+        Ok(Reply::from(ToolOutput {
             meta: Some(meta),
             ..ToolOutput::text(text)
         })
-    }
-}
-
-impl Tool for GlobTool {
-    fn schema(&self) -> &ToolSchema {
-        &self.inner.schema
-    }
-
-    fn output_schema(&self) -> Option<&Value> {
-        Some(crate::outputs::glob())
-    }
-
-    fn validate(&self, args: &Value) -> Result<(), String> {
-        self.inner.params.validate(args)
-    }
-
-    fn timeout_ms(&self) -> Option<u64> {
-        Some(self.inner.config.timeout_ms)
-    }
-
-    fn execute(
-        &self,
-        args: Value,
-        ctx: ToolRunContext,
-    ) -> BoxFuture<'static, Result<ToolOutput, BoxError>> {
-        let inner = self.inner.clone();
-        Box::pin(async move { inner.run(args, ctx).await })
+        .with_value(GlobValue { root, paths }))
     }
 }
 
@@ -399,6 +380,15 @@ impl Tool for GlobTool {
 mod tests {
     use super::*;
     use pretty_assertions::assert_eq;
+
+    #[test]
+    fn the_derived_output_schema_is_the_declared_one() {
+        let derived = dsh_tools::output_schema::<GlobValue>().unwrap().unwrap();
+        assert_eq!(
+            dsh_kernel::json::to_string(&derived),
+            dsh_kernel::json::to_string(crate::outputs::glob())
+        );
+    }
 
     fn strings(items: &[&str]) -> Vec<String> {
         items.iter().map(|s| s.to_string()).collect()

@@ -4,13 +4,14 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use dsh_kernel::{BoxError, BoxFuture};
-use dsh_llm::ToolSchema;
-use dsh_tools::{ObjectSchema, Prop, Tool, ToolOutput, ToolRunContext};
+use dsh_kernel::BoxError;
+use dsh_tools::{Reply, ToolOutput, ToolRunContext, TypedTool};
 use grep_regex::RegexMatcherBuilder;
 use grep_searcher::{BinaryDetection, SearcherBuilder, Sink, SinkMatch};
 use ignore::WalkBuilder;
 use ignore::overrides::OverrideBuilder;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -25,18 +26,30 @@ use crate::guidance::PromptSection;
 /// The `grep` tool.
 #[derive(Clone)]
 pub struct GrepTool {
-    inner: Arc<Inner>,
-}
-
-struct Inner {
-    schema: ToolSchema,
-    params: ObjectSchema,
     config: SearchConfig,
 }
 
+// The arguments (no doc: upstream's parameter object carries no description).
+#[derive(Deserialize, JsonSchema)]
+pub struct GrepArgs {
+    /// The regular expression to look for, in ripgrep syntax.
+    pattern: String,
+    /// A file or directory to search. Defaults to the session workspace; relative paths start there.
+    path: Option<String>,
+    /// A single glob restricting which files are searched, e.g. "*.rs" or "*.{ts,tsx}". One glob only, and no "!" negation.
+    include: Option<String>,
+}
+
+/// What a Code Mode binding of `grep` resolves to: every match found, lines whole.
+#[derive(Serialize, JsonSchema)]
+pub struct GrepValue {
+    matches: Vec<GrepMatch>,
+}
+
 /// One matching line.
-#[derive(Clone, Debug, PartialEq)]
-struct GrepMatch {
+#[derive(Clone, Debug, PartialEq, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct GrepMatch {
     path: String,
     line_number: u64,
     line: String,
@@ -44,31 +57,16 @@ struct GrepMatch {
 
 impl GrepTool {
     pub fn new(config: SearchConfig) -> Self {
-        let description = format!(
+        Self { config }
+    }
+
+    fn describe(&self) -> String {
+        format!(
             "Looks for a ripgrep regular expression inside files and reports each hit as a numbered line under its file. \
              Up to {} hits are shown in the result; past that, it names where the full list was stored. \
              To see what surrounds a hit, read that file.",
-            config.grep_max_matches
-        );
-        let params = ObjectSchema::new()
-            .required("pattern", Prop::string("The regular expression to look for, in ripgrep syntax."))
-            .optional("path", Prop::string("A file or directory to search. Defaults to the session workspace; relative paths start there."))
-            .optional(
-                "include",
-                Prop::string("A single glob restricting which files are searched, e.g. \"*.rs\" or \"*.{ts,tsx}\". One glob only, and no \"!\" negation."),
-            );
-        let schema = ToolSchema {
-            name: "grep".into(),
-            description,
-            parameters: params.to_value().into(),
-        };
-        Self {
-            inner: Arc::new(Inner {
-                schema,
-                params,
-                config,
-            }),
-        }
+            self.config.grep_max_matches
+        )
     }
 
     /// The `tool:grep` prompt section.
@@ -271,7 +269,7 @@ fn may_be_secret(path: &Path, explicit: bool) -> bool {
 
 fn search(
     workdir: &Path,
-    input: &GrepInput,
+    input: &GrepArgs,
     config: &SearchConfig,
     cancel: &CancellationToken,
 ) -> Result<Vec<GrepMatch>, BoxError> {
@@ -400,20 +398,27 @@ fn search(
     Ok(matches)
 }
 
-struct GrepInput {
-    pattern: String,
-    path: Option<String>,
-    include: Option<String>,
-}
+impl TypedTool for GrepTool {
+    type Args = GrepArgs;
+    type Value = GrepValue;
 
-impl Inner {
-    async fn run(&self, args: Value, run: ToolRunContext) -> Result<ToolOutput, BoxError> {
-        let text = |k: &str| args.get(k).and_then(Value::as_str).map(str::to_owned);
-        let input = GrepInput {
-            pattern: text("pattern").unwrap_or_default(),
-            path: text("path"),
-            include: text("include"),
-        };
+    fn name(&self) -> String {
+        "grep".into()
+    }
+
+    fn description(&self) -> String {
+        self.describe()
+    }
+
+    fn timeout_ms(&self) -> Option<u64> {
+        Some(self.config.timeout_ms)
+    }
+
+    async fn run(
+        self: Arc<Self>,
+        input: GrepArgs,
+        run: ToolRunContext,
+    ) -> Result<Reply<GrepValue>, BoxError> {
         if input.pattern.is_empty() {
             return Err(errors::plain("pattern must be a non-empty string"));
         }
@@ -451,43 +456,11 @@ impl Inner {
         };
         let text = render(&matches, &self.config, spill.as_ref());
         let meta = meta(&matches, &self.config);
-        // A Code Mode program receives every match found, lines whole.
-        let all: Vec<Value> = matches
-            .into_iter()
-            .map(|m| json!({"path": m.path, "lineNumber": m.line_number, "line": m.line}))
-            .collect();
-        run.set_value(json!({"matches": all}));
-        Ok(ToolOutput {
+        Ok(Reply::from(ToolOutput {
             meta: Some(meta),
             ..ToolOutput::text(text)
         })
-    }
-}
-
-impl Tool for GrepTool {
-    fn schema(&self) -> &ToolSchema {
-        &self.inner.schema
-    }
-
-    fn output_schema(&self) -> Option<&Value> {
-        Some(crate::outputs::grep())
-    }
-
-    fn validate(&self, args: &Value) -> Result<(), String> {
-        self.inner.params.validate(args)
-    }
-
-    fn timeout_ms(&self) -> Option<u64> {
-        Some(self.inner.config.timeout_ms)
-    }
-
-    fn execute(
-        &self,
-        args: Value,
-        ctx: ToolRunContext,
-    ) -> BoxFuture<'static, Result<ToolOutput, BoxError>> {
-        let inner = self.inner.clone();
-        Box::pin(async move { inner.run(args, ctx).await })
+        .with_value(GrepValue { matches }))
     }
 }
 
@@ -495,6 +468,15 @@ impl Tool for GrepTool {
 mod tests {
     use super::*;
     use pretty_assertions::assert_eq;
+
+    #[test]
+    fn the_derived_output_schema_is_the_declared_one() {
+        let derived = dsh_tools::output_schema::<GrepValue>().unwrap().unwrap();
+        assert_eq!(
+            dsh_kernel::json::to_string(&derived),
+            dsh_kernel::json::to_string(crate::outputs::grep())
+        );
+    }
 
     #[test]
     fn include_must_be_one_positive_glob() {

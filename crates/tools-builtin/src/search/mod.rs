@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use dsh_kernel::{BoxError, Context, Plugin, PluginConfig};
-use dsh_tools::{ToolRegistry, ToolRunContext};
+use dsh_tools::{ToolRegistry, ToolRunContext, Typed};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -252,8 +252,8 @@ impl Plugin for ToolFsSearchPlugin {
             vec![glob.prompt_section(), grep.prompt_section()],
         )?;
         let registry = ctx.require::<ToolRegistry>()?;
-        registry.register(ctx, Arc::new(glob))?;
-        registry.register(ctx, Arc::new(grep))?;
+        registry.register(ctx, Arc::new(Typed::new(glob)?))?;
+        registry.register(ctx, Arc::new(Typed::new(grep)?))?;
         Ok(())
     }
 }
