@@ -76,7 +76,10 @@ impl Plugin for CodeRuntimePlugin {
                 positive("maxOldGenerationSizeMb", mb as u64)? as usize * 1024 * 1024;
         }
         let registry = ctx.require::<ToolRegistry>()?;
-        registry.register_code_tool(ctx, Arc::new(RunCodeTool::new(limits)))?;
+        registry.register_code_tool(
+            ctx,
+            Arc::new(dsh_tools::Typed::new(RunCodeTool::new(limits))?),
+        )?;
         if registry.mode() != ToolsMode::Native {
             let prompt = ctx.require::<SystemPrompt>()?;
             let tools = registry.clone();

@@ -5,11 +5,11 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use dsh_kernel::{BoxError, BoxFuture, HarnessError};
-use dsh_llm::{ContentBlock, Message, MessageSource, ToolSchema};
-use dsh_tools::{
-    ObjectSchema, Prop, RUN_CODE, Tool, ToolExecution, ToolOutput, ToolRegistry, ToolRunContext,
-};
+use dsh_kernel::{BoxError, HarnessError};
+use dsh_llm::{ContentBlock, Message, MessageSource};
+use dsh_tools::{RUN_CODE, Reply, ToolExecution, ToolRegistry, ToolRunContext, TypedTool};
+use schemars::JsonSchema;
+use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::engine::{HostCall, HostReply, Limits, RunOutcome, run_program};
@@ -27,28 +27,24 @@ erased before it runs).";
 const LABEL_DESCRIPTION: &str = "What this program does, in active voice and 5-10 words (shown \
 in the UI), e.g. \"Count TODO markers across packages\".";
 
-/// The `run_code` tool.
+/// The `run_code` tool (registered as `dsh_tools::Typed::new(RunCodeTool::new(limits))`).
 pub struct RunCodeTool {
-    schema: ToolSchema,
-    params: ObjectSchema,
     limits: Limits,
 }
 
 impl RunCodeTool {
     pub fn new(limits: Limits) -> Self {
-        let params = ObjectSchema::new()
-            .required("code", Prop::string(CODE_DESCRIPTION))
-            .required("description", Prop::string(LABEL_DESCRIPTION));
-        Self {
-            schema: ToolSchema {
-                name: RUN_CODE.into(),
-                description: DESCRIPTION.into(),
-                parameters: params.to_value().into(),
-            },
-            params,
-            limits,
-        }
+        Self { limits }
     }
+}
+
+// The arguments (no doc: upstream's parameter object carries no description).
+#[derive(Deserialize, JsonSchema)]
+pub struct RunCodeArgs {
+    #[schemars(description = CODE_DESCRIPTION)]
+    code: String,
+    #[schemars(description = LABEL_DESCRIPTION)]
+    description: String,
 }
 
 fn run_failed(message: String) -> BoxError {
@@ -59,74 +55,68 @@ fn run_failed(message: String) -> BoxError {
     ))
 }
 
-impl Tool for RunCodeTool {
-    fn schema(&self) -> &ToolSchema {
-        &self.schema
+impl TypedTool for RunCodeTool {
+    type Args = RunCodeArgs;
+    type Value = Value;
+
+    fn name(&self) -> String {
+        RUN_CODE.into()
     }
 
-    fn validate(&self, args: &Value) -> Result<(), String> {
-        self.params.validate(args)
+    fn description(&self) -> String {
+        DESCRIPTION.into()
     }
 
-    fn execute(
-        &self,
-        args: Value,
+    fn value_schema(&self) -> Result<Option<Value>, String> {
+        Ok(None)
+    }
+
+    async fn run(
+        self: Arc<Self>,
+        args: RunCodeArgs,
         ctx: ToolRunContext,
-    ) -> BoxFuture<'static, Result<ToolOutput, BoxError>> {
+    ) -> Result<Reply<Value>, BoxError> {
         let limits = self.limits.clone();
-        Box::pin(async move {
-            let code = args
-                .get("code")
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_string();
-            let description = args
-                .get("description")
-                .and_then(Value::as_str)
-                .unwrap_or_default();
-            if description.trim().is_empty() {
-                return Err(
-                    "description is empty: say in a few words what the program does".into(),
-                );
-            }
-            let registry = ctx.ctx.require::<ToolRegistry>()?;
-            let session = ctx.session.as_ref().map(|s| s.id());
-            let bindings: Vec<String> = registry
-                .native_schemas_in(&ctx.ctx, session.as_deref())
-                .into_iter()
-                .map(|s| s.name)
-                .filter(|n| n != RUN_CODE)
-                .collect();
-            let outcome = run(code, bindings, limits, &ctx, &registry).await;
-            if let Some(error) = outcome.error {
-                let logs = if outcome.logs.is_empty() {
-                    String::new()
-                } else {
-                    format!("\nCaptured output:\n{}", outcome.logs.join("\n"))
-                };
-                return Err(run_failed(format!(
-                    "code run failed ({}): {}{logs}",
-                    error.kind.as_str(),
-                    error.message
-                )));
-            }
-            let rendered = outcome.value.as_ref().map(render_value).unwrap_or_default();
-            let parts: Vec<String> = [outcome.logs.join("\n"), rendered]
-                .into_iter()
-                .filter(|p| !p.is_empty())
-                .collect();
-            let text = if parts.is_empty() {
-                "(run_code completed with no output)".to_string()
+        let RunCodeArgs { code, description } = args;
+        if description.trim().is_empty() {
+            return Err("description is empty: say in a few words what the program does".into());
+        }
+        let registry = ctx.ctx.require::<ToolRegistry>()?;
+        let session = ctx.session.as_ref().map(|s| s.id());
+        let bindings: Vec<String> = registry
+            .native_schemas_in(&ctx.ctx, session.as_deref())
+            .into_iter()
+            .map(|s| s.name)
+            .filter(|n| n != RUN_CODE)
+            .collect();
+        let outcome = run(code, bindings, limits, &ctx, &registry).await;
+        if let Some(error) = outcome.error {
+            let logs = if outcome.logs.is_empty() {
+                String::new()
             } else {
-                parts.join("\n")
+                format!("\nCaptured output:\n{}", outcome.logs.join("\n"))
             };
-            let mut value = json!({"logs": outcome.logs});
-            if let (Some(v), Some(map)) = (outcome.value, value.as_object_mut()) {
-                map.insert("result".into(), v);
-            }
-            ctx.set_value(value);
-            Ok(ToolOutput::text(text))
-        })
+            return Err(run_failed(format!(
+                "code run failed ({}): {}{logs}",
+                error.kind.as_str(),
+                error.message
+            )));
+        }
+        let rendered = outcome.value.as_ref().map(render_value).unwrap_or_default();
+        let parts: Vec<String> = [outcome.logs.join("\n"), rendered]
+            .into_iter()
+            .filter(|p| !p.is_empty())
+            .collect();
+        let text = if parts.is_empty() {
+            "(run_code completed with no output)".to_string()
+        } else {
+            parts.join("\n")
+        };
+        let mut value = json!({"logs": outcome.logs});
+        if let (Some(v), Some(map)) = (outcome.value, value.as_object_mut()) {
+            map.insert("result".into(), v);
+        }
+        Ok(Reply::text(text).with_value(value))
     }
 }
 
@@ -306,4 +296,26 @@ fn text_of(content: &[ContentBlock]) -> String {
         })
         .collect::<Vec<_>>()
         .join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use dsh_tools::{ObjectSchema, Prop};
+    use pretty_assertions::assert_eq;
+
+    #[test]
+    fn the_derived_parameter_schema_is_the_builders() {
+        let built = ObjectSchema::new()
+            .required("code", Prop::string(CODE_DESCRIPTION))
+            .required("description", Prop::string(LABEL_DESCRIPTION));
+        assert_eq!(
+            dsh_kernel::json::to_string(
+                &dsh_tools::params_schema::<RunCodeArgs>()
+                    .unwrap()
+                    .to_value()
+            ),
+            dsh_kernel::json::to_string(&built.to_value())
+        );
+    }
 }

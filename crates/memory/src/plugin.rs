@@ -299,7 +299,7 @@ impl Plugin for ToolMemoryPlugin {
             Arc::new(|_| crate::tools::SECTION.to_string()),
         )?;
         let cap = c.max_recall_results.unwrap_or(50).clamp(1, 500) as usize;
-        for tool in crate::tools::tools(ctx, &service, cap) {
+        for tool in crate::tools::tools(ctx, &service, cap)? {
             registry.register(ctx, tool)?;
         }
         Ok(())

@@ -5,12 +5,12 @@ use std::sync::Arc;
 
 use dsh_context::SessionQuery;
 use dsh_context::query::EventFilters;
-use dsh_kernel::{BoxError, BoxFuture, Context, HarnessError};
-use dsh_llm::ToolSchema;
+use dsh_kernel::{BoxError, Context, HarnessError};
 use dsh_tools::{
-    Approval, ApprovalOutcome, ApprovalRequest, ObjectSchema, Prop, Tool, ToolOutput,
-    ToolRunContext,
+    Approval, ApprovalOutcome, ApprovalRequest, Reply, Tool, ToolRunContext, Typed, TypedTool,
 };
+use schemars::JsonSchema;
+use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use crate::plugin::{MemoryService, record_change, turn_number};
@@ -59,10 +59,10 @@ async fn blocking<T: Send + 'static>(
         .map_err(memory_error)
 }
 
-fn output(ctx: &ToolRunContext, value: Value) -> ToolOutput {
+/// The JSON text, with the value itself as the Code Mode value.
+fn output(value: Value) -> Reply<Value> {
     let text = serde_json::to_string(&value).unwrap_or_default();
-    ctx.set_value(value);
-    ToolOutput::text(text)
+    Reply::text(text).with_value(value)
 }
 
 #[derive(Clone)]
@@ -152,105 +152,73 @@ impl Shared {
     }
 }
 
-macro_rules! memory_tool {
-    ($ty:ident) => {
-        struct $ty {
-            schema: ToolSchema,
-            params: ObjectSchema,
-            shared: Shared,
-        }
+/// `remember`.
+struct RememberTool(Shared);
+/// `recall`.
+struct RecallTool(Shared);
+/// `forget`.
+struct ForgetTool(Shared);
 
-        impl $ty {
-            fn with(name: &str, description: &str, params: ObjectSchema, shared: Shared) -> Self {
-                Self {
-                    schema: ToolSchema {
-                        name: name.into(),
-                        description: description.into(),
-                        parameters: params.to_value().into(),
-                    },
-                    params,
-                    shared,
-                }
-            }
-        }
-    };
+// The arguments of each (no doc: upstream's parameter objects carry no description).
+#[derive(Deserialize, JsonSchema)]
+struct RememberArgs {
+    #[schemars(description = TEXT_DESCRIPTION)]
+    text: String,
+    #[schemars(description = SCOPE_DESCRIPTION)]
+    scope: Option<RememberScope>,
+    #[schemars(description = TAGS_DESCRIPTION)]
+    tags: Option<Vec<String>>,
 }
 
-memory_tool!(RememberTool);
-memory_tool!(RecallTool);
-memory_tool!(ForgetTool);
+#[derive(Clone, Copy, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+enum RememberScope {
+    Workspace,
+    User,
+}
+
+#[derive(Deserialize, JsonSchema)]
+struct RecallArgs {
+    #[schemars(description = QUERY_DESCRIPTION)]
+    query: Option<String>,
+    #[schemars(description = RECALL_SCOPE_DESCRIPTION)]
+    scope: Option<RecallScope>,
+    #[schemars(description = LIMIT_DESCRIPTION)]
+    #[schemars(with = "Option<i64>")]
+    limit: Option<f64>,
+    #[schemars(description = SESSIONS_DESCRIPTION)]
+    sessions: Option<bool>,
+}
+
+#[derive(Clone, Copy, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+enum RecallScope {
+    Workspace,
+    User,
+    All,
+}
+
+#[derive(Deserialize, JsonSchema)]
+struct ForgetArgs {
+    #[schemars(description = ID_DESCRIPTION)]
+    id: String,
+}
 
 /// The three tools.
 pub(crate) fn tools(
     root: &Context,
     service: &Arc<MemoryService>,
     cap: usize,
-) -> Vec<Arc<dyn Tool>> {
+) -> Result<Vec<Arc<dyn Tool>>, BoxError> {
     let shared = Shared {
         service: service.clone(),
         root: root.clone(),
         cap,
     };
-    vec![
-        Arc::new(RememberTool::with(
-            "remember",
-            REMEMBER_DESCRIPTION,
-            ObjectSchema::new()
-                .required("text", Prop::string(TEXT_DESCRIPTION))
-                .optional(
-                    "scope",
-                    Prop::enumeration(SCOPE_DESCRIPTION, &["workspace", "user"]),
-                )
-                .optional(
-                    "tags",
-                    Prop::array(
-                        TAGS_DESCRIPTION,
-                        Prop::String {
-                            description: None,
-                            enumeration: None,
-                        },
-                    ),
-                ),
-            shared.clone(),
-        )),
-        Arc::new(RecallTool::with(
-            "recall",
-            RECALL_DESCRIPTION,
-            ObjectSchema::new()
-                .optional("query", Prop::string(QUERY_DESCRIPTION))
-                .optional(
-                    "scope",
-                    Prop::enumeration(RECALL_SCOPE_DESCRIPTION, &["workspace", "user", "all"]),
-                )
-                .optional("limit", Prop::integer(LIMIT_DESCRIPTION))
-                .optional("sessions", Prop::boolean(SESSIONS_DESCRIPTION)),
-            shared.clone(),
-        )),
-        Arc::new(ForgetTool::with(
-            "forget",
-            FORGET_DESCRIPTION,
-            ObjectSchema::new().required("id", Prop::string(ID_DESCRIPTION)),
-            shared,
-        )),
-    ]
-}
-
-macro_rules! tool_common {
-    () => {
-        fn schema(&self) -> &ToolSchema {
-            &self.schema
-        }
-        fn validate(&self, args: &Value) -> Result<(), String> {
-            self.params.validate(args)
-        }
-    };
-}
-
-fn str_arg<'a>(args: &'a Value, key: &str) -> Option<&'a str> {
-    args.get(key)
-        .and_then(Value::as_str)
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
+    let remember: Arc<dyn Tool> = Arc::new(Typed::new(RememberTool(shared.clone()))?);
+    let recall: Arc<dyn Tool> = Arc::new(Typed::new(RecallTool(shared.clone()))?);
+    let forget: Arc<dyn Tool> = Arc::new(Typed::new(ForgetTool(shared))?);
+    Ok(vec![remember, recall, forget])
 }
 
 /// A memory as tools report it.
@@ -288,99 +256,112 @@ pub fn found_value(f: &Found, event: Option<u64>) -> Value {
     v
 }
 
-impl Tool for RememberTool {
-    tool_common!();
+impl TypedTool for RememberTool {
+    type Args = RememberArgs;
+    type Value = Value;
 
-    fn execute(
-        &self,
-        args: Value,
+    fn name(&self) -> String {
+        "remember".into()
+    }
+
+    fn description(&self) -> String {
+        REMEMBER_DESCRIPTION.into()
+    }
+
+    fn value_schema(&self) -> Result<Option<Value>, String> {
+        Ok(None)
+    }
+
+    async fn run(
+        self: Arc<Self>,
+        args: RememberArgs,
         ctx: ToolRunContext,
-    ) -> BoxFuture<'static, Result<ToolOutput, BoxError>> {
-        let shared = self.shared.clone();
-        Box::pin(async move {
-            let memory = shared.memory(&ctx)?;
-            let scope = str_arg(&args, "scope")
-                .and_then(Scope::parse)
-                .unwrap_or(Scope::Workspace);
-            let text = str_arg(&args, "text").unwrap_or("").to_string();
-            let tags: Vec<String> = args
-                .get("tags")
-                .and_then(Value::as_array)
-                .map(|a| {
-                    a.iter()
-                        .filter_map(Value::as_str)
-                        .map(str::to_string)
-                        .collect()
-                })
-                .unwrap_or_default();
-            shared.authorize(&ctx, &args).await?;
-            let origin = Origin {
-                by: "model".into(),
-                session: ctx.session.as_ref().map(|s| s.id()),
-                turn: ctx.session.as_deref().map(turn_number),
-            };
-            let m = memory.clone();
-            let (added, redacted) =
-                tokio::task::spawn_blocking(move || m.remember(scope, &text, &tags, origin, false))
-                    .await
-                    .map_err(|e| fail("MEMORY_IO", e.to_string()))?
-                    .map_err(memory_error)?;
-            let found = Found {
-                scope,
-                entry: added.entry.clone(),
-                score: 0,
-            };
-            if let Some(session) = &ctx.session
-                && !added.duplicate
-            {
-                let mut extra = Map::new();
-                extra.insert("callId".into(), json!(ctx.call_id));
-                if redacted > 0 {
-                    extra.insert("redacted".into(), json!(redacted));
-                }
-                record_change(session, "remember", "model", &memory, &found, extra)?;
-            }
-            let mut value = json!({
-                "id": found.entry.id,
-                "scope": scope.as_str(),
-                "path": memory.display_path(scope),
-                "status": if added.duplicate { "already-known" } else { "saved" },
-            });
+    ) -> Result<Reply<Value>, BoxError> {
+        let shared = &self.0;
+        let memory = shared.memory(&ctx)?;
+        let scope = match args.scope {
+            Some(RememberScope::User) => Scope::User,
+            Some(RememberScope::Workspace) | None => Scope::Workspace,
+        };
+        let text = args.text.trim().to_string();
+        let tags: Vec<String> = args.tags.unwrap_or_default();
+        shared.authorize(&ctx, ctx.arguments()).await?;
+        let origin = Origin {
+            by: "model".into(),
+            session: ctx.session.as_ref().map(|s| s.id()),
+            turn: ctx.session.as_deref().map(turn_number),
+        };
+        let m = memory.clone();
+        let (added, redacted) =
+            tokio::task::spawn_blocking(move || m.remember(scope, &text, &tags, origin, false))
+                .await
+                .map_err(|e| fail("MEMORY_IO", e.to_string()))?
+                .map_err(memory_error)?;
+        let found = Found {
+            scope,
+            entry: added.entry.clone(),
+            score: 0,
+        };
+        if let Some(session) = &ctx.session
+            && !added.duplicate
+        {
+            let mut extra = Map::new();
+            extra.insert("callId".into(), json!(ctx.call_id));
             if redacted > 0 {
-                value["redacted"] = json!(redacted);
+                extra.insert("redacted".into(), json!(redacted));
             }
-            Ok(output(&ctx, value))
-        })
+            record_change(session, "remember", "model", &memory, &found, extra)?;
+        }
+        let mut value = json!({
+            "id": found.entry.id,
+            "scope": scope.as_str(),
+            "path": memory.display_path(scope),
+            "status": if added.duplicate { "already-known" } else { "saved" },
+        });
+        if redacted > 0 {
+            value["redacted"] = json!(redacted);
+        }
+        Ok(output(value))
     }
 }
 
-impl Tool for ForgetTool {
-    tool_common!();
+impl TypedTool for ForgetTool {
+    type Args = ForgetArgs;
+    type Value = Value;
 
-    fn execute(
-        &self,
-        args: Value,
+    fn name(&self) -> String {
+        "forget".into()
+    }
+
+    fn description(&self) -> String {
+        FORGET_DESCRIPTION.into()
+    }
+
+    fn value_schema(&self) -> Result<Option<Value>, String> {
+        Ok(None)
+    }
+
+    async fn run(
+        self: Arc<Self>,
+        args: ForgetArgs,
         ctx: ToolRunContext,
-    ) -> BoxFuture<'static, Result<ToolOutput, BoxError>> {
-        let shared = self.shared.clone();
-        Box::pin(async move {
-            let memory = shared.memory(&ctx)?;
-            let id = str_arg(&args, "id").unwrap_or("").to_string();
-            // Fail on an unknown id before asking anyone.
-            memory.find(&id).map_err(memory_error)?;
-            shared.authorize(&ctx, &args).await?;
-            let m = memory.clone();
-            let found = blocking(move || m.forget(&id)).await?;
-            if let Some(session) = &ctx.session {
-                let mut extra = Map::new();
-                extra.insert("callId".into(), json!(ctx.call_id));
-                record_change(session, "forget", "model", &memory, &found, extra)?;
-            }
-            Ok(output(
-                &ctx,
-                json!({"id": found.entry.id, "scope": found.scope.as_str(), "status": "forgotten"}),
-            ))
-        })
+    ) -> Result<Reply<Value>, BoxError> {
+        let shared = &self.0;
+        let memory = shared.memory(&ctx)?;
+        let id = args.id.trim().to_string();
+        // Fail on an unknown id before asking anyone.
+        memory.find(&id).map_err(memory_error)?;
+        shared.authorize(&ctx, ctx.arguments()).await?;
+        let m = memory.clone();
+        let found = blocking(move || m.forget(&id)).await?;
+        if let Some(session) = &ctx.session {
+            let mut extra = Map::new();
+            extra.insert("callId".into(), json!(ctx.call_id));
+            record_change(session, "forget", "model", &memory, &found, extra)?;
+        }
+        Ok(output(
+            json!({"id": found.entry.id, "scope": found.scope.as_str(), "status": "forgotten"}),
+        ))
     }
 }
 
@@ -389,103 +370,159 @@ fn origin_seq(query: &SessionQuery, session: &str, id: &str) -> Option<u64> {
     crate::change_event_seq(&query.view(session).ok()?.events, id)
 }
 
-impl Tool for RecallTool {
-    tool_common!();
+impl TypedTool for RecallTool {
+    type Args = RecallArgs;
+    type Value = Value;
 
-    fn concurrency_safe(&self, _args: &Value) -> bool {
+    fn name(&self) -> String {
+        "recall".into()
+    }
+
+    fn description(&self) -> String {
+        RECALL_DESCRIPTION.into()
+    }
+
+    fn value_schema(&self) -> Result<Option<Value>, String> {
+        Ok(None)
+    }
+
+    fn concurrency_safe(&self, _args: &RecallArgs) -> bool {
         true
     }
 
-    fn execute(
-        &self,
-        args: Value,
+    async fn run(
+        self: Arc<Self>,
+        args: RecallArgs,
         ctx: ToolRunContext,
-    ) -> BoxFuture<'static, Result<ToolOutput, BoxError>> {
-        let shared = self.shared.clone();
-        Box::pin(async move {
-            let memory = shared.memory(&ctx)?;
-            let query = str_arg(&args, "query").unwrap_or("").to_string();
-            let scopes = match str_arg(&args, "scope") {
-                Some("workspace") => vec![Scope::Workspace],
-                Some("user") => vec![Scope::User],
-                _ => vec![Scope::Workspace, Scope::User],
-            };
-            let limit = args
-                .get("limit")
-                .and_then(Value::as_f64)
-                .filter(|n| *n >= 1.0)
-                .map_or(10, |n| n as usize)
-                .min(shared.cap);
-            let with_sessions =
-                args.get("sessions").and_then(Value::as_bool) != Some(false) && !query.is_empty();
-            let sq = shared.root.get::<SessionQuery>();
-            let caller = ctx.session.as_ref().map(|s| s.header());
-            let value = tokio::task::spawn_blocking(move || {
-                let (found, warnings) = memory.recall(&query, &scopes, limit, false);
-                let mut cache: HashMap<(String, String), Option<u64>> = HashMap::new();
-                let memories: Vec<Value> = found
-                    .iter()
-                    .map(|f| {
-                        let seq = match (&sq, &f.entry.origin.session) {
-                            (Some(q), Some(s)) => *cache
-                                .entry((s.clone(), f.entry.id.clone()))
-                                .or_insert_with(|| origin_seq(q, s, &f.entry.id)),
-                            _ => None,
-                        };
-                        found_value(f, seq)
-                    })
-                    .collect();
-                let mut value = json!({"memories": memories});
-                if !warnings.is_empty() {
-                    value["warnings"] = json!(
-                        warnings
-                            .iter()
-                            .map(|w| w.message.clone())
-                            .collect::<Vec<_>>()
-                    );
-                }
-                if with_sessions && let (Some(q), Some(caller)) = (&sq, &caller) {
-                    match q.records() {
-                        Ok(all) => {
-                            let records: Vec<_> = all
-                                .into_iter()
-                                .filter(|r| {
-                                    r.header.id != caller.id
-                                        && caller.cwd.is_some()
-                                        && r.header.cwd == caller.cwd
-                                })
-                                .collect();
-                            match q.search_sessions(
-                                &records,
-                                &query,
-                                &EventFilters::default(),
-                                limit,
-                            ) {
-                                Ok(hits) => {
-                                    value["sessions"] = json!(
-                                        hits.iter()
-                                            .map(|h| json!({
-                                                "sessionId": h.session_id,
-                                                "seq": h.seq,
-                                                "type": h.event_type,
-                                                "snippet": h.snippet,
-                                            }))
-                                            .collect::<Vec<_>>()
-                                    );
-                                }
-                                Err(e) => {
-                                    value["sessionsError"] = json!(e.message());
-                                }
+    ) -> Result<Reply<Value>, BoxError> {
+        let shared = &self.0;
+        let memory = shared.memory(&ctx)?;
+        let query = args.query.as_deref().map_or("", str::trim).to_string();
+        let scopes = match args.scope {
+            Some(RecallScope::Workspace) => vec![Scope::Workspace],
+            Some(RecallScope::User) => vec![Scope::User],
+            Some(RecallScope::All) | None => vec![Scope::Workspace, Scope::User],
+        };
+        let limit = args
+            .limit
+            .filter(|n| *n >= 1.0)
+            .map_or(10, |n| n as usize)
+            .min(shared.cap);
+        let with_sessions = args.sessions != Some(false) && !query.is_empty();
+        let sq = shared.root.get::<SessionQuery>();
+        let caller = ctx.session.as_ref().map(|s| s.header());
+        let value = tokio::task::spawn_blocking(move || {
+            let (found, warnings) = memory.recall(&query, &scopes, limit, false);
+            let mut cache: HashMap<(String, String), Option<u64>> = HashMap::new();
+            let memories: Vec<Value> = found
+                .iter()
+                .map(|f| {
+                    let seq = match (&sq, &f.entry.origin.session) {
+                        (Some(q), Some(s)) => *cache
+                            .entry((s.clone(), f.entry.id.clone()))
+                            .or_insert_with(|| origin_seq(q, s, &f.entry.id)),
+                        _ => None,
+                    };
+                    found_value(f, seq)
+                })
+                .collect();
+            let mut value = json!({"memories": memories});
+            if !warnings.is_empty() {
+                value["warnings"] = json!(
+                    warnings
+                        .iter()
+                        .map(|w| w.message.clone())
+                        .collect::<Vec<_>>()
+                );
+            }
+            if with_sessions && let (Some(q), Some(caller)) = (&sq, &caller) {
+                match q.records() {
+                    Ok(all) => {
+                        let records: Vec<_> = all
+                            .into_iter()
+                            .filter(|r| {
+                                r.header.id != caller.id
+                                    && caller.cwd.is_some()
+                                    && r.header.cwd == caller.cwd
+                            })
+                            .collect();
+                        match q.search_sessions(&records, &query, &EventFilters::default(), limit) {
+                            Ok(hits) => {
+                                value["sessions"] = json!(
+                                    hits.iter()
+                                        .map(|h| json!({
+                                            "sessionId": h.session_id,
+                                            "seq": h.seq,
+                                            "type": h.event_type,
+                                            "snippet": h.snippet,
+                                        }))
+                                        .collect::<Vec<_>>()
+                                );
+                            }
+                            Err(e) => {
+                                value["sessionsError"] = json!(e.message());
                             }
                         }
-                        Err(e) => value["sessionsError"] = json!(e.message()),
                     }
+                    Err(e) => value["sessionsError"] = json!(e.message()),
                 }
-                value
-            })
-            .await
-            .map_err(|e| fail("MEMORY_IO", e.to_string()))?;
-            Ok(output(&ctx, value))
+            }
+            value
         })
+        .await
+        .map_err(|e| fail("MEMORY_IO", e.to_string()))?;
+        Ok(output(value))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use dsh_tools::{ObjectSchema, Prop};
+    use pretty_assertions::assert_eq;
+
+    fn derived<T: JsonSchema>() -> String {
+        dsh_kernel::json::to_string(&dsh_tools::params_schema::<T>().unwrap().to_value())
+    }
+
+    #[test]
+    fn derived_parameter_schemas_are_the_builders() {
+        let remember = ObjectSchema::new()
+            .required("text", Prop::string(TEXT_DESCRIPTION))
+            .optional(
+                "scope",
+                Prop::enumeration(SCOPE_DESCRIPTION, &["workspace", "user"]),
+            )
+            .optional(
+                "tags",
+                Prop::array(
+                    TAGS_DESCRIPTION,
+                    Prop::String {
+                        description: None,
+                        enumeration: None,
+                    },
+                ),
+            );
+        let recall = ObjectSchema::new()
+            .optional("query", Prop::string(QUERY_DESCRIPTION))
+            .optional(
+                "scope",
+                Prop::enumeration(RECALL_SCOPE_DESCRIPTION, &["workspace", "user", "all"]),
+            )
+            .optional("limit", Prop::integer(LIMIT_DESCRIPTION))
+            .optional("sessions", Prop::boolean(SESSIONS_DESCRIPTION));
+        let forget = ObjectSchema::new().required("id", Prop::string(ID_DESCRIPTION));
+        assert_eq!(
+            derived::<RememberArgs>(),
+            dsh_kernel::json::to_string(&remember.to_value())
+        );
+        assert_eq!(
+            derived::<RecallArgs>(),
+            dsh_kernel::json::to_string(&recall.to_value())
+        );
+        assert_eq!(
+            derived::<ForgetArgs>(),
+            dsh_kernel::json::to_string(&forget.to_value())
+        );
     }
 }

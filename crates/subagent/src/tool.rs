@@ -7,11 +7,12 @@ use std::sync::{Arc, Mutex};
 
 use dsh_agent::{AgentOptions, AgentRef, Agents};
 use dsh_jobs::{Announce, JobHooks, JobOutcome, JobRegistry, JobStart, Terminal};
-use dsh_kernel::{BoxError, BoxFuture, Context, EffectHandle, ListenOptions, Plugin, PluginConfig};
-use dsh_llm::{ContentBlock, ToolSchema};
+use dsh_kernel::{BoxError, Context, EffectHandle, ListenOptions, Plugin, PluginConfig};
+use dsh_llm::ContentBlock;
 use dsh_prompt::SystemPrompt;
-use dsh_tools::{ObjectSchema, Prop, Tool, ToolOutput, ToolRegistry, ToolRunContext};
-use serde::Deserialize;
+use dsh_tools::{ObjectSchema, Reply, ToolRegistry, ToolRunContext, Typed, TypedTool};
+use schemars::JsonSchema;
+use serde::{Deserialize, Deserializer};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -150,6 +151,13 @@ impl SubagentToolConfig {
     }
 }
 
+const CWD_DESCRIPTION: &str = "Where the subagent starts: a directory inside your workspace, relative to your current directory or absolute. Without it the subagent starts where you started. Each side's later directory changes stay its own.";
+const LABEL_DESCRIPTION: &str = "A short label for the task (3-5 words), shown to the user.";
+const INHERITING_PROMPT_DESCRIPTION: &str = "What the subagent should do. It already sees the finished turns of this conversation, so say only what is new.";
+const FRESH_PROMPT_DESCRIPTION: &str = "The whole task for the subagent, self-contained: it does not see this conversation, so include everything it needs.";
+const CONTINUABLE_BACKGROUND_DESCRIPTION: &str = "Run in the background and get the subagent's durable id at once (the default: true). Pass false to wait for the result.";
+const JOB_BACKGROUND_DESCRIPTION: &str = "Run as a background job and get its id (the default: false); collect it with job_output, stop it with job_kill.";
+
 /// The tool description and the `prompt` parameter's, for a child that does or does not
 /// see this conversation.
 fn wording(inherits: bool, config: &SubagentToolConfig) -> (String, &'static str) {
@@ -168,49 +176,71 @@ fn wording(inherits: bool, config: &SubagentToolConfig) -> (String, &'static str
         }
     };
     let prompt = if inherits {
-        "What the subagent should do. It already sees the finished turns of this conversation, so say only what is new."
+        INHERITING_PROMPT_DESCRIPTION
     } else {
-        "The whole task for the subagent, self-contained: it does not see this conversation, so include everything it needs."
+        FRESH_PROMPT_DESCRIPTION
     };
     (format!("{base}{tail}"), prompt)
 }
 
-fn params(inherits: bool, takes_cwd: bool, config: &SubagentToolConfig) -> (String, ObjectSchema) {
-    let (description, prompt) = wording(inherits, config);
-    // 0.2.1's order: `cwd`, `description`, `prompt`. Only providers that can start a child
-    // elsewhere offer `cwd` (product children run where their row says).
-    let mut schema = ObjectSchema::new();
-    if takes_cwd {
-        schema = schema.optional(
-            "cwd",
-            Prop::string(
-                "Where the subagent starts: a directory inside your workspace, relative to your current directory or absolute. Without it the subagent starts where you started. Each side's later directory changes stay its own.",
-            ),
-        );
+// The arguments (no doc: upstream's parameter object carries no description), in 0.2.1's
+// order: `cwd`, `description`, `prompt`. Only providers that can start a child elsewhere
+// offer `cwd` (product children run where their row says), and `run_in_background` is
+// offered only when the row enables it; `tune` drops what is not offered and sets the
+// descriptions that depend on the provider and the row. `cwd` and `run_in_background` are
+// read leniently, as before: left out of the schema, a value of another type is ignored.
+#[derive(Deserialize, JsonSchema)]
+pub struct SubagentArgs {
+    #[schemars(description = CWD_DESCRIPTION)]
+    #[serde(default, deserialize_with = "lenient_str")]
+    cwd: Option<String>,
+    #[schemars(description = LABEL_DESCRIPTION)]
+    description: String,
+    #[schemars(description = FRESH_PROMPT_DESCRIPTION)]
+    prompt: String,
+    #[schemars(description = JOB_BACKGROUND_DESCRIPTION)]
+    #[serde(default, deserialize_with = "lenient_bool")]
+    run_in_background: Option<bool>,
+}
+
+/// A string, or nothing for any other JSON value.
+fn lenient_str<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    Ok(Option::<Value>::deserialize(d)?.and_then(|v| v.as_str().map(str::to_owned)))
+}
+
+/// A boolean, or nothing for any other JSON value.
+fn lenient_bool<'de, D: Deserializer<'de>>(d: D) -> Result<Option<bool>, D::Error> {
+    Ok(Option::<Value>::deserialize(d)?.and_then(|v| v.as_bool()))
+}
+
+/// Shapes the derived parameter schema for a provider that does or does not inherit the
+/// conversation and can or cannot start a child elsewhere.
+fn tune_params(
+    params: &mut ObjectSchema,
+    inherits: bool,
+    takes_cwd: bool,
+    config: &SubagentToolConfig,
+) {
+    if !takes_cwd {
+        params.properties.retain(|(name, _, _)| name != "cwd");
     }
-    schema = schema
-        .required(
-            "description",
-            Prop::string("A short label for the task (3-5 words), shown to the user."),
-        )
-        .required("prompt", Prop::string(prompt));
-    if config.background_enabled {
-        schema = schema.optional(
-            "run_in_background",
-            Prop::boolean(if config.continuable() {
-                "Run in the background and get the subagent's durable id at once (the default: true). Pass false to wait for the result."
-            } else {
-                "Run as a background job and get its id (the default: false); collect it with job_output, stop it with job_kill."
-            }),
-        );
+    params.describe_property("prompt", wording(inherits, config).1);
+    if !config.background_enabled {
+        params
+            .properties
+            .retain(|(name, _, _)| name != "run_in_background");
+    } else if config.continuable() {
+        params.describe_property("run_in_background", CONTINUABLE_BACKGROUND_DESCRIPTION);
+    } else {
+        params.describe_property("run_in_background", JOB_BACKGROUND_DESCRIPTION);
     }
-    (description, schema)
 }
 
 /// The delegation tool itself.
 pub struct SubagentTool {
-    schema: ToolSchema,
-    params: ObjectSchema,
+    description: String,
+    inherits: bool,
+    takes_cwd: bool,
     config: SubagentToolConfig,
     subagents: Arc<Subagents>,
     ctx: Context,
@@ -223,18 +253,12 @@ impl SubagentTool {
         subagents: Arc<Subagents>,
         ctx: Context,
     ) -> Self {
-        let (description, params) = params(
-            provider.inherits_parent_context(),
-            provider.capabilities().cwd,
-            &config,
-        );
+        let inherits = provider.inherits_parent_context();
+        let (description, _) = wording(inherits, &config);
         Self {
-            schema: ToolSchema {
-                name: config.tool_name.clone(),
-                description,
-                parameters: params.to_value().into(),
-            },
-            params,
+            description,
+            inherits,
+            takes_cwd: provider.capabilities().cwd,
             config,
             subagents,
             ctx,
@@ -341,10 +365,10 @@ impl SubagentTool {
     fn child_cwd(
         &self,
         parent: &AgentRef,
-        args: &Value,
+        cwd: Option<&str>,
         run: &ToolRunContext,
     ) -> Result<Option<std::path::PathBuf>, BoxError> {
-        let Some(raw) = args.get("cwd").and_then(Value::as_str) else {
+        let Some(raw) = cwd else {
             return Ok(None);
         };
         if raw.trim().is_empty() {
@@ -378,16 +402,18 @@ impl SubagentTool {
         Ok(Some(target))
     }
 
-    fn request(&self, parent: AgentRef, args: &Value, cancel: CancellationToken) -> StartRequest {
-        let text = |k: &str| {
-            args.get(k)
-                .and_then(Value::as_str)
-                .unwrap_or("")
-                .to_string()
-        };
-        let mut request =
-            StartRequest::new(parent, vec![ContentBlock::text(text("prompt"))], cancel);
-        request.label = Some(text("description"));
+    fn request(
+        &self,
+        parent: AgentRef,
+        args: &SubagentArgs,
+        cancel: CancellationToken,
+    ) -> StartRequest {
+        let mut request = StartRequest::new(
+            parent,
+            vec![ContentBlock::text(args.prompt.clone())],
+            cancel,
+        );
+        request.label = Some(args.description.clone());
         request.agent_options = self.config.agent_options.clone();
         request.persona = self.config.persona.clone();
         request.tool_filter = self.config.tool_filter.clone();
@@ -395,62 +421,14 @@ impl SubagentTool {
         request
     }
 
-    async fn run(&self, args: Value, run: ToolRunContext) -> Result<ToolOutput, BoxError> {
-        let parent = run
-            .session
-            .as_ref()
-            .and_then(|s| self.ctx.get::<Agents>()?.get(&s.id()))
-            .ok_or("subagent tool requires a calling agent (exec.agent was undefined)")?;
-        let requested = args.get("run_in_background").and_then(Value::as_bool);
-        let background = if self.config.background_enabled {
-            requested.unwrap_or(self.config.continuable())
-        } else {
-            if requested == Some(true) {
-                return Err("run_in_background is switched off for this tool (enableRunInBackground: false); run the subagent in the foreground instead".into());
-            }
-            false
-        };
-        let cwd = self.child_cwd(&parent, &args, &run)?;
-        if background && self.config.continuable() {
-            let mut request = self.request(parent, &args, run.cancel.clone());
-            request.cwd = cwd;
-            let label = request.label.clone().unwrap_or_default();
-            let child = self
-                .subagents
-                .continuations()?
-                .start(crate::continuation::ContinuableStart {
-                    provider: self.config.provider.clone(),
-                    label,
-                    request,
-                })
-                .await?;
-            run.set_value(json!({"kind": "continuable", "subagentId": child}));
-            return Ok(ToolOutput::text(format!("started subagent {child}")));
-        }
-        if background {
-            return self.start_job(parent, &args, &run, cwd).await;
-        }
-        let mut request = self.request(parent, &args, run.cancel.clone());
-        request.cwd = cwd;
-        let started = self.subagents.start(&self.config.provider, request).await?;
-        let run_id = started.id.clone();
-        let output = settle_foreground(started).await?;
-        run.set_value(json!({
-            "kind": "foreground",
-            "runId": run_id,
-            "output": serde_json::to_value(&output).unwrap_or_else(|_| json!([])),
-        }));
-        Ok(ToolOutput::text(crate::types::text_of(&output)))
-    }
-
     /// A one-shot child as a background job of the calling agent.
     async fn start_job(
         &self,
         parent: AgentRef,
-        args: &Value,
+        args: &SubagentArgs,
         run: &ToolRunContext,
         cwd: Option<std::path::PathBuf>,
-    ) -> Result<ToolOutput, BoxError> {
+    ) -> Result<Reply<Value>, BoxError> {
         let jobs = self.ctx.get::<JobRegistry>().ok_or(
             "run_in_background needs the job plugins, which are not loaded: add @deepseek-ai/dsh-jobs and @deepseek-ai/dsh-tool-jobs to the composition, or run the subagent in the foreground",
         )?;
@@ -515,12 +493,8 @@ impl SubagentTool {
             })
         });
         match registered {
-            Ok(id) => {
-                run.set_value(json!({"kind": "background", "jobId": id}));
-                Ok(ToolOutput::text(format!(
-                    "started background subagent job {id}"
-                )))
-            }
+            Ok(id) => Ok(Reply::text(format!("started background subagent job {id}"))
+                .with_value(json!({"kind": "background", "jobId": id}))),
             Err(e) => {
                 if let Some(r) = run_cell {
                     cancel.cancel();
@@ -540,37 +514,81 @@ impl Drop for AbortOnDrop {
     }
 }
 
-impl Tool for SubagentTool {
-    fn schema(&self) -> &ToolSchema {
-        &self.schema
+impl TypedTool for SubagentTool {
+    type Args = SubagentArgs;
+    type Value = Value;
+
+    fn name(&self) -> String {
+        self.config.tool_name.clone()
     }
 
-    fn output_schema(&self) -> Option<&Value> {
-        Some(crate::outputs::subagent())
+    fn description(&self) -> String {
+        self.description.clone()
     }
 
-    fn validate(&self, args: &Value) -> Result<(), String> {
-        self.params.validate(args)
+    fn tune(&self, params: &mut ObjectSchema) {
+        tune_params(params, self.inherits, self.takes_cwd, &self.config);
     }
 
-    fn concurrency_safe(&self, _args: &Value) -> bool {
+    fn value_schema(&self) -> Result<Option<Value>, String> {
+        Ok(Some(crate::outputs::subagent().clone()))
+    }
+
+    fn concurrency_safe(&self, _args: &SubagentArgs) -> bool {
         // Children never write to the parent's session; siblings run side by side.
         true
     }
 
-    fn execute(
-        &self,
-        args: Value,
-        ctx: ToolRunContext,
-    ) -> BoxFuture<'static, Result<ToolOutput, BoxError>> {
-        let this = SubagentTool {
-            schema: self.schema.clone(),
-            params: self.params.clone(),
-            config: self.config.clone(),
-            subagents: self.subagents.clone(),
-            ctx: self.ctx.clone(),
+    async fn run(
+        self: Arc<Self>,
+        args: SubagentArgs,
+        run: ToolRunContext,
+    ) -> Result<Reply<Value>, BoxError> {
+        let parent = run
+            .session
+            .as_ref()
+            .and_then(|s| self.ctx.get::<Agents>()?.get(&s.id()))
+            .ok_or("subagent tool requires a calling agent (exec.agent was undefined)")?;
+        let requested = args.run_in_background;
+        let background = if self.config.background_enabled {
+            requested.unwrap_or(self.config.continuable())
+        } else {
+            if requested == Some(true) {
+                return Err("run_in_background is switched off for this tool (enableRunInBackground: false); run the subagent in the foreground instead".into());
+            }
+            false
         };
-        Box::pin(async move { this.run(args, ctx).await })
+        let cwd = self.child_cwd(&parent, args.cwd.as_deref(), &run)?;
+        if background && self.config.continuable() {
+            let mut request = self.request(parent, &args, run.cancel.clone());
+            request.cwd = cwd;
+            let label = request.label.clone().unwrap_or_default();
+            let child = self
+                .subagents
+                .continuations()?
+                .start(crate::continuation::ContinuableStart {
+                    provider: self.config.provider.clone(),
+                    label,
+                    request,
+                })
+                .await?;
+            return Ok(Reply::text(format!("started subagent {child}"))
+                .with_value(json!({"kind": "continuable", "subagentId": child})));
+        }
+        if background {
+            return self.start_job(parent, &args, &run, cwd).await;
+        }
+        let mut request = self.request(parent, &args, run.cancel.clone());
+        request.cwd = cwd;
+        let started = self.subagents.start(&self.config.provider, request).await?;
+        let run_id = started.id.clone();
+        let output = settle_foreground(started).await?;
+        let value = json!({
+            "kind": "foreground",
+            "runId": run_id,
+            "output": serde_json::to_value(&output).unwrap_or_else(|_| json!([])),
+        });
+        Ok(Reply::text(crate::types::text_of(&output)).with_value(value))
     }
 }
 
@@ -622,8 +640,12 @@ impl Plugin for ToolSubagentPlugin {
                     )
                     .into());
                 }
-                let tool =
-                    SubagentTool::new(provider, config.clone(), subagents.clone(), ctx.clone());
+                let tool = Typed::new(SubagentTool::new(
+                    provider,
+                    config.clone(),
+                    subagents.clone(),
+                    ctx.clone(),
+                ))?;
                 *slot = Some(tools.register(&ctx, Arc::new(tool))?);
                 Ok(())
             }
@@ -673,5 +695,83 @@ impl Plugin for ToolSubagentPlugin {
             )?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use dsh_tools::Prop;
+    use pretty_assertions::assert_eq;
+
+    /// The builder the schema used to come from.
+    fn built(inherits: bool, takes_cwd: bool, config: &SubagentToolConfig) -> ObjectSchema {
+        let (_, prompt) = wording(inherits, config);
+        let mut schema = ObjectSchema::new();
+        if takes_cwd {
+            schema = schema.optional(
+                "cwd",
+                Prop::string(
+                    "Where the subagent starts: a directory inside your workspace, relative to your current directory or absolute. Without it the subagent starts where you started. Each side's later directory changes stay its own.",
+                ),
+            );
+        }
+        schema = schema
+            .required(
+                "description",
+                Prop::string("A short label for the task (3-5 words), shown to the user."),
+            )
+            .required("prompt", Prop::string(prompt));
+        if config.background_enabled {
+            schema = schema.optional(
+                "run_in_background",
+                Prop::boolean(if config.continuable() {
+                    "Run in the background and get the subagent's durable id at once (the default: true). Pass false to wait for the result."
+                } else {
+                    "Run as a background job and get its id (the default: false); collect it with job_output, stop it with job_kill."
+                }),
+            );
+        }
+        schema
+    }
+
+    #[test]
+    fn derived_parameter_schemas_are_the_builders() {
+        for background_enabled in [false, true] {
+            for background_mode in [BackgroundMode::OneShot, BackgroundMode::Continuable] {
+                let config = SubagentToolConfig {
+                    provider: "p".into(),
+                    tool_name: "subagent".into(),
+                    background_enabled,
+                    background_mode,
+                    agent_options: None,
+                    persona: None,
+                    tool_filter: None,
+                    max_depth: Some(3),
+                };
+                for inherits in [false, true] {
+                    for takes_cwd in [false, true] {
+                        let mut derived = dsh_tools::params_schema::<SubagentArgs>().unwrap();
+                        tune_params(&mut derived, inherits, takes_cwd, &config);
+                        assert_eq!(
+                            dsh_kernel::json::to_string(&derived.to_value()),
+                            dsh_kernel::json::to_string(
+                                &built(inherits, takes_cwd, &config).to_value()
+                            ),
+                            "background {background_enabled}, {background_mode:?}, inherits {inherits}, cwd {takes_cwd}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn undeclared_keys_of_another_type_are_ignored() {
+        let args: SubagentArgs = serde_json::from_value(
+            json!({"description": "d", "prompt": "p", "cwd": 1, "run_in_background": "yes"}),
+        )
+        .unwrap();
+        assert_eq!((args.cwd, args.run_in_background), (None, None));
     }
 }

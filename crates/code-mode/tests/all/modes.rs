@@ -49,7 +49,10 @@ fn setup(mode: ToolsMode) -> (Context, Arc<ToolRegistry>) {
         registry.register(&ctx, Arc::new(Echo(schema))).unwrap();
     }
     registry
-        .register_code_tool(&ctx, Arc::new(RunCodeTool::new(Limits::default())))
+        .register_code_tool(
+            &ctx,
+            Arc::new(dsh_tools::Typed::new(RunCodeTool::new(Limits::default())).unwrap()),
+        )
         .unwrap();
     (ctx, registry)
 }
