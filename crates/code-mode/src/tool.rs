@@ -67,10 +67,6 @@ impl TypedTool for RunCodeTool {
         DESCRIPTION.into()
     }
 
-    fn value_schema(&self) -> Result<Option<Value>, String> {
-        Ok(None)
-    }
-
     async fn run(
         self: Arc<Self>,
         args: RunCodeArgs,

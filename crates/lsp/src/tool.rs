@@ -346,9 +346,6 @@ impl TypedTool for LspDiagnosticsTool {
     }
 
     // No declared output schema (the value stays untyped), as before.
-    fn value_schema(&self) -> Result<Option<Value>, String> {
-        Ok(None)
-    }
 
     fn concurrency_safe(&self, _args: &LspDiagnosticsArgs) -> bool {
         true

@@ -268,10 +268,6 @@ impl TypedTool for RememberTool {
         REMEMBER_DESCRIPTION.into()
     }
 
-    fn value_schema(&self) -> Result<Option<Value>, String> {
-        Ok(None)
-    }
-
     async fn run(
         self: Arc<Self>,
         args: RememberArgs,
@@ -337,10 +333,6 @@ impl TypedTool for ForgetTool {
         FORGET_DESCRIPTION.into()
     }
 
-    fn value_schema(&self) -> Result<Option<Value>, String> {
-        Ok(None)
-    }
-
     async fn run(
         self: Arc<Self>,
         args: ForgetArgs,
@@ -380,10 +372,6 @@ impl TypedTool for RecallTool {
 
     fn description(&self) -> String {
         RECALL_DESCRIPTION.into()
-    }
-
-    fn value_schema(&self) -> Result<Option<Value>, String> {
-        Ok(None)
     }
 
     fn concurrency_safe(&self, _args: &RecallArgs) -> bool {

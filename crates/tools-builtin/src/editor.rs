@@ -608,15 +608,6 @@ mod tests {
     use super::*;
     use pretty_assertions::assert_eq;
 
-    #[test]
-    fn the_derived_output_schema_is_the_declared_one() {
-        let derived = dsh_tools::output_schema::<String>().unwrap().unwrap();
-        assert_eq!(
-            dsh_kernel::json::to_string(&derived),
-            dsh_kernel::json::to_string(crate::outputs::editor())
-        );
-    }
-
     /// The window `read_line_window` would keep of `text` from line `first` on.
     fn window(text: &str, first: usize) -> LineWindow {
         let all: Vec<&str> = text.split('\n').collect();

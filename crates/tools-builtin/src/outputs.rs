@@ -1,7 +1,9 @@
 //! The declared output schemas (`Tool::output_schema`) of the builtin tools: the shape of the
 //! canonical value each reports through `ToolRunContext::set_value`, which a Code Mode
 //! binding resolves to and `ToolOutputMap` is typed from. Field names and shapes follow
-//! upstream's output declarations; the schemas are plain JSON Schema.
+//! upstream's output declarations; the schemas are plain JSON Schema. Tools whose value is
+//! typed derive their schema from the type; the shapes kept here under `cfg(test)` are the
+//! reference those derivations are checked against.
 
 use std::sync::LazyLock;
 
@@ -228,4 +230,29 @@ pub(crate) fn todo_write() -> &'static Value {
         )
     });
     &S
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use dsh_tools::output_schema;
+    use pretty_assertions::assert_eq;
+
+    /// The schemas derived from the typed values are the shapes declared above.
+    #[test]
+    fn derived_output_schemas_are_the_declared_ones() {
+        let same = |derived: Result<Option<Value>, String>, declared: &Value| {
+            assert_eq!(
+                dsh_kernel::json::to_string(&derived.unwrap().unwrap()),
+                dsh_kernel::json::to_string(declared)
+            );
+        };
+        same(output_schema::<crate::fs::ReadValue>(), read());
+        same(output_schema::<crate::fs::WriteValue>(), write());
+        same(output_schema::<crate::fs::EditValue>(), edit());
+        same(output_schema::<crate::search::GlobValue>(), glob());
+        same(output_schema::<crate::search::GrepValue>(), grep());
+        same(output_schema::<crate::todo::TodoValue>(), todo_write());
+        same(output_schema::<String>(), editor());
+    }
 }

@@ -181,19 +181,3 @@ impl Plugin for ToolTodoPlugin {
         Ok(())
     }
 }
-
-#[cfg(test)]
-#[allow(clippy::unwrap_used)]
-mod tests {
-    use super::*;
-    use pretty_assertions::assert_eq;
-
-    #[test]
-    fn the_derived_output_schema_is_the_declared_one() {
-        let derived = dsh_tools::output_schema::<TodoValue>().unwrap().unwrap();
-        assert_eq!(
-            dsh_kernel::json::to_string(&derived),
-            dsh_kernel::json::to_string(crate::outputs::todo_write())
-        );
-    }
-}

@@ -90,8 +90,9 @@ pub trait TypedTool: Send + Sync + Sized + 'static {
     /// Adjusts the derived parameter schema (descriptions that depend on configuration).
     fn tune(&self, _params: &mut ObjectSchema) {}
     /// The declared output schema (Code Mode types the binding from it): by default derived
-    /// from [`Self::Value`]. A tool whose upstream counterpart declares none returns
-    /// `Ok(None)` (its binding stays untyped); a value held as JSON declares its own.
+    /// from [`Self::Value`] (none for `()` and for a value held as `serde_json::Value`). A
+    /// typed value whose upstream counterpart declares no schema returns `Ok(None)`; a value
+    /// held as JSON with a known shape returns that schema.
     fn value_schema(&self) -> Result<Option<Value>, String> {
         output_schema::<Self::Value>()
     }
@@ -213,10 +214,15 @@ fn generated<T: JsonSchema>(contract: Contract) -> Value {
         s.meta_schema = None;
         s.contract = contract;
     });
-    settings
+    let mut root = settings
         .into_generator()
         .into_root_schema_for::<T>()
-        .to_value()
+        .to_value();
+    // The root's `title` is the Rust type's name: nothing a provider or Code Mode uses.
+    if let Some(m) = root.as_object_mut() {
+        m.shift_remove("title");
+    }
+    root
 }
 
 /// The parameter schema of `T`, in [`ObjectSchema`] form.
@@ -330,7 +336,9 @@ fn param_prop(v: &Value) -> Result<Prop, String> {
 /// The declared output schema of `V` in upstream's output form; `None` for `()`.
 pub fn output_schema<V: JsonSchema>() -> Result<Option<Value>, String> {
     let v = generated::<V>(Contract::Serialize);
-    if v.get("type").and_then(Value::as_str) == Some("null") {
+    // `()` reports no value; a value held as JSON (`serde_json::Value`) declares no shape.
+    let any = v == Value::Bool(true) || v.as_object().is_some_and(Map::is_empty);
+    if any || v.get("type").and_then(Value::as_str) == Some("null") {
         return Ok(None);
     }
     output_value(&v).map(Some)
@@ -515,6 +523,7 @@ mod tests {
     #[test]
     fn derived_output_schemas_are_closed_objects_with_nullable_one_of() {
         assert_eq!(output_schema::<()>().unwrap(), None);
+        assert_eq!(output_schema::<Value>().unwrap(), None);
         let schema = output_schema::<Out>().unwrap().unwrap();
         let object = |required: Value, properties: Value| json!({"type": "object", "additionalProperties": false, "required": required, "properties": properties});
         assert_eq!(

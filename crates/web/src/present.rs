@@ -89,9 +89,6 @@ impl TypedTool for PresentTool {
     }
 
     // No declared output schema (the value stays untyped), as before.
-    fn value_schema(&self) -> Result<Option<Value>, String> {
-        Ok(None)
-    }
 
     async fn run(
         self: Arc<Self>,

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use dsh_kernel::BoxError;
-use dsh_tools::{ObjectSchema, Reply, ToolOutput, ToolRunContext, TypedTool};
+use dsh_tools::{ObjectSchema, Reply, ToolRunContext, TypedTool};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -144,29 +144,10 @@ impl TypedTool for EditTool {
             format!("The file {} has been updated successfully.", target.display)
         };
         let meta = diffs_meta(hunk_diffs(&file_path, &outcome.before, &outcome.after));
-        Ok(Reply::from(ToolOutput {
-            meta: Some(meta),
-            ..ToolOutput::text(message)
-        })
-        .with_value(EditValue {
+        Ok(Reply::text(message).with_meta(meta).with_value(EditValue {
             path: target.display,
             before: outcome.before,
             after: outcome.after,
         }))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use pretty_assertions::assert_eq;
-
-    #[test]
-    fn the_derived_output_schema_is_the_declared_one() {
-        let derived = dsh_tools::output_schema::<EditValue>().unwrap().unwrap();
-        assert_eq!(
-            dsh_kernel::json::to_string(&derived),
-            dsh_kernel::json::to_string(crate::outputs::edit())
-        );
     }
 }

@@ -28,6 +28,8 @@ pub(crate) use mutate::{DenialText, remediate};
 pub use read::{ReadLimits, ReadTool};
 pub use read_image::ReadImageTool;
 pub use write::WriteTool;
+#[cfg(test)]
+pub(crate) use {edit::EditValue, read::ReadValue, write::WriteValue};
 
 use crate::errors;
 use crate::guidance::{FsGuidance, Guidance};

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use dsh_kernel::BoxError;
-use dsh_tools::{ObjectSchema, Reply, ToolOutput, ToolRunContext, TypedTool};
+use dsh_tools::{ObjectSchema, Reply, ToolRunContext, TypedTool};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -131,34 +131,17 @@ impl TypedTool for WriteTool {
             Some(before) => hunk_diffs(&file_path, before, &outcome.after),
             None => Vec::new(),
         };
-        Ok(Reply::from(ToolOutput {
-            meta: Some(diffs_meta(diffs)),
-            ..ToolOutput::text(text)
-        })
-        .with_value(WriteValue {
-            path: target.display,
-            operation: if outcome.created {
-                WriteOperation::Create
-            } else {
-                WriteOperation::Update
-            },
-            before: outcome.before,
-            after: outcome.after,
-        }))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use pretty_assertions::assert_eq;
-
-    #[test]
-    fn the_derived_output_schema_is_the_declared_one() {
-        let derived = dsh_tools::output_schema::<WriteValue>().unwrap().unwrap();
-        assert_eq!(
-            dsh_kernel::json::to_string(&derived),
-            dsh_kernel::json::to_string(crate::outputs::write())
-        );
+        Ok(Reply::text(text)
+            .with_meta(diffs_meta(diffs))
+            .with_value(WriteValue {
+                path: target.display,
+                operation: if outcome.created {
+                    WriteOperation::Create
+                } else {
+                    WriteOperation::Update
+                },
+                before: outcome.before,
+                after: outcome.after,
+            }))
     }
 }

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use dsh_kernel::BoxError;
-use dsh_tools::{Reply, ToolOutput, ToolRunContext, TypedTool};
+use dsh_tools::{Reply, ToolRunContext, TypedTool};
 use grep_regex::RegexMatcherBuilder;
 use grep_searcher::{BinaryDetection, SearcherBuilder, Sink, SinkMatch};
 use ignore::WalkBuilder;
@@ -456,11 +456,9 @@ impl TypedTool for GrepTool {
         };
         let text = render(&matches, &self.config, spill.as_ref());
         let meta = meta(&matches, &self.config);
-        Ok(Reply::from(ToolOutput {
-            meta: Some(meta),
-            ..ToolOutput::text(text)
-        })
-        .with_value(GrepValue { matches }))
+        Ok(Reply::text(text)
+            .with_meta(meta)
+            .with_value(GrepValue { matches }))
     }
 }
 
@@ -468,15 +466,6 @@ impl TypedTool for GrepTool {
 mod tests {
     use super::*;
     use pretty_assertions::assert_eq;
-
-    #[test]
-    fn the_derived_output_schema_is_the_declared_one() {
-        let derived = dsh_tools::output_schema::<GrepValue>().unwrap().unwrap();
-        assert_eq!(
-            dsh_kernel::json::to_string(&derived),
-            dsh_kernel::json::to_string(crate::outputs::grep())
-        );
-    }
 
     #[test]
     fn include_must_be_one_positive_glob() {

@@ -14,6 +14,8 @@ use serde_json::Value;
 
 pub use glob::{GlobTool, sample_across_top_level};
 pub use grep::GrepTool;
+#[cfg(test)]
+pub(crate) use {glob::GlobValue, grep::GrepValue};
 
 use crate::errors;
 use crate::guidance::{Guidance, SearchGuidance};
