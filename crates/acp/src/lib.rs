@@ -287,15 +287,15 @@ where
                 });
             }
             Some(Incoming::Notification { method, params }) => bridge.notification(&method, params),
-            Some(Incoming::Response(frame)) => peer.resolve(&frame),
-            Some(Incoming::Invalid { message, answer }) => {
-                if !message.is_empty() {
-                    tracing::warn!("acp: {message}");
+            Some(Incoming::Response { id, outcome }) => peer.resolve(&id, outcome),
+            Some(Incoming::Invalid { log, answer }) => {
+                if !log.is_empty() {
+                    tracing::warn!("acp: {log}");
                 }
                 // The rich server answers malformed frames as the reference SDK does;
                 // upstream 0.1's (the committed projection) logs and ignores them.
-                if config_rich && let Some(error) = answer {
-                    peer.send_error_without_id(error);
+                if config_rich {
+                    peer.send_error_without_id(answer);
                 }
             }
         }

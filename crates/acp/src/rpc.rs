@@ -1,72 +1,21 @@
 //! JSON-RPC 2.0 over NDJSON: one frame per line each way. Frames are written through one
-//! queue in `JSON.stringify` form; the agent's own request ids count up from 0.
+//! queue in `JSON.stringify` form; the agent's own request ids count up from 0. Frames,
+//! classification, the error object and the pending table are `dsh-jsonrpc`'s.
 
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
-use serde_json::{Map, Value, json};
+use dsh_jsonrpc::Pending;
+use serde_json::{Map, Value};
 use tokio::sync::{mpsc, oneshot};
 
-/// A JSON-RPC error.
-#[derive(Clone, Debug, PartialEq)]
-pub struct RpcError {
-    pub code: i64,
-    pub message: String,
-    pub data: Option<Value>,
-}
+pub use dsh_jsonrpc::{Incoming, RpcError, classify_line as classify};
 
-impl RpcError {
-    pub fn invalid_params(detail: impl std::fmt::Display) -> Self {
-        Self {
-            code: -32602,
-            message: format!("Invalid params: {detail}"),
-            data: None,
-        }
-    }
-
-    pub fn internal(detail: impl std::fmt::Display) -> Self {
-        Self {
-            code: -32603,
-            message: format!("Internal error: {detail}"),
-            data: None,
-        }
-    }
-
-    pub fn method_not_found(method: &str) -> Self {
-        Self {
-            code: -32601,
-            message: format!("\"Method not found\": {method}"),
-            data: Some(json!({"method": method})),
-        }
-    }
-
-    /// `-32002 Resource not found` for a session id nobody knows.
-    pub fn not_found(session_id: &str) -> Self {
-        Self {
-            code: -32002,
-            message: "Resource not found".into(),
-            data: Some(json!({"sessionId": session_id})),
-        }
-    }
-
-    pub fn schema(data: Value) -> Self {
-        Self {
-            code: -32602,
-            message: "Invalid params".into(),
-            data: Some(data),
-        }
-    }
-
-    fn to_value(&self) -> Value {
-        let mut m = Map::new();
-        m.insert("code".into(), Value::from(self.code));
-        m.insert("message".into(), Value::from(self.message.clone()));
-        if let Some(d) = &self.data {
-            m.insert("data".into(), d.clone());
-        }
-        Value::Object(m)
-    }
+/// `-32002 Resource not found` for a session id nobody knows.
+pub fn not_found(session_id: &str) -> RpcError {
+    let mut data = Map::new();
+    data.insert("sessionId".into(), Value::from(session_id));
+    RpcError::new(-32002, "Resource not found").with_data(Value::Object(data))
 }
 
 type Answer = oneshot::Sender<Result<Value, RpcError>>;
@@ -75,9 +24,8 @@ type Answer = oneshot::Sender<Result<Value, RpcError>>;
 #[derive(Clone)]
 pub struct Peer {
     tx: mpsc::UnboundedSender<String>,
-    next_id: Arc<AtomicU64>,
-    pending: Arc<Mutex<HashMap<u64, Answer>>>,
-    closed: Arc<std::sync::atomic::AtomicBool>,
+    pending: Arc<Mutex<Pending<Answer>>>,
+    closed: Arc<AtomicBool>,
 }
 
 impl Peer {
@@ -89,10 +37,13 @@ impl Peer {
     pub fn new(tx: mpsc::UnboundedSender<String>) -> Self {
         Self {
             tx,
-            next_id: Arc::new(AtomicU64::new(0)),
-            pending: Arc::new(Mutex::new(HashMap::new())),
+            pending: Arc::new(Mutex::new(Pending::new(0))),
             closed: Arc::new(false.into()),
         }
+    }
+
+    fn pending(&self) -> std::sync::MutexGuard<'_, Pending<Answer>> {
+        self.pending.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     fn send(&self, frame: Value) {
@@ -102,18 +53,7 @@ impl Peer {
     }
 
     pub fn respond(&self, id: Value, result: Result<Value, RpcError>) {
-        let mut m = Map::new();
-        m.insert("jsonrpc".into(), Value::from("2.0"));
-        m.insert("id".into(), id);
-        match result {
-            Ok(v) => {
-                m.insert("result".into(), v);
-            }
-            Err(e) => {
-                m.insert("error".into(), e.to_value());
-            }
-        }
-        self.send(Value::Object(m));
+        self.send(dsh_jsonrpc::response(id, result));
     }
 
     /// Sends a notification unless the connection already closed.
@@ -121,11 +61,7 @@ impl Peer {
         if self.closed.load(Ordering::Acquire) {
             return;
         }
-        let mut m = Map::new();
-        m.insert("jsonrpc".into(), Value::from("2.0"));
-        m.insert("method".into(), Value::from(method));
-        m.insert("params".into(), params);
-        self.send(Value::Object(m));
+        self.send(dsh_jsonrpc::notification(method, Some(params)));
     }
 
     /// Sends a notification whose params are already JSON text (no re-encoding of large
@@ -145,27 +81,18 @@ impl Peer {
 
     /// Sends a request to the client and waits for its answer.
     pub async fn request(&self, method: &str, params: Value) -> Result<Value, RpcError> {
+        let closed = || RpcError::internal("the connection is closed");
         if self.closed.load(Ordering::Acquire) {
-            return Err(RpcError::internal("the connection is closed"));
+            return Err(closed());
         }
-        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = oneshot::channel();
-        self.pending
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(id, tx);
-        let mut m = Map::new();
-        m.insert("jsonrpc".into(), Value::from("2.0"));
-        m.insert("id".into(), Value::from(id));
-        m.insert("method".into(), Value::from(method));
-        m.insert("params".into(), params);
-        self.send(Value::Object(m));
+        let Ok(id) = self.pending().open(tx) else {
+            return Err(closed());
+        };
+        self.send(dsh_jsonrpc::request(id, method, params));
         // A request dropped before its answer (a cancelled prompt's permission request)
         // forgets its slot, so a client that never answers does not grow the table.
-        let _forget = Forget {
-            pending: &self.pending,
-            id,
-        };
+        let _forget = Forget { peer: self, id };
         rx.await.unwrap_or_else(|_| {
             Err(RpcError::internal(
                 "the connection closed before the client answered",
@@ -174,159 +101,34 @@ impl Peer {
     }
 
     /// Routes a response frame from the client.
-    pub fn resolve(&self, frame: &Map<String, Value>) {
-        let Some(id) = frame.get("id").and_then(Value::as_u64) else {
+    pub fn resolve(&self, id: &Value, outcome: Result<Value, Value>) {
+        let Some(id) = id.as_u64() else {
             tracing::warn!("acp: got a response with an unknown id");
             return;
         };
-        let Some(tx) = self
-            .pending
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(&id)
-        else {
+        let Some(tx) = self.pending().take(id) else {
             tracing::warn!("acp: got a response to unknown request {id}");
             return;
         };
-        let result = match (frame.get("result"), frame.get("error")) {
-            (_, Some(e)) => Err(RpcError {
-                code: e.get("code").and_then(Value::as_i64).unwrap_or(-32603),
-                message: e
-                    .get("message")
-                    .and_then(Value::as_str)
-                    .unwrap_or("")
-                    .to_string(),
-                data: e.get("data").cloned(),
-            }),
-            (Some(r), None) => Ok(r.clone()),
-            (None, None) => Ok(Value::Null),
-        };
-        let _ = tx.send(result);
+        let _ = tx.send(outcome.map_err(|e| RpcError::from_value(&e)));
     }
 
     /// Marks the connection closed: no more notifications; pending requests fail.
     pub fn close(&self) {
         self.closed.store(true, Ordering::Release);
-        self.pending
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clear();
+        drop(self.pending().close());
     }
 }
 
 /// Removes a request's slot from the pending table when the request ends, answered or not.
 struct Forget<'a> {
-    pending: &'a Mutex<HashMap<u64, Answer>>,
+    peer: &'a Peer,
     id: u64,
 }
 
 impl Drop for Forget<'_> {
     fn drop(&mut self) {
-        self.pending
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(&self.id);
-    }
-}
-
-/// What one incoming line is.
-pub enum Incoming {
-    Request {
-        id: Value,
-        method: String,
-        params: Option<Value>,
-    },
-    Notification {
-        method: String,
-        params: Option<Value>,
-    },
-    Response(Map<String, Value>),
-    /// Not a JSON-RPC message: logged, and answered with `answer` (`id: null`) by servers
-    /// that answer malformed frames as the reference SDK does.
-    Invalid {
-        message: String,
-        answer: Option<RpcError>,
-    },
-}
-
-fn invalid(message: String, code: i64, text: &str, data: Option<Value>) -> Option<Incoming> {
-    Some(Incoming::Invalid {
-        message,
-        answer: Some(RpcError {
-            code,
-            message: text.into(),
-            data,
-        }),
-    })
-}
-
-/// Classifies one line of input.
-pub fn classify(line: &str) -> Option<Incoming> {
-    let line = line.trim();
-    if line.is_empty() {
-        return None;
-    }
-    let value: Value = match serde_json::from_str(line) {
-        Ok(v) => v,
-        Err(e) => {
-            return invalid(
-                format!("Failed to parse JSON message: {line} {e}"),
-                -32700,
-                "Parse error",
-                None,
-            );
-        }
-    };
-    let map = match value {
-        Value::Object(map) => map,
-        Value::Array(_) => {
-            return invalid(
-                "Invalid message: a batch".into(),
-                -32600,
-                "Invalid request: JSON-RPC batches are not supported",
-                None,
-            );
-        }
-        // Falsy values were silently ignored by upstream's SDK; they are still answered
-        // by servers that answer malformed frames.
-        other => {
-            let quiet = matches!(&other, Value::Null | Value::Bool(false))
-                || matches!(&other, Value::Number(n) if n.as_f64() == Some(0.0))
-                || matches!(&other, Value::String(s) if s.is_empty());
-            return Some(Incoming::Invalid {
-                message: if quiet {
-                    String::new()
-                } else {
-                    format!("Invalid message: {other}")
-                },
-                answer: Some(RpcError {
-                    code: -32600,
-                    message: "Invalid request".into(),
-                    data: Some(other),
-                }),
-            });
-        }
-    };
-    match (
-        map.get("method").and_then(Value::as_str).map(str::to_owned),
-        map.contains_key("id"),
-    ) {
-        (Some(method), true) => Some(Incoming::Request {
-            id: map.get("id").cloned().unwrap_or(Value::Null),
-            method,
-            params: map.get("params").cloned(),
-        }),
-        (Some(method), false) => Some(Incoming::Notification {
-            method,
-            params: map.get("params").cloned(),
-        }),
-        (None, true) => Some(Incoming::Response(map)),
-        (None, false) => invalid(
-            "Invalid message".into(),
-            -32600,
-            "Invalid request",
-            Some(Value::Object(map)),
-        ),
+        self.peer.pending().take(self.id);
     }
 }
 
@@ -348,10 +150,10 @@ mod tests {
         // The request is on the wire, its slot taken.
         let line = rx.recv().await.unwrap();
         assert!(line.contains("session/request_permission"), "{line}");
-        assert_eq!(peer.pending.lock().unwrap().len(), 1);
+        assert_eq!(peer.pending().len(), 1);
         task.abort();
         let _ = task.await;
-        assert!(peer.pending.lock().unwrap().is_empty());
+        assert!(peer.pending().is_empty());
 
         // An answered request leaves no slot either.
         let asking = peer.clone();
@@ -362,8 +164,8 @@ mod tests {
             .as_u64()
             .unwrap();
         let frame = serde_json::json!({"jsonrpc": "2.0", "id": id, "result": {"content": "x"}});
-        peer.resolve(frame.as_object().unwrap());
+        peer.resolve(&frame["id"], Ok(frame["result"].clone()));
         assert_eq!(task.await.unwrap().unwrap()["content"], "x");
-        assert!(peer.pending.lock().unwrap().is_empty());
+        assert!(peer.pending().is_empty());
     }
 }

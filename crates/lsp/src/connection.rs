@@ -18,6 +18,7 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use dsh_jsonrpc::{Pending, RpcError};
 use dsh_process::ProcessGroup;
 use serde_json::{Value, json};
 
@@ -53,10 +54,9 @@ pub struct ServerCommand {
 
 type Callback = Box<dyn FnOnce(Result<Value, CallError>) + Send>;
 
-#[derive(Default)]
 struct State {
-    next_id: u64,
-    pending: HashMap<u64, Callback>,
+    /// Our requests awaiting an answer (ids from 1), closed by the first failure.
+    pending: Pending<Callback>,
     failure: Option<String>,
 }
 
@@ -183,7 +183,7 @@ impl Shared {
             }
             tracing::debug!("language server connection failed: {message}");
             state.failure = Some(message.clone());
-            state.pending.drain().map(|(_, cb)| cb).collect()
+            state.pending.close()
         };
         for cb in pending {
             cb(Err(CallError::Transport(message.clone())));
@@ -192,7 +192,7 @@ impl Shared {
     }
 
     fn settle(&self, id: u64, outcome: Result<Value, CallError>) {
-        let cb = lock(&self.state).pending.remove(&id);
+        let cb = lock(&self.state).pending.take(id);
         if let Some(cb) = cb {
             cb(outcome);
         }
@@ -230,8 +230,8 @@ impl Connection {
         };
         let shared = Arc::new(Shared {
             state: Mutex::new(State {
-                next_id: 1,
-                ..State::default()
+                pending: Pending::new(1),
+                failure: None,
             }),
             watch: Mutex::default(),
             watched: tokio::sync::Notify::new(),
@@ -370,7 +370,7 @@ impl Connection {
     /// Sends a notification (dropped silently on a dead connection).
     pub fn notify(&self, method: &str, params: Value) {
         if self.failure().is_none() {
-            self.send(&json!({"jsonrpc": "2.0", "method": method, "params": params}));
+            self.send(&dsh_jsonrpc::notification(method, Some(params)));
         }
     }
 
@@ -378,17 +378,17 @@ impl Connection {
     fn request_with(&self, method: &str, params: Value, done: Callback) -> u64 {
         let id = {
             let mut state = lock(&self.shared.state);
-            let id = state.next_id;
-            state.next_id += 1;
-            if let Some(failure) = state.failure.clone() {
-                drop(state);
-                done(Err(CallError::Transport(failure)));
-                return id;
+            match state.pending.open(done) {
+                Ok(id) => id,
+                Err(done) => {
+                    let failure = state.failure.clone().unwrap_or_default();
+                    drop(state);
+                    done(Err(CallError::Transport(failure)));
+                    return 0;
+                }
             }
-            state.pending.insert(id, done);
-            id
         };
-        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        self.send(&dsh_jsonrpc::request(id, method, params));
         id
     }
 
@@ -485,12 +485,12 @@ impl Drop for CancelOnDrop {
             .spawn(move || {
                 let deadline = Instant::now() + grace;
                 while Instant::now() < deadline {
-                    if !lock(&conn.shared.state).pending.contains_key(&id) {
+                    if !lock(&conn.shared.state).pending.awaits(id) {
                         return;
                     }
                     std::thread::sleep(Duration::from_millis(10));
                 }
-                if lock(&conn.shared.state).pending.contains_key(&id) {
+                if lock(&conn.shared.state).pending.awaits(id) {
                     conn.kill("language server did not settle a cancelled request");
                 }
             });
@@ -567,11 +567,10 @@ fn dispatch(shared: &Shared, reply: &mpsc::Sender<Vec<u8>>, message: Value) {
                 }
                 other => Err(format!("unsupported server request: {other}")),
             };
-            let frame = match answer {
-                Ok(result) => json!({"jsonrpc": "2.0", "id": id, "result": result}),
-                Err(message) => json!({"jsonrpc": "2.0", "id": id,
-                    "error": {"code": -32601, "message": message}}),
-            };
+            let frame = dsh_jsonrpc::response(
+                id.clone(),
+                answer.map_err(|message| RpcError::new(-32601, message)),
+            );
             let _ = reply.send(encode(&frame));
         }
         (Some(method), None) => notice(shared, method, message.get("params")),

@@ -6,18 +6,18 @@
 //! never answers can stall neither the async runtime nor the session; every call is
 //! bounded by the row's `timeoutMs`.
 
-use std::collections::HashMap;
 use std::io::{BufRead as _, BufReader, Write as _};
 use std::os::unix::process::CommandExt as _;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use dsh_jsonrpc::Pending;
 use dsh_process::ProcessGroup;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 /// How long a killed plugin gets between SIGTERM and SIGKILL.
 const KILL_GRACE: Duration = Duration::from_millis(500);
@@ -70,17 +70,12 @@ impl Waiter {
     }
 }
 
-#[derive(Default)]
-struct Pending {
-    dead: bool,
-    waiters: HashMap<u64, Waiter>,
-}
-
 /// One running process (one generation).
 struct Conn {
     pid: u32,
     writer: Mutex<Option<mpsc::Sender<Vec<u8>>>>,
-    pending: Mutex<Pending>,
+    /// This generation's calls awaiting an answer (ids count from 1 per process).
+    pending: Mutex<Pending<Waiter>>,
     group: Mutex<ProcessGroup>,
 }
 
@@ -92,25 +87,22 @@ impl Conn {
             .terminate();
     }
 
-    fn pending(&self) -> std::sync::MutexGuard<'_, Pending> {
+    fn pending(&self) -> std::sync::MutexGuard<'_, Pending<Waiter>> {
         self.pending.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Registers `waiter` under `id` and writes the request; `Err` when the process is gone.
-    fn send(&self, id: u64, method: &str, params: &Value, waiter: Waiter) -> Result<(), String> {
+    /// Registers `waiter` and writes the request; its id, or `Err` when the process is gone.
+    fn send(&self, method: &str, params: Value, waiter: Waiter) -> Result<u64, String> {
+        let gone = || "the plugin process is not running".to_string();
+        let id = self.pending().open(waiter).map_err(|_| gone())?;
+        if self
+            .write(&dsh_jsonrpc::request(id, method, params))
+            .is_err()
         {
-            let mut pending = self.pending();
-            if pending.dead {
-                return Err("the plugin process is not running".into());
-            }
-            pending.waiters.insert(id, waiter);
+            self.pending().take(id);
+            return Err(gone());
         }
-        let line = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
-        if self.write(&line).is_err() {
-            self.pending().waiters.remove(&id);
-            return Err("the plugin process is not running".into());
-        }
-        Ok(())
+        Ok(id)
     }
 
     fn write(&self, message: &Value) -> Result<(), ()> {
@@ -121,16 +113,12 @@ impl Conn {
     }
 
     fn forget(&self, id: u64) {
-        self.pending().waiters.remove(&id);
+        self.pending().take(id);
     }
 
     /// Marks the process gone and fails every call still waiting with `reason`.
     fn fail_all(&self, reason: &str) {
-        let waiters: Vec<Waiter> = {
-            let mut pending = self.pending();
-            pending.dead = true;
-            pending.waiters.drain().map(|(_, w)| w).collect()
-        };
+        let waiters = self.pending().close();
         for w in waiters {
             w.send(Err(reason.to_string()));
         }
@@ -142,7 +130,6 @@ impl Conn {
 pub struct Host {
     cfg: HostConfig,
     conn: Mutex<Option<Arc<Conn>>>,
-    next_id: AtomicU64,
     stopped: AtomicBool,
     restarts: AtomicU32,
     wake: Mutex<Option<mpsc::Sender<()>>>,
@@ -155,7 +142,6 @@ impl Host {
         let host = Arc::new(Host {
             cfg,
             conn: Mutex::new(None),
-            next_id: AtomicU64::new(1),
             stopped: AtomicBool::new(false),
             restarts: AtomicU32::new(0),
             wake: Mutex::new(None),
@@ -207,9 +193,8 @@ impl Host {
     /// Spawns one generation and performs the handshake on it.
     fn generation(self: &Arc<Self>) -> Result<Value, String> {
         let conn = self.spawn()?;
-        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = mpsc::channel();
-        conn.send(id, "initialize", &self.cfg.initialize, Waiter::Sync(tx))?;
+        let id = conn.send("initialize", self.cfg.initialize.clone(), Waiter::Sync(tx))?;
         let bound = self.cfg.timeout.max(MIN_HANDSHAKE_TIMEOUT);
         let reply = match rx.recv_timeout(bound) {
             Ok(reply) => reply,
@@ -315,7 +300,7 @@ impl Host {
         let conn = Arc::new(Conn {
             pid,
             writer: Mutex::new(Some(wtx)),
-            pending: Mutex::new(Pending::default()),
+            pending: Mutex::new(Pending::new(1)),
             group: Mutex::new(group),
         });
         let spawn = |name: &str, f: Box<dyn FnOnce() + Send>| {
@@ -373,7 +358,7 @@ impl Host {
     /// Sends a notification to the running process (dropped when none is running).
     pub fn notify(&self, method: &str, params: Value) {
         if let Some(conn) = self.current() {
-            let _ = conn.write(&json!({"jsonrpc": "2.0", "method": method, "params": params}));
+            let _ = conn.write(&dsh_jsonrpc::notification(method, Some(params)));
         }
     }
 
@@ -383,9 +368,8 @@ impl Host {
         let conn = self
             .current()
             .ok_or("the plugin process is not running (restarting or stopped)")?;
-        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let (tx, rx) = tokio::sync::oneshot::channel();
-        conn.send(id, method, &params, Waiter::Async(tx))?;
+        let id = conn.send(method, params, Waiter::Async(tx))?;
         match tokio::time::timeout(self.cfg.timeout, rx).await {
             Ok(Ok(reply)) => reply,
             Ok(Err(_)) => Err("the plugin process is not running".into()),
@@ -507,7 +491,7 @@ fn read_loop(conn: &Conn, stdout: std::process::ChildStdout, label: &str) -> Str
             }
             PluginLine::Broken(why) => return why,
             PluginLine::Reply { id, reply } => {
-                let waiter = conn.pending().waiters.remove(&id);
+                let waiter = conn.pending().take(id);
                 if let Some(w) = waiter {
                     w.send(reply);
                 }
@@ -534,6 +518,7 @@ mod line_tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
     use pretty_assertions::assert_eq;
+    use serde_json::json;
 
     #[test]
     fn plugin_lines_are_classified_and_bounded() {

@@ -144,8 +144,8 @@ where
                     }
                 });
             }
-            Some(Incoming::Invalid { message, .. }) if !message.is_empty() => {
-                tracing::debug!("sdk: ignored input: {message}");
+            Some(Incoming::Invalid { log, .. }) if !log.is_empty() => {
+                tracing::debug!("sdk: ignored input: {log}");
             }
             _ => {}
         }

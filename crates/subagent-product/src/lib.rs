@@ -437,10 +437,10 @@ pub mod fuzzing {
                 crate::process::LineRead::Line => {
                     let text = String::from_utf8_lossy(&buf);
                     if let Ok(msg) = serde_json::from_str::<serde_json::Value>(text.trim())
-                        && let crate::rpc::Incoming::Request { id, method, .. } =
-                            crate::rpc::classify(&msg)
+                        && let dsh_jsonrpc::Incoming::Request { id, method, .. } =
+                            dsh_jsonrpc::classify(msg)
                     {
-                        let _ = crate::rpc::reply_frame(id, Err((-32601, method.to_string())));
+                        let _ = crate::rpc::reply_frame(&id, Err((-32601, method)));
                     }
                 }
             }

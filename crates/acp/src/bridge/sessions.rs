@@ -55,7 +55,7 @@ impl Bridge {
             .map_err(RpcError::internal)?;
         let loaded = match loaded {
             Ok(l) => l,
-            Err(PersistenceError::NotFound { .. }) => return Err(RpcError::not_found(&id)),
+            Err(PersistenceError::NotFound { .. }) => return Err(crate::rpc::not_found(&id)),
             Err(e @ PersistenceError::Locked { .. }) => {
                 return Err(RpcError::internal(format!("session {id} is in use: {e}")));
             }
@@ -173,7 +173,7 @@ impl Bridge {
             .unwrap_or_else(|e| e.into_inner())
             .remove(id)
         else {
-            return Err(RpcError::not_found(id));
+            return Err(crate::rpc::not_found(id));
         };
         self.unroute(id);
         session.agent.cancel(CancelCause::User, false);
