@@ -13,7 +13,7 @@ use dsh_prompt::SystemPrompt;
 use dsh_session::SessionStore;
 use dsh_tools::{Reply, ToolRegistry, ToolRunContext, Typed, TypedTool};
 use schemars::JsonSchema;
-use serde::{Deserialize, Deserializer};
+use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::continuation::{InterruptAuthority, ReportDelivery, coordinator_source};
@@ -62,7 +62,7 @@ struct SendMessageArgs {
     // `agent_id`'s 0.1 name, still read from older transcripts when `agent_id` is empty;
     // not offered to the model.
     #[schemars(skip)]
-    #[serde(default, deserialize_with = "lenient_str")]
+    #[serde(default, deserialize_with = "dsh_tools::lenient::string")]
     subagent_id: Option<String>,
 }
 
@@ -93,11 +93,6 @@ enum Scope {
 struct ReportArgs {
     /// What to tell the agent that started you.
     output: String,
-}
-
-/// A string, or nothing for any other JSON value (as the untyped reads did).
-fn lenient_str<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
-    Ok(Option::<Value>::deserialize(d)?.and_then(|v| v.as_str().map(str::to_owned)))
 }
 
 /// The calling agent of `run`.

@@ -12,7 +12,7 @@ use dsh_llm::ContentBlock;
 use dsh_prompt::SystemPrompt;
 use dsh_tools::{ObjectSchema, Reply, ToolRegistry, ToolRunContext, Typed, TypedTool};
 use schemars::JsonSchema;
-use serde::{Deserialize, Deserializer};
+use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -192,25 +192,15 @@ fn wording(inherits: bool, config: &SubagentToolConfig) -> (String, &'static str
 #[derive(Deserialize, JsonSchema)]
 pub struct SubagentArgs {
     #[schemars(description = CWD_DESCRIPTION)]
-    #[serde(default, deserialize_with = "lenient_str")]
+    #[serde(default, deserialize_with = "dsh_tools::lenient::string")]
     cwd: Option<String>,
     #[schemars(description = LABEL_DESCRIPTION)]
     description: String,
     #[schemars(description = FRESH_PROMPT_DESCRIPTION)]
     prompt: String,
     #[schemars(description = JOB_BACKGROUND_DESCRIPTION)]
-    #[serde(default, deserialize_with = "lenient_bool")]
+    #[serde(default, deserialize_with = "dsh_tools::lenient::bool")]
     run_in_background: Option<bool>,
-}
-
-/// A string, or nothing for any other JSON value.
-fn lenient_str<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
-    Ok(Option::<Value>::deserialize(d)?.and_then(|v| v.as_str().map(str::to_owned)))
-}
-
-/// A boolean, or nothing for any other JSON value.
-fn lenient_bool<'de, D: Deserializer<'de>>(d: D) -> Result<Option<bool>, D::Error> {
-    Ok(Option::<Value>::deserialize(d)?.and_then(|v| v.as_bool()))
 }
 
 /// Shapes the derived parameter schema for a provider that does or does not inherit the

@@ -12,7 +12,7 @@ use dsh_jobs::{
 use dsh_kernel::{BoxError, Context};
 use dsh_tools::{ObjectSchema, Prop, Reply, ToolOutput, ToolRunContext, Typed, TypedTool};
 use schemars::JsonSchema;
-use serde::{Deserialize, Deserializer};
+use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -215,7 +215,7 @@ struct SendArgs {
     /// Return a job id at once instead of waiting; read it with job_output.
     // Read leniently, as before: when the configuration leaves it out of the schema, an
     // undeclared non-boolean value counts as absent.
-    #[serde(default, deserialize_with = "lenient_bool")]
+    #[serde(default, deserialize_with = "dsh_tools::lenient::bool")]
     run_in_background: Option<bool>,
 }
 
@@ -249,11 +249,6 @@ struct CloseArgs {
 
 #[derive(Deserialize, JsonSchema)]
 struct ListArgs {}
-
-/// A boolean, or nothing for any other JSON value.
-fn lenient_bool<'de, D: Deserializer<'de>>(d: D) -> Result<Option<bool>, D::Error> {
-    Ok(Option::<Value>::deserialize(d)?.and_then(|v| v.as_bool()))
-}
 
 /// `terminal_send` offers `run_in_background` only when the configuration enables it.
 fn tune_send(config: &ToolTerminalConfig, params: &mut ObjectSchema) {

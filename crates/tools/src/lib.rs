@@ -34,4 +34,4 @@ pub use schema::{ObjectSchema, Prop};
 pub use shell_vars::HostShellVars;
 pub use spill::{SpillRef, SpillRequest, SpillStore, TextSpillStore};
 pub use tool::{Tool, ToolOutput, ToolRunContext, args_error};
-pub use typed::{Reply, Typed, TypedTool, output_schema, params_schema};
+pub use typed::{Reply, Typed, TypedTool, lenient, output_schema, params_schema};

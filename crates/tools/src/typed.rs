@@ -208,6 +208,24 @@ impl<T: TypedTool> Tool for Typed<T> {
     }
 }
 
+/// Lenient readers for `#[serde(default, deserialize_with = "…")]` on arguments a tool reads
+/// even when its schema leaves them out (config-dependent properties): a value of another
+/// type counts as absent rather than failing the call, as the untyped reads did.
+pub mod lenient {
+    use serde::{Deserialize, Deserializer};
+    use serde_json::Value;
+
+    /// A boolean, or nothing.
+    pub fn bool<'de, D: Deserializer<'de>>(d: D) -> Result<Option<bool>, D::Error> {
+        Ok(Option::<Value>::deserialize(d)?.and_then(|v| v.as_bool()))
+    }
+
+    /// A string, or nothing.
+    pub fn string<'de, D: Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+        Ok(Option::<Value>::deserialize(d)?.and_then(|v| v.as_str().map(str::to_owned)))
+    }
+}
+
 fn generated<T: JsonSchema>(contract: Contract) -> Value {
     let settings = SchemaSettings::draft2020_12().with(|s| {
         s.inline_subschemas = true;

@@ -289,13 +289,8 @@ pub struct BashArgs {
     /// Directory to run the command in. Defaults to the session workspace; a relative path is taken relative to it.
     workdir: Option<String>,
     /// Start the command as a background job and return its id immediately (read it with job_output, stop it with job_kill); no timeout applies.
-    #[serde(default, deserialize_with = "lenient_bool")]
+    #[serde(default, deserialize_with = "dsh_tools::lenient::bool")]
     run_in_background: Option<bool>,
-}
-
-/// An undeclared `run_in_background` of another type is ignored, not an error.
-fn lenient_bool<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<bool>, D::Error> {
-    Ok(Value::deserialize(d)?.as_bool())
 }
 
 impl BashTool {
