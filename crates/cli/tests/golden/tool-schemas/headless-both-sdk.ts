@@ -1,340 +1,340 @@
 interface ToolArgsMap {
-  /** Run a shell command with `bash -c` and return what it printed on stdout and stderr. Every call starts a new shell, so nothing carries over between calls (working directory, variables, functions); set `workdir` instead of running `cd`. A non-zero exit status is reported as an `[exit code: N]` marker. Facts about the running harness are available to the command as managed `$DSH_*` environment variables. File access may be restricted by a sandbox: a refused file operation shows up as `[sandbox: file access denied under <mode> mode]`, which is a policy decision rather than a fault in the command, so do not look for another way around it. Very long output keeps only its end; when the complete output could be saved, the file path is given. For commands that run for a long time, set `run_in_background: true`: the call returns a job id at once, `job_output` reads what the job printed and `job_kill` stops it. Running a command that the sandbox might refuse is fine: run it and read the marker instead of guessing. If a command was refused and a wider mode would let it work, retry that exact command once, in the same turn, with `sandbox_permissions` set to the narrowest wider mode that is enough and a one-sentence `justification`; the approval prompt this raises is how the user agrees, so do not stop to ask in chat first. If the session says approval prompts are disabled, a refusal is final and `sandbox_permissions` must not be used. Only escalate after a real refusal (normally the one this command just got, or the same access refused earlier in this session). When the user rejects an escalation, stop and explain; do not work around it, though other commands may still be run or escalated later. */
+  /** <1711 chars, fnv1a e3fec2b4e9fec87b> */
   bash: {
-    /** A short active-voice summary of what the command does, about 5-10 words, shown to the user (for example "List files in the current directory" for `ls`). */
+    /** <152 chars, fnv1a 5ca64f2d85eeb5e1> */
     description: string;
-    /** The command line to run. */
+    /** <24 chars, fnv1a ed0067c41fc7271b> */
     command: string;
-    /** Timeout in milliseconds; the configured default and maximum apply, and the command is killed when it expires. */
+    /** <109 chars, fnv1a 565b8116988612cc> */
     timeoutMs?: number;
-    /** Directory to run the command in. Defaults to the session workspace; a relative path is taken relative to it. */
+    /** <108 chars, fnv1a 8bc478d76aaa6058> */
     workdir?: string;
-    /** Start the command as a background job and return its id immediately (read it with job_output, stop it with job_kill); no timeout applies. */
+    /** <137 chars, fnv1a ca320d546b08f1f2> */
     run_in_background?: boolean;
-    /** A wider sandbox mode for this one command. Only for retrying a command the sandbox just refused; needs a justification and the user's approval. */
+    /** <143 chars, fnv1a a8c1772b82d4bbcf> */
     sandbox_permissions?: "workspace-write" | "danger-full-access";
-    /** Goes with sandbox_permissions: one sentence telling the user why this command needs the wider access. */
+    /** <101 chars, fnv1a f9af5799c4de6b9f> */
     justification?: string;
   } & Record<string, JsonValue>;
-  /** Sets a goal for this session that is saved in the log and keeps the agent working on it over automatic follow-up rounds. Call it when the person asks for an objective that will take several turns, whether or not they use the word goal; a task one turn can finish needs none. */
+  /** <274 chars, fnv1a 50d4d9cd8dc1b70e> */
   create_goal: {
-    /** What finished looks like, taken from what the person asked for. */
+    /** <63 chars, fnv1a 851753c97cad4544> */
     objective: string;
-    /** How many automatic rounds the goal may use at most (a whole number from 1). */
+    /** <75 chars, fnv1a c320e75fe1f2515f> */
     max_goal_rounds?: number;
   } & Record<string, JsonValue>;
-  /** Swaps one exact snippet of an existing UTF-8 file for new text (or every copy of it with replace_all). */
+  /** <102 chars, fnv1a cbfa8362b8cf5dd8> */
   edit: {
-    /** The file to change; relative paths start at the session workspace. */
+    /** <66 chars, fnv1a 8064d72167ed4939> */
     file_path: string;
-    /** The exact text to find, character for character. */
+    /** <48 chars, fnv1a 676a532ddcaaca59> */
     old_string: string;
-    /** The text to put in its place; an empty string deletes the match. */
+    /** <64 chars, fnv1a 269994f6c8a08163> */
     new_string: string;
-    /** Replace every occurrence. Defaults to false, in which case old_string has to occur exactly once. */
+    /** <96 chars, fnv1a 7b3dc01e1ee9f2a4> */
     replace_all?: boolean;
-    /** A wider sandbox mode for this one file operation. Only for retrying an operation the sandbox just refused; needs a justification and the user's approval. */
+    /** <153 chars, fnv1a ffb0ea9259751f11> */
     sandbox_permissions?: "workspace-write" | "danger-full-access";
-    /** Goes with sandbox_permissions: one sentence telling the user why this file operation needs the wider access. */
+    /** <108 chars, fnv1a c92f3201c68965f7> */
     justification?: string;
   } & Record<string, JsonValue>;
-  /** Only for plan mode: submit your finished plan for the user to review, and leave plan mode if they approve it. Pass the whole plan as markdown whose first line is a # heading naming it. On approval, carry the plan out from your next step; if the user wants more planning, their feedback arrives in the tool result — revise the plan and submit it again. */
+  /** <351 chars, fnv1a e3adff61628719f7> */
   exit_plan_mode: {
-    /** The whole plan in markdown, beginning with a # heading that names it. */
+    /** <69 chars, fnv1a db1ab277fcd4dc41> */
     plan: string;
   } & Record<string, JsonValue>;
-  /** Removes one memory entry by the id shown in brackets in the memory section or returned by recall. */
+  /** <97 chars, fnv1a 6ac3fad25cc89eed> */
   forget: {
-    /** The entry id. */
+    /** <13 chars, fnv1a fd748c5c723ece01> */
     id: string;
   } & Record<string, JsonValue>;
-  /** Returns this session's goal, with the id and revision update_goal asks for. */
+  /** <75 chars, fnv1a 6ce8ddde4969417b> */
   get_goal: Record<string, JsonValue>;
-  /** Lists the files (not directories) below a directory whose paths fit a glob. Hidden and git-ignored files count; version-control metadata directories are skipped. A result of at most 100 paths is ordered oldest modification first; beyond that you get the 100 oldest paths, states that it did, and names where the full sorted list went. Not a directory listing tool. */
+  /** <364 chars, fnv1a 691635b6c9bf63ad> */
   glob: {
-    /** The glob to match paths against, e.g. "**\/*.rs" or "src/**\/*.test.ts". Without a "/" it matches file names at any depth ("*" and "*.rs" cover the whole tree); add a separator to anchor it. */
+    /** <190 chars, fnv1a 99403003cbe48a22> */
     pattern: string;
-    /** The directory to search. Defaults to the session workspace; relative paths start there. */
+    /** <87 chars, fnv1a 69117fd0c0eae664> */
     path?: string;
   } & Record<string, JsonValue>;
-  /** Looks for a ripgrep regular expression inside files and reports each hit as a numbered line under its file. Up to 250 hits are shown in the result; past that, it names where the full list was stored. To see what surrounds a hit, read that file. */
+  /** <244 chars, fnv1a 38e94ed0f6c5ae07> */
   grep: {
-    /** The regular expression to look for, in ripgrep syntax. */
+    /** <54 chars, fnv1a a451db6c512dbc22> */
     pattern: string;
-    /** A file or directory to search. Defaults to the session workspace; relative paths start there. */
+    /** <93 chars, fnv1a a91bc83992bef09b> */
     path?: string;
-    /** A single glob restricting which files are searched, e.g. "*.rs" or "*.{ts,tsx}". One glob only, and no "!" negation. */
+    /** <116 chars, fnv1a 71f6bea0aba611a5> */
     include?: string;
   } & Record<string, JsonValue>;
-  /** Stop what a background subagent below you is doing right now. Messages already queued for it stay queued; it is not deleted and can be continued later. */
+  /** <151 chars, fnv1a 592b73ae1c450ada> */
   interrupt_agent: {
-    /** The id of a subagent you started, or of one started below it. */
+    /** <61 chars, fnv1a b2d40194048cfdf1> */
     agent_id: string;
   } & Record<string, JsonValue>;
-  /** Ask a running background job to stop. Returns at once; the job shows as killed once its work has actually stopped. */
+  /** <114 chars, fnv1a abeec301868e7bfb> */
   job_kill: {
-    /** The job id that the tool which started the work returned. */
+    /** <57 chars, fnv1a cf1dbcd253e0a6cb> */
     job_id: string;
-    /** A short reason, passed to the job and kept in the log. */
+    /** <54 chars, fnv1a 6b470fb230bd3c0a> */
     reason?: string;
   } & Record<string, JsonValue>;
-  /** Show every background job you started, running or finished: id, kind, status and label. */
+  /** <87 chars, fnv1a 74e25877426b3fd0> */
   job_list: Record<string, JsonValue>;
-  /** Read what a background job produced. Streaming jobs return only the output since your previous read; jobs with a final result return it once they finish. Every answer ends with a `[status: ...]` line. A read returns at once unless `wait: true`, which blocks until the job finishes or the wait times out. */
+  /** <303 chars, fnv1a 234e266e63b66be5> */
   job_output: {
-    /** The job id that the tool which started the work returned. */
+    /** <57 chars, fnv1a cf1dbcd253e0a6cb> */
     job_id: string;
-    /** Block until the job finishes or the timeout passes. When the wait times out the job keeps running and the answer shows [status: running]. */
+    /** <137 chars, fnv1a e7e4f929ee88f8b5> */
     wait?: boolean;
-    /** Longest wait in milliseconds (with wait: true only). Defaults to the configured wait; the configured maximum caps it. */
+    /** <117 chars, fnv1a d8365bd12f46f768> */
     timeout_ms?: number;
   } & Record<string, JsonValue>;
-  /** List the continuable background subagents you started, with their ids and labels, to recall what exists (you are told when one finishes, so do not poll). running: working now; idle: loaded, between turns; ready: only stored, continue it with send_message. Children that cannot be read show as diagnostics. With scope `descendants` the whole tree below you is listed in pre-order with each entry's parent id and depth; only depth-1 entries accept send_message, deeper ones only interrupt_agent. */
+  /** <493 chars, fnv1a 04cf43a1f9ec307e> */
   list_agents: {
-    /** children (the default): your direct subagents; descendants: everything below you. */
+    /** <81 chars, fnv1a fdf798844fdebd71> */
     scope?: "children" | "descendants";
   } & Record<string, JsonValue>;
-  /** Run a Ralph loop in the foreground: fresh agents work toward one fixed objective, one round at a time. Use it only when the user explicitly asks for Ralph or for fresh-agent iteration. Every round starts a new child that sees neither this conversation nor earlier rounds' sessions; the shared workspace is what persists, and only a short structured report is handed from one round to the next. The call returns when a worker reports the objective complete, reports a concrete blocker, or the round limit is reached. Ordinary long work within this session belongs to the goal tools instead. */
+  /** <589 chars, fnv1a ffc38b904ab44077> */
   ralph: {
-    /** The objective every fresh round works toward; it never changes. */
+    /** <63 chars, fnv1a 005e1bf6b99beeee> */
     objective: string;
-    /** Optional round limit: a positive whole number no larger than the deployment's ceiling. */
+    /** <86 chars, fnv1a d9862b648a34d544> */
     maxRounds?: number;
   } & Record<string, JsonValue>;
-  /** Returns lines of a UTF-8 text file, each prefixed by its line number. */
+  /** <69 chars, fnv1a ef2fb08b1df9e9d0> */
   read: {
-    /** The file to read; relative paths start at the session workspace. */
+    /** <64 chars, fnv1a a4ae920fc4a91b39> */
     file_path: string;
-    /** Line number (1-based) to start reading at. Defaults to 1. */
+    /** <57 chars, fnv1a 9e381829a9370f1a> */
     offset?: number;
-    /** How many lines to return at most. Defaults to 2000. */
+    /** <51 chars, fnv1a 2875cb38129b76bb> */
     limit?: number;
   } & Record<string, JsonValue>;
-  /** Look at an image file (PNG, JPEG, WebP or GIF): the image itself comes back to you. Oversized images are checked and scaled down automatically (the result then says how to map coordinates back to the original), so there is no need to install image tools or make thumbnails first. Several images can be read in parallel. Works only when the current model accepts image input. */
+  /** <374 chars, fnv1a aa658434f120c910> */
   read_image: {
-    /** Path to the image file, resolved by the filesystem backend. */
+    /** <59 chars, fnv1a 998c83593dd62a4e> */
     file_path: string;
   } & Record<string, JsonValue>;
-  /** Searches memory: entries whose text or tags hold the query's words, best match and newest first; without a query the newest entries. With a query it also lists earlier sessions of this workspace that mention it, with the session id and event seq to read them by. */
+  /** <262 chars, fnv1a 0f2a001663bd13f6> */
   recall: {
-    /** Words to look for; leave out for the newest entries. */
+    /** <52 chars, fnv1a fe862798334f1a91> */
     query?: string;
-    /** workspace, user or all (default). */
+    /** <33 chars, fnv1a 43c008f39cd04c4d> */
     scope?: "workspace" | "user" | "all";
-    /** How many memories at most (default 10). */
+    /** <39 chars, fnv1a 4e4b161dc242f7fe> */
     limit?: number;
-    /** Whether to search earlier sessions too (default true; needs a query). */
+    /** <69 chars, fnv1a f332239a29186581> */
     sessions?: boolean;
   } & Record<string, JsonValue>;
-  /** Keeps one fact for later sessions: workspace scope (the project's .dsh/memory.md) or user scope (the person's own memory for every project). Duplicates are recognised; secrets are removed before anything is written. */
+  /** <215 chars, fnv1a 5fe98f2d09abb6d9> */
   remember: {
-    /** The fact, short and self-contained, as a later session should read it. */
+    /** <70 chars, fnv1a 2e1eb4af5eb04bb4> */
     text: string;
-    /** workspace (default) for this project, user for the person's preferences in every project. */
+    /** <89 chars, fnv1a 873343414b18a93f> */
     scope?: "workspace" | "user";
-    /** Optional keywords that help recall find it. */
+    /** <43 chars, fnv1a 79b914a798688356> */
     tags?: string[];
   } & Record<string, JsonValue>;
-  /** Give one of your continuable background subagents another turn: the message is queued as its next turn, in order, whether it is working, idle or only stored. Use the id the subagent tool returned. */
+  /** <196 chars, fnv1a b5f0f7c161944d09> */
   send_message: {
-    /** The durable id of a subagent you started. */
+    /** <41 chars, fnv1a b2023498725c73df> */
     agent_id: string;
-    /** What the subagent should do next; it keeps its own conversation so far. */
+    /** <71 chars, fnv1a b657d6a1a61711ea> */
     message: string;
   } & Record<string, JsonValue>;
-  /** Read one event of a session in full, as JSON, optionally with a short summary of each event just before and after it. */
+  /** <117 chars, fnv1a d90e96e7ee990f9a> */
   session_event_read: {
-    /** Session of the event: the current one if omitted, otherwise a session of this workspace. */
+    /** <88 chars, fnv1a 37107d91ac2629f1> */
     session_id?: string;
-    /** Sequence number of the event. */
+    /** <29 chars, fnv1a be8dacfd0b9ed585> */
     seq: number;
-    /** How many earlier events to summarize with it (default 0). */
+    /** <57 chars, fnv1a 076a77b5378717d0> */
     before?: number;
-    /** How many later events to summarize with it (default 0). */
+    /** <55 chars, fnv1a 762ad931126eac92> */
     after?: number;
   } & Record<string, JsonValue>;
-  /** Find events of one session that contain a phrase. In the current session, events of the step making this call are not searched. */
+  /** <127 chars, fnv1a 96669d4f3236c648> */
   session_event_search: {
-    /** Session to search: the current one if omitted, otherwise a session of this workspace. */
+    /** <85 chars, fnv1a 75039dfbb405f972> */
     session_id?: string;
-    /** Text to find; its words must occur together and in this order. */
+    /** <62 chars, fnv1a 3a37fbd6ffda3ee9> */
     query: string;
-    /** Match only events with this sequence number or a higher one. */
+    /** <60 chars, fnv1a dc937446c644d4a0> */
     seq_from?: number;
-    /** Match only events with this sequence number or a lower one. */
+    /** <59 chars, fnv1a 683a55492a3af60c> */
     seq_to?: number;
-    /** Match only events recorded at or after this time (ISO 8601 with a time zone). */
+    /** <77 chars, fnv1a 760862b8590d734d> */
     time_from?: string;
-    /** Match only events recorded at or before this time (ISO 8601 with a time zone). */
+    /** <78 chars, fnv1a d0dfd5664ca904a4> */
     time_to?: string;
-    /** Match only events of these types. */
+    /** <33 chars, fnv1a 83a95ce524067e9e> */
     event_types?: string[];
-    /** Match only events in these states: current (still part of the conversation), shadowed (since replaced) or log-only (never part of it). */
+    /** <134 chars, fnv1a 222d6fd7ef48033d> */
     surfaces?: ("current" | "shadowed" | "log-only")[];
   } & Record<string, JsonValue>;
-  /** Show how one event of a session is linked to others: the event that replaced it and the rest of that replacement chain, the events it replaced, the events it cites as sources, and the events derived from it. */
+  /** <207 chars, fnv1a 17c9c5d3a65e7a4e> */
   session_event_trace: {
-    /** Session of the event: the current one if omitted, otherwise a session of this workspace. */
+    /** <88 chars, fnv1a 37107d91ac2629f1> */
     session_id?: string;
-    /** Sequence number of the event. */
+    /** <29 chars, fnv1a be8dacfd0b9ed585> */
     seq: number;
   } & Record<string, JsonValue>;
-  /** Find earlier sessions of this workspace (not the current one) whose history contains a phrase. Lists the best-matching event of each session, best sessions first. */
+  /** <162 chars, fnv1a fbca628d83087d25> */
   session_search: {
-    /** Text to find; its words must occur together and in this order. */
+    /** <62 chars, fnv1a 3a37fbd6ffda3ee9> */
     query: string;
-    /** Consider only these sessions. */
+    /** <29 chars, fnv1a 6cc4501cc69527e2> */
     session_ids?: string[];
-    /** Consider only sessions created at or after this time (ISO 8601 with a time zone). */
+    /** <81 chars, fnv1a 12071402b79f0c53> */
     created_at_from?: string;
-    /** Consider only sessions created at or before this time (ISO 8601 with a time zone). */
+    /** <82 chars, fnv1a c490fc40cc1f722e> */
     created_at_to?: string;
-    /** Consider only sessions whose parent is one of these sessions. */
+    /** <61 chars, fnv1a a1b64f2bde9cc284> */
     parent_session_ids?: string[];
-    /** Whether sessions without a parent count. With parent_session_ids, true adds them; without it, false leaves them out. */
+    /** <116 chars, fnv1a 2c6fe27441fc4f2c> */
     include_root_sessions?: boolean;
-    /** Consider only sessions found in at least one of these places: live (open in this process) or persisted (saved on disk). */
+    /** <119 chars, fnv1a deb1c2efeb3990cf> */
     availability?: ("live" | "persisted")[];
-    /** Match only events with this sequence number or a higher one. */
+    /** <60 chars, fnv1a dc937446c644d4a0> */
     event_seq_from?: number;
-    /** Match only events with this sequence number or a lower one. */
+    /** <59 chars, fnv1a 683a55492a3af60c> */
     event_seq_to?: number;
-    /** Match only events recorded at or after this time (ISO 8601 with a time zone). */
+    /** <77 chars, fnv1a 760862b8590d734d> */
     event_time_from?: string;
-    /** Match only events recorded at or before this time (ISO 8601 with a time zone). */
+    /** <78 chars, fnv1a d0dfd5664ca904a4> */
     event_time_to?: string;
-    /** Match only events of these types. */
+    /** <33 chars, fnv1a 83a95ce524067e9e> */
     event_types?: string[];
-    /** Match only events in these states: current (still part of the conversation), shadowed (since replaced) or log-only (never part of it). */
+    /** <134 chars, fnv1a 222d6fd7ef48033d> */
     event_surfaces?: ("current" | "shadowed" | "log-only")[];
   } & Record<string, JsonValue>;
-  /** Show where a session sits in its family: its ancestors (nearest first) and all of its descendants, each with title, creation time and availability. Relatives outside this workspace appear only as placeholders. */
+  /** <209 chars, fnv1a fbf6ddd827a4e349> */
   session_trace: {
-    /** Session to trace: the current one if omitted, otherwise a session of this workspace. */
+    /** <84 chars, fnv1a 53d359f9111c31ab> */
     session_id?: string;
   } & Record<string, JsonValue>;
-  /** Fetch the complete instructions of a skill from this session's skill catalog. Use it before working on a task that names a skill or plainly fits one, passing the skill's exact name. */
+  /** <181 chars, fnv1a 031f24fd20b6143c> */
   skill: {
-    /** The skill's name, exactly as the catalog lists it. */
+    /** <50 chars, fnv1a 1a1691b858191476> */
     name: string;
   } & Record<string, JsonValue>;
-  /** File editor working on absolute paths, with four commands. * `view`: a file is shown with numbered lines (like `cat -n`), optionally only a `view_range`; a directory is listed two levels deep without hidden entries * `create`: writes a new file from `file_text`; it fails if the path is already taken * `str_replace`: swaps `old_str` for `new_str`; `old_str` must match the file exactly (whitespace too) and occur only once, so include enough neighbouring lines to make it unique * `insert`: puts `new_str` after line `insert_line` (0 = top of the file) * Edits are real file changes and persist; very long output is cut short and marked `<response clipped>` */
+  /** <658 chars, fnv1a 0d50ea8284639db4> */
   str_replace_editor: {
-    /** What to do: `view`, `create`, `str_replace` or `insert`. */
+    /** <56 chars, fnv1a 14065cba4964b606> */
     command: "view" | "create" | "str_replace" | "insert";
-    /** Absolute path of the file or directory, such as `/repo/main.py` or `/repo`. */
+    /** <75 chars, fnv1a bb5e8be239fddb70> */
     path: string;
-    /** For `create` (required): the full contents of the new file. */
+    /** <59 chars, fnv1a 0c37677a941a9570> */
     file_text?: string;
-    /** For `insert` (required): `new_str` goes in after this line of `path` (0 puts it at the top). */
+    /** <92 chars, fnv1a 221025f24ecc7c33> */
     insert_line?: number;
-    /** For `str_replace` (optional, defaults to nothing): the replacement text. For `insert` (required): the text to insert. */
+    /** <117 chars, fnv1a 61b0d50313c3b91d> */
     new_str?: string;
-    /** For `str_replace` (required): the exact text in `path` to replace. */
+    /** <66 chars, fnv1a cdf21004790b0a00> */
     old_str?: string;
-    /** For `view` of a file (optional): the 1-based line range to show, e.g. [11, 12] for lines 11 and 12; `[start, -1]` shows from `start` to the end. Without it the whole file is shown. */
+    /** <180 chars, fnv1a df4433250bc88f48> */
     view_range?: number[];
   } & Record<string, JsonValue>;
-  /** Hand a self-contained task to a subagent: a separate agent with its own, empty context, so focused work (research, a scoped change, an analysis) does not fill this conversation. It knows nothing of this conversation, so the prompt must stand on its own. You get back its result, not its steps. By default it runs in the background: the call returns the subagent's durable id at once, a notice with its outcome and final message arrives when it finishes, and `send_message` gives the same subagent another turn later. Pass `run_in_background: false` only when your next step needs the result. */
+  /** <591 chars, fnv1a 1d56a89979f2192e> */
   subagent: {
-    /** Where the subagent starts: a directory inside your workspace, relative to your current directory or absolute. Without it the subagent starts where you started. Each side's later directory changes stay its own. */
+    /** <209 chars, fnv1a c81b3346da243467> */
     cwd?: string;
-    /** A short label for the task (3-5 words), shown to the user. */
+    /** <58 chars, fnv1a b37fc6816d47b1ce> */
     description: string;
-    /** The whole task for the subagent, self-contained: it does not see this conversation, so include everything it needs. */
+    /** <115 chars, fnv1a baab7c58ab8dde53> */
     prompt: string;
-    /** Run in the background and get the subagent's durable id at once (the default: true). Pass false to wait for the result. */
+    /** <119 chars, fnv1a df419dd281aa83e5> */
     run_in_background?: boolean;
   } & Record<string, JsonValue>;
-  /** Hand a task to a subagent that starts from this conversation: it is seeded with every turn that has already finished (not the one in progress) and works in its own context, so the work does not fill this one. Suited to follow-ups that build on what was said: a review, a deeper analysis, a continuation. You get back its result, not its steps. By default the call waits for the result. With `run_in_background: true` it returns a job id instead; read the result with `job_output`, stop it with `job_kill`. */
+  /** <505 chars, fnv1a 3bb81c34a7a012e0> */
   subagent_fork: {
-    /** Where the subagent starts: a directory inside your workspace, relative to your current directory or absolute. Without it the subagent starts where you started. Each side's later directory changes stay its own. */
+    /** <209 chars, fnv1a c81b3346da243467> */
     cwd?: string;
-    /** A short label for the task (3-5 words), shown to the user. */
+    /** <58 chars, fnv1a b37fc6816d47b1ce> */
     description: string;
-    /** What the subagent should do. It already sees the finished turns of this conversation, so say only what is new. */
+    /** <110 chars, fnv1a c587c40b7b16f222> */
     prompt: string;
-    /** Run as a background job and get its id (the default: false); collect it with job_output, stop it with job_kill. */
+    /** <111 chars, fnv1a 78766fea70beaea6> */
     run_in_background?: boolean;
   } & Record<string, JsonValue>;
-  /** Maintains the checklist for the task in progress. Each call carries the FULL checklist and overwrites whatever was there; single items cannot be patched. Reach for it when a job takes several steps: write down one todo per concrete step up front, then keep the statuses current so progress is visible. Any todo you are working on right now is `in_progress`; that can be several when work truly happens side by side (subagents, background commands running together) and is one when you work step by step. As long as anything is left to do, something should be `in_progress`. Flip a todo to `completed` the moment it is finished instead of saving completions up; nothing stays `in_progress` once everything is done. A one-step job needs no checklist. The statuses are `pending` (not begun), `in_progress` (under way) and `completed` (finished). */
+  /** <842 chars, fnv1a 5e096d5f99cfe9d9> */
   todo_write: {
-    /** The COMPLETE task list; it replaces the previous one. */
+    /** <53 chars, fnv1a 4e737a1b24929cb5> */
     todos: ({
-      /** The task, as one short imperative line. */
+      /** <39 chars, fnv1a 8c7381d13836169f> */
       content: string;
-      /** pending (not started), in_progress (now) or completed (done). */
+      /** <61 chars, fnv1a 127561dec2390130> */
       status: "pending" | "in_progress" | "completed";
     })[];
   } & Record<string, JsonValue>;
-  /** Changes the session's goal. */
+  /** <27 chars, fnv1a 40db082fb91e28fc> */
   update_goal: {
-    /** The goal id exactly as get_goal reported it. */
+    /** <44 chars, fnv1a 7bbd5cb00ce09928> */
     goal_id: string;
-    /** The revision exactly as get_goal reported it (from 1). */
+    /** <54 chars, fnv1a f06065ffaa01939f> */
     revision: number;
-    /** Only a person asking directly, to a top-level agent, allows edit, pause or resume. An automatic round of this goal may also report complete or blocked; blocked is refused until the configured number of rounds has run. */
+    /** <217 chars, fnv1a 00b3b357f5d436f7> */
     action: "edit" | "pause" | "resume" | "complete" | "blocked";
-    /** The new objective; only for edit. */
+    /** <33 chars, fnv1a 9584994809e988d9> */
     objective?: string;
-    /** The new round limit; only for edit. */
+    /** <35 chars, fnv1a fcc897fefd56c899> */
     max_goal_rounds?: number;
-    /** Only for blocked, and required there: the specific obstacle that stayed the same over several rounds and stops any progress. */
+    /** <124 chars, fnv1a e217504e55ef7c00> */
     blocked_reason?: string;
   } & Record<string, JsonValue>;
-  /** Fetch one http(s) URL and return its content as text (web pages are converted to Markdown). */
+  /** <91 chars, fnv1a a08952f2346d783e> */
   web_fetch: {
-    /** The http(s) URL to fetch. */
+    /** <25 chars, fnv1a 2798078b3b062174> */
     url: string;
   } & Record<string, JsonValue>;
-  /** Search the web for current information. Give 1 to 4 queries in `queries`; the answer is an optional summary plus the source URLs. */
+  /** <129 chars, fnv1a d3883ef5f36e9701> */
   web_search: {
-    /** Search queries, 1 to 4; their results are merged. */
+    /** <49 chars, fnv1a c95b3c22fad4304c> */
     queries: string[];
   } & Record<string, JsonValue>;
-  /** Run a workflow: a JavaScript script that coordinates many subagents. Reach for it when the work splits into many independent pieces (a review of many files, a migration, research from several angles, cross-checking findings) and the coordination is easier to write as code than to delegate call by call. Arguments: `meta` is plain JSON naming the workflow: `name` (short, kebab-case) and `description` are required; `whenToUse` (string) and `phases` (a list of `{title, detail?, provider?, model?}`) are optional. `script` is only the body of an async JavaScript function (plain JavaScript, not TypeScript; do not declare meta in it). Top-level `await` works; finish with `return <value>`, and that value, which must be plain JSON, is the tool's result. `args` (optional JSON object) is handed to the script as the global `args`. Available in the script: - `agent(prompt, opts?)` runs one subagent to the end and resolves to its final text, or, with `opts.schema` (an object JSON Schema limited to type, properties, required, additionalProperties, items, enum, const and oneOf), to the validated object. It resolves to `null` if the child fails, so filter results with `.filter(Boolean)`. Further options: `label` (display name), `phase` (progress group), `provider` and `model` (route overrides, each usable alone). Any other option, such as `effort`, `isolation` or `agentType`, is an error. - `pipeline(items, ...stages)` sends every item through the stages on its own, without waiting for the other items between stages; a stage is called with `(prev, item, index)`. If a stage throws, that item becomes `null` and skips its later stages. Prefer it for multi-step work. - `parallel(thunks)` runs functions without arguments at the same time and waits for all of them; a thunk that throws gives `null`. Use it only when a step needs every earlier result at once. - `phase(title)` opens a progress phase; `log(message)` reports progress. Misusing a hook (wrong arguments, an unknown option, an unsupported schema, a cap reached) always ends the whole script; it is never turned into a `null` item. Limits: the number of subagents running at once and in total is capped. The script has no filesystem, network, timers or Node.js APIs: the subagents do the work, the script only coordinates. The call runs in the foreground and returns when the script has finished. */
+  /** <2364 chars, fnv1a 75307163a49fda26> */
   workflow: {
-    /** The body of the workflow's async function, in plain JavaScript (top-level await works; no meta declaration; end with `return <json-value>`). */
+    /** <140 chars, fnv1a 3869780fb139a637> */
     script: string;
-    /** The workflow's identity, as plain JSON (not code). */
+    /** <50 chars, fnv1a 357919361a0431c2> */
     meta: {
-      /** A short kebab-case name for the workflow. */
+      /** <41 chars, fnv1a f799ba8e7f38ee04> */
       name: string;
-      /** One line saying what the workflow does. */
+      /** <39 chars, fnv1a 4a602dda510b6f5b> */
       description: string;
-      /** Optional: when this workflow is the right tool. */
+      /** <47 chars, fnv1a 08b035dd24c6d1cf> */
       whenToUse?: string;
-      /** Optional: the phases the script opens with phase(). */
+      /** <51 chars, fnv1a 73802af1ed79f307> */
       phases?: ({
-        /** The title phase() is called with. */
+        /** <33 chars, fnv1a 33545fb7957673a9> */
         title: string;
-        /** Optional: one line about the phase. */
+        /** <35 chars, fnv1a c741521bb403066e> */
         detail?: string;
-        /** Optional: which provider the phase's agents are planned to use (a note only; agent() takes its own `provider` option). */
+        /** <118 chars, fnv1a 1ff8c17dde0973b2> */
         provider?: string;
-        /** Optional: which model the phase's agents are planned to use (a note only; agent() takes its own `model` option). */
+        /** <112 chars, fnv1a f0c8c0d3cb8ac1a8> */
         model?: string;
       } & Record<string, JsonValue>)[];
     } & Record<string, JsonValue>;
-    /** Optional JSON input, available to the script as the global `args` (put a list inside a field, e.g. {"items": [...]}). */
+    /** <117 chars, fnv1a 2ec3e09209a65b82> */
     args?: Record<string, JsonValue>;
-    /** Start the workflow as a background job and get its job id at once; its return value comes with the notice that it finished (job_output reads it, job_kill stops it). */
+    /** <164 chars, fnv1a 32b8d24d13d4935a> */
     run_in_background?: boolean;
   } & Record<string, JsonValue>;
-  /** Shows the session's working directory, or moves the session into another existing directory when `cd` is given (relative to the current one). Later tool calls start there; shells and processes already running stay where they are. */
+  /** <229 chars, fnv1a 096087872049570b> */
   working_directory: {
-    /** An existing directory to move to; leave it out to only read the current one. */
+    /** <76 chars, fnv1a 47c9e25d92cd4f19> */
     cd?: string;
   } & Record<string, JsonValue>;
-  /** Writes a whole UTF-8 text file: makes it if it is missing, otherwise overwrites all of it. */
+  /** <90 chars, fnv1a c6bdc05eec852571> */
   write: {
-    /** The file to write; relative paths start at the session workspace. */
+    /** <65 chars, fnv1a 0849ebc0dac3ba88> */
     file_path: string;
-    /** The complete new contents of the file, as UTF-8 text. */
+    /** <53 chars, fnv1a 0a5ca4123ad10436> */
     content: string;
-    /** A wider sandbox mode for this one file operation. Only for retrying an operation the sandbox just refused; needs a justification and the user's approval. */
+    /** <153 chars, fnv1a ffb0ea9259751f11> */
     sandbox_permissions?: "workspace-write" | "danger-full-access";
-    /** Goes with sandbox_permissions: one sentence telling the user why this file operation needs the wider access. */
+    /** <108 chars, fnv1a c92f3201c68965f7> */
     justification?: string;
   } & Record<string, JsonValue>;
 }
