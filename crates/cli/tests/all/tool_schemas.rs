@@ -103,6 +103,37 @@ fn digest_doc_comments(ts: &str) -> String {
     out + rest
 }
 
+/// Each tool's entry of the two interfaces as its name and the digest of its type (the
+/// shapes are pinned by the output-schema unit tests; here a change shows per tool).
+fn digest_entries(ts: &str) -> String {
+    let mut out: Vec<String> = Vec::new();
+    let mut entry: Option<(String, String)> = None;
+    let flush = |entry: &mut Option<(String, String)>, out: &mut Vec<String>| {
+        if let Some((name, body)) = entry.take() {
+            out.push(format!("  {name}: {}", digest(&body)));
+        }
+    };
+    for line in ts.lines() {
+        let indent = line.len() - line.trim_start().len();
+        let text = line.trim_start();
+        // An entry's closing brace sits at its own indent (`} & Record<…>;`, `} | {`).
+        let continues = indent > 2 || (indent == 2 && text.starts_with('}'));
+        let starts_entry = indent == 2 && !text.starts_with("/**") && !continues;
+        if starts_entry && let Some((name, body)) = text.split_once(": ") {
+            flush(&mut entry, &mut out);
+            entry = Some((name.to_string(), body.to_string()));
+        } else if continues && let Some((_, body)) = entry.as_mut() {
+            body.push('\n');
+            body.push_str(line);
+        } else {
+            flush(&mut entry, &mut out);
+            out.push(line.to_string());
+        }
+    }
+    flush(&mut entry, &mut out);
+    out.join("\n")
+}
+
 fn tools_sent(mode: &str) -> String {
     first_request(mode).0
 }
@@ -162,6 +193,6 @@ fn code_mode_tool_schemas_are_unchanged() {
             .find("interface ToolOutputMap")
             .expect("ToolOutputMap");
     let end = outputs + system[outputs..].find("\n}").expect("its end") + 2;
-    let declarations = digest_doc_comments(&system[start..end]);
+    let declarations = digest_entries(&digest_doc_comments(&system[start..end]));
     snapshot("headless-both-sdk", &format!("{declarations}\n"));
 }
