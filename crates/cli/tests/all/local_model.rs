@@ -555,6 +555,21 @@ fn cancelling_mid_stream_keeps_the_session() {
         .args(["headless", "--session-id", &id, "Say hi."])
         .output()
         .unwrap();
+    // The 135M model sometimes samples end-of-text first; an empty answer is still a turn
+    // the resumed session ran against the server, closed as a failure of that turn only.
+    if out.status.code() == Some(1) && stderr(&out).contains("EMPTY_RESPONSE") {
+        let end = last_turn_end(&run);
+        assert_ne!(end["reason"]["kind"], "aborted", "{end}");
+        assert_eq!(
+            run.session()
+                .iter()
+                .filter(|e| e.is(types::TURN_END))
+                .count(),
+            2,
+            "the resumed session ran a second turn"
+        );
+        return;
+    }
     assert_done(&out, &server);
 }
 
