@@ -9,6 +9,7 @@
 //! answered as the reference SDK does (`-32700`, `-32600`). On stdin EOF it cancels running
 //! turns, flushes every session log and returns.
 
+mod app;
 mod bridge;
 mod client_fs;
 mod client_terminal;
@@ -25,6 +26,7 @@ use serde::Deserialize;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::task::JoinSet;
 
+pub use app::{AcpApp, COMMAND_HELP, Command, PROFILE_HELP, command};
 pub use bridge::{AcpConfig, Bridge, Projection};
 pub use rpc::{Incoming, Peer, RpcError, classify};
 
@@ -114,9 +116,12 @@ struct AgentConfig {
 /// `@deepseek-ai/dsh-acp-demo`: the route ACP sessions use.
 pub struct AcpAgentPlugin;
 
+/// The row that marks a tree as the ACP server's.
+pub const ACP_AGENT_PLUGIN: &str = "@deepseek-ai/dsh-acp-demo";
+
 impl Plugin for AcpAgentPlugin {
     fn name(&self) -> &'static str {
-        "@deepseek-ai/dsh-acp-demo"
+        ACP_AGENT_PLUGIN
     }
 
     fn upstream_keys_not_taken(&self) -> &'static [(&'static str, &'static str)] {

@@ -6,32 +6,26 @@
 
 mod boot;
 mod config_schema;
-mod headless;
 mod launcher;
 mod memory_cmd;
 mod models_cmd;
 mod plugin_cmd;
 mod profile;
-mod progress;
-mod run_events;
-mod sdkapp;
 mod sessions;
-mod stdout;
-mod stream_json;
-mod tuiapp;
-mod webapp;
+
+pub(crate) use dsh_app::stdout;
 
 use std::process::ExitCode;
 
-use dsh_kernel::{Catalog, Context};
+use dsh_kernel::Catalog;
 use launcher::Mode;
 
 /// What a binary built on this library adds to `dsh`.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Extensions {
-    /// Adds plugins to the catalog `dsh acp` boots from (the fixtures of upstream's
+    /// Adds plugins to the catalog every app boots from (the fixtures of upstream's
     /// snapshot suite, in `dsh-conformance`; the production binary adds none).
-    pub acp_plugins: Option<fn(&mut Catalog)>,
+    pub plugins: Option<fn(&mut Catalog)>,
 }
 
 /// Exit code for bad configuration (composition, profile, plugin config).
@@ -171,7 +165,7 @@ pub fn main(extensions: &Extensions) -> ExitCode {
             profile,
             patches,
             args,
-        } => run_profile(&home, &profile, &patches, &args),
+        } => run_profile(&home, &profile, &patches, &args, extensions),
         Mode::Acp { args } => run_acp(&home, &args, extensions),
         Mode::Sessions { args } => sessions::run(&home, &args),
         Mode::Memory { args } => memory_cmd::run(&home, &args),
@@ -181,186 +175,54 @@ pub fn main(extensions: &Extensions) -> ExitCode {
     }
 }
 
+/// Composes `profile` and boots it through the one boot path; an app that hands its run
+/// to another profile (the terminal UI without a terminal) gets that profile booted once.
 pub(crate) fn run_profile(
     home: &std::path::Path,
     profile: &str,
     patches: &[String],
     args: &[String],
+    extensions: &Extensions,
 ) -> ExitCode {
-    match profile::app_of(home, profile) {
-        profile::App::Web => return webapp::run(home, profile, patches, args),
-        profile::App::Sdk => return sdkapp::run(home, profile, patches, args),
-        profile::App::Acp => return sdkapp::run_acp(home, profile, patches, args),
-        profile::App::Tui => return tuiapp::run(home, profile, patches, args),
-        profile::App::Headless => {}
-    }
-    let startup = match headless::parse_args(args) {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("{e}");
-            // A script reading `--json` run events finds the failure on stdout too.
-            if args.iter().any(|a| a == "--json") {
-                let message = e.strip_prefix("error: ").unwrap_or(&e);
-                let line = run_events::RunEvents::error_line(message);
-                let _ = stdout::write(&format!("{line}\n"));
+    let catalog = catalog_with(extensions);
+    let mut profile = profile.to_string();
+    let mut args = args.to_vec();
+    for _ in 0..2 {
+        let composition = match profile::compose_profile(home, &profile, patches, false) {
+            Ok(c) => c,
+            Err(e) => {
+                eprintln!("{e}");
+                return ExitCode::from(CONFIG_ERROR);
             }
-            return ExitCode::from(1);
-        }
-    };
-    let (task, format, resume, progress) = match startup {
-        headless::Startup::Help => return stdout::print(headless::HELP),
-        headless::Startup::Run {
-            task,
-            format,
-            resume,
-            progress,
-        } => (task, format, resume, progress),
-    };
-    let mut ctx = serde_json::Map::new();
-    ctx.insert("headlessStartup".into(), serde_json::json!({"task": task}));
-    sdkapp::boot_and_run(
-        home,
-        profile,
-        patches,
-        true,
-        ctx,
-        Box::new(move |tree| Box::pin(headless::run(tree, format, resume, progress))),
-    )
-}
-
-const ACP_HELP: &str = "\
-Usage: dsh acp [--patch FILE]... [--projection rich|committed]
-       dsh acp --compositions DIR [--projection rich|committed]
-
-Serve the Agent Client Protocol (JSON-RPC 2.0, one JSON object per line) on stdin/stdout:
-the server editors such as Zed start. It serves the `acp` profile, as upstream 0.2 does:
-the base bundle (every tool, MCP servers, LSP, skills, subagents, goals, slash commands)
-plus the ACP app, with $DSH_HOME/cordis.patch.yml, profiles/acp/cordis.patch.yml and
---patch files on top (same as `dsh --profile acp`).
-
-Options:
-  --patch FILE         one more patch layer (repeatable)
-  --projection P       rich (what editors expect, the default) or committed (upstream
-                       0.1's stream)
-  --compositions DIR   serve one of upstream's example compositions instead, chosen by
-                       DSH_SNAPSHOT_CONFIG (a file in DIR, default cordis.yml): for the
-                       conformance suite. With DSH_SNAPSHOT_CONFIG or DSH_SNAPSHOT set and
-                       no DIR, the built-in copy of upstream's example composition serves.
-";
-
-/// `dsh acp`'s options.
-struct AcpArgs {
-    compositions: Option<std::path::PathBuf>,
-    projection: Option<dsh_acp::Projection>,
-    patches: Vec<String>,
-}
-
-fn parse_acp_args(args: &[String]) -> Result<Option<AcpArgs>, String> {
-    let mut out = AcpArgs {
-        compositions: None,
-        projection: None,
-        patches: Vec::new(),
-    };
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        let (flag, inline) = match a.split_once('=') {
-            Some((f, v)) if f.starts_with("--") => (f, Some(v.to_string())),
-            _ => (a.as_str(), None),
         };
-        let mut value = |what: &str| {
-            inline
-                .clone()
-                .or_else(|| it.next().cloned())
-                .ok_or_else(|| format!("dsh acp: {flag} needs {what}"))
-        };
-        match flag {
-            "-h" | "--help" => return Ok(None),
-            "--compositions" => out.compositions = Some(value("a folder")?.into()),
-            "--patch" => out.patches.push(value("a file")?),
-            "--projection" => {
-                out.projection = Some(match value("rich or committed")?.as_str() {
-                    "rich" => dsh_acp::Projection::Rich,
-                    "committed" => dsh_acp::Projection::Committed,
-                    other => {
-                        return Err(format!(
-                            "dsh acp: --projection must be rich or committed, not {other:?}"
-                        ));
-                    }
-                })
-            }
-            _ => {
-                return Err(format!(
-                    "dsh acp: unknown argument {a:?} (see dsh acp --help)"
-                ));
-            }
+        match boot::launch(home, &profile, &composition, &args, &catalog) {
+            Ok(code) => return code,
+            Err((next, next_args)) => (profile, args) = (next, next_args),
         }
     }
-    Ok(Some(out))
+    eprintln!("dsh: the app of profile \"{profile}\" handed its run on again; not following");
+    ExitCode::from(1)
 }
 
+/// The catalog, with the plugins `extensions` adds.
+fn catalog_with(extensions: &Extensions) -> Catalog {
+    let mut catalog = boot::catalog();
+    if let Some(add) = extensions.plugins {
+        add(&mut catalog);
+    }
+    catalog
+}
+
+/// `dsh acp`: the `acp` profile, or one of upstream's example compositions, through the
+/// same boot path.
 fn run_acp(home: &std::path::Path, args: &[String], extensions: &Extensions) -> ExitCode {
-    let opts = match parse_acp_args(args) {
-        Ok(Some(o)) => o,
-        Ok(None) => return stdout::print(ACP_HELP),
-        Err(e) => {
-            eprintln!("error: {e}");
-            return ExitCode::from(1);
+    let (name, layers, args) = match dsh_acp::command(home, args) {
+        dsh_acp::Command::Exit(code) => return code,
+        dsh_acp::Command::Profile { patches, args } => {
+            return run_profile(home, "acp", &patches, &args, extensions);
         }
+        dsh_acp::Command::Composition { name, layers, args } => (name, layers, args),
     };
-    let snapshot = std::env::var("DSH_SNAPSHOT").ok().filter(|v| !v.is_empty());
-    let config = std::env::var("DSH_SNAPSHOT_CONFIG")
-        .ok()
-        .filter(|v| !v.is_empty());
-    if opts.compositions.is_none() && snapshot.is_none() && config.is_none() {
-        let mut rest = Vec::new();
-        if let Some(p) = opts.projection {
-            rest.push(format!(
-                "--projection={}",
-                match p {
-                    dsh_acp::Projection::Rich => "rich",
-                    dsh_acp::Projection::Committed => "committed",
-                }
-            ));
-        }
-        return sdkapp::run_acp(home, "acp", &opts.patches, &rest);
-    }
-    if !opts.patches.is_empty() {
-        eprintln!(
-            "error: dsh acp: --patch applies to the acp profile, not to an example composition"
-        );
-        return ExitCode::from(1);
-    }
-    let mut layers =
-        match dsh_acp::composition_layers(opts.compositions.as_deref(), config.as_deref()) {
-            Ok(l) => l,
-            Err(e) => {
-                eprintln!("dsh: {e}");
-                return ExitCode::from(CONFIG_ERROR);
-            }
-        };
-    if snapshot.is_none() {
-        let patch = home.join("cordis.patch.yml");
-        let text = match dsh_kernel::config::read_config_file(&patch) {
-            Ok(text) => text,
-            Err(e) => {
-                eprintln!("dsh: {e}");
-                return ExitCode::from(CONFIG_ERROR);
-            }
-        };
-        if let Some(text) = text {
-            match dsh_kernel::config::Layer::parse(
-                patch.display().to_string(),
-                patch.display().to_string(),
-                &text,
-            ) {
-                Ok(l) => layers.push(l),
-                Err(e) => {
-                    eprintln!("dsh: {e}");
-                    return ExitCode::from(CONFIG_ERROR);
-                }
-            }
-        }
-    }
     let composition = match dsh_kernel::config::compose(&layers) {
         Ok(c) => c,
         Err(e) => {
@@ -373,46 +235,9 @@ fn run_acp(home: &std::path::Path, args: &[String], extensions: &Extensions) -> 
     for w in &composition.warnings {
         eprintln!("dsh: warning: {w}");
     }
-    let rt = match runtime(false) {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("dsh: cannot start the async runtime: {e}");
-            return ExitCode::from(1);
-        }
-    };
-    rt.block_on(async move {
-        let env = boot::eval_env(home, serde_json::Map::new());
-        let root = Context::new_root();
-        let mut catalog = boot::catalog();
-        if let Some(add) = extensions.acp_plugins {
-            add(&mut catalog);
-        }
-        let tree = match boot::load(&root, &catalog, &composition, &env) {
-            Ok(t) => t,
-            Err(e) => {
-                eprintln!("{e}");
-                return ExitCode::from(CONFIG_ERROR);
-            }
-        };
-        let result = dsh_acp::serve_with(
-            tree.context(),
-            tokio::io::stdin(),
-            tokio::io::stdout(),
-            opts.projection,
-        )
-        .await;
-        if let Some(writers) = tree.context().get::<dsh_persistence::SessionWriters>()
-            && let Err(e) = writers.flush_all().await
-        {
-            eprintln!("dsh acp: a session log could not be written completely: {e}");
-        }
-        tree.unload();
-        match result {
-            Ok(()) => ExitCode::SUCCESS,
-            Err(e) => {
-                eprintln!("dsh acp: {e}");
-                ExitCode::from(1)
-            }
-        }
-    })
+    let catalog = catalog_with(extensions);
+    match boot::launch(home, &name, &composition, &args, &catalog) {
+        Ok(code) => code,
+        Err((profile, args)) => run_profile(home, &profile, &[], &args, extensions),
+    }
 }

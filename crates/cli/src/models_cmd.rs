@@ -77,14 +77,19 @@ pub fn run(home: &Path, args: &[String]) -> ExitCode {
     let mut ctx = serde_json::Map::new();
     ctx.insert("headlessStartup".into(), json!({"task": "dsh models"}));
     let (probe, as_json) = (args.probe, args.json);
-    crate::sdkapp::boot_and_run(
-        home,
-        &args.profile,
-        &[],
-        true,
+    let composition = match crate::profile::compose_profile(home, &args.profile, &[], false) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::from(crate::CONFIG_ERROR);
+        }
+    };
+    let run = dsh_app::Run {
         ctx,
-        Box::new(move |tree| Box::pin(list(tree, probe, as_json))),
-    )
+        threads: dsh_app::Threads::One,
+        main: Box::new(move |tree| Box::pin(list(tree, probe, as_json))),
+    };
+    crate::boot::run_tree(home, &composition, &crate::boot::catalog(), run)
 }
 
 async fn list(tree: &Context, probe: bool, as_json: bool) -> ExitCode {

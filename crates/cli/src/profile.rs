@@ -52,30 +52,6 @@ fn bundle(package: &str) -> Option<&'static Bundle> {
         .find(|b| b.package == package)
 }
 
-/// The app a profile runs: the web app, the SDK runtime or the ACP server when it stacks
-/// their bundle, else headless.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum App {
-    Headless,
-    Web,
-    Sdk,
-    Acp,
-    Tui,
-}
-
-/// Which app `profile` runs (creating its template on first use). A profile that cannot
-/// be read runs as headless, whose composition then reports the problem.
-pub fn app_of(home: &Path, profile: &str) -> App {
-    let bundles = prepare_profile(home, profile).and_then(|dir| profile_bundles(&dir));
-    match bundles {
-        Ok(b) if b.iter().any(|p| p == WEB.package) => App::Web,
-        Ok(b) if b.iter().any(|p| p == SDK.package) => App::Sdk,
-        Ok(b) if b.iter().any(|p| p == ACP.package) => App::Acp,
-        Ok(b) if b.iter().any(|p| p == TUI.package) => App::Tui,
-        _ => App::Headless,
-    }
-}
-
 const USER_PATCH_TEMPLATE: &str = "\
 # Your patch layer for this profile, applied after its bundles (and before
 # $DSH_HOME/cordis.patch.yml and any --patch files). Target a row by id to replace its

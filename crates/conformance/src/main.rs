@@ -5,6 +5,6 @@ use std::process::ExitCode;
 
 fn main() -> ExitCode {
     dsh_cli::main(&dsh_cli::Extensions {
-        acp_plugins: Some(dsh_conformance::register_fixtures),
+        plugins: Some(dsh_conformance::register_fixtures),
     })
 }

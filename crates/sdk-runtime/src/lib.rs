@@ -1,6 +1,7 @@
 //! The SDK runtime (`dsh --profile sdk`): the JSON-RPC 2.0 stdio surface upstream's
 //! published SDKs drive. See README.md for what it owns and its invariants.
 
+mod app;
 mod server;
 mod stream;
 
@@ -12,6 +13,7 @@ use serde::Deserialize;
 use tokio::io::{AsyncRead, AsyncWrite, BufReader};
 use tokio::task::JoinSet;
 
+pub use app::{HELP, SdkRuntimeApp};
 pub use server::Server;
 
 /// Longest input line (prompts may carry images as base64).
@@ -64,9 +66,12 @@ pub struct SdkApp {
 /// `@deepseek-ai/dsh-sdk-app`: marks the tree as the SDK runtime's.
 pub struct SdkAppPlugin;
 
+/// The row that marks a tree as the SDK runtime's.
+pub const SDK_APP_PLUGIN: &str = "@deepseek-ai/dsh-sdk-app";
+
 impl Plugin for SdkAppPlugin {
     fn name(&self) -> &'static str {
-        "@deepseek-ai/dsh-sdk-app"
+        SDK_APP_PLUGIN
     }
 
     fn apply(&self, ctx: &Context, config: &PluginConfig) -> Result<(), BoxError> {

@@ -15,6 +15,7 @@ mod composer;
 mod files;
 pub mod markdown;
 pub mod session;
+mod start;
 pub mod summary;
 pub mod transcript;
 pub mod view;
@@ -24,6 +25,8 @@ use std::sync::Arc;
 
 use dsh_kernel::{BoxError, Context, Plugin, PluginConfig};
 use serde::Deserialize;
+
+pub use start::{OpenArchive, TuiApp};
 
 pub const HELP: &str = "\
 Usage: dsh tui [options] [message...]
@@ -162,9 +165,12 @@ pub struct TuiConfig {
 /// `@deepseek-ai/dsh-tui`: the terminal UI's row.
 pub struct TuiPlugin;
 
+/// The row that marks a tree as the terminal UI's.
+pub const TUI_PLUGIN: &str = "@deepseek-ai/dsh-tui";
+
 impl Plugin for TuiPlugin {
     fn name(&self) -> &'static str {
-        "@deepseek-ai/dsh-tui"
+        TUI_PLUGIN
     }
 
     fn apply(&self, ctx: &Context, config: &PluginConfig) -> Result<(), BoxError> {

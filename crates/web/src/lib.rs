@@ -13,6 +13,7 @@
 //! hand-written ES modules embedded in the binary, so `cargo build` alone builds it.
 
 mod api;
+mod app;
 mod approvals;
 mod assets;
 mod auth;
@@ -46,6 +47,7 @@ use std::sync::Arc;
 use dsh_kernel::Context;
 use tokio_util::sync::CancellationToken;
 
+pub use app::WebApp;
 pub use assets::{ASSETS, first_page_bytes};
 pub use auth::{Auth, SECRET_RECORD};
 pub use open_browser::{is_local_launch, open as open_browser};

@@ -220,9 +220,12 @@ struct AppRow {
 /// `@deepseek-ai/dsh-web-app`: the app row.
 pub struct WebAppPlugin;
 
+/// The web app's row (the plugin that marks a tree as the web app).
+pub const WEB_APP_PLUGIN: &str = "@deepseek-ai/dsh-web-app";
+
 impl Plugin for WebAppPlugin {
     fn name(&self) -> &'static str {
-        "@deepseek-ai/dsh-web-app"
+        WEB_APP_PLUGIN
     }
 
     fn apply(&self, ctx: &Context, config: &PluginConfig) -> Result<(), BoxError> {

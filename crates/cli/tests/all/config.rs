@@ -300,3 +300,44 @@ fn usage_errors_exit_1() {
         format!("{}\n", env!("CARGO_PKG_VERSION"))
     );
 }
+
+/// Apps are plugins: the row a tree holds picks the app, not the profile's name or bundles.
+#[test]
+fn the_app_is_the_one_whose_row_the_tree_holds() {
+    let home = tempfile::tempdir().unwrap();
+    let patch = |name: &str, body: &str| {
+        let p = home.path().join(name);
+        std::fs::write(&p, body).unwrap();
+        p.display().to_string()
+    };
+    // The headless profile with the web app's row added: the web app (listed first) runs.
+    let web = patch(
+        "web-row.yml",
+        "- insert:\n    - id: web-app-row\n      name: '@deepseek-ai/dsh-web-app'\n",
+    );
+    let out = dsh(
+        home.path(),
+        home.path(),
+        &["--profile", "headless", "--patch", &web, "--help"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).contains("dsh web"), "{}", text(&out.stdout));
+    // Its runner row switched off, the headless profile runs no app: a configuration error
+    // that names the rows an app needs.
+    let off = patch("no-runner.yml", "- id: headless-runner\n  disabled: true\n");
+    let out = dsh(
+        home.path(),
+        home.path(),
+        &["--profile", "headless", "--patch", &off, "say hi"],
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("runs no app") && err.contains("@deepseek-ai/dsh-headless"),
+        "{err}"
+    );
+    // The app owns its flags: the headless app's help, through the launcher unchanged.
+    let out = dsh(home.path(), home.path(), &["headless", "--help"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(text(&out.stdout).starts_with("Usage: dsh headless"));
+}

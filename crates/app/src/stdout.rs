@@ -73,6 +73,12 @@ pub struct Guarded {
     failed: Option<StdoutError>,
 }
 
+impl Default for Guarded {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl Guarded {
     pub fn new() -> Self {
         Self {

@@ -27,7 +27,7 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use crate::run_events::RunEvents;
-use crate::stdout::StdoutError;
+use dsh_app::stdout::StdoutError;
 
 /// What the printed lines are.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -203,7 +203,7 @@ fn print_range(
     if text.is_empty() {
         return Ok(());
     }
-    crate::stdout::write(&text)
+    dsh_app::stdout::write(&text)
 }
 
 #[cfg(test)]

@@ -1,4 +1,14 @@
 //! The headless app: one task in, a fresh persisted session, the final answer out.
+//!
+//! [`HeadlessApp`] owns the app's command line (`dsh headless [options] [task...]`) and its
+//! main loop ([`run`]); the `@deepseek-ai/dsh-headless` row ([`HeadlessPlugin`]) marks a tree
+//! as this app and carries the task.
+
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
+mod progress;
+mod run_events;
+mod stream_json;
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -10,10 +20,12 @@ use dsh_llm::Message;
 use dsh_session::{CancelCause, SessionAppended, TurnEndReason, types};
 use serde::Deserialize;
 
+use dsh_app::stdout::{self, StdoutError};
+use dsh_app::{App, Launch, Run, Start, Threads};
+
 use crate::progress::Progress;
 pub use crate::progress::Verbosity;
 use crate::run_events::RunEvents;
-use crate::stdout::{self, StdoutError};
 use crate::stream_json::{StreamJson, Style};
 
 pub const HELP: &str = "\
@@ -199,6 +211,48 @@ fn parse_args_with(
     })
 }
 
+/// The headless app, marked by the `@deepseek-ai/dsh-headless` row.
+pub struct HeadlessApp;
+
+impl App for HeadlessApp {
+    fn plugin(&self) -> &'static str {
+        HEADLESS_PLUGIN
+    }
+
+    fn start(&self, launch: &Launch<'_>) -> Start {
+        let args = launch.args;
+        let (task, format, resume, progress) = match parse_args(args) {
+            Ok(Startup::Help) => return Start::Exit(stdout::print(HELP)),
+            Ok(Startup::Run {
+                task,
+                format,
+                resume,
+                progress,
+            }) => (task, format, resume, progress),
+            Err(e) => {
+                eprintln!("{e}");
+                // A script reading `--json` run events finds the failure on stdout too.
+                if args.iter().any(|a| a == "--json") {
+                    let message = e.strip_prefix("error: ").unwrap_or(&e);
+                    let line = RunEvents::error_line(message);
+                    let _ = stdout::write(&format!("{line}\n"));
+                }
+                return Start::Exit(ExitCode::from(1));
+            }
+        };
+        let mut ctx = serde_json::Map::new();
+        ctx.insert("headlessStartup".into(), serde_json::json!({"task": task}));
+        Start::Run(Run {
+            ctx,
+            threads: Threads::One,
+            main: Box::new(move |tree| Box::pin(run(tree, format, resume, progress))),
+        })
+    }
+}
+
+/// The runner row's plugin.
+pub const HEADLESS_PLUGIN: &str = "@deepseek-ai/dsh-headless";
+
 /// The task given to the runner row.
 pub struct HeadlessTask(pub String);
 
@@ -212,7 +266,7 @@ pub struct HeadlessPlugin;
 
 impl Plugin for HeadlessPlugin {
     fn name(&self) -> &'static str {
-        "@deepseek-ai/dsh-headless"
+        HEADLESS_PLUGIN
     }
 
     fn upstream_keys_not_taken(&self) -> &'static [(&'static str, &'static str)] {
