@@ -20,7 +20,14 @@ use std::time::{Duration, Instant};
 
 use dsh_jsonrpc::{Pending, RpcError};
 use dsh_process::ProcessGroup;
-use serde_json::{Value, json};
+use lsp_types::notification::{Cancel, Notification as _, Progress, PublishDiagnostics};
+use lsp_types::request::{
+    ApplyWorkspaceEdit, RegisterCapability, Request as _, UnregisterCapability,
+    WorkDoneProgressCreate, WorkspaceConfiguration,
+};
+use lsp_types::{self as lsp, Url};
+use serde::Deserialize as _;
+use serde_json::Value;
 
 use crate::framing::{encode, read_message};
 
@@ -70,7 +77,7 @@ struct Watch {
     /// The status message that came with it.
     status: Option<String>,
     /// `textDocument/publishDiagnostics`: uri → (publication number, diagnostics).
-    diagnostics: HashMap<String, (u64, Vec<Value>)>,
+    diagnostics: HashMap<Url, (u64, Vec<lsp::Diagnostic>)>,
     publications: u64,
     /// Whether the server announced any work or status yet.
     noticed: bool,
@@ -347,10 +354,10 @@ impl Connection {
     /// for them; `None` when none came.
     pub async fn diagnostics_after(
         &self,
-        uri: &str,
+        uri: &Url,
         mark: u64,
         limit: Duration,
-    ) -> Option<Vec<Value>> {
+    ) -> Option<Vec<lsp::Diagnostic>> {
         let deadline = tokio::time::Instant::now() + limit;
         loop {
             let woken = self.shared.watched.notified();
@@ -476,7 +483,15 @@ impl Drop for CancelOnDrop {
         if !self.armed || self.conn.failure().is_some() {
             return;
         }
-        self.conn.notify("$/cancelRequest", json!({"id": self.id}));
+        if let Ok(id) = i32::try_from(self.id) {
+            let params = lsp::CancelParams {
+                id: lsp::NumberOrString::Number(id),
+            };
+            self.conn.notify(
+                Cancel::METHOD,
+                serde_json::to_value(params).unwrap_or_default(),
+            );
+        }
         let conn = self.conn.clone();
         let (id, grace) = (self.id, self.grace);
         // A server that ignores the cancel is torn down after the grace.
@@ -552,18 +567,18 @@ fn dispatch(shared: &Shared, reply: &mpsc::Sender<Vec<u8>>, message: Value) {
         }
         (Some(method), Some(id)) => {
             let answer = match method {
-                "workspace/configuration" => {
+                WorkspaceConfiguration::METHOD => {
                     let n = message
-                        .pointer("/params/items")
-                        .and_then(Value::as_array)
-                        .map_or(0, Vec::len);
+                        .get("params")
+                        .and_then(|p| lsp::ConfigurationParams::deserialize(p).ok())
+                        .map_or(0, |p| p.items.len());
                     Ok(Value::Array(vec![shared.configuration.clone(); n]))
                 }
-                "window/workDoneProgress/create"
-                | "client/registerCapability"
-                | "client/unregisterCapability" => Ok(Value::Null),
-                "workspace/applyEdit" => {
-                    Err("workspace/applyEdit is not permitted by this host".to_string())
+                WorkDoneProgressCreate::METHOD
+                | RegisterCapability::METHOD
+                | UnregisterCapability::METHOD => Ok(Value::Null),
+                ApplyWorkspaceEdit::METHOD => {
+                    Err(format!("{method} is not permitted by this host"))
                 }
                 other => Err(format!("unsupported server request: {other}")),
             };
@@ -579,53 +594,50 @@ fn dispatch(shared: &Shared, reply: &mpsc::Sender<Vec<u8>>, message: Value) {
 }
 
 /// One piece of a progress value as text: `title: message (42%)`.
-fn progress_text(title: Option<&str>, value: &Value) -> String {
-    let message = value.get("message").and_then(Value::as_str);
+fn progress_text(title: Option<&str>, message: Option<&str>, percentage: Option<u32>) -> String {
     let mut text = match (title, message) {
         (Some(t), Some(m)) => format!("{t}: {m}"),
         (Some(t), None) => t.to_string(),
         (None, Some(m)) => m.to_string(),
         (None, None) => "working".to_string(),
     };
-    if let Some(p) = value.get("percentage").and_then(Value::as_u64) {
+    if let Some(p) = percentage {
         text.push_str(&format!(" ({p}%)"));
     }
     text
 }
 
 /// Notifications: work-done progress, the server's status, published diagnostics (logs
-/// and the rest are not used).
+/// and the rest are not used; a notification this host cannot read is ignored).
 fn notice(shared: &Shared, method: &str, params: Option<&Value>) {
     let Some(params) = params else { return };
     let mut watch = lock(&shared.watch);
     match method {
-        "$/progress" => {
-            let token = match params.get("token") {
-                Some(Value::String(s)) => s.clone(),
-                Some(other) => other.to_string(),
-                None => return,
+        Progress::METHOD => {
+            let Ok(p) = lsp::ProgressParams::deserialize(params) else {
+                return;
             };
-            let value = params.get("value").unwrap_or(&Value::Null);
-            match value.get("kind").and_then(Value::as_str) {
-                Some("begin") => {
-                    let title = value
-                        .get("title")
-                        .and_then(Value::as_str)
-                        .map(str::to_owned);
-                    let text = progress_text(title.as_deref(), value);
-                    watch.progress.insert(token, (title, text));
+            let token = match p.token {
+                lsp::NumberOrString::String(s) => s,
+                lsp::NumberOrString::Number(n) => n.to_string(),
+            };
+            let lsp::ProgressParamsValue::WorkDone(work) = p.value;
+            match work {
+                lsp::WorkDoneProgress::Begin(b) => {
+                    let text = progress_text(Some(&b.title), b.message.as_deref(), b.percentage);
+                    watch.progress.insert(token, (Some(b.title), text));
                 }
-                Some("report") => {
+                lsp::WorkDoneProgress::Report(r) => {
                     let title = watch.progress.get(&token).and_then(|(t, _)| t.clone());
-                    let text = progress_text(title.as_deref(), value);
+                    let text = progress_text(title.as_deref(), r.message.as_deref(), r.percentage);
                     watch.progress.insert(token, (title, text));
                 }
-                Some("end") => {
+                lsp::WorkDoneProgress::End(_) => {
                     watch.progress.remove(&token);
                 }
-                _ => return,
             }
         }
+        // rust-analyzer's extension (not in the protocol types).
         "experimental/serverStatus" => {
             watch.quiescent = params.get("quiescent").and_then(Value::as_bool);
             watch.status = params
@@ -633,18 +645,13 @@ fn notice(shared: &Shared, method: &str, params: Option<&Value>) {
                 .and_then(Value::as_str)
                 .map(str::to_owned);
         }
-        "textDocument/publishDiagnostics" => {
-            let Some(uri) = params.get("uri").and_then(Value::as_str) else {
+        PublishDiagnostics::METHOD => {
+            let Ok(p) = lsp::PublishDiagnosticsParams::deserialize(params) else {
                 return;
             };
-            let list = params
-                .get("diagnostics")
-                .and_then(Value::as_array)
-                .cloned()
-                .unwrap_or_default();
             watch.publications += 1;
             let n = watch.publications;
-            watch.diagnostics.insert(uri.to_string(), (n, list));
+            watch.diagnostics.insert(p.uri, (n, p.diagnostics));
         }
         _ => return,
     }

@@ -46,28 +46,6 @@ impl Operation {
     pub fn parse(name: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|o| o.name() == name)
     }
-
-    /// The LSP request method.
-    pub fn method(self) -> &'static str {
-        match self {
-            Operation::GoToDefinition => "textDocument/definition",
-            Operation::FindReferences => "textDocument/references",
-            Operation::GoToImplementation => "textDocument/implementation",
-            Operation::Hover => "textDocument/hover",
-            Operation::Diagnostics => "textDocument/diagnostic",
-        }
-    }
-
-    /// The server capability that must be present.
-    pub fn capability(self) -> &'static str {
-        match self {
-            Operation::GoToDefinition => "definitionProvider",
-            Operation::FindReferences => "referencesProvider",
-            Operation::GoToImplementation => "implementationProvider",
-            Operation::Hover => "hoverProvider",
-            Operation::Diagnostics => "diagnosticProvider",
-        }
-    }
 }
 
 /// A zero-based UTF-16 position.

@@ -11,6 +11,14 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use dsh_kernel::{BoxError, BoxFuture};
+use lsp_types::notification::{
+    DidCloseTextDocument, DidOpenTextDocument, Initialized, Notification as _,
+};
+use lsp_types::request::{
+    DocumentDiagnosticRequest, GotoDefinition, GotoImplementation, HoverRequest, Initialize,
+    References, Request as _,
+};
+use lsp_types::{self as lsp, Url};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -53,7 +61,7 @@ fn empty(v: &Value) -> bool {
 /// A started, initialized server.
 struct Instance {
     conn: Arc<Connection>,
-    capabilities: Value,
+    capabilities: lsp::ServerCapabilities,
     /// The sandbox mode it was started under (`None`: unconfined composition).
     mode: Option<dsh_sandbox::SandboxMode>,
 }
@@ -85,9 +93,8 @@ impl From<BoxError> for Failure {
     }
 }
 
-fn file_uri(path: &Path) -> Result<String, BoxError> {
-    url::Url::from_file_path(path)
-        .map(|u| u.to_string())
+fn file_uri(path: &Path) -> Result<Url, BoxError> {
+    Url::from_file_path(path)
         .map_err(|()| format!("cannot express \"{}\" as a file URI", path.display()).into())
 }
 
@@ -140,15 +147,135 @@ fn read_source(
     Ok((path, text))
 }
 
-fn supported(capability: Option<&Value>) -> bool {
-    matches!(capability, Some(Value::Bool(true)) | Some(Value::Object(_)))
+/// Whether the server offers `op` (a `true` or an options object).
+fn offers(caps: &lsp::ServerCapabilities, op: Operation) -> bool {
+    use lsp::OneOf;
+    match op {
+        Operation::GoToDefinition => matches!(
+            caps.definition_provider,
+            Some(OneOf::Left(true) | OneOf::Right(_))
+        ),
+        Operation::FindReferences => matches!(
+            caps.references_provider,
+            Some(OneOf::Left(true) | OneOf::Right(_))
+        ),
+        Operation::GoToImplementation => matches!(
+            caps.implementation_provider,
+            Some(
+                lsp::ImplementationProviderCapability::Simple(true)
+                    | lsp::ImplementationProviderCapability::Options(_)
+            )
+        ),
+        Operation::Hover => matches!(
+            caps.hover_provider,
+            Some(
+                lsp::HoverProviderCapability::Simple(true)
+                    | lsp::HoverProviderCapability::Options(_)
+            )
+        ),
+        Operation::Diagnostics => caps.diagnostic_provider.is_some(),
+    }
 }
 
-fn syncs_open_close(sync: Option<&Value>) -> bool {
-    match sync {
-        Some(Value::Number(n)) => matches!(n.as_u64(), Some(1 | 2)),
-        Some(Value::Object(o)) => o.get("openClose") == Some(&Value::Bool(true)),
-        _ => false,
+/// Whether the server takes `didOpen`/`didClose` (full or incremental sync, or
+/// `openClose: true`).
+fn syncs_open_close(caps: &lsp::ServerCapabilities) -> bool {
+    match &caps.text_document_sync {
+        Some(lsp::TextDocumentSyncCapability::Kind(kind)) => {
+            *kind == lsp::TextDocumentSyncKind::FULL
+                || *kind == lsp::TextDocumentSyncKind::INCREMENTAL
+        }
+        Some(lsp::TextDocumentSyncCapability::Options(o)) => o.open_close == Some(true),
+        None => false,
+    }
+}
+
+/// The request that answers `op`.
+fn method(op: Operation) -> &'static str {
+    match op {
+        Operation::GoToDefinition => GotoDefinition::METHOD,
+        Operation::FindReferences => References::METHOD,
+        Operation::GoToImplementation => GotoImplementation::METHOD,
+        Operation::Hover => HoverRequest::METHOD,
+        Operation::Diagnostics => DocumentDiagnosticRequest::METHOD,
+    }
+}
+
+/// A protocol value as the connection sends it.
+fn to_value<T: serde::Serialize>(value: &T) -> Value {
+    serde_json::to_value(value).unwrap_or(Value::Null)
+}
+
+/// A position component as the protocol's `uinteger` (larger values are clamped).
+fn clamp(n: u64) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
+}
+
+/// What this host asks of a server: UTF-16 positions, work-done progress, rust-analyzer's
+/// status notification, workspace folders and configuration, and the text-document
+/// features the `lsp` tool queries.
+fn client_capabilities() -> lsp::ClientCapabilities {
+    let goto = lsp::GotoCapability {
+        dynamic_registration: None,
+        link_support: Some(true),
+    };
+    lsp::ClientCapabilities {
+        general: Some(lsp::GeneralClientCapabilities {
+            position_encodings: Some(vec![lsp::PositionEncodingKind::UTF16]),
+            ..Default::default()
+        }),
+        window: Some(lsp::WindowClientCapabilities {
+            work_done_progress: Some(true),
+            ..Default::default()
+        }),
+        experimental: Some(json!({"serverStatusNotification": true})),
+        workspace: Some(lsp::WorkspaceClientCapabilities {
+            workspace_folders: Some(true),
+            configuration: Some(true),
+            ..Default::default()
+        }),
+        text_document: Some(lsp::TextDocumentClientCapabilities {
+            synchronization: Some(lsp::TextDocumentSyncClientCapabilities {
+                dynamic_registration: Some(false),
+                ..Default::default()
+            }),
+            hover: Some(lsp::HoverClientCapabilities {
+                dynamic_registration: None,
+                content_format: Some(vec![lsp::MarkupKind::Markdown, lsp::MarkupKind::PlainText]),
+            }),
+            definition: Some(goto),
+            implementation: Some(goto),
+            references: Some(lsp::ReferenceClientCapabilities::default()),
+            publish_diagnostics: Some(lsp::PublishDiagnosticsClientCapabilities::default()),
+            diagnostic: Some(lsp::DiagnosticClientCapabilities {
+                dynamic_registration: Some(false),
+                related_document_support: None,
+            }),
+            ..Default::default()
+        }),
+    }
+}
+
+/// Opens `uri` on the server with its full text (version 1).
+fn open(conn: &Connection, uri: &Url, language: &str, text: &str) {
+    let params = lsp::DidOpenTextDocumentParams {
+        text_document: lsp::TextDocumentItem {
+            uri: uri.clone(),
+            language_id: language.to_string(),
+            version: 1,
+            text: text.to_string(),
+        },
+    };
+    conn.notify(DidOpenTextDocument::METHOD, to_value(&params));
+}
+
+/// Closes `uri` again, unless the connection is gone.
+fn close(conn: &Connection, uri: &Url) {
+    if conn.failure().is_none() {
+        let params = lsp::DidCloseTextDocumentParams {
+            text_document: lsp::TextDocumentIdentifier { uri: uri.clone() },
+        };
+        conn.notify(DidCloseTextDocument::METHOD, to_value(&params));
     }
 }
 
@@ -257,33 +384,33 @@ impl StdioProvider {
         })
         .map_err(|e| Failure::Other(e.into()))?;
         let uri = file_uri(workspace)?;
-        let params = json!({
-            "processId": null,
-            "rootUri": uri,
-            "workspaceFolders": [{"uri": uri, "name": "workspace"}],
-            "capabilities": {
-                "general": {"positionEncodings": ["utf-16"]},
-                "window": {"workDoneProgress": true},
-                "experimental": {"serverStatusNotification": true},
-                "workspace": {"workspaceFolders": true, "configuration": true},
-                "textDocument": {
-                    "synchronization": {"dynamicRegistration": false},
-                    "hover": {"contentFormat": ["markdown", "plaintext"]},
-                    "definition": {"linkSupport": true},
-                    "implementation": {"linkSupport": true},
-                    "references": {},
-                    "publishDiagnostics": {},
-                    "diagnostic": {"dynamicRegistration": false}
-                }
-            },
-            "initializationOptions": c.initialization_options,
-        });
+        #[allow(deprecated)] // `rootUri`: older servers read only it.
+        let params = lsp::InitializeParams {
+            process_id: None,
+            root_uri: Some(uri.clone()),
+            workspace_folders: Some(vec![lsp::WorkspaceFolder {
+                uri,
+                name: "workspace".into(),
+            }]),
+            capabilities: client_capabilities(),
+            initialization_options: Some(c.initialization_options.clone()),
+            ..Default::default()
+        };
         let result = conn
-            .request("initialize", params, c.kill_grace)
+            .request(Initialize::METHOD, to_value(&params), c.kill_grace)
             .await
             .map_err(call_failure)?;
-        let capabilities = result.get("capabilities").cloned().unwrap_or(Value::Null);
-        if let Some(enc) = capabilities.get("positionEncoding").and_then(Value::as_str)
+        let capabilities = match serde_json::from_value::<lsp::InitializeResult>(result) {
+            Ok(r) => r.capabilities,
+            Err(e) => {
+                conn.kill("malformed initialize answer");
+                return Err(Failure::Other(lsp_error(
+                    "LSP_MALFORMED_RESPONSE",
+                    format!("language server answered initialize with malformed capabilities: {e}"),
+                )));
+            }
+        };
+        if let Some(enc) = capabilities.position_encoding.as_ref().map(|e| e.as_str())
             && enc != "utf-16"
         {
             conn.kill("unsupported position encoding");
@@ -294,7 +421,7 @@ impl StdioProvider {
                 .into(),
             ));
         }
-        conn.notify("initialized", json!({}));
+        conn.notify(Initialized::METHOD, to_value(&lsp::InitializedParams {}));
         // Servers announce indexing right after `initialized`; a query sent before that
         // would be answered as if there were nothing to find.
         conn.wait_noticed(ANNOUNCE_GRACE).await;
@@ -310,42 +437,51 @@ impl StdioProvider {
         instance: &Instance,
         query: &Query,
         language: &str,
-        uri: &str,
+        uri: &Url,
         text: &str,
     ) -> Result<Value, Failure> {
         let op = query.operation;
         if op == Operation::Diagnostics {
             return self.diagnostics(instance, language, uri, text).await;
         }
-        if !supported(instance.capabilities.get(op.capability())) {
+        if !offers(&instance.capabilities, op) {
             return Err(Failure::Other(lsp_error(
                 "LSP_UNSUPPORTED_OPERATION",
                 format!("server does not support {}", op.name()),
             )));
         }
-        if !syncs_open_close(instance.capabilities.get("textDocumentSync")) {
+        if !syncs_open_close(&instance.capabilities) {
             return Err(Failure::Other(lsp_error(
                 "LSP_UNSUPPORTED_OPERATION",
                 "server does not support the transient textDocument/didOpen this host requires",
             )));
         }
         let conn = &instance.conn;
-        conn.notify(
-            "textDocument/didOpen",
-            json!({"textDocument": {"uri": uri, "languageId": language, "version": 1, "text": text}}),
-        );
-        let mut params = json!({
-            "textDocument": {"uri": uri},
-            "position": {"line": query.position.line, "character": query.position.character},
-        });
-        if op == Operation::FindReferences {
-            params["context"] = json!({"includeDeclaration": true});
-        }
+        open(conn, uri, language, text);
+        let at = lsp::TextDocumentPositionParams {
+            text_document: lsp::TextDocumentIdentifier { uri: uri.clone() },
+            position: lsp::Position {
+                line: clamp(query.position.line),
+                character: clamp(query.position.character),
+            },
+        };
+        let params = if op == Operation::FindReferences {
+            to_value(&lsp::ReferenceParams {
+                text_document_position: at,
+                context: lsp::ReferenceContext {
+                    include_declaration: true,
+                },
+                work_done_progress_params: Default::default(),
+                partial_result_params: Default::default(),
+            })
+        } else {
+            to_value(&at)
+        };
         // A server still indexing answers "nothing" for what it has not seen yet: wait for
         // it (bounded), and say so when it still has nothing.
         let busy = conn.wait_ready(self.config.ready_timeout).await;
         let outcome = conn
-            .request(op.method(), params, self.config.kill_grace)
+            .request(method(op), params, self.config.kill_grace)
             .await;
         let outcome = match (outcome, busy) {
             (Ok(v), Some(work)) if empty(&v) => Err(CallError::Response(format!(
@@ -353,12 +489,7 @@ impl StdioProvider {
             ))),
             (other, _) => other,
         };
-        if conn.failure().is_none() {
-            conn.notify(
-                "textDocument/didClose",
-                json!({"textDocument": {"uri": uri}}),
-            );
-        }
+        close(conn, uri);
         outcome.map_err(call_failure)
     }
 
@@ -368,34 +499,38 @@ impl StdioProvider {
         &self,
         instance: &Instance,
         language: &str,
-        uri: &str,
+        uri: &Url,
         text: &str,
     ) -> Result<Value, Failure> {
         let conn = &instance.conn;
         let mark = conn.publications();
-        conn.notify(
-            "textDocument/didOpen",
-            json!({"textDocument": {"uri": uri, "languageId": language, "version": 1, "text": text}}),
-        );
+        open(conn, uri, language, text);
         let _ = conn.wait_ready(self.config.ready_timeout).await;
-        let outcome = if supported(instance.capabilities.get("diagnosticProvider")) {
+        let outcome = if offers(&instance.capabilities, Operation::Diagnostics) {
+            let params = lsp::DocumentDiagnosticParams {
+                text_document: lsp::TextDocumentIdentifier { uri: uri.clone() },
+                identifier: None,
+                previous_result_id: None,
+                work_done_progress_params: Default::default(),
+                partial_result_params: Default::default(),
+            };
             conn.request(
-                "textDocument/diagnostic",
-                json!({"textDocument": {"uri": uri}}),
+                DocumentDiagnosticRequest::METHOD,
+                to_value(&params),
                 self.config.kill_grace,
             )
             .await
-            .map(|report| json!({"reported": report.get("items").cloned().unwrap_or(Value::Array(Vec::new()))}))
+            // A `null` report is an empty one (the tool says "no problems", not "nothing
+            // reported").
+            .map(|report| match report {
+                Value::Null => json!({"reported": []}),
+                report => json!({"reported": report}),
+            })
         } else {
             let published = conn.diagnostics_after(uri, mark, DIAGNOSTICS_WAIT).await;
-            Ok(json!({"reported": published}))
+            Ok(json!({"reported": to_value(&published)}))
         };
-        if conn.failure().is_none() {
-            conn.notify(
-                "textDocument/didClose",
-                json!({"textDocument": {"uri": uri}}),
-            );
-        }
+        close(conn, uri);
         outcome.map_err(call_failure)
     }
 
@@ -405,7 +540,7 @@ impl StdioProvider {
         workspace: &Path,
         query: &Query,
         language: &str,
-        uri: &str,
+        uri: &Url,
         text: &str,
     ) -> Result<Value, Failure> {
         if slot.as_ref().is_some_and(|i| i.conn.failure().is_some()) {
@@ -483,7 +618,7 @@ impl StdioProvider {
             | Operation::FindReferences
             | Operation::GoToImplementation => QueryResult::Locations {
                 locations: translate::locations(&raw)?,
-                workspace_uri,
+                workspace_uri: workspace_uri.to_string(),
             },
         })
     }

@@ -1,8 +1,12 @@
-//! Protocol answers → the service's shapes. `null` is no result; `Location` and
-//! `LocationLink` (its target selection range) become locations; hover contents in any of
-//! the protocol's forms become one text. Anything else is `LSP_MALFORMED_RESPONSE`.
+//! Protocol answers → the service's shapes, read with `lsp-types`. `null` is no result;
+//! `Location` and `LocationLink` (its target selection range) become locations, also when
+//! a server mixes them in one list; hover contents in any of the protocol's forms become
+//! one text; diagnostics come published (a list) or pulled (a `full` or `unchanged`
+//! report). Anything else is `LSP_MALFORMED_RESPONSE`.
 
 use dsh_kernel::BoxError;
+use lsp_types as lsp;
+use serde::Deserialize;
 use serde_json::Value;
 
 use crate::service::{Diagnostic, Hover, Location, Position, Range, lsp_error};
@@ -14,57 +18,65 @@ fn malformed(what: &str) -> BoxError {
     )
 }
 
-fn position(v: &Value) -> Option<Position> {
-    let line = v.get("line")?.as_u64()?;
-    let character = v.get("character")?.as_u64()?;
-    Some(Position { line, character })
-}
-
-fn range(v: &Value) -> Option<Range> {
-    Some(Range {
-        start: position(v.get("start")?)?,
-        end: position(v.get("end")?)?,
-    })
-}
-
-fn location(v: &Value) -> Option<Location> {
-    if let Some(uri) = v.get("targetUri").and_then(Value::as_str) {
-        return Some(Location {
-            uri: uri.to_string(),
-            range: range(v.get("targetSelectionRange")?)?,
-        });
+fn position(p: lsp::Position) -> Position {
+    Position {
+        line: u64::from(p.line),
+        character: u64::from(p.character),
     }
-    Some(Location {
-        uri: v.get("uri")?.as_str()?.to_string(),
-        range: range(v.get("range")?)?,
-    })
+}
+
+fn range(r: lsp::Range) -> Range {
+    Range {
+        start: position(r.start),
+        end: position(r.end),
+    }
+}
+
+/// One item of a definition-like answer.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Target {
+    Link(lsp::LocationLink),
+    Plain(lsp::Location),
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Targets {
+    Many(Vec<Target>),
+    One(Target),
+}
+
+fn location(t: Target) -> Location {
+    match t {
+        Target::Link(l) => Location {
+            uri: l.target_uri.to_string(),
+            range: range(l.target_selection_range),
+        },
+        Target::Plain(l) => Location {
+            uri: l.uri.to_string(),
+            range: range(l.range),
+        },
+    }
 }
 
 /// A definition / references / implementation answer.
 pub fn locations(result: &Value) -> Result<Vec<Location>, BoxError> {
-    match result {
-        Value::Null => Ok(Vec::new()),
-        Value::Array(items) => items
-            .iter()
-            .map(|i| location(i).ok_or_else(|| malformed("location")))
-            .collect(),
-        Value::Object(_) => Ok(vec![location(result).ok_or_else(|| malformed("location"))?]),
-        _ => Err(malformed("location")),
+    if result.is_null() {
+        return Ok(Vec::new());
     }
+    Ok(
+        match Targets::deserialize(result).map_err(|_| malformed("location"))? {
+            Targets::Many(items) => items.into_iter().map(location).collect(),
+            Targets::One(item) => vec![location(item)],
+        },
+    )
 }
 
-fn marked(v: &Value) -> Option<String> {
-    match v {
-        Value::String(s) => Some(s.clone()),
-        Value::Object(o) => {
-            let value = o.get("value")?.as_str()?;
-            match o.get("language").and_then(Value::as_str) {
-                Some(lang) => Some(format!("```{lang}\n{value}\n```")),
-                // MarkupContent (`kind` + `value`).
-                None => Some(value.to_string()),
-            }
-        }
-        _ => None,
+fn marked(m: lsp::MarkedString) -> String {
+    match m {
+        lsp::MarkedString::String(s) => s,
+        lsp::MarkedString::LanguageString(l) => format!("```{}\n{}\n```", l.language, l.value),
     }
 }
 
@@ -73,56 +85,57 @@ pub fn hover(result: &Value) -> Result<Option<Hover>, BoxError> {
     if result.is_null() {
         return Ok(None);
     }
-    let contents = result.get("contents").ok_or_else(|| malformed("hover"))?;
-    let text = match contents {
-        Value::Array(items) => items
-            .iter()
-            .map(|i| marked(i).ok_or_else(|| malformed("hover")))
-            .collect::<Result<Vec<_>, _>>()?
+    let answer = lsp::Hover::deserialize(result).map_err(|_| malformed("hover"))?;
+    let text = match answer.contents {
+        lsp::HoverContents::Scalar(m) => marked(m),
+        lsp::HoverContents::Array(items) => items
+            .into_iter()
+            .map(marked)
+            .collect::<Vec<_>>()
             .join("\n\n"),
-        other => marked(other).ok_or_else(|| malformed("hover"))?,
+        lsp::HoverContents::Markup(m) => m.value,
     };
     if text.is_empty() {
         return Ok(None);
     }
-    let range = match result.get("range") {
-        None | Some(Value::Null) => None,
-        Some(r) => Some(range(r).ok_or_else(|| malformed("hover"))?),
-    };
     Ok(Some(Hover {
         contents: text,
-        range,
+        range: answer.range.map(range),
     }))
 }
 
-/// A diagnostics list (published, or a pull report's `items`).
+fn diagnostic(d: lsp::Diagnostic) -> Diagnostic {
+    Diagnostic {
+        range: range(d.range),
+        severity: d
+            .severity
+            .and_then(|s| serde_json::to_value(s).ok())
+            .and_then(|v| v.as_u64()),
+        message: d.message,
+        source: d.source,
+        code: d.code.map(|c| match c {
+            lsp::NumberOrString::Number(n) => n.to_string(),
+            lsp::NumberOrString::String(s) => s,
+        }),
+    }
+}
+
+/// A diagnostics list: published (an array), or a pulled report.
 pub fn diagnostics(list: &Value) -> Result<Vec<Diagnostic>, BoxError> {
     let items = match list {
-        Value::Array(items) => items,
-        Value::Object(o) => match o.get("items") {
-            Some(Value::Array(items)) => items,
-            _ => return Ok(Vec::new()),
+        Value::Null => Vec::new(),
+        Value::Array(_) => {
+            Vec::<lsp::Diagnostic>::deserialize(list).map_err(|_| malformed("diagnostic"))?
+        }
+        Value::Object(_) => match lsp::DocumentDiagnosticReport::deserialize(list)
+            .map_err(|_| malformed("diagnostics report"))?
+        {
+            lsp::DocumentDiagnosticReport::Full(r) => r.full_document_diagnostic_report.items,
+            lsp::DocumentDiagnosticReport::Unchanged(_) => Vec::new(),
         },
-        Value::Null => return Ok(Vec::new()),
         _ => return Err(malformed("diagnostics list")),
     };
-    let one = |d: &Value| -> Option<Diagnostic> {
-        Some(Diagnostic {
-            range: range(d.get("range")?)?,
-            severity: d.get("severity").and_then(Value::as_u64),
-            message: d.get("message")?.as_str()?.to_string(),
-            source: d.get("source").and_then(Value::as_str).map(str::to_owned),
-            code: match d.get("code") {
-                Some(Value::String(s)) => Some(s.clone()),
-                Some(Value::Number(n)) => Some(n.to_string()),
-                _ => None,
-            },
-        })
-    };
-    items
-        .iter()
-        .map(|d| one(d).ok_or_else(|| malformed("diagnostic")))
-        .collect()
+    Ok(items.into_iter().map(diagnostic).collect())
 }
 
 #[cfg(test)]
