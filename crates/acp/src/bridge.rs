@@ -21,6 +21,10 @@ use dsh_tools::{ApprovalOutcome, ApprovalRequest, Execute, ToolOutputEvent};
 use serde_json::{Map, Value, json};
 
 use crate::project::{Projector, describe_call};
+use crate::protocol::{
+    self, AgentCapabilities, AvailableCommand, CommandInput, Implementation, InitializeResponse,
+    PromptCapabilities, PromptResponse, SessionNotification, SessionUpdate, StopReason,
+};
 use crate::rpc::{Peer, RpcError};
 
 mod config;
@@ -101,11 +105,16 @@ fn owned(sessions: &Sessions, id: &str) -> Option<Arc<AcpSession>> {
         .cloned()
 }
 
-fn update(peer: &Peer, session_id: &str, update: Value) {
+fn update(peer: &Peer, session_id: &str, update: SessionUpdate) {
     peer.notify(
         "session/update",
-        json!({"sessionId": session_id, "update": update}),
+        protocol::to_value(&SessionNotification { session_id, update }),
     );
+}
+
+/// A `session/prompt` answer.
+fn stopped(stop_reason: StopReason) -> Result<Value, RpcError> {
+    Ok(protocol::to_value(&PromptResponse { stop_reason }))
 }
 
 /// One server connection.
@@ -234,12 +243,17 @@ impl Bridge {
             if owned(&sessions, &id).is_none() {
                 return Ok(());
             }
-            let Some(Value::Array(content)) = p.event.data.pointer("/message/content") else { return Ok(()) };
+            let Some(Value::Array(content)) = p.event.data.pointer("/message/content") else {
+                return Ok(());
+            };
             for block in content {
                 if block.get("type").and_then(Value::as_str) == Some("text")
-                    && let Some(text) = block.get("text").and_then(Value::as_str).filter(|t| !t.is_empty())
+                    && let Some(text) = block
+                        .get("text")
+                        .and_then(Value::as_str)
+                        .filter(|t| !t.is_empty())
                 {
-                    update(&projector, &id, json!({"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": text}}));
+                    update(&projector, &id, SessionUpdate::agent_text(text));
                 }
             }
             Ok(())
@@ -434,21 +448,27 @@ impl Bridge {
                 let image =
                     crate::images::supported(&self.root, &self.config.provider, &self.config.model);
                 self.image_prompts.store(image, Ordering::Release);
-                let capabilities = if self.rich() {
-                    json!({
-                        "loadSession": true,
-                        "promptCapabilities": {"image": image, "audio": false, "embeddedContext": true},
-                        "mcpCapabilities": dsh_mcp::acp::capabilities(),
-                        "sessionCapabilities": {"list": {}, "resume": {}, "close": {}}
-                    })
-                } else {
-                    json!({"promptCapabilities": {"image": image, "audio": false, "embeddedContext": false}})
+                let rich = self.rich();
+                let capabilities = AgentCapabilities {
+                    load_session: rich.then_some(true),
+                    prompt_capabilities: PromptCapabilities {
+                        image,
+                        audio: false,
+                        embedded_context: rich,
+                    },
+                    mcp_capabilities: rich.then(dsh_mcp::acp::capabilities),
+                    session_capabilities: rich
+                        .then(|| json!({"list": {}, "resume": {}, "close": {}})),
                 };
-                Ok(json!({
-                    "protocolVersion": 1,
-                    "agentInfo": {"name": "deepseek-harness-acp", "version": "0.0.1"},
-                    "agentCapabilities": capabilities,
-                    "authMethods": []
+                Ok(protocol::to_value(&InitializeResponse {
+                    protocol_version: 1,
+                    // The name and version upstream's recorded answers carry.
+                    agent_info: Implementation {
+                        name: "deepseek-harness-acp",
+                        version: "0.0.1",
+                    },
+                    agent_capabilities: capabilities,
+                    auth_methods: Vec::new(),
                 }))
             }
             "authenticate" => Ok(json!({})),
@@ -482,26 +502,24 @@ impl Bridge {
         else {
             return;
         };
-        let commands: Vec<Value> = self
+        let commands: Vec<AvailableCommand> = self
             .root
             .get::<dsh_commands::CommandRegistry>()
             .map(|r| r.list())
             .unwrap_or_default()
             .into_iter()
-            .map(|c| {
-                let mut m = Map::new();
-                m.insert("name".into(), json!(c.name));
-                m.insert("description".into(), json!(c.description));
-                if let Some(hint) = c.hint {
-                    m.insert("input".into(), json!({"hint": hint}));
-                }
-                Value::Object(m)
+            .map(|c| AvailableCommand {
+                name: c.name,
+                description: c.description,
+                input: c.hint.map(|hint| CommandInput { hint }),
             })
             .collect();
         update(
             &self.peer,
             id,
-            json!({"sessionUpdate": "available_commands_update", "availableCommands": commands}),
+            SessionUpdate::AvailableCommandsUpdate {
+                available_commands: commands,
+            },
         );
     }
 
@@ -558,7 +576,7 @@ impl Bridge {
                 update(
                     &self.peer,
                     &id,
-                    json!({"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": format!("{notice}\n\n")}}),
+                    SessionUpdate::agent_text(format!("{notice}\n\n")),
                 );
             }
         }
@@ -594,19 +612,16 @@ impl Bridge {
                 .await;
             if !matches!(outcome, dsh_commands::LineOutcome::NotACommand) {
                 let id = session.agent.session().id();
-                self.peer.notify(
-                    "session/update",
-                    json!({"sessionId": id, "update": {"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": outcome.reply()}}}),
-                );
+                update(&self.peer, &id, SessionUpdate::agent_text(outcome.reply()));
                 // A command that sent the model a message (`/plan <message>`) started a
                 // turn: the prompt lasts until that turn ends, like any prompt.
                 if idle_before && session.agent.status() == dsh_agent::AgentStatus::Running {
                     session.agent.when_idle().await;
                     if cancel_requested.load(Ordering::Acquire) {
-                        return Ok(json!({"stopReason": "cancelled"}));
+                        return stopped(StopReason::Cancelled);
                     }
                 }
-                return Ok(json!({"stopReason": "end_turn"}));
+                return stopped(StopReason::EndTurn);
             }
         }
         let message = Message::user(content, MessageSource::User);
@@ -617,7 +632,7 @@ impl Bridge {
         }
         agent.when_idle().await;
         if cancel_requested.load(Ordering::Acquire) {
-            return Ok(json!({"stopReason": "cancelled"}));
+            return stopped(StopReason::Cancelled);
         }
         let turn = self
             .claims
@@ -625,7 +640,7 @@ impl Bridge {
             .unwrap_or_else(|e| e.into_inner())
             .remove(&message_id);
         let Some(turn) = turn else {
-            return Ok(json!({"stopReason": "cancelled"}));
+            return stopped(StopReason::Cancelled);
         };
         let reason = agent.session().read(|s| {
             s.events()
@@ -635,12 +650,12 @@ impl Bridge {
                 .and_then(|e| TurnEndReason::from_value(&e.data["reason"]))
         });
         match reason {
-            None => Ok(json!({"stopReason": "cancelled"})),
+            None => stopped(StopReason::Cancelled),
             Some(TurnEndReason::Error(f)) => {
                 Err(RpcError::internal(format!("turn failed: {}", f.message)))
             }
-            Some(TurnEndReason::Interrupted) => Ok(json!({"stopReason": "cancelled"})),
-            Some(_) => Ok(json!({"stopReason": "end_turn"})),
+            Some(TurnEndReason::Interrupted) => stopped(StopReason::Cancelled),
+            Some(_) => stopped(StopReason::EndTurn),
         }
     }
 
@@ -701,7 +716,7 @@ impl Bridge {
 
 /// `usage_update` after a model answer: the tokens its request and answer occupy in the
 /// context window of the model that answered (when the model's window is known).
-fn usage_update(llm: &dsh_llm::LlmRuntime, e: &dsh_session::Event) -> Option<Value> {
+fn usage_update(llm: &dsh_llm::LlmRuntime, e: &dsh_session::Event) -> Option<SessionUpdate> {
     if !e.is(types::ASSISTANT_MESSAGE) {
         return None;
     }
@@ -713,5 +728,5 @@ fn usage_update(llm: &dsh_llm::LlmRuntime, e: &dsh_session::Event) -> Option<Val
         .model_info(source["provider"].as_str()?, source["model"].as_str()?)
         .ok()?
         .context_window?;
-    Some(json!({"sessionUpdate": "usage_update", "used": used, "size": size}))
+    Some(SessionUpdate::UsageUpdate { used, size })
 }

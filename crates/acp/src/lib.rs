@@ -15,6 +15,7 @@ mod client_fs;
 mod client_terminal;
 mod images;
 mod project;
+mod protocol;
 mod rpc;
 
 use std::path::Path;

@@ -8,7 +8,12 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use dsh_session::{Event, types};
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
+
+use crate::protocol::{
+    ContentBlock, PlanEntry, RawOutput, SessionUpdate, ToolCall, ToolCallContent, ToolCallLocation,
+    ToolCallStatus, ToolCallUpdate,
+};
 
 /// Live tool output kept for one running call (the editor shows the tail).
 const LIVE_OUTPUT_TAIL: usize = 16 * 1024;
@@ -76,8 +81,8 @@ fn call_path(name: &str, args: &Value, cwd: &Path) -> Option<String> {
     str_arg(args, key).map(|p| absolute(cwd, p))
 }
 
-/// `title`, `kind`, `rawInput` and `locations` of a call, as editors render it.
-pub fn describe_call(call_id: &str, name: &str, args: &Value, cwd: &Path) -> Map<String, Value> {
+/// A call as editors render it (`title`, `kind`, `rawInput`, `locations`), `pending`.
+pub fn describe_call(call_id: &str, name: &str, args: &Value, cwd: &Path) -> ToolCall {
     let path = call_path(name, args, cwd);
     let title = match name {
         "bash" => str_arg(args, "command")
@@ -122,22 +127,23 @@ pub fn describe_call(call_id: &str, name: &str, args: &Value, cwd: &Path) -> Map
         _ => str_arg(args, "description").map(str::to_owned),
     }
     .unwrap_or_else(|| name.to_string());
-    let mut m = Map::new();
-    m.insert("toolCallId".into(), json!(call_id));
-    m.insert("title".into(), json!(title));
-    m.insert("kind".into(), json!(tool_kind(name, args)));
-    m.insert("rawInput".into(), args.clone());
-    if let Some(p) = path {
-        let mut location = Map::new();
-        location.insert("path".into(), json!(p));
-        if name == "read"
-            && let Some(line) = args.get("offset").and_then(Value::as_u64)
-        {
-            location.insert("line".into(), json!(line));
-        }
-        m.insert("locations".into(), json!([Value::Object(location)]));
+    let locations = path.map(|path| {
+        let line = if name == "read" {
+            args.get("offset").and_then(Value::as_u64)
+        } else {
+            None
+        };
+        vec![ToolCallLocation { path, line }]
+    });
+    ToolCall {
+        tool_call_id: call_id.to_string(),
+        title,
+        kind: tool_kind(name, args),
+        raw_input: args.clone(),
+        locations,
+        status: ToolCallStatus::Pending,
+        content: None,
     }
-    m
 }
 
 /// The text of a tool result's content blocks.
@@ -152,7 +158,7 @@ fn result_text(result: &Value) -> String {
 }
 
 /// The `tool_call_update` that closes a call, from its `tool/result` event data.
-pub fn result_update(data: &Value, cwd: &Path) -> Option<Map<String, Value>> {
+pub fn result_update(data: &Value, cwd: &Path) -> Option<ToolCallUpdate> {
     let result = data.pointer("/message/content/0")?;
     let call_id = result["toolCallId"].as_str().or_else(|| {
         data.pointer("/message/source/callId")
@@ -160,22 +166,17 @@ pub fn result_update(data: &Value, cwd: &Path) -> Option<Map<String, Value>> {
     })?;
     let is_error = result["isError"].as_bool().unwrap_or(false);
     let text = result_text(result);
-    let diffs: Vec<Value> = data
+    let diffs: Vec<ToolCallContent> = data
         .pointer("/meta/diffs")
         .and_then(Value::as_array)
         .into_iter()
         .flatten()
         .filter_map(|d| {
-            let path = d["path"].as_str()?;
-            let mut m = Map::new();
-            m.insert("type".into(), json!("diff"));
-            m.insert("path".into(), json!(absolute(cwd, path)));
-            m.insert("oldText".into(), d["oldText"].clone());
-            m.insert(
-                "newText".into(),
-                json!(d["newText"].as_str().unwrap_or_default()),
-            );
-            Some(Value::Object(m))
+            Some(ToolCallContent::Diff {
+                path: absolute(cwd, d["path"].as_str()?),
+                old_text: d["oldText"].clone(),
+                new_text: d["newText"].as_str().unwrap_or_default().to_string(),
+            })
         })
         .collect();
     let content = if !diffs.is_empty() && !is_error {
@@ -183,53 +184,45 @@ pub fn result_update(data: &Value, cwd: &Path) -> Option<Map<String, Value>> {
     } else if text.is_empty() {
         Vec::new()
     } else {
-        vec![json!({"type": "content", "content": {"type": "text", "text": text}})]
+        vec![ToolCallContent::text(text.clone())]
     };
-    let mut m = Map::new();
-    m.insert("toolCallId".into(), json!(call_id));
-    m.insert(
-        "status".into(),
-        json!(if is_error { "failed" } else { "completed" }),
-    );
-    m.insert("content".into(), Value::Array(content));
-    m.insert(
-        "rawOutput".into(),
-        json!({"content": text, "isError": is_error}),
-    );
-    Some(m)
+    Some(ToolCallUpdate {
+        tool_call_id: call_id.to_string(),
+        status: Some(if is_error {
+            ToolCallStatus::Failed
+        } else {
+            ToolCallStatus::Completed
+        }),
+        content: Some(content),
+        raw_output: Some(RawOutput {
+            content: text,
+            is_error,
+        }),
+    })
 }
 
 /// A `plan` update from a `todo/write` event.
-fn plan(data: &Value) -> Value {
-    let entries: Vec<Value> = data["todos"]
+fn plan(data: &Value) -> SessionUpdate {
+    let entries = data["todos"]
         .as_array()
         .into_iter()
         .flatten()
-        .map(|t| {
-            let status = t["status"]
-                .as_str()
-                .filter(|s| matches!(*s, "pending" | "in_progress" | "completed"))
-                .unwrap_or("pending");
-            json!({"content": t["content"].as_str().unwrap_or_default(), "priority": "medium", "status": status})
+        .map(|t| PlanEntry {
+            content: t["content"].as_str().unwrap_or_default().to_string(),
+            priority: "medium",
+            status: match t["status"].as_str() {
+                Some("in_progress") => "in_progress",
+                Some("completed") => "completed",
+                _ => "pending",
+            },
         })
         .collect();
-    json!({"sessionUpdate": "plan", "entries": entries})
+    SessionUpdate::Plan { entries }
 }
 
 /// An ISO 8601 UTC time for epoch milliseconds.
 pub fn iso_time(ms: i64) -> String {
     dsh_kernel::time::iso8601(ms)
-}
-
-fn text_chunk(kind: &str, text: &str) -> Value {
-    json!({"sessionUpdate": kind, "content": {"type": "text", "text": text}})
-}
-
-fn with_kind(kind: &str, fields: Map<String, Value>) -> Value {
-    let mut m = Map::new();
-    m.insert("sessionUpdate".into(), json!(kind));
-    m.extend(fields);
-    Value::Object(m)
 }
 
 struct LiveOutput {
@@ -273,7 +266,7 @@ impl Projector {
     }
 
     /// The updates one live event produces.
-    pub fn live(&mut self, e: &Event) -> Vec<Value> {
+    pub fn live(&mut self, e: &Event) -> Vec<SessionUpdate> {
         let data = e.data.as_value();
         match e.event_type.as_str() {
             types::ASSISTANT_CHUNK => {
@@ -281,10 +274,13 @@ impl Projector {
                 let text = chunk["text"].as_str().unwrap_or_default();
                 match chunk["type"].as_str() {
                     Some("text-delta") if !text.is_empty() => {
-                        vec![text_chunk("agent_message_chunk", text)]
+                        vec![SessionUpdate::agent_text(text)]
                     }
                     Some("reasoning-delta") if !text.is_empty() => {
-                        vec![text_chunk("agent_thought_chunk", text)]
+                        vec![SessionUpdate::AgentThoughtChunk {
+                            content: ContentBlock::text(text),
+                            message_id: None,
+                        }]
                     }
                     _ => Vec::new(),
                 }
@@ -294,33 +290,30 @@ impl Projector {
                 let Some(update) = result_update(data, &self.cwd) else {
                     return Vec::new();
                 };
-                if let Some(id) = update["toolCallId"].as_str() {
-                    self.live.retain(|l| l.call_id != id);
-                }
-                vec![with_kind("tool_call_update", update)]
+                self.live.retain(|l| l.call_id != update.tool_call_id);
+                vec![SessionUpdate::ToolCallUpdate(update)]
             }
             _ => self.common(e),
         }
     }
 
     /// Updates shared by live projection and replay.
-    fn common(&self, e: &Event) -> Vec<Value> {
+    fn common(&self, e: &Event) -> Vec<SessionUpdate> {
         let data = e.data.as_value();
         match e.event_type.as_str() {
             types::TODO_WRITE => vec![plan(data)],
             "session/title" => match data["title"].as_str() {
-                Some(title) if !title.is_empty() => vec![json!({
-                    "sessionUpdate": "session_info_update",
-                    "title": title,
-                    "updatedAt": iso_time(e.time),
-                })],
+                Some(title) if !title.is_empty() => vec![SessionUpdate::SessionInfoUpdate {
+                    title: title.to_string(),
+                    updated_at: iso_time(e.time),
+                }],
                 _ => Vec::new(),
             },
             _ => Vec::new(),
         }
     }
 
-    fn tool_call(&mut self, data: &Value) -> Vec<Value> {
+    fn tool_call(&mut self, data: &Value) -> Vec<SessionUpdate> {
         let (Some(call_id), Some(name)) = (data["callId"].as_str(), data["name"].as_str()) else {
             return Vec::new();
         };
@@ -328,19 +321,24 @@ impl Projector {
             return Vec::new();
         }
         let args = parse_arguments(&data["arguments"]);
-        let mut fields = describe_call(call_id, name, &args, &self.cwd);
-        fields.insert("status".into(), json!("pending"));
-        vec![with_kind("tool_call", fields)]
+        vec![SessionUpdate::ToolCall(describe_call(
+            call_id, name, &args, &self.cwd,
+        ))]
     }
 
     /// The update marking a call running.
-    pub fn started(call_id: &str) -> Value {
-        json!({"sessionUpdate": "tool_call_update", "toolCallId": call_id, "status": "in_progress"})
+    pub fn started(call_id: &str) -> SessionUpdate {
+        SessionUpdate::ToolCallUpdate(ToolCallUpdate {
+            tool_call_id: call_id.to_string(),
+            status: Some(ToolCallStatus::InProgress),
+            content: None,
+            raw_output: None,
+        })
     }
 
     /// Live output of a running call: an update with the output so far, at most every
     /// [`LIVE_OUTPUT_EVERY`] per call.
-    pub fn output(&mut self, call_id: &str, text: &str) -> Option<Value> {
+    pub fn output(&mut self, call_id: &str, text: &str) -> Option<SessionUpdate> {
         let idx = match self.live.iter().position(|l| l.call_id == call_id) {
             Some(i) => i,
             None => {
@@ -369,17 +367,18 @@ impl Projector {
             return None;
         }
         live.last_sent = Some(now);
-        Some(json!({
-            "sessionUpdate": "tool_call_update",
-            "toolCallId": call_id,
-            "content": [{"type": "content", "content": {"type": "text", "text": live.text}}],
+        Some(SessionUpdate::ToolCallUpdate(ToolCallUpdate {
+            tool_call_id: call_id.to_string(),
+            status: None,
+            content: Some(vec![ToolCallContent::text(live.text.clone())]),
+            raw_output: None,
         }))
     }
 
     /// The history of a stored session as updates, oldest first (`session/load`): what the
     /// user typed, the committed answers and reasoning, every tool call with its result,
     /// plans, and the latest title.
-    pub fn replay(&mut self, events: &[std::sync::Arc<Event>]) -> Vec<Value> {
+    pub fn replay(&mut self, events: &[std::sync::Arc<Event>]) -> Vec<SessionUpdate> {
         let mut out = Vec::new();
         let mut title = None;
         for e in events {
@@ -393,31 +392,42 @@ impl Projector {
                         if block["type"] == "text"
                             && let Some(text) = block["text"].as_str().filter(|t| !t.is_empty())
                         {
-                            let mut u = text_chunk("user_message_chunk", text);
-                            u["messageId"] = data["id"].clone();
-                            out.push(u);
+                            out.push(SessionUpdate::UserMessageChunk {
+                                content: ContentBlock::text(text),
+                                message_id: Some(data["id"].clone()),
+                            });
                         }
                     }
                 }
                 types::ASSISTANT_MESSAGE => {
                     let message = &data["message"];
                     for block in message["content"].as_array().into_iter().flatten() {
-                        let kind = match block["type"].as_str() {
-                            Some("reasoning") => "agent_thought_chunk",
-                            Some("text") => "agent_message_chunk",
+                        let thought = match block["type"].as_str() {
+                            Some("reasoning") => true,
+                            Some("text") => false,
                             _ => continue,
                         };
                         if let Some(text) = block["text"].as_str().filter(|t| !t.is_empty()) {
-                            let mut u = text_chunk(kind, text);
-                            u["messageId"] = message["id"].clone();
-                            out.push(u);
+                            let (content, message_id) =
+                                (ContentBlock::text(text), Some(message["id"].clone()));
+                            out.push(if thought {
+                                SessionUpdate::AgentThoughtChunk {
+                                    content,
+                                    message_id,
+                                }
+                            } else {
+                                SessionUpdate::AgentMessageChunk {
+                                    content,
+                                    message_id,
+                                }
+                            });
                         }
                     }
                 }
                 types::TOOL_CALL => out.extend(self.tool_call(data)),
                 types::TOOL_RESULT => {
                     if let Some(update) = result_update(data, &self.cwd) {
-                        out.push(with_kind("tool_call_update", update));
+                        out.push(SessionUpdate::ToolCallUpdate(update));
                     }
                 }
                 "session/title" => title = Some(e.clone()),
@@ -434,12 +444,17 @@ impl Projector {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::protocol::to_value;
     use pretty_assertions::assert_eq;
+
+    fn describe(call_id: &str, name: &str, args: &Value, cwd: &Path) -> Value {
+        to_value(&describe_call(call_id, name, args, cwd))
+    }
 
     #[test]
     fn calls_are_described_as_editors_render_them() {
         let cwd = Path::new("/w");
-        let d = describe_call(
+        let d = describe(
             "c",
             "bash",
             &json!({"command": "cargo test\nmore", "description": "x"}),
@@ -447,8 +462,8 @@ mod tests {
         );
         assert_eq!(d["title"], "cargo test");
         assert_eq!(d["kind"], "execute");
-        assert!(!d.contains_key("locations"));
-        let d = describe_call(
+        assert!(d.get("locations").is_none());
+        let d = describe(
             "c",
             "read",
             &json!({"file_path": "src/a.rs", "offset": 10}),
@@ -456,7 +471,7 @@ mod tests {
         );
         assert_eq!(d["title"], "Read /w/src/a.rs (from line 10)");
         assert_eq!(d["locations"], json!([{"path": "/w/src/a.rs", "line": 10}]));
-        let d = describe_call(
+        let d = describe(
             "c",
             "str_replace_editor",
             &json!({"command": "str_replace", "path": "/x/y"}),
@@ -466,7 +481,7 @@ mod tests {
             (d["title"].as_str(), d["kind"].as_str()),
             (Some("Str replace /x/y"), Some("edit"))
         );
-        let d = describe_call(
+        let d = describe(
             "c",
             "grep",
             &json!({"pattern": "fn main", "path": "src"}),
@@ -474,7 +489,7 @@ mod tests {
         );
         assert_eq!(d["title"], "Grep fn main in src");
         let goal = |name: &str, args: Value| {
-            let d = describe_call("c", name, &args, cwd);
+            let d = describe("c", name, &args, cwd);
             (
                 d["title"].as_str().map(str::to_owned),
                 d["kind"].as_str().map(str::to_owned),
@@ -497,7 +512,7 @@ mod tests {
             goal("update_goal", json!({"action": "complete"})),
             owned("Complete goal", "other")
         );
-        let d = describe_call("c", "mystery", &json!("not json"), cwd);
+        let d = describe("c", "mystery", &json!("not json"), cwd);
         assert_eq!(
             (d["title"].as_str(), d["kind"].as_str()),
             (Some("mystery"), Some("other"))
@@ -510,7 +525,7 @@ mod tests {
         let edit = json!({"message": {"content": [{"type": "tool-result", "toolCallId": "c1",
             "content": [{"type": "text", "text": "edited"}]}]},
             "meta": {"diffs": [{"path": "a.txt", "oldText": "x", "newText": "y"}]}});
-        let u = result_update(&edit, cwd).unwrap();
+        let u = to_value(&result_update(&edit, cwd).unwrap());
         assert_eq!(u["status"], "completed");
         assert_eq!(
             u["content"],
@@ -518,7 +533,7 @@ mod tests {
         );
         let failed = json!({"message": {"content": [{"type": "tool-result", "toolCallId": "c2", "isError": true,
             "content": [{"type": "text", "text": "boom"}]}]}});
-        let u = result_update(&failed, cwd).unwrap();
+        let u = to_value(&result_update(&failed, cwd).unwrap());
         assert_eq!(u["status"], "failed");
         assert_eq!(u["content"][0]["content"]["text"], "boom");
         assert_eq!(u["rawOutput"], json!({"content": "boom", "isError": true}));
@@ -530,7 +545,7 @@ mod tests {
         assert!(p.output("c", "a").is_some());
         assert!(p.output("c", "b").is_none(), "within the interval");
         std::thread::sleep(LIVE_OUTPUT_EVERY);
-        let u = p.output("c", &"é".repeat(LIVE_OUTPUT_TAIL)).unwrap();
+        let u = to_value(&p.output("c", &"é".repeat(LIVE_OUTPUT_TAIL)).unwrap());
         let text = u["content"][0]["content"]["text"].as_str().unwrap();
         assert!(text.len() <= LIVE_OUTPUT_TAIL && text.ends_with('é'));
     }

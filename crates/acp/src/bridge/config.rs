@@ -162,7 +162,9 @@ impl Bridge {
         update(
             &self.peer,
             id,
-            json!({"sessionUpdate": "current_mode_update", "currentModeId": mode}),
+            SessionUpdate::CurrentModeUpdate {
+                current_mode_id: mode.to_string(),
+            },
         );
         Ok(json!({}))
     }

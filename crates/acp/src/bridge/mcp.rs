@@ -91,7 +91,7 @@ pub(super) fn follow_mcp(
                     update(
                         &peer,
                         &session.agent.session().id(),
-                        json!({"sessionUpdate": "agent_message_chunk", "content": {"type": "text", "text": format!("{notice}\n\n")}}),
+                        SessionUpdate::agent_text(format!("{notice}\n\n")),
                     );
                 } else {
                     session

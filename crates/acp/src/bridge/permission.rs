@@ -2,6 +2,25 @@
 //! (`session/request_permission`) and reads its answer.
 
 use super::*;
+use crate::protocol::{
+    PermissionOption, PermissionToolCall, RequestPermission, ToolCall, ToolCallContent,
+};
+
+const ALLOW_ONCE: PermissionOption = PermissionOption {
+    option_id: "allow-once",
+    name: "Allow once",
+    kind: "allow_once",
+};
+const ALLOW_ALWAYS: PermissionOption = PermissionOption {
+    option_id: "allow-always",
+    name: "Always allow",
+    kind: "allow_always",
+};
+const REJECT_ONCE: PermissionOption = PermissionOption {
+    option_id: "reject-once",
+    name: "Reject",
+    kind: "reject_once",
+};
 
 pub(super) struct Answerer {
     pub(super) peer: Peer,
@@ -11,21 +30,18 @@ pub(super) struct Answerer {
 
 /// The tool call a permission request is about, as editors render it: the call as
 /// announced, plus the reason approval is needed.
-fn permission_tool_call(request: &ApprovalRequest, cwd: &Path) -> Value {
+fn permission_tool_call(request: &ApprovalRequest, cwd: &Path) -> ToolCall {
     let mut call = describe_call(
         &request.call_id,
         &request.tool_name,
         &request.arguments,
         cwd,
     );
-    call.insert("status".into(), json!("pending"));
-    if let Some(reason) = &request.reason {
-        call.insert(
-            "content".into(),
-            json!([{"type": "content", "content": {"type": "text", "text": reason}}]),
-        );
-    }
-    Value::Object(call)
+    call.content = request
+        .reason
+        .as_ref()
+        .map(|reason| vec![ToolCallContent::text(reason.clone())]);
+    call
 }
 
 impl ApprovalAnswerer for Answerer {
@@ -58,31 +74,27 @@ impl ApprovalAnswerer for Answerer {
                     let call = permission_tool_call(&request, projector.cwd());
                     // Editors refuse a permission request about a call they never saw.
                     if projector.announce(&request.call_id) {
-                        let mut announced = call.clone();
-                        announced["sessionUpdate"] = json!("tool_call");
-                        update(&peer, &session_id, announced);
+                        update(&peer, &session_id, SessionUpdate::ToolCall(call.clone()));
                     }
                     call
                 };
                 (
-                    call,
-                    json!([
-                        {"optionId": "allow-once", "name": "Allow once", "kind": "allow_once"},
-                        {"optionId": "allow-always", "name": "Always allow", "kind": "allow_always"},
-                        {"optionId": "reject-once", "name": "Reject", "kind": "reject_once"}
-                    ]),
+                    PermissionToolCall::Described(call),
+                    vec![ALLOW_ONCE, ALLOW_ALWAYS, REJECT_ONCE],
                 )
             } else {
                 (
-                    json!({"toolCallId": request.call_id}),
-                    json!([
-                        {"optionId": "allow-once", "name": "Allow once", "kind": "allow_once"},
-                        {"optionId": "reject-once", "name": "Reject", "kind": "reject_once"}
-                    ]),
+                    PermissionToolCall::Id {
+                        tool_call_id: request.call_id.clone(),
+                    },
+                    vec![ALLOW_ONCE, REJECT_ONCE],
                 )
             };
-            let params =
-                json!({"sessionId": session_id, "toolCall": tool_call, "options": options});
+            let params = protocol::to_value(&RequestPermission {
+                session_id: &session_id,
+                tool_call,
+                options,
+            });
             let answer = tokio::select! {
                 a = peer.request("session/request_permission", params) => a,
                 _ = request.cancel.cancelled() => return ApprovalOutcome::Cancelled,

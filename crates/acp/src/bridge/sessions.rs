@@ -148,17 +148,12 @@ impl Bridge {
         let sessions: Vec<Value> = rows
             .into_iter()
             .map(|s| {
-                let mut m = Map::new();
-                m.insert("sessionId".into(), json!(s.header.id));
-                m.insert("cwd".into(), json!(s.header.cwd.unwrap_or_default()));
-                if !s.title.is_empty() {
-                    m.insert("title".into(), json!(s.title));
-                }
-                m.insert(
-                    "updatedAt".into(),
-                    json!(crate::project::iso_time(s.updated_at)),
-                );
-                Value::Object(m)
+                protocol::to_value(&crate::protocol::SessionInfo {
+                    session_id: s.header.id,
+                    cwd: s.header.cwd.unwrap_or_default(),
+                    title: Some(s.title).filter(|t| !t.is_empty()),
+                    updated_at: crate::project::iso_time(s.updated_at),
+                })
             })
             .collect();
         Ok(json!({"sessions": sessions}))
