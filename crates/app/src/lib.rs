@@ -93,6 +93,22 @@ pub fn usage_error(line: &str) -> Start {
     Start::Exit(ExitCode::from(1))
 }
 
+/// Completes on SIGTERM. The handler is installed when this is called, not when the future
+/// is first polled, so a signal that arrives in between is not lost; when it cannot be
+/// installed the future never completes. Call it inside the runtime.
+pub fn sigterm() -> impl Future<Output = ()> {
+    let mut stream =
+        tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+    async move {
+        match stream.as_mut() {
+            Some(s) => {
+                s.recv().await;
+            }
+            None => std::future::pending::<()>().await,
+        }
+    }
+}
+
 /// The exit status of a server that ended: 0, or 1 after the reason on stderr.
 pub fn served(result: Result<(), String>) -> ExitCode {
     match result {

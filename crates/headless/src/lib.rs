@@ -487,16 +487,7 @@ pub async fn run(
         return fail(format, &e.to_string());
     }
     let mut code = None;
-    let mut sigterm =
-        tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
-    let term = async {
-        match sigterm.as_mut() {
-            Some(s) => {
-                s.recv().await;
-            }
-            None => std::future::pending::<()>().await,
-        }
-    };
+    let term = dsh_app::sigterm();
     tokio::select! {
         _ = agent.when_idle() => {}
         _ = tokio::signal::ctrl_c() => { code = Some(130u8); }

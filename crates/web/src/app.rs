@@ -65,16 +65,7 @@ async fn serve(root: &Context) -> u8 {
             eprintln!("dsh web: could not open the default browser ({e}); open the URL above");
         }
     }
-    let mut sigterm =
-        tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
-    let term = async {
-        match sigterm.as_mut() {
-            Some(s) => {
-                s.recv().await;
-            }
-            None => std::future::pending::<()>().await,
-        }
-    };
+    let term = dsh_app::sigterm();
     let code = tokio::select! {
         _ = tokio::signal::ctrl_c() => SIGINT_EXIT,
         () = term => SIGTERM_EXIT,
