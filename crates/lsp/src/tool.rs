@@ -269,7 +269,7 @@ impl TypedTool for LspTool {
         Ok(Some(output_schema().clone()))
     }
 
-    fn concurrency_safe(&self, _args: &LspArgs) -> bool {
+    fn concurrency_safe(&self) -> bool {
         true
     }
 
@@ -347,7 +347,7 @@ impl TypedTool for LspDiagnosticsTool {
 
     // No declared output schema (the value stays untyped), as before.
 
-    fn concurrency_safe(&self, _args: &LspDiagnosticsArgs) -> bool {
+    fn concurrency_safe(&self) -> bool {
         true
     }
 

@@ -374,7 +374,7 @@ impl TypedTool for RecallTool {
         RECALL_DESCRIPTION.into()
     }
 
-    fn concurrency_safe(&self, _args: &RecallArgs) -> bool {
+    fn concurrency_safe(&self) -> bool {
         true
     }
 

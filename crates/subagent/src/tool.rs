@@ -524,7 +524,7 @@ impl TypedTool for SubagentTool {
         Ok(Some(crate::outputs::subagent().clone()))
     }
 
-    fn concurrency_safe(&self, _args: &SubagentArgs) -> bool {
+    fn concurrency_safe(&self) -> bool {
         // Children never write to the parent's session; siblings run side by side.
         true
     }

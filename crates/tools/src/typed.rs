@@ -101,8 +101,10 @@ pub trait TypedTool: Send + Sync + Sized + 'static {
     fn check(&self, _args: &Self::Args) -> Result<(), String> {
         Ok(())
     }
-    /// Only `true` lets calls run in parallel with their neighbours.
-    fn concurrency_safe(&self, _args: &Self::Args) -> bool {
+    /// Only `true` lets calls run in parallel with their neighbours. The answer does not
+    /// depend on a call's arguments, so asking decodes nothing; a tool whose answer would
+    /// depend on them belongs on the raw [`Tool`] trait.
+    fn concurrency_safe(&self) -> bool {
         false
     }
     /// A cooperative deadline enforced by a timeout policy, if any.
@@ -182,8 +184,8 @@ impl<T: TypedTool> Tool for Typed<T> {
         self.tool.check(&decoded)
     }
 
-    fn concurrency_safe(&self, args: &Value) -> bool {
-        T::Args::deserialize(args).is_ok_and(|a| self.tool.concurrency_safe(&a))
+    fn concurrency_safe(&self, _args: &Value) -> bool {
+        self.tool.concurrency_safe()
     }
 
     fn timeout_ms(&self) -> Option<u64> {

@@ -422,7 +422,7 @@ impl TypedTool for WebFetchTool {
         Ok(Some(output_schema(false).clone()))
     }
 
-    fn concurrency_safe(&self, _args: &WebFetchArgs) -> bool {
+    fn concurrency_safe(&self) -> bool {
         true
     }
 
@@ -532,7 +532,7 @@ impl TypedTool for WebSearchTool {
         Ok(Some(output_schema(true).clone()))
     }
 
-    fn concurrency_safe(&self, _args: &WebSearchArgs) -> bool {
+    fn concurrency_safe(&self) -> bool {
         true
     }
 

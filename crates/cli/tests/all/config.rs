@@ -321,7 +321,11 @@ fn the_app_is_the_one_whose_row_the_tree_holds() {
         &["--profile", "headless", "--patch", &web, "--help"],
     );
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
-    assert!(text(&out.stdout).contains("dsh web"), "{}", text(&out.stdout));
+    assert!(
+        text(&out.stdout).contains("dsh web"),
+        "{}",
+        text(&out.stdout)
+    );
     // Its runner row switched off, the headless profile runs no app: a configuration error
     // that names the rows an app needs.
     let off = patch("no-runner.yml", "- id: headless-runner\n  disabled: true\n");

@@ -115,7 +115,7 @@ impl TypedTool for ReadTool {
         );
     }
 
-    fn concurrency_safe(&self, _args: &ReadArgs) -> bool {
+    fn concurrency_safe(&self) -> bool {
         true
     }
 

@@ -245,7 +245,7 @@ impl TypedTool for ReadImageTool {
         Ok(Some(crate::outputs::read_image().clone()))
     }
 
-    fn concurrency_safe(&self, _args: &ReadImageArgs) -> bool {
+    fn concurrency_safe(&self) -> bool {
         true
     }
 
