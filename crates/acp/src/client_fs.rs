@@ -6,8 +6,9 @@ use std::path::Path;
 
 use dsh_kernel::{BoxError, BoxFuture};
 use dsh_tools::ClientFiles;
-use serde_json::{Value, json};
+use serde_json::Value;
 
+use crate::protocol::{self, ReadTextFile, WriteTextFile};
 use crate::rpc::Peer;
 
 pub struct EditorFiles {
@@ -29,7 +30,10 @@ impl ClientFiles for EditorFiles {
     fn read_text(&self, path: &Path) -> BoxFuture<'static, Result<String, BoxError>> {
         let (peer, params) = (
             self.peer.clone(),
-            json!({"sessionId": self.session_id, "path": path.display().to_string()}),
+            protocol::to_value(&ReadTextFile {
+                session_id: &self.session_id,
+                path: path.display().to_string(),
+            }),
         );
         Box::pin(async move {
             let answer = peer
@@ -47,7 +51,11 @@ impl ClientFiles for EditorFiles {
     fn write_text(&self, path: &Path, content: String) -> BoxFuture<'static, Result<(), BoxError>> {
         let (peer, params) = (
             self.peer.clone(),
-            json!({"sessionId": self.session_id, "path": path.display().to_string(), "content": content}),
+            protocol::to_value(&WriteTextFile {
+                session_id: &self.session_id,
+                path: path.display().to_string(),
+                content,
+            }),
         );
         Box::pin(async move {
             peer.request("fs/write_text_file", params)

@@ -5,9 +5,13 @@
 
 use dsh_kernel::{BoxError, BoxFuture};
 use dsh_tools::{ClientTerminals, TerminalCommand, TerminalExit};
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+use crate::protocol::{
+    self, CreateTerminal, EnvVariable, SessionNotification, SessionUpdate, TerminalRef,
+    ToolCallContent, ToolCallUpdate,
+};
 use crate::rpc::Peer;
 
 pub struct EditorTerminals {
@@ -36,18 +40,20 @@ impl ClientTerminals for EditorTerminals {
     ) -> BoxFuture<'static, Result<TerminalExit, BoxError>> {
         let (peer, session) = (self.peer.clone(), self.session_id.clone());
         Box::pin(async move {
-            let env: Vec<Value> = c
-                .env
-                .iter()
-                .map(|(name, value)| json!({"name": name, "value": value}))
-                .collect();
+            let create = CreateTerminal {
+                session_id: &session,
+                command: "bash",
+                args: vec!["-c", &c.command],
+                env: c
+                    .env
+                    .iter()
+                    .map(|(name, value)| EnvVariable { name, value })
+                    .collect(),
+                cwd: c.cwd.display().to_string(),
+                output_byte_limit: c.output_limit as u64,
+            };
             let created = peer
-                .request(
-                    "terminal/create",
-                    json!({"sessionId": session, "command": "bash", "args": ["-c", c.command],
-                           "env": env, "cwd": c.cwd.display().to_string(),
-                           "outputByteLimit": c.output_limit}),
-                )
+                .request("terminal/create", protocol::to_value(&create))
                 .await
                 .map_err(|e| e.message)?;
             let id = created
@@ -57,11 +63,22 @@ impl ClientTerminals for EditorTerminals {
                 .to_string();
             peer.notify(
                 "session/update",
-                json!({"sessionId": session, "update": {
-                    "sessionUpdate": "tool_call_update", "toolCallId": c.call_id,
-                    "content": [{"type": "terminal", "terminalId": id}]}}),
+                protocol::to_value(&SessionNotification {
+                    session_id: &session,
+                    update: SessionUpdate::ToolCallUpdate(ToolCallUpdate {
+                        tool_call_id: c.call_id.clone(),
+                        status: None,
+                        content: Some(vec![ToolCallContent::Terminal {
+                            terminal_id: id.clone(),
+                        }]),
+                        raw_output: None,
+                    }),
+                }),
             );
-            let ids = json!({"sessionId": session, "terminalId": id});
+            let ids = protocol::to_value(&TerminalRef {
+                session_id: &session,
+                terminal_id: &id,
+            });
             let waited = peer.request("terminal/wait_for_exit", ids.clone());
             let deadline = async {
                 match c.timeout {

@@ -140,6 +140,10 @@ pub enum ToolCallContent {
         old_text: Value,
         new_text: String,
     },
+    /// A terminal of the client's, embedded live.
+    Terminal {
+        terminal_id: String,
+    },
 }
 
 impl ToolCallContent {
@@ -273,6 +277,19 @@ pub struct RequestPermission<'a> {
     pub options: Vec<PermissionOption>,
 }
 
+/// The `session/new` answer in the committed projection.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NewSession {
+    pub session_id: String,
+}
+
+/// The `session/list` answer (every stored session, no cursor pages).
+#[derive(Serialize)]
+pub struct SessionList {
+    pub sessions: Vec<SessionInfo>,
+}
+
 /// One stored session in a `session/list` answer.
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -282,6 +299,103 @@ pub struct SessionInfo {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub title: Option<String>,
     pub updated_at: String,
+}
+
+/// The answer to `session/new` (with the new id), `session/load` and `session/resume` in
+/// the rich projection.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionAnswer {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub modes: Option<SessionModes>,
+    pub config_options: Vec<ConfigOption>,
+}
+
+/// The session modes (the permission presets) and the current one.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionModes {
+    pub current_mode_id: String,
+    pub available_modes: Vec<SessionMode>,
+}
+
+#[derive(Serialize)]
+pub struct SessionMode {
+    pub id: String,
+    pub name: String,
+    pub description: String,
+}
+
+/// A session setting the client can change (`session/set_config_option`): a select.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConfigOption {
+    pub id: &'static str,
+    pub name: &'static str,
+    pub category: &'static str,
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    pub current_value: String,
+    pub options: Vec<ConfigValue>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ConfigValue {
+    pub value: String,
+    pub name: String,
+}
+
+/// The `session/set_config_option` answer.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConfigOptions {
+    pub config_options: Vec<ConfigOption>,
+}
+
+/// `fs/read_text_file` params.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ReadTextFile<'a> {
+    pub session_id: &'a str,
+    pub path: String,
+}
+
+/// `fs/write_text_file` params.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WriteTextFile<'a> {
+    pub session_id: &'a str,
+    pub path: String,
+    pub content: String,
+}
+
+/// `terminal/create` params.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CreateTerminal<'a> {
+    pub session_id: &'a str,
+    pub command: &'a str,
+    pub args: Vec<&'a str>,
+    pub env: Vec<EnvVariable<'a>>,
+    pub cwd: String,
+    pub output_byte_limit: u64,
+}
+
+#[derive(Serialize)]
+pub struct EnvVariable<'a> {
+    pub name: &'a str,
+    pub value: &'a str,
+}
+
+/// The params naming one client terminal (`terminal/output`, `wait_for_exit`, `kill`,
+/// `release`).
+#[derive(Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TerminalRef<'a> {
+    pub session_id: &'a str,
+    pub terminal_id: &'a str,
 }
 
 /// A message as a JSON value (these types always serialize).

@@ -2,12 +2,15 @@
 //! `session/set_config_option` change it.
 
 use super::*;
+use crate::protocol::{
+    ConfigOption, ConfigOptions, ConfigValue, SessionAnswer, SessionMode, SessionModes,
+};
 
 impl Bridge {
     /// The permission presets as ACP session modes, with the session's current one.
-    pub(super) fn modes(&self, agent: &AgentRef) -> Option<Value> {
+    pub(super) fn modes(&self, agent: &AgentRef) -> Option<SessionModes> {
         let presets = self.root.get::<PermissionPresets>()?;
-        let available: Vec<Value> = presets
+        let available: Vec<SessionMode> = presets
             .list()
             .into_iter()
             .map(|(id, description)| {
@@ -25,29 +28,32 @@ impl Bridge {
                     })
                     .collect::<Vec<_>>()
                     .join(" ");
-                json!({"id": id, "name": name, "description": description})
+                SessionMode {
+                    id,
+                    name,
+                    description,
+                }
             })
             .collect();
-        Some(
-            json!({"currentModeId": presets.current(agent.session()), "availableModes": available}),
-        )
+        Some(SessionModes {
+            current_mode_id: presets.current(agent.session()),
+            available_modes: available,
+        })
     }
 
-    /// The answer to `session/new|load|resume` in the rich projection.
-    pub(super) fn session_answer(&self, agent: &AgentRef, mut answer: Map<String, Value>) -> Value {
-        if let Some(modes) = self.modes(agent) {
-            answer.insert("modes".into(), modes);
-        }
-        answer.insert(
-            "configOptions".into(),
-            Value::Array(self.config_options(&agent.session().id())),
-        );
-        Value::Object(answer)
+    /// The answer to `session/new` (`new_id`), `session/load` and `session/resume` in the
+    /// rich projection.
+    pub(super) fn session_answer(&self, agent: &AgentRef, new_id: Option<String>) -> Value {
+        protocol::to_value(&SessionAnswer {
+            session_id: new_id,
+            modes: self.modes(agent),
+            config_options: self.config_options(&agent.session().id()),
+        })
     }
 
     /// The session's model choice (the route's catalog) and, when the model reasons, its
     /// reasoning effort.
-    pub(super) fn config_options(&self, session_id: &str) -> Vec<Value> {
+    pub(super) fn config_options(&self, session_id: &str) -> Vec<ConfigOption> {
         let (model, effort) = self
             .choices
             .lock()
@@ -60,18 +66,31 @@ impl Bridge {
             return Vec::new();
         };
         let provider = &self.config.provider;
-        let mut models: Vec<Value> = llm
+        let mut models: Vec<ConfigValue> = llm
             .models(provider)
             .into_iter()
-            .map(|m| json!({"value": m.id, "name": m.name.unwrap_or_else(|| m.id.clone())}))
+            .map(|m| ConfigValue {
+                name: m.name.unwrap_or_else(|| m.id.clone()),
+                value: m.id,
+            })
             .collect();
-        if !models.iter().any(|m| m["value"] == model.as_str()) {
-            models.insert(0, json!({"value": model, "name": model}));
+        if !models.iter().any(|m| m.value == model) {
+            models.insert(
+                0,
+                ConfigValue {
+                    value: model.clone(),
+                    name: model.clone(),
+                },
+            );
         }
-        let mut options = vec![json!({
-            "id": "model", "name": "Model", "category": "model", "type": "select",
-            "currentValue": model, "options": models,
-        })];
+        let mut options = vec![ConfigOption {
+            id: "model",
+            name: "Model",
+            category: "model",
+            kind: "select",
+            current_value: model.clone(),
+            options: models,
+        }];
         if let Some(reasoning) = llm
             .model_info(provider, &model)
             .ok()
@@ -81,15 +100,22 @@ impl Bridge {
             let current = effort
                 .or(reasoning.default_effort)
                 .unwrap_or_else(|| reasoning.efforts[0].clone());
-            let values: Vec<Value> = reasoning
+            let values: Vec<ConfigValue> = reasoning
                 .efforts
                 .iter()
-                .map(|e| json!({"value": e, "name": e}))
+                .map(|e| ConfigValue {
+                    value: e.clone(),
+                    name: e.clone(),
+                })
                 .collect();
-            options.push(json!({
-                "id": "reasoning_effort", "name": "Reasoning effort", "category": "thought_level",
-                "type": "select", "currentValue": current, "options": values,
-            }));
+            options.push(ConfigOption {
+                id: "reasoning_effort",
+                name: "Reasoning effort",
+                category: "thought_level",
+                kind: "select",
+                current_value: current,
+                options: values,
+            });
         }
         options
     }
@@ -112,13 +138,11 @@ impl Bridge {
         let offered = self
             .config_options(id)
             .into_iter()
-            .find(|o| o["id"] == config_id)
+            .find(|o| o.id == config_id)
             .ok_or_else(|| {
                 RpcError::invalid_params(format!("unknown config option {config_id}"))
             })?;
-        let valid = offered["options"]
-            .as_array()
-            .is_some_and(|o| o.iter().any(|v| v["value"] == value));
+        let valid = offered.options.iter().any(|v| v.value == value);
         if !valid {
             return Err(RpcError::invalid_params(format!(
                 "{value} is not a value of {config_id}"
@@ -136,7 +160,9 @@ impl Bridge {
                 _ => entry.1 = Some(value.to_string()),
             }
         }
-        Ok(json!({"configOptions": self.config_options(id)}))
+        Ok(protocol::to_value(&ConfigOptions {
+            config_options: self.config_options(id),
+        }))
     }
 
     pub(super) fn set_mode(&self, params: Option<Value>) -> Result<Value, RpcError> {

@@ -1,6 +1,7 @@
 //! Session methods of the bridge: load, resume, list, close and new.
 
 use super::*;
+use crate::protocol::{NewSession, SessionInfo, SessionList};
 
 impl Bridge {
     /// `session/load` (replays the history as updates before answering) and
@@ -43,7 +44,7 @@ impl Bridge {
                     update(&self.peer, &id, u);
                 }
             }
-            return Ok(self.session_answer(&session.agent, Map::new()));
+            return Ok(self.session_answer(&session.agent, None));
         }
         let files = self
             .root
@@ -91,7 +92,7 @@ impl Bridge {
             }
         }
         self.adopt(&id, session);
-        Ok(self.session_answer(&agent, Map::new()))
+        Ok(self.session_answer(&agent, None))
     }
 
     /// The model and reasoning effort the session last asked for (its latest request
@@ -122,7 +123,9 @@ impl Bridge {
             .and_then(Value::as_str)
             .map(str::to_owned);
         let Some(files) = self.root.get::<SessionFiles>() else {
-            return Ok(json!({"sessions": []}));
+            return Ok(protocol::to_value(&SessionList {
+                sessions: Vec::new(),
+            }));
         };
         let summaries = tokio::task::spawn_blocking(move || {
             files
@@ -145,18 +148,16 @@ impl Bridge {
             .filter(|s| cwd.is_none() || s.header.cwd == cwd)
             .collect();
         rows.sort_by_key(|s| std::cmp::Reverse(s.updated_at));
-        let sessions: Vec<Value> = rows
+        let sessions = rows
             .into_iter()
-            .map(|s| {
-                protocol::to_value(&crate::protocol::SessionInfo {
-                    session_id: s.header.id,
-                    cwd: s.header.cwd.unwrap_or_default(),
-                    title: Some(s.title).filter(|t| !t.is_empty()),
-                    updated_at: crate::project::iso_time(s.updated_at),
-                })
+            .map(|s| SessionInfo {
+                session_id: s.header.id,
+                cwd: s.header.cwd.unwrap_or_default(),
+                title: Some(s.title).filter(|t| !t.is_empty()),
+                updated_at: crate::project::iso_time(s.updated_at),
             })
             .collect();
-        Ok(json!({"sessions": sessions}))
+        Ok(protocol::to_value(&SessionList { sessions }))
     }
 
     pub(super) async fn close_session(&self, params: Option<Value>) -> Result<Value, RpcError> {
@@ -221,10 +222,8 @@ impl Bridge {
         follow_mcp(&self.peer, &session, servers);
         self.adopt(&id, session);
         if !self.rich() {
-            return Ok(json!({"sessionId": id}));
+            return Ok(protocol::to_value(&NewSession { session_id: id }));
         }
-        let mut answer = Map::new();
-        answer.insert("sessionId".into(), json!(id));
-        Ok(self.session_answer(&agent, answer))
+        Ok(self.session_answer(&agent, Some(id)))
     }
 }
