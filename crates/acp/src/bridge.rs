@@ -20,7 +20,7 @@ use dsh_session::{CancelCause, SessionAppended, TurnEndReason, types};
 use dsh_tools::{ApprovalOutcome, ApprovalRequest, Execute, ToolOutputEvent};
 use serde_json::{Map, Value, json};
 
-use crate::project::{Projector, describe_call};
+use crate::project::{Live, Projector, describe_call};
 use crate::protocol::{
     self, AgentCapabilities, AvailableCommand, CommandInput, Implementation, InitializeResponse,
     PromptCapabilities, PromptResponse, SessionNotification, SessionUpdate, StopReason,
@@ -295,10 +295,25 @@ impl Bridge {
         .map_err(|e| e.to_string())?;
         let (s, out) = (sessions.clone(), peer.clone());
         root.on_emit::<ToolOutputEvent>(ListenOptions::GLOBAL, move |p| {
-            if let Some(session) = owned(&s, &p.session_id)
-                && let Some(u) = session.projector().output(&p.call_id, &p.text)
-            {
-                update(&out, &p.session_id, u);
+            let Some(session) = owned(&s, &p.session_id) else {
+                return Ok(());
+            };
+            let live = session.projector().output(&p.call_id, &p.text);
+            match live {
+                Live::Send(u) => update(&out, &p.session_id, u),
+                Live::FlushAfter(wait) => {
+                    // The last output of a burst is sent once the interval is over.
+                    let (out, id, call) = (out.clone(), p.session_id.clone(), p.call_id.clone());
+                    if let Ok(rt) = tokio::runtime::Handle::try_current() {
+                        rt.spawn(async move {
+                            tokio::time::sleep(wait).await;
+                            if let Some(u) = session.projector().flush(&call) {
+                                update(&out, &id, u);
+                            }
+                        });
+                    }
+                }
+                Live::Held => {}
             }
             Ok(())
         })

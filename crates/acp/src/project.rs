@@ -229,6 +229,29 @@ struct LiveOutput {
     call_id: String,
     text: String,
     last_sent: Option<Instant>,
+    /// Output arrived since the last update, and a later [`Projector::flush`] is due.
+    held: bool,
+}
+
+/// What to do with a piece of live output.
+#[derive(Debug, PartialEq)]
+pub enum Live {
+    /// Send this update now.
+    Send(SessionUpdate),
+    /// Held back by the interval: call [`Projector::flush`] after this long, so the last
+    /// output of a burst still reaches the editor while the call runs.
+    FlushAfter(Duration),
+    /// Held back; a flush is already due.
+    Held,
+}
+
+fn live_update(live: &LiveOutput) -> SessionUpdate {
+    SessionUpdate::ToolCallUpdate(ToolCallUpdate {
+        tool_call_id: live.call_id.clone(),
+        status: None,
+        content: Some(vec![ToolCallContent::text(live.text.clone())]),
+        raw_output: None,
+    })
 }
 
 /// The projection state of one session.
@@ -338,7 +361,7 @@ impl Projector {
 
     /// Live output of a running call: an update with the output so far, at most every
     /// [`LIVE_OUTPUT_EVERY`] per call.
-    pub fn output(&mut self, call_id: &str, text: &str) -> Option<SessionUpdate> {
+    pub fn output(&mut self, call_id: &str, text: &str) -> Live {
         let idx = match self.live.iter().position(|l| l.call_id == call_id) {
             Some(i) => i,
             None => {
@@ -346,6 +369,7 @@ impl Projector {
                     call_id: call_id.to_string(),
                     text: String::new(),
                     last_sent: None,
+                    held: false,
                 });
                 self.live.len() - 1
             }
@@ -360,19 +384,30 @@ impl Projector {
             live.text.replace_range(..cut, "");
         }
         let now = Instant::now();
-        if live
-            .last_sent
-            .is_some_and(|t| now.duration_since(t) < LIVE_OUTPUT_EVERY)
+        if let Some(sent) = live.last_sent
+            && now.duration_since(sent) < LIVE_OUTPUT_EVERY
         {
-            return None;
+            if live.held {
+                return Live::Held;
+            }
+            live.held = true;
+            return Live::FlushAfter(LIVE_OUTPUT_EVERY - now.duration_since(sent));
         }
         live.last_sent = Some(now);
-        Some(SessionUpdate::ToolCallUpdate(ToolCallUpdate {
-            tool_call_id: call_id.to_string(),
-            status: None,
-            content: Some(vec![ToolCallContent::text(live.text.clone())]),
-            raw_output: None,
-        }))
+        live.held = false;
+        Live::Send(live_update(live))
+    }
+
+    /// The output held back for `call_id`, if any is still due (nothing once the call has
+    /// its result).
+    pub fn flush(&mut self, call_id: &str) -> Option<SessionUpdate> {
+        let live = self
+            .live
+            .iter_mut()
+            .find(|l| l.call_id == call_id && l.held)?;
+        live.held = false;
+        live.last_sent = Some(Instant::now());
+        Some(live_update(live))
     }
 
     /// The history of a stored session as updates, oldest first (`session/load`): what the
@@ -542,10 +577,20 @@ mod tests {
     #[test]
     fn live_output_is_throttled_and_keeps_the_tail() {
         let mut p = Projector::new("/w".into());
-        assert!(p.output("c", "a").is_some());
-        assert!(p.output("c", "b").is_none(), "within the interval");
+        assert!(matches!(p.output("c", "a"), Live::Send(_)));
+        assert!(
+            matches!(p.output("c", "b"), Live::FlushAfter(d) if d <= LIVE_OUTPUT_EVERY),
+            "within the interval: held, with a flush due"
+        );
+        assert_eq!(p.output("c", "c"), Live::Held, "one flush at a time");
+        let flushed = to_value(&p.flush("c").unwrap());
+        assert_eq!(flushed["content"][0]["content"]["text"], "abc");
+        assert_eq!(p.flush("c"), None, "nothing held any more");
         std::thread::sleep(LIVE_OUTPUT_EVERY);
-        let u = to_value(&p.output("c", &"é".repeat(LIVE_OUTPUT_TAIL)).unwrap());
+        let Live::Send(u) = p.output("c", &"é".repeat(LIVE_OUTPUT_TAIL)) else {
+            panic!("past the interval, output is sent at once");
+        };
+        let u = to_value(&u);
         let text = u["content"][0]["content"]["text"].as_str().unwrap();
         assert!(text.len() <= LIVE_OUTPUT_TAIL && text.ends_with('é'));
     }

@@ -97,8 +97,7 @@ pub fn usage_error(line: &str) -> Start {
 /// is first polled, so a signal that arrives in between is not lost; when it cannot be
 /// installed the future never completes. Call it inside the runtime.
 pub fn sigterm() -> impl Future<Output = ()> {
-    let mut stream =
-        tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+    let mut stream = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
     async move {
         match stream.as_mut() {
             Some(s) => {

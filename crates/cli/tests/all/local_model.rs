@@ -335,12 +335,16 @@ fn a_streamed_text_turn_from_a_real_server_is_recorded_and_resumes() {
     );
 
     // The session resumes against the same server: the second request carries the first
-    // exchange.
+    // exchange. What the 135M model makes of it is not ours to test: it sometimes ends the
+    // second answer at once, which dsh reports as an empty response.
     let out = dsh(&run)
         .args(["headless", "--session-id", &id, "Now say goodbye."])
         .output()
         .unwrap();
-    assert_done(&out, &server);
+    let empty = out.status.code() == Some(1) && stderr(&out).contains("EMPTY_RESPONSE");
+    if !empty {
+        assert_done(&out, &server);
+    }
     let last = tap
         .requests()
         .into_iter()
