@@ -28,6 +28,7 @@ impl SandboxProvider for PartialLandlockFixture {
             Confined {
                 program: policy.workspace_root.join(".dsh-missing-sandbox-runner"),
                 args: argv,
+                serve_args: None,
                 enforcement: Enforcement::Full,
                 denial_signatures: vec!["permission denied".into()],
                 runner_failure_rules: vec![RunnerFailureRule {
@@ -47,6 +48,7 @@ impl SandboxProvider for PartialLandlockFixture {
             Confined {
                 program: PathBuf::from("bash"),
                 args,
+                serve_args: None,
                 enforcement: Enforcement::Partial,
                 denial_signatures: vec!["permission denied".into()],
                 runner_failure_rules: vec![RunnerFailureRule {

@@ -265,6 +265,16 @@ impl ProcessGroup {
         }
     }
 
+    /// SIGKILL to the whole group now (and to a sandbox namespace below it).
+    pub fn kill_now(&mut self) {
+        self.terminated = true;
+        let Some(pgid) = self.pgid else { return };
+        if test_kill_process_group(pgid).is_ok() {
+            kill_nested_sandboxes(pgid);
+            let _ = kill_process_group(pgid, Signal::KILL);
+        }
+    }
+
     /// Whether any member of the group is still alive.
     pub fn is_alive(&self) -> bool {
         self.pgid

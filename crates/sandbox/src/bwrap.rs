@@ -76,6 +76,7 @@ pub fn profile_args(policy: &ExecutionPolicy) -> Vec<OsString> {
 /// extended attributes); without a launcher the wrap reports partial enforcement.
 pub fn confine(argv: &[OsString], policy: &ExecutionPolicy, enforcement: Enforcement) -> Confined {
     let mut args = profile_args(policy);
+    let mut serve_args = None;
     let enforcement = match crate::landlock::launcher() {
         Some(launcher) => {
             // The launcher may live under a path the profile hides (a private /tmp).
@@ -90,6 +91,9 @@ pub fn confine(argv: &[OsString], policy: &ExecutionPolicy, enforcement: Enforce
                 Network::Deny => "deny".into(),
                 Network::Allow => "allow".into(),
             });
+            let mut serve = args.clone();
+            serve.push(crate::resident::SERVE_ARG.into());
+            serve_args = Some(serve);
             enforcement
         }
         None => Enforcement::Partial,
@@ -99,6 +103,7 @@ pub fn confine(argv: &[OsString], policy: &ExecutionPolicy, enforcement: Enforce
     Confined {
         program: PathBuf::from(PROGRAM),
         args,
+        serve_args,
         enforcement,
         denial_signatures: vec!["read-only file system".into()],
         runner_failure_rules: vec![

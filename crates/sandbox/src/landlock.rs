@@ -99,11 +99,14 @@ pub fn confine(
         Network::Deny => "deny".into(),
         Network::Allow => "allow".into(),
     });
+    let mut serve_args = args.clone();
+    serve_args.push(crate::resident::SERVE_ARG.into());
     args.push("--".into());
     args.extend(argv.iter().cloned());
     Confined {
         program: launcher.to_path_buf(),
         args,
+        serve_args: Some(serve_args),
         enforcement,
         denial_signatures: vec!["permission denied".into()],
         runner_failure_rules: vec![RunnerFailureRule {
@@ -125,6 +128,8 @@ struct Launch {
     probe: bool,
     filter_only: bool,
     in_bwrap: bool,
+    /// Serve commands on descriptor 3 instead of running `argv` ([`crate::resident`]).
+    serve: bool,
     argv: Vec<OsString>,
 }
 
@@ -142,6 +147,7 @@ fn parse(args: &[OsString]) -> Result<Launch, String> {
             "--probe" => l.probe = true,
             "--filter-only" => l.filter_only = true,
             "--in-bwrap" => l.in_bwrap = true,
+            crate::resident::SERVE_ARG => l.serve = true,
             "--ro" => {
                 l.ro.push(value(i)?.into());
                 i += 1;
@@ -166,7 +172,10 @@ fn parse(args: &[OsString]) -> Result<Launch, String> {
         }
         i += 1;
     }
-    if !l.probe && l.argv.is_empty() {
+    if l.serve && (l.probe || !l.argv.is_empty()) {
+        return Err("usage error: --serve takes no command and no --probe".into());
+    }
+    if !l.probe && !l.serve && l.argv.is_empty() {
         return Err("usage error: no command after --".into());
     }
     Ok(l)
@@ -257,6 +266,9 @@ pub fn launcher_main(args: &[OsString]) -> std::process::ExitCode {
         if let Err(e) = crate::seccomp::install(filter) {
             return fail(e);
         }
+        if launch.serve {
+            return crate::resident::serve();
+        }
         return exec(&launch.argv);
     }
     let fs_all = AccessFs::from_all(TARGET_ABI);
@@ -324,6 +336,13 @@ pub fn launcher_main(args: &[OsString]) -> std::process::ExitCode {
         };
         let _ = writeln!(std::io::stdout(), "{line}");
         return std::process::ExitCode::SUCCESS;
+    }
+    if launch.serve {
+        // Every command the resident starts inherits the domain and the filter.
+        if let Err(e) = crate::seccomp::install(filter) {
+            return fail(e);
+        }
+        return crate::resident::serve();
     }
     // The command runs as our child (we stay its subreaper) through this launcher's
     // `--filter-only` mode, which installs the system-call filter and execs it.
@@ -400,9 +419,14 @@ mod tests {
                 probe: false,
                 filter_only: false,
                 in_bwrap: false,
+                serve: false,
                 argv: vec!["bash".into(), "-c".into(), "x".into()],
             }
         );
+        let serve = |a: &[&str]| parse(&a.iter().map(OsString::from).collect::<Vec<_>>());
+        assert!(serve(&["--ro", "/", "--serve"]).unwrap().serve);
+        assert!(serve(&["--serve", "--", "bash"]).is_err(), "a command besides --serve");
+        assert!(serve(&["--serve", "--probe"]).is_err());
         assert!(parse(&[OsString::from("--ro")]).is_err());
         assert!(parse(&[OsString::from("--bogus")]).is_err());
     }

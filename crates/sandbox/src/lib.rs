@@ -5,6 +5,7 @@
 //! * [`Sandbox`] (the `sandbox-local` row): turns an argv into its [`Confined`] form under
 //!   bubblewrap or Landlock, or refuses with [`SandboxUnavailable`] — never runs a confined
 //!   command unconfined.
+//! * [`resident`]: one confined process per session that starts its commands.
 //! * [`runner`] classification: runner failure (the command never ran) > denial > exit.
 //! * [`secrets`]: the child-environment scrub, masked credential files, `/proc` secrets.
 //!
@@ -17,6 +18,7 @@ pub mod landlock;
 mod local;
 mod mode;
 mod policy;
+pub mod resident;
 pub mod runner;
 pub mod seccomp;
 mod supervise;

@@ -180,6 +180,7 @@ impl LocalSandbox {
             return Ok(Confined {
                 program: PathBuf::from(&command[0]),
                 args,
+                serve_args: None,
                 enforcement: Enforcement::Full,
                 denial_signatures: vec!["read-only file system".into(), "permission denied".into()],
                 runner_failure_rules: vec![RunnerFailureRule {

@@ -44,6 +44,10 @@ pub struct Confined {
     /// The runner program (a path or a name to look up on `PATH`).
     pub program: PathBuf,
     pub args: Vec<OsString>,
+    /// The arguments that start a resident of this policy instead (`--serve` in place of
+    /// `-- ARGV`, see [`crate::resident`]); `None` when the runner cannot host one (a
+    /// configured `runnerCommand`, bubblewrap without the launcher).
+    pub serve_args: Option<Vec<OsString>>,
     pub enforcement: Enforcement,
     /// Stderr fragments (case-insensitive) that mean the sandbox refused an access.
     pub denial_signatures: Vec<String>,

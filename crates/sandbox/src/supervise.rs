@@ -78,8 +78,12 @@ fn kill(pid: i32, signal: Signal) {
 }
 
 /// Kills every descendant outside this process's group (those the group signal missed).
-fn kill_escaped() {
-    let group = rustix::process::getpgrp().as_raw_nonzero().get();
+pub(crate) fn kill_escaped() {
+    kill_outside_group(rustix::process::getpgrp().as_raw_nonzero().get());
+}
+
+/// SIGKILL to every descendant outside process group `group`.
+pub(crate) fn kill_outside_group(group: i32) {
     for (pid, pgrp) in descendants() {
         if pgrp != group {
             kill(pid, Signal::KILL);
@@ -87,9 +91,16 @@ fn kill_escaped() {
     }
 }
 
+/// SIGKILL to every descendant, without reaping (a thread beside the one that waits).
+pub(crate) fn kill_descendants() {
+    for (pid, _) in descendants() {
+        kill(pid, Signal::KILL);
+    }
+}
+
 /// Kills everything left below this process and reaps it: killed parents hand their
 /// children to us (we are their subreaper), so the loop ends when no child is left.
-fn kill_all() {
+pub(crate) fn kill_all() {
     loop {
         let kids = children();
         if kids.is_empty() {

@@ -281,3 +281,171 @@ fn hook_commands_run_confined_under_the_default_mode() {
     assert!(world.work.join("hook-inside").exists(), "the hook ran");
     assert!(!outside.exists(), "the hook wrote outside the workspace");
 }
+
+fn bwrap_usable() -> bool {
+    Command::new("bwrap")
+        .args(["--ro-bind", "/", "/", "true"])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+/// Prints the pid of the command's grandparent (the resident, when there is one) and that
+/// process's command line.
+const WHO_STARTED_ME: &str =
+    "gp=$(awk '{print $4}' /proc/$PPID/stat); echo \"gp=$gp\"; tr '\\0' ' ' < /proc/$gp/cmdline";
+
+/// A session's confined commands run in one resident sandbox: the same confined process
+/// starts each of them (its private `/tmp` under bubblewrap lasts the session), exit codes
+/// and timeouts come back as before, nothing a command leaves behind outlives it, a write
+/// outside the roots is still refused, and `DSH_SANDBOX_RESIDENT=0` gives every command its
+/// own runner again.
+#[test]
+fn a_session_runs_its_commands_in_one_resident_sandbox() {
+    let mut runners = vec!["landlock"];
+    if bwrap_usable() {
+        runners.insert(0, "bwrap");
+    } else {
+        dsh_test_support::prereq::skip(
+            "bubblewrap is not usable here (install the Debian package bubblewrap); only the Landlock resident is tested",
+        );
+    }
+    for runner in runners {
+        for resident in [true, false] {
+            let world = World::new();
+            let outside = world.outside.join(format!("resident-{runner}-probe"));
+            let tag = format!("dsh-resident-{}-{runner}-{resident}", std::process::id());
+            let call = |id: &str, command: String, timeout: Option<u32>| {
+                let mut args = json!({"command": command, "description": "probe"});
+                if let Some(t) = timeout {
+                    args["timeoutMs"] = json!(t);
+                }
+                Reply::tool_call(id, "bash", &args.to_string())
+            };
+            let server = MockServer::with_replies([
+                call("c1", "echo one; exit 3".into(), None),
+                call(
+                    "c2",
+                    format!(
+                        "{WHO_STARTED_ME}; echo kept > /tmp/{tag} 2>/dev/null; echo x > {}",
+                        outside.display()
+                    ),
+                    None,
+                ),
+                call(
+                    "c3",
+                    format!(
+                        "{WHO_STARTED_ME}; cat /tmp/{tag}; (exec -a {tag}-a sleep 97 &); setsid bash -c 'exec -a {tag}-b sleep 98' & (exec -a {tag}-c sleep 99) & echo started"
+                    ),
+                    None,
+                ),
+                call("c4", format!("exec -a {tag}-slow sleep 30"), Some(700)),
+                call("c5", "echo after".into(), None),
+                // A hostile command turns on its resident: its descriptors stay closed to it,
+                // and killing or stopping it costs only the session's speed.
+                call(
+                    "c6",
+                    "gp=$(awk '{print $4}' /proc/$PPID/stat); echo gp=$gp; ls -l /proc/$gp/fd/ 2>&1 | head -2; if tr '\\0' ' ' < /proc/$gp/cmdline | grep -q -- --serve; then kill -9 $gp; fi; echo survived".into(),
+                    None,
+                ),
+                call("c7", format!("{WHO_STARTED_ME}; echo x > {} ; echo alive", outside.display()), None),
+                call(
+                    "c8",
+                    "gp=$(awk '{print $4}' /proc/$PPID/stat); if tr '\\0' ' ' < /proc/$gp/cmdline | grep -q -- --serve; then kill -STOP $gp; fi; echo stopped".into(),
+                    None,
+                ),
+                call("c9", format!("echo x > {} ; echo still", outside.display()), None),
+                Reply::text("done"),
+            ])
+            .answer_untooled("T");
+            let mut command = Command::new(env!("CARGO_BIN_EXE_dsh"));
+            if !resident {
+                command.env("DSH_SANDBOX_RESIDENT", "0");
+            }
+            let out = {
+                let patch = world.work.join(format!("runner-{runner}.yml"));
+                std::fs::write(
+                    &patch,
+                    format!(
+                        "- id: sandbox\n  config:\n    runners: [{runner}]\n{}",
+                        world.policy_row()
+                    ),
+                )
+                .unwrap();
+                command
+                    .env("PATH", std::env::var("PATH").unwrap_or_default())
+                    .env("HOME", &world.home)
+                    .env("DSH_HOME", &world.dsh_home)
+                    .env("TMPDIR", &world.tmp)
+                    .env("DEEPSEEK_API_KEY", API_KEY)
+                    .env("DEEPSEEK_BASE_URL", server.url())
+                    .env("DSH_PERMISSION_MODE", "workspace-write")
+                    .current_dir(&world.work)
+                    .args(["--profile", "headless", "--patch"])
+                    .arg(&patch)
+                    .arg("probe")
+                    .output()
+                    .unwrap()
+            };
+            let label = format!("{runner}, resident {resident}");
+            assert_eq!(
+                out.status.code(),
+                Some(0),
+                "{label}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let outputs = server.requests().last().unwrap().tool_outputs();
+            assert_eq!(outputs.len(), 9, "{label}: {outputs:#?}");
+            assert!(
+                outputs[0].contains("one") && outputs[0].contains('3'),
+                "{label}: exit code: {}",
+                outputs[0]
+            );
+            let starter = |o: &str| {
+                o.lines()
+                    .find_map(|l| l.strip_prefix("gp="))
+                    .map(str::to_string)
+                    .unwrap_or_default()
+            };
+            let (second, third) = (&outputs[1], &outputs[2]);
+            if resident {
+                assert!(
+                    second.contains("--serve"),
+                    "{label}: not a resident: {second}"
+                );
+                assert_eq!(starter(second), starter(third), "{label}: two residents");
+                if runner == "bwrap" {
+                    assert!(
+                        third.contains("kept"),
+                        "{label}: /tmp did not last: {third}"
+                    );
+                }
+            } else {
+                assert!(!second.contains("--serve"), "{label}: a resident: {second}");
+            }
+            assert!(!outside.exists(), "{label}: wrote outside the roots");
+            assert!(outputs[2].contains("started"), "{label}: {}", outputs[2]);
+            assert!(
+                outputs[3].contains("[timed out after 700ms]"),
+                "{label}: no timeout: {}",
+                outputs[3]
+            );
+            assert!(outputs[4].contains("after"), "{label}: {}", outputs[4]);
+            if resident {
+                assert!(
+                    outputs[5].contains("Permission denied"),
+                    "{label}: the resident's descriptors are open to its commands: {}",
+                    outputs[5]
+                );
+            }
+            assert!(outputs[6].contains("alive"), "{label}: {}", outputs[6]);
+            assert!(outputs[8].contains("still"), "{label}: {}", outputs[8]);
+            let left = Command::new("pgrep").args(["-f", &tag]).output().unwrap();
+            assert!(
+                left.stdout.is_empty(),
+                "{label}: processes outlived their command: {}",
+                String::from_utf8_lossy(&left.stdout)
+            );
+            let _ = std::fs::remove_file(format!("/tmp/{tag}"));
+        }
+    }
+}

@@ -490,6 +490,7 @@ impl BashInner {
             taps: dsh_tools::OutputTap::for_call(&run, dsh_tools::OutputStream::Stdout).zip(
                 dsh_tools::OutputTap::for_call(&run, dsh_tools::OutputStream::Stderr),
             ),
+            resident: resident_spec(confined.as_ref(), &run, command),
         };
         if run.cancel.is_cancelled() {
             return Err(errors::aborted());
@@ -746,6 +747,26 @@ async fn confine(
         .confine(argv, policy.clone())
         .await
         .map_err(|e| BoxError::from(e.into_error()))
+}
+
+/// The session's resident sandbox for a confined command, when the runner can host one
+/// (`DSH_SANDBOX_RESIDENT=0` turns residents off: every command gets its own runner).
+fn resident_spec(
+    confined: Option<&dsh_sandbox::runner::Confined>,
+    run: &ToolRunContext,
+    command: &str,
+) -> Option<(dsh_sandbox::resident::ResidentSpec, Vec<std::ffi::OsString>)> {
+    static OFF: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    if *OFF.get_or_init(|| std::env::var_os("DSH_SANDBOX_RESIDENT").is_some_and(|v| v == "0")) {
+        return None;
+    }
+    let confined = confined?;
+    let spec = dsh_sandbox::resident::ResidentSpec {
+        session: run.session.as_ref()?.id(),
+        program: confined.program.clone(),
+        args: confined.serve_args.clone()?,
+    };
+    Some((spec, vec!["bash".into(), "-c".into(), command.into()]))
 }
 
 /// Full outputs go to the session's spill area (the `spillStore` every tool shares);

@@ -36,6 +36,51 @@ pub(crate) struct SpawnSpec {
     pub spill_dir: Option<PathBuf>,
     /// Live `tools/output` announcements of stdout and stderr (a call with a session).
     pub taps: Option<(dsh_tools::OutputTap, dsh_tools::OutputTap)>,
+    /// Run `argv` in the session's resident sandbox when it can take it; `program` and
+    /// `args` (the classic confined form) otherwise.
+    pub resident: Option<(dsh_sandbox::resident::ResidentSpec, Vec<std::ffi::OsString>)>,
+}
+
+/// A started process: a child of ours, or a command in a resident sandbox.
+enum Running {
+    Local {
+        child: tokio::process::Child,
+        guard: ProcessGroup,
+    },
+    Resident(dsh_sandbox::resident::Run),
+}
+
+impl Running {
+    /// (exit code, signal) once it ended.
+    async fn wait(&mut self) -> std::io::Result<(Option<i32>, Option<i32>)> {
+        match self {
+            Running::Local { child, .. } => child.wait().await.map(|s| (s.code(), s.signal())),
+            Running::Resident(run) => run.wait().await.map(|s| (s.code, s.signal)),
+        }
+    }
+
+    /// Terminates it (SIGTERM, SIGKILL after `grace`) and waits.
+    async fn stop(&mut self, grace: Duration) -> std::io::Result<(Option<i32>, Option<i32>)> {
+        match self {
+            Running::Local { guard, .. } => guard.terminate(),
+            Running::Resident(run) => {
+                run.terminate();
+                let status = match tokio::time::timeout(grace, run.wait()).await {
+                    Ok(done) => done?,
+                    Err(_) => run.kill().await?,
+                };
+                return Ok((status.code, status.signal));
+            }
+        }
+        self.wait().await
+    }
+
+    /// It settled: dropping it no longer terminates anything.
+    fn disarm(&mut self) {
+        if let Running::Local { guard, .. } = self {
+            guard.disarm();
+        }
+    }
 }
 
 /// One captured stream.
@@ -331,21 +376,6 @@ impl OutputSink for OutputCollector {
 
 /// Runs one process to settlement. Errors only when the process could not be spawned.
 pub(crate) async fn run(spec: SpawnSpec, cancel: CancellationToken) -> std::io::Result<RunOutcome> {
-    let program = resolve_program(&spec.program, &spec.env, &spec.cwd);
-    let mut command = tokio::process::Command::new(&program);
-    command
-        .arg0(&spec.program)
-        .args(&spec.args)
-        .current_dir(&spec.cwd)
-        .env_clear()
-        .envs(spec.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0);
-    let mut child = command.spawn()?;
-    let mut guard = ProcessGroup::new(child.id(), spec.grace);
-
     let (out_tap, err_tap) = match spec.taps {
         Some((o, e)) => (Some(o), Some(e)),
         None => (None, None),
@@ -366,12 +396,48 @@ pub(crate) async fn run(spec: SpawnSpec, cancel: CancellationToken) -> std::io::
     err.tap = err_tap;
     let (out, err) = (Arc::new(Mutex::new(out)), Arc::new(Mutex::new(err)));
     let mut readers = Vec::new();
-    if let Some(s) = child.stdout.take() {
-        readers.push(spawn_reader(s, out.clone()));
-    }
-    if let Some(s) = child.stderr.take() {
-        readers.push(spawn_reader(s, err.clone()));
-    }
+
+    let resident = match &spec.resident {
+        // A missing working directory fails the classic way (the spawn error names it).
+        Some((resident, argv)) if spec.cwd.is_dir() => {
+            dsh_sandbox::resident::run(resident, argv, &spec.env, &spec.cwd).await
+        }
+        _ => None,
+    };
+    let mut running = match resident {
+        Some(mut run) => {
+            if let Some(s) = run.stdout.take() {
+                readers.push(spawn_reader(s, out.clone()));
+            }
+            if let Some(s) = run.stderr.take() {
+                readers.push(spawn_reader(s, err.clone()));
+            }
+            Running::Resident(run)
+        }
+        None => {
+            let program = resolve_program(&spec.program, &spec.env, &spec.cwd);
+            let mut command = tokio::process::Command::new(&program);
+            command
+                .arg0(&spec.program)
+                .args(&spec.args)
+                .current_dir(&spec.cwd)
+                .env_clear()
+                .envs(spec.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .process_group(0);
+            let mut child = command.spawn()?;
+            let guard = ProcessGroup::new(child.id(), spec.grace);
+            if let Some(s) = child.stdout.take() {
+                readers.push(spawn_reader(s, out.clone()));
+            }
+            if let Some(s) = child.stderr.take() {
+                readers.push(spawn_reader(s, err.clone()));
+            }
+            Running::Local { child, guard }
+        }
+    };
 
     let deadline = async {
         match spec.timeout {
@@ -382,27 +448,24 @@ pub(crate) async fn run(spec: SpawnSpec, cancel: CancellationToken) -> std::io::
     let mut timed_out = false;
     let mut aborted = false;
     let settled = tokio::select! {
-        status = child.wait() => Some(status),
+        status = running.wait() => Some(status),
         () = deadline => { timed_out = true; None }
         () = cancel.cancelled() => { aborted = true; None }
     };
-    let status = match settled {
+    let (exit_code, signal) = match settled {
         Some(status) => status?,
-        None => {
-            guard.terminate();
-            child.wait().await?
-        }
+        None => running.stop(spec.grace).await?,
     };
 
     drain(&mut readers, spec.grace).await;
     drop(readers);
-    guard.disarm();
+    running.disarm();
 
     let stdout = out.lock().unwrap_or_else(|p| p.into_inner()).finish();
     let stderr = err.lock().unwrap_or_else(|p| p.into_inner()).finish();
     Ok(RunOutcome {
-        exit_code: status.code(),
-        signal: status.signal().map(signal_name),
+        exit_code,
+        signal: signal.map(signal_name),
         timed_out,
         aborted,
         stdout,

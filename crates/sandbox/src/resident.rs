@@ -1,0 +1,730 @@
+//! Resident sandboxes: one confined process per session that starts the session's commands,
+//! so a command pays for a fork and an exec instead of a new bubblewrap (namespaces, mounts)
+//! or a new Landlock launcher (ruleset, filter) every time.
+//!
+//! The resident is the launcher started once with `--serve` in place of `-- ARGV`: under the
+//! same runner, with the same arguments as a single command of that policy would get. It
+//! restricts itself exactly as it would before running one command (bubblewrap's namespaces
+//! and mounts around it, or its own Landlock domain; the system-call filter; no capabilities)
+//! and then reads requests on descriptor 3, a Unix stream socket whose other end only dsh
+//! holds. Every command inherits that confinement from it; nothing is granted per request.
+//!
+//! One request: a 4-byte body length sent with three descriptors (the command's stdout and
+//! stderr pipes, and a per-command status socket), then the body: the working directory, the
+//! argv and the environment, each string as a 4-byte length and its bytes. For each request
+//! the resident forks a supervisor, which starts a new session, becomes the child subreaper
+//! of everything the command starts, runs the command in its own process group and answers
+//! on the status socket: `S` once the command runs, then `x` or `s` with a 4-byte exit code or
+//! signal once it and every process it left are gone. dsh writes `T` (terminate: SIGTERM to
+//! the group, SIGKILL to what left it) or `K` (kill everything) on that socket; closing it
+//! kills everything too, so a dropped run never leaves its command running.
+//!
+//! The resident is keyed by session and by its exact argument list: a policy change (mode,
+//! roots, a protected path or masked file that appeared) gives the next command a new
+//! resident, as a new runner would have been started before. A resident that cannot start
+//! or dies is never trusted again for that key; the caller then runs the command the
+//! classic way (a runner per command), which reports any runner failure as before.
+//!
+//! The resident is non-dumpable (no process of the sandbox can trace it or open its
+//! descriptors), reaps its supervisors between requests and exits when dsh closes its end
+//! of the socket; dsh's reaper kills it if dsh dies.
+
+// Claiming descriptor 3, `fork` and `pre_exec` have no safe spelling.
+#![allow(unsafe_code)]
+
+use std::collections::HashMap;
+use std::ffi::OsString;
+use std::io::{self, Read, Write};
+use std::mem::MaybeUninit;
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use rustix::net::{
+    AddressFamily, RecvAncillaryBuffer, RecvAncillaryMessage, RecvFlags, SendAncillaryBuffer,
+    SendAncillaryMessage, SendFlags, SocketFlags, SocketType,
+};
+use rustix::process::{Pid, Signal, WaitOptions};
+
+/// The descriptor the resident reads requests on.
+const CONTROL_FD: i32 = 3;
+/// The longest request body accepted (argv and environment together).
+const MAX_BODY: usize = 16 << 20;
+/// A resident idle this long is stopped when another one is looked up.
+const IDLE: Duration = Duration::from_secs(300);
+
+/// How long a resident may take to accept a request, and to start its command (a resident
+/// a command stopped is replaced after this).
+const SEND_TIMEOUT: Duration = Duration::from_secs(3);
+/// How long a supervisor that was told to kill may take to answer before the whole
+/// resident is killed from outside.
+const KILL_ANSWER: Duration = Duration::from_secs(2);
+
+/// The flag that turns the launcher into a resident.
+pub const SERVE_ARG: &str = "--serve";
+
+// ---------------------------------------------------------------------------------------
+// The wire format.
+
+fn put(out: &mut Vec<u8>, bytes: &[u8]) {
+    out.extend_from_slice(&u32::try_from(bytes.len()).unwrap_or(u32::MAX).to_le_bytes());
+    out.extend_from_slice(bytes);
+}
+
+struct Request {
+    cwd: PathBuf,
+    argv: Vec<OsString>,
+    env: Vec<(OsString, OsString)>,
+}
+
+fn encode(cwd: &Path, argv: &[OsString], env: &[(String, String)]) -> Vec<u8> {
+    let mut out = Vec::new();
+    put(&mut out, cwd.as_os_str().as_bytes());
+    put(
+        &mut out,
+        &u32::try_from(argv.len()).unwrap_or(0).to_le_bytes(),
+    );
+    for a in argv {
+        put(&mut out, a.as_bytes());
+    }
+    put(
+        &mut out,
+        &u32::try_from(env.len()).unwrap_or(0).to_le_bytes(),
+    );
+    for (k, v) in env {
+        put(&mut out, k.as_bytes());
+        put(&mut out, v.as_bytes());
+    }
+    out
+}
+
+fn decode(body: &[u8]) -> Option<Request> {
+    let mut at = 0usize;
+    let mut next = || -> Option<&[u8]> {
+        let len = u32::from_le_bytes(body.get(at..at + 4)?.try_into().ok()?) as usize;
+        let item = body.get(at + 4..at + 4 + len)?;
+        at += 4 + len;
+        Some(item)
+    };
+    let count =
+        |b: &[u8]| -> Option<usize> { Some(u32::from_le_bytes(b.try_into().ok()?) as usize) };
+    let cwd = PathBuf::from(OsString::from_vec(next()?.to_vec()));
+    let argc = count(next()?)?;
+    let mut argv = Vec::new();
+    for _ in 0..argc {
+        argv.push(OsString::from_vec(next()?.to_vec()));
+    }
+    let envc = count(next()?)?;
+    let mut env = Vec::new();
+    for _ in 0..envc {
+        let k = OsString::from_vec(next()?.to_vec());
+        let v = OsString::from_vec(next()?.to_vec());
+        env.push((k, v));
+    }
+    (!argv.is_empty()).then_some(Request { cwd, argv, env })
+}
+
+// ---------------------------------------------------------------------------------------
+// The resident (inside the sandbox).
+
+/// The resident's main loop, after the launcher restricted itself: serves requests on
+/// descriptor 3 until dsh closes it.
+pub(crate) fn serve() -> ExitCode {
+    // Descriptor 3 must be the socket dsh handed over; anything else is a usage error.
+    // SAFETY: borrowed only for the check; a closed descriptor makes it fail.
+    let fd3 = unsafe { rustix::fd::BorrowedFd::borrow_raw(CONTROL_FD) };
+    if rustix::net::sockopt::socket_type(fd3).is_err() {
+        return crate::landlock::fail(
+            "usage error: --serve needs the request socket on descriptor 3",
+        );
+    }
+    // SAFETY: descriptor 3 is open (checked above) and nothing else in this process owns it.
+    let control = unsafe { UnixStream::from_raw_fd(CONTROL_FD) };
+    let _ = rustix::io::fcntl_setfd(&control, rustix::io::FdFlags::CLOEXEC);
+    if let Err(e) =
+        rustix::process::set_dumpable_behavior(rustix::process::DumpableBehavior::NotDumpable)
+    {
+        return crate::landlock::fail(format!("cannot make the resident non-dumpable: {e}"));
+    }
+    loop {
+        // Supervisors that finished since the last request.
+        while let Ok(Some(_)) = rustix::process::wait(WaitOptions::NOHANG) {}
+        let (len, fds) = match receive_header(&control) {
+            Ok(Some(h)) => h,
+            Ok(None) => return ExitCode::SUCCESS,
+            Err(e) => return crate::landlock::fail(format!("cannot read a request: {e}")),
+        };
+        if len > MAX_BODY {
+            return crate::landlock::fail("a request is larger than the resident accepts");
+        }
+        let mut body = vec![0u8; len];
+        if let Err(e) = (&control).read_exact(&mut body) {
+            return crate::landlock::fail(format!("cannot read a request: {e}"));
+        }
+        let [out, err, status] = match <[OwnedFd; 3]>::try_from(fds) {
+            Ok(f) => f,
+            // A request without its descriptors cannot be answered; the next may be fine.
+            Err(_) => continue,
+        };
+        let Some(request) = decode(&body) else {
+            continue;
+        };
+        // SAFETY: this process is single-threaded; the child only runs `supervise_request`
+        // and exits.
+        match unsafe { libc::fork() } {
+            0 => {
+                drop(control);
+                let code = supervise_request(request, out, err, status);
+                std::process::exit(code);
+            }
+            -1 => {
+                let e = io::Error::last_os_error();
+                let mut err = std::fs::File::from(err);
+                let _ = writeln!(err, "landlock-run: cannot start the command: {e}");
+                let _ = answer_exit(
+                    &status,
+                    Some(i32::from(crate::landlock::LAUNCHER_FAILURE)),
+                    None,
+                );
+            }
+            _ => {}
+        }
+    }
+}
+
+/// The 4-byte body length and the descriptors sent with it; `None` at end of input.
+fn receive_header(control: &UnixStream) -> io::Result<Option<(usize, Vec<OwnedFd>)>> {
+    let mut len = [0u8; 4];
+    let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(3))];
+    let mut ancillary = RecvAncillaryBuffer::new(&mut space);
+    let mut got = 0usize;
+    let mut fds = Vec::new();
+    while got < len.len() {
+        let msg = loop {
+            match rustix::net::recvmsg(
+                control,
+                &mut [io::IoSliceMut::new(&mut len[got..])],
+                &mut ancillary,
+                RecvFlags::CMSG_CLOEXEC,
+            ) {
+                Err(rustix::io::Errno::INTR) => continue,
+                other => break other?,
+            }
+        };
+        for m in ancillary.drain() {
+            if let RecvAncillaryMessage::ScmRights(received) = m {
+                fds.extend(received);
+            }
+        }
+        if msg.bytes == 0 {
+            return if got == 0 {
+                Ok(None)
+            } else {
+                Err(io::ErrorKind::UnexpectedEof.into())
+            };
+        }
+        got += msg.bytes;
+    }
+    Ok(Some((u32::from_le_bytes(len) as usize, fds)))
+}
+
+fn answer_exit(status: &impl AsFd, code: Option<i32>, signal: Option<i32>) -> io::Result<()> {
+    let (kind, value) = match (code, signal) {
+        (_, Some(s)) => (b's', s),
+        (Some(c), None) => (b'x', c),
+        (None, None) => (b'x', 1),
+    };
+    let mut msg = [0u8; 5];
+    msg[0] = kind;
+    msg[1..].copy_from_slice(&value.to_le_bytes());
+    rustix::io::write(status, &msg)
+        .map(|_| ())
+        .map_err(Into::into)
+}
+
+fn signal_group(pgid: i32, signal: Signal) {
+    if let Some(g) = Pid::from_raw(pgid) {
+        let _ = rustix::process::kill_process_group(g, signal);
+    }
+}
+
+/// The supervisor of one command (a fork of the resident): runs it and answers on `status`.
+fn supervise_request(request: Request, out: OwnedFd, err: OwnedFd, status: OwnedFd) -> i32 {
+    use std::os::unix::process::{CommandExt as _, ExitStatusExt as _};
+    let _ = rustix::process::setsid();
+    let err_copy = err.try_clone().ok().map(std::fs::File::from);
+    let report_failure = |message: String| {
+        if let Some(mut e) = err_copy.as_ref() {
+            let _ = writeln!(e, "landlock-run: {message}");
+        }
+        let _ = answer_exit(
+            &status,
+            Some(i32::from(crate::landlock::LAUNCHER_FAILURE)),
+            None,
+        );
+        1
+    };
+    if let Err(e) = rustix::process::set_child_subreaper(Some(rustix::process::getpid())) {
+        return report_failure(format!("cannot become the command's subreaper: {e}"));
+    }
+    let Some((program, args)) = request.argv.split_first() else {
+        return report_failure("usage error: a request without a command".into());
+    };
+    let mut command = std::process::Command::new(program);
+    command
+        .args(args)
+        .env_clear()
+        .envs(request.env)
+        .current_dir(&request.cwd)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::from(out))
+        .stderr(std::process::Stdio::from(err))
+        .process_group(0);
+    let child = match command.spawn() {
+        Ok(c) => c,
+        Err(e) => return report_failure(format!("exec failed: {e}")),
+    };
+    drop(command);
+    let main = i32::try_from(child.id()).unwrap_or(i32::MAX);
+    if rustix::io::write(&status, b"S").is_err() {
+        // dsh is gone: nothing may run for it.
+        signal_group(main, Signal::KILL);
+    }
+    let done = Arc::new(AtomicBool::new(false));
+    let watch_fd = status.try_clone().ok();
+    let watch_done = done.clone();
+    let _watcher = std::thread::Builder::new()
+        .name("resident-watch".into())
+        .spawn(move || {
+            let Some(fd) = watch_fd else { return };
+            let mut byte = [0u8; 1];
+            loop {
+                let n = rustix::io::read(&fd, &mut byte);
+                if watch_done.load(Ordering::SeqCst) {
+                    return;
+                }
+                match n {
+                    Ok(1) if byte[0] == b'T' => {
+                        signal_group(main, Signal::TERM);
+                        crate::supervise::kill_outside_group(main);
+                    }
+                    Err(rustix::io::Errno::INTR) => {}
+                    // `K`, end of input or an error: dsh wants it gone, or is gone.
+                    _ => {
+                        signal_group(main, Signal::KILL);
+                        crate::supervise::kill_descendants();
+                        return;
+                    }
+                }
+            }
+        });
+    let outcome = loop {
+        match rustix::process::wait(WaitOptions::empty()) {
+            Ok(Some((pid, s))) if pid.as_raw_nonzero().get() == main => break Some(s),
+            Ok(Some(_)) => continue,
+            Err(rustix::io::Errno::INTR) => continue,
+            Ok(None) | Err(_) => break None,
+        }
+    };
+    crate::supervise::kill_all();
+    done.store(true, Ordering::SeqCst);
+    let (code, signal) = match outcome {
+        Some(s) => {
+            let raw = std::process::ExitStatus::from_raw(s.as_raw());
+            (raw.code(), raw.signal())
+        }
+        None => (Some(i32::from(crate::landlock::LAUNCHER_FAILURE)), None),
+    };
+    let _ = answer_exit(&status, code, signal);
+    0
+}
+
+// ---------------------------------------------------------------------------------------
+// The host side.
+
+/// A running resident.
+pub struct Resident {
+    control: Mutex<UnixStream>,
+    /// Its process group, registered with dsh's reaper; terminated when the resident goes.
+    group: Mutex<dsh_process::ProcessGroup>,
+    /// Kept so the runtime reaps it.
+    _child: tokio::process::Child,
+    args: Vec<OsString>,
+    program: PathBuf,
+    last_used: Mutex<Instant>,
+}
+
+impl Drop for Resident {
+    fn drop(&mut self) {
+        // Closing the socket ends the resident; the group guard makes sure.
+        let control = self.control.get_mut().unwrap_or_else(|p| p.into_inner());
+        let _ = control.shutdown(std::net::Shutdown::Both);
+    }
+}
+
+impl Resident {
+    /// Kills the resident and everything in it now.
+    fn kill(&self) {
+        let control = self.control.lock().unwrap_or_else(|p| p.into_inner());
+        let _ = control.shutdown(std::net::Shutdown::Both);
+        self.group
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .kill_now();
+    }
+
+    /// Starts `program args…` with its request socket on descriptor 3. `path` is the `PATH`
+    /// the runner program is looked up on.
+    fn start(program: &Path, args: &[OsString], path: Option<&str>) -> io::Result<Self> {
+        let (ours, theirs) = rustix::net::socketpair(
+            AddressFamily::UNIX,
+            SocketType::STREAM,
+            SocketFlags::CLOEXEC,
+            None,
+        )?;
+        let mut command = tokio::process::Command::new(program);
+        command
+            .args(args)
+            .env_clear()
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .process_group(0);
+        if let Some(p) = path {
+            command.env("PATH", p);
+        }
+        let raw = theirs.as_raw_fd();
+        // SAFETY: only async-signal-safe calls between fork and exec.
+        unsafe {
+            command.pre_exec(move || {
+                if raw == CONTROL_FD {
+                    let flags = libc::fcntl(raw, libc::F_GETFD);
+                    if flags < 0 || libc::fcntl(raw, libc::F_SETFD, flags & !libc::FD_CLOEXEC) < 0 {
+                        return Err(io::Error::last_os_error());
+                    }
+                } else if libc::dup2(raw, CONTROL_FD) < 0 {
+                    return Err(io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let child = command.spawn()?;
+        drop(theirs);
+        let ours = UnixStream::from(ours);
+        ours.set_write_timeout(Some(SEND_TIMEOUT))?;
+        let group = dsh_process::ProcessGroup::new(child.id(), Duration::from_millis(200));
+        Ok(Self {
+            control: Mutex::new(ours),
+            group: Mutex::new(group),
+            _child: child,
+            args: args.to_vec(),
+            program: program.to_path_buf(),
+            last_used: Mutex::new(Instant::now()),
+        })
+    }
+
+    /// Sends one command; the run answers once it started (or the resident is gone).
+    /// Blocking: a resident that stopped reading fails it after [`SEND_TIMEOUT`].
+    fn send(self: Arc<Self>, body: Vec<u8>) -> io::Result<Run> {
+        let (out_read, out_write) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;
+        let (err_read, err_write) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;
+        let (status, theirs) = rustix::net::socketpair(
+            AddressFamily::UNIX,
+            SocketType::STREAM,
+            SocketFlags::CLOEXEC,
+            None,
+        )?;
+        {
+            let mut control = self.control.lock().unwrap_or_else(|p| p.into_inner());
+            let fds = [out_write.as_fd(), err_write.as_fd(), theirs.as_fd()];
+            let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(3))];
+            let mut ancillary = SendAncillaryBuffer::new(&mut space);
+            ancillary.push(SendAncillaryMessage::ScmRights(&fds));
+            let len = u32::try_from(body.len())
+                .map_err(|_| io::Error::other("the command is too large for the resident"))?
+                .to_le_bytes();
+            let sent = loop {
+                match rustix::net::sendmsg(
+                    &*control,
+                    &[io::IoSlice::new(&len)],
+                    &mut ancillary,
+                    SendFlags::NOSIGNAL,
+                ) {
+                    Err(rustix::io::Errno::INTR) => continue,
+                    other => break other?,
+                }
+            };
+            if sent < len.len() {
+                control.write_all(&len[sent..])?;
+            }
+            control.write_all(&body)?;
+        }
+        *self.last_used.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
+        let status = UnixStream::from(status);
+        status.set_nonblocking(true)?;
+        Ok(Run {
+            resident: self.clone(),
+            status: tokio::net::UnixStream::from_std(status)?,
+            answer: [0; 5],
+            got: 0,
+            stdout: Some(tokio::net::unix::pipe::Receiver::from_owned_fd(out_read)?),
+            stderr: Some(tokio::net::unix::pipe::Receiver::from_owned_fd(err_read)?),
+        })
+    }
+}
+
+/// One command running in a resident.
+pub struct Run {
+    status: tokio::net::UnixStream,
+    resident: Arc<Resident>,
+    /// The status answer as far as it was read.
+    answer: [u8; 5],
+    got: usize,
+    pub stdout: Option<tokio::net::unix::pipe::Receiver>,
+    pub stderr: Option<tokio::net::unix::pipe::Receiver>,
+}
+
+/// How a command in a resident ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RunStatus {
+    pub code: Option<i32>,
+    pub signal: Option<i32>,
+}
+
+impl Run {
+    /// Reads the answer to its end; `true` once the whole 5-byte status is in.
+    async fn read_answer(&mut self, upto: usize) -> io::Result<bool> {
+        use tokio::io::AsyncReadExt as _;
+        while self.got < upto {
+            let n = self.status.read(&mut self.answer[self.got..upto]).await?;
+            if n == 0 {
+                return Ok(false);
+            }
+            self.got += n;
+        }
+        Ok(true)
+    }
+
+    async fn started(&mut self) -> io::Result<()> {
+        let lost = || {
+            io::Error::new(
+                io::ErrorKind::NotConnected,
+                "the resident sandbox ended before it started the command",
+            )
+        };
+        if !self.read_answer(1).await? {
+            return Err(lost());
+        }
+        match self.answer[0] {
+            b'S' => {
+                self.got = 0;
+                Ok(())
+            }
+            // A launcher failure answers with its status at once.
+            b'x' | b's' => Ok(()),
+            _ => Err(lost()),
+        }
+    }
+
+    /// Waits until the command and everything it started are gone. Cancel-safe: a partial
+    /// answer is kept for the next call.
+    pub async fn wait(&mut self) -> io::Result<RunStatus> {
+        if !self.read_answer(self.answer.len()).await? {
+            // The supervisor died without answering (the resident was killed, from inside
+            // or out): everything it supervised died with it.
+            evict(&self.resident);
+            return Ok(RunStatus {
+                code: None,
+                signal: Some(libc::SIGKILL),
+            });
+        }
+        let a = self.answer;
+        let value = i32::from_le_bytes([a[1], a[2], a[3], a[4]]);
+        Ok(match a[0] {
+            b's' => RunStatus {
+                code: None,
+                signal: Some(value),
+            },
+            _ => RunStatus {
+                code: Some(value),
+                signal: None,
+            },
+        })
+    }
+
+    /// SIGTERM to the command's group (and SIGKILL to what left it).
+    pub fn terminate(&self) {
+        let _ = self.status.try_write(b"T");
+    }
+
+    /// SIGKILL to everything the command started, and the status. A supervisor that does
+    /// not answer (a command stopped it) costs the whole resident: it is killed from outside
+    /// (its namespace or its group with it) and the command reported killed.
+    pub async fn kill(&mut self) -> io::Result<RunStatus> {
+        let _ = self.status.try_write(b"K");
+        if let Ok(done) = tokio::time::timeout(KILL_ANSWER, self.wait()).await {
+            return done;
+        }
+        evict(&self.resident);
+        self.resident.kill();
+        Ok(RunStatus {
+            code: None,
+            signal: Some(libc::SIGKILL),
+        })
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// The residents of this process.
+
+#[derive(Default)]
+struct Pool {
+    /// The live resident of each session.
+    live: HashMap<String, Arc<Resident>>,
+    /// (session, program, args) whose resident failed: those run the classic way.
+    failed: Vec<(String, PathBuf, Vec<OsString>)>,
+}
+
+fn pool() -> &'static Mutex<Pool> {
+    static POOL: OnceLock<Mutex<Pool>> = OnceLock::new();
+    POOL.get_or_init(Default::default)
+}
+
+/// What starts the resident of a session: the runner program and its `--serve` arguments
+/// ([`crate::Confined::serve_args`]).
+#[derive(Clone, Debug)]
+pub struct ResidentSpec {
+    pub session: String,
+    pub program: PathBuf,
+    pub args: Vec<OsString>,
+}
+
+/// The session's resident for `spec`, started when there is none (or its arguments
+/// changed); `None` when a resident for `spec` failed before.
+fn acquire(spec: &ResidentSpec, path: Option<&str>) -> io::Result<Option<Arc<Resident>>> {
+    let mut pool = pool().lock().unwrap_or_else(|p| p.into_inner());
+    if pool
+        .failed
+        .iter()
+        .any(|(s, p, a)| *s == spec.session && *p == spec.program && *a == spec.args)
+    {
+        return Ok(None);
+    }
+    // Residents nobody used for a while go (a long-lived server outlives its sessions).
+    pool.live.retain(|session, r| {
+        session == &spec.session
+            || Arc::strong_count(r) > 1
+            || r.last_used
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .elapsed()
+                < IDLE
+    });
+    if let Some(r) = pool.live.get(&spec.session)
+        && r.program == spec.program
+        && r.args == spec.args
+    {
+        return Ok(Some(r.clone()));
+    }
+    let resident = Arc::new(Resident::start(&spec.program, &spec.args, path)?);
+    pool.live.insert(spec.session.clone(), resident.clone());
+    Ok(Some(resident))
+}
+
+/// Takes `resident` out of the pool (the next command of its session starts another).
+fn evict(resident: &Arc<Resident>) {
+    let mut pool = pool().lock().unwrap_or_else(|p| p.into_inner());
+    pool.live.retain(|_, r| !Arc::ptr_eq(r, resident));
+}
+
+fn mark_failed(spec: &ResidentSpec) {
+    let mut pool = pool().lock().unwrap_or_else(|p| p.into_inner());
+    pool.failed.push((
+        spec.session.clone(),
+        spec.program.clone(),
+        spec.args.clone(),
+    ));
+}
+
+/// Runs `argv` in the session's resident. `None`: no resident can run it (none could start,
+/// or it died or stalled before starting the command): the caller runs the command the
+/// classic way; nothing of it ran. A resident that fails is replaced once; a second failure
+/// marks `spec` as failed for the rest of the process.
+pub async fn run(
+    spec: &ResidentSpec,
+    argv: &[OsString],
+    env: &[(String, String)],
+    cwd: &Path,
+) -> Option<Run> {
+    let path = env
+        .iter()
+        .find(|(k, _)| k == "PATH")
+        .map(|(_, v)| v.as_str());
+    let body = encode(cwd, argv, env);
+    for attempt in 0..2 {
+        let resident = match acquire(spec, path) {
+            Ok(Some(r)) => r,
+            Ok(None) => return None,
+            Err(e) => {
+                tracing::debug!("cannot start a resident sandbox: {e}");
+                mark_failed(spec);
+                return None;
+            }
+        };
+        let sender = resident.clone();
+        let body = body.clone();
+        let started = async {
+            let mut run = tokio::task::spawn_blocking(move || sender.send(body))
+                .await
+                .map_err(io::Error::other)??;
+            run.started().await.map(|()| run)
+        };
+        let started = match tokio::time::timeout(SEND_TIMEOUT, started).await {
+            Ok(r) => r,
+            Err(_) => Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "the resident sandbox did not start the command in time",
+            )),
+        };
+        match started {
+            Ok(run) => return Some(run),
+            Err(e) => {
+                tracing::debug!("resident sandbox failed (attempt {attempt}): {e}");
+                evict(&resident);
+                resident.kill();
+                if attempt == 1 {
+                    mark_failed(spec);
+                }
+            }
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_round_trip_and_reject_truncation() {
+        let argv: Vec<OsString> = vec!["bash".into(), "-c".into(), "echo hi".into()];
+        let env = vec![("PATH".to_string(), "/usr/bin".to_string())];
+        let body = encode(Path::new("/w"), &argv, &env);
+        let r = decode(&body).unwrap();
+        assert_eq!(r.cwd, PathBuf::from("/w"));
+        assert_eq!(r.argv, argv);
+        assert_eq!(
+            r.env,
+            vec![(OsString::from("PATH"), OsString::from("/usr/bin"))]
+        );
+        for cut in 0..body.len() {
+            assert!(decode(&body[..cut]).is_none(), "cut at {cut}");
+        }
+        assert!(decode(&encode(Path::new("/w"), &[], &env)).is_none());
+    }
+}
