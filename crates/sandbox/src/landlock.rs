@@ -425,7 +425,10 @@ mod tests {
         );
         let serve = |a: &[&str]| parse(&a.iter().map(OsString::from).collect::<Vec<_>>());
         assert!(serve(&["--ro", "/", "--serve"]).unwrap().serve);
-        assert!(serve(&["--serve", "--", "bash"]).is_err(), "a command besides --serve");
+        assert!(
+            serve(&["--serve", "--", "bash"]).is_err(),
+            "a command besides --serve"
+        );
         assert!(serve(&["--serve", "--probe"]).is_err());
         assert!(parse(&[OsString::from("--ro")]).is_err());
         assert!(parse(&[OsString::from("--bogus")]).is_err());

@@ -16,6 +16,11 @@ use crate::common;
 use common::confined::{API_KEY, Confined as World, STORED_SECRET};
 
 fn dsh(world: &World, server: &MockServer, mode: &str, runner: &str) -> std::process::Output {
+    dsh_command(world, server, mode, runner).output().unwrap()
+}
+
+/// `dsh --profile headless` in `world` under `mode`, with `runner` as the only sandbox runner.
+fn dsh_command(world: &World, server: &MockServer, mode: &str, runner: &str) -> Command {
     let patch = world.work.join(format!("runner-{runner}.yml"));
     std::fs::write(
         &patch,
@@ -25,7 +30,8 @@ fn dsh(world: &World, server: &MockServer, mode: &str, runner: &str) -> std::pro
         ),
     )
     .unwrap();
-    Command::new(env!("CARGO_BIN_EXE_dsh"))
+    let mut command = Command::new(env!("CARGO_BIN_EXE_dsh"));
+    command
         .env_clear()
         .env("PATH", std::env::var("PATH").unwrap_or_default())
         .env("HOME", &world.home)
@@ -39,9 +45,8 @@ fn dsh(world: &World, server: &MockServer, mode: &str, runner: &str) -> std::pro
         .current_dir(&world.work)
         .args(["--profile", "headless", "--patch"])
         .arg(&patch)
-        .arg("probe the sandbox")
-        .output()
-        .unwrap()
+        .arg("probe the sandbox");
+    command
 }
 
 #[test]
@@ -357,35 +362,11 @@ fn a_session_runs_its_commands_in_one_resident_sandbox() {
                 Reply::text("done"),
             ])
             .answer_untooled("T");
-            let mut command = Command::new(env!("CARGO_BIN_EXE_dsh"));
+            let mut command = dsh_command(&world, &server, "workspace-write", runner);
             if !resident {
                 command.env("DSH_SANDBOX_RESIDENT", "0");
             }
-            let out = {
-                let patch = world.work.join(format!("runner-{runner}.yml"));
-                std::fs::write(
-                    &patch,
-                    format!(
-                        "- id: sandbox\n  config:\n    runners: [{runner}]\n{}",
-                        world.policy_row()
-                    ),
-                )
-                .unwrap();
-                command
-                    .env("PATH", std::env::var("PATH").unwrap_or_default())
-                    .env("HOME", &world.home)
-                    .env("DSH_HOME", &world.dsh_home)
-                    .env("TMPDIR", &world.tmp)
-                    .env("DEEPSEEK_API_KEY", API_KEY)
-                    .env("DEEPSEEK_BASE_URL", server.url())
-                    .env("DSH_PERMISSION_MODE", "workspace-write")
-                    .current_dir(&world.work)
-                    .args(["--profile", "headless", "--patch"])
-                    .arg(&patch)
-                    .arg("probe")
-                    .output()
-                    .unwrap()
-            };
+            let out = command.output().unwrap();
             let label = format!("{runner}, resident {resident}");
             assert_eq!(
                 out.status.code(),

@@ -6,12 +6,11 @@
 
 use std::os::unix::process::ExitStatusExt as _;
 use std::path::PathBuf;
-use std::process::Stdio;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use dsh_jobs::{JobHooks, JobOutcome, JobSettler, Terminal};
-use dsh_process::{AbortOnDrop, ProcessGroup, drain, resolve_program, spawn_reader};
+use dsh_process::{AbortOnDrop, ProcessGroup, drain, spawn_reader};
 use dsh_sandbox::runner::{RunnerFailureRule, denied, is_runner_spawn_failure, runner_failure};
 use dsh_sandbox::{SandboxMode, denial_marker, escalation_hint, runner_failure_marker};
 
@@ -179,18 +178,8 @@ pub(crate) fn start(spec: BackgroundSpec, settler: JobSettler) -> JobHooks {
         escalation: spec.escalation,
     });
 
-    let program = resolve_program(&spec.program, &spec.env, &spec.cwd);
-    let mut command = tokio::process::Command::new(&program);
-    command
-        .arg0(&spec.program)
-        .args(&spec.args)
-        .current_dir(&spec.cwd)
-        .env_clear()
-        .envs(spec.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0);
+    let mut command =
+        super::process::group_command(&spec.program, &spec.args, &spec.cwd, &spec.env);
     let watcher = match command.spawn() {
         Err(e) => {
             {

@@ -374,6 +374,29 @@ impl OutputSink for OutputCollector {
     }
 }
 
+/// `program args…` in `cwd` with exactly `env`, as the leader of a new process group, stdin
+/// closed and both outputs piped.
+pub(crate) fn group_command(
+    program: &str,
+    args: &[String],
+    cwd: &std::path::Path,
+    env: &[(String, String)],
+) -> tokio::process::Command {
+    let resolved = resolve_program(program, env, cwd);
+    let mut command = tokio::process::Command::new(&resolved);
+    command
+        .arg0(program)
+        .args(args)
+        .current_dir(cwd)
+        .env_clear()
+        .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    command
+}
+
 /// Runs one process to settlement. Errors only when the process could not be spawned.
 pub(crate) async fn run(spec: SpawnSpec, cancel: CancellationToken) -> std::io::Result<RunOutcome> {
     let (out_tap, err_tap) = match spec.taps {
@@ -415,19 +438,8 @@ pub(crate) async fn run(spec: SpawnSpec, cancel: CancellationToken) -> std::io::
             Running::Resident(run)
         }
         None => {
-            let program = resolve_program(&spec.program, &spec.env, &spec.cwd);
-            let mut command = tokio::process::Command::new(&program);
-            command
-                .arg0(&spec.program)
-                .args(&spec.args)
-                .current_dir(&spec.cwd)
-                .env_clear()
-                .envs(spec.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
-                .stdin(Stdio::null())
-                .stdout(Stdio::piped())
-                .stderr(Stdio::piped())
-                .process_group(0);
-            let mut child = command.spawn()?;
+            let mut child =
+                group_command(&spec.program, &spec.args, &spec.cwd, &spec.env).spawn()?;
             let guard = ProcessGroup::new(child.id(), spec.grace);
             if let Some(s) = child.stdout.take() {
                 readers.push(spawn_reader(s, out.clone()));
