@@ -151,15 +151,27 @@ pub fn run_reaper() {
 /// the sandbox armed that would leave it running. Read from `/proc` before the group is
 /// signalled, while the parent links still lead to it.
 fn kill_nested_sandboxes(leader: Pid) {
+    kill_all(&nested_sandboxes(leader));
+}
+
+/// The descendants of `leader` that run in another PID namespace than it (see
+/// [`kill_nested_sandboxes`]).
+fn nested_sandboxes(leader: Pid) -> Vec<Pid> {
     let pid_ns = |pid: i32| std::fs::read_link(format!("/proc/{pid}/ns/pid")).ok();
     let leader = leader.as_raw_nonzero().get();
-    let Some(own) = pid_ns(leader) else { return };
-    for pid in descendants(leader) {
-        if pid_ns(pid).is_some_and(|ns| ns != own)
-            && let Some(p) = Pid::from_raw(pid)
-        {
-            let _ = rustix::process::kill_process(p, Signal::KILL);
-        }
+    let Some(own) = pid_ns(leader) else {
+        return Vec::new();
+    };
+    descendants(leader)
+        .into_iter()
+        .filter(|pid| pid_ns(*pid).is_some_and(|ns| ns != own))
+        .filter_map(Pid::from_raw)
+        .collect()
+}
+
+fn kill_all(pids: &[Pid]) {
+    for p in pids {
+        let _ = rustix::process::kill_process(*p, Signal::KILL);
     }
 }
 
@@ -242,8 +254,12 @@ impl ProcessGroup {
         if test_kill_process_group(pgid).is_err() {
             return;
         }
-        kill_nested_sandboxes(pgid);
+        // The group gets its SIGTERM before the sandbox namespaces below it die: a runner
+        // (bubblewrap) then ends by that signal, as the command did, rather than by noticing
+        // its namespace die first and exiting with a status of its own.
+        let nested = nested_sandboxes(pgid);
         let _ = kill_process_group(pgid, Signal::TERM);
+        kill_all(&nested);
         let grace = self.grace;
         let spawned = std::thread::Builder::new()
             .name("dsh-group-kill".into())
