@@ -1,0 +1,617 @@
+//! The session log on PostgreSQL (`dsh-store-pg`): the system of record when dsh runs beyond
+//! one machine (`../shared/design/scale-out.md`).
+//!
+//! * **Tables** ([`MIGRATIONS`]): `dsh_sessions` (head seq, lease owner, epoch and expiry,
+//!   fork origin) and `dsh_events` (one row per event, primary key `(session_id, seq)`, the
+//!   event's type and its JSON payload exactly as the JSONL log writes it, and the epoch of the
+//!   lease that wrote it).
+//! * **One writer per session.** [`Store::acquire`] takes the lease when nobody holds it or the
+//!   holder's lease expired, timed by the database clock (workers' clocks never matter), and
+//!   bumps the epoch: the fencing token. [`Store::renew`] extends it while it is still ours.
+//! * **Fenced appends.** [`Store::append`] is one transaction that moves the head from the seq
+//!   the writer last saw to the new one only while the writer's lease is current (same owner,
+//!   same epoch, not expired), then inserts the events with contiguous seqs. A writer that was
+//!   fenced out (another took the lease) or froze past its expiry gets [`StoreError::Fenced`]
+//!   and must stop its tools; a writer whose view of the head is stale gets
+//!   [`StoreError::HeadMoved`]. Nothing half-written is ever visible.
+//!
+//! * **Dispatch without a broker.** Input for a session goes to `dsh_inbox` under a pool
+//!   ([`Store::enqueue`]). [`Store::claim`] hands a worker of that pool the session with the
+//!   oldest pending input whose lease is free or expired, taking its lease in the same
+//!   statement (`FOR UPDATE SKIP LOCKED`: concurrent workers never claim the same session).
+//!   The holder records the input as events with [`Store::append_consuming`], which marks the
+//!   inbox rows consumed in the append's own fenced transaction, so input is recorded exactly
+//!   once even when its worker dies between reading and appending.
+//! * **Keeping a lease.** [`LeaseKeeper`] renews a lease every third of its TTL on a
+//!   connection of its own and cancels its token the moment the lease may be lost: a renewal
+//!   refused (another writer took it) or no successful renewal for a whole TTL (the database
+//!   unreachable). The deadline is counted from when the last successful renewal was *sent*,
+//!   which is never later than the expiry the database set, so the writer stops before any
+//!   other writer can take over.
+//!
+//! Invariants: seqs of a session are 1, 2, 3, … without gaps or duplicates; the epochs of a
+//! session's events never decrease along its seqs; an append either lands whole or not at all.
+
+use std::time::Duration;
+
+use dsh_process::AbortOnDrop;
+use serde_json::Value;
+use tokio::time::Instant;
+use tokio_postgres::{Client, NoTls};
+use tokio_util::sync::CancellationToken;
+
+/// The schema, one migration per entry; [`Store::migrate`] applies those not yet applied.
+pub const MIGRATIONS: &[&str] = &[
+    "
+CREATE TABLE dsh_sessions (
+    id            text PRIMARY KEY,
+    parent_id     text REFERENCES dsh_sessions(id),
+    fork_seq      bigint,
+    head_seq      bigint NOT NULL DEFAULT 0,
+    lease_owner   text,
+    lease_epoch   bigint NOT NULL DEFAULT 0,
+    lease_expires timestamptz,
+    created_at    timestamptz NOT NULL DEFAULT now()
+);
+CREATE TABLE dsh_events (
+    session_id text   NOT NULL REFERENCES dsh_sessions(id),
+    seq        bigint NOT NULL,
+    epoch      bigint NOT NULL,
+    type       text   NOT NULL,
+    data       json   NOT NULL,
+    PRIMARY KEY (session_id, seq)
+);
+",
+    "
+CREATE TABLE dsh_inbox (
+    id           bigserial PRIMARY KEY,
+    session_id   text NOT NULL REFERENCES dsh_sessions(id),
+    pool         text NOT NULL,
+    body         json NOT NULL,
+    created_at   timestamptz NOT NULL DEFAULT now(),
+    consumed_seq bigint
+);
+CREATE INDEX dsh_inbox_pending ON dsh_inbox (pool, session_id, id) WHERE consumed_seq IS NULL;
+",
+];
+
+/// Why a store operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The writer's lease is gone: another writer took it, or it expired.
+    #[error(
+        "session {session}: the lease of epoch {epoch} is no longer held (now epoch {current}); this writer is fenced out and must stop"
+    )]
+    Fenced {
+        session: String,
+        epoch: i64,
+        current: i64,
+    },
+    /// The writer's head is stale: events were appended since it last looked.
+    #[error("session {session}: expected head seq {expected}, the log is at {actual}")]
+    HeadMoved {
+        session: String,
+        expected: i64,
+        actual: i64,
+    },
+    /// No such session.
+    #[error("session {0} does not exist in the store")]
+    NoSession(String),
+    /// An append claimed inbox rows it cannot consume.
+    #[error("{0}")]
+    Inbox(String),
+    /// The database refused or the connection failed.
+    #[error("PostgreSQL: {0}")]
+    Db(#[from] tokio_postgres::Error),
+}
+
+/// A held lease: the fencing token every append carries.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Lease {
+    pub session: String,
+    pub owner: String,
+    pub epoch: i64,
+}
+
+/// An event to append: its type and its JSON payload.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NewEvent {
+    pub kind: String,
+    pub data: Value,
+}
+
+/// An event as stored.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StoredEvent {
+    pub seq: i64,
+    pub epoch: i64,
+    pub kind: String,
+    pub data: Value,
+}
+
+/// Input waiting in a session's inbox.
+#[derive(Clone, Debug, PartialEq)]
+pub struct InboxMessage {
+    pub id: i64,
+    pub body: Value,
+}
+
+/// A session's row.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SessionRow {
+    pub id: String,
+    pub head_seq: i64,
+    pub lease_owner: Option<String>,
+    pub lease_epoch: i64,
+    /// Whether the lease is held now (by the database clock).
+    pub leased: bool,
+}
+
+/// One connection to the store.
+pub struct Store {
+    client: Client,
+    _connection: AbortOnDrop<()>,
+}
+
+fn ttl_seconds(ttl: Duration) -> f64 {
+    ttl.as_secs_f64()
+}
+
+impl Store {
+    /// Connects with a libpq-style URL or key-value string (`postgres://user@host/db`).
+    /// Only plain connections: the store is meant for loopback or a private network.
+    pub async fn connect(url: &str) -> Result<Self, StoreError> {
+        let (client, connection) = tokio_postgres::connect(url, NoTls).await?;
+        let connection = tokio::spawn(async move {
+            if let Err(e) = connection.await {
+                tracing::warn!("PostgreSQL connection ended: {e}");
+            }
+        });
+        Ok(Self {
+            client,
+            _connection: AbortOnDrop(connection),
+        })
+    }
+
+    /// Runs `sql` once on this connection (setup such as `SET search_path`).
+    pub async fn execute_batch(&self, sql: &str) -> Result<(), StoreError> {
+        self.client.batch_execute(sql).await?;
+        Ok(())
+    }
+
+    /// Applies the migrations not applied yet, one transaction each; concurrent callers wait
+    /// for each other (a transaction-scoped advisory lock), so any number of workers may call
+    /// it at start.
+    pub async fn migrate(&mut self) -> Result<(), StoreError> {
+        for (index, sql) in MIGRATIONS.iter().enumerate() {
+            let version = i32::try_from(index + 1).unwrap_or(i32::MAX);
+            let tx = self.client.transaction().await?;
+            tx.batch_execute(
+                "SELECT pg_advisory_xact_lock(7411203);
+                 CREATE TABLE IF NOT EXISTS dsh_schema_versions (version int PRIMARY KEY);",
+            )
+            .await?;
+            let applied = tx
+                .query_opt(
+                    "SELECT 1 FROM dsh_schema_versions WHERE version = $1",
+                    &[&version],
+                )
+                .await?
+                .is_some();
+            if !applied {
+                tx.batch_execute(sql).await?;
+                tx.execute(
+                    "INSERT INTO dsh_schema_versions (version) VALUES ($1)",
+                    &[&version],
+                )
+                .await?;
+            }
+            tx.commit().await?;
+        }
+        Ok(())
+    }
+
+    /// Creates session `id` (a fork of `parent` at its seq when given); `false` when it exists.
+    pub async fn create_session(
+        &self,
+        id: &str,
+        parent: Option<(&str, i64)>,
+    ) -> Result<bool, StoreError> {
+        let (parent_id, fork_seq) = match parent {
+            Some((p, s)) => (Some(p), Some(s)),
+            None => (None, None),
+        };
+        let n = self
+            .client
+            .execute(
+                "INSERT INTO dsh_sessions (id, parent_id, fork_seq) VALUES ($1, $2, $3)
+                 ON CONFLICT (id) DO NOTHING",
+                &[&id, &parent_id, &fork_seq],
+            )
+            .await?;
+        Ok(n == 1)
+    }
+
+    /// Takes the lease of `session` for `owner` when it is free or expired, for `ttl` by the
+    /// database clock, with the next epoch. `None`: another owner holds it.
+    pub async fn acquire(
+        &self,
+        session: &str,
+        owner: &str,
+        ttl: Duration,
+    ) -> Result<Option<Lease>, StoreError> {
+        let row = self
+            .client
+            .query_opt(
+                "UPDATE dsh_sessions
+                    SET lease_owner = $2, lease_epoch = lease_epoch + 1,
+                        lease_expires = now() + make_interval(secs => $3)
+                  WHERE id = $1
+                    AND (lease_owner IS NULL OR lease_expires IS NULL OR lease_expires <= now())
+              RETURNING lease_epoch",
+                &[&session, &owner, &ttl_seconds(ttl)],
+            )
+            .await?;
+        match row {
+            Some(r) => Ok(Some(Lease {
+                session: session.to_string(),
+                owner: owner.to_string(),
+                epoch: r.get(0),
+            })),
+            None => {
+                self.session(session).await?;
+                Ok(None)
+            }
+        }
+    }
+
+    /// Extends `lease` by `ttl` from now; `false` when it is no longer held (the holder must
+    /// stop: it is fenced).
+    pub async fn renew(&self, lease: &Lease, ttl: Duration) -> Result<bool, StoreError> {
+        let n = self
+            .client
+            .execute(
+                "UPDATE dsh_sessions SET lease_expires = now() + make_interval(secs => $4)
+                  WHERE id = $1 AND lease_owner = $2 AND lease_epoch = $3 AND lease_expires > now()",
+                &[&lease.session, &lease.owner, &lease.epoch, &ttl_seconds(ttl)],
+            )
+            .await?;
+        Ok(n == 1)
+    }
+
+    /// Gives `lease` up (the next writer need not wait for it to expire); a no-op when it was
+    /// already lost.
+    pub async fn release(&self, lease: &Lease) -> Result<(), StoreError> {
+        self.client
+            .execute(
+                "UPDATE dsh_sessions SET lease_owner = NULL, lease_expires = NULL
+                  WHERE id = $1 AND lease_owner = $2 AND lease_epoch = $3",
+                &[&lease.session, &lease.owner, &lease.epoch],
+            )
+            .await?;
+        Ok(())
+    }
+
+    /// Appends `events` after seq `expected_head` under `lease`, in one transaction; returns
+    /// the new head. Fails whole with [`StoreError::Fenced`] when the lease is no longer
+    /// current and with [`StoreError::HeadMoved`] when the head is not `expected_head`.
+    pub async fn append(
+        &mut self,
+        lease: &Lease,
+        expected_head: i64,
+        events: &[NewEvent],
+    ) -> Result<i64, StoreError> {
+        self.append_inner(lease, expected_head, events, &[]).await
+    }
+
+    async fn append_inner(
+        &mut self,
+        lease: &Lease,
+        expected_head: i64,
+        events: &[NewEvent],
+        consumed: &[(i64, usize)],
+    ) -> Result<i64, StoreError> {
+        let count = i64::try_from(events.len()).unwrap_or(i64::MAX);
+        let tx = self.client.transaction().await?;
+        let moved = tx
+            .query_opt(
+                "UPDATE dsh_sessions SET head_seq = head_seq + $5
+                  WHERE id = $1 AND lease_owner = $2 AND lease_epoch = $3
+                    AND lease_expires > now() AND head_seq = $4
+              RETURNING head_seq",
+                &[
+                    &lease.session,
+                    &lease.owner,
+                    &lease.epoch,
+                    &expected_head,
+                    &count,
+                ],
+            )
+            .await?;
+        let Some(moved) = moved else {
+            drop(tx);
+            return Err(self.why_refused(lease, expected_head).await);
+        };
+        let head: i64 = moved.get(0);
+        if !events.is_empty() {
+            let insert = tx
+                .prepare(
+                    "INSERT INTO dsh_events (session_id, seq, epoch, type, data)
+                     VALUES ($1, $2, $3, $4, $5)",
+                )
+                .await?;
+            for (offset, event) in events.iter().enumerate() {
+                let seq = expected_head + 1 + i64::try_from(offset).unwrap_or(i64::MAX);
+                tx.execute(
+                    &insert,
+                    &[&lease.session, &seq, &lease.epoch, &event.kind, &event.data],
+                )
+                .await?;
+            }
+        }
+        for (inbox_id, index) in consumed {
+            let seq = expected_head + 1 + i64::try_from(*index).unwrap_or(i64::MAX);
+            if *index >= events.len() {
+                return Err(StoreError::Inbox(format!(
+                    "inbox row {inbox_id} is consumed by event {index}, but the append holds {} events",
+                    events.len()
+                )));
+            }
+            let n = tx
+                .execute(
+                    "UPDATE dsh_inbox SET consumed_seq = $3
+                      WHERE id = $1 AND session_id = $2 AND consumed_seq IS NULL",
+                    &[inbox_id, &lease.session, &seq],
+                )
+                .await?;
+            if n != 1 {
+                return Err(StoreError::Inbox(format!(
+                    "inbox row {inbox_id} is not pending input of session {}",
+                    lease.session
+                )));
+            }
+        }
+        tx.commit().await?;
+        Ok(head)
+    }
+
+    /// Queues `body` as input for `session` on `pool`; returns its inbox id.
+    pub async fn enqueue(
+        &self,
+        session: &str,
+        pool: &str,
+        body: &Value,
+    ) -> Result<i64, StoreError> {
+        let row = self
+            .client
+            .query_one(
+                "INSERT INTO dsh_inbox (session_id, pool, body) VALUES ($1, $2, $3) RETURNING id",
+                &[&session, &pool, body],
+            )
+            .await?;
+        Ok(row.get(0))
+    }
+
+    /// Claims, for `owner`, the session of `pool` with the oldest pending input whose lease is
+    /// free or expired, taking its lease (next epoch, `ttl` by the database clock). `None`:
+    /// nothing is runnable. Concurrent claims never return the same session.
+    pub async fn claim(
+        &self,
+        pool: &str,
+        owner: &str,
+        ttl: Duration,
+    ) -> Result<Option<Lease>, StoreError> {
+        let row = self
+            .client
+            .query_opt(
+                "WITH candidate AS (
+                    SELECT s.id FROM dsh_sessions s
+                     WHERE (s.lease_owner IS NULL OR s.lease_expires IS NULL OR s.lease_expires <= now())
+                       AND EXISTS (SELECT 1 FROM dsh_inbox i
+                                    WHERE i.session_id = s.id AND i.pool = $1 AND i.consumed_seq IS NULL)
+                     ORDER BY (SELECT min(i.id) FROM dsh_inbox i
+                                WHERE i.session_id = s.id AND i.pool = $1 AND i.consumed_seq IS NULL)
+                     LIMIT 1
+                     FOR UPDATE SKIP LOCKED
+                 )
+                 UPDATE dsh_sessions s
+                    SET lease_owner = $2, lease_epoch = s.lease_epoch + 1,
+                        lease_expires = now() + make_interval(secs => $3)
+                   FROM candidate WHERE s.id = candidate.id
+              RETURNING s.id, s.lease_epoch",
+                &[&pool, &owner, &ttl_seconds(ttl)],
+            )
+            .await?;
+        Ok(row.map(|r| Lease {
+            session: r.get(0),
+            owner: owner.to_string(),
+            epoch: r.get(1),
+        }))
+    }
+
+    /// The pending input of `session`, oldest first.
+    pub async fn pending(&self, session: &str) -> Result<Vec<InboxMessage>, StoreError> {
+        let rows = self
+            .client
+            .query(
+                "SELECT id, body FROM dsh_inbox
+                  WHERE session_id = $1 AND consumed_seq IS NULL ORDER BY id",
+                &[&session],
+            )
+            .await?;
+        Ok(rows
+            .iter()
+            .map(|r| InboxMessage {
+                id: r.get(0),
+                body: r.get(1),
+            })
+            .collect())
+    }
+
+    /// [`Store::append`], and in the same transaction marks each inbox row of `consumed`
+    /// (`(inbox id, index into events)`) consumed by that event's seq. An inbox row already
+    /// consumed, or of another session, fails the whole append.
+    pub async fn append_consuming(
+        &mut self,
+        lease: &Lease,
+        expected_head: i64,
+        events: &[NewEvent],
+        consumed: &[(i64, usize)],
+    ) -> Result<i64, StoreError> {
+        self.append_inner(lease, expected_head, events, consumed)
+            .await
+    }
+
+    /// Why an append under `lease` after `expected_head` moved nothing.
+    async fn why_refused(&self, lease: &Lease, expected_head: i64) -> StoreError {
+        let row = match self
+            .client
+            .query_opt(
+                "SELECT head_seq, lease_owner, lease_epoch, lease_expires > now()
+                   FROM dsh_sessions WHERE id = $1",
+                &[&lease.session],
+            )
+            .await
+        {
+            Ok(Some(r)) => r,
+            Ok(None) => return StoreError::NoSession(lease.session.clone()),
+            Err(e) => return StoreError::Db(e),
+        };
+        let head: i64 = row.get(0);
+        let owner: Option<String> = row.get(1);
+        let epoch: i64 = row.get(2);
+        let live: Option<bool> = row.get(3);
+        if owner.as_deref() != Some(lease.owner.as_str())
+            || epoch != lease.epoch
+            || live != Some(true)
+        {
+            StoreError::Fenced {
+                session: lease.session.clone(),
+                epoch: lease.epoch,
+                current: epoch,
+            }
+        } else {
+            StoreError::HeadMoved {
+                session: lease.session.clone(),
+                expected: expected_head,
+                actual: head,
+            }
+        }
+    }
+
+    /// The events of `session` after seq `after`, at most `limit`, in seq order.
+    pub async fn read(
+        &self,
+        session: &str,
+        after: i64,
+        limit: i64,
+    ) -> Result<Vec<StoredEvent>, StoreError> {
+        let rows = self
+            .client
+            .query(
+                "SELECT seq, epoch, type, data FROM dsh_events
+                  WHERE session_id = $1 AND seq > $2 ORDER BY seq LIMIT $3",
+                &[&session, &after, &limit],
+            )
+            .await?;
+        Ok(rows
+            .iter()
+            .map(|r| StoredEvent {
+                seq: r.get(0),
+                epoch: r.get(1),
+                kind: r.get(2),
+                data: r.get(3),
+            })
+            .collect())
+    }
+
+    /// The row of `session`.
+    pub async fn session(&self, session: &str) -> Result<SessionRow, StoreError> {
+        let row = self
+            .client
+            .query_opt(
+                "SELECT id, head_seq, lease_owner, lease_epoch,
+                        coalesce(lease_expires > now(), false)
+                   FROM dsh_sessions WHERE id = $1",
+                &[&session],
+            )
+            .await?
+            .ok_or_else(|| StoreError::NoSession(session.to_string()))?;
+        Ok(SessionRow {
+            id: row.get(0),
+            head_seq: row.get(1),
+            lease_owner: row.get(2),
+            lease_epoch: row.get(3),
+            leased: row.get(4),
+        })
+    }
+}
+
+/// Renews a lease in the background; its token is cancelled once the lease may be lost.
+pub struct LeaseKeeper {
+    fenced: CancellationToken,
+    _task: AbortOnDrop<()>,
+}
+
+/// When a holder whose last successful renewal was sent at `sent` must consider its lease
+/// lost: `ttl` later (the database set the expiry no earlier than that).
+fn fence_deadline(sent: Instant, ttl: Duration) -> Instant {
+    sent + ttl
+}
+
+impl LeaseKeeper {
+    /// Keeps `lease` (taken with `ttl`, `taken_at` being when the acquiring statement was
+    /// sent) on `store`, a connection the keeper owns.
+    pub fn start(store: Store, lease: Lease, ttl: Duration, taken_at: Instant) -> Self {
+        let fenced = CancellationToken::new();
+        let token = fenced.clone();
+        let task = tokio::spawn(async move {
+            let mut deadline = fence_deadline(taken_at, ttl);
+            let every = ttl / 3;
+            loop {
+                tokio::select! {
+                    () = tokio::time::sleep_until(deadline) => {
+                        tracing::warn!(
+                            "lease of session {} (epoch {}) not renewed within its TTL: fencing this writer",
+                            lease.session, lease.epoch
+                        );
+                        token.cancel();
+                        return;
+                    }
+                    () = tokio::time::sleep(every) => {}
+                }
+                let sent = Instant::now();
+                let renewed = tokio::select! {
+                    r = store.renew(&lease, ttl) => r,
+                    () = tokio::time::sleep_until(deadline) => continue,
+                };
+                match renewed {
+                    Ok(true) => deadline = fence_deadline(sent, ttl),
+                    Ok(false) => {
+                        tracing::warn!(
+                            "lease of session {} (epoch {}) was taken over: fencing this writer",
+                            lease.session,
+                            lease.epoch
+                        );
+                        token.cancel();
+                        return;
+                    }
+                    // Unreachable for now: the deadline decides.
+                    Err(e) => tracing::warn!("cannot renew the lease of {}: {e}", lease.session),
+                }
+            }
+        });
+        Self {
+            fenced,
+            _task: AbortOnDrop(task),
+        }
+    }
+
+    /// Cancelled once the lease may be lost: the holder must stop its tools and append nothing.
+    pub fn fenced(&self) -> &CancellationToken {
+        &self.fenced
+    }
+}
+
+#[cfg(test)]
+mod tests;
