@@ -173,6 +173,7 @@ pub fn catalog() -> Catalog {
     dsh_working_directory::register_catalog(&mut c);
     c.register(dsh_persistence::JsonlPersistencePlugin);
     c.register(dsh_persistence::SessionLogUploadPlugin);
+    c.register(dsh_team::TeamSessionStorePlugin);
     c.register(dsh_headless::HeadlessPlugin);
     c.register(dsh_tui::TuiPlugin);
     c.register(dsh_acp::AcpAgentPlugin);

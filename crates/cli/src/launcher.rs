@@ -43,6 +43,11 @@ pub enum Mode {
     Models {
         args: Vec<String>,
     },
+    /// `dsh worker …` and `dsh team …`: running sessions from a PostgreSQL team store.
+    Team {
+        command: String,
+        args: Vec<String>,
+    },
     /// `--from-default-profile <template>`: recreate the custom profile `profile` from a
     /// shipped template, then do `then` (boot it or dump its config).
     Recreate {
@@ -92,6 +97,10 @@ Commands:
   plugin [args...]       add, remove and list external plugins of a profile
   models [args...]       the model routes and models configured (`--probe` asks the
                          endpoints; `dsh models --help`)
+  worker [options]       run sessions from a PostgreSQL team store, one turn at a time
+                         under a lease (`dsh worker --help`)
+  team <command>         the team store: queue input, read a session's events
+                         (`dsh team --help`)
   headless [args...]     the headless app: one task, the answer on stdout (short for
                          --profile headless; `dsh headless --help` for its options)
   web [args...]          short for --profile web
@@ -232,11 +241,17 @@ pub fn parse_with(argv: &[String], is_profile: &dyn Fn(&str) -> bool) -> Result<
                     args: rest[1..].to_vec(),
                 });
             }
+            Some(command @ ("worker" | "team")) => {
+                return Ok(Mode::Team {
+                    command: command.to_string(),
+                    args: rest[1..].to_vec(),
+                });
+            }
             _ => {}
         }
     } else if matches!(
         rest.first().map(String::as_str),
-        Some("acp" | "sessions" | "memory" | "plugin" | "models")
+        Some("acp" | "sessions" | "memory" | "plugin" | "models" | "worker" | "team")
     ) {
         return Err(usage(format!(
             "{} takes none of --profile, --patch, --dump-config or --dump-default-config",

@@ -171,6 +171,7 @@ pub fn main(extensions: &Extensions) -> ExitCode {
         Mode::Memory { args } => memory_cmd::run(&home, &args),
         Mode::Plugin { args } => plugin_cmd::run(&home, &args),
         Mode::Models { args } => models_cmd::run(&home, &args),
+        Mode::Team { command, args } => dsh_team::cli::run(&home, &command, &args),
         Mode::Recreate { .. } => ExitCode::from(1),
     }
 }

@@ -72,6 +72,18 @@ pub fn secret_var(name: &str) -> Option<String> {
     std::env::var(name).ok()
 }
 
+/// The credential-shaped variables [`capture_secrets_from_environment`] moved out of the
+/// environment, for a child `dsh` that must start from the same launching environment (a
+/// team worker's turn); sorted by name.
+pub fn captured_secrets() -> Vec<(String, String)> {
+    let mut all: Vec<(String, String)> = SNAPSHOT
+        .get()
+        .map(|s| s.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
+        .unwrap_or_default();
+    all.sort();
+    all
+}
+
 /// Makes this process non-dumpable: its `/proc/<pid>/mem`, `environ` and file descriptors
 /// and a ptrace attach are then open only to holders of `CAP_SYS_PTRACE`, so a command the
 /// agent runs unconfined (`danger-full-access`) as the same user cannot read the API key out

@@ -97,6 +97,28 @@ fn reaper() -> Option<&'static Mutex<std::process::ChildStdin>> {
         .as_ref()
 }
 
+/// The groups registered with the reaper now (what [`kill_every_group`] kills).
+static REGISTERED: Mutex<BTreeSet<i32>> = Mutex::new(BTreeSet::new());
+
+fn registered() -> std::sync::MutexGuard<'static, BTreeSet<i32>> {
+    REGISTERED.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// SIGKILLs every process group this process registered and still holds (and the sandbox
+/// namespaces below them), at once: for a process that must stop everything it started
+/// before it exits (a team worker whose lease was taken over).
+pub fn kill_every_group() {
+    let groups: Vec<i32> = registered().iter().copied().collect();
+    for raw in groups {
+        if let Some(pgid) = Pid::from_raw(raw)
+            && test_kill_process_group(pgid).is_ok()
+        {
+            kill_nested_sandboxes(pgid);
+            let _ = kill_process_group(pgid, Signal::KILL);
+        }
+    }
+}
+
 fn tell_reaper(line: String) {
     if let Some(stdin) = reaper() {
         let mut stdin = stdin.lock().unwrap_or_else(|p| p.into_inner());
@@ -232,6 +254,7 @@ impl ProcessGroup {
             .and_then(|id| i32::try_from(id).ok())
             .and_then(Pid::from_raw);
         if let Some(g) = pgid {
+            registered().insert(g.as_raw_nonzero().get());
             tell_reaper(format!("+{}\n", g.as_raw_nonzero()));
         }
         Self {
@@ -313,6 +336,7 @@ impl Drop for ProcessGroup {
         if let Some(g) = self.pgid
             && test_kill_process_group(g).is_err()
         {
+            registered().remove(&g.as_raw_nonzero().get());
             tell_reaper(format!("-{}\n", g.as_raw_nonzero()));
         }
     }

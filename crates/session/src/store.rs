@@ -262,6 +262,12 @@ pub enum StoreError {
     Invalid(#[from] AppendError),
 }
 
+/// The id a run's fresh top-level session takes when a plugin names it (`ctx` service).
+/// The team worker provides it: the sessions it runs were named by whoever queued their
+/// first input, before any process of the session existed. Without it a fresh id is minted.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AssignedSessionId(pub String);
+
 /// How a session comes to life.
 pub enum SessionSource {
     /// A brand-new session with no events.

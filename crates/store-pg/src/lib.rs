@@ -73,6 +73,9 @@ CREATE TABLE dsh_inbox (
 );
 CREATE INDEX dsh_inbox_pending ON dsh_inbox (pool, session_id, id) WHERE consumed_seq IS NULL;
 ",
+    "
+ALTER TABLE dsh_sessions ADD COLUMN header json;
+",
 ];
 
 /// Why a store operation failed.
@@ -113,11 +116,12 @@ pub struct Lease {
     pub epoch: i64,
 }
 
-/// An event to append: its type and its JSON payload.
+/// An event to append: its type and its record, the JSON text the JSONL log writes for it
+/// (kept byte for byte: the column is `json`, which stores the text as given).
 #[derive(Clone, Debug, PartialEq)]
 pub struct NewEvent {
     pub kind: String,
-    pub data: Value,
+    pub data: String,
 }
 
 /// An event as stored.
@@ -126,7 +130,18 @@ pub struct StoredEvent {
     pub seq: i64,
     pub epoch: i64,
     pub kind: String,
-    pub data: Value,
+    /// The record's JSON text, as appended.
+    pub data: String,
+}
+
+/// One fenced append: the events, the inbox rows they record (`(inbox id, index into
+/// events)`), and the session's header when this append is the one that sets it.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Batch {
+    pub events: Vec<NewEvent>,
+    pub consumed: Vec<(i64, usize)>,
+    /// The session header's JSON text; stored only while the session has none.
+    pub header: Option<String>,
 }
 
 /// Input waiting in a session's inbox.
@@ -145,6 +160,8 @@ pub struct SessionRow {
     pub lease_epoch: i64,
     /// Whether the lease is held now (by the database clock).
     pub leased: bool,
+    /// The header's JSON text, once the first writer stored it.
+    pub header: Option<String>,
 }
 
 /// One connection to the store.
@@ -301,7 +318,26 @@ impl Store {
         expected_head: i64,
         events: &[NewEvent],
     ) -> Result<i64, StoreError> {
-        self.append_inner(lease, expected_head, events, &[]).await
+        self.append_inner(lease, expected_head, events, &[], None)
+            .await
+    }
+
+    /// [`Store::append`] of a whole [`Batch`]: its events, the inbox rows they consume and the
+    /// header, all in the one fenced transaction.
+    pub async fn append_batch(
+        &mut self,
+        lease: &Lease,
+        expected_head: i64,
+        batch: &Batch,
+    ) -> Result<i64, StoreError> {
+        self.append_inner(
+            lease,
+            expected_head,
+            &batch.events,
+            &batch.consumed,
+            batch.header.as_deref(),
+        )
+        .await
     }
 
     async fn append_inner(
@@ -310,6 +346,7 @@ impl Store {
         expected_head: i64,
         events: &[NewEvent],
         consumed: &[(i64, usize)],
+        header: Option<&str>,
     ) -> Result<i64, StoreError> {
         let count = i64::try_from(events.len()).unwrap_or(i64::MAX);
         let tx = self.client.transaction().await?;
@@ -337,7 +374,7 @@ impl Store {
             let insert = tx
                 .prepare(
                     "INSERT INTO dsh_events (session_id, seq, epoch, type, data)
-                     VALUES ($1, $2, $3, $4, $5)",
+                     VALUES ($1, $2, $3, $4, $5::text::json)",
                 )
                 .await?;
             for (offset, event) in events.iter().enumerate() {
@@ -370,6 +407,13 @@ impl Store {
                     lease.session
                 )));
             }
+        }
+        if let Some(header) = header {
+            tx.execute(
+                "UPDATE dsh_sessions SET header = $2::text::json WHERE id = $1 AND header IS NULL",
+                &[&lease.session, &header],
+            )
+            .await?;
         }
         tx.commit().await?;
         Ok(head)
@@ -429,6 +473,18 @@ impl Store {
         }))
     }
 
+    /// How many inputs of `pool` are not recorded yet (held by a lease or not).
+    pub async fn backlog(&self, pool: &str) -> Result<i64, StoreError> {
+        let row = self
+            .client
+            .query_one(
+                "SELECT count(*) FROM dsh_inbox WHERE pool = $1 AND consumed_seq IS NULL",
+                &[&pool],
+            )
+            .await?;
+        Ok(row.get(0))
+    }
+
     /// The pending input of `session`, oldest first.
     pub async fn pending(&self, session: &str) -> Result<Vec<InboxMessage>, StoreError> {
         let rows = self
@@ -458,7 +514,7 @@ impl Store {
         events: &[NewEvent],
         consumed: &[(i64, usize)],
     ) -> Result<i64, StoreError> {
-        self.append_inner(lease, expected_head, events, consumed)
+        self.append_inner(lease, expected_head, events, consumed, None)
             .await
     }
 
@@ -509,7 +565,7 @@ impl Store {
         let rows = self
             .client
             .query(
-                "SELECT seq, epoch, type, data FROM dsh_events
+                "SELECT seq, epoch, type, data::text FROM dsh_events
                   WHERE session_id = $1 AND seq > $2 ORDER BY seq LIMIT $3",
                 &[&session, &after, &limit],
             )
@@ -531,7 +587,7 @@ impl Store {
             .client
             .query_opt(
                 "SELECT id, head_seq, lease_owner, lease_epoch,
-                        coalesce(lease_expires > now(), false)
+                        coalesce(lease_expires > now(), false), header::text
                    FROM dsh_sessions WHERE id = $1",
                 &[&session],
             )
@@ -543,6 +599,7 @@ impl Store {
             lease_owner: row.get(2),
             lease_epoch: row.get(3),
             leased: row.get(4),
+            header: row.get(5),
         })
     }
 }

@@ -53,7 +53,7 @@ fn events(kinds: &[&str]) -> Vec<NewEvent> {
         .iter()
         .map(|k| NewEvent {
             kind: (*k).to_string(),
-            data: json!({"type": k, "z": 1, "a": [1, 2]}),
+            data: format!(r#"{{"type":"{k}", "z":1,"a":[1, 2]}}"#),
         })
         .collect()
 }
@@ -88,11 +88,8 @@ async fn appends_are_contiguous_and_keep_the_payload_bytes() {
         vec![1, 2, 3, 4, 5]
     );
     assert_eq!(read[3].kind, "d");
-    // Key order as written (the column is `json`, not `jsonb`).
-    assert_eq!(
-        serde_json::to_string(&read[0].data).unwrap(),
-        r#"{"type":"a","z":1,"a":[1,2]}"#
-    );
+    // The record's text as written, spacing included (the column is `json`, not `jsonb`).
+    assert_eq!(read[0].data, r#"{"type":"a", "z":1,"a":[1, 2]}"#);
     assert_eq!(store.read("s1", 3, 1).await.unwrap()[0].seq, 4);
     // A stale head is refused whole.
     match store.append(&lease, 3, &events(&["x"])).await {
@@ -279,6 +276,11 @@ async fn workers_claim_distinct_sessions_and_record_each_input_exactly_once() {
         vec!["s1", "s2"],
         "both runnable sessions, once each"
     );
+    assert_eq!(
+        a.backlog("p").await.unwrap(),
+        3,
+        "held input is still backlog"
+    );
     // Nothing else is runnable on the pool while both are held.
     assert_eq!(a.claim("p", "wc", TTL).await.unwrap(), None);
     let (s1_lease, mut s1_store) = if ca.session == "s1" { (ca, a) } else { (cb, b) };
@@ -291,7 +293,7 @@ async fn workers_claim_distinct_sessions_and_record_each_input_exactly_once() {
         .iter()
         .map(|m| NewEvent {
             kind: "message".into(),
-            data: m.body.clone(),
+            data: m.body.to_string(),
         })
         .collect();
     // Consuming input of another session fails the append whole.
@@ -340,7 +342,7 @@ async fn a_worker_that_died_holding_a_session_gives_it_up_when_its_lease_expires
     // The input is still pending: nobody recorded it. The dead one's append is fenced.
     let ev = [NewEvent {
         kind: "message".into(),
-        data: json!({"text": "hi"}),
+        data: json!({"text": "hi"}).to_string(),
     }];
     assert!(matches!(
         a.append_consuming(&dead, 0, &ev, &[(m, 0)]).await,
@@ -348,5 +350,44 @@ async fn a_worker_that_died_holding_a_session_gives_it_up_when_its_lease_expires
     ));
     a.append_consuming(&next, 0, &ev, &[(m, 0)]).await.unwrap();
     assert_eq!(a.read("s", 0, 10).await.unwrap().len(), 1);
+    drop_schema(&a, &schema).await;
+}
+
+#[tokio::test]
+async fn the_first_append_stores_the_header_once() {
+    let Some((mut a, schema)) = fresh().await else {
+        return;
+    };
+    a.create_session("s", None).await.unwrap();
+    assert_eq!(a.session("s").await.unwrap().header, None);
+    let lease = a.acquire("s", "w", TTL).await.unwrap().unwrap();
+    let batch = |header: &str| Batch {
+        events: events(&["x"]),
+        consumed: Vec::new(),
+        header: Some(header.to_string()),
+    };
+    a.append_batch(&lease, 0, &batch(r#"{"type":"session","id":"s"}"#))
+        .await
+        .unwrap();
+    // A later writer's header does not replace the first.
+    a.append_batch(&lease, 1, &batch(r#"{"type":"session","id":"other"}"#))
+        .await
+        .unwrap();
+    assert_eq!(
+        a.session("s").await.unwrap().header.as_deref(),
+        Some(r#"{"type":"session","id":"s"}"#)
+    );
+    // A refused append stores no header either.
+    a.create_session("t", None).await.unwrap();
+    let stale = Lease {
+        session: "t".into(),
+        owner: "w".into(),
+        epoch: 9,
+    };
+    assert!(matches!(
+        a.append_batch(&stale, 0, &batch("{}")).await,
+        Err(StoreError::Fenced { .. })
+    ));
+    assert_eq!(a.session("t").await.unwrap().header, None);
     drop_schema(&a, &schema).await;
 }

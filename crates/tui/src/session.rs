@@ -19,7 +19,10 @@ pub fn fresh_request(root: &Context, cwd: Option<PathBuf>) -> CreateAgent {
         max_tokens: None,
         reasoning_effort: model.reasoning_effort.clone(),
     });
-    request.session_id = Some(format!("session-{}", uuid::Uuid::new_v4()));
+    request.session_id = Some(match root.get::<dsh_session::AssignedSessionId>() {
+        Some(assigned) => assigned.0.clone(),
+        None => format!("session-{}", uuid::Uuid::new_v4()),
+    });
     request.cwd = cwd;
     request
 }

@@ -41,6 +41,7 @@ mod sdk_snapshots;
 mod sessions;
 mod skills;
 mod subagent_cwd;
+mod team;
 mod terminal;
 mod tool_schemas;
 mod tools;

@@ -1,0 +1,425 @@
+//! Running dsh for a team, end to end from the binary: `dsh team submit` queues input in the
+//! PostgreSQL store on loopback (`DSH_TEST_POSTGRES`, each test in a schema of its own),
+//! `dsh worker` processes claim sessions and run their turns against the mock LLM, and the
+//! faults of scale-out: a worker killed mid-tool, a worker frozen past its lease.
+//!
+//! After every test the stored log holds: seqs 1, 2, 3, … with no gap; epochs that never
+//! decrease; each tool call closed exactly once; every queued input consumed once.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use dsh_session::{Event, decode_line, types};
+use dsh_store_pg::{Store, StoredEvent};
+use dsh_test_support::mock_server::{Gate, MockServer, Reply};
+use serde_json::Value;
+
+use crate::common::{Run, processes_with};
+
+const TTL_MS: u64 = 1500;
+
+struct Team {
+    url: String,
+    schema: String,
+    rt: tokio::runtime::Runtime,
+}
+
+impl Team {
+    /// A fresh schema on the test server, or `None` (a skip; a failure in a strict run).
+    fn new() -> Option<Self> {
+        let base = std::env::var("DSH_TEST_POSTGRES")
+            .unwrap_or_else(|_| "host=127.0.0.1 port=5432 user=postgres dbname=test".into());
+        let schema = format!("dsh_team_{}", uuid::Uuid::new_v4().simple());
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let created = rt.block_on(async {
+            let store = Store::connect(&base).await?;
+            store
+                .execute_batch(&format!("CREATE SCHEMA {schema}"))
+                .await
+        });
+        if let Err(e) = created {
+            dsh_test_support::prereq::skip(&format!(
+                "PostgreSQL at {base} ({e}); the machine's server, or set DSH_TEST_POSTGRES"
+            ));
+            return None;
+        }
+        Some(Self {
+            url: format!("{base} options=-csearch_path={schema}"),
+            schema,
+            rt,
+        })
+    }
+
+    fn store(&self) -> Store {
+        self.rt.block_on(Store::connect(&self.url)).unwrap()
+    }
+
+    fn events(&self, session: &str) -> Vec<StoredEvent> {
+        let store = self.store();
+        self.rt.block_on(store.read(session, 0, 100_000)).unwrap()
+    }
+
+    fn pending(&self, session: &str) -> usize {
+        let store = self.store();
+        self.rt.block_on(store.pending(session)).unwrap().len()
+    }
+
+    /// Waits until the stored log of `session` satisfies `done`.
+    fn wait_for(&self, session: &str, what: &str, done: impl Fn(&[StoredEvent]) -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let events = self.events(session);
+            if done(&events) {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "timed out waiting for {what}; stored: {:?}",
+                events.iter().map(|e| &e.kind).collect::<Vec<_>>()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Team {
+    fn drop(&mut self) {
+        let base = self
+            .url
+            .replace(&format!(" options=-csearch_path={}", self.schema), "");
+        let schema = self.schema.clone();
+        let _ = self.rt.block_on(async move {
+            let store = Store::connect(&base).await?;
+            store
+                .execute_batch(&format!("DROP SCHEMA {schema} CASCADE"))
+                .await
+        });
+    }
+}
+
+impl Run {
+    fn team(&self, server: &MockServer, team: &Team, args: &[&str]) -> Command {
+        let mut c = self.base(server);
+        c.env("DSH_STORAGE", &team.url).args(args);
+        c
+    }
+
+    fn submit(
+        &self,
+        server: &MockServer,
+        team: &Team,
+        session: Option<&str>,
+        text: &str,
+    ) -> String {
+        let mut args = vec!["team", "submit"];
+        if let Some(s) = session {
+            args.extend(["--session", s]);
+        }
+        args.push(text);
+        let out = self.team(server, team, &args).output().unwrap();
+        assert!(out.status.success(), "{}", crate::common::stderr(&out));
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        v["sessionId"].as_str().unwrap().to_string()
+    }
+
+    /// A worker as a child process, in a process group of its own; its stderr goes to
+    /// `<home>/<owner>.stderr`.
+    fn worker(&self, server: &MockServer, team: &Team, owner: &str, extra: &[&str]) -> Child {
+        let ttl = TTL_MS.to_string();
+        let mut args = vec![
+            "worker",
+            "--owner",
+            owner,
+            "--lease-ttl-ms",
+            &ttl,
+            "--poll-ms",
+            "50",
+        ];
+        args.extend_from_slice(extra);
+        let mut c = self.team(server, team, &args);
+        std::os::unix::process::CommandExt::process_group(&mut c, 0);
+        let log = std::fs::File::create(self.worker_log(owner)).unwrap();
+        c.stdout(Stdio::null()).stderr(log);
+        c.spawn().unwrap()
+    }
+
+    fn worker_log(&self, owner: &str) -> std::path::PathBuf {
+        self.home.path().join(format!("{owner}.stderr"))
+    }
+
+    /// Runs a worker until no input is left in its pool; returns its stderr.
+    fn worker_until_idle(&self, server: &MockServer, team: &Team, owner: &str) -> String {
+        let status = self
+            .worker(server, team, owner, &["--until-idle"])
+            .wait()
+            .unwrap();
+        let log = std::fs::read_to_string(self.worker_log(owner)).unwrap();
+        assert!(status.success(), "worker {owner}: {log}");
+        log
+    }
+}
+
+fn decoded(stored: &[StoredEvent]) -> Vec<Arc<Event>> {
+    let mut events = Vec::new();
+    for e in stored {
+        match decode_line(&e.data, events.len() as u64).unwrap().0 {
+            dsh_session::Record::Event(e) => events.push(e),
+            dsh_session::Record::Row(row) => row.expand_into(&mut events),
+        }
+    }
+    events
+}
+
+/// The invariants every stored log keeps; returns the decoded events.
+fn check_log(stored: &[StoredEvent]) -> Vec<Arc<Event>> {
+    for (i, e) in stored.iter().enumerate() {
+        assert_eq!(e.seq, i as i64 + 1, "seqs are contiguous from 1");
+    }
+    for pair in stored.windows(2) {
+        assert!(
+            pair[0].epoch <= pair[1].epoch,
+            "epochs never decrease: {pair:?}"
+        );
+    }
+    let events = decoded(stored);
+    assert_eq!(events.len(), stored.len(), "one stored row per event");
+    for (e, s) in events.iter().zip(stored) {
+        assert_eq!(e.seq as i64 + 1, s.seq, "stored seq = event seq + 1");
+        assert_eq!(e.event_type.as_str(), s.kind);
+    }
+    let mut results: HashMap<String, usize> = HashMap::new();
+    for e in &events {
+        if e.is(types::TOOL_RESULT)
+            && let Some(id) = e.data.as_value().pointer("/message/source/callId")
+            && let Some(id) = id.as_str()
+        {
+            *results.entry(id.to_string()).or_default() += 1;
+        }
+    }
+    for (id, n) in &results {
+        assert_eq!(*n, 1, "tool call {id} is closed exactly once");
+    }
+    events
+}
+
+fn answers(events: &[Arc<Event>]) -> Vec<String> {
+    events
+        .iter()
+        .filter(|e| e.is(types::ASSISTANT_MESSAGE))
+        .map(|e| e.data.as_value().to_string())
+        .collect()
+}
+
+fn kill_group(child: &Child, signal: &str) {
+    let status = Command::new("kill")
+        .arg(format!("-{signal}"))
+        .arg("--")
+        .arg(format!("-{}", child.id()))
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+fn wait_file(path: &Path) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !path.exists() {
+        assert!(
+            Instant::now() < deadline,
+            "{} never appeared",
+            path.display()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn workers_run_queued_turns_and_resume_the_session_across_workers() {
+    let Some(team) = Team::new() else { return };
+    let run = Run::new();
+    let server = MockServer::with_replies([
+        crate::common::call(
+            "call_1",
+            "bash",
+            serde_json::json!({"command": "echo one > one.txt", "description": "write"}),
+        ),
+        Reply::text("first answer"),
+        Reply::text("second answer"),
+    ])
+    .answer_untooled("Team test");
+    let session = run.submit(&server, &team, None, "first task");
+    // One worker runs the first turn and stops once nothing is left.
+    run.worker_until_idle(&server, &team, "worker-a");
+    assert_eq!(team.pending(&session), 0, "the input was consumed");
+    // Another worker continues the same session: the model sees the first turn.
+    run.submit(&server, &team, Some(&session), "second task");
+    run.worker_until_idle(&server, &team, "worker-b");
+    let stored = team.events(&session);
+    let events = check_log(&stored);
+    assert_eq!(
+        events.iter().filter(|e| e.is(types::TURN_END)).count(),
+        2,
+        "two turns ran"
+    );
+    let said = answers(&events).join("\n");
+    assert!(
+        said.contains("first answer") && said.contains("second answer"),
+        "{said}"
+    );
+    // Each turn's events carry the epoch of the lease it ran under, in order.
+    let epochs: Vec<i64> = stored.iter().map(|e| e.epoch).collect();
+    assert_eq!(epochs.first(), Some(&1));
+    assert_eq!(epochs.last(), Some(&2));
+    let requests = crate::common::loop_requests(&server);
+    let last = requests.last().unwrap().messages();
+    let text = serde_json::to_string(&last).unwrap();
+    assert!(
+        text.contains("first task")
+            && text.contains("first answer")
+            && text.contains("second task"),
+        "the second turn's request carries the first turn: {text}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(run.work.path().join("one.txt"))
+            .ok()
+            .as_deref(),
+        Some("one\n"),
+        "the tool ran in the workspace: {:?}",
+        crate::common::tool_texts(&events)
+    );
+    // `dsh team events` prints the stored records; `show` the session's state.
+    let out = run
+        .team(&server, &team, &["team", "events", &session])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).lines().count(),
+        stored.len()
+    );
+    let out = run
+        .team(&server, &team, &["team", "show", &session])
+        .output()
+        .unwrap();
+    let show: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(show["headSeq"], stored.len());
+    assert_eq!(show["turnsEnded"], 2);
+    assert_eq!(
+        show["leased"], false,
+        "a finished turn gives its lease back"
+    );
+}
+
+#[test]
+fn a_worker_killed_mid_tool_is_replaced_and_its_open_call_closed_once() {
+    let Some(team) = Team::new() else { return };
+    let run = Run::new();
+    let marker = format!("team-kill-{}", uuid::Uuid::new_v4().simple());
+    let server = MockServer::with_replies([
+        crate::common::call(
+            "call_hang",
+            "bash",
+            serde_json::json!({"command": format!("touch started; sleep 30 # {marker}"), "description": "hang"}),
+        ),
+        Reply::text("recovered"),
+    ])
+    .answer_untooled("Team test");
+    let session = run.submit(&server, &team, None, "start something long");
+    let a = run.worker(&server, &team, "worker-a", &[]);
+    wait_file(&run.work.path().join("started"));
+    // The tool runs only once its call is stored.
+    assert!(
+        team.events(&session)
+            .iter()
+            .any(|e| e.data.contains("call_hang")),
+        "the tool call is in the store before the tool runs"
+    );
+    kill_group(&a, "KILL");
+    let mut a = a;
+    let _ = a.wait();
+    run.submit(&server, &team, Some(&session), "carry on");
+    run.worker_until_idle(&server, &team, "worker-b");
+    let stored = team.events(&session);
+    let events = check_log(&stored);
+    let closers: Vec<&Arc<Event>> = events
+        .iter()
+        .filter(|e| {
+            e.is(types::TOOL_RESULT)
+                && e.data
+                    .as_value()
+                    .pointer("/message/source/callId")
+                    .is_some_and(|id| id == "call_hang")
+        })
+        .collect();
+    assert_eq!(closers.len(), 1, "the interrupted call is closed once");
+    assert!(answers(&events).join("\n").contains("recovered"));
+    assert_eq!(team.pending(&session), 0);
+    // Nothing the killed worker started is still running.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !processes_with(&marker).is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "the killed worker's tool outlived it"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn a_frozen_worker_is_fenced_and_runs_no_tool_after_its_lease_is_taken() {
+    let Some(team) = Team::new() else { return };
+    let run = Run::new();
+    let gate = Gate::new();
+    let server = MockServer::with_replies([
+        // The frozen worker's model answer, held until the worker is frozen and replaced.
+        crate::common::call(
+            "call_zombie",
+            "bash",
+            serde_json::json!({"command": "touch zombie-ran", "description": "zombie"}),
+        )
+        .hold_after_event(0, &gate),
+        Reply::text("taken over"),
+    ])
+    .answer_untooled("Team test");
+    let session = run.submit(&server, &team, None, "first");
+    let mut a = run.worker(&server, &team, "worker-a", &[]);
+    // Worker A recorded the input and waits for the model.
+    team.wait_for(&session, "the first input recorded", |e| {
+        e.iter().any(|e| e.kind == types::USER_MESSAGE)
+    });
+    server.wait_for_requests(1, Duration::from_secs(30));
+    kill_group(&a, "STOP");
+    run.submit(&server, &team, Some(&session), "second");
+    run.worker_until_idle(&server, &team, "worker-b");
+    // A wakes up and gets its model answer: it must not run the tool. Its turn ends fenced
+    // and the worker says so (it keeps polling: no input is left for it).
+    gate.open();
+    kill_group(&a, "CONT");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let a_log = loop {
+        let log = std::fs::read_to_string(run.worker_log("worker-a")).unwrap();
+        if log.contains("was taken over") {
+            break log;
+        }
+        assert!(Instant::now() < deadline, "worker A never noticed: {log}");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    kill_group(&a, "KILL");
+    let _ = a.wait();
+    assert!(
+        !run.work.path().join("zombie-ran").exists(),
+        "the fenced worker ran a tool; its stderr: {a_log}"
+    );
+    let stored = team.events(&session);
+    let events = check_log(&stored);
+    assert!(answers(&events).join("\n").contains("taken over"));
+    assert!(
+        !stored.iter().any(|e| e.data.contains("call_zombie")),
+        "nothing of the fenced turn reached the store"
+    );
+}

@@ -1,0 +1,322 @@
+//! `dsh worker` and `dsh team`: the command lines of running dsh for a team.
+
+use std::path::Path;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use dsh_store_pg::Store;
+use serde_json::json;
+
+use crate::worker::{WorkerOptions, read_events};
+
+/// The environment variable naming the team store when `--storage` is not given.
+pub const STORAGE_ENV: &str = "DSH_STORAGE";
+
+/// The pool input goes to, and workers take from, unless `--pool` says otherwise.
+pub const DEFAULT_POOL: &str = "default";
+
+const DEFAULT_LEASE_TTL_MS: u64 = 10_000;
+const DEFAULT_POLL_MS: u64 = 250;
+
+pub const WORKER_HELP: &str = "\
+Usage: dsh worker [options]
+
+Runs the turns of sessions kept in a PostgreSQL team store: claims a session of its pool that
+has input waiting, holds its lease while one turn runs (`dsh headless` with the session's log),
+records every event in the store, and takes the next one. Any number of workers may share a
+pool; a session whose worker died is claimed again once its lease expires, and the open turn
+is closed as after a crash.
+
+Options:
+  --storage <url>        the team store (postgres://user@host/db); default $DSH_STORAGE
+  --pool <name>          the pool to take work from (default: default)
+  --owner <name>         this worker's name in leases (default: <hostname>-<pid>)
+  --lease-ttl-ms <ms>    how long a lease lasts without renewal (default 10000; renewed
+                         every third of it)
+  --poll-ms <ms>         how often an idle worker looks for input (default 250)
+  --until-idle           stop once the pool has no input left (waiting or being run)
+";
+
+pub const TEAM_HELP: &str = "\
+Usage: dsh team <command> [options]
+
+The PostgreSQL team store that `dsh worker` runs sessions from.
+
+Commands:
+  migrate                   create or update the store's tables
+  submit [--session <id>] <text>
+                            queue <text> as the next input of a session (a new one when no
+                            --session); prints {\"sessionId\":…,\"inboxId\":…}
+  events <id> [--after <seq>] [--meta]
+                            print a session's stored events as JSON lines (the records of its
+                            log); --meta wraps each as {\"seq\":…,\"epoch\":…,\"record\":…}
+  show <id>                 print a session's row: head seq, lease owner and epoch, pending
+                            input
+
+Options (every command):
+  --storage <url>           the team store; default $DSH_STORAGE
+  --pool <name>             the pool input is queued on (default: default)
+";
+
+/// Runs `dsh worker …` (`command` = `worker`) or `dsh team …` (`team`).
+pub fn run(home: &Path, command: &str, args: &[String]) -> ExitCode {
+    let parsed = match Args::parse(args) {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    if parsed.help {
+        let help = if command == "worker" {
+            WORKER_HELP
+        } else {
+            TEAM_HELP
+        };
+        print!("{help}");
+        return ExitCode::SUCCESS;
+    }
+    let Some(url) = parsed
+        .storage
+        .clone()
+        .or_else(|| dsh_host::environ::secret_var(STORAGE_ENV).filter(|s| !s.is_empty()))
+    else {
+        eprintln!("error: no team store: pass --storage postgres://… or set {STORAGE_ENV}");
+        return ExitCode::from(1);
+    };
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("dsh: cannot start the async runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let result = runtime.block_on(async {
+        if command == "worker" {
+            worker(home, &url, parsed).await
+        } else {
+            team(&url, parsed).await
+        }
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("dsh {command}: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+#[derive(Default)]
+struct Args {
+    help: bool,
+    storage: Option<String>,
+    pool: Option<String>,
+    owner: Option<String>,
+    session: Option<String>,
+    lease_ttl_ms: Option<u64>,
+    poll_ms: Option<u64>,
+    after: Option<i64>,
+    until_idle: bool,
+    meta: bool,
+    positional: Vec<String>,
+}
+
+impl Args {
+    fn parse(args: &[String]) -> Result<Self, String> {
+        let mut out = Args::default();
+        let mut i = 0;
+        while i < args.len() {
+            let arg = args[i].as_str();
+            let (name, inline) = match arg.split_once('=') {
+                Some((n, v)) if n.starts_with("--") => (n, Some(v.to_string())),
+                _ => (arg, None),
+            };
+            let mut value = |what: &str| -> Result<String, String> {
+                if let Some(v) = inline.clone() {
+                    return Ok(v);
+                }
+                i += 1;
+                args.get(i)
+                    .cloned()
+                    .ok_or_else(|| format!("option '{name} <{what}>' argument missing"))
+            };
+            let number = |v: String, flag: &str| -> Result<u64, String> {
+                v.parse()
+                    .map_err(|_| format!("{flag} takes a whole number, not {v:?}"))
+            };
+            match name {
+                "-h" | "--help" => out.help = true,
+                "--storage" => out.storage = Some(value("url")?),
+                "--pool" => out.pool = Some(value("name")?),
+                "--owner" => out.owner = Some(value("name")?),
+                "--session" => out.session = Some(value("id")?),
+                "--lease-ttl-ms" => out.lease_ttl_ms = Some(number(value("ms")?, name)?),
+                "--poll-ms" => out.poll_ms = Some(number(value("ms")?, name)?),
+                "--after" => {
+                    let v = value("seq")?;
+                    out.after = Some(
+                        v.parse()
+                            .map_err(|_| format!("--after takes a seq number, not {v:?}"))?,
+                    );
+                }
+                "--until-idle" => out.until_idle = true,
+                "--meta" => out.meta = true,
+                "--" => {
+                    out.positional.extend(args[i + 1..].iter().cloned());
+                    break;
+                }
+                _ if arg.starts_with('-') && arg.len() > 1 => {
+                    return Err(format!("unknown option {arg}"));
+                }
+                _ => out.positional.push(arg.to_string()),
+            }
+            i += 1;
+        }
+        Ok(out)
+    }
+
+    fn pool(&self) -> String {
+        self.pool
+            .clone()
+            .unwrap_or_else(|| DEFAULT_POOL.to_string())
+    }
+}
+
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .ok()
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "worker".into())
+}
+
+async fn worker(home: &Path, url: &str, args: Args) -> Result<(), String> {
+    if let Some(extra) = args.positional.first() {
+        return Err(format!(
+            "unexpected argument {extra:?} (see dsh worker --help)"
+        ));
+    }
+    let owner = args
+        .owner
+        .clone()
+        .unwrap_or_else(|| format!("{}-{}", hostname(), std::process::id()));
+    if owner.is_empty() {
+        return Err("--owner must not be empty".into());
+    }
+    let lease_ttl = Duration::from_millis(args.lease_ttl_ms.unwrap_or(DEFAULT_LEASE_TTL_MS));
+    if lease_ttl < Duration::from_millis(300) {
+        return Err("--lease-ttl-ms must be at least 300".into());
+    }
+    let dsh = std::env::current_exe()
+        .map_err(|e| format!("cannot find the dsh executable to run turns with: {e}"))?;
+    let options = WorkerOptions {
+        url: url.to_string(),
+        pool: args.pool(),
+        scratch: home.join("team").join(crate::safe_segment(&owner)),
+        owner,
+        lease_ttl,
+        poll: Duration::from_millis(args.poll_ms.unwrap_or(DEFAULT_POLL_MS).max(1)),
+        until_idle: args.until_idle,
+        dsh,
+    };
+    crate::worker::run(&options)
+        .await
+        .map_err(|e| e.to_string())
+}
+
+async fn team(url: &str, args: Args) -> Result<(), String> {
+    let Some(command) = args.positional.first().cloned() else {
+        return Err("a command is missing (see dsh team --help)".into());
+    };
+    let mut store = Store::connect(url).await.map_err(|e| e.to_string())?;
+    store.migrate().await.map_err(|e| e.to_string())?;
+    let rest = &args.positional[1..];
+    let one = |what: &str| -> Result<&String, String> {
+        match rest {
+            [only] => Ok(only),
+            [] => Err(format!("dsh team {command} needs {what}")),
+            [_, extra, ..] => Err(format!("unexpected argument {extra:?}")),
+        }
+    };
+    match command.as_str() {
+        "migrate" => Ok(()),
+        "submit" => {
+            let text = one("the text to queue")?;
+            let session = match &args.session {
+                Some(id) => {
+                    store.session(id).await.map_err(|e| e.to_string())?;
+                    id.clone()
+                }
+                None => {
+                    let id = format!("session-{}", uuid::Uuid::new_v4());
+                    store
+                        .create_session(&id, None)
+                        .await
+                        .map_err(|e| e.to_string())?;
+                    id
+                }
+            };
+            let inbox = store
+                .enqueue(&session, &args.pool(), &json!({"text": text}))
+                .await
+                .map_err(|e| e.to_string())?;
+            println!("{}", json!({"sessionId": session, "inboxId": inbox}));
+            Ok(())
+        }
+        "events" => {
+            let id = one("a session id")?;
+            store.session(id).await.map_err(|e| e.to_string())?;
+            let mut after = args.after.unwrap_or(0);
+            loop {
+                let page = store
+                    .read(id, after, 1000)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                let Some(last) = page.last() else { break };
+                after = last.seq;
+                let mut out = String::new();
+                for e in &page {
+                    if args.meta {
+                        out.push_str(&format!(
+                            "{{\"seq\":{},\"epoch\":{},\"record\":{}}}\n",
+                            e.seq, e.epoch, e.data
+                        ));
+                    } else {
+                        out.push_str(&e.data);
+                        out.push('\n');
+                    }
+                }
+                print!("{out}");
+            }
+            Ok(())
+        }
+        "show" => {
+            let id = one("a session id")?;
+            let row = store.session(id).await.map_err(|e| e.to_string())?;
+            let pending = store.pending(id).await.map_err(|e| e.to_string())?;
+            let events = read_events(&store, id).await.map_err(|e| e.to_string())?;
+            let turns = events
+                .iter()
+                .filter(|e| e.is(dsh_session::types::TURN_END))
+                .count();
+            println!(
+                "{}",
+                json!({
+                    "sessionId": row.id,
+                    "headSeq": row.head_seq,
+                    "leaseOwner": row.lease_owner,
+                    "leaseEpoch": row.lease_epoch,
+                    "leased": row.leased,
+                    "pendingInput": pending.len(),
+                    "turnsEnded": turns,
+                })
+            );
+            Ok(())
+        }
+        other => Err(format!("unknown command {other:?} (see dsh team --help)")),
+    }
+}

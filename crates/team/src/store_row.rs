@@ -1,0 +1,307 @@
+//! The `dsh-team-session-store` row: a turn that a team worker runs records its session in
+//! PostgreSQL, under the lease the worker claimed, and never runs a tool the database has not
+//! seen asked for.
+//!
+//! * **Mirror.** Every event of the leased session (the repair closers and end-seed a resumed
+//!   log gets at creation, then each appended event) is queued for the appender, which writes
+//!   batches with [`Store::append_batch`]: one fenced transaction each, checking the lease's
+//!   owner, epoch and expiry and the head seq. Event `seq` n is stored as seq n + 1. The
+//!   first batch carries the session header; the batch holding the turn's `user/message`
+//!   marks the inbox rows the worker handed over consumed, in the same transaction.
+//! * **Tools wait for the log.** `tools/execute` (waterfall, global) first waits until every
+//!   event appended so far is committed; the tool call the model asked for is then in the
+//!   database under a live lease before its body starts. `session/flush` waits the same way.
+//! * **Fenced means gone.** The lease is renewed every third of its TTL. A renewal refused,
+//!   no successful renewal for a whole TTL, or an append refused as fenced or behind the head:
+//!   every process group this process started is killed and the process exits with
+//!   [`FENCED_EXIT`] at once. Nothing it does after that can reach the log or the workspace.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use dsh_kernel::{BoxError, Context, ListenOptions, Plugin, PluginConfig};
+use dsh_session::{
+    AppendedEvent, AssignedSessionId, Event, LiveSession, RecordFormat, SessionAppended,
+    SessionCreated, SessionFlush, types, write_event,
+};
+use dsh_store_pg::{Batch, Lease, LeaseKeeper, NewEvent, Store, StoreError};
+use dsh_tools::Execute;
+use serde::Deserialize;
+use tokio::sync::{mpsc, oneshot};
+
+/// The row's plugin name.
+pub const PLUGIN_NAME: &str = "dsh-team-session-store";
+
+/// Exit status of a turn whose lease was lost (`EX_TEMPFAIL`): the worker stops, another
+/// worker owns the session now.
+pub const FENCED_EXIT: i32 = 75;
+
+/// The row's config, written by the worker into the turn's patch.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct StoreRowConfig {
+    /// The PostgreSQL connection string.
+    pub url: String,
+    /// The session this turn runs.
+    pub session: String,
+    /// The lease the worker claimed: its owner and epoch.
+    pub owner: String,
+    pub epoch: i64,
+    /// The lease's time to live.
+    pub lease_ttl_ms: u64,
+    /// Inbox rows this turn records (as its `user/message`).
+    #[serde(default)]
+    pub consumes: Vec<i64>,
+}
+
+/// The row.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct TeamSessionStorePlugin;
+
+enum Msg {
+    Created(String, Vec<Arc<Event>>),
+    Appended(Arc<Event>),
+    Flush(oneshot::Sender<()>),
+}
+
+impl Plugin for TeamSessionStorePlugin {
+    fn name(&self) -> &'static str {
+        PLUGIN_NAME
+    }
+
+    fn apply(&self, ctx: &Context, config: &PluginConfig) -> Result<(), BoxError> {
+        let config: StoreRowConfig = config.parse()?;
+        if tokio::runtime::Handle::try_current().is_err() {
+            return Err(format!("{PLUGIN_NAME} must be loaded inside a tokio runtime").into());
+        }
+        ctx.provide(Arc::new(AssignedSessionId(config.session.clone())))?;
+        let (tx, rx) = mpsc::unbounded_channel();
+        let tx = Arc::new(Mutex::new(Some(tx)));
+        ctx.spawn(appender(config.clone(), rx))?;
+
+        let id = config.session.clone();
+        let sender = tx.clone();
+        ctx.on_emit::<SessionCreated>(ListenOptions::GLOBAL, move |session: &Arc<LiveSession>| {
+            if session.id() == id {
+                let header = session.header().to_value().to_string();
+                send(&sender, Msg::Created(header, session.events()));
+            }
+            Ok(())
+        })?;
+        let id = config.session.clone();
+        let sender = tx.clone();
+        ctx.on_emit::<SessionAppended>(ListenOptions::GLOBAL, move |a: &AppendedEvent| {
+            if a.session.id() == id {
+                send(&sender, Msg::Appended(a.event.clone()));
+            }
+            Ok(())
+        })?;
+        let id = config.session.clone();
+        let sender = tx.clone();
+        ctx.on_parallel::<SessionFlush>(ListenOptions::GLOBAL, move |session| {
+            let mine = session.id() == id;
+            let sender = sender.clone();
+            Box::pin(async move {
+                if mine {
+                    committed(&sender).await?;
+                }
+                Ok(())
+            })
+        })?;
+        ctx.on_waterfall::<Execute>(ListenOptions::GLOBAL, move |_exec, next| {
+            let sender = tx.clone();
+            Box::pin(async move {
+                committed(&sender).await?;
+                next.run().await
+            })
+        })?;
+        Ok(())
+    }
+}
+
+fn send(sender: &Mutex<Option<mpsc::UnboundedSender<Msg>>>, msg: Msg) {
+    let guard = sender.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(tx) = guard.as_ref() {
+        let _ = tx.send(msg);
+    }
+}
+
+/// Waits until everything queued so far is committed. The appender answers only after a
+/// successful commit; when it cannot, the process is already on its way out.
+async fn committed(sender: &Mutex<Option<mpsc::UnboundedSender<Msg>>>) -> Result<(), BoxError> {
+    let (done, wait) = oneshot::channel();
+    send(sender, Msg::Flush(done));
+    wait.await.map_err(|_| {
+        BoxError::from("the team session store stopped: this turn can record nothing more")
+    })
+}
+
+/// Ends the process: the lease is lost or the log cannot be kept. Every process group
+/// started for a tool dies first.
+fn fenced(reason: &str) -> ! {
+    dsh_process::kill_every_group();
+    eprintln!("dsh: {reason}; stopping this turn and every process it started");
+    std::process::exit(FENCED_EXIT);
+}
+
+/// An event's record, as the JSONL log writes it.
+fn record(event: &Event) -> NewEvent {
+    let mut data = String::new();
+    write_event(&mut data, event, RecordFormat::Full);
+    NewEvent {
+        kind: event.event_type.as_str().to_string(),
+        data,
+    }
+}
+
+async fn connect(config: &StoreRowConfig) -> Store {
+    match Store::connect(&config.url).await {
+        Ok(s) => s,
+        Err(e) => fenced(&format!("cannot reach the team store: {e}")),
+    }
+}
+
+/// Owns the lease for this turn and writes the session's events in order.
+async fn appender(config: StoreRowConfig, mut rx: mpsc::UnboundedReceiver<Msg>) {
+    let ttl = Duration::from_millis(config.lease_ttl_ms);
+    let lease = Lease {
+        session: config.session.clone(),
+        owner: config.owner.clone(),
+        epoch: config.epoch,
+    };
+    let mut store = connect(&config).await;
+    let keeper_store = connect(&config).await;
+    // The worker took the lease a moment ago; renewing now starts this process's own count.
+    let sent = tokio::time::Instant::now();
+    match keeper_store.renew(&lease, ttl).await {
+        Ok(true) => {}
+        Ok(false) => fenced(&format!(
+            "the lease of session {} (epoch {}) was already taken over",
+            lease.session, lease.epoch
+        )),
+        Err(e) => fenced(&format!(
+            "cannot renew the lease of session {}: {e}",
+            lease.session
+        )),
+    }
+    let keeper = LeaseKeeper::start(keeper_store, lease.clone(), ttl, sent);
+    let lost = keeper.fenced().clone();
+    tokio::spawn(async move {
+        lost.cancelled().await;
+        fenced("the lease of this session was lost (taken over, or not renewed in time)");
+    });
+    let row = match store.session(&lease.session).await {
+        Ok(row) => row,
+        Err(e) => fenced(&format!("cannot read session {}: {e}", lease.session)),
+    };
+    let mut head = row.head_seq;
+    // A session's first batch carries its header: until the session exists here, nothing
+    // is written.
+    let mut header_stored = row.header.is_some();
+    let mut header: Option<String> = None;
+    let mut consumes = config.consumes.clone();
+    let mut queue: Vec<Arc<Event>> = Vec::new();
+    let mut waiting: Vec<oneshot::Sender<()>> = Vec::new();
+    while let Some(first) = rx.recv().await {
+        let mut next = Some(first);
+        while let Some(msg) = next.take().or_else(|| rx.try_recv().ok()) {
+            match msg {
+                Msg::Created(h, events) => {
+                    header = Some(h);
+                    let stored = usize::try_from(head).unwrap_or(usize::MAX);
+                    if events.len() < stored {
+                        fenced(&format!(
+                            "session {} has {} events here but {head} in the team store",
+                            lease.session,
+                            events.len()
+                        ));
+                    }
+                    for e in events {
+                        enqueue(&mut queue, head, e, &lease.session);
+                    }
+                }
+                Msg::Appended(e) => enqueue(&mut queue, head, e, &lease.session),
+                Msg::Flush(done) => waiting.push(done),
+            }
+        }
+        if !header_stored && header.is_none() {
+            continue;
+        }
+        if !queue.is_empty() {
+            let batch_header = if header_stored { None } else { header.clone() };
+            head = write(
+                &config.url,
+                &mut store,
+                &lease,
+                head,
+                &queue,
+                batch_header,
+                &mut consumes,
+            )
+            .await;
+            header_stored = true;
+            queue.clear();
+        }
+        for done in waiting.drain(..) {
+            let _ = done.send(());
+        }
+    }
+    drop(keeper);
+}
+
+/// Queues `event` when it is the next one not stored or queued yet (a resumed log's events
+/// reach the row both with the session and one by one); a gap ends the turn.
+fn enqueue(queue: &mut Vec<Arc<Event>>, head: i64, event: Arc<Event>, session: &str) {
+    let next = head + i64::try_from(queue.len()).unwrap_or(i64::MAX);
+    let seq = i64::try_from(event.seq).unwrap_or(i64::MAX);
+    if seq == next {
+        queue.push(event);
+    } else if seq > next {
+        fenced(&format!(
+            "session {session}: event seq {seq} arrived before seq {next}; the log cannot be kept in order"
+        ));
+    }
+}
+
+/// Writes `events` (seqs `head`, `head + 1`, …) in one fenced transaction; returns the new
+/// head. A connection error is retried until the lease keeper gives up.
+async fn write(
+    url: &str,
+    store: &mut Store,
+    lease: &Lease,
+    head: i64,
+    events: &[Arc<Event>],
+    header: Option<String>,
+    consumes: &mut Vec<i64>,
+) -> i64 {
+    let consumed = match events.iter().position(|e| e.is(types::USER_MESSAGE)) {
+        Some(index) if !consumes.is_empty() => consumes.iter().map(|id| (*id, index)).collect(),
+        _ => Vec::new(),
+    };
+    let batch = Batch {
+        events: events.iter().map(|e| record(e)).collect(),
+        consumed,
+        header,
+    };
+    loop {
+        match store.append_batch(lease, head, &batch).await {
+            Ok(new_head) => {
+                if !batch.consumed.is_empty() {
+                    consumes.clear();
+                }
+                return new_head;
+            }
+            Err(e @ (StoreError::Fenced { .. } | StoreError::HeadMoved { .. })) => {
+                fenced(&e.to_string())
+            }
+            Err(StoreError::Db(e)) if e.is_closed() => {
+                tracing::warn!("the team store connection closed: {e}; reconnecting");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                if let Ok(s) = Store::connect(url).await {
+                    *store = s;
+                }
+            }
+            Err(e) => fenced(&format!("cannot record session {}: {e}", lease.session)),
+        }
+    }
+}

@@ -1,0 +1,262 @@
+//! `dsh worker`: claims runnable sessions of a pool from PostgreSQL and runs one turn of each
+//! in a child `dsh headless` process.
+//!
+//! For each claim (the lease is taken in the claiming statement):
+//! 1. the session's header and events are read from the store and written as a local log in a
+//!    private scratch directory; loading it there repairs a turn a dead worker left open (the
+//!    closers then reach the store as this turn's first events);
+//! 2. the oldest pending input becomes the turn's task; a patch points the child's session
+//!    persistence at the scratch directory and adds the [`crate::store_row`] row with the
+//!    lease, so the child records everything in the store and fences itself;
+//! 3. when the child ends the lease is released (a no-op when it was lost) and the scratch
+//!    directory removed. A child that dies with its parent (`PR_SET_PDEATHSIG`) leaves the
+//!    lease to expire; the next claim repairs the session.
+
+use std::path::{Path, PathBuf};
+use std::process::{ExitStatus, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+use dsh_persistence::{ChunkPacking, Compression, SessionFiles};
+use dsh_session::{Event, decode_line, parse_header_line};
+use dsh_store_pg::{Lease, Store, StoreError};
+use serde_json::{Value, json};
+
+use crate::store_row::{FENCED_EXIT, PLUGIN_NAME};
+
+/// How a worker runs.
+#[derive(Clone, Debug)]
+pub struct WorkerOptions {
+    pub url: String,
+    pub pool: String,
+    pub owner: String,
+    pub lease_ttl: Duration,
+    /// How often an idle worker looks for input.
+    pub poll: Duration,
+    /// Where turns keep their local copy of a session's log (one directory per turn).
+    pub scratch: PathBuf,
+    /// Stop once the pool has no input left (none waiting, none being run) instead of
+    /// waiting for more.
+    pub until_idle: bool,
+    /// The `dsh` executable a turn runs.
+    pub dsh: PathBuf,
+}
+
+/// Why a worker stopped.
+#[derive(Debug)]
+pub struct WorkerError(pub String);
+
+impl std::fmt::Display for WorkerError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+fn db(e: StoreError) -> WorkerError {
+    WorkerError(format!("team store: {e}"))
+}
+
+/// Runs the worker loop until input runs out (`until_idle`) or forever.
+pub async fn run(options: &WorkerOptions) -> Result<(), WorkerError> {
+    let mut store = Store::connect(&options.url).await.map_err(db)?;
+    store.migrate().await.map_err(db)?;
+    std::fs::create_dir_all(&options.scratch).map_err(|e| {
+        WorkerError(format!(
+            "cannot create the scratch directory {}: {e}",
+            options.scratch.display()
+        ))
+    })?;
+    loop {
+        let lease = match store
+            .claim(&options.pool, &options.owner, options.lease_ttl)
+            .await
+        {
+            Ok(Some(lease)) => lease,
+            Ok(None)
+                if options.until_idle && store.backlog(&options.pool).await.map_err(db)? == 0 =>
+            {
+                return Ok(());
+            }
+            Ok(None) => {
+                tokio::time::sleep(options.poll).await;
+                continue;
+            }
+            Err(e) if is_connection(&e) => {
+                eprintln!("dsh worker: {}; reconnecting", db(e));
+                tokio::time::sleep(options.poll).await;
+                if let Ok(s) = Store::connect(&options.url).await {
+                    store = s;
+                }
+                continue;
+            }
+            Err(e) => return Err(db(e)),
+        };
+        let outcome = turn(&store, options, &lease).await;
+        if let Err(e) = store.release(&lease).await {
+            eprintln!("dsh worker: cannot release session {}: {e}", lease.session);
+        }
+        match outcome {
+            Ok(status) if status.success() => {}
+            Ok(status) if status.code() == Some(FENCED_EXIT) => {
+                eprintln!(
+                    "dsh worker: session {} was taken over (epoch {} fenced)",
+                    lease.session, lease.epoch
+                );
+            }
+            Ok(status) => {
+                eprintln!(
+                    "dsh worker: the turn of session {} ended with {status}",
+                    lease.session
+                );
+                // The same input would fail the same way at once: give it a moment.
+                tokio::time::sleep(options.poll.max(Duration::from_millis(500))).await;
+            }
+            Err(e) => {
+                eprintln!("dsh worker: session {}: {e}", lease.session);
+                tokio::time::sleep(options.poll.max(Duration::from_millis(500))).await;
+            }
+        }
+    }
+}
+
+fn is_connection(e: &StoreError) -> bool {
+    matches!(e, StoreError::Db(db) if db.is_closed())
+}
+
+/// Runs one turn of the claimed session; `Ok` is the child's exit status.
+async fn turn(
+    store: &Store,
+    options: &WorkerOptions,
+    lease: &Lease,
+) -> Result<ExitStatus, WorkerError> {
+    let pending = store.pending(&lease.session).await.map_err(db)?;
+    let Some(input) = pending.first() else {
+        return Err(WorkerError(
+            "no pending input (it was recorded meanwhile)".into(),
+        ));
+    };
+    let task = input_text(&input.body)?;
+    let dir = options
+        .scratch
+        .join(format!("turn-{}", uuid::Uuid::new_v4().simple()));
+    let sessions = dir.join("sessions");
+    // Private: the patch names the store, password included when the URL has one.
+    std::os::unix::fs::DirBuilderExt::mode(&mut std::fs::DirBuilder::new(), 0o700)
+        .create(&dir)
+        .map_err(|e| WorkerError(format!("cannot create {}: {e}", dir.display())))?;
+    let resume = materialize(store, &lease.session, &sessions).await?;
+    let patch = dir.join("team.patch.yml");
+    let row = json!([
+        {"id": "session-persistence-jsonl", "config": {
+            "root": sessions.display().to_string(),
+            "compression": "none",
+        }},
+        {"insert": [{
+            "id": "team-session-store",
+            "name": PLUGIN_NAME,
+            "config": {
+                "url": options.url,
+                "session": lease.session,
+                "owner": lease.owner,
+                "epoch": lease.epoch,
+                "leaseTtlMs": u64::try_from(options.lease_ttl.as_millis()).unwrap_or(u64::MAX),
+                "consumes": [input.id],
+            },
+        }]},
+    ]);
+    std::fs::write(&patch, row.to_string())
+        .map_err(|e| WorkerError(format!("cannot write {}: {e}", patch.display())))?;
+    let mut command = tokio::process::Command::new(&options.dsh);
+    command.arg("headless").arg("--patch").arg(&patch);
+    if resume {
+        command.arg("--session-id").arg(&lease.session);
+    }
+    // The turn starts from the worker's launching environment, credentials included (this
+    // process moved them out of its own environment at start).
+    command.envs(dsh_host::environ::captured_secrets());
+    command
+        .arg("--")
+        .arg(task)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true);
+    // SAFETY: between fork and exec the closure makes one system call (prctl), which is
+    // async-signal-safe, and allocates nothing.
+    #[allow(unsafe_code)]
+    unsafe {
+        command.pre_exec(|| {
+            rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))
+                .map_err(std::io::Error::from)
+        });
+    }
+    let status = command
+        .status()
+        .await
+        .map_err(|e| WorkerError(format!("cannot start {}: {e}", options.dsh.display())));
+    let _ = std::fs::remove_dir_all(&dir);
+    status
+}
+
+/// The text a queued input carries.
+fn input_text(body: &Value) -> Result<String, WorkerError> {
+    body.get("text")
+        .and_then(Value::as_str)
+        .map(str::to_string)
+        .ok_or_else(|| WorkerError(format!("queued input has no `text`: {body}")))
+}
+
+/// Writes the stored session as a local log under `root`; `false` when it has no events
+/// yet (the turn starts it fresh under its assigned id).
+async fn materialize(store: &Store, session: &str, root: &Path) -> Result<bool, WorkerError> {
+    let row = store.session(session).await.map_err(db)?;
+    let Some(header_text) = row.header else {
+        if row.head_seq == 0 {
+            return Ok(false);
+        }
+        return Err(WorkerError(format!(
+            "session {session} has {} events but no header in the team store",
+            row.head_seq
+        )));
+    };
+    let header = parse_header_line(&header_text)
+        .map_err(|e| WorkerError(format!("session {session}: stored header: {e}")))?;
+    let events = read_events(store, session).await?;
+    let root = root.to_path_buf();
+    let id = session.to_string();
+    tokio::task::spawn_blocking(move || {
+        let files = SessionFiles::new(&root, Compression::None, ChunkPacking::Unpacked);
+        let created = files.create(&header, &events).map(|_| ());
+        files.release(&id);
+        created
+    })
+    .await
+    .map_err(|e| WorkerError(format!("materializing session {session}: {e}")))?
+    .map_err(|e| WorkerError(format!("materializing session {session}: {e}")))?;
+    Ok(true)
+}
+
+/// Every stored event of `session`, decoded, in seq order.
+pub async fn read_events(store: &Store, session: &str) -> Result<Vec<Arc<Event>>, WorkerError> {
+    let mut events: Vec<Arc<Event>> = Vec::new();
+    let mut after = 0;
+    loop {
+        let page = store.read(session, after, 1000).await.map_err(db)?;
+        let Some(last) = page.last() else { break };
+        after = last.seq;
+        for stored in &page {
+            let next = events.len() as u64;
+            let (record, _) = decode_line(&stored.data, next).map_err(|e| {
+                WorkerError(format!(
+                    "session {session}: stored event {}: {e}",
+                    stored.seq
+                ))
+            })?;
+            match record {
+                dsh_session::Record::Event(e) => events.push(e),
+                dsh_session::Record::Row(row) => row.expand_into(&mut events),
+            }
+        }
+    }
+    Ok(events)
+}
