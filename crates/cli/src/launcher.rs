@@ -43,7 +43,7 @@ pub enum Mode {
     Models {
         args: Vec<String>,
     },
-    /// `dsh worker …` and `dsh team …`: running sessions from a PostgreSQL team store.
+    /// `dsh worker …`, `dsh serve …` and `dsh team …`: sessions in a PostgreSQL team store.
     Team {
         command: String,
         args: Vec<String>,
@@ -99,8 +99,10 @@ Commands:
                          endpoints; `dsh models --help`)
   worker [options]       run sessions from a PostgreSQL team store, one turn at a time
                          under a lease (`dsh worker --help`)
-  team <command>         the team store: queue input, read a session's events
-                         (`dsh team --help`)
+  serve [options]        an HTTP gateway to the team store: accounts, sessions, input and
+                         event streams resumed by Last-Event-ID (`dsh serve --help`)
+  team <command>         the team store: queue input, read a session's events, add
+                         accounts (`dsh team --help`)
   headless [args...]     the headless app: one task, the answer on stdout (short for
                          --profile headless; `dsh headless --help` for its options)
   web [args...]          short for --profile web
@@ -241,7 +243,7 @@ pub fn parse_with(argv: &[String], is_profile: &dyn Fn(&str) -> bool) -> Result<
                     args: rest[1..].to_vec(),
                 });
             }
-            Some(command @ ("worker" | "team")) => {
+            Some(command @ ("worker" | "team" | "serve")) => {
                 return Ok(Mode::Team {
                     command: command.to_string(),
                     args: rest[1..].to_vec(),
@@ -251,7 +253,7 @@ pub fn parse_with(argv: &[String], is_profile: &dyn Fn(&str) -> bool) -> Result<
         }
     } else if matches!(
         rest.first().map(String::as_str),
-        Some("acp" | "sessions" | "memory" | "plugin" | "models" | "worker" | "team")
+        Some("acp" | "sessions" | "memory" | "plugin" | "models" | "worker" | "team" | "serve")
     ) {
         return Err(usage(format!(
             "{} takes none of --profile, --patch, --dump-config or --dump-default-config",

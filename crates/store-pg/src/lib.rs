@@ -76,6 +76,15 @@ CREATE INDEX dsh_inbox_pending ON dsh_inbox (pool, session_id, id) WHERE consume
     "
 ALTER TABLE dsh_sessions ADD COLUMN header json;
 ",
+    "
+CREATE TABLE dsh_users (
+    name         text PRIMARY KEY,
+    token_sha256 text NOT NULL UNIQUE,
+    admin        boolean NOT NULL DEFAULT false,
+    created_at   timestamptz NOT NULL DEFAULT now()
+);
+ALTER TABLE dsh_sessions ADD COLUMN owner_user text REFERENCES dsh_users(name);
+",
 ];
 
 /// Why a store operation failed.
@@ -162,6 +171,16 @@ pub struct SessionRow {
     pub leased: bool,
     /// The header's JSON text, once the first writer stored it.
     pub header: Option<String>,
+    /// The account the session belongs to (`None`: created outside any account).
+    pub owner_user: Option<String>,
+}
+
+/// An account of the team store.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct User {
+    pub name: String,
+    /// Sees every session, not only its own.
+    pub admin: bool,
 }
 
 /// One connection to the store.
@@ -247,6 +266,73 @@ impl Store {
             )
             .await?;
         Ok(n == 1)
+    }
+
+    /// Creates session `id` belonging to account `user`; `false` when the id exists.
+    pub async fn create_owned_session(&self, id: &str, user: &str) -> Result<bool, StoreError> {
+        let n = self
+            .client
+            .execute(
+                "INSERT INTO dsh_sessions (id, owner_user) VALUES ($1, $2)
+                 ON CONFLICT (id) DO NOTHING",
+                &[&id, &user],
+            )
+            .await?;
+        Ok(n == 1)
+    }
+
+    /// Adds account `name` whose token hashes to `token_sha256` (hex); `false` when the name
+    /// is taken.
+    pub async fn add_user(
+        &self,
+        name: &str,
+        token_sha256: &str,
+        admin: bool,
+    ) -> Result<bool, StoreError> {
+        let n = self
+            .client
+            .execute(
+                "INSERT INTO dsh_users (name, token_sha256, admin) VALUES ($1, $2, $3)
+                 ON CONFLICT (name) DO NOTHING",
+                &[&name, &token_sha256, &admin],
+            )
+            .await?;
+        Ok(n == 1)
+    }
+
+    /// The account whose token hashes to `token_sha256`.
+    pub async fn user_by_token(&self, token_sha256: &str) -> Result<Option<User>, StoreError> {
+        let row = self
+            .client
+            .query_opt(
+                "SELECT name, admin FROM dsh_users WHERE token_sha256 = $1",
+                &[&token_sha256],
+            )
+            .await?;
+        Ok(row.map(|r| User {
+            name: r.get(0),
+            admin: r.get(1),
+        }))
+    }
+
+    /// Sessions, newest first, at most `limit`: those of account `user`, or all with `None`.
+    pub async fn sessions(
+        &self,
+        user: Option<&str>,
+        limit: i64,
+    ) -> Result<Vec<SessionRow>, StoreError> {
+        let rows = self
+            .client
+            .query(
+                "SELECT id, head_seq, lease_owner, lease_epoch,
+                        coalesce(lease_expires > now(), false), header::text, owner_user
+                   FROM dsh_sessions
+                  WHERE $1::text IS NULL OR owner_user = $1
+                  ORDER BY created_at DESC, id LIMIT $2",
+                &[&user, &limit],
+            )
+            .await?;
+        Ok(rows.iter().map(session_row).collect())
     }
 
     /// Takes the lease of `session` for `owner` when it is free or expired, for `ttl` by the
@@ -587,20 +673,26 @@ impl Store {
             .client
             .query_opt(
                 "SELECT id, head_seq, lease_owner, lease_epoch,
-                        coalesce(lease_expires > now(), false), header::text
+                        coalesce(lease_expires > now(), false), header::text, owner_user
                    FROM dsh_sessions WHERE id = $1",
                 &[&session],
             )
             .await?
             .ok_or_else(|| StoreError::NoSession(session.to_string()))?;
-        Ok(SessionRow {
-            id: row.get(0),
-            head_seq: row.get(1),
-            lease_owner: row.get(2),
-            lease_epoch: row.get(3),
-            leased: row.get(4),
-            header: row.get(5),
-        })
+        Ok(session_row(&row))
+    }
+}
+
+/// A [`SessionRow`] from its seven columns, in the order both session queries select them.
+fn session_row(row: &tokio_postgres::Row) -> SessionRow {
+    SessionRow {
+        id: row.get(0),
+        head_seq: row.get(1),
+        lease_owner: row.get(2),
+        lease_epoch: row.get(3),
+        leased: row.get(4),
+        header: row.get(5),
+        owner_user: row.get(6),
     }
 }
 

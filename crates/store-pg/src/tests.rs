@@ -391,3 +391,48 @@ async fn the_first_append_stores_the_header_once() {
     assert_eq!(a.session("t").await.unwrap().header, None);
     drop_schema(&a, &schema).await;
 }
+
+#[tokio::test]
+async fn accounts_own_their_sessions() {
+    let Some((a, schema)) = fresh().await else {
+        return;
+    };
+    assert!(a.add_user("ann", "aa11", false).await.unwrap());
+    assert!(a.add_user("root", "ff00", true).await.unwrap());
+    assert!(
+        !a.add_user("ann", "bb22", false).await.unwrap(),
+        "names are unique"
+    );
+    assert!(
+        a.add_user("bob", "aa11", false).await.is_err(),
+        "tokens are unique"
+    );
+    assert_eq!(
+        a.user_by_token("ff00").await.unwrap(),
+        Some(User {
+            name: "root".into(),
+            admin: true
+        })
+    );
+    assert_eq!(a.user_by_token("nope").await.unwrap(), None);
+    assert!(a.create_owned_session("s-ann", "ann").await.unwrap());
+    assert!(a.create_session("s-none", None).await.unwrap());
+    assert!(
+        a.create_owned_session("s-x", "nobody").await.is_err(),
+        "an unknown account"
+    );
+    let mine: Vec<String> = a
+        .sessions(Some("ann"), 10)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|r| r.id)
+        .collect();
+    assert_eq!(mine, vec!["s-ann"]);
+    assert_eq!(a.sessions(None, 10).await.unwrap().len(), 2);
+    assert_eq!(
+        a.session("s-ann").await.unwrap().owner_user.as_deref(),
+        Some("ann")
+    );
+    drop_schema(&a, &schema).await;
+}

@@ -37,6 +37,29 @@ Options:
   --until-idle           stop once the pool has no input left (waiting or being run)
 ";
 
+pub const SERVE_HELP: &str = "\
+Usage: dsh serve [options]
+
+An HTTP gateway to a PostgreSQL team store. It keeps no state of its own: run as many as you
+like, behind any load balancer. Requests carry `Authorization: Bearer <token>` of an account
+(`dsh team user add`); an account sees only its own sessions, an admin account all of them.
+
+  GET  /v1/sessions                    the caller's sessions
+  POST /v1/sessions {\"text\"}           a new session with its first input queued
+  GET  /v1/sessions/<id>               head seq, lease, pending input
+  POST /v1/sessions/<id>/messages {\"text\"}
+                                       queue the next input
+  GET  /v1/sessions/<id>/events        server-sent events (id: seq, data: the record),
+                                       resumed after Last-Event-ID (or ?after=<seq>)
+
+Options:
+  --storage <url>        the team store; default $DSH_STORAGE
+  --listen <addr:port>   where to listen (default 127.0.0.1:8787; port 0 picks one); the
+                         first line on stdout is `listening on http://<addr>`
+  --pool <name>          the pool new input is queued on (default: default)
+  --poll-ms <ms>         how often an event stream looks for new events (default 250)
+";
+
 pub const TEAM_HELP: &str = "\
 Usage: dsh team <command> [options]
 
@@ -44,14 +67,17 @@ The PostgreSQL team store that `dsh worker` runs sessions from.
 
 Commands:
   migrate                   create or update the store's tables
-  submit [--session <id>] <text>
-                            queue <text> as the next input of a session (a new one when no
-                            --session); prints {\"sessionId\":…,\"inboxId\":…}
+  submit [--session <id>] [--user <name>] <text>
+                            queue <text> as the next input of a session (a new one, of
+                            account <name> when given, without --session); prints
+                            {\"sessionId\":…,\"inboxId\":…}
   events <id> [--after <seq>] [--meta]
                             print a session's stored events as JSON lines (the records of its
                             log); --meta wraps each as {\"seq\":…,\"epoch\":…,\"record\":…}
   show <id>                 print a session's row: head seq, lease owner and epoch, pending
                             input
+  user add <name> [--admin] add an account for `dsh serve`; prints its token once (only its
+                            SHA-256 is stored)
 
 Options (every command):
   --storage <url>           the team store; default $DSH_STORAGE
@@ -95,10 +121,10 @@ pub fn run(home: &Path, command: &str, args: &[String]) -> ExitCode {
         }
     };
     let result = runtime.block_on(async {
-        if command == "worker" {
-            worker(home, &url, parsed).await
-        } else {
-            team(&url, parsed).await
+        match command {
+            "worker" => worker(home, &url, parsed).await,
+            "serve" => serve(&url, parsed).await,
+            _ => team(&url, parsed).await,
         }
     });
     match result {
@@ -122,6 +148,9 @@ struct Args {
     after: Option<i64>,
     until_idle: bool,
     meta: bool,
+    admin: bool,
+    listen: Option<String>,
+    user: Option<String>,
     positional: Vec<String>,
 }
 
@@ -165,6 +194,9 @@ impl Args {
                 }
                 "--until-idle" => out.until_idle = true,
                 "--meta" => out.meta = true,
+                "--admin" => out.admin = true,
+                "--user" => out.user = Some(value("name")?),
+                "--listen" => out.listen = Some(value("addr:port")?),
                 "--" => {
                     out.positional.extend(args[i + 1..].iter().cloned());
                     break;
@@ -228,6 +260,25 @@ async fn worker(home: &Path, url: &str, args: Args) -> Result<(), String> {
         .map_err(|e| e.to_string())
 }
 
+async fn serve(url: &str, args: Args) -> Result<(), String> {
+    if let Some(extra) = args.positional.first() {
+        return Err(format!(
+            "unexpected argument {extra:?} (see dsh serve --help)"
+        ));
+    }
+    let listen = args.listen.as_deref().unwrap_or("127.0.0.1:8787");
+    let listen = listen.parse().map_err(|_| {
+        format!("--listen takes an address and port (127.0.0.1:8787), not {listen:?}")
+    })?;
+    crate::serve::run(crate::serve::ServeOptions {
+        url: url.to_string(),
+        listen,
+        pool: args.pool(),
+        poll: Duration::from_millis(args.poll_ms.unwrap_or(DEFAULT_POLL_MS).max(1)),
+    })
+    .await
+}
+
 async fn team(url: &str, args: Args) -> Result<(), String> {
     let Some(command) = args.positional.first().cloned() else {
         return Err("a command is missing (see dsh team --help)".into());
@@ -253,10 +304,11 @@ async fn team(url: &str, args: Args) -> Result<(), String> {
                 }
                 None => {
                     let id = format!("session-{}", uuid::Uuid::new_v4());
-                    store
-                        .create_session(&id, None)
-                        .await
-                        .map_err(|e| e.to_string())?;
+                    match &args.user {
+                        Some(user) => store.create_owned_session(&id, user).await,
+                        None => store.create_session(&id, None).await,
+                    }
+                    .map_err(|e| e.to_string())?;
                     id
                 }
             };
@@ -314,6 +366,30 @@ async fn team(url: &str, args: Args) -> Result<(), String> {
                     "pendingInput": pending.len(),
                     "turnsEnded": turns,
                 })
+            );
+            Ok(())
+        }
+        "user" => {
+            let (Some(action), Some(name), None) = (rest.first(), rest.get(1), rest.get(2)) else {
+                return Err("usage: dsh team user add <name> [--admin]".into());
+            };
+            if action != "add" {
+                return Err(format!("unknown user command {action:?} (only add)"));
+            }
+            if name.is_empty() {
+                return Err("an account name must not be empty".into());
+            }
+            let token = crate::serve::new_token()?;
+            let added = store
+                .add_user(name, &crate::serve::token_hash(&token), args.admin)
+                .await
+                .map_err(|e| e.to_string())?;
+            if !added {
+                return Err(format!("account {name:?} exists already"));
+            }
+            println!(
+                "{}",
+                json!({"user": name, "admin": args.admin, "token": token})
             );
             Ok(())
         }

@@ -8,7 +8,9 @@
 //! * [`worker`]: the claim loop. It materializes a claimed session as a local log (where the
 //!   usual crash repair closes a turn a dead worker left open), runs one turn of it in a child
 //!   `dsh headless`, and releases the lease.
-//! * [`cli`]: `dsh worker` and `dsh team` (migrate, submit, events, show).
+//! * [`serve`]: `dsh serve`, a stateless HTTP gateway: accounts by bearer token, sessions
+//!   and input, and each session's events as server-sent events resumed by `Last-Event-ID`.
+//! * [`cli`]: `dsh worker`, `dsh serve` and `dsh team` (migrate, submit, events, show, user).
 //!
 //! Invariants: a session's stored seqs are contiguous from 1 and are the local log's seqs
 //! plus one; a turn's events reach the store only under the lease its worker claimed (one
@@ -19,6 +21,7 @@
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 pub mod cli;
+pub mod serve;
 pub mod store_row;
 pub mod worker;
 

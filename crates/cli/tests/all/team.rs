@@ -423,3 +423,224 @@ fn a_frozen_worker_is_fenced_and_runs_no_tool_after_its_lease_is_taken() {
         "nothing of the fenced turn reached the store"
     );
 }
+
+/// A running `dsh serve`; killed on drop.
+struct Gateway {
+    child: Child,
+    url: String,
+}
+
+impl Drop for Gateway {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Run {
+    fn gateway(&self, server: &MockServer, team: &Team) -> Gateway {
+        let mut c = self.team(
+            server,
+            team,
+            &["serve", "--listen", "127.0.0.1:0", "--poll-ms", "20"],
+        );
+        c.stdout(Stdio::piped()).stderr(Stdio::inherit());
+        let mut child = c.spawn().unwrap();
+        let mut line = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+            &mut line,
+        )
+        .unwrap();
+        let url = line
+            .trim()
+            .strip_prefix("listening on ")
+            .unwrap_or_else(|| panic!("dsh serve said {line:?}"))
+            .to_string();
+        Gateway { child, url }
+    }
+
+    fn add_user(&self, server: &MockServer, team: &Team, name: &str) -> String {
+        let out = self
+            .team(server, team, &["team", "user", "add", name])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", crate::common::stderr(&out));
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        v["token"].as_str().unwrap().to_string()
+    }
+}
+
+/// One server-sent event: its id and data.
+type Sse = (i64, String);
+
+/// Opens the event stream at `url` (resuming after `last_id` when given).
+async fn open_events(url: &str, token: &str, last_id: Option<i64>) -> reqwest::Response {
+    let client = reqwest::Client::new();
+    let mut req = client.get(url).bearer_auth(token);
+    if let Some(id) = last_id {
+        req = req.header("Last-Event-ID", id.to_string());
+    }
+    let resp = req.send().await.unwrap();
+    assert_eq!(resp.status(), 200);
+    assert_eq!(resp.headers()["content-type"], "text/event-stream");
+    resp
+}
+
+/// Reads server-sent events from `url` (resuming after `last_id` when given) until `done`.
+async fn read_events(
+    url: &str,
+    token: &str,
+    last_id: Option<i64>,
+    done: impl Fn(&[Sse]) -> bool,
+) -> Vec<Sse> {
+    collect_events(open_events(url, token, last_id).await, done).await
+}
+
+/// Reads server-sent events from an open stream until `done`.
+async fn collect_events(resp: reqwest::Response, done: impl Fn(&[Sse]) -> bool) -> Vec<Sse> {
+    use futures::StreamExt as _;
+    let mut stream = resp.bytes_stream();
+    let mut buffer = String::new();
+    let mut events: Vec<Sse> = Vec::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while !done(&events) {
+        let chunk = tokio::time::timeout_at(deadline, stream.next())
+            .await
+            .unwrap_or_else(|_| panic!("stream timed out after {} events", events.len()))
+            .expect("the stream ended")
+            .unwrap();
+        buffer.push_str(std::str::from_utf8(&chunk).unwrap());
+        while let Some(end) = buffer.find("\n\n") {
+            let block: String = buffer.drain(..end + 2).collect();
+            let mut id = None;
+            let mut data = None;
+            for line in block.lines() {
+                if let Some(v) = line.strip_prefix("id: ") {
+                    id = Some(v.parse::<i64>().unwrap());
+                } else if let Some(v) = line.strip_prefix("data: ") {
+                    data = Some(v.to_string());
+                }
+            }
+            if let (Some(id), Some(data)) = (id, data) {
+                events.push((id, data));
+            }
+        }
+    }
+    events
+}
+
+#[test]
+fn the_gateway_streams_sessions_resumes_by_last_event_id_and_keeps_accounts_apart() {
+    let Some(team) = Team::new() else { return };
+    let run = Run::new();
+    let server = MockServer::with_replies([
+        crate::common::call(
+            "call_1",
+            "bash",
+            serde_json::json!({"command": "echo hi", "description": "greet"}),
+        ),
+        Reply::text("gateway answer"),
+        Reply::text("live answer"),
+    ])
+    .answer_untooled("Team test");
+    let ann = run.add_user(&server, &team, "ann");
+    let bob = run.add_user(&server, &team, "bob");
+    let one = run.gateway(&server, &team);
+    let two = run.gateway(&server, &team);
+    let client = reqwest::Client::new();
+    let rt = &team.rt;
+    let created: Value = rt.block_on(async {
+        let resp = client
+            .post(format!("{}/v1/sessions", one.url))
+            .bearer_auth(&ann)
+            .json(&serde_json::json!({"text": "hello gateway"}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 201);
+        resp.json().await.unwrap()
+    });
+    let id = created["sessionId"].as_str().unwrap().to_string();
+    let session_url = format!("{}/v1/sessions/{id}", one.url);
+    // Another account sees nothing of it; no token gets nothing at all.
+    rt.block_on(async {
+        for url in [session_url.clone(), format!("{session_url}/events")] {
+            let resp = client.get(&url).bearer_auth(&bob).send().await.unwrap();
+            assert_eq!(resp.status(), 404, "{url}");
+            assert_eq!(client.get(&url).send().await.unwrap().status(), 401);
+            let resp = client
+                .get(&url)
+                .bearer_auth("not-a-token")
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(resp.status(), 401);
+        }
+        let resp = client
+            .post(format!("{session_url}/messages"))
+            .bearer_auth(&bob)
+            .json(&serde_json::json!({"text": "intrude"}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 404);
+        let listed: Value = client
+            .get(format!("{}/v1/sessions", one.url))
+            .bearer_auth(&bob)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(listed["sessions"], serde_json::json!([]));
+    });
+    run.worker_until_idle(&server, &team, "worker-a");
+    let stored = team.events(&id);
+    let head = stored.len() as i64;
+    let expected: Vec<Sse> = stored.iter().map(|e| (e.seq, e.data.clone())).collect();
+    // The whole log from the first gateway, byte for byte.
+    let all = rt.block_on(read_events(
+        &format!("{session_url}/events"),
+        &ann,
+        None,
+        |e| e.len() as i64 >= head,
+    ));
+    assert_eq!(all, expected);
+    // Resumed on the other gateway after a seq in the middle: the rest, once each.
+    let mid = head / 2;
+    let rest = rt.block_on(read_events(
+        &format!("{}/v1/sessions/{id}/events", two.url),
+        &ann,
+        Some(mid),
+        |e| e.last().is_some_and(|l| l.0 >= head),
+    ));
+    assert_eq!(rest, expected[mid as usize..].to_vec());
+    // Live: a stream open at the head receives the next turn as it is recorded.
+    let stream = rt.block_on(async {
+        let stream = open_events(&format!("{session_url}/events"), &ann, Some(head)).await;
+        let resp = client
+            .post(format!("{session_url}/messages"))
+            .bearer_auth(&ann)
+            .json(&serde_json::json!({"text": "and now?"}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 202);
+        stream
+    });
+    run.worker_until_idle(&server, &team, "worker-b");
+    let live = rt.block_on(collect_events(stream, |e| {
+        e.iter().any(|(_, d)| d.contains("\"turn/end\""))
+    }));
+    let stored = team.events(&id);
+    let ids: Vec<i64> = live.iter().map(|e| e.0).collect();
+    assert_eq!(
+        ids,
+        ((head + 1)..=(head + live.len() as i64)).collect::<Vec<_>>()
+    );
+    assert_eq!(live.last().map(|e| e.0), stored.last().map(|e| e.seq));
+    assert!(live.iter().any(|(_, d)| d.contains("live answer")));
+    check_log(&stored);
+}

@@ -1,0 +1,437 @@
+//! `dsh serve`: a stateless HTTP gateway to the team store. Any number of them may run; they
+//! share nothing but PostgreSQL.
+//!
+//! Every request carries `Authorization: Bearer <token>` of an account (`dsh team user add`).
+//! An account sees only its own sessions, an admin account every session; a session the
+//! caller may not see answers 404, exactly like one that does not exist.
+//!
+//! * `GET  /v1/sessions`: the caller's sessions, newest first.
+//! * `POST /v1/sessions` `{"text"}`: a new session with its first input queued (201).
+//! * `GET  /v1/sessions/{id}`: head seq, lease and pending input.
+//! * `POST /v1/sessions/{id}/messages` `{"text"}`: queues the next input (202).
+//! * `GET  /v1/sessions/{id}/events`: server-sent events, one per stored event: `id:` is its
+//!   seq, `data:` its record. Replayed from PostgreSQL after `Last-Event-ID` (or `?after=`),
+//!   then followed by polling; each event is sent once, in seq order, with no gap, whatever
+//!   the gateway or the connection did in between.
+
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt as _, Full, Limited, StreamBody};
+use hyper::body::{Frame, Incoming};
+use hyper::header::{self, HeaderValue};
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use serde_json::{Value, json};
+use tokio::net::TcpListener;
+
+use dsh_store_pg::{Store, StoreError, User};
+
+/// Largest request body (`{"text": …}`).
+const MAX_BODY_BYTES: usize = 1 << 20;
+
+/// A comment line on an idle event stream, so proxies keep it open.
+const KEEP_ALIVE: Duration = Duration::from_secs(15);
+
+/// How a gateway runs.
+#[derive(Clone, Debug)]
+pub struct ServeOptions {
+    pub url: String,
+    pub listen: SocketAddr,
+    /// The pool new input is queued on.
+    pub pool: String,
+    /// How often a followed event stream looks for new events.
+    pub poll: Duration,
+}
+
+type Body = BoxBody<Bytes, Infallible>;
+
+/// The store connection, replaced when it closes (the database restarted).
+struct Db {
+    url: String,
+    store: Mutex<Arc<Store>>,
+}
+
+impl Db {
+    fn get(&self) -> Arc<Store> {
+        self.store.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Reconnects after `error` when it means the connection is gone.
+    async fn recover(&self, error: &StoreError) {
+        if matches!(error, StoreError::Db(e) if e.is_closed())
+            && let Ok(fresh) = Store::connect(&self.url).await
+        {
+            *self.store.lock().unwrap_or_else(|p| p.into_inner()) = Arc::new(fresh);
+        }
+    }
+}
+
+struct Gateway {
+    db: Db,
+    options: ServeOptions,
+}
+
+/// Binds, prints `listening on http://<addr>` on stdout and serves until the process ends.
+pub async fn run(options: ServeOptions) -> Result<(), String> {
+    let mut store = Store::connect(&options.url)
+        .await
+        .map_err(|e| e.to_string())?;
+    store.migrate().await.map_err(|e| e.to_string())?;
+    let listener = TcpListener::bind(options.listen)
+        .await
+        .map_err(|e| format!("cannot listen on {}: {e}", options.listen))?;
+    let addr = listener.local_addr().map_err(|e| e.to_string())?;
+    println!("listening on http://{addr}");
+    let gateway = Arc::new(Gateway {
+        db: Db {
+            url: options.url.clone(),
+            store: Mutex::new(Arc::new(store)),
+        },
+        options,
+    });
+    loop {
+        let (stream, _) = match listener.accept().await {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!("serve: accept failed: {e}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        let gateway = gateway.clone();
+        tokio::spawn(async move {
+            let service = service_fn(move |req| {
+                let gateway = gateway.clone();
+                async move { Ok::<_, Infallible>(gateway.handle(req).await) }
+            });
+            let served = http1::Builder::new()
+                .timer(TokioTimer::new())
+                .header_read_timeout(Duration::from_secs(30))
+                .serve_connection(TokioIo::new(stream), service)
+                .await;
+            if let Err(e) = served {
+                tracing::debug!("serve: connection ended: {e}");
+            }
+        });
+    }
+}
+
+fn full(status: StatusCode, content_type: &'static str, body: impl Into<Bytes>) -> Response<Body> {
+    let mut resp = Response::new(Full::new(body.into()).boxed());
+    *resp.status_mut() = status;
+    resp.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    resp
+}
+
+fn json_response(status: StatusCode, value: &Value) -> Response<Body> {
+    full(status, "application/json", value.to_string())
+}
+
+fn error(status: StatusCode, message: &str) -> Response<Body> {
+    json_response(status, &json!({"error": message}))
+}
+
+fn not_found() -> Response<Body> {
+    error(StatusCode::NOT_FOUND, "no such session")
+}
+
+/// The hex SHA-256 of a token, as the store keeps it.
+pub fn token_hash(token: &str) -> String {
+    let digest = ring::digest::digest(&ring::digest::SHA256, token.as_bytes());
+    digest.as_ref().iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// A new random token (32 bytes, hex).
+pub fn new_token() -> Result<String, String> {
+    let mut bytes = [0u8; 32];
+    ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut bytes)
+        .map_err(|_| "the system random source failed".to_string())?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+impl Gateway {
+    async fn handle(self: Arc<Self>, req: Request<Incoming>) -> Response<Body> {
+        let user = match self.authenticate(&req).await {
+            Ok(Some(u)) => u,
+            Ok(None) => {
+                let mut resp = error(StatusCode::UNAUTHORIZED, "a valid bearer token is required");
+                resp.headers_mut()
+                    .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+                return resp;
+            }
+            Err(e) => return self.store_error(e).await,
+        };
+        let path = req.uri().path().to_string();
+        let parts: Vec<&str> = path.trim_matches('/').split('/').collect();
+        let result = match (req.method(), parts.as_slice()) {
+            (&Method::GET, ["v1", "sessions"]) => self.list(&user).await,
+            (&Method::POST, ["v1", "sessions"]) => self.create(&user, req).await,
+            (&Method::GET, ["v1", "sessions", id]) => {
+                let id = (*id).to_string();
+                self.show(&user, &id).await
+            }
+            (&Method::POST, ["v1", "sessions", id, "messages"]) => {
+                let id = (*id).to_string();
+                self.message(&user, &id, req).await
+            }
+            (&Method::GET, ["v1", "sessions", id, "events"]) => {
+                let id = (*id).to_string();
+                self.events(&user, &id, &req).await
+            }
+            _ => Ok(error(StatusCode::NOT_FOUND, "no such route")),
+        };
+        match result {
+            Ok(resp) => resp,
+            Err(e) => self.store_error(e).await,
+        }
+    }
+
+    async fn store_error(&self, e: StoreError) -> Response<Body> {
+        if matches!(e, StoreError::NoSession(_)) {
+            return not_found();
+        }
+        self.db.recover(&e).await;
+        tracing::warn!("serve: {e}");
+        error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the team store is unavailable",
+        )
+    }
+
+    async fn authenticate(&self, req: &Request<Incoming>) -> Result<Option<User>, StoreError> {
+        let Some(token) = req
+            .headers()
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+        else {
+            return Ok(None);
+        };
+        self.db.get().user_by_token(&token_hash(token)).await
+    }
+
+    /// Whether `user` may see session `id` (one that does not exist: no).
+    async fn visible(&self, user: &User, id: &str) -> Result<bool, StoreError> {
+        match self.db.get().session(id).await {
+            Ok(row) => Ok(user.admin || row.owner_user.as_deref() == Some(user.name.as_str())),
+            Err(StoreError::NoSession(_)) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn list(&self, user: &User) -> Result<Response<Body>, StoreError> {
+        let owner = (!user.admin).then_some(user.name.as_str());
+        let rows = self.db.get().sessions(owner, 1000).await?;
+        let list: Vec<Value> = rows
+            .iter()
+            .map(|r| json!({"sessionId": r.id, "headSeq": r.head_seq, "owner": r.owner_user}))
+            .collect();
+        Ok(json_response(StatusCode::OK, &json!({"sessions": list})))
+    }
+
+    async fn create(
+        &self,
+        user: &User,
+        req: Request<Incoming>,
+    ) -> Result<Response<Body>, StoreError> {
+        let text = match input_text(req).await {
+            Ok(t) => t,
+            Err(resp) => return Ok(resp),
+        };
+        let store = self.db.get();
+        let id = format!("session-{}", uuid::Uuid::new_v4());
+        store.create_owned_session(&id, &user.name).await?;
+        let inbox = store
+            .enqueue(&id, &self.options.pool, &json!({"text": text}))
+            .await?;
+        Ok(json_response(
+            StatusCode::CREATED,
+            &json!({"sessionId": id, "inboxId": inbox}),
+        ))
+    }
+
+    async fn show(&self, user: &User, id: &str) -> Result<Response<Body>, StoreError> {
+        if !self.visible(user, id).await? {
+            return Ok(not_found());
+        }
+        let store = self.db.get();
+        let row = store.session(id).await?;
+        let pending = store.pending(id).await?;
+        Ok(json_response(
+            StatusCode::OK,
+            &json!({
+                "sessionId": row.id,
+                "headSeq": row.head_seq,
+                "leased": row.leased,
+                "leaseEpoch": row.lease_epoch,
+                "pendingInput": pending.len(),
+                "owner": row.owner_user,
+            }),
+        ))
+    }
+
+    async fn message(
+        &self,
+        user: &User,
+        id: &str,
+        req: Request<Incoming>,
+    ) -> Result<Response<Body>, StoreError> {
+        if !self.visible(user, id).await? {
+            return Ok(not_found());
+        }
+        let text = match input_text(req).await {
+            Ok(t) => t,
+            Err(resp) => return Ok(resp),
+        };
+        let inbox = self
+            .db
+            .get()
+            .enqueue(id, &self.options.pool, &json!({"text": text}))
+            .await?;
+        Ok(json_response(
+            StatusCode::ACCEPTED,
+            &json!({"inboxId": inbox}),
+        ))
+    }
+
+    async fn events(
+        self: &Arc<Self>,
+        user: &User,
+        id: &str,
+        req: &Request<Incoming>,
+    ) -> Result<Response<Body>, StoreError> {
+        if !self.visible(user, id).await? {
+            return Ok(not_found());
+        }
+        let after = match resume_point(req) {
+            Ok(a) => a,
+            Err(message) => return Ok(error(StatusCode::BAD_REQUEST, &message)),
+        };
+        let (tx, rx) = tokio::sync::mpsc::channel::<Bytes>(16);
+        let gateway = self.clone();
+        let id = id.to_string();
+        tokio::spawn(async move { gateway.follow(&id, after, tx).await });
+        let stream = futures::stream::unfold(rx, |mut rx| async move {
+            rx.recv()
+                .await
+                .map(|chunk| (Ok::<_, Infallible>(Frame::data(chunk)), rx))
+        });
+        let mut resp = Response::new(StreamBody::new(stream).boxed());
+        let headers = resp.headers_mut();
+        headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/event-stream"),
+        );
+        headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+        Ok(resp)
+    }
+
+    /// Sends the events of `id` after seq `after` to `tx`, then each new one, until the client
+    /// goes away. The next read always starts after the last seq sent: nothing twice, no gap.
+    async fn follow(&self, id: &str, mut after: i64, tx: tokio::sync::mpsc::Sender<Bytes>) {
+        let mut idle_since = tokio::time::Instant::now();
+        loop {
+            let page = match self.db.get().read(id, after, 500).await {
+                Ok(p) => p,
+                Err(e) => {
+                    self.db.recover(&e).await;
+                    tokio::time::sleep(self.options.poll.max(Duration::from_millis(200))).await;
+                    continue;
+                }
+            };
+            if page.is_empty() {
+                if idle_since.elapsed() >= KEEP_ALIVE {
+                    if tx
+                        .send(Bytes::from_static(b": keep-alive\n\n"))
+                        .await
+                        .is_err()
+                    {
+                        return;
+                    }
+                    idle_since = tokio::time::Instant::now();
+                }
+                tokio::select! {
+                    () = tokio::time::sleep(self.options.poll) => {}
+                    () = tx.closed() => return,
+                }
+                continue;
+            }
+            let mut chunk = String::new();
+            for e in &page {
+                chunk.push_str(&format!(
+                    "id: {}\nevent: {}\ndata: {}\n\n",
+                    e.seq, e.kind, e.data
+                ));
+            }
+            if let Some(last) = page.last() {
+                after = last.seq;
+            }
+            if tx.send(Bytes::from(chunk)).await.is_err() {
+                return;
+            }
+            idle_since = tokio::time::Instant::now();
+        }
+    }
+}
+
+/// Where a stream resumes: `Last-Event-ID`, else `?after=`, else the start.
+fn resume_point(req: &Request<Incoming>) -> Result<i64, String> {
+    let header = req
+        .headers()
+        .get("last-event-id")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    let query = req.uri().query().and_then(|q| {
+        q.split('&')
+            .filter_map(|kv| kv.split_once('='))
+            .find(|(k, _)| *k == "after")
+            .map(|(_, v)| v.to_string())
+    });
+    match header.or(query) {
+        None => Ok(0),
+        Some(v) => v
+            .trim()
+            .parse::<i64>()
+            .ok()
+            .filter(|n| *n >= 0)
+            .ok_or_else(|| format!("the resume point must be an event seq, not {v:?}")),
+    }
+}
+
+/// The `text` of a JSON request body, or the response refusing it.
+async fn input_text(req: Request<Incoming>) -> Result<String, Response<Body>> {
+    let bytes = Limited::new(req.into_body(), MAX_BODY_BYTES)
+        .collect()
+        .await
+        .map_err(|_| {
+            error(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "the request body is over 1 MiB or was cut",
+            )
+        })?
+        .to_bytes();
+    let value: Value = serde_json::from_slice(&bytes).map_err(|e| {
+        error(
+            StatusCode::BAD_REQUEST,
+            &format!("the body is not JSON: {e}"),
+        )
+    })?;
+    match value.get("text").and_then(Value::as_str) {
+        Some(t) if !t.trim().is_empty() => Ok(t.to_string()),
+        _ => Err(error(
+            StatusCode::BAD_REQUEST,
+            "the body needs a non-empty string \"text\"",
+        )),
+    }
+}
