@@ -712,9 +712,32 @@ impl LeaseKeeper {
     /// Keeps `lease` (taken with `ttl`, `taken_at` being when the acquiring statement was
     /// sent) on `store`, a connection the keeper owns.
     pub fn start(store: Store, lease: Lease, ttl: Duration, taken_at: Instant) -> Self {
+        Self::spawn(store, None, lease, ttl, taken_at)
+    }
+
+    /// [`LeaseKeeper::start`], reconnecting to `url` when the connection closes (the
+    /// database restarted, a proxy reset it): the lease survives anything shorter than its TTL.
+    pub fn start_reconnecting(
+        store: Store,
+        url: &str,
+        lease: Lease,
+        ttl: Duration,
+        taken_at: Instant,
+    ) -> Self {
+        Self::spawn(store, Some(url.to_string()), lease, ttl, taken_at)
+    }
+
+    fn spawn(
+        store: Store,
+        url: Option<String>,
+        lease: Lease,
+        ttl: Duration,
+        taken_at: Instant,
+    ) -> Self {
         let fenced = CancellationToken::new();
         let token = fenced.clone();
         let task = tokio::spawn(async move {
+            let mut store = Some(store);
             let mut deadline = fence_deadline(taken_at, ttl);
             let every = ttl / 3;
             loop {
@@ -729,9 +752,18 @@ impl LeaseKeeper {
                     }
                     () = tokio::time::sleep(every) => {}
                 }
+                if store.is_none()
+                    && let Some(url) = &url
+                {
+                    store = tokio::select! {
+                        c = Store::connect(url) => c.ok(),
+                        () = tokio::time::sleep_until(deadline) => None,
+                    };
+                }
+                let Some(current) = &store else { continue };
                 let sent = Instant::now();
                 let renewed = tokio::select! {
-                    r = store.renew(&lease, ttl) => r,
+                    r = current.renew(&lease, ttl) => r,
                     () = tokio::time::sleep_until(deadline) => continue,
                 };
                 match renewed {
@@ -745,8 +777,13 @@ impl LeaseKeeper {
                         token.cancel();
                         return;
                     }
-                    // Unreachable for now: the deadline decides.
-                    Err(e) => tracing::warn!("cannot renew the lease of {}: {e}", lease.session),
+                    // The deadline decides; a closed connection is opened again first.
+                    Err(e) => {
+                        tracing::warn!("cannot renew the lease of {}: {e}", lease.session);
+                        if matches!(&e, StoreError::Db(db) if db.is_closed()) && url.is_some() {
+                            store = None;
+                        }
+                    }
                 }
             }
         });

@@ -184,7 +184,8 @@ async fn appender(config: StoreRowConfig, mut rx: mpsc::UnboundedReceiver<Msg>) 
             lease.session
         )),
     }
-    let keeper = LeaseKeeper::start(keeper_store, lease.clone(), ttl, sent);
+    let keeper =
+        LeaseKeeper::start_reconnecting(keeper_store, &config.url, lease.clone(), ttl, sent);
     let lost = keeper.fenced().clone();
     tokio::spawn(async move {
         lost.cancelled().await;
@@ -249,6 +250,27 @@ async fn appender(config: StoreRowConfig, mut rx: mpsc::UnboundedReceiver<Msg>) 
     drop(keeper);
 }
 
+/// After a failed append of `count` events at `head`: the new head when that append was
+/// committed after all (the head moved by `count`, every new event of this lease's epoch),
+/// `None` when it was not or the store cannot tell yet. Anything else moved the head: fenced.
+async fn landed(store: &Store, lease: &Lease, head: i64, count: i64) -> Option<i64> {
+    let row = store.session(&lease.session).await.ok()?;
+    if row.head_seq == head {
+        return None;
+    }
+    let written = store.read(&lease.session, head, count).await.ok()?;
+    if row.head_seq == head + count
+        && written.len() == usize::try_from(count).unwrap_or(usize::MAX)
+        && written.iter().all(|e| e.epoch == lease.epoch)
+    {
+        return Some(row.head_seq);
+    }
+    fenced(&format!(
+        "session {}: the stored head moved from {head} to {} under another writer",
+        lease.session, row.head_seq
+    ))
+}
+
 /// Queues `event` when it is the next one not stored or queued yet (a resumed log's events
 /// reach the row both with the session and one by one); a gap ends the turn.
 fn enqueue(queue: &mut Vec<Arc<Event>>, head: i64, event: Arc<Event>, session: &str) {
@@ -283,6 +305,8 @@ async fn write(
         consumed,
         header,
     };
+    let count = i64::try_from(batch.events.len()).unwrap_or(i64::MAX);
+    let mut failures = 0;
     loop {
         match store.append_batch(lease, head, &batch).await {
             Ok(new_head) => {
@@ -294,11 +318,25 @@ async fn write(
             Err(e @ (StoreError::Fenced { .. } | StoreError::HeadMoved { .. })) => {
                 fenced(&e.to_string())
             }
-            Err(StoreError::Db(e)) if e.is_closed() => {
-                tracing::warn!("the team store connection closed: {e}; reconnecting");
+            Err(StoreError::Db(e)) => {
+                failures += 1;
+                if failures > 20 {
+                    fenced(&format!("cannot record session {}: {e}", lease.session));
+                }
+                tracing::warn!("recording session {} failed ({e}); retrying", lease.session);
                 tokio::time::sleep(Duration::from_millis(100)).await;
-                if let Ok(s) = Store::connect(url).await {
+                if e.is_closed()
+                    && let Ok(s) = Store::connect(url).await
+                {
                     *store = s;
+                }
+                // The commit may have landed before the connection went: then the head moved
+                // by exactly this batch, written under this lease's epoch.
+                if let Some(landed) = landed(store, lease, head, count).await {
+                    if !batch.consumed.is_empty() {
+                        consumes.clear();
+                    }
+                    return landed;
                 }
             }
             Err(e) => fenced(&format!("cannot record session {}: {e}", lease.session)),

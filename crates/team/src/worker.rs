@@ -67,10 +67,21 @@ pub async fn run(options: &WorkerOptions) -> Result<(), WorkerError> {
         ))
     })?;
     loop {
-        let lease = match store
-            .claim(&options.pool, &options.owner, options.lease_ttl)
-            .await
-        {
+        let claimed = tokio::time::timeout(
+            options.lease_ttl,
+            store.claim(&options.pool, &options.owner, options.lease_ttl),
+        )
+        .await;
+        let Ok(claimed) = claimed else {
+            eprintln!("dsh worker: the team store did not answer a claim; reconnecting");
+            if let Ok(Ok(s)) =
+                tokio::time::timeout(options.lease_ttl, Store::connect(&options.url)).await
+            {
+                store = s;
+            }
+            continue;
+        };
+        let lease = match claimed {
             Ok(Some(lease)) => lease,
             Ok(None)
                 if options.until_idle && store.backlog(&options.pool).await.map_err(db)? == 0 =>
@@ -81,7 +92,8 @@ pub async fn run(options: &WorkerOptions) -> Result<(), WorkerError> {
                 tokio::time::sleep(options.poll).await;
                 continue;
             }
-            Err(e) if is_connection(&e) => {
+            // The database restarted or the network failed: connect again and go on.
+            Err(e @ StoreError::Db(_)) => {
                 eprintln!("dsh worker: {}; reconnecting", db(e));
                 tokio::time::sleep(options.poll).await;
                 if let Ok(s) = Store::connect(&options.url).await {
@@ -92,8 +104,14 @@ pub async fn run(options: &WorkerOptions) -> Result<(), WorkerError> {
             Err(e) => return Err(db(e)),
         };
         let outcome = turn(&store, options, &lease).await;
-        if let Err(e) = store.release(&lease).await {
-            eprintln!("dsh worker: cannot release session {}: {e}", lease.session);
+        // A store that stopped answering must not hold the worker: the lease then expires.
+        match tokio::time::timeout(options.lease_ttl, store.release(&lease)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => eprintln!("dsh worker: cannot release session {}: {e}", lease.session),
+            Err(_) => eprintln!(
+                "dsh worker: releasing session {} timed out; its lease will expire",
+                lease.session
+            ),
         }
         match outcome {
             Ok(status) if status.success() => {}
@@ -117,10 +135,6 @@ pub async fn run(options: &WorkerOptions) -> Result<(), WorkerError> {
             }
         }
     }
-}
-
-fn is_connection(e: &StoreError) -> bool {
-    matches!(e, StoreError::Db(db) if db.is_closed())
 }
 
 /// Runs one turn of the claimed session; `Ok` is the child's exit status.

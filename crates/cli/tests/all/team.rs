@@ -324,7 +324,7 @@ fn a_worker_killed_mid_tool_is_replaced_and_its_open_call_closed_once() {
         crate::common::call(
             "call_hang",
             "bash",
-            serde_json::json!({"command": format!("touch started; sleep 30 # {marker}"), "description": "hang"}),
+            serde_json::json!({"command": format!("touch started; sleep 30; echo {marker}"), "description": "hang"}),
         ),
         Reply::text("recovered"),
     ])
@@ -339,6 +339,7 @@ fn a_worker_killed_mid_tool_is_replaced_and_its_open_call_closed_once() {
             .any(|e| e.data.contains("call_hang")),
         "the tool call is in the store before the tool runs"
     );
+    assert_eq!(processes_with(&marker).len(), 1, "the tool runs");
     kill_group(&a, "KILL");
     let mut a = a;
     let _ = a.wait();
@@ -643,4 +644,243 @@ fn the_gateway_streams_sessions_resumes_by_last_event_id_and_keeps_accounts_apar
     assert_eq!(live.last().map(|e| e.0), stored.last().map(|e| e.seq));
     assert!(live.iter().any(|(_, d)| d.contains("live answer")));
     check_log(&stored);
+}
+
+/// A TCP proxy in front of PostgreSQL that a test can cut: `blackhole` drops every byte both
+/// ways while keeping connections open (a partition), `reset` closes every connection (a
+/// restart, as far as clients can tell).
+struct Proxy {
+    port: u16,
+    state: Arc<ProxyState>,
+}
+
+#[derive(Default)]
+struct ProxyState {
+    blackhole: std::sync::atomic::AtomicBool,
+    conns: std::sync::Mutex<Vec<std::net::TcpStream>>,
+}
+
+impl Proxy {
+    fn start(upstream: String) -> Self {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let state = Arc::new(ProxyState::default());
+        let shared = state.clone();
+        std::thread::spawn(move || {
+            for client in listener.incoming().flatten() {
+                let Ok(server) = std::net::TcpStream::connect(&upstream) else {
+                    continue;
+                };
+                {
+                    let mut conns = shared.conns.lock().unwrap();
+                    conns.push(client.try_clone().unwrap());
+                    conns.push(server.try_clone().unwrap());
+                }
+                for (from, to) in [
+                    (client.try_clone().unwrap(), server.try_clone().unwrap()),
+                    (server, client),
+                ] {
+                    let state = shared.clone();
+                    std::thread::spawn(move || pump(from, to, &state));
+                }
+            }
+        });
+        Self { port, state }
+    }
+
+    fn blackhole(&self, on: bool) {
+        self.state
+            .blackhole
+            .store(on, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    fn reset(&self) {
+        for c in self.state.conns.lock().unwrap().drain(..) {
+            let _ = c.shutdown(std::net::Shutdown::Both);
+        }
+    }
+}
+
+fn pump(mut from: std::net::TcpStream, mut to: std::net::TcpStream, state: &ProxyState) {
+    use std::io::{Read as _, Write as _};
+    let mut buf = [0u8; 16384];
+    loop {
+        let n = match from.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        if state.blackhole.load(std::sync::atomic::Ordering::SeqCst) {
+            continue;
+        }
+        if to.write_all(&buf[..n]).is_err() {
+            break;
+        }
+    }
+    let _ = to.shutdown(std::net::Shutdown::Both);
+}
+
+impl Team {
+    /// The store's connection string through `proxy` (a key-value string: `host=… port=…`).
+    fn via(&self, proxy: &Proxy) -> String {
+        let mut parts: Vec<String> = self
+            .url
+            .split_whitespace()
+            .filter(|kv| !kv.starts_with("host=") && !kv.starts_with("port="))
+            .map(str::to_string)
+            .collect();
+        assert!(
+            parts.iter().all(|kv| kv.contains('=')),
+            "the proxy tests need DSH_TEST_POSTGRES as key=value pairs, not a URL"
+        );
+        parts.push("host=127.0.0.1".into());
+        parts.push(format!("port={}", proxy.port));
+        parts.join(" ")
+    }
+
+    /// `host:port` of the server itself.
+    fn upstream(&self) -> String {
+        let get = |key: &str| {
+            self.url
+                .split_whitespace()
+                .find_map(|kv| kv.strip_prefix(&format!("{key}=")).map(str::to_string))
+        };
+        format!(
+            "{}:{}",
+            get("host").unwrap_or_else(|| "127.0.0.1".into()),
+            get("port").unwrap_or_else(|| "5432".into())
+        )
+    }
+}
+
+#[test]
+fn a_worker_cut_from_the_store_stops_its_tools_and_another_takes_over() {
+    let Some(team) = Team::new() else { return };
+    let run = Run::new();
+    let proxy = Proxy::start(team.upstream());
+    let marker = format!("team-cut-{}", uuid::Uuid::new_v4().simple());
+    let server = MockServer::with_replies([
+        crate::common::call(
+            "call_cut",
+            "bash",
+            serde_json::json!({"command": format!("touch started; sleep 30; echo {marker}"), "description": "long"}),
+        ),
+        Reply::text("after the cut"),
+    ])
+    .answer_untooled("Team test");
+    let session = run.submit(&server, &team, None, "start");
+    let mut a = {
+        let mut c = run.team(
+            &server,
+            &team,
+            &[
+                "worker",
+                "--owner",
+                "worker-a",
+                "--lease-ttl-ms",
+                &TTL_MS.to_string(),
+                "--poll-ms",
+                "50",
+            ],
+        );
+        c.env("DSH_STORAGE", team.via(&proxy));
+        std::os::unix::process::CommandExt::process_group(&mut c, 0);
+        c.stdout(Stdio::null())
+            .stderr(std::fs::File::create(run.worker_log("worker-a")).unwrap());
+        c.spawn().unwrap()
+    };
+    wait_file(&run.work.path().join("started"));
+    assert_eq!(processes_with(&marker).len(), 1, "the tool runs");
+    // Partition worker A from the database: it cannot renew, so within its TTL it must
+    // stop its tool itself (nobody else can reach that process).
+    proxy.blackhole(true);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !processes_with(&marker).is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "the partitioned worker kept its tool running"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let log = std::fs::read_to_string(run.worker_log("worker-a")).unwrap();
+    run.submit(&server, &team, Some(&session), "go on");
+    run.worker_until_idle(&server, &team, "worker-b");
+    kill_group(&a, "KILL");
+    let _ = a.wait();
+    let stored = team.events(&session);
+    let events = check_log(&stored);
+    assert!(
+        answers(&events).join("\n").contains("after the cut"),
+        "{log}"
+    );
+    assert!(stored.iter().all(|e| e.epoch <= 2));
+    assert!(
+        events.iter().any(|e| e.is(types::TOOL_RESULT)
+            && e.data
+                .as_value()
+                .pointer("/message/source/callId")
+                .is_some_and(|id| id == "call_cut")),
+        "the cut call was closed"
+    );
+}
+
+#[test]
+fn store_connections_reset_mid_turn_lose_and_duplicate_nothing() {
+    let Some(team) = Team::new() else { return };
+    let run = Run::new();
+    let proxy = Proxy::start(team.upstream());
+    // The turn outlasts the lease TTL after the first reset: without reconnecting, the lease
+    // keeper would fence it.
+    let mut replies: Vec<Reply> = (0..5)
+        .map(|i| {
+            crate::common::call(
+                &format!("call_{i}"),
+                "bash",
+                serde_json::json!({"command": format!("sleep 0.5; echo step-{i}"), "description": "step"}),
+            )
+        })
+        .collect();
+    replies.push(Reply::text("all steps done"));
+    let server = MockServer::with_replies(replies).answer_untooled("Team test");
+    let session = run.submit(&server, &team, None, "five steps");
+    let mut a = {
+        let mut c = run.team(
+            &server,
+            &team,
+            &[
+                "worker",
+                "--owner",
+                "worker-a",
+                "--lease-ttl-ms",
+                "1500",
+                "--poll-ms",
+                "50",
+                "--until-idle",
+            ],
+        );
+        c.env("DSH_STORAGE", team.via(&proxy));
+        c.stdout(Stdio::null())
+            .stderr(std::fs::File::create(run.worker_log("worker-a")).unwrap());
+        c.spawn().unwrap()
+    };
+    // Every connection of the worker and its turn is cut twice while tools run.
+    for n in 1..=2 {
+        team.wait_for(&session, "a tool result", |e| {
+            e.iter().filter(|e| e.kind == types::TOOL_RESULT).count() >= n
+        });
+        proxy.reset();
+    }
+    let status = a.wait().unwrap();
+    let log = std::fs::read_to_string(run.worker_log("worker-a")).unwrap();
+    assert!(status.success(), "{log}");
+    let stored = team.events(&session);
+    let events = check_log(&stored);
+    assert!(
+        stored.iter().all(|e| e.epoch == 1),
+        "nobody else took the session: {log}"
+    );
+    let results = events.iter().filter(|e| e.is(types::TOOL_RESULT)).count();
+    assert_eq!(results, 5, "every step recorded once: {log}");
+    assert!(answers(&events).join("\n").contains("all steps done"));
+    assert_eq!(events.iter().filter(|e| e.is(types::TURN_END)).count(), 1);
+    assert_eq!(team.pending(&session), 0);
 }
