@@ -7,6 +7,7 @@ use std::time::Duration;
 use dsh_store_pg::Store;
 use serde_json::json;
 
+use crate::transport::{TRANSPORT_ENV, Transport};
 use crate::worker::{WorkerOptions, read_events};
 
 /// The environment variable naming the team store when `--storage` is not given.
@@ -17,6 +18,7 @@ pub const DEFAULT_POOL: &str = "default";
 
 const DEFAULT_LEASE_TTL_MS: u64 = 10_000;
 const DEFAULT_POLL_MS: u64 = 250;
+const DEFAULT_POLL_WITH_TRANSPORT_MS: u64 = 2000;
 
 pub const WORKER_HELP: &str = "\
 Usage: dsh worker [options]
@@ -33,7 +35,11 @@ Options:
   --owner <name>         this worker's name in leases (default: <hostname>-<pid>)
   --lease-ttl-ms <ms>    how long a lease lasts without renewal (default 10000; renewed
                          every third of it)
-  --poll-ms <ms>         how often an idle worker looks for input (default 250)
+  --transport <url>      NATS with JetStream (nats://127.0.0.1:4222; default
+                         $DSH_TRANSPORT): idle workers wake when input is queued, turns
+                         publish their events live for gateways
+  --poll-ms <ms>         how often an idle worker looks for input in PostgreSQL (default 250;
+                         2000 with a transport, where it is the fallback)
   --until-idle           stop once the pool has no input left (waiting or being run)
 ";
 
@@ -57,7 +63,11 @@ Options:
   --listen <addr:port>   where to listen (default 127.0.0.1:8787; port 0 picks one); the
                          first line on stdout is `listening on http://<addr>`
   --pool <name>          the pool new input is queued on (default: default)
-  --poll-ms <ms>         how often an event stream looks for new events (default 250)
+  --transport <url>      NATS with JetStream (default $DSH_TRANSPORT): event streams get
+                         events live, de-duplicated by seq, gaps filled from PostgreSQL; new
+                         input wakes the workers
+  --poll-ms <ms>         how often an event stream looks in PostgreSQL (default 250; 2000
+                         with a transport, where it is the fallback)
 ";
 
 pub const TEAM_HELP: &str = "\
@@ -82,6 +92,7 @@ Commands:
 Options (every command):
   --storage <url>           the team store; default $DSH_STORAGE
   --pool <name>             the pool input is queued on (default: default)
+  --transport <url>         NATS: submit wakes the pool's workers (default $DSH_TRANSPORT)
 ";
 
 /// Runs `dsh worker …` (`command` = `worker`) or `dsh team …` (`team`).
@@ -151,6 +162,7 @@ struct Args {
     admin: bool,
     listen: Option<String>,
     user: Option<String>,
+    transport: Option<String>,
     positional: Vec<String>,
 }
 
@@ -196,6 +208,7 @@ impl Args {
                 "--meta" => out.meta = true,
                 "--admin" => out.admin = true,
                 "--user" => out.user = Some(value("name")?),
+                "--transport" => out.transport = Some(value("url")?),
                 "--listen" => out.listen = Some(value("addr:port")?),
                 "--" => {
                     out.positional.extend(args[i + 1..].iter().cloned());
@@ -215,6 +228,25 @@ impl Args {
         self.pool
             .clone()
             .unwrap_or_else(|| DEFAULT_POOL.to_string())
+    }
+
+    /// `--transport`, else `$DSH_TRANSPORT`.
+    fn transport(&self) -> Option<String> {
+        self.transport
+            .clone()
+            .or_else(|| dsh_host::environ::secret_var(TRANSPORT_ENV))
+            .filter(|s| !s.is_empty())
+    }
+
+    /// `--poll-ms`, else PostgreSQL is looked at often without a transport and now and
+    /// then with one (as a fallback for lost wake-ups and live events).
+    fn poll(&self) -> Duration {
+        let default = if self.transport().is_some() {
+            DEFAULT_POLL_WITH_TRANSPORT_MS
+        } else {
+            DEFAULT_POLL_MS
+        };
+        Duration::from_millis(self.poll_ms.unwrap_or(default).max(1))
     }
 }
 
@@ -251,8 +283,9 @@ async fn worker(home: &Path, url: &str, args: Args) -> Result<(), String> {
         scratch: home.join("team").join(crate::safe_segment(&owner)),
         owner,
         lease_ttl,
-        poll: Duration::from_millis(args.poll_ms.unwrap_or(DEFAULT_POLL_MS).max(1)),
+        poll: args.poll(),
         until_idle: args.until_idle,
+        transport: args.transport(),
         dsh,
     };
     crate::worker::run(&options)
@@ -274,7 +307,8 @@ async fn serve(url: &str, args: Args) -> Result<(), String> {
         url: url.to_string(),
         listen,
         pool: args.pool(),
-        poll: Duration::from_millis(args.poll_ms.unwrap_or(DEFAULT_POLL_MS).max(1)),
+        poll: args.poll(),
+        transport: args.transport(),
     })
     .await
 }
@@ -316,6 +350,21 @@ async fn team(url: &str, args: Args) -> Result<(), String> {
                 .enqueue(&session, &args.pool(), &json!({"text": text}))
                 .await
                 .map_err(|e| e.to_string())?;
+            // Recorded: a failed wake-up only means workers find it on their next look.
+            if let Some(url) = args.transport() {
+                let wake = async {
+                    match Transport::connect(&url).await {
+                        Ok(t) => t.wake(&args.pool()).await,
+                        Err(e) => Err(e),
+                    }
+                };
+                let woken = tokio::time::timeout(Duration::from_secs(5), wake)
+                    .await
+                    .unwrap_or_else(|_| Err(format!("NATS at {url} did not answer")));
+                if let Err(e) = woken {
+                    eprintln!("dsh team: {e}; the workers will find the input without it");
+                }
+            }
             println!("{}", json!({"sessionId": session, "inboxId": inbox}));
             Ok(())
         }

@@ -10,6 +10,8 @@
 //!   `dsh headless`, and releases the lease.
 //! * [`serve`]: `dsh serve`, a stateless HTTP gateway: accounts by bearer token, sessions
 //!   and input, and each session's events as server-sent events resumed by `Last-Event-ID`.
+//! * [`transport`]: NATS JetStream: wake-ups for a pool's workers and each session's live
+//!   events, both hints next to PostgreSQL, which stays the only record.
 //! * [`cli`]: `dsh worker`, `dsh serve` and `dsh team` (migrate, submit, events, show, user).
 //!
 //! Invariants: a session's stored seqs are contiguous from 1 and are the local log's seqs
@@ -23,6 +25,7 @@
 pub mod cli;
 pub mod serve;
 pub mod store_row;
+pub mod transport;
 pub mod worker;
 
 pub use store_row::{FENCED_EXIT, PLUGIN_NAME, TeamSessionStorePlugin};

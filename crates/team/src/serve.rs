@@ -33,6 +33,8 @@ use tokio::net::TcpListener;
 
 use dsh_store_pg::{Store, StoreError, User};
 
+use crate::transport::Transport;
+
 /// Largest request body (`{"text": …}`).
 const MAX_BODY_BYTES: usize = 1 << 20;
 
@@ -46,8 +48,11 @@ pub struct ServeOptions {
     pub listen: SocketAddr,
     /// The pool new input is queued on.
     pub pool: String,
-    /// How often a followed event stream looks for new events.
+    /// How often a followed event stream looks in PostgreSQL for new events (with a
+    /// transport: for events whose live copy was lost).
     pub poll: Duration,
+    /// NATS: live events for streams, wake-ups for workers.
+    pub transport: Option<String>,
 }
 
 type Body = BoxBody<Bytes, Infallible>;
@@ -76,6 +81,7 @@ impl Db {
 struct Gateway {
     db: Db,
     options: ServeOptions,
+    transport: Option<Transport>,
 }
 
 /// Binds, prints `listening on http://<addr>` on stdout and serves until the process ends.
@@ -88,8 +94,19 @@ pub async fn run(options: ServeOptions) -> Result<(), String> {
         .await
         .map_err(|e| format!("cannot listen on {}: {e}", options.listen))?;
     let addr = listener.local_addr().map_err(|e| e.to_string())?;
+    let transport = match &options.transport {
+        Some(url) => match Transport::connect(url).await {
+            Ok(t) => Some(t),
+            Err(e) => {
+                eprintln!("dsh serve: {e}; streams follow PostgreSQL only");
+                None
+            }
+        },
+        None => None,
+    };
     println!("listening on http://{addr}");
     let gateway = Arc::new(Gateway {
+        transport,
         db: Db {
             url: options.url.clone(),
             store: Mutex::new(Arc::new(store)),
@@ -255,6 +272,7 @@ impl Gateway {
         let inbox = store
             .enqueue(&id, &self.options.pool, &json!({"text": text}))
             .await?;
+        self.wake().await;
         Ok(json_response(
             StatusCode::CREATED,
             &json!({"sessionId": id, "inboxId": inbox}),
@@ -337,52 +355,141 @@ impl Gateway {
         Ok(resp)
     }
 
+    /// Wakes the pool's workers in the background (best effort: they also look on their
+    /// own); the answer to the client never waits for NATS.
+    async fn wake(&self) {
+        if let Some(t) = self.transport.clone() {
+            let pool = self.options.pool.clone();
+            tokio::spawn(async move {
+                match tokio::time::timeout(Duration::from_secs(5), t.wake(&pool)).await {
+                    Ok(Ok(())) => {}
+                    Ok(Err(e)) => tracing::warn!("serve: {e}"),
+                    Err(_) => tracing::warn!("serve: NATS did not acknowledge a wake-up"),
+                }
+            });
+        }
+    }
+
     /// Sends the events of `id` after seq `after` to `tx`, then each new one, until the client
-    /// goes away. The next read always starts after the last seq sent: nothing twice, no gap.
-    async fn follow(&self, id: &str, mut after: i64, tx: tokio::sync::mpsc::Sender<Bytes>) {
-        let mut idle_since = tokio::time::Instant::now();
+    /// goes away. Live events come from the transport when there is one; PostgreSQL fills
+    /// every gap and is read every `poll` besides. Nothing is sent twice and nothing skipped:
+    /// an event is sent only when its seq is the next one.
+    async fn follow(&self, id: &str, after: i64, tx: tokio::sync::mpsc::Sender<Bytes>) {
+        let mut stream = Follow {
+            id,
+            after,
+            tx,
+            idle_since: tokio::time::Instant::now(),
+        };
+        // Subscribe before the replay: an event committed in between arrives live too.
+        let mut live = match &self.transport {
+            Some(t) => t.subscribe_events(id).await.ok(),
+            None => None,
+        };
+        if !self.catch_up(&mut stream).await {
+            return;
+        }
         loop {
-            let page = match self.db.get().read(id, after, 500).await {
-                Ok(p) => p,
-                Err(e) => {
-                    self.db.recover(&e).await;
-                    tokio::time::sleep(self.options.poll.max(Duration::from_millis(200))).await;
+            let Some(events) = live.as_mut() else {
+                if !stream.wait(self.options.poll).await || !self.catch_up(&mut stream).await {
+                    return;
+                }
+                continue;
+            };
+            let event = tokio::select! {
+                event = events.next() => event,
+                keep = stream.wait(self.options.poll) => {
+                    if !keep || !self.catch_up(&mut stream).await {
+                        return;
+                    }
                     continue;
                 }
             };
-            if page.is_empty() {
-                if idle_since.elapsed() >= KEEP_ALIVE {
-                    if tx
-                        .send(Bytes::from_static(b": keep-alive\n\n"))
-                        .await
-                        .is_err()
-                    {
-                        return;
-                    }
-                    idle_since = tokio::time::Instant::now();
-                }
-                tokio::select! {
-                    () = tokio::time::sleep(self.options.poll) => {}
-                    () = tx.closed() => return,
-                }
+            let Some(event) = event else {
+                // NATS is gone for good: PostgreSQL alone from here.
+                live = None;
                 continue;
-            }
-            let mut chunk = String::new();
-            for e in &page {
-                chunk.push_str(&format!(
-                    "id: {}\nevent: {}\ndata: {}\n\n",
-                    e.seq, e.kind, e.data
-                ));
-            }
-            if let Some(last) = page.last() {
-                after = last.seq;
-            }
-            if tx.send(Bytes::from(chunk)).await.is_err() {
+            };
+            if event.seq > stream.after + 1 && !self.catch_up(&mut stream).await {
                 return;
             }
-            idle_since = tokio::time::Instant::now();
+            // The next one is sent; one sent already (by the catch-up, or a duplicate) is not.
+            if event.seq == stream.after + 1 {
+                if !stream
+                    .send(sse(event.seq, &event.kind, &event.record))
+                    .await
+                {
+                    return;
+                }
+                stream.after = event.seq;
+            }
         }
     }
+
+    /// Sends what PostgreSQL has after the stream's last seq; `false` when the client left.
+    async fn catch_up(&self, stream: &mut Follow<'_>) -> bool {
+        loop {
+            let page = match self.db.get().read(stream.id, stream.after, 500).await {
+                Ok(p) => p,
+                Err(e) => {
+                    self.db.recover(&e).await;
+                    return stream
+                        .wait(self.options.poll.max(Duration::from_millis(200)))
+                        .await;
+                }
+            };
+            let Some(last) = page.last() else {
+                return true;
+            };
+            let last = last.seq;
+            let chunk: String = page.iter().map(|e| sse(e.seq, &e.kind, &e.data)).collect();
+            if !stream.send(chunk).await {
+                return false;
+            }
+            stream.after = last;
+        }
+    }
+}
+
+/// One followed event stream.
+struct Follow<'a> {
+    id: &'a str,
+    /// The last seq sent.
+    after: i64,
+    tx: tokio::sync::mpsc::Sender<Bytes>,
+    idle_since: tokio::time::Instant,
+}
+
+impl Follow<'_> {
+    async fn send(&mut self, chunk: String) -> bool {
+        self.idle_since = tokio::time::Instant::now();
+        self.tx.send(Bytes::from(chunk)).await.is_ok()
+    }
+
+    /// Waits `poll` (a keep-alive comment when the stream was quiet long enough); `false`
+    /// when the client left.
+    async fn wait(&mut self, poll: Duration) -> bool {
+        if self.idle_since.elapsed() >= KEEP_ALIVE {
+            if self
+                .tx
+                .send(Bytes::from_static(b": keep-alive\n\n"))
+                .await
+                .is_err()
+            {
+                return false;
+            }
+            self.idle_since = tokio::time::Instant::now();
+        }
+        tokio::select! {
+            () = tokio::time::sleep(poll) => true,
+            () = self.tx.closed() => false,
+        }
+    }
+}
+
+/// One event in the event-stream format.
+fn sse(seq: i64, kind: &str, record: &str) -> String {
+    format!("id: {seq}\nevent: {kind}\ndata: {record}\n\n")
 }
 
 /// Where a stream resumes: `Last-Event-ID`, else `?after=`, else the start.

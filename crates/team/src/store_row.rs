@@ -26,6 +26,8 @@ use dsh_session::{
 };
 use dsh_store_pg::{Batch, Lease, LeaseKeeper, NewEvent, Store, StoreError};
 use dsh_tools::Execute;
+
+use crate::transport::{LiveEvent, Transport};
 use serde::Deserialize;
 use tokio::sync::{mpsc, oneshot};
 
@@ -52,6 +54,9 @@ pub struct StoreRowConfig {
     /// Inbox rows this turn records (as its `user/message`).
     #[serde(default)]
     pub consumes: Vec<i64>,
+    /// The NATS server live events are published to, when the team has one.
+    #[serde(default)]
+    pub transport: Option<String>,
 }
 
 /// The row.
@@ -191,6 +196,12 @@ async fn appender(config: StoreRowConfig, mut rx: mpsc::UnboundedReceiver<Msg>) 
         lost.cancelled().await;
         fenced("the lease of this session was lost (taken over, or not renewed in time)");
     });
+    // Live events go out after each commit when there is a transport; without one (or when
+    // NATS is down) gateways read PostgreSQL.
+    let live = config
+        .transport
+        .clone()
+        .map(|url| publisher(url, lease.session.clone()));
     let row = match store.session(&lease.session).await {
         Ok(row) => row,
         Err(e) => fenced(&format!("cannot read session {}: {e}", lease.session)),
@@ -230,7 +241,7 @@ async fn appender(config: StoreRowConfig, mut rx: mpsc::UnboundedReceiver<Msg>) 
         }
         if !queue.is_empty() {
             let batch_header = if header_stored { None } else { header.clone() };
-            head = write(
+            let (new_head, records) = write(
                 &config.url,
                 &mut store,
                 &lease,
@@ -240,8 +251,27 @@ async fn appender(config: StoreRowConfig, mut rx: mpsc::UnboundedReceiver<Msg>) 
                 &mut consumes,
             )
             .await;
+            if let Some(live) = &live {
+                let events: Vec<LiveEvent> = records
+                    .into_iter()
+                    .zip(head + 1..)
+                    .map(|(r, seq)| LiveEvent {
+                        seq,
+                        kind: r.kind,
+                        record: r.data,
+                    })
+                    .collect();
+                // Never waits: a batch that does not fit is left to PostgreSQL.
+                let _ = live.try_send(Live::Events(events));
+            }
+            head = new_head;
             header_stored = true;
             queue.clear();
+        }
+        if !waiting.is_empty()
+            && let Some(live) = &live
+        {
+            live_sent(live).await;
         }
         for done in waiting.drain(..) {
             let _ = done.send(());
@@ -285,8 +315,51 @@ fn enqueue(queue: &mut Vec<Arc<Event>>, head: i64, event: Arc<Event>, session: &
     }
 }
 
+/// Publishes committed events on their own task, so a slow or unreachable NATS never holds
+/// the log (and the tools waiting on it): what cannot be sent is dropped, and gateways read
+/// it from PostgreSQL.
+fn publisher(url: String, session: String) -> mpsc::Sender<Live> {
+    let (tx, mut rx) = mpsc::channel::<Live>(256);
+    tokio::spawn(async move {
+        let transport = match Transport::connect(&url).await {
+            Ok(t) => t,
+            Err(e) => {
+                tracing::warn!("{e}; live events go through PostgreSQL only");
+                return;
+            }
+        };
+        while let Some(item) = rx.recv().await {
+            match item {
+                Live::Events(events) => transport.publish_events(&session, &events).await,
+                Live::Sent(done) => {
+                    transport.flush().await;
+                    let _ = done.send(());
+                }
+            }
+        }
+    });
+    tx
+}
+
+/// What the publisher task is given.
+enum Live {
+    Events(Vec<LiveEvent>),
+    /// Answered once everything before it left this process.
+    Sent(oneshot::Sender<()>),
+}
+
+/// Waits (briefly) until the live events so far have left: a flush marks a turn's end or a
+/// tool about to run, and a process that exits right after must not take them along.
+async fn live_sent(live: &mpsc::Sender<Live>) {
+    let (done, sent) = oneshot::channel();
+    if live.try_send(Live::Sent(done)).is_ok() {
+        let _ = tokio::time::timeout(Duration::from_millis(250), sent).await;
+    }
+}
+
 /// Writes `events` (seqs `head`, `head + 1`, …) in one fenced transaction; returns the new
-/// head. A connection error is retried until the lease keeper gives up.
+/// head and the records written. A connection error is retried until the lease keeper gives
+/// up.
 async fn write(
     url: &str,
     store: &mut Store,
@@ -295,7 +368,7 @@ async fn write(
     events: &[Arc<Event>],
     header: Option<String>,
     consumes: &mut Vec<i64>,
-) -> i64 {
+) -> (i64, Vec<NewEvent>) {
     let consumed = match events.iter().position(|e| e.is(types::USER_MESSAGE)) {
         Some(index) if !consumes.is_empty() => consumes.iter().map(|id| (*id, index)).collect(),
         _ => Vec::new(),
@@ -313,7 +386,7 @@ async fn write(
                 if !batch.consumed.is_empty() {
                     consumes.clear();
                 }
-                return new_head;
+                return (new_head, batch.events);
             }
             Err(e @ (StoreError::Fenced { .. } | StoreError::HeadMoved { .. })) => {
                 fenced(&e.to_string())
@@ -336,7 +409,7 @@ async fn write(
                     if !batch.consumed.is_empty() {
                         consumes.clear();
                     }
-                    return landed;
+                    return (landed, batch.events);
                 }
             }
             Err(e) => fenced(&format!("cannot record session {}: {e}", lease.session)),

@@ -23,6 +23,7 @@ use dsh_store_pg::{Lease, Store, StoreError};
 use serde_json::{Value, json};
 
 use crate::store_row::{FENCED_EXIT, PLUGIN_NAME};
+use crate::transport::{Transport, WorkQueue};
 
 /// How a worker runs.
 #[derive(Clone, Debug)]
@@ -40,6 +41,8 @@ pub struct WorkerOptions {
     pub until_idle: bool,
     /// The `dsh` executable a turn runs.
     pub dsh: PathBuf,
+    /// NATS: wake-ups instead of waiting `poll`, live events from each turn.
+    pub transport: Option<String>,
 }
 
 /// Why a worker stopped.
@@ -66,6 +69,24 @@ pub async fn run(options: &WorkerOptions) -> Result<(), WorkerError> {
             options.scratch.display()
         ))
     })?;
+    // With a transport, an idle worker sleeps until a wake-up (or `poll` as a fallback);
+    // without one, or when NATS cannot be reached, it looks every `poll`.
+    let queue = match &options.transport {
+        Some(url) => match Transport::connect(url).await {
+            Ok(t) => match t.work_queue(&options.pool).await {
+                Ok(q) => Some(q),
+                Err(e) => {
+                    eprintln!("dsh worker: {e}; looking for work in PostgreSQL only");
+                    None
+                }
+            },
+            Err(e) => {
+                eprintln!("dsh worker: {e}; looking for work in PostgreSQL only");
+                None
+            }
+        },
+        None => None,
+    };
     loop {
         let claimed = tokio::time::timeout(
             options.lease_ttl,
@@ -89,7 +110,7 @@ pub async fn run(options: &WorkerOptions) -> Result<(), WorkerError> {
                 return Ok(());
             }
             Ok(None) => {
-                tokio::time::sleep(options.poll).await;
+                idle(queue.as_ref(), options.poll).await;
                 continue;
             }
             // The database restarted or the network failed: connect again and go on.
@@ -137,6 +158,24 @@ pub async fn run(options: &WorkerOptions) -> Result<(), WorkerError> {
     }
 }
 
+/// Waits for a wake-up of the pool, or `poll` at most.
+async fn idle(queue: Option<&WorkQueue>, poll: Duration) {
+    let Some(queue) = queue else {
+        tokio::time::sleep(poll).await;
+        return;
+    };
+    let started = tokio::time::Instant::now();
+    // A stalled connection must not hold the worker past its own clock.
+    let waited = tokio::time::timeout(poll + Duration::from_secs(1), queue.wait(poll))
+        .await
+        .unwrap_or_else(|_| Err("NATS did not answer a fetch".into()));
+    if let Err(e) = waited {
+        tracing::warn!("worker: {e}");
+        // Do not spin on a failing transport: the rest of the interval on the clock.
+        tokio::time::sleep(poll.saturating_sub(started.elapsed())).await;
+    }
+}
+
 /// Runs one turn of the claimed session; `Ok` is the child's exit status.
 async fn turn(
     store: &Store,
@@ -175,6 +214,7 @@ async fn turn(
                 "epoch": lease.epoch,
                 "leaseTtlMs": u64::try_from(options.lease_ttl.as_millis()).unwrap_or(u64::MAX),
                 "consumes": [input.id],
+                "transport": options.transport,
             },
         }]},
     ]);

@@ -884,3 +884,256 @@ fn store_connections_reset_mid_turn_lose_and_duplicate_nothing() {
     assert_eq!(events.iter().filter(|e| e.is(types::TURN_END)).count(), 1);
     assert_eq!(team.pending(&session), 0);
 }
+
+/// The NATS server of the machine (`DSH_TEST_NATS`, default `nats://127.0.0.1:4222`), or
+/// `None` (a skip; a failure in a strict run).
+fn nats() -> Option<String> {
+    let url = std::env::var("DSH_TEST_NATS").unwrap_or_else(|_| "nats://127.0.0.1:4222".into());
+    let addr = url.trim_start_matches("nats://").to_string();
+    if std::net::TcpStream::connect(&addr).is_err() {
+        dsh_test_support::prereq::skip(&format!(
+            "NATS with JetStream at {url}; the machine's server, or set DSH_TEST_NATS"
+        ));
+        return None;
+    }
+    Some(url)
+}
+
+impl Run {
+    fn gateway_with(&self, server: &MockServer, team: &Team, extra: &[&str]) -> Gateway {
+        let mut args = vec!["serve", "--listen", "127.0.0.1:0"];
+        args.extend_from_slice(extra);
+        let mut c = self.team(server, team, &args);
+        c.stdout(Stdio::piped()).stderr(Stdio::inherit());
+        let mut child = c.spawn().unwrap();
+        let mut line = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(child.stdout.take().unwrap()),
+            &mut line,
+        )
+        .unwrap();
+        let url = line
+            .trim()
+            .strip_prefix("listening on ")
+            .unwrap_or_else(|| panic!("dsh serve said {line:?}"))
+            .to_string();
+        Gateway { child, url }
+    }
+}
+
+async fn post_json(client: &reqwest::Client, url: &str, token: &str, text: &str) -> Value {
+    let resp = client
+        .post(url)
+        .bearer_auth(token)
+        .json(&serde_json::json!({"text": text}))
+        .send()
+        .await
+        .unwrap();
+    assert!(resp.status().is_success(), "{}", resp.status());
+    resp.json().await.unwrap()
+}
+
+/// The gateway and the worker look at PostgreSQL only every ten minutes here: a turn that
+/// runs and streams at all was woken and carried by NATS.
+#[test]
+fn with_nats_idle_workers_wake_on_input_and_streams_are_live() {
+    let Some(team) = Team::new() else { return };
+    let Some(nats) = nats() else { return };
+    let run = Run::new();
+    let pool = team.schema.clone();
+    let server = MockServer::with_replies([
+        crate::common::call(
+            "call_1",
+            "bash",
+            serde_json::json!({"command": "echo one", "description": "one"}),
+        ),
+        Reply::text("first over nats"),
+        crate::common::call(
+            "call_2",
+            "bash",
+            serde_json::json!({"command": "echo two", "description": "two"}),
+        ),
+        Reply::text("second over nats"),
+    ])
+    .answer_untooled("Team test");
+    let ann = run.add_user(&server, &team, "ann");
+    let slow = [
+        "--transport",
+        nats.as_str(),
+        "--pool",
+        pool.as_str(),
+        "--poll-ms",
+        "600000",
+    ];
+    let gateway = run.gateway_with(&server, &team, &slow);
+    let mut worker = run.worker(&server, &team, "worker-a", &slow);
+    let client = reqwest::Client::new();
+    let rt = &team.rt;
+    // The worker is idle (it looked once at start); a new session wakes it.
+    std::thread::sleep(Duration::from_millis(300));
+    let created = rt.block_on(post_json(
+        &client,
+        &format!("{}/v1/sessions", gateway.url),
+        &ann,
+        "first",
+    ));
+    let id = created["sessionId"].as_str().unwrap().to_string();
+    let events_url = format!("{}/v1/sessions/{id}/events", gateway.url);
+    let first = rt.block_on(read_events(&events_url, &ann, None, |e| {
+        e.iter().any(|(_, d)| d.contains("\"turn/end\""))
+    }));
+    // A stream open at the head gets the next turn live.
+    let head = first.last().unwrap().0;
+    let stream = rt.block_on(async {
+        let stream = open_events(&events_url, &ann, Some(head)).await;
+        post_json(
+            &client,
+            &format!("{}/v1/sessions/{id}/messages", gateway.url),
+            &ann,
+            "second",
+        )
+        .await;
+        stream
+    });
+    let second = rt.block_on(collect_events(stream, |e| {
+        e.iter().any(|(_, d)| d.contains("\"turn/end\""))
+    }));
+    kill_group(&worker, "KILL");
+    let _ = worker.wait();
+    let stored = team.events(&id);
+    check_log(&stored);
+    let mut all = first;
+    all.extend(second);
+    let expected: Vec<Sse> = stored.iter().map(|e| (e.seq, e.data.clone())).collect();
+    assert_eq!(all, expected, "every event once, in order, byte for byte");
+    assert!(
+        answers(&check_log(&stored))
+            .join("\n")
+            .contains("second over nats")
+    );
+}
+
+/// NATS unreachable (a port nobody listens on) or cut mid-stream: the team runs on
+/// PostgreSQL alone and clients miss nothing.
+#[test]
+fn without_nats_the_team_falls_back_to_postgres() {
+    let Some(team) = Team::new() else { return };
+    let Some(nats) = nats() else { return };
+    let run = Run::new();
+    let pool = team.schema.clone();
+    let dead = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        format!("nats://{}", l.local_addr().unwrap())
+    };
+    let proxy = Proxy::start(nats.trim_start_matches("nats://").to_string());
+    let via_proxy = format!("nats://127.0.0.1:{}", proxy.port);
+    let server = MockServer::with_replies([
+        crate::common::call(
+            "call_1",
+            "bash",
+            serde_json::json!({"command": "echo one", "description": "one"}),
+        ),
+        Reply::text("first without nats"),
+        crate::common::call(
+            "call_2",
+            "bash",
+            serde_json::json!({"command": "sleep 0.3; echo two", "description": "two"}),
+        ),
+        Reply::text("second with nats cut"),
+    ])
+    .answer_untooled("Team test");
+    let ann = run.add_user(&server, &team, "ann");
+    // Gateway one cannot reach NATS at all; gateway two loses it in the middle.
+    let one = run.gateway_with(
+        &server,
+        &team,
+        &["--transport", &dead, "--pool", &pool, "--poll-ms", "100"],
+    );
+    let two = run.gateway_with(
+        &server,
+        &team,
+        &[
+            "--transport",
+            &via_proxy,
+            "--pool",
+            &pool,
+            "--poll-ms",
+            "100",
+        ],
+    );
+    let client = reqwest::Client::new();
+    let rt = &team.rt;
+    let created = rt.block_on(post_json(
+        &client,
+        &format!("{}/v1/sessions", one.url),
+        &ann,
+        "first",
+    ));
+    let id = created["sessionId"].as_str().unwrap().to_string();
+    let worker_args = [
+        "--transport",
+        dead.as_str(),
+        "--pool",
+        pool.as_str(),
+        "--poll-ms",
+        "50",
+        "--until-idle",
+    ];
+    let status = run
+        .worker(&server, &team, "worker-a", &worker_args)
+        .wait()
+        .unwrap();
+    assert!(
+        status.success(),
+        "{}",
+        std::fs::read_to_string(run.worker_log("worker-a")).unwrap()
+    );
+    let first = rt.block_on(read_events(
+        &format!("{}/v1/sessions/{id}/events", one.url),
+        &ann,
+        None,
+        |e| e.iter().any(|(_, d)| d.contains("\"turn/end\"")),
+    ));
+    let head = first.last().unwrap().0;
+    // A live stream on gateway two; its NATS goes dark, then the next turn runs (its worker
+    // publishes to the real NATS, which gateway two no longer hears).
+    let stream = rt.block_on(open_events(
+        &format!("{}/v1/sessions/{id}/events", two.url),
+        &ann,
+        Some(head),
+    ));
+    proxy.blackhole(true);
+    rt.block_on(post_json(
+        &client,
+        &format!("{}/v1/sessions/{id}/messages", two.url),
+        &ann,
+        "second",
+    ));
+    let nats_args = [
+        "--transport",
+        nats.as_str(),
+        "--pool",
+        pool.as_str(),
+        "--poll-ms",
+        "50",
+        "--until-idle",
+    ];
+    let status = run
+        .worker(&server, &team, "worker-b", &nats_args)
+        .wait()
+        .unwrap();
+    assert!(
+        status.success(),
+        "{}",
+        std::fs::read_to_string(run.worker_log("worker-b")).unwrap()
+    );
+    let second = rt.block_on(collect_events(stream, |e| {
+        e.iter().any(|(_, d)| d.contains("\"turn/end\""))
+    }));
+    let stored = team.events(&id);
+    check_log(&stored);
+    let mut all = first;
+    all.extend(second);
+    let expected: Vec<Sse> = stored.iter().map(|e| (e.seq, e.data.clone())).collect();
+    assert_eq!(all, expected, "every event once, in order, byte for byte");
+}
