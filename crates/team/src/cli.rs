@@ -30,7 +30,9 @@ pool; a session whose worker died is claimed again once its lease expires, and t
 is closed as after a crash.
 
 Options:
-  --storage <url>        the team store (postgres://user@host/db); default $DSH_STORAGE
+  --storage <url>        the team store (postgres://user@host/db); default $DSH_STORAGE,
+                         then team.storage in settings.yaml (team.transport and team.pool
+                         likewise)
   --pool <name>          the pool to take work from (default: default)
   --owner <name>         this worker's name in leases (default: <hostname>-<pid>)
   --lease-ttl-ms <ms>    how long a lease lasts without renewal (default 10000; renewed
@@ -84,6 +86,7 @@ Commands:
   events <id> [--after <seq>] [--meta]
                             print a session's stored events as JSON lines (the records of its
                             log); --meta wraps each as {\"seq\":…,\"epoch\":…,\"record\":…}
+  sessions [--user <name>]  list sessions (of one account), newest first, as JSON lines
   show <id>                 print a session's row: head seq, lease owner and epoch, pending
                             input
   user add <name> [--admin] add an account for `dsh serve`; prints its token once (only its
@@ -94,6 +97,47 @@ Options (every command):
   --pool <name>             the pool input is queued on (default: default)
   --transport <url>         NATS: submit wakes the pool's workers (default $DSH_TRANSPORT)
 ";
+
+/// The `team` section of `$DSH_HOME/settings.yaml`: `storage`, `transport` and `pool`, each a
+/// string, used when neither the flag nor the environment variable gives one.
+#[derive(Default)]
+struct TeamSettings {
+    storage: Option<String>,
+    transport: Option<String>,
+    pool: Option<String>,
+}
+
+fn team_settings(home: &Path) -> Result<TeamSettings, String> {
+    let settings = dsh_host::config::Settings::load(home.join("settings.yaml"))?;
+    let Some(section) = settings.section("team").and_then(|v| v.as_object()) else {
+        return Ok(TeamSettings::default());
+    };
+    let mut out = TeamSettings::default();
+    for (key, value) in section {
+        let slot = match key.as_str() {
+            "storage" => &mut out.storage,
+            "transport" => &mut out.transport,
+            "pool" => &mut out.pool,
+            other => {
+                return Err(format!(
+                    "{}: settings section \"team\" has no key \"{other}\" (it takes storage, transport and pool)",
+                    settings.path.display()
+                ));
+            }
+        };
+        match value {
+            serde_json::Value::String(s) if !s.is_empty() => *slot = Some(s.clone()),
+            serde_json::Value::Null => {}
+            _ => {
+                return Err(format!(
+                    "{}: settings key team.{key} must be a non-empty string",
+                    settings.path.display()
+                ));
+            }
+        }
+    }
+    Ok(out)
+}
 
 /// Runs `dsh worker …` (`command` = `worker`) or `dsh team …` (`team`).
 pub fn run(home: &Path, command: &str, args: &[String]) -> ExitCode {
@@ -113,12 +157,29 @@ pub fn run(home: &Path, command: &str, args: &[String]) -> ExitCode {
         print!("{help}");
         return ExitCode::SUCCESS;
     }
+    let settings = match team_settings(home) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("dsh: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let mut parsed = parsed;
+    if parsed.transport.is_none() && dsh_host::environ::secret_var(TRANSPORT_ENV).is_none() {
+        parsed.transport = settings.transport;
+    }
+    if parsed.pool.is_none() {
+        parsed.pool = settings.pool;
+    }
     let Some(url) = parsed
         .storage
         .clone()
         .or_else(|| dsh_host::environ::secret_var(STORAGE_ENV).filter(|s| !s.is_empty()))
+        .or(settings.storage)
     else {
-        eprintln!("error: no team store: pass --storage postgres://… or set {STORAGE_ENV}");
+        eprintln!(
+            "error: no team store: pass --storage postgres://…, set {STORAGE_ENV}, or set team.storage in settings.yaml"
+        );
         return ExitCode::from(1);
     };
     let runtime = match tokio::runtime::Builder::new_current_thread()
@@ -393,6 +454,31 @@ async fn team(url: &str, args: Args) -> Result<(), String> {
                 }
                 print!("{out}");
             }
+            Ok(())
+        }
+        "sessions" => {
+            if let Some(extra) = rest.first() {
+                return Err(format!("unexpected argument {extra:?}"));
+            }
+            let rows = store
+                .sessions(args.user.as_deref(), 10_000)
+                .await
+                .map_err(|e| e.to_string())?;
+            let mut out = String::new();
+            for r in rows {
+                out.push_str(&format!(
+                    "{}\n",
+                    json!({
+                        "sessionId": r.id,
+                        "headSeq": r.head_seq,
+                        "owner": r.owner_user,
+                        "leased": r.leased,
+                        "leaseOwner": r.lease_owner,
+                        "leaseEpoch": r.lease_epoch,
+                    })
+                ));
+            }
+            print!("{out}");
             Ok(())
         }
         "show" => {

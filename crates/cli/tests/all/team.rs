@@ -933,6 +933,26 @@ async fn post_json(client: &reqwest::Client, url: &str, token: &str, text: &str)
     resp.json().await.unwrap()
 }
 
+/// A model for two turns: each runs one bash command (`echo one`, then `second_command`)
+/// and answers.
+fn two_turns(second_command: &str, first: &str, second: &str) -> MockServer {
+    MockServer::with_replies([
+        crate::common::call(
+            "call_1",
+            "bash",
+            serde_json::json!({"command": "echo one", "description": "one"}),
+        ),
+        Reply::text(first),
+        crate::common::call(
+            "call_2",
+            "bash",
+            serde_json::json!({"command": second_command, "description": "two"}),
+        ),
+        Reply::text(second),
+    ])
+    .answer_untooled("Team test")
+}
+
 /// The gateway and the worker look at PostgreSQL only every ten minutes here: a turn that
 /// runs and streams at all was woken and carried by NATS.
 #[test]
@@ -941,21 +961,7 @@ fn with_nats_idle_workers_wake_on_input_and_streams_are_live() {
     let Some(nats) = nats() else { return };
     let run = Run::new();
     let pool = team.schema.clone();
-    let server = MockServer::with_replies([
-        crate::common::call(
-            "call_1",
-            "bash",
-            serde_json::json!({"command": "echo one", "description": "one"}),
-        ),
-        Reply::text("first over nats"),
-        crate::common::call(
-            "call_2",
-            "bash",
-            serde_json::json!({"command": "echo two", "description": "two"}),
-        ),
-        Reply::text("second over nats"),
-    ])
-    .answer_untooled("Team test");
+    let server = two_turns("echo two", "first over nats", "second over nats");
     let ann = run.add_user(&server, &team, "ann");
     let slow = [
         "--transport",
@@ -1027,21 +1033,11 @@ fn without_nats_the_team_falls_back_to_postgres() {
     };
     let proxy = Proxy::start(nats.trim_start_matches("nats://").to_string());
     let via_proxy = format!("nats://127.0.0.1:{}", proxy.port);
-    let server = MockServer::with_replies([
-        crate::common::call(
-            "call_1",
-            "bash",
-            serde_json::json!({"command": "echo one", "description": "one"}),
-        ),
-        Reply::text("first without nats"),
-        crate::common::call(
-            "call_2",
-            "bash",
-            serde_json::json!({"command": "sleep 0.3; echo two", "description": "two"}),
-        ),
-        Reply::text("second with nats cut"),
-    ])
-    .answer_untooled("Team test");
+    let server = two_turns(
+        "sleep 0.3; echo two",
+        "first without nats",
+        "second with nats cut",
+    );
     let ann = run.add_user(&server, &team, "ann");
     // Gateway one cannot reach NATS at all; gateway two loses it in the middle.
     let one = run.gateway_with(
@@ -1136,4 +1132,50 @@ fn without_nats_the_team_falls_back_to_postgres() {
     all.extend(second);
     let expected: Vec<Sse> = stored.iter().map(|e| (e.seq, e.data.clone())).collect();
     assert_eq!(all, expected, "every event once, in order, byte for byte");
+}
+
+#[test]
+fn the_team_store_can_be_named_in_settings() {
+    let Some(team) = Team::new() else { return };
+    let run = Run::new();
+    let server = MockServer::start();
+    run.settings(&format!(
+        "team:\n  storage: '{}'\n  pool: from-settings\n",
+        team.url
+    ));
+    let out = run
+        .base(&server)
+        .args(["team", "submit", "hello"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", crate::common::stderr(&out));
+    let id = serde_json::from_slice::<Value>(&out.stdout).unwrap()["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let store = team.store();
+    assert_eq!(team.rt.block_on(store.backlog("from-settings")).unwrap(), 1);
+    assert_eq!(team.pending(&id), 1);
+    // A key the section does not take is refused, naming it.
+    run.settings("team:\n  storgae: x\n");
+    let out = run
+        .base(&server)
+        .args(["team", "show", &id])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        crate::common::stderr(&out).contains("storgae"),
+        "{}",
+        crate::common::stderr(&out)
+    );
+    // Without any, the error says where a store can be named.
+    run.settings("");
+    let out = run
+        .base(&server)
+        .args(["team", "show", &id])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(crate::common::stderr(&out).contains("team.storage"));
 }
