@@ -85,6 +85,9 @@ CREATE TABLE dsh_users (
 );
 ALTER TABLE dsh_sessions ADD COLUMN owner_user text REFERENCES dsh_users(name);
 ",
+    "
+ALTER TABLE dsh_sessions ADD COLUMN cancel_epoch bigint;
+",
 ];
 
 /// Why a store operation failed.
@@ -371,15 +374,46 @@ impl Store {
     /// Extends `lease` by `ttl` from now; `false` when it is no longer held (the holder must
     /// stop: it is fenced).
     pub async fn renew(&self, lease: &Lease, ttl: Duration) -> Result<bool, StoreError> {
-        let n = self
+        Ok(self.renew_watching(lease, ttl).await?.is_some())
+    }
+
+    /// [`Store::renew`] that also tells whether the turn running under the lease was asked
+    /// to stop ([`Store::request_cancel`]): `None` when the lease is no longer held.
+    pub async fn renew_watching(
+        &self,
+        lease: &Lease,
+        ttl: Duration,
+    ) -> Result<Option<bool>, StoreError> {
+        let row = self
             .client
-            .execute(
+            .query_opt(
                 "UPDATE dsh_sessions SET lease_expires = now() + make_interval(secs => $4)
-                  WHERE id = $1 AND lease_owner = $2 AND lease_epoch = $3 AND lease_expires > now()",
-                &[&lease.session, &lease.owner, &lease.epoch, &ttl_seconds(ttl)],
+                  WHERE id = $1 AND lease_owner = $2 AND lease_epoch = $3 AND lease_expires > now()
+              RETURNING coalesce(cancel_epoch = lease_epoch, false)",
+                &[
+                    &lease.session,
+                    &lease.owner,
+                    &lease.epoch,
+                    &ttl_seconds(ttl),
+                ],
             )
             .await?;
-        Ok(n == 1)
+        Ok(row.map(|r| r.get(0)))
+    }
+
+    /// Asks the turn running on `session` now to stop: returns the epoch of the lease it runs
+    /// under, or `None` when no turn holds the session.
+    pub async fn request_cancel(&self, session: &str) -> Result<Option<i64>, StoreError> {
+        let row = self
+            .client
+            .query_opt(
+                "UPDATE dsh_sessions SET cancel_epoch = lease_epoch
+                  WHERE id = $1 AND lease_owner IS NOT NULL AND lease_expires > now()
+              RETURNING lease_epoch",
+                &[&session],
+            )
+            .await?;
+        Ok(row.map(|r| r.get(0)))
     }
 
     /// Gives `lease` up (the next writer need not wait for it to expire); a no-op when it was
@@ -699,6 +733,7 @@ fn session_row(row: &tokio_postgres::Row) -> SessionRow {
 /// Renews a lease in the background; its token is cancelled once the lease may be lost.
 pub struct LeaseKeeper {
     fenced: CancellationToken,
+    cancel: CancellationToken,
     _task: AbortOnDrop<()>,
 }
 
@@ -736,6 +771,8 @@ impl LeaseKeeper {
     ) -> Self {
         let fenced = CancellationToken::new();
         let token = fenced.clone();
+        let cancel = CancellationToken::new();
+        let asked = cancel.clone();
         let task = tokio::spawn(async move {
             let mut store = Some(store);
             let mut deadline = fence_deadline(taken_at, ttl);
@@ -763,12 +800,17 @@ impl LeaseKeeper {
                 let Some(current) = &store else { continue };
                 let sent = Instant::now();
                 let renewed = tokio::select! {
-                    r = current.renew(&lease, ttl) => r,
+                    r = current.renew_watching(&lease, ttl) => r,
                     () = tokio::time::sleep_until(deadline) => continue,
                 };
                 match renewed {
-                    Ok(true) => deadline = fence_deadline(sent, ttl),
-                    Ok(false) => {
+                    Ok(Some(cancelled)) => {
+                        deadline = fence_deadline(sent, ttl);
+                        if cancelled {
+                            asked.cancel();
+                        }
+                    }
+                    Ok(None) => {
                         tracing::warn!(
                             "lease of session {} (epoch {}) was taken over: fencing this writer",
                             lease.session,
@@ -789,8 +831,15 @@ impl LeaseKeeper {
         });
         Self {
             fenced,
+            cancel,
             _task: AbortOnDrop(task),
         }
+    }
+
+    /// Cancelled once a renewal learns that the turn under the lease was asked to stop
+    /// ([`Store::request_cancel`]): the holder should stop the turn as a user's Ctrl-C would.
+    pub fn cancel_requested(&self) -> &CancellationToken {
+        &self.cancel
     }
 
     /// Cancelled once the lease may be lost: the holder must stop its tools and append nothing.

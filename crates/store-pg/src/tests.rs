@@ -436,3 +436,22 @@ async fn accounts_own_their_sessions() {
     );
     drop_schema(&a, &schema).await;
 }
+
+#[tokio::test]
+async fn a_cancel_reaches_the_turn_holding_the_lease_only() {
+    let Some((a, schema)) = fresh().await else {
+        return;
+    };
+    a.create_session("s", None).await.unwrap();
+    assert_eq!(a.request_cancel("s").await.unwrap(), None, "no turn runs");
+    let first = a.acquire("s", "w", TTL).await.unwrap().unwrap();
+    assert_eq!(a.renew_watching(&first, TTL).await.unwrap(), Some(false));
+    assert_eq!(a.request_cancel("s").await.unwrap(), Some(first.epoch));
+    assert_eq!(a.renew_watching(&first, TTL).await.unwrap(), Some(true));
+    // The next turn (a new epoch) is not cancelled by a request made for the last one.
+    a.release(&first).await.unwrap();
+    let next = a.acquire("s", "w", TTL).await.unwrap().unwrap();
+    assert_eq!(a.renew_watching(&next, TTL).await.unwrap(), Some(false));
+    assert_eq!(a.renew_watching(&first, TTL).await.unwrap(), None, "fenced");
+    drop_schema(&a, &schema).await;
+}

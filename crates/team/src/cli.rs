@@ -57,6 +57,7 @@ like, behind any load balancer. Requests carry `Authorization: Bearer <token>` o
   GET  /v1/sessions/<id>               head seq, lease, pending input
   POST /v1/sessions/<id>/messages {\"text\"}
                                        queue the next input
+  POST /v1/sessions/<id>/cancel        stop the running turn (409: none runs)
   GET  /v1/sessions/<id>/events        server-sent events (id: seq, data: the record),
                                        resumed after Last-Event-ID (or ?after=<seq>)
 
@@ -86,6 +87,7 @@ Commands:
   events <id> [--after <seq>] [--meta]
                             print a session's stored events as JSON lines (the records of its
                             log); --meta wraps each as {\"seq\":…,\"epoch\":…,\"record\":…}
+  cancel <id>               stop the running turn of a session, as Ctrl-C would
   sessions [--user <name>]  list sessions (of one account), newest first, as JSON lines
   show <id>                 print a session's row: head seq, lease owner and epoch, pending
                             input
@@ -454,6 +456,20 @@ async fn team(url: &str, args: Args) -> Result<(), String> {
                 }
                 print!("{out}");
             }
+            Ok(())
+        }
+        "cancel" => {
+            let id = one("a session id")?;
+            let Some(epoch) = store.request_cancel(id).await.map_err(|e| e.to_string())? else {
+                return Err(format!("no turn of session {id} is running"));
+            };
+            if let Some(url) = args.transport()
+                && let Ok(Ok(t)) =
+                    tokio::time::timeout(Duration::from_secs(5), Transport::connect(&url)).await
+            {
+                let _ = tokio::time::timeout(Duration::from_secs(5), t.cancel(id, epoch)).await;
+            }
+            println!("{}", json!({"sessionId": id, "epoch": epoch}));
             Ok(())
         }
         "sessions" => {

@@ -9,6 +9,8 @@
 //! * `POST /v1/sessions` `{"text"}`: a new session with its first input queued (201).
 //! * `GET  /v1/sessions/{id}`: head seq, lease and pending input.
 //! * `POST /v1/sessions/{id}/messages` `{"text"}`: queues the next input (202).
+//! * `POST /v1/sessions/{id}/cancel`: stops the running turn as Ctrl-C would (202; 409 when
+//!   no turn runs).
 //! * `GET  /v1/sessions/{id}/events`: server-sent events, one per stored event: `id:` is its
 //!   seq, `data:` its record. Replayed from PostgreSQL after `Last-Event-ID` (or `?after=`),
 //!   then followed by polling; each event is sent once, in seq order, with no gap, whatever
@@ -200,6 +202,10 @@ impl Gateway {
                 let id = (*id).to_string();
                 self.message(&user, &id, req).await
             }
+            (&Method::POST, ["v1", "sessions", id, "cancel"]) => {
+                let id = (*id).to_string();
+                self.cancel(&user, &id).await
+            }
             (&Method::GET, ["v1", "sessions", id, "events"]) => {
                 let id = (*id).to_string();
                 self.events(&user, &id, &req).await
@@ -317,9 +323,34 @@ impl Gateway {
             .get()
             .enqueue(id, &self.options.pool, &json!({"text": text}))
             .await?;
+        self.wake().await;
         Ok(json_response(
             StatusCode::ACCEPTED,
             &json!({"inboxId": inbox}),
+        ))
+    }
+
+    async fn cancel(&self, user: &User, id: &str) -> Result<Response<Body>, StoreError> {
+        if !self.visible(user, id).await? {
+            return Ok(not_found());
+        }
+        let Some(epoch) = self.db.get().request_cancel(id).await? else {
+            return Ok(error(
+                StatusCode::CONFLICT,
+                "no turn of this session is running",
+            ));
+        };
+        if let Some(t) = self.transport.clone() {
+            let id = id.to_string();
+            tokio::spawn(async move {
+                if let Err(e) = t.cancel(&id, epoch).await {
+                    tracing::warn!("serve: {e}");
+                }
+            });
+        }
+        Ok(json_response(
+            StatusCode::ACCEPTED,
+            &json!({"epoch": epoch}),
         ))
     }
 

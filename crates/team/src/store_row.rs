@@ -196,6 +196,7 @@ async fn appender(config: StoreRowConfig, mut rx: mpsc::UnboundedReceiver<Msg>) 
         lost.cancelled().await;
         fenced("the lease of this session was lost (taken over, or not renewed in time)");
     });
+    watch_cancels(&config, keeper.cancel_requested().clone());
     // Live events go out after each commit when there is a transport; without one (or when
     // NATS is down) gateways read PostgreSQL.
     let live = config
@@ -313,6 +314,42 @@ fn enqueue(queue: &mut Vec<Arc<Event>>, head: i64, event: Arc<Event>, session: &
             "session {session}: event seq {seq} arrived before seq {next}; the log cannot be kept in order"
         ));
     }
+}
+
+/// Stops the turn when someone asks (`dsh team cancel`, the gateway's cancel): learnt at the
+/// next lease renewal, or at once over NATS. The turn then ends as on a user's Ctrl-C: the
+/// running call is cancelled and recorded, the turn closed, the process exits 130.
+fn watch_cancels(config: &StoreRowConfig, renewal: tokio_util::sync::CancellationToken) {
+    let epoch = config.epoch;
+    let session = config.session.clone();
+    let transport = config.transport.clone();
+    tokio::spawn(async move {
+        let over_nats = async {
+            let Some(url) = transport else {
+                return std::future::pending::<()>().await;
+            };
+            let mut cancels = match Transport::connect(&url).await {
+                Ok(t) => match t.subscribe_cancels(&session).await {
+                    Ok(c) => c,
+                    Err(_) => return std::future::pending::<()>().await,
+                },
+                Err(_) => return std::future::pending::<()>().await,
+            };
+            while let Some(asked) = cancels.next().await {
+                if asked == epoch {
+                    return;
+                }
+            }
+            std::future::pending::<()>().await
+        };
+        tokio::select! {
+            () = renewal.cancelled() => {}
+            () = over_nats => {}
+        }
+        eprintln!("dsh: this turn was asked to stop");
+        let _ =
+            rustix::process::kill_process(rustix::process::getpid(), rustix::process::Signal::INT);
+    });
 }
 
 /// Publishes committed events on their own task, so a slow or unreachable NATS never holds

@@ -29,6 +29,9 @@ const WORK_STREAM: &str = "DSH_WORK";
 #[derive(Clone)]
 pub struct Transport {
     client: async_nats::Client,
+    /// One JetStream context for the connection's life: a context dropped while a publish
+    /// waits for its acknowledgment takes the acknowledgment with it.
+    js: jetstream::Context,
 }
 
 /// `name` as one subject token.
@@ -45,6 +48,11 @@ pub fn subject_token(name: &str) -> String {
         out.push('~');
     }
     out
+}
+
+/// The subject control messages for the turn holding a session go to.
+fn control_subject(session: &str) -> String {
+    format!("dsh.ctl.{}", subject_token(session))
 }
 
 /// The subject a session's live events go to.
@@ -73,11 +81,12 @@ impl Transport {
             .connect(url)
             .await
             .map_err(|e| format!("cannot reach NATS at {url}: {e}"))?;
-        Ok(Self { client })
+        let js = jetstream::new(client.clone());
+        Ok(Self { client, js })
     }
 
     async fn work_stream(&self) -> Result<stream::Stream, String> {
-        jetstream::new(self.client.clone())
+        self.js
             .get_or_create_stream(stream::Config {
                 name: WORK_STREAM.into(),
                 subjects: vec!["dsh.work.>".into()],
@@ -91,7 +100,8 @@ impl Transport {
     /// Tells `pool`'s workers that input is waiting (acknowledged by JetStream).
     pub async fn wake(&self, pool: &str) -> Result<(), String> {
         self.work_stream().await?;
-        let ack = jetstream::new(self.client.clone())
+        let ack = self
+            .js
             .publish(work_subject(pool), Bytes::new())
             .await
             .map_err(|e| format!("NATS: {e}"))?;
@@ -130,6 +140,27 @@ impl Transport {
         }
     }
 
+    /// Asks the turn of `session` running under lease `epoch` to stop (best effort: the
+    /// turn also learns it from PostgreSQL at its next lease renewal).
+    pub async fn cancel(&self, session: &str, epoch: i64) -> Result<(), String> {
+        self.client
+            .publish(control_subject(session), format!("cancel {epoch}").into())
+            .await
+            .map_err(|e| format!("NATS: {e}"))?;
+        self.flush().await;
+        Ok(())
+    }
+
+    /// Control messages for `session`: yields the epoch each cancel names.
+    pub async fn subscribe_cancels(&self, session: &str) -> Result<Cancels, String> {
+        let subscriber = self
+            .client
+            .subscribe(control_subject(session))
+            .await
+            .map_err(|e| format!("NATS: {e}"))?;
+        Ok(Cancels { subscriber })
+    }
+
     /// Waits until everything published so far has been written to NATS (best effort).
     pub async fn flush(&self) {
         let _ = self.client.flush().await;
@@ -155,9 +186,10 @@ impl WorkQueue {
     /// Waits up to `timeout` for a wake-up and acknowledges it; `Err` when NATS failed (the
     /// caller then waits on its own clock).
     pub async fn wait(&self, timeout: Duration) -> Result<bool, String> {
+        // `batch` waits up to `expires` for a message (`fetch` would return at once).
         let mut batch = self
             .consumer
-            .fetch()
+            .batch()
             .max_messages(1)
             .expires(timeout)
             .messages()
@@ -170,6 +202,27 @@ impl WorkQueue {
             }
             Some(Err(e)) => Err(format!("NATS: {e}")),
             None => Ok(false),
+        }
+    }
+}
+
+/// Cancels sent to a session's turn.
+pub struct Cancels {
+    subscriber: async_nats::Subscriber,
+}
+
+impl Cancels {
+    /// The epoch the next cancel names; `None` when the subscription ended.
+    pub async fn next(&mut self) -> Option<i64> {
+        loop {
+            let message = self.subscriber.next().await?;
+            let text = std::str::from_utf8(&message.payload).unwrap_or_default();
+            if let Some(epoch) = text
+                .strip_prefix("cancel ")
+                .and_then(|e| e.trim().parse().ok())
+            {
+                return Some(epoch);
+            }
         }
     }
 }

@@ -23,6 +23,9 @@ use dsh_store_pg::{Lease, Store, StoreError};
 use serde_json::{Value, json};
 
 use crate::store_row::{FENCED_EXIT, PLUGIN_NAME};
+
+/// Exit status of a turn stopped on request (as `dsh headless` after Ctrl-C).
+const CANCELLED_EXIT: i32 = 130;
 use crate::transport::{Transport, WorkQueue};
 
 /// How a worker runs.
@@ -136,6 +139,12 @@ pub async fn run(options: &WorkerOptions) -> Result<(), WorkerError> {
         }
         match outcome {
             Ok(status) if status.success() => {}
+            Ok(status) if status.code() == Some(CANCELLED_EXIT) => {
+                eprintln!(
+                    "dsh worker: the turn of session {} was cancelled",
+                    lease.session
+                );
+            }
             Ok(status) if status.code() == Some(FENCED_EXIT) => {
                 eprintln!(
                     "dsh worker: session {} was taken over (epoch {} fenced)",
@@ -171,8 +180,12 @@ async fn idle(queue: Option<&WorkQueue>, poll: Duration) {
         .unwrap_or_else(|_| Err("NATS did not answer a fetch".into()));
     if let Err(e) = waited {
         tracing::warn!("worker: {e}");
-        // Do not spin on a failing transport: the rest of the interval on the clock.
-        tokio::time::sleep(poll.saturating_sub(started.elapsed())).await;
+        // Do not spin on a failing transport, nor sleep past a second on it.
+        tokio::time::sleep(
+            poll.min(Duration::from_secs(1))
+                .saturating_sub(started.elapsed()),
+        )
+        .await;
     }
 }
 

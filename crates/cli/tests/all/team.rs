@@ -107,6 +107,10 @@ impl Run {
     fn team(&self, server: &MockServer, team: &Team, args: &[&str]) -> Command {
         let mut c = self.base(server);
         c.env("DSH_STORAGE", &team.url).args(args);
+        // Diagnostics for a failing run: DSH_TEST_CHILD_LOG=<filter> reaches the processes.
+        if let Ok(filter) = std::env::var("DSH_TEST_CHILD_LOG") {
+            c.env("DSH_LOG", filter);
+        }
         c
     }
 
@@ -984,6 +988,15 @@ fn with_nats_idle_workers_wake_on_input_and_streams_are_live() {
         "first",
     ));
     let id = created["sessionId"].as_str().unwrap().to_string();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !team.events(&id).iter().any(|e| e.kind == types::TURN_END) {
+        assert!(
+            Instant::now() < deadline,
+            "the woken worker never ran the turn: {}",
+            std::fs::read_to_string(run.worker_log("worker-a")).unwrap()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
     let events_url = format!("{}/v1/sessions/{id}/events", gateway.url);
     let first = rt.block_on(read_events(&events_url, &ann, None, |e| {
         e.iter().any(|(_, d)| d.contains("\"turn/end\""))
@@ -1001,6 +1014,21 @@ fn with_nats_idle_workers_wake_on_input_and_streams_are_live() {
         .await;
         stream
     });
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while team
+        .events(&id)
+        .iter()
+        .filter(|e| e.kind == types::TURN_END)
+        .count()
+        < 2
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the woken worker never ran the second turn: {}",
+            std::fs::read_to_string(run.worker_log("worker-a")).unwrap()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
     let second = rt.block_on(collect_events(stream, |e| {
         e.iter().any(|(_, d)| d.contains("\"turn/end\""))
     }));
@@ -1178,4 +1206,79 @@ fn the_team_store_can_be_named_in_settings() {
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
     assert!(crate::common::stderr(&out).contains("team.storage"));
+}
+
+#[test]
+fn a_running_turn_is_cancelled_through_the_gateway() {
+    let Some(team) = Team::new() else { return };
+    let run = Run::new();
+    let marker = format!("team-cancel-{}", uuid::Uuid::new_v4().simple());
+    let server = MockServer::with_replies([
+        crate::common::call(
+            "call_long",
+            "bash",
+            serde_json::json!({"command": format!("touch started; sleep 30; echo {marker}"), "description": "long"}),
+        ),
+        Reply::text("after the cancel"),
+    ])
+    .answer_untooled("Team test");
+    let ann = run.add_user(&server, &team, "ann");
+    let gateway = run.gateway_with(&server, &team, &["--poll-ms", "50"]);
+    let client = reqwest::Client::new();
+    let rt = &team.rt;
+    let created = rt.block_on(post_json(
+        &client,
+        &format!("{}/v1/sessions", gateway.url),
+        &ann,
+        "long",
+    ));
+    let id = created["sessionId"].as_str().unwrap().to_string();
+    let cancel_url = format!("{}/v1/sessions/{id}/cancel", gateway.url);
+    let cancel = || {
+        rt.block_on(async {
+            client
+                .post(&cancel_url)
+                .bearer_auth(&ann)
+                .send()
+                .await
+                .unwrap()
+                .status()
+        })
+    };
+    assert_eq!(cancel(), 409, "no turn runs before a worker takes it");
+    let mut worker = run.worker(&server, &team, "worker-a", &[]);
+    wait_file(&run.work.path().join("started"));
+    assert_eq!(cancel(), 202);
+    team.wait_for(&id, "the cancelled turn's end", |e| {
+        e.iter().any(|e| e.kind == types::TURN_END)
+    });
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !processes_with(&marker).is_empty() {
+        assert!(Instant::now() < deadline, "the cancelled tool kept running");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // The worker goes on: the next input runs normally.
+    rt.block_on(post_json(
+        &client,
+        &format!("{}/v1/sessions/{id}/messages", gateway.url),
+        &ann,
+        "again",
+    ));
+    team.wait_for(&id, "the next turn's end", |e| {
+        e.iter().filter(|e| e.kind == types::TURN_END).count() == 2
+    });
+    kill_group(&worker, "KILL");
+    let _ = worker.wait();
+    let log = std::fs::read_to_string(run.worker_log("worker-a")).unwrap();
+    assert!(log.contains("was cancelled"), "{log}");
+    let stored = team.events(&id);
+    let events = check_log(&stored);
+    let first_end = events.iter().find(|e| e.is(types::TURN_END)).unwrap();
+    assert_ne!(
+        first_end.data.as_value().pointer("/reason/kind"),
+        Some(&Value::from("completed")),
+        "{:?}",
+        first_end.data.as_value()
+    );
+    assert!(answers(&events).join("\n").contains("after the cancel"));
 }
