@@ -12,6 +12,7 @@ mod models_cmd;
 mod plugin_cmd;
 mod profile;
 mod sessions;
+mod sessions_store;
 
 pub(crate) use dsh_app::stdout;
 

@@ -11,10 +11,14 @@ use dsh_persistence::{ChunkPacking, Compression, Loaded, SessionFiles};
 use dsh_session::{Event, RecordFormat, Session, SessionHeader, types, write_event};
 use serde_json::Value;
 
-pub const HELP: &str = "\
+pub(crate) const HELP: &str = "\
 Usage: dsh sessions <command> [options]
 
-Stored sessions under $DSH_HOME/sessions (default ~/.dsh/sessions).
+Stored sessions under $DSH_HOME/sessions (default ~/.dsh/sessions), or those of a team
+store: --storage postgres://… (default $DSH_STORAGE, then team.storage in settings.yaml;
+--storage local: the local logs). In a team store, list shows every session (--all also
+the directory each last ran in), show and export read the stored log, and fork writes the
+new session to the store, where `dsh team submit --session <id>` queues its next input.
 
 Commands:
   list [--all]                      sessions of this directory (--all: every directory),
@@ -75,7 +79,7 @@ fn title_of(events: &[Arc<Event>]) -> String {
         .unwrap_or_default()
 }
 
-fn format_time(ms: i64) -> String {
+pub(crate) fn format_time(ms: i64) -> String {
     let t = dsh_kernel::time::utc(ms);
     format!(
         "{:04}-{:02}-{:02} {:02}:{:02}Z",
@@ -242,7 +246,7 @@ fn block_line(b: &ContentBlock) -> Option<String> {
     }
 }
 
-fn show(root: &Path, target: &str, mode: &str) -> ExitCode {
+pub(crate) fn show(root: &Path, target: &str, mode: &str) -> ExitCode {
     let path = match locate(root, target) {
         Ok(p) => p,
         Err(e) => return fail(e),
@@ -392,18 +396,23 @@ fn show(root: &Path, target: &str, mode: &str) -> ExitCode {
 }
 
 fn fork(root: &Path, id: &str, at: Option<u64>) -> ExitCode {
-    let path = match locate(root, id) {
-        Ok(p) => p,
-        Err(e) => return fail(e),
-    };
-    let loaded = match inspect(root, &path) {
-        Ok(l) => l,
-        Err(e) => return fail(format!("{}: {e}", path.display())),
-    };
-    let cut = match dsh_persistence::fork_cut(&loaded.events, at) {
-        Ok(c) => c,
-        Err(e) => return fail(format!("session \"{}\": {e}", loaded.header.id)),
-    };
+    match fork_in(root, id, at) {
+        Ok((header, _)) => crate::stdout::print(&format!("{}\n", header.id)),
+        Err(e) => fail(e),
+    }
+}
+
+/// Forks session `id` under `root` (see `fork` in [`HELP`]): the new session's header and
+/// events, already written next to it.
+pub(crate) fn fork_in(
+    root: &Path,
+    id: &str,
+    at: Option<u64>,
+) -> Result<(SessionHeader, Vec<Arc<Event>>), String> {
+    let path = locate(root, id)?;
+    let loaded = inspect(root, &path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let cut = dsh_persistence::fork_cut(&loaded.events, at)
+        .map_err(|e| format!("session \"{}\": {e}", loaded.header.id))?;
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis() as i64)
@@ -416,19 +425,17 @@ fn fork(root: &Path, id: &str, at: Option<u64>) -> ExitCode {
     header.parent_session = Some(loaded.header.id.clone());
     header.seed_length = Some(cut as u64);
     header.agent_preset = loaded.header.agent_preset.clone();
-    let child = match Session::with_seed(header.clone(), loaded.events[..cut].to_vec(), now) {
-        Ok(s) => s,
-        Err(e) => return fail(e),
-    };
+    let child = Session::with_seed(header.clone(), loaded.events[..cut].to_vec(), now)
+        .map_err(|e| e.to_string())?;
     let compression = if path.extension().is_some_and(|e| e == "zstd") {
         Compression::Zstd
     } else {
         Compression::None
     };
-    if let Err(e) = files(root, compression).create(&header, child.events()) {
-        return fail(e);
-    }
-    crate::stdout::print(&format!("{}\n", header.id))
+    files(root, compression)
+        .create(&header, child.events())
+        .map_err(|e| e.to_string())?;
+    Ok((header, child.events().to_vec()))
 }
 
 fn export(root: &Path, id: &str) -> ExitCode {
@@ -442,9 +449,54 @@ fn export(root: &Path, id: &str) -> ExitCode {
     }
 }
 
-/// Runs `dsh sessions <args>`.
+/// Runs `dsh sessions <args>`: on the local logs, or with `--storage` (or a configured team
+/// store) on the sessions of a PostgreSQL team store.
 pub fn run(home: &Path, args: &[String]) -> ExitCode {
-    let root = home.join("sessions");
+    let (flag, args) = match take_storage_flag(args) {
+        Ok(v) => v,
+        Err(e) => return fail(e),
+    };
+    let args = &args[..];
+    let url = match dsh_team::cli::storage_url(home, flag) {
+        Ok(u) => u,
+        Err(e) => return fail(e),
+    };
+    if let Some(url) = url
+        && !matches!(
+            args.first().map(String::as_str),
+            None | Some("-h" | "--help")
+        )
+    {
+        return crate::sessions_store::run(&url, args);
+    }
+    run_local(&home.join("sessions"), args)
+}
+
+/// `--storage <url>` (or `--storage=<url>`) anywhere in `args`, and the rest.
+fn take_storage_flag(args: &[String]) -> Result<(Option<String>, Vec<String>), String> {
+    let mut flag = None;
+    let mut rest = Vec::new();
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        if a == "--storage" {
+            flag = Some(
+                it.next()
+                    .cloned()
+                    .ok_or("option '--storage <url>' argument missing")?,
+            );
+        } else if let Some(v) = a.strip_prefix("--storage=") {
+            flag = Some(v.to_string());
+        } else {
+            rest.push(a.clone());
+        }
+    }
+    Ok((flag, rest))
+}
+
+/// `dsh sessions` on the logs under `root`; the store mode runs it on a session it wrote
+/// there.
+pub(crate) fn run_local(root: &Path, args: &[String]) -> ExitCode {
+    let root = root.to_path_buf();
     let arg = |i: usize| args.get(i).map(String::as_str);
     match (arg(0), arg(1)) {
         (None | Some("-h" | "--help"), _) => crate::stdout::print(HELP),

@@ -86,6 +86,14 @@ ALTER TABLE dsh_sessions ADD COLUMN owner_user text REFERENCES dsh_users(name);
     "
 ALTER TABLE dsh_sessions ADD COLUMN cancel_epoch bigint;
 ",
+    "
+ALTER TABLE dsh_users ADD COLUMN password_hash text;
+CREATE TABLE dsh_login_tokens (
+    token_sha256 text PRIMARY KEY,
+    user_name    text NOT NULL REFERENCES dsh_users(name),
+    expires_at   timestamptz NOT NULL
+);
+",
 ];
 
 /// Why a store operation failed.
@@ -282,40 +290,6 @@ impl Store {
         Ok(n == 1)
     }
 
-    /// Adds account `name` whose token hashes to `token_sha256` (hex); `false` when the name
-    /// is taken.
-    pub async fn add_user(
-        &self,
-        name: &str,
-        token_sha256: &str,
-        admin: bool,
-    ) -> Result<bool, StoreError> {
-        let n = self
-            .client
-            .execute(
-                "INSERT INTO dsh_users (name, token_sha256, admin) VALUES ($1, $2, $3)
-                 ON CONFLICT (name) DO NOTHING",
-                &[&name, &token_sha256, &admin],
-            )
-            .await?;
-        Ok(n == 1)
-    }
-
-    /// The account whose token hashes to `token_sha256`.
-    pub async fn user_by_token(&self, token_sha256: &str) -> Result<Option<User>, StoreError> {
-        let row = self
-            .client
-            .query_opt(
-                "SELECT name, admin FROM dsh_users WHERE token_sha256 = $1",
-                &[&token_sha256],
-            )
-            .await?;
-        Ok(row.map(|r| User {
-            name: r.get(0),
-            admin: r.get(1),
-        }))
-    }
-
     /// Sessions, newest first, at most `limit`: those of account `user`, or all with `None`.
     pub async fn sessions(
         &self,
@@ -325,11 +299,11 @@ impl Store {
         let rows = self
             .client
             .query(
-                "SELECT id, head_seq, lease_owner, lease_epoch,
-                        coalesce(lease_expires > now(), false), header::text, owner_user
-                   FROM dsh_sessions
-                  WHERE $1::text IS NULL OR owner_user = $1
-                  ORDER BY created_at DESC, id LIMIT $2",
+                &format!(
+                    "SELECT {SESSION_COLUMNS} FROM dsh_sessions
+                      WHERE $1::text IS NULL OR owner_user = $1
+                      ORDER BY created_at DESC, id LIMIT $2"
+                ),
                 &[&user, &limit],
             )
             .await?;
@@ -704,9 +678,7 @@ impl Store {
         let row = self
             .client
             .query_opt(
-                "SELECT id, head_seq, lease_owner, lease_epoch,
-                        coalesce(lease_expires > now(), false), header::text, owner_user
-                   FROM dsh_sessions WHERE id = $1",
+                &format!("SELECT {SESSION_COLUMNS} FROM dsh_sessions WHERE id = $1"),
                 &[&session],
             )
             .await?
@@ -715,7 +687,11 @@ impl Store {
     }
 }
 
-/// A [`SessionRow`] from its seven columns, in the order both session queries select them.
+/// The columns [`session_row`] reads, in its order (`dsh_sessions` may be aliased `s`).
+const SESSION_COLUMNS: &str = "id, head_seq, lease_owner, lease_epoch,
+        coalesce(lease_expires > now(), false), header::text, owner_user";
+
+/// A [`SessionRow`] from the first seven columns, [`SESSION_COLUMNS`].
 fn session_row(row: &tokio_postgres::Row) -> SessionRow {
     SessionRow {
         id: row.get(0),
@@ -728,9 +704,12 @@ fn session_row(row: &tokio_postgres::Row) -> SessionRow {
     }
 }
 
+mod accounts;
 mod lease;
+mod listing;
 
 pub use lease::LeaseKeeper;
+pub use listing::SessionOverview;
 
 #[cfg(test)]
 mod tests;

@@ -52,6 +52,8 @@ An HTTP gateway to a PostgreSQL team store. It keeps no state of its own: run as
 like, behind any load balancer. Requests carry `Authorization: Bearer <token>` of an account
 (`dsh team user add`); an account sees only its own sessions, an admin account all of them.
 
+  POST /v1/login {\"user\",\"password\"}  a sign-in token for an account with a password
+                                       (12 hours); POST /v1/logout ends it
   GET  /v1/sessions                    the caller's sessions
   POST /v1/sessions {\"text\"}           a new session with its first input queued
   GET  /v1/sessions/<id>               head seq, lease, pending input
@@ -91,14 +93,31 @@ Commands:
   sessions [--user <name>]  list sessions (of one account), newest first, as JSON lines
   show <id>                 print a session's row: head seq, lease owner and epoch, pending
                             input
-  user add <name> [--admin] add an account for `dsh serve`; prints its token once (only its
-                            SHA-256 is stored)
+  user add <name> [--admin] [--password-stdin]
+                            add an account for `dsh serve`; prints its standing token once
+                            (only its SHA-256 is stored); --password-stdin also sets a
+                            password, the first line of standard input
+  user password <name>      set an account's password from the first line of standard input
+                            (at least 8 characters; stored as a PBKDF2 hash), for sign-in at
+                            POST /v1/login
 
 Options (every command):
   --storage <url>           the team store; default $DSH_STORAGE
   --pool <name>             the pool input is queued on (default: default)
   --transport <url>         NATS: submit wakes the pool's workers (default $DSH_TRANSPORT)
 ";
+
+/// The first line of standard input as a new password, hashed.
+fn password_from_stdin() -> Result<String, String> {
+    let mut line = String::new();
+    std::io::stdin()
+        .read_line(&mut line)
+        .map_err(|e| format!("cannot read the password from standard input: {e}"))?;
+    let password = line.strip_suffix('\n').unwrap_or(&line);
+    let password = password.strip_suffix('\r').unwrap_or(password);
+    crate::auth::check_password(password)?;
+    crate::auth::hash_password(password)
+}
 
 /// The `team` section of `$DSH_HOME/settings.yaml`: `storage`, `transport` and `pool`, each a
 /// string, used when neither the flag nor the environment variable gives one.
@@ -139,6 +158,19 @@ fn team_settings(home: &Path) -> Result<TeamSettings, String> {
         }
     }
     Ok(out)
+}
+
+/// The team store `dsh sessions` reads: `flag` (`--storage`), else `$DSH_STORAGE`, else
+/// `team.storage` in settings; `None` (or `--storage local`): the local logs.
+pub fn storage_url(home: &Path, flag: Option<String>) -> Result<Option<String>, String> {
+    let chosen = match flag {
+        Some(f) => Some(f),
+        None => match dsh_host::environ::secret_var(STORAGE_ENV).filter(|s| !s.is_empty()) {
+            Some(env) => Some(env),
+            None => team_settings(home)?.storage,
+        },
+    };
+    Ok(chosen.filter(|s| s != "local"))
 }
 
 /// Runs `dsh worker …` (`command` = `worker`) or `dsh team …` (`team`).
@@ -223,6 +255,7 @@ struct Args {
     until_idle: bool,
     meta: bool,
     admin: bool,
+    password_stdin: bool,
     listen: Option<String>,
     user: Option<String>,
     transport: Option<String>,
@@ -270,6 +303,7 @@ impl Args {
                 "--until-idle" => out.until_idle = true,
                 "--meta" => out.meta = true,
                 "--admin" => out.admin = true,
+                "--password-stdin" => out.password_stdin = true,
                 "--user" => out.user = Some(value("name")?),
                 "--transport" => out.transport = Some(value("url")?),
                 "--listen" => out.listen = Some(value("addr:port")?),
@@ -522,27 +556,54 @@ async fn team(url: &str, args: Args) -> Result<(), String> {
         }
         "user" => {
             let (Some(action), Some(name), None) = (rest.first(), rest.get(1), rest.get(2)) else {
-                return Err("usage: dsh team user add <name> [--admin]".into());
+                return Err(
+                    "usage: dsh team user add <name> [--admin] [--password-stdin] | dsh team user password <name>"
+                        .into(),
+                );
             };
-            if action != "add" {
-                return Err(format!("unknown user command {action:?} (only add)"));
-            }
             if name.is_empty() {
                 return Err("an account name must not be empty".into());
             }
-            let token = crate::serve::new_token()?;
-            let added = store
-                .add_user(name, &crate::serve::token_hash(&token), args.admin)
-                .await
-                .map_err(|e| e.to_string())?;
-            if !added {
-                return Err(format!("account {name:?} exists already"));
+            match action.as_str() {
+                "add" => {
+                    let password = match args.password_stdin {
+                        true => Some(password_from_stdin()?),
+                        false => None,
+                    };
+                    let token = crate::auth::new_token()?;
+                    let added = store
+                        .add_user(name, &crate::auth::token_hash(&token), args.admin)
+                        .await
+                        .map_err(|e| e.to_string())?;
+                    if !added {
+                        return Err(format!("account {name:?} exists already"));
+                    }
+                    if let Some(hash) = password {
+                        store
+                            .set_password_hash(name, Some(&hash))
+                            .await
+                            .map_err(|e| e.to_string())?;
+                    }
+                    println!(
+                        "{}",
+                        json!({"user": name, "admin": args.admin, "token": token})
+                    );
+                    Ok(())
+                }
+                "password" => {
+                    let hash = password_from_stdin()?;
+                    if !store
+                        .set_password_hash(name, Some(&hash))
+                        .await
+                        .map_err(|e| e.to_string())?
+                    {
+                        return Err(format!("no account {name:?}"));
+                    }
+                    println!("{}", json!({"user": name, "password": "set"}));
+                    Ok(())
+                }
+                other => Err(format!("unknown user command {other:?} (add or password)")),
             }
-            println!(
-                "{}",
-                json!({"user": name, "admin": args.admin, "token": token})
-            );
-            Ok(())
         }
         other => Err(format!("unknown command {other:?} (see dsh team --help)")),
     }

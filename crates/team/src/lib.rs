@@ -22,6 +22,7 @@
 
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
+pub mod auth;
 pub mod cli;
 pub mod serve;
 pub mod store_row;

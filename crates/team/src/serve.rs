@@ -1,7 +1,9 @@
 //! `dsh serve`: a stateless HTTP gateway to the team store. Any number of them may run; they
 //! share nothing but PostgreSQL.
 //!
-//! Every request carries `Authorization: Bearer <token>` of an account (`dsh team user add`).
+//! Every request carries `Authorization: Bearer <token>` of an account: its standing token
+//! (`dsh team user add`), or a sign-in token from `POST /v1/login {"user","password"}` (for
+//! accounts given a password; it lasts 12 hours, `POST /v1/logout` ends it early).
 //! An account sees only its own sessions, an admin account every session; a session the
 //! caller may not see answers 404, exactly like one that does not exist.
 //!
@@ -35,6 +37,7 @@ use tokio::net::TcpListener;
 
 use dsh_store_pg::{Store, StoreError, User};
 
+use crate::auth::{self, Throttle, token_hash};
 use crate::transport::Transport;
 
 /// Largest request body (`{"text": …}`).
@@ -82,6 +85,8 @@ impl Db {
 
 struct Gateway {
     db: Db,
+    /// Failed password sign-ins per account.
+    throttle: Throttle,
     options: ServeOptions,
     transport: Option<Transport>,
 }
@@ -109,6 +114,7 @@ pub async fn run(options: ServeOptions) -> Result<(), String> {
     println!("listening on http://{addr}");
     let gateway = Arc::new(Gateway {
         transport,
+        throttle: Throttle::default(),
         db: Db {
             url: options.url.clone(),
             store: Mutex::new(Arc::new(store)),
@@ -163,22 +169,14 @@ fn not_found() -> Response<Body> {
     error(StatusCode::NOT_FOUND, "no such session")
 }
 
-/// The hex SHA-256 of a token, as the store keeps it.
-pub fn token_hash(token: &str) -> String {
-    let digest = ring::digest::digest(&ring::digest::SHA256, token.as_bytes());
-    digest.as_ref().iter().map(|b| format!("{b:02x}")).collect()
-}
-
-/// A new random token (32 bytes, hex).
-pub fn new_token() -> Result<String, String> {
-    let mut bytes = [0u8; 32];
-    ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut bytes)
-        .map_err(|_| "the system random source failed".to_string())?;
-    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
-}
-
 impl Gateway {
     async fn handle(self: Arc<Self>, req: Request<Incoming>) -> Response<Body> {
+        if req.method() == Method::POST && req.uri().path() == "/v1/login" {
+            return match self.login(req).await {
+                Ok(resp) => resp,
+                Err(e) => self.store_error(e).await,
+            };
+        }
         let user = match self.authenticate(&req).await {
             Ok(Some(u)) => u,
             Ok(None) => {
@@ -192,6 +190,7 @@ impl Gateway {
         let path = req.uri().path().to_string();
         let parts: Vec<&str> = path.trim_matches('/').split('/').collect();
         let result = match (req.method(), parts.as_slice()) {
+            (&Method::POST, ["v1", "logout"]) => self.logout(&req).await,
             (&Method::GET, ["v1", "sessions"]) => self.list(&user).await,
             (&Method::POST, ["v1", "sessions"]) => self.create(&user, req).await,
             (&Method::GET, ["v1", "sessions", id]) => {
@@ -231,17 +230,85 @@ impl Gateway {
     }
 
     async fn authenticate(&self, req: &Request<Incoming>) -> Result<Option<User>, StoreError> {
-        let Some(token) = req
-            .headers()
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .map(str::trim)
-            .filter(|t| !t.is_empty())
-        else {
+        let Some(token) = bearer(req) else {
             return Ok(None);
         };
         self.db.get().user_by_token(&token_hash(token)).await
+    }
+
+    /// `POST /v1/login {"user","password"}`: a sign-in token for an account with a password
+    /// (`dsh team user password`), valid for [`auth::LOGIN_TTL`]. A wrong name and a wrong
+    /// password answer alike, after the same work.
+    async fn login(&self, req: Request<Incoming>) -> Result<Response<Body>, StoreError> {
+        let body = match body_json(req).await {
+            Ok(v) => v,
+            Err(resp) => return Ok(resp),
+        };
+        let (Some(name), Some(password)) = (
+            body.get("user").and_then(Value::as_str),
+            body.get("password").and_then(Value::as_str),
+        ) else {
+            return Ok(error(
+                StatusCode::BAD_REQUEST,
+                "the body needs strings \"user\" and \"password\"",
+            ));
+        };
+        if self.throttle.locked(name) {
+            return Ok(error(
+                StatusCode::TOO_MANY_REQUESTS,
+                "too many failed sign-ins for this account; try again in a minute",
+            ));
+        }
+        let hash = self.db.get().password_hash(name).await?;
+        let password = password.to_string();
+        let matched = tokio::task::spawn_blocking(move || match hash {
+            Some(h) => auth::verify_password(&password, &h),
+            None => {
+                auth::verify_nothing(&password);
+                false
+            }
+        })
+        .await
+        .unwrap_or(false);
+        if !matched {
+            self.throttle.failed(name);
+            return Ok(error(
+                StatusCode::UNAUTHORIZED,
+                "wrong account name or password",
+            ));
+        }
+        self.throttle.succeeded(name);
+        let token = match auth::new_token() {
+            Ok(t) => t,
+            Err(e) => return Ok(error(StatusCode::INTERNAL_SERVER_ERROR, &e)),
+        };
+        let hash = token_hash(&token);
+        let db = self.db.get();
+        db.add_login_token(name, &hash, auth::LOGIN_TTL).await?;
+        let admin = db.user_by_token(&hash).await?.is_some_and(|u| u.admin);
+        Ok(json_response(
+            StatusCode::OK,
+            &json!({
+                "token": token,
+                "user": name,
+                "admin": admin,
+                "expiresInSeconds": auth::LOGIN_TTL.as_secs(),
+            }),
+        ))
+    }
+
+    /// `POST /v1/logout`: ends the sign-in token the request carries (a standing token
+    /// stays; 409).
+    async fn logout(&self, req: &Request<Incoming>) -> Result<Response<Body>, StoreError> {
+        let token = bearer(req).unwrap_or_default();
+        if self.db.get().revoke_login_token(&token_hash(token)).await? {
+            Ok(json_response(StatusCode::OK, &json!({"signedOut": true})))
+        } else {
+            Ok(error(
+                StatusCode::CONFLICT,
+                "this is an account's standing token, not a sign-in token",
+            ))
+        }
     }
 
     /// Whether `user` may see session `id` (one that does not exist: no).
@@ -547,8 +614,18 @@ fn resume_point(req: &Request<Incoming>) -> Result<i64, String> {
     }
 }
 
-/// The `text` of a JSON request body, or the response refusing it.
-async fn input_text(req: Request<Incoming>) -> Result<String, Response<Body>> {
+/// The bearer token of a request.
+fn bearer(req: &Request<Incoming>) -> Option<&str> {
+    req.headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+}
+
+/// A JSON request body, or the response refusing it.
+async fn body_json(req: Request<Incoming>) -> Result<Value, Response<Body>> {
     let bytes = Limited::new(req.into_body(), MAX_BODY_BYTES)
         .collect()
         .await
@@ -559,12 +636,17 @@ async fn input_text(req: Request<Incoming>) -> Result<String, Response<Body>> {
             )
         })?
         .to_bytes();
-    let value: Value = serde_json::from_slice(&bytes).map_err(|e| {
+    serde_json::from_slice(&bytes).map_err(|e| {
         error(
             StatusCode::BAD_REQUEST,
             &format!("the body is not JSON: {e}"),
         )
-    })?;
+    })
+}
+
+/// The `text` of a JSON request body, or the response refusing it.
+async fn input_text(req: Request<Incoming>) -> Result<String, Response<Body>> {
+    let value = body_json(req).await?;
     match value.get("text").and_then(Value::as_str) {
         Some(t) if !t.trim().is_empty() => Ok(t.to_string()),
         _ => Err(error(

@@ -149,8 +149,8 @@ fn fenced(reason: &str) -> ! {
     std::process::exit(FENCED_EXIT);
 }
 
-/// An event's record, as the JSONL log writes it.
-fn record(event: &Event) -> NewEvent {
+/// An event's record, as the JSONL log writes it: what the store keeps of it.
+pub fn record(event: &Event) -> NewEvent {
     let mut data = String::new();
     write_event(&mut data, event, RecordFormat::Full);
     NewEvent {

@@ -275,7 +275,9 @@ fn input_text(body: &Value) -> Result<String, WorkerError> {
 
 /// Writes the stored session as a local log under `root`; `false` when it has no events
 /// yet (the turn starts it fresh under its assigned id).
-async fn materialize(store: &Store, session: &str, root: &Path) -> Result<bool, WorkerError> {
+/// Writes session `session` of the store as a local log under `root` (plain, unpacked), as
+/// a turn or `dsh sessions` reads it; `false` when it has no header yet (no turn ever ran).
+pub async fn materialize(store: &Store, session: &str, root: &Path) -> Result<bool, WorkerError> {
     let row = store.session(session).await.map_err(db)?;
     let Some(header_text) = row.header else {
         if row.head_seq == 0 {

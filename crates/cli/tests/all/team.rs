@@ -32,6 +32,12 @@ impl Team {
     fn new() -> Option<Self> {
         let base = std::env::var("DSH_TEST_POSTGRES")
             .unwrap_or_else(|_| "host=127.0.0.1 port=5432 user=postgres dbname=test".into());
+        Self::on(&base)
+    }
+
+    /// A fresh schema on the server at `base`.
+    fn on(base: &str) -> Option<Self> {
+        let base = base.to_string();
         let schema = format!("dsh_team_{}", uuid::Uuid::new_v4().simple());
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -1281,4 +1287,422 @@ fn a_running_turn_is_cancelled_through_the_gateway() {
         first_end.data.as_value()
     );
     assert!(answers(&events).join("\n").contains("after the cancel"));
+}
+
+#[test]
+fn dsh_sessions_lists_shows_exports_and_forks_a_team_store() {
+    let Some(team) = Team::new() else { return };
+    let run = Run::new();
+    let server = MockServer::with_replies([
+        Reply::text("first answer"),
+        Reply::text("answer in the fork"),
+    ])
+    .answer_untooled("Stored title");
+    let session = run.submit(&server, &team, None, "first task");
+    run.worker_until_idle(&server, &team, "worker-a");
+    // Input on another pool: no worker here takes it.
+    let out = run
+        .team(
+            &server,
+            &team,
+            &["team", "submit", "--pool", "elsewhere", "not run yet"],
+        )
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", crate::common::stderr(&out));
+    let queued = serde_json::from_slice::<Value>(&out.stdout).unwrap()["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let sessions = |args: &[&str]| {
+        let mut all = vec!["sessions"];
+        all.extend_from_slice(args);
+        let out = run.team(&server, &team, &all).output().unwrap();
+        assert!(
+            out.status.success(),
+            "dsh {all:?}: {}",
+            crate::common::stderr(&out)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    // `list` reads the store ($DSH_STORAGE): turns and title from the stored records.
+    let list = sessions(&["list"]);
+    let line = list.lines().find(|l| l.starts_with(&session)).unwrap();
+    assert!(line.contains("  1 turns  Stored title"), "{list}");
+    let line = list.lines().find(|l| l.starts_with(&queued)).unwrap();
+    assert!(line.contains("  0 turns  (queued, no turn yet)"), "{list}");
+    // `--storage local` looks at the local logs instead, where the team's are not.
+    assert!(!sessions(&["--storage", "local", "list", "--all"]).contains(&session));
+    // `show` prints the transcript as for a local log.
+    let shown = sessions(&["show", &session]);
+    assert!(
+        shown.contains("first task") && shown.contains("first answer"),
+        "{shown}"
+    );
+    // `export` is the stored log: the header, then each record byte for byte.
+    let stored = team.events(&session);
+    let exported = sessions(&["export", &session]);
+    let lines: Vec<&str> = exported.lines().collect();
+    assert_eq!(lines.len(), stored.len() + 1);
+    assert!(lines[0].contains(&session), "{}", lines[0]);
+    for (line, event) in lines[1..].iter().zip(&stored) {
+        assert_eq!(*line, event.data);
+    }
+    // A session that never ran has nothing to show, and says why.
+    let out = run
+        .team(&server, &team, &["sessions", "show", &queued])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        crate::common::stderr(&out).contains("has not run a turn yet (1 input(s) queued)"),
+        "{}",
+        crate::common::stderr(&out)
+    );
+    // `fork` writes the new session to the store; a worker runs its next input with the
+    // inherited history.
+    let fork = sessions(&["fork", &session]).trim().to_string();
+    assert!(fork.starts_with("session-") && fork != session, "{fork}");
+    let store = team.store();
+    let row = team.rt.block_on(store.session(&fork)).unwrap();
+    let header: Value = serde_json::from_str(row.header.as_deref().unwrap()).unwrap();
+    assert_eq!(header["parentSession"], session.as_str(), "{header}");
+    run.submit(&server, &team, Some(&fork), "continue in the fork");
+    run.worker_until_idle(&server, &team, "worker-b");
+    let forked = team.events(&fork);
+    let events = check_log(&forked);
+    assert!(
+        answers(&events).join("\n").contains("answer in the fork"),
+        "{:?}",
+        answers(&events)
+    );
+    let requests = crate::common::loop_requests(&server);
+    let text = requests
+        .iter()
+        .map(|r| serde_json::to_string(&r.messages()).unwrap())
+        .find(|t| t.contains("continue in the fork"))
+        .unwrap();
+    assert!(
+        text.contains("first task") && text.contains("first answer"),
+        "the fork's turn sees the inherited history: {text}"
+    );
+    // The parent is untouched.
+    assert_eq!(team.events(&session).len(), stored.len());
+}
+
+#[test]
+fn accounts_with_a_password_sign_in_for_a_token_that_signs_out() {
+    let Some(team) = Team::new() else { return };
+    let run = Run::new();
+    let server = MockServer::start();
+    let with_stdin = |args: &[&str], input: &str| {
+        let mut c = run.team(&server, &team, args);
+        c.stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = c.spawn().unwrap();
+        std::io::Write::write_all(&mut child.stdin.take().unwrap(), input.as_bytes()).unwrap();
+        child.wait_with_output().unwrap()
+    };
+    // Too short a password is refused, and no account is made.
+    let out = with_stdin(
+        &["team", "user", "add", "cat", "--password-stdin"],
+        "short\n",
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(crate::common::stderr(&out).contains("at least 8 characters"));
+    let out = with_stdin(
+        &["team", "user", "add", "cat", "--password-stdin"],
+        "tabby cat 123\n",
+    );
+    assert!(out.status.success(), "{}", crate::common::stderr(&out));
+    let standing = serde_json::from_slice::<Value>(&out.stdout).unwrap()["token"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let gateway = run.gateway(&server, &team);
+    let client = reqwest::Client::new();
+    let login = |user: &str, password: &str| {
+        team.rt.block_on(async {
+            let resp = client
+                .post(format!("{}/v1/login", gateway.url))
+                .json(&serde_json::json!({"user": user, "password": password}))
+                .send()
+                .await
+                .unwrap();
+            (resp.status().as_u16(), resp.json::<Value>().await.unwrap())
+        })
+    };
+    let status_with = |token: &str, method: reqwest::Method, path: &str| {
+        team.rt.block_on(async {
+            client
+                .request(method, format!("{}{path}", gateway.url))
+                .bearer_auth(token)
+                .send()
+                .await
+                .unwrap()
+                .status()
+                .as_u16()
+        })
+    };
+    // A wrong password and an unknown account answer alike.
+    let (status, body) = login("cat", "tabby cat 124");
+    assert_eq!(status, 401, "{body}");
+    let (status, unknown) = login("nobody", "tabby cat 123");
+    assert_eq!((status, &unknown), (401, &body));
+    let (status, body) = login("cat", "tabby cat 123");
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["user"], "cat");
+    assert_eq!(body["expiresInSeconds"], 12 * 3600);
+    let token = body["token"].as_str().unwrap().to_string();
+    assert_ne!(token, standing);
+    assert_eq!(
+        status_with(&token, reqwest::Method::GET, "/v1/sessions"),
+        200
+    );
+    // Signing out ends that token only; the standing token cannot be signed out.
+    assert_eq!(
+        status_with(&token, reqwest::Method::POST, "/v1/logout"),
+        200
+    );
+    assert_eq!(
+        status_with(&token, reqwest::Method::GET, "/v1/sessions"),
+        401
+    );
+    assert_eq!(
+        status_with(&standing, reqwest::Method::POST, "/v1/logout"),
+        409
+    );
+    assert_eq!(
+        status_with(&standing, reqwest::Method::GET, "/v1/sessions"),
+        200
+    );
+    // A new password replaces the old one.
+    let out = with_stdin(&["team", "user", "password", "cat"], "new password!\n");
+    assert!(out.status.success(), "{}", crate::common::stderr(&out));
+    assert_eq!(login("cat", "tabby cat 123").0, 401);
+    assert_eq!(login("cat", "new password!").0, 200);
+    // Repeated failures lock the account out of password sign-in for a while.
+    let mut statuses = Vec::new();
+    for _ in 0..11 {
+        statuses.push(login("cat", "guessing wrong").0);
+    }
+    assert_eq!(statuses.last(), Some(&429), "{statuses:?}");
+    assert_eq!(login("cat", "new password!").0, 429);
+}
+
+/// A PostgreSQL server of the test's own (initdb in a temporary directory, on a free
+/// loopback port), so it can be restarted without touching the machine's. Its binaries come
+/// from `DSH_TEST_PG_BIN`, else the newest `/usr/lib/postgresql/<version>/bin`; as root the
+/// server runs as the `postgres` account (it refuses root).
+struct PrivatePg {
+    dir: tempfile::TempDir,
+    bin: std::path::PathBuf,
+    port: u16,
+    as_postgres: bool,
+}
+
+impl PrivatePg {
+    fn start() -> Option<Self> {
+        let bin = std::env::var_os("DSH_TEST_PG_BIN")
+            .map(std::path::PathBuf::from)
+            .or_else(|| {
+                let mut dirs: Vec<_> = std::fs::read_dir("/usr/lib/postgresql")
+                    .ok()?
+                    .flatten()
+                    .map(|d| d.path().join("bin"))
+                    .filter(|b| b.join("initdb").is_file())
+                    .collect();
+                dirs.sort_by_key(|d| {
+                    d.parent()
+                        .and_then(|v| v.file_name())
+                        .and_then(|v| v.to_str())
+                        .and_then(|v| v.parse::<u32>().ok())
+                });
+                dirs.pop()
+            });
+        let Some(bin) = bin.filter(|b| b.join("pg_ctl").is_file()) else {
+            dsh_test_support::prereq::skip(
+                "PostgreSQL's server binaries (initdb, pg_ctl): the machine's package, or set DSH_TEST_PG_BIN",
+            );
+            return None;
+        };
+        let as_postgres = rustix::process::geteuid().is_root();
+        let dir = tempfile::tempdir().unwrap();
+        if as_postgres {
+            let status = Command::new("chown")
+                .args(["postgres:", dir.path().to_str().unwrap()])
+                .status()
+                .unwrap();
+            assert!(status.success(), "chown of the cluster directory");
+        }
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let pg = Self {
+            dir,
+            bin,
+            port,
+            as_postgres,
+        };
+        let data = pg.data();
+        pg.run(
+            "initdb",
+            &[
+                "-D",
+                &data,
+                "-A",
+                "trust",
+                "-U",
+                "postgres",
+                "-E",
+                "UTF8",
+                "--no-sync",
+            ],
+        );
+        pg.ctl(&["start"]);
+        Some(pg)
+    }
+
+    fn data(&self) -> String {
+        self.dir.path().join("data").display().to_string()
+    }
+
+    fn run(&self, tool: &str, args: &[&str]) {
+        let exe = self.bin.join(tool);
+        let mut c = if self.as_postgres {
+            let mut c = Command::new("runuser");
+            c.args(["-u", "postgres", "--"]).arg(&exe);
+            c
+        } else {
+            Command::new(&exe)
+        };
+        let out = c.args(args).output().unwrap();
+        assert!(
+            out.status.success(),
+            "{tool} {args:?}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            crate::common::stderr(&out)
+        );
+    }
+
+    /// `pg_ctl <action>` with this server's options, waiting until it is done.
+    fn ctl(&self, action: &[&str]) {
+        let dir = self.dir.path().display().to_string();
+        let options = format!("-p {} -k {dir} -c listen_addresses=127.0.0.1", self.port);
+        let log = format!("{dir}/server.log");
+        let data = self.data();
+        let mut args = vec!["-D", &data, "-w", "-l", &log, "-o", &options];
+        args.extend_from_slice(action);
+        self.run("pg_ctl", &args);
+    }
+
+    fn url(&self) -> String {
+        format!(
+            "host=127.0.0.1 port={} user=postgres dbname=postgres",
+            self.port
+        )
+    }
+
+    /// Stops the server as a crash would (no checkpoint, every connection dropped) and
+    /// starts it again; it replays its WAL before it accepts connections.
+    fn crash_and_restart(&self) {
+        self.ctl(&["-m", "immediate", "restart"]);
+    }
+}
+
+impl Drop for PrivatePg {
+    fn drop(&mut self) {
+        let data = self.data();
+        let mut c = if self.as_postgres {
+            let mut c = Command::new("runuser");
+            c.args(["-u", "postgres", "--"])
+                .arg(self.bin.join("pg_ctl"));
+            c
+        } else {
+            Command::new(self.bin.join("pg_ctl"))
+        };
+        let _ = c
+            .args(["-D", &data, "-m", "immediate", "stop"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
+    }
+}
+
+#[test]
+fn postgres_crashing_and_restarting_mid_turn_loses_and_duplicates_nothing() {
+    let Some(pg) = PrivatePg::start() else { return };
+    let Some(team) = Team::on(&pg.url()) else {
+        return;
+    };
+    let run = Run::new();
+    let mut replies: Vec<Reply> = (0..5)
+        .map(|i| {
+            crate::common::call(
+                &format!("call_{i}"),
+                "bash",
+                serde_json::json!({"command": format!("sleep 0.4; echo step-{i}"), "description": "step"}),
+            )
+        })
+        .collect();
+    replies.push(Reply::text("all steps done"));
+    let server = MockServer::with_replies(replies).answer_untooled("Team test");
+    let admin = {
+        let out = run
+            .team(&server, &team, &["team", "user", "add", "root", "--admin"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", crate::common::stderr(&out));
+        serde_json::from_slice::<Value>(&out.stdout).unwrap()["token"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+    let session = run.submit(&server, &team, None, "five steps");
+    let gateway = run.gateway(&server, &team);
+    // A client follows the session through the gateway the whole time.
+    let events_url = format!("{}/v1/sessions/{session}/events", gateway.url);
+    let client = std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(read_events(&events_url, &admin, None, |got| {
+            got.iter().any(|(_, d)| d.contains("\"type\":\"turn/end\""))
+        }))
+    });
+    // The lease outlasts a restart: the same worker goes on under the same epoch.
+    let mut worker = run.worker(
+        &server,
+        &team,
+        "worker-a",
+        &["--until-idle", "--lease-ttl-ms", "6000"],
+    );
+    for n in [1, 3] {
+        team.wait_for(&session, "a tool result", |e| {
+            e.iter().filter(|e| e.kind == types::TOOL_RESULT).count() >= n
+        });
+        pg.crash_and_restart();
+    }
+    let status = worker.wait().unwrap();
+    let log = std::fs::read_to_string(run.worker_log("worker-a")).unwrap();
+    assert!(status.success(), "{log}");
+    let stored = team.events(&session);
+    let events = check_log(&stored);
+    let results = events.iter().filter(|e| e.is(types::TOOL_RESULT)).count();
+    assert_eq!(results, 5, "every step recorded once: {log}");
+    assert!(answers(&events).join("\n").contains("all steps done"));
+    assert_eq!(events.iter().filter(|e| e.is(types::TURN_END)).count(), 1);
+    assert_eq!(team.pending(&session), 0);
+    assert!(
+        stored.iter().all(|e| e.epoch == 1),
+        "the lease outlived both restarts: {log}"
+    );
+    // What the client received is the database: every event once, in order.
+    let received = client.join().unwrap();
+    let expected: Vec<Sse> = stored.iter().map(|e| (e.seq, e.data.clone())).collect();
+    assert_eq!(received, expected);
 }
