@@ -46,6 +46,21 @@ impl Store {
         }))
     }
 
+    /// The account named `name`.
+    pub async fn user(&self, name: &str) -> Result<Option<User>, StoreError> {
+        let row = self
+            .client
+            .query_opt(
+                "SELECT name, admin FROM dsh_users WHERE name = $1",
+                &[&name],
+            )
+            .await?;
+        Ok(row.map(|r| User {
+            name: r.get(0),
+            admin: r.get(1),
+        }))
+    }
+
     /// Sets (or with `None` removes) the password hash of account `name`; `false` when there
     /// is no such account.
     pub async fn set_password_hash(

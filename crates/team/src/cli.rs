@@ -73,6 +73,11 @@ Options:
                          input wakes the workers
   --poll-ms <ms>         how often an event stream looks in PostgreSQL (default 250; 2000
                          with a transport, where it is the fallback)
+  --oidc-issuer <url>    also accept JWTs signed by this OpenID Connect provider (keys from
+                         its discovery document); needs --oidc-audience
+  --oidc-audience <id>   the audience (client id) those tokens must carry
+  --oidc-claim <name>    the claim naming the account (default sub); the account must
+                         exist (dsh team user add)
 ";
 
 pub const TEAM_HELP: &str = "\
@@ -259,6 +264,9 @@ struct Args {
     listen: Option<String>,
     user: Option<String>,
     transport: Option<String>,
+    oidc_issuer: Option<String>,
+    oidc_audience: Option<String>,
+    oidc_claim: Option<String>,
     positional: Vec<String>,
 }
 
@@ -307,6 +315,9 @@ impl Args {
                 "--user" => out.user = Some(value("name")?),
                 "--transport" => out.transport = Some(value("url")?),
                 "--listen" => out.listen = Some(value("addr:port")?),
+                "--oidc-issuer" => out.oidc_issuer = Some(value("url")?),
+                "--oidc-audience" => out.oidc_audience = Some(value("client id")?),
+                "--oidc-claim" => out.oidc_claim = Some(value("claim")?),
                 "--" => {
                     out.positional.extend(args[i + 1..].iter().cloned());
                     break;
@@ -400,7 +411,24 @@ async fn serve(url: &str, args: Args) -> Result<(), String> {
     let listen = listen.parse().map_err(|_| {
         format!("--listen takes an address and port (127.0.0.1:8787), not {listen:?}")
     })?;
+    let oidc = match (args.oidc_issuer.clone(), args.oidc_audience.clone()) {
+        (None, None) if args.oidc_claim.is_none() => None,
+        (Some(issuer), Some(audience)) if !issuer.is_empty() && !audience.is_empty() => {
+            Some(crate::oidc::OidcOptions {
+                issuer,
+                audience,
+                claim: args.oidc_claim.clone().unwrap_or_else(|| "sub".into()),
+            })
+        }
+        _ => {
+            return Err(
+                "OIDC sign-in needs both --oidc-issuer <url> and --oidc-audience <client id>"
+                    .into(),
+            );
+        }
+    };
     crate::serve::run(crate::serve::ServeOptions {
+        oidc,
         url: url.to_string(),
         listen,
         pool: args.pool(),

@@ -3,7 +3,8 @@
 //!
 //! Every request carries `Authorization: Bearer <token>` of an account: its standing token
 //! (`dsh team user add`), or a sign-in token from `POST /v1/login {"user","password"}` (for
-//! accounts given a password; it lasts 12 hours, `POST /v1/logout` ends it early).
+//! accounts given a password; it lasts 12 hours, `POST /v1/logout` ends it early), or with
+//! `--oidc-issuer` a JWT of that OpenID Connect provider naming an account ([`crate::oidc`]).
 //! An account sees only its own sessions, an admin account every session; a session the
 //! caller may not see answers 404, exactly like one that does not exist.
 //!
@@ -38,6 +39,7 @@ use tokio::net::TcpListener;
 use dsh_store_pg::{Store, StoreError, User};
 
 use crate::auth::{self, Throttle, token_hash};
+use crate::oidc::{Oidc, OidcOptions};
 use crate::transport::Transport;
 
 /// Largest request body (`{"text": …}`).
@@ -58,6 +60,8 @@ pub struct ServeOptions {
     pub poll: Duration,
     /// NATS: live events for streams, wake-ups for workers.
     pub transport: Option<String>,
+    /// Sign-in with an OpenID Connect provider's tokens.
+    pub oidc: Option<OidcOptions>,
 }
 
 type Body = BoxBody<Bytes, Infallible>;
@@ -87,6 +91,7 @@ struct Gateway {
     db: Db,
     /// Failed password sign-ins per account.
     throttle: Throttle,
+    oidc: Option<Oidc>,
     options: ServeOptions,
     transport: Option<Transport>,
 }
@@ -112,8 +117,10 @@ pub async fn run(options: ServeOptions) -> Result<(), String> {
         None => None,
     };
     println!("listening on http://{addr}");
+    let oidc = options.oidc.clone().map(Oidc::new).transpose()?;
     let gateway = Arc::new(Gateway {
         transport,
+        oidc,
         throttle: Throttle::default(),
         db: Db {
             url: options.url.clone(),
@@ -178,9 +185,9 @@ impl Gateway {
             };
         }
         let user = match self.authenticate(&req).await {
-            Ok(Some(u)) => u,
-            Ok(None) => {
-                let mut resp = error(StatusCode::UNAUTHORIZED, "a valid bearer token is required");
+            Ok(Ok(u)) => u,
+            Ok(Err(why)) => {
+                let mut resp = error(StatusCode::UNAUTHORIZED, &why);
                 resp.headers_mut()
                     .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
                 return resp;
@@ -229,11 +236,38 @@ impl Gateway {
         )
     }
 
-    async fn authenticate(&self, req: &Request<Incoming>) -> Result<Option<User>, StoreError> {
+    /// The account a request's bearer token belongs to, or why there is none.
+    async fn authenticate(
+        &self,
+        req: &Request<Incoming>,
+    ) -> Result<Result<User, String>, StoreError> {
+        const REQUIRED: &str = "a valid bearer token is required";
         let Some(token) = bearer(req) else {
-            return Ok(None);
+            return Ok(Err(REQUIRED.into()));
         };
-        self.db.get().user_by_token(&token_hash(token)).await
+        if let Some(oidc) = &self.oidc
+            && crate::oidc::looks_like_jwt(token)
+        {
+            let name = match oidc.account(token).await {
+                Ok(name) => name,
+                Err(why) => {
+                    tracing::info!("serve: provider token refused: {why}");
+                    return Ok(Err(format!("provider token refused: {why}")));
+                }
+            };
+            return Ok(self
+                .db
+                .get()
+                .user(&name)
+                .await?
+                .ok_or_else(|| format!("no account {name:?} for this provider identity")));
+        }
+        Ok(self
+            .db
+            .get()
+            .user_by_token(&token_hash(token))
+            .await?
+            .ok_or_else(|| REQUIRED.to_string()))
     }
 
     /// `POST /v1/login {"user","password"}`: a sign-in token for an account with a password

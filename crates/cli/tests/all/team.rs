@@ -1706,3 +1706,183 @@ fn postgres_crashing_and_restarting_mid_turn_loses_and_duplicates_nothing() {
     let expected: Vec<Sse> = stored.iter().map(|e| (e.seq, e.data.clone())).collect();
     assert_eq!(received, expected);
 }
+
+/// An OpenID Connect provider on loopback: its discovery document and key set (one P-256
+/// key), and tokens it signs.
+struct Issuer {
+    url: String,
+    pkcs8: Vec<u8>,
+}
+
+impl Issuer {
+    fn start() -> Self {
+        use base64::Engine as _;
+        use ring::signature::{ECDSA_P256_SHA256_FIXED_SIGNING, EcdsaKeyPair, KeyPair as _};
+        let rng = ring::rand::SystemRandom::new();
+        let pkcs8 = EcdsaKeyPair::generate_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, &rng)
+            .unwrap()
+            .as_ref()
+            .to_vec();
+        let pair =
+            EcdsaKeyPair::from_pkcs8(&ECDSA_P256_SHA256_FIXED_SIGNING, &pkcs8, &rng).unwrap();
+        let point = pair.public_key().as_ref();
+        let b64 = |b: &[u8]| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(b);
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let discovery = serde_json::json!({
+            "issuer": url,
+            "jwks_uri": format!("{url}/keys"),
+        })
+        .to_string();
+        let keys = serde_json::json!({"keys": [{
+            "kty": "EC", "crv": "P-256", "kid": "key-1", "use": "sig", "alg": "ES256",
+            "x": b64(&point[1..33]), "y": b64(&point[33..65]),
+        }]})
+        .to_string();
+        std::thread::spawn(move || {
+            use std::io::{Read as _, Write as _};
+            for mut conn in listener.incoming().flatten() {
+                let mut buf = [0u8; 4096];
+                let n = conn.read(&mut buf).unwrap_or(0);
+                let request = String::from_utf8_lossy(&buf[..n]);
+                let path = request.split_whitespace().nth(1).unwrap_or("");
+                let (status, body) = match path {
+                    "/.well-known/openid-configuration" => ("200 OK", discovery.as_str()),
+                    "/keys" => ("200 OK", keys.as_str()),
+                    _ => ("404 Not Found", "{}"),
+                };
+                let _ = write!(
+                    conn,
+                    "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+            }
+        });
+        Self { url, pkcs8 }
+    }
+
+    /// A token signed with the issuer's key (or, with `forged`, with a key of nobody's).
+    fn token(&self, claims: &Value, forged: bool) -> String {
+        let pkcs8 = if forged {
+            ring::signature::EcdsaKeyPair::generate_pkcs8(
+                &ring::signature::ECDSA_P256_SHA256_FIXED_SIGNING,
+                &ring::rand::SystemRandom::new(),
+            )
+            .unwrap()
+            .as_ref()
+            .to_vec()
+        } else {
+            self.pkcs8.clone()
+        };
+        let mut header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::ES256);
+        header.kid = Some("key-1".into());
+        jsonwebtoken::encode(
+            &header,
+            claims,
+            &jsonwebtoken::EncodingKey::from_ec_der(&pkcs8),
+        )
+        .unwrap()
+    }
+}
+
+#[test]
+fn the_gateway_accepts_an_oidc_providers_tokens_for_existing_accounts() {
+    let Some(team) = Team::new() else { return };
+    let run = Run::new();
+    let server = MockServer::start();
+    let issuer = Issuer::start();
+    run.add_user(&server, &team, "dana");
+    let gateway = run.gateway_with(
+        &server,
+        &team,
+        &[
+            "--oidc-issuer",
+            &issuer.url,
+            "--oidc-audience",
+            "dsh-gateway",
+            "--oidc-claim",
+            "preferred_username",
+        ],
+    );
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let claims = |user: &str, aud: &str, iss: &str, exp: u64| {
+        serde_json::json!({
+            "iss": iss, "aud": aud, "exp": exp, "iat": now, "sub": "id-1234",
+            "preferred_username": user,
+        })
+    };
+    let client = reqwest::Client::new();
+    let get = |token: &str| {
+        team.rt.block_on(async {
+            let resp = client
+                .get(format!("{}/v1/sessions", gateway.url))
+                .bearer_auth(token)
+                .send()
+                .await
+                .unwrap();
+            (resp.status().as_u16(), resp.text().await.unwrap())
+        })
+    };
+    let good = issuer.token(
+        &claims("dana", "dsh-gateway", &issuer.url, now + 300),
+        false,
+    );
+    let (status, body) = get(&good);
+    assert_eq!(status, 200, "{body}");
+    // Each of these is refused, with the reason in the answer.
+    let cases = [
+        (
+            issuer.token(
+                &claims("dana", "another-app", &issuer.url, now + 300),
+                false,
+            ),
+            "InvalidAudience",
+        ),
+        (
+            issuer.token(
+                &claims("dana", "dsh-gateway", "http://evil.example", now + 300),
+                false,
+            ),
+            "InvalidIssuer",
+        ),
+        (
+            issuer.token(
+                &claims("dana", "dsh-gateway", &issuer.url, now - 600),
+                false,
+            ),
+            "ExpiredSignature",
+        ),
+        (
+            issuer.token(&claims("dana", "dsh-gateway", &issuer.url, now + 300), true),
+            "InvalidSignature",
+        ),
+        (
+            issuer.token(
+                &claims("erin", "dsh-gateway", &issuer.url, now + 300),
+                false,
+            ),
+            "for this provider identity",
+        ),
+    ];
+    for (token, why) in cases {
+        let (status, body) = get(&token);
+        assert_eq!(status, 401, "{why}: {body}");
+        assert!(body.contains(why), "{why}: {body}");
+    }
+    // A token whose header claims HMAC, signed with the public key as the secret, is
+    // refused: only the key's own kind of algorithm counts.
+    let mut header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::HS256);
+    header.kid = Some("key-1".into());
+    let hmac = jsonwebtoken::encode(
+        &header,
+        &claims("dana", "dsh-gateway", &issuer.url, now + 300),
+        &jsonwebtoken::EncodingKey::from_secret(b"anything"),
+    )
+    .unwrap();
+    let (status, body) = get(&hmac);
+    assert_eq!(status, 401, "{body}");
+    assert!(body.contains("does not fit"), "{body}");
+}
