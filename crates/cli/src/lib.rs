@@ -69,6 +69,7 @@ pub fn main(extensions: &Extensions) -> ExitCode {
         Some(dsh_sandbox::landlock::LAUNCHER_ARG) => {
             return dsh_sandbox::landlock::launcher_main(&raw[1..]);
         }
+        Some(dsh_team::docker::EXEC_ARG) => return dsh_team::docker::exec_main(&raw[1..]),
         _ => {}
     }
     let argv: Vec<String> = match raw.into_iter().map(|a| a.into_string()).collect() {

@@ -43,6 +43,13 @@ Options:
   --poll-ms <ms>         how often an idle worker looks for input in PostgreSQL (default 250;
                          2000 with a transport, where it is the fallback)
   --until-idle           stop once the pool has no input left (waiting or being run)
+  --sandbox <kind>       local (default: the usual per-command sandbox) or docker: each
+                         session's commands run in a container of its own (workspace bound
+                         read-write, no network, no capabilities), replaced at every claim,
+                         so commands of an older lease die with theirs
+  --docker-image <img>   the container image (default: an empty image with the host's /usr,
+                         /bin, /lib and /etc bound read-only; made once, no registry needed)
+  --docker-network <n>   the container's network (default none)
 ";
 
 pub const SERVE_HELP: &str = "\
@@ -267,6 +274,9 @@ struct Args {
     oidc_issuer: Option<String>,
     oidc_audience: Option<String>,
     oidc_claim: Option<String>,
+    sandbox: Option<String>,
+    docker_image: Option<String>,
+    docker_network: Option<String>,
     positional: Vec<String>,
 }
 
@@ -318,6 +328,9 @@ impl Args {
                 "--oidc-issuer" => out.oidc_issuer = Some(value("url")?),
                 "--oidc-audience" => out.oidc_audience = Some(value("client id")?),
                 "--oidc-claim" => out.oidc_claim = Some(value("claim")?),
+                "--sandbox" => out.sandbox = Some(value("local|docker")?),
+                "--docker-image" => out.docker_image = Some(value("image")?),
+                "--docker-network" => out.docker_network = Some(value("network")?),
                 "--" => {
                     out.positional.extend(args[i + 1..].iter().cloned());
                     break;
@@ -385,6 +398,21 @@ async fn worker(home: &Path, url: &str, args: Args) -> Result<(), String> {
     }
     let dsh = std::env::current_exe()
         .map_err(|e| format!("cannot find the dsh executable to run turns with: {e}"))?;
+    let docker = match args.sandbox.as_deref() {
+        None | Some("local") if args.docker_image.is_none() && args.docker_network.is_none() => {
+            None
+        }
+        Some("docker") => Some(crate::docker::DockerOptions {
+            image: args.docker_image.clone(),
+            network: args.docker_network.clone().unwrap_or_else(|| "none".into()),
+        }),
+        None | Some("local") => {
+            return Err("--docker-image and --docker-network need --sandbox docker".into());
+        }
+        Some(other) => {
+            return Err(format!("--sandbox takes local or docker, not {other:?}"));
+        }
+    };
     let options = WorkerOptions {
         url: url.to_string(),
         pool: args.pool(),
@@ -395,6 +423,7 @@ async fn worker(home: &Path, url: &str, args: Args) -> Result<(), String> {
         until_idle: args.until_idle,
         transport: args.transport(),
         dsh,
+        docker,
     };
     crate::worker::run(&options)
         .await

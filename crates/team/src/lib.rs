@@ -24,6 +24,7 @@
 
 pub mod auth;
 pub mod cli;
+pub mod docker;
 pub mod oidc;
 pub mod serve;
 pub mod store_row;

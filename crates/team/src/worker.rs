@@ -26,6 +26,7 @@ use crate::store_row::{FENCED_EXIT, PLUGIN_NAME};
 
 /// Exit status of a turn stopped on request (as `dsh headless` after Ctrl-C).
 const CANCELLED_EXIT: i32 = 130;
+use crate::docker::DockerOptions;
 use crate::transport::{Transport, WorkQueue};
 
 /// How a worker runs.
@@ -46,6 +47,8 @@ pub struct WorkerOptions {
     pub dsh: PathBuf,
     /// NATS: wake-ups instead of waiting `poll`, live events from each turn.
     pub transport: Option<String>,
+    /// Run each session's commands in a container of its own ([`crate::docker`]).
+    pub docker: Option<DockerOptions>,
 }
 
 /// Why a worker stopped.
@@ -64,6 +67,9 @@ fn db(e: StoreError) -> WorkerError {
 
 /// Runs the worker loop until input runs out (`until_idle`) or forever.
 pub async fn run(options: &WorkerOptions) -> Result<(), WorkerError> {
+    if let Some(docker) = &options.docker {
+        crate::docker::prepare(docker).await.map_err(WorkerError)?;
+    }
     let mut store = Store::connect(&options.url).await.map_err(db)?;
     store.migrate().await.map_err(db)?;
     std::fs::create_dir_all(&options.scratch).map_err(|e| {
@@ -211,8 +217,23 @@ async fn turn(
         .create(&dir)
         .map_err(|e| WorkerError(format!("cannot create {}: {e}", dir.display())))?;
     let resume = materialize(store, &lease.session, &sessions).await?;
+    let container = match &options.docker {
+        Some(docker) => {
+            let workspace = std::env::current_dir()
+                .map_err(|e| WorkerError(format!("no working directory: {e}")))?;
+            Some(
+                crate::docker::start(docker, &lease.session, lease.epoch, &workspace)
+                    .await
+                    .map_err(|e| {
+                        let _ = std::fs::remove_dir_all(&dir);
+                        WorkerError(format!("cannot start the session's container: {e}"))
+                    })?,
+            )
+        }
+        None => None,
+    };
     let patch = dir.join("team.patch.yml");
-    let row = json!([
+    let mut row = json!([
         {"id": "session-persistence-jsonl", "config": {
             "root": sessions.display().to_string(),
             "compression": "none",
@@ -231,6 +252,12 @@ async fn turn(
             },
         }]},
     ]);
+    if let (Some(name), Some(rows)) = (&container, row.as_array_mut()) {
+        rows.push(json!({"id": "sandbox", "config": {
+            "runnerCommand": [options.dsh.display().to_string(), crate::docker::EXEC_ARG, name],
+            "runnerFailureSignatures": [crate::docker::FAILURE_PREFIX, "Error response from daemon"],
+        }}));
+    }
     std::fs::write(&patch, row.to_string())
         .map_err(|e| WorkerError(format!("cannot write {}: {e}", patch.display())))?;
     let mut command = tokio::process::Command::new(&options.dsh);
@@ -262,6 +289,15 @@ async fn turn(
         .await
         .map_err(|e| WorkerError(format!("cannot start {}: {e}", options.dsh.display())));
     let _ = std::fs::remove_dir_all(&dir);
+    if let Some(name) = container {
+        let removed =
+            tokio::time::timeout(Duration::from_secs(30), crate::docker::remove(&name)).await;
+        if !matches!(removed, Ok(Ok(()))) {
+            eprintln!(
+                "dsh worker: container {name} was not removed; the next claim of the session removes it"
+            );
+        }
+    }
     status
 }
 

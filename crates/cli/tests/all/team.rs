@@ -1570,16 +1570,20 @@ impl PrivatePg {
         self.dir.path().join("data").display().to_string()
     }
 
-    fn run(&self, tool: &str, args: &[&str]) {
+    /// `tool` of the server's binaries, as the account the server runs as.
+    fn command(&self, tool: &str) -> Command {
         let exe = self.bin.join(tool);
-        let mut c = if self.as_postgres {
+        if self.as_postgres {
             let mut c = Command::new("runuser");
             c.args(["-u", "postgres", "--"]).arg(&exe);
             c
         } else {
             Command::new(&exe)
-        };
-        let out = c.args(args).output().unwrap();
+        }
+    }
+
+    fn run(&self, tool: &str, args: &[&str]) {
+        let out = self.command(tool).args(args).output().unwrap();
         assert!(
             out.status.success(),
             "{tool} {args:?}: {}{}",
@@ -1885,4 +1889,140 @@ fn the_gateway_accepts_an_oidc_providers_tokens_for_existing_accounts() {
     let (status, body) = get(&hmac);
     assert_eq!(status, 401, "{body}");
     assert!(body.contains("does not fit"), "{body}");
+}
+
+/// Whether a Docker daemon answers (else a skip; a failure in a strict run).
+fn docker_daemon() -> bool {
+    let ok = Command::new("docker")
+        .args(["version", "--format", "{{.Server.Version}}"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !ok {
+        dsh_test_support::prereq::skip(
+            "a running Docker daemon (docker.io's dockerd; .ci/run starts one)",
+        );
+    }
+    ok
+}
+
+fn docker_out(args: &[&str]) -> String {
+    let out = Command::new("docker").args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "docker {args:?}: {}",
+        crate::common::stderr(&out)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+#[test]
+fn a_docker_worker_runs_each_sessions_commands_in_a_container_of_its_lease() {
+    if !docker_daemon() {
+        return;
+    }
+    let Some(team) = Team::new() else { return };
+    let run = Run::new();
+    let bash = |id: &str, command: &str, extra: Value| {
+        let mut args = serde_json::json!({"command": command, "description": "probe"});
+        if let (Some(a), Some(e)) = (args.as_object_mut(), extra.as_object()) {
+            a.extend(e.clone());
+        }
+        crate::common::call(id, "bash", args)
+    };
+    let server = MockServer::with_replies([
+        bash(
+            "call_1",
+            "hostname > where.txt; ls /sys/class/net > nets.txt; cat /proc/1/cmdline | tr '\\0' ' ' > init.txt",
+            serde_json::json!({}),
+        ),
+        Reply::text("probed"),
+        bash("call_2", "sleep 30", serde_json::json!({"timeoutMs": 1000})),
+        bash(
+            "call_3",
+            "ps -eo args | grep -c '^sleep 30' > sleeps.txt; hostname > where2.txt",
+            serde_json::json!({}),
+        ),
+        Reply::text("timed out and checked"),
+    ])
+    .answer_untooled("Team test");
+    let docker_worker = |owner: &str| {
+        let status = run
+            .worker(
+                &server,
+                &team,
+                owner,
+                &["--until-idle", "--sandbox", "docker"],
+            )
+            .wait()
+            .unwrap();
+        let log = std::fs::read_to_string(run.worker_log(owner)).unwrap();
+        assert!(status.success(), "worker {owner}: {log}");
+        log
+    };
+    let session = run.submit(&server, &team, None, "probe the sandbox");
+    let log = docker_worker("worker-a");
+    let read = |f: &str| {
+        std::fs::read_to_string(run.work.path().join(f))
+            .unwrap_or_else(|e| panic!("{f}: {e}; worker: {log}"))
+            .trim()
+            .to_string()
+    };
+    // The command ran in a container (its hostname is the container's id), wrote the
+    // workspace, and had no network but loopback.
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+    let first = read("where.txt");
+    assert_ne!(first, host.trim());
+    assert_eq!(read("nets.txt"), "lo");
+    assert!(
+        read("init.txt").contains("sleep infinity"),
+        "{}",
+        read("init.txt")
+    );
+    let label = format!("label=dsh.session={session}");
+    assert_eq!(
+        docker_out(&["ps", "-aq", "--filter", &label]).trim(),
+        "",
+        "the container ended with the turn"
+    );
+    // A container an older lease left behind (a dead worker's) is removed at the next claim.
+    let stale = format!("dsh-stale-{}", uuid::Uuid::new_v4().simple());
+    docker_out(&[
+        "run",
+        "-d",
+        "--name",
+        &stale,
+        "--label",
+        &format!("dsh.session={session}"),
+        "--label",
+        "dsh.epoch=0",
+        "-v",
+        "/usr:/usr:ro",
+        "-v",
+        "/bin:/bin:ro",
+        "-v",
+        "/lib:/lib:ro",
+        "-v",
+        "/lib64:/lib64:ro",
+        "dsh-host-root:1",
+        "sleep",
+        "infinity",
+    ]);
+    run.submit(&server, &team, Some(&session), "time a command out");
+    docker_worker("worker-b");
+    let all = docker_out(&["ps", "-a", "--format", "{{.Names}}"]);
+    assert!(!all.lines().any(|n| n == stale), "{all}");
+    // The timed-out command was stopped inside the container, which the next command shared.
+    assert_eq!(read("sleeps.txt"), "0");
+    let second = read("where2.txt");
+    assert_ne!(second, first, "each lease has a container of its own");
+    let stored = team.events(&session);
+    let events = check_log(&stored);
+    assert!(
+        answers(&events)
+            .join("\n")
+            .contains("timed out and checked")
+    );
+    assert_eq!(docker_out(&["ps", "-aq", "--filter", &label]).trim(), "");
 }
