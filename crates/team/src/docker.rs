@@ -46,12 +46,23 @@ pub struct DockerOptions {
     pub network: String,
 }
 
+/// A `docker` client call may take this long (an image import, a slow daemon).
+const DOCKER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+
 async fn docker(args: &[&str]) -> Result<String, String> {
-    let out = Command::new("docker")
+    let run = Command::new("docker")
         .args(args)
         .stdin(Stdio::null())
-        .output()
+        .kill_on_drop(true)
+        .output();
+    let out = tokio::time::timeout(DOCKER_TIMEOUT, run)
         .await
+        .map_err(|_| {
+            format!(
+                "docker {} did not answer within a minute",
+                args.first().copied().unwrap_or("")
+            )
+        })?
         .map_err(|e| format!("cannot run docker: {e}"))?;
     if out.status.success() {
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
@@ -118,17 +129,53 @@ pub fn container_name(session: &str, epoch: i64) -> String {
     format!("dsh-{safe}-e{epoch}")
 }
 
-/// Removes every container of `session` (those of older leases, and any left by this one).
-pub async fn remove_session_containers(session: &str) -> Result<(), String> {
+/// Removes the containers of `session` that leases older than `epoch` left (their commands
+/// die with them), and one of this very lease left by an earlier attempt. A newer lease's
+/// container is never touched.
+pub async fn remove_older_containers(session: &str, epoch: i64) -> Result<(), String> {
     let filter = format!("label=dsh.session={session}");
-    let ids = docker(&["ps", "-aq", "--filter", &filter]).await?;
-    let ids: Vec<&str> = ids.split_whitespace().collect();
+    let listed = docker(&[
+        "ps",
+        "-a",
+        "--filter",
+        &filter,
+        "--format",
+        "{{.ID}} {{.Label \"dsh.epoch\"}}",
+    ])
+    .await?;
+    let ids: Vec<&str> = listed
+        .lines()
+        .filter_map(|line| {
+            let (id, e) = line.split_once(' ')?;
+            // A container without a readable epoch is not one this code made: left alone.
+            (e.trim().parse::<i64>().ok()? <= epoch).then_some(id)
+        })
+        .collect();
     if ids.is_empty() {
         return Ok(());
     }
     let mut args = vec!["rm", "-f"];
     args.extend(ids);
     docker(&args).await.map(|_| ())
+}
+
+/// Files and directories of the host's `/etc` a container never sees (hashes, host keys,
+/// private TLS keys): the directory is bound whole otherwise.
+const ETC_MASKED_FILES: &[&str] = &[
+    "/etc/shadow",
+    "/etc/shadow-",
+    "/etc/gshadow",
+    "/etc/gshadow-",
+];
+const ETC_MASKED_DIRS: &[&str] = &["/etc/ssh", "/etc/ssl/private"];
+
+/// Paths inside the workspace the sandbox keeps read-only (its default protected paths).
+const PROTECTED_IN_WORKSPACE: &[&str] = &[".git/hooks", ".git/config"];
+
+/// A started container: its name, and the runner command the turn's sandbox row uses.
+pub struct Started {
+    pub name: String,
+    pub runner: Vec<String>,
 }
 
 /// Starts the container of `session` under lease `epoch`, with `workspace` bound at its own
@@ -138,10 +185,17 @@ pub async fn start(
     session: &str,
     epoch: i64,
     workspace: &std::path::Path,
-) -> Result<String, String> {
-    remove_session_containers(session).await?;
+    dsh: &std::path::Path,
+) -> Result<Started, String> {
+    remove_older_containers(session, epoch).await?;
     let name = container_name(session, epoch);
     let ws = workspace.display().to_string();
+    // Commands run as the worker's own account, as they would on the host.
+    let user = format!(
+        "{}:{}",
+        rustix::process::geteuid().as_raw(),
+        rustix::process::getegid().as_raw()
+    );
     let label_session = format!("dsh.session={session}");
     let label_epoch = format!("dsh.epoch={epoch}");
     let bind = format!("{ws}:{ws}");
@@ -163,6 +217,8 @@ pub async fn start(
         "--pids-limit",
         "4096",
         "--init",
+        "--user",
+        &user,
         "--tmpfs",
         "/tmp:mode=1777",
         "-v",
@@ -173,12 +229,44 @@ pub async fn start(
     .iter()
     .map(|s| s.to_string())
     .collect();
+    // The sandbox's protected paths stay read-only inside the writable workspace.
+    let mut runner = vec![
+        dsh.display().to_string(),
+        EXEC_ARG.to_string(),
+        name.clone(),
+        "--net".into(),
+        options.network.clone(),
+        "--ws".into(),
+        ws.clone(),
+    ];
+    for rel in PROTECTED_IN_WORKSPACE {
+        let path = workspace.join(rel);
+        if path.exists() {
+            let p = path.display().to_string();
+            args.push("-v".into());
+            args.push(format!("{p}:{p}:ro"));
+            runner.push("--ro".into());
+            runner.push(p);
+        }
+    }
     if options.image.is_none() {
         // Docker resolves a symbolic link (`/bin` → `usr/bin`) on the host side.
         for dir in HOST_DIRS {
             if std::path::Path::new(dir).is_dir() {
                 args.push("-v".into());
                 args.push(format!("{dir}:{dir}:ro"));
+            }
+        }
+        for file in ETC_MASKED_FILES {
+            if std::path::Path::new(file).exists() {
+                args.push("-v".into());
+                args.push(format!("/dev/null:{file}:ro"));
+            }
+        }
+        for dir in ETC_MASKED_DIRS {
+            if std::path::Path::new(dir).is_dir() {
+                args.push("--tmpfs".into());
+                args.push(format!("{dir}:ro"));
             }
         }
     }
@@ -192,7 +280,7 @@ pub async fn start(
     args.push("infinity".into());
     let refs: Vec<&str> = args.iter().map(String::as_str).collect();
     docker(&refs).await?;
-    Ok(name)
+    Ok(Started { name, runner })
 }
 
 /// Removes a container (its processes die with it).
@@ -205,22 +293,115 @@ fn fail(message: &str) -> ExitCode {
     ExitCode::from(125)
 }
 
-/// `dsh __dsh-docker-exec <container> <sandbox profile…> -- <argv…>`: runs argv in the
-/// container (see the module documentation); exits with its status.
+/// What the runner was told at container start, and the sandbox profile of one command.
+struct ExecRequest {
+    container: String,
+    /// The container's network (`none`: no network).
+    net: String,
+    workspace: std::path::PathBuf,
+    /// Paths the container mounts read-only inside the workspace.
+    read_only: Vec<std::path::PathBuf>,
+    profile: Vec<OsString>,
+    argv: Vec<OsString>,
+}
+
+fn parse_exec(args: &[OsString]) -> Result<ExecRequest, String> {
+    let container = args
+        .first()
+        .and_then(|c| c.to_str())
+        .filter(|c| !c.is_empty() && !c.starts_with('-'))
+        .ok_or("usage: __dsh-docker-exec <container> [--net N] [--ws DIR] [--ro PATH]… [profile…] -- <command…>")?
+        .to_string();
+    let mut req = ExecRequest {
+        container,
+        net: "none".into(),
+        workspace: std::path::PathBuf::from("/"),
+        read_only: Vec::new(),
+        profile: Vec::new(),
+        argv: Vec::new(),
+    };
+    let mut i = 1;
+    while i < args.len() {
+        let value = || {
+            args.get(i + 1)
+                .cloned()
+                .ok_or("an option without its value")
+        };
+        match args[i].to_str() {
+            Some("--net") => req.net = value()?.to_string_lossy().into_owned(),
+            Some("--ws") => req.workspace = value()?.into(),
+            Some("--ro") => req.read_only.push(value()?.into()),
+            _ => break,
+        }
+        i += 2;
+    }
+    let split = args[i..]
+        .iter()
+        .position(|a| a == "--")
+        .ok_or("no command after --")?
+        + i;
+    req.profile = args[i..split].to_vec();
+    req.argv = args[split + 1..].to_vec();
+    if req.argv.is_empty() {
+        return Err("no command after --".into());
+    }
+    Ok(req)
+}
+
+/// Why the container cannot honour the command's sandbox profile, if it cannot: the
+/// network denied while the container has one, or a protected or hidden path inside the
+/// writable workspace that the container does not keep read-only.
+fn unmet_rule(req: &ExecRequest) -> Option<String> {
+    let p = &req.profile;
+    if p.iter().any(|a| a == "--unshare-net") && req.net != "none" {
+        return Some(format!(
+            "the session's policy denies the network, but its container has network {:?}",
+            req.net
+        ));
+    }
+    let mut i = 0;
+    while i < p.len() {
+        if p[i] == "--ro-bind" && i + 2 < p.len() {
+            let (from, to) = (
+                std::path::Path::new(&p[i + 1]),
+                std::path::Path::new(&p[i + 2]),
+            );
+            let inside = to.starts_with(&req.workspace);
+            let covered = req.read_only.iter().any(|r| to.starts_with(r));
+            if from != std::path::Path::new("/") && inside && !covered {
+                let what = if from == std::path::Path::new("/dev/null") {
+                    "hide"
+                } else {
+                    "keep read-only"
+                };
+                return Some(format!(
+                    "the container cannot {what} {} as the session's policy asks (a container \
+                     keeps read-only what existed when its turn started; the next turn's \
+                     container will)",
+                    to.display()
+                ));
+            }
+            i += 3;
+        } else {
+            i += 1;
+        }
+    }
+    None
+}
+
+/// `dsh __dsh-docker-exec <container> [--net N] [--ws DIR] [--ro PATH]… <sandbox profile…> --
+/// <argv…>`: runs argv in the container (see the module documentation); exits with its
+/// status, or 125 (with [`FAILURE_PREFIX`]) when it cannot run it as the profile asks.
 pub fn exec_main(args: &[OsString]) -> ExitCode {
-    let Some(container) = args.first().and_then(|c| c.to_str()).map(str::to_string) else {
-        return fail("usage: __dsh-docker-exec <container> [profile…] -- <command…>");
+    let req = match parse_exec(args) {
+        Ok(r) => r,
+        Err(e) => return fail(&e),
     };
-    let Some(split) = args.iter().position(|a| a == "--") else {
-        return fail("no command after --");
-    };
-    let profile = &args[1..split];
-    let argv = &args[split + 1..];
-    if argv.is_empty() {
-        return fail("no command after --");
+    if let Some(why) = unmet_rule(&req) {
+        return fail(&why);
     }
     // The profile binds the workspace read-write only in workspace-write mode.
-    let read_only = !profile.iter().any(|a| a == "--bind");
+    let read_only = !req.profile.iter().any(|a| a == "--bind");
     let cwd = match std::env::current_dir() {
         Ok(d) => d,
         Err(e) => return fail(&format!("no working directory: {e}")),
@@ -238,20 +419,35 @@ pub fn exec_main(args: &[OsString]) -> ExitCode {
     if read_only {
         command.args(["-u", "65534:65534"]);
     }
+    // By name only: the client reads each value from its own environment. The host's
+    // temporary directories do not exist in the container (its /tmp is private).
     for (name, _) in std::env::vars_os() {
         if let Some(n) = name.to_str()
             && !n.is_empty()
             && !n.contains('=')
+            && !matches!(n, "TMPDIR" | "TMP" | "TEMP")
         {
             command.arg("-e").arg(n);
         }
     }
     command
-        .arg(&container)
+        .arg(&req.container)
         .args(["setsid", "-w", "/bin/sh", "-c"])
         .arg(format!("echo $$ > {pidfile}; exec \"$@\""))
         .arg("sh")
-        .args(argv);
+        .args(&req.argv);
+    // The client in a group of its own: a signal to the runner's group reaches this process,
+    // which forwards it inside; the client dies with this process whatever happens.
+    std::os::unix::process::CommandExt::process_group(&mut command, 0);
+    // SAFETY: between fork and exec the closure makes one system call (prctl), which is
+    // async-signal-safe, and allocates nothing.
+    #[allow(unsafe_code)]
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut command, || {
+            rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))
+                .map_err(std::io::Error::from)
+        });
+    }
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -259,51 +455,135 @@ pub fn exec_main(args: &[OsString]) -> ExitCode {
         Ok(rt) => rt,
         Err(e) => return fail(&format!("cannot start the async runtime: {e}")),
     };
-    runtime.block_on(async move {
-        let mut child = match Command::from(command).spawn() {
-            Ok(c) => c,
-            Err(e) => return fail(&format!("cannot run docker: {e}")),
+    runtime.block_on(run_exec(command, req.container, pidfile))
+}
+
+/// Sends `sig` to the command's process group inside `container`.
+async fn signal_inside(container: &str, pidfile: &str, sig: &str) {
+    let _ = tokio::time::timeout(
+        std::time::Duration::from_secs(10),
+        Command::new("docker")
+            .args(["exec", container, "/bin/sh", "-c"])
+            .arg(format!("kill -s {sig} -- -$(cat {pidfile}) 2>/dev/null"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .status(),
+    )
+    .await;
+}
+
+async fn run_exec(command: std::process::Command, container: String, pidfile: String) -> ExitCode {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut term), Ok(mut int), Ok(mut hup)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::hangup()),
+    ) else {
+        return fail("cannot watch signals");
+    };
+    let mut child = match Command::from(command).spawn() {
+        Ok(c) => c,
+        Err(e) => return fail(&format!("cannot run docker: {e}")),
+    };
+    // After a forwarded signal, what still runs a second later is killed.
+    let mut deadline: Option<tokio::time::Instant> = None;
+    loop {
+        let kill_at = async {
+            match deadline {
+                Some(d) => tokio::time::sleep_until(d).await,
+                None => std::future::pending().await,
+            }
         };
-        use tokio::signal::unix::{SignalKind, signal};
-        let (Ok(mut term), Ok(mut int), Ok(mut hup)) = (
-            signal(SignalKind::terminate()),
-            signal(SignalKind::interrupt()),
-            signal(SignalKind::hangup()),
-        ) else {
-            return fail("cannot watch signals");
+        let sig = tokio::select! {
+            biased;
+            _ = term.recv() => "TERM",
+            _ = int.recv() => "INT",
+            _ = hup.recv() => "HUP",
+            () = kill_at => "KILL",
+            status = child.wait() => {
+                return match status {
+                    Ok(s) => ExitCode::from(match (s.code(), std::os::unix::process::ExitStatusExt::signal(&s)) {
+                        (Some(c), _) => u8::try_from(c).unwrap_or(1),
+                        (None, Some(n)) => u8::try_from(128 + n).unwrap_or(255),
+                        (None, None) => 1,
+                    }),
+                    Err(e) => fail(&format!("docker exec: {e}")),
+                };
+            }
         };
-        loop {
-            let sig = tokio::select! {
-                status = child.wait() => {
-                    return match status {
-                        Ok(s) => ExitCode::from(
-                            s.code().map_or(128, |c| u8::try_from(c).unwrap_or(1)),
-                        ),
-                        Err(e) => fail(&format!("docker exec: {e}")),
-                    };
-                }
-                _ = term.recv() => "TERM",
-                _ = int.recv() => "INT",
-                _ = hup.recv() => "HUP",
-            };
-            // To the command's process group inside the container.
-            let _ = Command::new("docker")
-                .args(["exec", &container, "/bin/sh", "-c"])
-                .arg(format!(
-                    "kill -s {sig} -- -$(cat {pidfile}) 2>/dev/null; rm -f {pidfile}"
-                ))
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .status()
-                .await;
-        }
-    })
+        signal_inside(&container, &pidfile, sig).await;
+        deadline = match sig {
+            "KILL" => None,
+            _ => Some(tokio::time::Instant::now() + std::time::Duration::from_secs(1)),
+        };
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn os(args: &[&str]) -> Vec<OsString> {
+        args.iter().map(OsString::from).collect()
+    }
+
+    #[test]
+    fn the_runner_refuses_rules_the_container_cannot_keep() {
+        let base = ["c1", "--net", "none", "--ws", "/w", "--ro", "/w/.git/hooks"];
+        let with = |profile: &[&str]| {
+            let mut a: Vec<&str> = base.to_vec();
+            a.extend_from_slice(profile);
+            a.extend_from_slice(&["--", "true"]);
+            parse_exec(&os(&a)).unwrap()
+        };
+        // Read-only roots, binds outside the workspace and the protected hooks: kept.
+        let ok = with(&[
+            "--ro-bind",
+            "/",
+            "/",
+            "--bind",
+            "/w",
+            "/w",
+            "--unshare-net",
+            "--ro-bind",
+            "/w/.git/hooks",
+            "/w/.git/hooks",
+            "--ro-bind",
+            "/dev/null",
+            "/home/u/.netrc",
+        ]);
+        assert_eq!(unmet_rule(&ok), None);
+        assert_eq!(ok.argv, os(&["true"]));
+        // A protected path or a hidden file inside the workspace the container lacks: refused.
+        let protected = with(&["--ro-bind", "/w/.git/config", "/w/.git/config"]);
+        assert!(
+            unmet_rule(&protected)
+                .unwrap()
+                .contains("keep read-only /w/.git/config")
+        );
+        let masked = with(&["--ro-bind", "/dev/null", "/w/.env"]);
+        assert!(unmet_rule(&masked).unwrap().contains("hide /w/.env"));
+        // The network denied while the container has one: refused.
+        let mut req = parse_exec(&os(&[
+            "c1",
+            "--net",
+            "bridge",
+            "--unshare-net",
+            "--",
+            "true",
+        ]))
+        .unwrap();
+        assert!(unmet_rule(&req).unwrap().contains("denies the network"));
+        req.net = "none".into();
+        assert_eq!(unmet_rule(&req), None);
+        // Malformed calls are refused, never a panic.
+        assert!(parse_exec(&os(&["--", "true"])).is_err());
+        assert!(parse_exec(&os(&["c1", "--net"])).is_err());
+        assert!(parse_exec(&os(&["c1", "true"])).is_err());
+        assert!(parse_exec(&os(&["c1", "--"])).is_err());
+    }
 
     #[test]
     fn container_names_are_docker_names() {

@@ -222,12 +222,18 @@ async fn turn(
             let workspace = std::env::current_dir()
                 .map_err(|e| WorkerError(format!("no working directory: {e}")))?;
             Some(
-                crate::docker::start(docker, &lease.session, lease.epoch, &workspace)
-                    .await
-                    .map_err(|e| {
-                        let _ = std::fs::remove_dir_all(&dir);
-                        WorkerError(format!("cannot start the session's container: {e}"))
-                    })?,
+                crate::docker::start(
+                    docker,
+                    &lease.session,
+                    lease.epoch,
+                    &workspace,
+                    &options.dsh,
+                )
+                .await
+                .map_err(|e| {
+                    let _ = std::fs::remove_dir_all(&dir);
+                    WorkerError(format!("cannot start the session's container: {e}"))
+                })?,
             )
         }
         None => None,
@@ -252,9 +258,9 @@ async fn turn(
             },
         }]},
     ]);
-    if let (Some(name), Some(rows)) = (&container, row.as_array_mut()) {
+    if let (Some(started), Some(rows)) = (&container, row.as_array_mut()) {
         rows.push(json!({"id": "sandbox", "config": {
-            "runnerCommand": [options.dsh.display().to_string(), crate::docker::EXEC_ARG, name],
+            "runnerCommand": started.runner,
             "runnerFailureSignatures": [crate::docker::FAILURE_PREFIX, "Error response from daemon"],
         }}));
     }
@@ -289,7 +295,7 @@ async fn turn(
         .await
         .map_err(|e| WorkerError(format!("cannot start {}: {e}", options.dsh.display())));
     let _ = std::fs::remove_dir_all(&dir);
-    if let Some(name) = container {
+    if let Some(crate::docker::Started { name, .. }) = container {
         let removed =
             tokio::time::timeout(Duration::from_secs(30), crate::docker::remove(&name)).await;
         if !matches!(removed, Ok(Ok(()))) {

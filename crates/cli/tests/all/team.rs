@@ -1934,7 +1934,7 @@ fn a_docker_worker_runs_each_sessions_commands_in_a_container_of_its_lease() {
     let server = MockServer::with_replies([
         bash(
             "call_1",
-            "hostname > where.txt; ls /sys/class/net > nets.txt; cat /proc/1/cmdline | tr '\\0' ' ' > init.txt",
+            "hostname > where.txt; ls /sys/class/net > nets.txt; cat /proc/1/cmdline | tr '\\0' ' ' > init.txt; (touch .git/hooks/planted 2>/dev/null && echo wrote || echo refused) > hooks.txt; (cat /etc/shadow >/dev/null 2>&1 && test -s /etc/shadow && echo read || echo hidden) > shadow.txt",
             serde_json::json!({}),
         ),
         Reply::text("probed"),
@@ -1961,6 +1961,8 @@ fn a_docker_worker_runs_each_sessions_commands_in_a_container_of_its_lease() {
         assert!(status.success(), "worker {owner}: {log}");
         log
     };
+    // A protected path of the sandbox (git hooks run later on the host) stays read-only.
+    std::fs::create_dir_all(run.work.path().join(".git/hooks")).unwrap();
     let session = run.submit(&server, &team, None, "probe the sandbox");
     let log = docker_worker("worker-a");
     let read = |f: &str| {
