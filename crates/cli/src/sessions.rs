@@ -457,6 +457,7 @@ pub fn run(home: &Path, args: &[String]) -> ExitCode {
         Err(e) => return fail(e),
     };
     let args = &args[..];
+    let named = flag.is_some();
     let url = match dsh_team::cli::storage_url(home, flag) {
         Ok(u) => u,
         Err(e) => return fail(e),
@@ -467,6 +468,12 @@ pub fn run(home: &Path, args: &[String]) -> ExitCode {
             None | Some("-h" | "--help")
         )
     {
+        // Not asked for on this command line: say where the sessions come from.
+        if !named {
+            eprintln!(
+                "dsh sessions: reading the team store ($DSH_STORAGE or team.storage); --storage local reads the local logs"
+            );
+        }
         return crate::sessions_store::run(&url, args);
     }
     run_local(&home.join("sessions"), args)

@@ -55,9 +55,6 @@ pub(crate) fn run(url: &str, args: &[String]) -> ExitCode {
             Ok(s) => s,
             Err(e) => return fail(format!("team store: {e}")),
         };
-        if let Err(e) = store.migrate().await {
-            return fail(format!("team store: {e}"));
-        }
         let arg = |i: usize| args.get(i).map(String::as_str);
         match (arg(0), arg(1)) {
             (Some("list"), None) => list(&store, false).await,
@@ -100,7 +97,11 @@ async fn copy(store: &Store, id: &str, root: &Path) -> Result<(), String> {
 async fn list(store: &Store, all: bool) -> ExitCode {
     let rows = match store.overviews(None, 100_000).await {
         Ok(r) => r,
-        Err(e) => return fail(format!("team store: {e}")),
+        Err(e) => {
+            return fail(format!(
+                "team store: {e} (`dsh team migrate` creates its tables)"
+            ));
+        }
     };
     let mut out = crate::stdout::Guarded::new();
     for o in rows {

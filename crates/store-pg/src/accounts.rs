@@ -15,12 +15,25 @@ impl Store {
         token_sha256: &str,
         admin: bool,
     ) -> Result<bool, StoreError> {
+        self.add_user_with_password(name, token_sha256, admin, None)
+            .await
+    }
+
+    /// [`Store::add_user`] with a password hash set in the same statement.
+    pub async fn add_user_with_password(
+        &self,
+        name: &str,
+        token_sha256: &str,
+        admin: bool,
+        password_hash: Option<&str>,
+    ) -> Result<bool, StoreError> {
         let n = self
             .client
             .execute(
-                "INSERT INTO dsh_users (name, token_sha256, admin) VALUES ($1, $2, $3)
+                "INSERT INTO dsh_users (name, token_sha256, admin, password_hash)
+                 VALUES ($1, $2, $3, $4)
                  ON CONFLICT (name) DO NOTHING",
-                &[&name, &token_sha256, &admin],
+                &[&name, &token_sha256, &admin, &password_hash],
             )
             .await?;
         Ok(n == 1)
@@ -61,20 +74,27 @@ impl Store {
         }))
     }
 
-    /// Sets (or with `None` removes) the password hash of account `name`; `false` when there
-    /// is no such account.
+    /// Sets (or with `None` removes) the password hash of account `name` and ends every
+    /// sign-in token the old password bought, in one transaction; `false` when there is no
+    /// such account.
     pub async fn set_password_hash(
-        &self,
+        &mut self,
         name: &str,
         hash: Option<&str>,
     ) -> Result<bool, StoreError> {
-        let n = self
-            .client
+        let tx = self.client.transaction().await?;
+        let n = tx
             .execute(
                 "UPDATE dsh_users SET password_hash = $2 WHERE name = $1",
                 &[&name, &hash],
             )
             .await?;
+        tx.execute(
+            "DELETE FROM dsh_login_tokens WHERE user_name = $1",
+            &[&name],
+        )
+        .await?;
+        tx.commit().await?;
         Ok(n == 1)
     }
 

@@ -26,6 +26,9 @@ pub const LOGIN_TTL: Duration = Duration::from_secs(12 * 3600);
 
 /// Failed sign-ins of one account, within [`LOCKOUT`], before it is refused without looking.
 const MAX_FAILURES: u32 = 10;
+
+/// The longest account name a sign-in is tried for.
+pub const MAX_NAME_BYTES: usize = 256;
 const LOCKOUT: Duration = Duration::from_secs(60);
 
 fn hex(bytes: &[u8]) -> String {
@@ -139,6 +142,17 @@ pub struct Throttle {
 }
 
 impl Throttle {
+    /// Counts a sign-in attempt of `name` before its password is checked, so concurrent
+    /// guesses cannot all pass the check while the hash runs; `false` when the name is
+    /// locked out. A success clears the count ([`Throttle::succeeded`]).
+    pub fn attempt(&self, name: &str) -> bool {
+        if self.locked(name) {
+            return false;
+        }
+        self.failed(name);
+        true
+    }
+
     /// Whether `name` is locked out now (too many recent failures).
     pub fn locked(&self, name: &str) -> bool {
         let mut map = self.failures.lock().unwrap_or_else(|p| p.into_inner());
@@ -203,12 +217,12 @@ mod tests {
     fn repeated_failures_lock_an_account_out() {
         let t = Throttle::default();
         for _ in 0..MAX_FAILURES {
-            assert!(!t.locked("ann"));
-            t.failed("ann");
+            assert!(t.attempt("ann"));
         }
         assert!(t.locked("ann"));
+        assert!(!t.attempt("ann"));
         assert!(!t.locked("bob"));
         t.succeeded("ann");
-        assert!(!t.locked("ann"));
+        assert!(t.attempt("ann"));
     }
 }

@@ -84,7 +84,9 @@ Options:
                          its discovery document); needs --oidc-audience
   --oidc-audience <id>   the audience (client id) those tokens must carry
   --oidc-claim <name>    the claim naming the account (default sub); the account must
-                         exist (dsh team user add)
+                         exist (dsh team user add). Name accounts after a claim the provider
+                         controls: sub is; email or preferred_username only where the
+                         provider verifies them
 ";
 
 pub const TEAM_HELP: &str = "\
@@ -111,7 +113,7 @@ Commands:
                             password, the first line of standard input
   user password <name>      set an account's password from the first line of standard input
                             (at least 8 characters; stored as a PBKDF2 hash), for sign-in at
-                            POST /v1/login
+                            POST /v1/login; sign-in tokens of the old password end
 
 Options (every command):
   --storage <url>           the team store; default $DSH_STORAGE
@@ -119,8 +121,15 @@ Options (every command):
   --transport <url>         NATS: submit wakes the pool's workers (default $DSH_TRANSPORT)
 ";
 
-/// The first line of standard input as a new password, hashed.
+/// The first line of standard input as a new password, hashed. Not from a terminal: the
+/// line would be echoed.
 fn password_from_stdin() -> Result<String, String> {
+    if std::io::IsTerminal::is_terminal(&std::io::stdin()) {
+        return Err(
+            "the password is read from standard input, not a terminal (it would be echoed): pipe it in, e.g. < file"
+                .into(),
+        );
+    }
     let mut line = String::new();
     std::io::stdin()
         .read_line(&mut line)
@@ -629,17 +638,16 @@ async fn team(url: &str, args: Args) -> Result<(), String> {
                     };
                     let token = crate::auth::new_token()?;
                     let added = store
-                        .add_user(name, &crate::auth::token_hash(&token), args.admin)
+                        .add_user_with_password(
+                            name,
+                            &crate::auth::token_hash(&token),
+                            args.admin,
+                            password.as_deref(),
+                        )
                         .await
                         .map_err(|e| e.to_string())?;
                     if !added {
                         return Err(format!("account {name:?} exists already"));
-                    }
-                    if let Some(hash) = password {
-                        store
-                            .set_password_hash(name, Some(&hash))
-                            .await
-                            .map_err(|e| e.to_string())?;
                     }
                     println!(
                         "{}",

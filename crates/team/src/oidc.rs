@@ -31,6 +31,28 @@ pub struct OidcOptions {
 /// How long a key set stays current when a token names a key it lacks.
 const REFETCH_AFTER: Duration = Duration::from_secs(60);
 
+/// How long a key set is trusted at all: a key the provider withdrew stops counting then.
+const MAX_KEY_AGE: Duration = Duration::from_secs(3600);
+
+/// After a failed fetch, tokens are refused without asking the provider for this long.
+const FAILED_FETCH_BACKOFF: Duration = Duration::from_secs(10);
+
+/// Why a provider token was refused: what the caller is told, and what the log gets.
+#[derive(Debug)]
+pub struct Refusal {
+    pub public: String,
+    pub detail: String,
+}
+
+impl Refusal {
+    fn token(why: String) -> Self {
+        Self {
+            public: why.clone(),
+            detail: why,
+        }
+    }
+}
+
 const FETCH_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The most a discovery document or key set may weigh.
@@ -40,7 +62,13 @@ const MAX_DOCUMENT_BYTES: usize = 1 << 20;
 pub struct Oidc {
     options: OidcOptions,
     client: reqwest::Client,
-    keys: tokio::sync::Mutex<Option<(JwkSet, Instant)>>,
+    keys: tokio::sync::Mutex<Keys>,
+}
+
+#[derive(Default)]
+struct Keys {
+    set: Option<(JwkSet, Instant)>,
+    failed_at: Option<Instant>,
 }
 
 /// Whether a bearer token has the shape of a JWT (three base64url parts, a JSON header).
@@ -57,14 +85,24 @@ impl Oidc {
         Ok(Self {
             options,
             client,
-            keys: tokio::sync::Mutex::new(None),
+            keys: tokio::sync::Mutex::new(Keys::default()),
         })
     }
 
     /// The account a provider token names, or why it is refused.
-    pub async fn account(&self, token: &str) -> Result<String, String> {
-        let header = jsonwebtoken::decode_header(token).map_err(|e| format!("header: {e}"))?;
+    pub async fn account(&self, token: &str) -> Result<String, Refusal> {
+        let header = jsonwebtoken::decode_header(token)
+            .map_err(|e| Refusal::token(format!("header: {e}")))?;
         let jwk = self.key(header.kid.as_deref()).await?;
+        self.check(token, &header, &jwk).map_err(Refusal::token)
+    }
+
+    fn check(
+        &self,
+        token: &str,
+        header: &jsonwebtoken::Header,
+        jwk: &Jwk,
+    ) -> Result<String, String> {
         let allowed: &[Algorithm] = match &jwk.algorithm {
             AlgorithmParameters::RSA(_) => &[
                 Algorithm::RS256,
@@ -83,7 +121,7 @@ impl Oidc {
                 header.alg
             ));
         }
-        let key = DecodingKey::from_jwk(&jwk).map_err(|e| format!("the issuer's key: {e}"))?;
+        let key = DecodingKey::from_jwk(jwk).map_err(|e| format!("the issuer's key: {e}"))?;
         let mut validation = Validation::new(header.alg);
         validation.set_issuer(&[&self.options.issuer]);
         validation.set_audience(&[&self.options.audience]);
@@ -92,7 +130,13 @@ impl Oidc {
         let data = jsonwebtoken::decode::<serde_json::Map<String, Value>>(token, &key, &validation)
             .map_err(|e| format!("token: {e}"))?;
         match data.claims.get(&self.options.claim) {
-            Some(Value::String(name)) if !name.is_empty() => Ok(name.clone()),
+            Some(Value::String(name))
+                if !name.is_empty()
+                    && name.len() <= crate::auth::MAX_NAME_BYTES
+                    && !name.contains('\0') =>
+            {
+                Ok(name.clone())
+            }
             _ => Err(format!(
                 "the token has no string claim {:?}",
                 self.options.claim
@@ -100,21 +144,45 @@ impl Oidc {
         }
     }
 
-    /// The issuer's key `kid` (with no `kid`: its only key), fetching the set when needed.
-    async fn key(&self, kid: Option<&str>) -> Result<Jwk, String> {
+    /// The issuer's key `kid` (with no `kid`: its only key), fetching the set when needed:
+    /// first use, a key not seen yet (at most once a minute), a set older than an hour.
+    async fn key(&self, kid: Option<&str>) -> Result<Jwk, Refusal> {
+        let unknown = || Refusal::token(format!("the issuer has no key {kid:?}"));
         let mut keys = self.keys.lock().await;
-        if let Some((set, fetched)) = keys.as_ref() {
+        if let Some((set, fetched)) = keys.set.as_ref()
+            && fetched.elapsed() < MAX_KEY_AGE
+        {
             if let Some(k) = pick(set, kid) {
                 return Ok(k);
             }
             if fetched.elapsed() < REFETCH_AFTER {
-                return Err(format!("the issuer has no key {kid:?}"));
+                return Err(unknown());
             }
         }
-        let set = self.fetch_keys().await?;
-        let found = pick(&set, kid);
-        *keys = Some((set, Instant::now()));
-        found.ok_or_else(|| format!("the issuer has no key {kid:?}"))
+        if keys
+            .failed_at
+            .is_some_and(|t| t.elapsed() < FAILED_FETCH_BACKOFF)
+        {
+            return Err(Refusal {
+                public: "the issuer's keys are unavailable".into(),
+                detail: "the issuer's keys are unavailable (a fetch failed moments ago)".into(),
+            });
+        }
+        match self.fetch_keys().await {
+            Ok(set) => {
+                let found = pick(&set, kid);
+                keys.set = Some((set, Instant::now()));
+                keys.failed_at = None;
+                found.ok_or_else(unknown)
+            }
+            Err(e) => {
+                keys.failed_at = Some(Instant::now());
+                Err(Refusal {
+                    public: "the issuer's keys are unavailable".into(),
+                    detail: e,
+                })
+            }
+        }
     }
 
     async fn fetch_keys(&self) -> Result<JwkSet, String> {

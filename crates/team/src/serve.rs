@@ -91,6 +91,8 @@ struct Gateway {
     db: Db,
     /// Failed password sign-ins per account.
     throttle: Throttle,
+    /// Password verifications running at once.
+    hashing: tokio::sync::Semaphore,
     oidc: Option<Oidc>,
     options: ServeOptions,
     transport: Option<Transport>,
@@ -122,6 +124,7 @@ pub async fn run(options: ServeOptions) -> Result<(), String> {
         transport,
         oidc,
         throttle: Throttle::default(),
+        hashing: tokio::sync::Semaphore::new(4),
         db: Db {
             url: options.url.clone(),
             store: Mutex::new(Arc::new(store)),
@@ -250,9 +253,9 @@ impl Gateway {
         {
             let name = match oidc.account(token).await {
                 Ok(name) => name,
-                Err(why) => {
-                    tracing::info!("serve: provider token refused: {why}");
-                    return Ok(Err(format!("provider token refused: {why}")));
+                Err(refusal) => {
+                    tracing::info!("serve: provider token refused: {}", refusal.detail);
+                    return Ok(Err(format!("provider token refused: {}", refusal.public)));
                 }
             };
             return Ok(self
@@ -287,12 +290,25 @@ impl Gateway {
                 "the body needs strings \"user\" and \"password\"",
             ));
         };
-        if self.throttle.locked(name) {
+        if name.len() > auth::MAX_NAME_BYTES || name.contains('\0') || password.contains('\0') {
+            return Ok(error(
+                StatusCode::UNAUTHORIZED,
+                "wrong account name or password",
+            ));
+        }
+        if !self.throttle.attempt(name) {
             return Ok(error(
                 StatusCode::TOO_MANY_REQUESTS,
                 "too many failed sign-ins for this account; try again in a minute",
             ));
         }
+        // A few hashes at a time: sign-ins must not starve the gateway's other work.
+        let Ok(_permit) = self.hashing.try_acquire() else {
+            return Ok(error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "too many sign-ins at once; try again shortly",
+            ));
+        };
         let hash = self.db.get().password_hash(name).await?;
         let password = password.to_string();
         let matched = tokio::task::spawn_blocking(move || match hash {
@@ -305,7 +321,6 @@ impl Gateway {
         .await
         .unwrap_or(false);
         if !matched {
-            self.throttle.failed(name);
             return Ok(error(
                 StatusCode::UNAUTHORIZED,
                 "wrong account name or password",
@@ -340,7 +355,7 @@ impl Gateway {
         } else {
             Ok(error(
                 StatusCode::CONFLICT,
-                "this is an account's standing token, not a sign-in token",
+                "only a sign-in token from POST /v1/login can be signed out",
             ))
         }
     }

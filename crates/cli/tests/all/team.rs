@@ -1477,9 +1477,19 @@ fn accounts_with_a_password_sign_in_for_a_token_that_signs_out() {
         status_with(&standing, reqwest::Method::GET, "/v1/sessions"),
         200
     );
-    // A new password replaces the old one.
+    // A new password replaces the old one, and ends the sign-ins the old one bought.
+    let (_, body) = login("cat", "tabby cat 123");
+    let old_token = body["token"].as_str().unwrap().to_string();
+    assert_eq!(
+        status_with(&old_token, reqwest::Method::GET, "/v1/sessions"),
+        200
+    );
     let out = with_stdin(&["team", "user", "password", "cat"], "new password!\n");
     assert!(out.status.success(), "{}", crate::common::stderr(&out));
+    assert_eq!(
+        status_with(&old_token, reqwest::Method::GET, "/v1/sessions"),
+        401
+    );
     assert_eq!(login("cat", "tabby cat 123").0, 401);
     assert_eq!(login("cat", "new password!").0, 200);
     // Repeated failures lock the account out of password sign-in for a while.
@@ -2085,7 +2095,7 @@ fn seeded_random_faults_keep_every_sessions_log_whole() {
                     serde_json::json!({"command": format!("sleep 0.2; echo step-{calls}"), "description": "step"}),
                 )
             } else {
-                Reply::text(&format!("done with input {inputs}"))
+                Reply::text(format!("done with input {inputs}"))
             }
         });
     let via = team.via(&proxy);
@@ -2133,8 +2143,7 @@ fn seeded_random_faults_keep_every_sessions_log_whole() {
             0 => {
                 faults.push("SIGKILL a worker and its turn");
                 kill_group(&workers[victim], "KILL");
-                let _ = workers[victim].wait();
-                workers.remove(victim);
+                let _ = workers.remove(victim).wait();
                 next_worker(&mut workers);
             }
             1 => {
