@@ -61,6 +61,8 @@ like, behind any load balancer. Requests carry `Authorization: Bearer <token>` o
 
   POST /v1/login {\"user\",\"password\"}  a sign-in token for an account with a password
                                        (12 hours); POST /v1/logout ends it
+  GET  /                               the team page: sign in, sessions, a session's log
+                                       followed live, input, stop
   GET  /v1/sessions                    the caller's sessions
   POST /v1/sessions {\"text\"}           a new session with its first input queued
   GET  /v1/sessions/<id>               head seq, lease, pending input

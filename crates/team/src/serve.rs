@@ -8,7 +8,9 @@
 //! An account sees only its own sessions, an admin account every session; a session the
 //! caller may not see answers 404, exactly like one that does not exist.
 //!
-//! * `GET  /v1/sessions`: the caller's sessions, newest first.
+//! * `GET  /`: the team page (sign in, sessions, a session's log followed live, input and
+//!   cancel), a static client of this API; no account needed to load it.
+//! * `GET  /v1/sessions`: the caller's sessions, newest first, with title and turns.
 //! * `POST /v1/sessions` `{"text"}`: a new session with its first input queued (201).
 //! * `GET  /v1/sessions/{id}`: head seq, lease and pending input.
 //! * `POST /v1/sessions/{id}/messages` `{"text"}`: queues the next input (202).
@@ -181,6 +183,11 @@ fn not_found() -> Response<Body> {
 
 impl Gateway {
     async fn handle(self: Arc<Self>, req: Request<Incoming>) -> Response<Body> {
+        if req.method() == Method::GET
+            && let Some(resp) = page(req.uri().path())
+        {
+            return resp;
+        }
         if req.method() == Method::POST && req.uri().path() == "/v1/login" {
             return match self.login(req).await {
                 Ok(resp) => resp,
@@ -371,10 +378,18 @@ impl Gateway {
 
     async fn list(&self, user: &User) -> Result<Response<Body>, StoreError> {
         let owner = (!user.admin).then_some(user.name.as_str());
-        let rows = self.db.get().sessions(owner, 1000).await?;
+        let rows = self.db.get().overviews(owner, 1000).await?;
         let list: Vec<Value> = rows
             .iter()
-            .map(|r| json!({"sessionId": r.id, "headSeq": r.head_seq, "owner": r.owner_user}))
+            .map(|o| {
+                json!({
+                    "sessionId": o.row.id,
+                    "headSeq": o.row.head_seq,
+                    "owner": o.row.owner_user,
+                    "title": o.title,
+                    "turns": o.turns,
+                })
+            })
             .collect();
         Ok(json_response(StatusCode::OK, &json!({"sessions": list})))
     }
@@ -661,6 +676,40 @@ fn resume_point(req: &Request<Incoming>) -> Result<i64, String> {
             .filter(|n| *n >= 0)
             .ok_or_else(|| format!("the resume point must be an event seq, not {v:?}")),
     }
+}
+
+/// The team page (`/`, its script and style): static, the same for everyone; it signs in
+/// and calls the API like any other client.
+fn page(path: &str) -> Option<Response<Body>> {
+    let (content_type, body): (&'static str, &'static str) = match path {
+        "/" | "/index.html" => (
+            "text/html; charset=utf-8",
+            include_str!("../assets/index.html"),
+        ),
+        "/app.js" => (
+            "text/javascript; charset=utf-8",
+            include_str!("../assets/app.js"),
+        ),
+        "/app.css" => ("text/css; charset=utf-8", include_str!("../assets/app.css")),
+        _ => return None,
+    };
+    let mut resp = full(StatusCode::OK, content_type, body);
+    let headers = resp.headers_mut();
+    headers.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(
+            "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'",
+        ),
+    );
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    headers.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
+    Some(resp)
 }
 
 /// The bearer token of a request.

@@ -31,7 +31,7 @@ fn tools() -> Option<&'static (Tools, Mutex<Option<Driver>>)> {
 
 /// A browser session on the shared chromedriver, or `None` (with a message) when the
 /// browser tools are not installed.
-fn browser(test: &str) -> Option<Browser> {
+pub(crate) fn browser(test: &str) -> Option<Browser> {
     let Some((tools, driver)) = tools() else {
         dsh_test_support::prereq::skip(&format!(
             "{test}: browser tests need chromium and chromedriver on PATH (apt-get install chromium chromium-driver)"
@@ -45,7 +45,7 @@ fn browser(test: &str) -> Option<Browser> {
     Some(guard.as_ref().unwrap().browser(tools).unwrap())
 }
 
-fn shots_dir() -> PathBuf {
+pub(crate) fn shots_dir() -> PathBuf {
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target"));

@@ -2227,3 +2227,86 @@ fn seeded_random_faults_keep_every_sessions_log_whole() {
         assert_eq!(last_end, Some(Value::from("completed")), "{context}");
     }
 }
+
+#[test]
+fn the_team_page_signs_in_starts_a_session_and_follows_it_live() {
+    let Some(team) = Team::new() else { return };
+    let Some(b) = crate::browser::browser("the team page") else {
+        return;
+    };
+    let run = Run::new();
+    let server = MockServer::with_replies([
+        crate::common::call(
+            "call_1",
+            "bash",
+            serde_json::json!({"command": "echo from-the-page", "description": "greet"}),
+        ),
+        Reply::text("page answer <b>not bold</b>"),
+        Reply::text("second page answer"),
+    ])
+    .answer_untooled("Page session");
+    let mut add = run.team(
+        &server,
+        &team,
+        &["team", "user", "add", "pat", "--password-stdin"],
+    );
+    add.stdin(Stdio::piped()).stdout(Stdio::piped());
+    let mut child = add.spawn().unwrap();
+    std::io::Write::write_all(&mut child.stdin.take().unwrap(), b"pat's password\n").unwrap();
+    assert!(child.wait_with_output().unwrap().status.success());
+    let gateway = run.gateway(&server, &team);
+    let mut worker = run.worker(&server, &team, "page-worker", &[]);
+    let wait = |predicate: &str| {
+        b.wait_for(predicate, Duration::from_secs(60))
+            .unwrap_or_else(|e| panic!("{e}"))
+    };
+    b.goto(&format!("{}/", gateway.url)).unwrap();
+    wait("!document.getElementById('signin').hidden");
+    b.type_text("#user", "pat").unwrap();
+    b.type_text("#password", "wrong password").unwrap();
+    b.click("#password-form button").unwrap();
+    wait(
+        "document.getElementById('signin-error').textContent.includes('wrong account name or password')",
+    );
+    b.clear("#password").unwrap();
+    b.type_text("#password", "pat's password").unwrap();
+    b.click("#password-form button").unwrap();
+    wait("!document.getElementById('app').hidden");
+    b.type_text("#new-text", "a task from the page").unwrap();
+    b.click("#new-form button").unwrap();
+    // The worker runs it; the page follows the stored events live.
+    let log =
+        "Array.from(document.querySelectorAll('#log li')).map(l => l.textContent).join('\\n')";
+    wait(&format!("({log}).includes('page answer')"));
+    let text = b.eval(&format!("return {log};"), vec![]).unwrap();
+    let text = text.as_str().unwrap();
+    assert!(text.contains("a task from the page"), "{text}");
+    assert!(text.contains("echo from-the-page"), "{text}");
+    assert!(
+        text.contains("from-the-page\n") || text.contains("from-the-page"),
+        "{text}"
+    );
+    // Model text is shown as text, never as markup.
+    assert!(text.contains("<b>not bold</b>"), "{text}");
+    assert_eq!(
+        b.eval("return document.querySelectorAll('#log b').length;", vec![])
+            .unwrap(),
+        0
+    );
+    wait("document.getElementById('session-title').textContent === 'Page session'");
+    // The next message goes to the same session.
+    b.type_text("#message-text", "and once more").unwrap();
+    b.click("#message-form button[type=submit]").unwrap();
+    wait(&format!("({log}).includes('second page answer')"));
+    let _ = b.screenshot(&crate::browser::shots_dir().join("team-page.png"));
+    // The session list shows it with its title and turns.
+    wait("document.getElementById('sessions').textContent.includes('Page session')");
+    // Signing out ends the sign-in token.
+    b.click("#signout").unwrap();
+    wait("!document.getElementById('signin').hidden");
+    kill_group(&worker, "KILL");
+    let _ = worker.wait();
+    let sessions = team.rt.block_on(team.store().sessions(None, 10)).unwrap();
+    assert_eq!(sessions.len(), 1);
+    check_log(&team.events(&sessions[0].id));
+}
