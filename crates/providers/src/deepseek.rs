@@ -188,10 +188,8 @@ impl DeepSeekAdapter {
         };
         let info = model_info_for(config, &options.config.model);
         let effort = messages_effort(config, options)?;
-        // The Anthropic serializer builds messages and tools only: no budgets, no cache marks.
-        let mut plain = options.clone();
-        plain.config.reasoning_effort = None;
-        let options = &plain;
+        // The Anthropic serializer builds messages and tools only: no budgets, no cache marks
+        // (the effort goes in DeepSeek's own field below).
         let reasoning = ReasoningInfo {
             efforts: vec!["off".into()],
             default_effort: None,
@@ -234,7 +232,7 @@ impl DeepSeekAdapter {
         );
         let headers = header_map(&headers, VENDOR, &config.base_url)?;
         let mut body =
-            crate::anthropic::serialize::serialize_messages_request(options, &profile, &model)?;
+            crate::anthropic::serialize::serialize_with_effort(options, &profile, &model, None)?;
         deepseek_messages_dialect(&mut body, effort);
         let (body, extensions) = self.with_extensions(options, &body)?;
         let url = deepseek_messages_url(&config.base_url);

@@ -63,9 +63,21 @@ pub(crate) fn serialize_messages_request(
     profile: &ResolvedAnthropicProfile,
     model: &ResolvedAnthropicModel,
 ) -> Result<Value, LlmError> {
+    let effort = resolve_effort(options, profile, model)?;
+    serialize_with_effort(options, profile, model, effort.as_deref())
+}
+
+/// [`serialize_messages_request`] with the effort already decided (`None`: no thinking
+/// block), whatever `options.config.reasoning_effort` says.
+pub(crate) fn serialize_with_effort(
+    options: &GenerateOptions,
+    profile: &ResolvedAnthropicProfile,
+    model: &ResolvedAnthropicModel,
+    effort: Option<&str>,
+) -> Result<Value, LlmError> {
     let cache = cache_control(profile.cache_retention);
     let mut max_tokens = options.config.max_tokens.unwrap_or(model.max_tokens).max(1);
-    let thinking = match resolve_effort(options, profile, model)?.as_deref() {
+    let thinking = match effort {
         None | Some("off") => None,
         Some(level) => {
             let budget = profile.budget(level);
