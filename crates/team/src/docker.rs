@@ -116,16 +116,7 @@ pub async fn prepare(options: &DockerOptions) -> Result<(), String> {
 
 /// The container name of `session` under lease `epoch`.
 pub fn container_name(session: &str, epoch: i64) -> String {
-    let safe: String = session
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
+    let safe = crate::safe_segment(session);
     format!("dsh-{safe}-e{epoch}")
 }
 

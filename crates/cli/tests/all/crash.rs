@@ -19,17 +19,6 @@ use serde_json::Value;
 
 const STEPS: usize = 8;
 
-struct XorShift(u64);
-
-impl XorShift {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-}
-
 fn script() -> Vec<Reply> {
     let mut replies: Vec<Reply> = (0..STEPS)
         .map(|i| {
@@ -121,18 +110,9 @@ fn sigkill_at_random_points_never_loses_what_the_model_saw() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(50);
-    let seed: u64 = std::env::var("DSH_CRASH_SEED")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_nanos() as u64
-                | 1
-        });
+    let seed = crate::common::seed_from("DSH_CRASH_SEED");
     let full = full_run_time();
-    let mut rng = XorShift(seed);
+    let mut rng = crate::common::XorShift(seed);
     let (mut lost, mut seen_total, mut resumed) = (0usize, 0usize, 0usize);
     for point in 0..points {
         let home = tempfile::tempdir().unwrap();

@@ -2039,34 +2039,13 @@ fn a_docker_worker_runs_each_sessions_commands_in_a_container_of_its_lease() {
     assert_eq!(docker_out(&["ps", "-aq", "--filter", &label]).trim(), "");
 }
 
-/// A small deterministic generator for the seeded fault test (xorshift64*).
-struct Rng(u64);
-
-impl Rng {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) % n.max(1)
-    }
-}
-
 #[test]
 fn seeded_random_faults_keep_every_sessions_log_whole() {
     let Some(team) = Team::new() else { return };
-    let seed: u64 = std::env::var("DSH_TEST_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_nanos() as u64
-                | 1
-        });
+    let seed = crate::common::seed_from("DSH_TEST_SEED");
     // Printed first, so a failing run can be replayed with DSH_TEST_SEED.
     eprintln!("seeded_random_faults: DSH_TEST_SEED={seed}");
-    let mut rng = Rng(seed);
+    let mut rng = crate::common::XorShift(seed);
     const STEPS: usize = 3;
     let run = Run::new();
     let proxy = Proxy::start(team.upstream());
