@@ -2289,3 +2289,66 @@ fn the_team_page_signs_in_starts_a_session_and_follows_it_live() {
     assert_eq!(sessions.len(), 1);
     check_log(&team.events(&sessions[0].id));
 }
+
+#[test]
+fn model_text_reaches_a_gateway_client_while_the_model_is_still_answering() {
+    let Some(team) = Team::new() else { return };
+    let Some(nats) = nats() else { return };
+    let run = Run::new();
+    let pool = team.schema.clone();
+    let gate = Gate::new();
+    // The answer's first text deltas ("fir", "st ": the mock streams three characters at a
+    // time) go out, then the stream holds until the gate opens.
+    let server = MockServer::with_replies([
+        Reply::text("first words of a held answer").hold_after_event(2, &gate)
+    ])
+    .answer_untooled("Team test");
+    let ann = run.add_user(&server, &team, "ann");
+    // PostgreSQL is looked at only every ten minutes: what arrives comes over NATS.
+    let slow = [
+        "--transport",
+        nats.as_str(),
+        "--pool",
+        pool.as_str(),
+        "--poll-ms",
+        "600000",
+    ];
+    let gateway = run.gateway_with(&server, &team, &slow);
+    let mut worker = run.worker(&server, &team, "worker-a", &slow);
+    let client = reqwest::Client::new();
+    let created = team.rt.block_on(post_json(
+        &client,
+        &format!("{}/v1/sessions", gateway.url),
+        &ann,
+        "say something",
+    ));
+    let id = created["sessionId"].as_str().unwrap().to_string();
+    let url = format!("{}/v1/sessions/{id}/events", gateway.url);
+    let chunk_with_text = |got: &[Sse]| {
+        got.iter()
+            .any(|(_, d)| d.contains("\"type\":\"assistant/chunk\"") && d.contains("fir"))
+    };
+    let resp = team.rt.block_on(open_events(&url, &ann, None));
+    let early = team.rt.block_on(collect_events(resp, chunk_with_text));
+    assert!(
+        !early
+            .iter()
+            .any(|(_, d)| d.contains("\"type\":\"assistant/message\"")),
+        "the text came before the answer was complete: {early:?}"
+    );
+    assert!(!gate.is_open());
+    gate.open();
+    let last = early.last().unwrap().0;
+    let rest = team.rt.block_on(read_events(&url, &ann, Some(last), |got| {
+        got.iter().any(|(_, d)| d.contains("\"type\":\"turn/end\""))
+    }));
+    let all: Vec<Sse> = early.into_iter().chain(rest).collect();
+    let stored: Vec<Sse> = team
+        .events(&id)
+        .into_iter()
+        .map(|e| (e.seq, e.data))
+        .collect();
+    assert_eq!(all, stored[..all.len()].to_vec());
+    kill_group(&worker, "KILL");
+    let _ = worker.wait();
+}
