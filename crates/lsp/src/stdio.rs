@@ -479,10 +479,18 @@ impl StdioProvider {
         };
         // A server still indexing answers "nothing" for what it has not seen yet: wait for
         // it (bounded), and say so when it still has nothing.
-        let busy = conn.wait_ready(self.config.ready_timeout).await;
-        let outcome = conn
-            .request(method(op), params, self.config.kill_grace)
+        let mut busy = conn.wait_ready(self.config.ready_timeout).await;
+        let mut outcome = conn
+            .request(method(op), params.clone(), self.config.kill_grace)
             .await;
+        // A server slow to announce its indexing (past `ANNOUNCE_GRACE`) answered as if there
+        // were nothing; busy now, it is waited for and asked once more.
+        if busy.is_none() && matches!(&outcome, Ok(v) if empty(v)) && conn.busy().is_some() {
+            busy = conn.wait_ready(self.config.ready_timeout).await;
+            outcome = conn
+                .request(method(op), params, self.config.kill_grace)
+                .await;
+        }
         let outcome = match (outcome, busy) {
             (Ok(v), Some(work)) if empty(&v) => Err(CallError::Response(format!(
                 "the language server is still busy ({work}) and has no answer yet; ask again in a moment"
