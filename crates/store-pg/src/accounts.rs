@@ -6,6 +6,19 @@ use std::time::Duration;
 
 use crate::{Store, StoreError, User, ttl_seconds};
 
+/// One account as `dsh team user list` shows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Account {
+    pub name: String,
+    pub admin: bool,
+    /// A password is set (sign-in at `POST /v1/login` is possible).
+    pub has_password: bool,
+    /// Sign-in tokens not yet expired.
+    pub live_sign_ins: i64,
+    /// Sessions the account owns.
+    pub sessions: i64,
+}
+
 impl Store {
     /// Adds account `name` whose token hashes to `token_sha256` (hex); `false` when the name
     /// is taken.
@@ -144,5 +157,72 @@ impl Store {
             )
             .await?;
         Ok(n == 1)
+    }
+
+    /// Every account, by name.
+    pub async fn accounts(&self) -> Result<Vec<Account>, StoreError> {
+        let rows = self
+            .client
+            .query(
+                "SELECT u.name, u.admin, u.password_hash IS NOT NULL,
+                        (SELECT count(*) FROM dsh_login_tokens t
+                          WHERE t.user_name = u.name AND t.expires_at > now()),
+                        (SELECT count(*) FROM dsh_sessions s WHERE s.owner_user = u.name)
+                   FROM dsh_users u ORDER BY u.name",
+                &[],
+            )
+            .await?;
+        Ok(rows
+            .iter()
+            .map(|r| Account {
+                name: r.get(0),
+                admin: r.get(1),
+                has_password: r.get(2),
+                live_sign_ins: r.get(3),
+                sessions: r.get(4),
+            })
+            .collect())
+    }
+
+    /// Replaces the standing token of account `name` with one hashing to `token_sha256`:
+    /// the old token stops working at once. `false` when there is no such account.
+    pub async fn set_token_hash(&self, name: &str, token_sha256: &str) -> Result<bool, StoreError> {
+        let n = self
+            .client
+            .execute(
+                "UPDATE dsh_users SET token_sha256 = $2 WHERE name = $1",
+                &[&name, &token_sha256],
+            )
+            .await?;
+        Ok(n == 1)
+    }
+
+    /// Removes account `name` with its sign-in tokens, in one transaction. Its sessions are
+    /// kept, owned by no account from then on (only admins see them), so that nothing
+    /// recorded is lost and a later account of the same name does not inherit them. The
+    /// number of sessions it owned, or `None` when there is no such account.
+    pub async fn remove_user(&mut self, name: &str) -> Result<Option<u64>, StoreError> {
+        let tx = self.client.transaction().await?;
+        let sessions = tx
+            .execute(
+                "UPDATE dsh_sessions SET owner_user = NULL WHERE owner_user = $1",
+                &[&name],
+            )
+            .await?;
+        tx.execute(
+            "DELETE FROM dsh_login_tokens WHERE user_name = $1",
+            &[&name],
+        )
+        .await?;
+        let n = tx
+            .execute("DELETE FROM dsh_users WHERE name = $1", &[&name])
+            .await?;
+        if n != 1 {
+            // Nothing to remove: leave every row as it was.
+            tx.rollback().await?;
+            return Ok(None);
+        }
+        tx.commit().await?;
+        Ok(Some(sessions))
     }
 }

@@ -708,6 +708,7 @@ mod accounts;
 mod lease;
 mod listing;
 
+pub use accounts::Account;
 pub use lease::LeaseKeeper;
 pub use listing::SessionOverview;
 

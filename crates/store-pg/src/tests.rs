@@ -438,6 +438,62 @@ async fn accounts_own_their_sessions() {
 }
 
 #[tokio::test]
+async fn accounts_are_listed_get_new_tokens_and_are_removed_keeping_their_sessions() {
+    let Some((mut a, schema)) = fresh().await else {
+        return;
+    };
+    assert!(a.add_user("ann", "aa11", false).await.unwrap());
+    assert!(
+        a.add_user_with_password("root", "ff00", true, Some("pbkdf2$x"))
+            .await
+            .unwrap()
+    );
+    assert!(a.create_owned_session("s-ann", "ann").await.unwrap());
+    a.add_login_token("ann", "5151", std::time::Duration::from_secs(60))
+        .await
+        .unwrap();
+    let listed = a.accounts().await.unwrap();
+    assert_eq!(
+        listed,
+        vec![
+            crate::Account {
+                name: "ann".into(),
+                admin: false,
+                has_password: false,
+                live_sign_ins: 1,
+                sessions: 1,
+            },
+            crate::Account {
+                name: "root".into(),
+                admin: true,
+                has_password: true,
+                live_sign_ins: 0,
+                sessions: 0,
+            },
+        ]
+    );
+    // A new standing token replaces the old one at once.
+    assert!(a.set_token_hash("ann", "bb22").await.unwrap());
+    assert_eq!(a.user_by_token("aa11").await.unwrap(), None);
+    assert_eq!(a.user_by_token("bb22").await.unwrap().unwrap().name, "ann");
+    assert!(!a.set_token_hash("nobody", "cc33").await.unwrap());
+    assert!(
+        a.set_token_hash("ann", "ff00").await.is_err(),
+        "another account's token"
+    );
+    // Removal ends every way in and keeps the session, owned by nobody.
+    assert_eq!(a.remove_user("ann").await.unwrap(), Some(1));
+    assert_eq!(a.user_by_token("bb22").await.unwrap(), None);
+    assert_eq!(a.user_by_token("5151").await.unwrap(), None);
+    assert_eq!(a.session("s-ann").await.unwrap().owner_user, None);
+    assert_eq!(a.remove_user("ann").await.unwrap(), None);
+    // A new account of the same name does not inherit the session.
+    assert!(a.add_user("ann", "dd44", false).await.unwrap());
+    assert!(a.sessions(Some("ann"), 10).await.unwrap().is_empty());
+    drop_schema(&a, &schema).await;
+}
+
+#[tokio::test]
 async fn a_cancel_reaches_the_turn_holding_the_lease_only() {
     let Some((a, schema)) = fresh().await else {
         return;

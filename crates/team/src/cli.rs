@@ -50,6 +50,9 @@ Options:
   --docker-image <img>   the container image (default: an empty image with the host's /usr,
                          /bin, /lib and /etc bound read-only; made once, no registry needed)
   --docker-network <n>   the container's network (default none)
+  --docker-memory <size> each container's memory (512m, 2g), swap included (default: no
+                         limit); a command past it is killed by the kernel
+  --docker-cpus <n>      each container's share of CPUs (1, 0.5; default: no limit)
 ";
 
 pub const SERVE_HELP: &str = "\
@@ -116,6 +119,12 @@ Commands:
   user password <name>      set an account's password from the first line of standard input
                             (at least 8 characters; stored as a PBKDF2 hash), for sign-in at
                             POST /v1/login; sign-in tokens of the old password end
+  user token <name>         give an account a new standing token, printed once; the old one
+                            stops working at once (sign-ins by password are not touched)
+  user remove <name>        remove an account and end its sign-ins; its sessions are kept,
+                            visible to admin accounts only
+  user list                 the accounts as JSON lines: admin, whether a password is set,
+                            live sign-ins, sessions owned
 
 Options (every command):
   --storage <url>           the team store; default $DSH_STORAGE
@@ -288,6 +297,8 @@ struct Args {
     sandbox: Option<String>,
     docker_image: Option<String>,
     docker_network: Option<String>,
+    docker_memory: Option<String>,
+    docker_cpus: Option<String>,
     positional: Vec<String>,
 }
 
@@ -342,6 +353,8 @@ impl Args {
                 "--sandbox" => out.sandbox = Some(value("local|docker")?),
                 "--docker-image" => out.docker_image = Some(value("image")?),
                 "--docker-network" => out.docker_network = Some(value("network")?),
+                "--docker-memory" => out.docker_memory = Some(value("size")?),
+                "--docker-cpus" => out.docker_cpus = Some(value("cpus")?),
                 "--" => {
                     out.positional.extend(args[i + 1..].iter().cloned());
                     break;
@@ -409,16 +422,30 @@ async fn worker(home: &Path, url: &str, args: Args) -> Result<(), String> {
     }
     let dsh = std::env::current_exe()
         .map_err(|e| format!("cannot find the dsh executable to run turns with: {e}"))?;
+    let docker_flags = [
+        &args.docker_image,
+        &args.docker_network,
+        &args.docker_memory,
+        &args.docker_cpus,
+    ];
     let docker = match args.sandbox.as_deref() {
-        None | Some("local") if args.docker_image.is_none() && args.docker_network.is_none() => {
-            None
+        None | Some("local") if docker_flags.iter().all(|f| f.is_none()) => None,
+        Some("docker") => {
+            if let Some(m) = &args.docker_memory {
+                crate::docker::check_memory(m)?;
+            }
+            if let Some(c) = &args.docker_cpus {
+                crate::docker::check_cpus(c)?;
+            }
+            Some(crate::docker::DockerOptions {
+                image: args.docker_image.clone(),
+                network: args.docker_network.clone().unwrap_or_else(|| "none".into()),
+                memory: args.docker_memory.clone(),
+                cpus: args.docker_cpus.clone(),
+            })
         }
-        Some("docker") => Some(crate::docker::DockerOptions {
-            image: args.docker_image.clone(),
-            network: args.docker_network.clone().unwrap_or_else(|| "none".into()),
-        }),
         None | Some("local") => {
-            return Err("--docker-image and --docker-network need --sandbox docker".into());
+            return Err("--docker-* options need --sandbox docker".into());
         }
         Some(other) => {
             return Err(format!("--sandbox takes local or docker, not {other:?}"));
@@ -622,56 +649,107 @@ async fn team(url: &str, args: Args) -> Result<(), String> {
             );
             Ok(())
         }
-        "user" => {
-            let (Some(action), Some(name), None) = (rest.first(), rest.get(1), rest.get(2)) else {
-                return Err(
-                    "usage: dsh team user add <name> [--admin] [--password-stdin] | dsh team user password <name>"
-                        .into(),
-                );
-            };
-            if name.is_empty() {
-                return Err("an account name must not be empty".into());
-            }
-            match action.as_str() {
-                "add" => {
-                    let password = match args.password_stdin {
-                        true => Some(password_from_stdin()?),
-                        false => None,
-                    };
-                    let token = crate::auth::new_token()?;
-                    let added = store
-                        .add_user_with_password(
-                            name,
-                            &crate::auth::token_hash(&token),
-                            args.admin,
-                            password.as_deref(),
-                        )
-                        .await
-                        .map_err(|e| e.to_string())?;
-                    if !added {
-                        return Err(format!("account {name:?} exists already"));
-                    }
-                    println!(
-                        "{}",
-                        json!({"user": name, "admin": args.admin, "token": token})
-                    );
-                    Ok(())
-                }
-                "password" => {
-                    let hash = password_from_stdin()?;
-                    if !store
-                        .set_password_hash(name, Some(&hash))
-                        .await
-                        .map_err(|e| e.to_string())?
-                    {
-                        return Err(format!("no account {name:?}"));
-                    }
-                    println!("{}", json!({"user": name, "password": "set"}));
-                    Ok(())
-                }
-                other => Err(format!("unknown user command {other:?} (add or password)")),
-            }
-        }
+        "user" => user_command(&mut store, &args, rest).await,
         other => Err(format!("unknown command {other:?} (see dsh team --help)")),
+    }
+}
+
+const USER_USAGE: &str = "usage: dsh team user list | add <name> [--admin] [--password-stdin] | \
+password <name> | token <name> | remove <name>";
+
+/// `dsh team user …`: the accounts of `dsh serve`.
+async fn user_command(store: &mut Store, args: &Args, rest: &[String]) -> Result<(), String> {
+    let Some(action) = rest.first() else {
+        return Err(USER_USAGE.into());
+    };
+    if action == "list" {
+        if let Some(extra) = rest.get(1) {
+            return Err(format!("unexpected argument {extra:?}"));
+        }
+        let mut out = String::new();
+        for a in store.accounts().await.map_err(|e| e.to_string())? {
+            out.push_str(&format!(
+                "{}\n",
+                json!({
+                    "user": a.name,
+                    "admin": a.admin,
+                    "password": a.has_password,
+                    "signIns": a.live_sign_ins,
+                    "sessions": a.sessions,
+                })
+            ));
+        }
+        print!("{out}");
+        return Ok(());
+    }
+    let (Some(name), None) = (rest.get(1), rest.get(2)) else {
+        return Err(USER_USAGE.into());
+    };
+    if name.is_empty() {
+        return Err("an account name must not be empty".into());
+    }
+    let no_account = || format!("no account {name:?}");
+    match action.as_str() {
+        "add" => {
+            let password = match args.password_stdin {
+                true => Some(password_from_stdin()?),
+                false => None,
+            };
+            let token = crate::auth::new_token()?;
+            let added = store
+                .add_user_with_password(
+                    name,
+                    &crate::auth::token_hash(&token),
+                    args.admin,
+                    password.as_deref(),
+                )
+                .await
+                .map_err(|e| e.to_string())?;
+            if !added {
+                return Err(format!("account {name:?} exists already"));
+            }
+            println!(
+                "{}",
+                json!({"user": name, "admin": args.admin, "token": token})
+            );
+            Ok(())
+        }
+        "password" => {
+            let hash = password_from_stdin()?;
+            if !store
+                .set_password_hash(name, Some(&hash))
+                .await
+                .map_err(|e| e.to_string())?
+            {
+                return Err(no_account());
+            }
+            println!("{}", json!({"user": name, "password": "set"}));
+            Ok(())
+        }
+        "token" => {
+            let token = crate::auth::new_token()?;
+            if !store
+                .set_token_hash(name, &crate::auth::token_hash(&token))
+                .await
+                .map_err(|e| e.to_string())?
+            {
+                return Err(no_account());
+            }
+            println!("{}", json!({"user": name, "token": token}));
+            Ok(())
+        }
+        "remove" => {
+            let Some(sessions) = store.remove_user(name).await.map_err(|e| e.to_string())? else {
+                return Err(no_account());
+            };
+            println!(
+                "{}",
+                json!({"user": name, "removed": true, "sessionsKept": sessions})
+            );
+            Ok(())
+        }
+        other => Err(format!(
+            "unknown user command {other:?} (list, add, password, token or remove)"
+        )),
     }
 }

@@ -44,6 +44,51 @@ pub struct DockerOptions {
     pub image: Option<String>,
     /// `docker run --network` (default `none`).
     pub network: String,
+    /// `docker run --memory` (and the same `--memory-swap`: no swap beyond it), as docker
+    /// spells sizes (`512m`, `2g`); `None`: no limit.
+    pub memory: Option<String>,
+    /// `docker run --cpus` (`1.5`); `None`: no limit.
+    pub cpus: Option<String>,
+}
+
+/// `value` as a `--docker-memory` size: a whole number with an optional unit b, k, m or g,
+/// at least 6 MiB (docker's own floor).
+pub fn check_memory(value: &str) -> Result<(), String> {
+    let v = value.to_ascii_lowercase();
+    let (digits, unit) = match v.char_indices().last() {
+        Some((i, c)) if c.is_ascii_alphabetic() => (&v[..i], Some(c)),
+        _ => (v.as_str(), None),
+    };
+    let scale: u64 = match unit {
+        None | Some('b') => 1,
+        Some('k') => 1 << 10,
+        Some('m') => 1 << 20,
+        Some('g') => 1 << 30,
+        Some(_) => 0,
+    };
+    let bytes = match digits.parse::<u64>() {
+        Ok(n) if scale > 0 && !digits.starts_with('+') => n.checked_mul(scale),
+        _ => None,
+    };
+    match bytes {
+        Some(b) if b >= 6 << 20 => Ok(()),
+        Some(_) => Err(format!(
+            "--docker-memory {value:?} is below docker's least, 6m"
+        )),
+        None => Err(format!(
+            "--docker-memory takes a size such as 512m or 2g, not {value:?}"
+        )),
+    }
+}
+
+/// `value` as a `--docker-cpus` count: a positive decimal number.
+pub fn check_cpus(value: &str) -> Result<(), String> {
+    match value.parse::<f64>() {
+        Ok(n) if n.is_finite() && n > 0.0 && !value.starts_with('+') => Ok(()),
+        _ => Err(format!(
+            "--docker-cpus takes a positive number such as 1 or 0.5, not {value:?}"
+        )),
+    }
 }
 
 /// A `docker` client call may take this long (an image import, a slow daemon).
@@ -220,6 +265,16 @@ pub async fn start(
     .iter()
     .map(|s| s.to_string())
     .collect();
+    if let Some(memory) = &options.memory {
+        for flag in ["--memory", "--memory-swap"] {
+            args.push(flag.into());
+            args.push(memory.clone());
+        }
+    }
+    if let Some(cpus) = &options.cpus {
+        args.push("--cpus".into());
+        args.push(cpus.clone());
+    }
     // The sandbox's protected paths stay read-only inside the writable workspace.
     let mut runner = vec![
         dsh.display().to_string(),
@@ -580,5 +635,34 @@ mod tests {
     fn container_names_are_docker_names() {
         assert_eq!(container_name("session-1a", 3), "dsh-session-1a-e3");
         assert_eq!(container_name("a b/c", 1), "dsh-a_b_c-e1");
+    }
+
+    #[test]
+    fn limits_are_checked_before_any_container_starts() {
+        for ok in ["6m", "512m", "2g", "2G", "1073741824", "7000k"] {
+            assert_eq!(check_memory(ok), Ok(()), "{ok}");
+        }
+        for bad in [
+            "",
+            "m",
+            "lots",
+            "2t",
+            "-1g",
+            "+2g",
+            "1.5g",
+            "99999999999999g",
+        ] {
+            assert!(
+                check_memory(bad).unwrap_err().contains("takes a size"),
+                "{bad}"
+            );
+        }
+        assert!(check_memory("1m").unwrap_err().contains("least"));
+        for ok in ["1", "0.5", "2.25"] {
+            assert_eq!(check_cpus(ok), Ok(()), "{ok}");
+        }
+        for bad in ["0", "-1", "", "NaN", "inf", "one", "+1"] {
+            assert!(check_cpus(bad).is_err(), "{bad}");
+        }
     }
 }
