@@ -49,30 +49,45 @@ pub fn write_value(out: &mut String, value: &Value) {
     }
 }
 
+/// Which bytes a JSON string literal escapes: `"`, `\` and the controls below 0x20. Every
+/// other byte, ASCII or part of a UTF-8 sequence, is copied as it is.
+const NEEDS_ESCAPE: [bool; 256] = {
+    let mut table = [false; 256];
+    let mut b = 0;
+    while b < 0x20 {
+        table[b] = true;
+        b += 1;
+    }
+    table[b'"' as usize] = true;
+    table[b'\\' as usize] = true;
+    table
+};
+
 /// Writes a JSON string literal with JavaScript's escaping rules.
 pub fn write_string(out: &mut String, s: &str) {
+    out.reserve(s.len() + 2);
     out.push('"');
+    let bytes = s.as_bytes();
     let mut start = 0;
-    for (i, ch) in s.char_indices() {
-        let escape: Option<&str> = match ch {
-            '"' => Some("\\\""),
-            '\\' => Some("\\\\"),
-            '\u{8}' => Some("\\b"),
-            '\u{c}' => Some("\\f"),
-            '\n' => Some("\\n"),
-            '\r' => Some("\\r"),
-            '\t' => Some("\\t"),
-            c if (c as u32) < 0x20 => None,
-            _ => continue,
-        };
+    for (i, &b) in bytes.iter().enumerate() {
+        if !NEEDS_ESCAPE[b as usize] {
+            continue;
+        }
+        // `i` is an ASCII byte, so both slices end on character boundaries.
         out.push_str(&s[start..i]);
-        match escape {
-            Some(e) => out.push_str(e),
-            None => {
-                let _ = write!(out, "\\u{:04x}", ch as u32);
+        match b {
+            b'"' => out.push_str("\\\""),
+            b'\\' => out.push_str("\\\\"),
+            0x08 => out.push_str("\\b"),
+            0x0c => out.push_str("\\f"),
+            b'\n' => out.push_str("\\n"),
+            b'\r' => out.push_str("\\r"),
+            b'\t' => out.push_str("\\t"),
+            _ => {
+                let _ = write!(out, "\\u{:04x}", b);
             }
         }
-        start = i + ch.len_utf8();
+        start = i + 1;
     }
     out.push_str(&s[start..]);
     out.push('"');
@@ -204,6 +219,23 @@ mod tests {
             to_string(&v),
             "{\"a\":\"q\\\"b\\\\s\\n\\t\\u0001\u{7f}é\u{2028}\"}"
         );
+    }
+
+    /// Every character below U+0100 and a few beyond, alone and between others, escapes as
+    /// serde_json escapes it (the same rules: `"`, `\`, controls, nothing else) except
+    /// that JavaScript writes the controls without a short form as lower-case `\u00xx`,
+    /// which serde_json does too.
+    #[test]
+    fn every_character_escapes_as_serde_json_does() {
+        let mut chars: Vec<char> = (0u32..0x100).filter_map(char::from_u32).collect();
+        chars.extend(['\u{2028}', '\u{fffd}', '\u{10ffff}', '\u{1f600}', 'é']);
+        for c in &chars {
+            for text in [c.to_string(), format!("a{c}b{c}{c}"), format!("{c}é\"{c}")] {
+                let mut ours = String::new();
+                write_string(&mut ours, &text);
+                assert_eq!(ours, serde_json::to_string(&text).unwrap(), "{text:?}");
+            }
+        }
     }
 
     #[test]

@@ -151,6 +151,12 @@ fn resolve_thinking(
     })
 }
 
+/// A JSON object of `pairs` in their order. Unlike `json!`, which copies every value
+/// through serde, the values are moved in: histories and tool schemas are large.
+pub(crate) fn object<const N: usize>(pairs: [(&str, Value); N]) -> Value {
+    Value::Object(pairs.into_iter().map(|(k, v)| (k.to_string(), v)).collect())
+}
+
 /// Builds the request body. Fails with `UNSUPPORTED_REASONING_EFFORT` per the DeepSeek
 /// thinking rules.
 pub(crate) fn serialize_request(
@@ -199,9 +205,12 @@ pub(crate) fn serialize_request(
         let tools = tools
             .iter()
             .map(|t| {
-                json!({"type": "function", "function": {
-                    "name": t.name, "description": t.description, "parameters": t.parameters,
-                }})
+                let function = object([
+                    ("name", Value::from(t.name.as_str())),
+                    ("description", Value::from(t.description.as_str())),
+                    ("parameters", Value::clone(&t.parameters)),
+                ]);
+                object([("type", Value::from("function")), ("function", function)])
             })
             .collect();
         body.insert("tools".into(), Value::Array(tools));
@@ -247,7 +256,10 @@ fn flush_tool_images(wire: &mut Vec<Value>, pending: &mut Vec<Value>) {
     }
     let mut content = vec![json!({"type": "text", "text": TOOL_RESULT_IMAGE_TEXT})];
     content.append(pending);
-    wire.push(json!({"role": "user", "content": content}));
+    wire.push(object([
+        ("role", Value::from("user")),
+        ("content", Value::Array(content)),
+    ]));
 }
 
 /// User-input blocks (nested tool results included) as chat-completions content parts:
@@ -353,7 +365,10 @@ fn serialize_message(
             };
             if non_empty || results.is_empty() {
                 flush_tool_images(wire, tool_images);
-                wire.push(json!({"role": "user", "content": content}));
+                wire.push(object([
+                    ("role", Value::from("user")),
+                    ("content", content),
+                ]));
             }
             for (call_id, content) in results {
                 let mut parts = Vec::new();

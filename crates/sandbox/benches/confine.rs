@@ -96,3 +96,46 @@ fn landlock_with(bencher: Bencher, launcher: &std::path::Path) {
         dsh_sandbox::landlock::confine(launcher, &argv(), &policy(dir.path()), Enforcement::Full);
     bencher.bench(|| run(&confined.program, &confined.args));
 }
+
+/// Through a session's resident sandbox (bubblewrap around the launcher built into `dsh`,
+/// started once): what each bash step of a session pays for confinement.
+#[divan::bench(sample_count = 40)]
+fn resident(bencher: Bencher) {
+    let launcher = std::env::var_os("DSH_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/release/dsh")
+        });
+    if !launcher.is_file() {
+        eprintln!("skipping resident: build the launcher first (cargo build --release --bin dsh)");
+        return;
+    }
+    dsh_sandbox::landlock::set_launcher(launcher);
+    let dir = tempfile::tempdir().unwrap();
+    let confined = dsh_sandbox::bwrap::confine(&argv(), &policy(dir.path()), Enforcement::Full);
+    let Some(args) = confined.serve_args.clone() else {
+        eprintln!("skipping resident: this runner cannot host one");
+        return;
+    };
+    let spec = dsh_sandbox::resident::ResidentSpec {
+        session: "bench".into(),
+        program: confined.program.clone(),
+        args,
+    };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let env = vec![("PATH".to_string(), "/usr/bin:/bin".to_string())];
+    let once = || {
+        rt.block_on(async {
+            let mut run = dsh_sandbox::resident::run(&spec, &argv(), &env, dir.path())
+                .await
+                .expect("the resident runs the command");
+            let status = run.wait().await.unwrap();
+            assert_eq!(status.code, Some(0));
+        })
+    };
+    once();
+    bencher.bench_local(once);
+}

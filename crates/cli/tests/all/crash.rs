@@ -112,13 +112,13 @@ fn sigkill_at_random_points_never_loses_what_the_model_saw() {
         .unwrap_or(50);
     let seed = crate::common::seed_from("DSH_CRASH_SEED");
     let full = full_run_time();
-    let mut rng = crate::common::XorShift(seed);
+    let mut rng = crate::common::Rng::new(seed);
     let (mut lost, mut seen_total, mut resumed) = (0usize, 0usize, 0usize);
     for point in 0..points {
         let home = tempfile::tempdir().unwrap();
         let work = tempfile::tempdir().unwrap();
         let server = MockServer::with_replies(script()).answer_untooled("Title");
-        let delay = Duration::from_micros(rng.next() % (full.as_micros() as u64 + 1));
+        let delay = Duration::from_micros(rng.next_u64() % (full.as_micros() as u64 + 1));
         let mut child = dsh(home.path(), work.path(), &server)
             .args(["--profile", "headless", "loop"])
             .spawn()

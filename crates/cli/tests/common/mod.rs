@@ -147,33 +147,4 @@ pub fn processes_with(marker: &str) -> Vec<u32> {
     found
 }
 
-/// A small deterministic generator for tests that inject faults at random (xorshift64).
-pub struct XorShift(pub u64);
-
-impl XorShift {
-    pub fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    /// A number below `n` (0 for `n` = 0).
-    pub fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-}
-
-/// The seed in environment variable `var`, else one from the clock (never 0); the caller
-/// prints it so a failing run can be replayed.
-pub fn seed_from(var: &str) -> u64 {
-    std::env::var(var)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(1, |d| d.as_nanos() as u64)
-                | 1
-        })
-}
+pub use dsh_test_support::rng::{Rng, seed_from};

@@ -28,25 +28,7 @@ const WORDS: [&str; 16] = [
     " “quoted”",
 ];
 
-/// A deterministic xorshift generator.
-pub struct Rng(u64);
-
-impl Rng {
-    pub fn new(seed: u64) -> Self {
-        Self(seed.max(1))
-    }
-
-    pub fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-
-    pub fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-}
+pub use dsh_test_support::rng::Rng;
 
 /// Builds a log through the real append validation.
 pub struct Builder {

@@ -9,6 +9,7 @@
 //! thinking without a signature. Prompt caching marks the system prompt and the last block of
 //! the last message with `cache_control` (Anthropic's incremental-conversation pattern).
 
+use crate::serialize::object;
 use dsh_llm::{ContentBlock, GenerateOptions, LlmError, Message, MessageSource, Role, codes};
 use serde_json::{Map, Value, json};
 
@@ -104,7 +105,10 @@ pub(crate) fn serialize_with_effort(
                     blocks.sort_by_key(|b| b["type"] != "tool_result");
                 }
             }
-            _ => messages.push(json!({"role": role, "content": content})),
+            _ => messages.push(object([
+                ("role", Value::from(role)),
+                ("content", Value::Array(content)),
+            ])),
         }
     }
     if let Some(cache) = &cache
@@ -131,7 +135,13 @@ pub(crate) fn serialize_with_effort(
     if let Some(tools) = options.tools.as_ref().filter(|t| !t.is_empty()) {
         let tools = tools
             .iter()
-            .map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.parameters}))
+            .map(|t| {
+                object([
+                    ("name", Value::from(t.name.as_str())),
+                    ("description", Value::from(t.description.as_str())),
+                    ("input_schema", Value::clone(&t.parameters)),
+                ])
+            })
             .collect();
         body.insert("tools".into(), Value::Array(tools));
     }
@@ -191,7 +201,11 @@ fn serialize_message(
                         if inner.is_empty() {
                             inner.push(json!({"type": "text", "text": "(no output)"}));
                         }
-                        let mut result = json!({"type": "tool_result", "tool_use_id": tool_call_id, "content": inner});
+                        let mut result = object([
+                            ("type", Value::from("tool_result")),
+                            ("tool_use_id", Value::from(tool_call_id.as_str())),
+                            ("content", Value::Array(inner)),
+                        ]);
                         if *is_error == Some(true) {
                             result["is_error"] = Value::Bool(true);
                         }
@@ -296,7 +310,12 @@ fn assistant_blocks(message: &Message, route: &str) -> Result<Vec<Value>, LlmErr
                     // as a tool error already; the wire still needs an object.
                     _ => json!({}),
                 };
-                out.push(json!({"type": "tool_use", "id": id, "name": name, "input": input}));
+                out.push(object([
+                    ("type", Value::from("tool_use")),
+                    ("id", Value::from(id.as_str())),
+                    ("name", Value::from(name.as_str())),
+                    ("input", input),
+                ]));
             }
             other if other.block_type() == "image" => {
                 return Err(LlmError::new(
