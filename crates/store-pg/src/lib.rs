@@ -94,6 +94,10 @@ CREATE TABLE dsh_login_tokens (
     expires_at   timestamptz NOT NULL
 );
 ",
+    "
+CREATE TABLE dsh_store (id text PRIMARY KEY);
+INSERT INTO dsh_store (id) VALUES (md5(random()::text || clock_timestamp()::text));
+",
 ];
 
 /// Why a store operation failed.
@@ -254,6 +258,17 @@ impl Store {
             tx.commit().await?;
         }
         Ok(())
+    }
+
+    /// This store's identity, made once by its migration: resources a worker leaves outside
+    /// the database (containers) carry it, so that workers of another store sharing the
+    /// host leave them alone.
+    pub async fn store_id(&self) -> Result<String, StoreError> {
+        let row = self
+            .client
+            .query_one("SELECT id FROM dsh_store LIMIT 1", &[])
+            .await?;
+        Ok(row.get(0))
     }
 
     /// Creates session `id` (a fork of `parent` at its seq when given); `false` when it exists.

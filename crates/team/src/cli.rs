@@ -46,7 +46,9 @@ Options:
   --sandbox <kind>       local (default: the usual per-command sandbox) or docker: each
                          session's commands run in a container of its own (workspace bound
                          read-write, no network, no capabilities), replaced at every claim,
-                         so commands of an older lease die with theirs
+                         so commands of an older lease die with theirs; at start and every
+                         30 s it also removes this store's containers on the host whose lease
+                         is over
   --docker-image <img>   the container image (default: an empty image with the host's /usr,
                          /bin, /lib and /etc bound read-only; made once, no registry needed)
   --docker-network <n>   the container's network (default none)

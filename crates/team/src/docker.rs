@@ -91,6 +91,9 @@ pub fn check_cpus(value: &str) -> Result<(), String> {
     }
 }
 
+/// How often a docker worker looks for containers of ended leases on its host.
+pub const SWEEP_EVERY: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// A `docker` client call may take this long (an image import, a slow daemon).
 const DOCKER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
 
@@ -168,13 +171,20 @@ pub fn container_name(session: &str, epoch: i64) -> String {
 /// Removes the containers of `session` that leases older than `epoch` left (their commands
 /// die with them), and one of this very lease left by an earlier attempt. A newer lease's
 /// container is never touched.
-pub async fn remove_older_containers(session: &str, epoch: i64) -> Result<(), String> {
+pub async fn remove_older_containers(
+    store_id: &str,
+    session: &str,
+    epoch: i64,
+) -> Result<(), String> {
     let filter = format!("label=dsh.session={session}");
+    let of_store = format!("label=dsh.store={store_id}");
     let listed = docker(&[
         "ps",
         "-a",
         "--filter",
         &filter,
+        "--filter",
+        &of_store,
         "--format",
         "{{.ID}} {{.Label \"dsh.epoch\"}}",
     ])
@@ -193,6 +203,58 @@ pub async fn remove_older_containers(session: &str, epoch: i64) -> Result<(), St
     let mut args = vec!["rm", "-f"];
     args.extend(ids);
     docker(&args).await.map(|_| ())
+}
+
+/// Whether a container of lease `epoch` outlived its lease, given what the store says of its
+/// session now: `None` (no such session), a newer epoch, or no live lease. A container of the
+/// current, live lease belongs to the worker running the turn and is kept.
+fn outlived(epoch: i64, now: Option<(i64, bool)>) -> bool {
+    match now {
+        None => true,
+        Some((current, leased)) => current > epoch || !leased,
+    }
+}
+
+/// Removes the containers on this Docker host whose lease is over: the session's lease has a
+/// newer epoch, or nobody holds it (a worker died here and the session was claimed on another
+/// host, or not yet). Run by every docker worker at start and while idle, so a dead worker's
+/// container does not live until a worker of this host happens to claim its session. Returns
+/// how many were removed; a container that went meanwhile is not an error. Only containers
+/// of this store (label `dsh.store`) are looked at: another store's workers may share the host.
+pub async fn sweep(store: &dsh_store_pg::Store, store_id: &str) -> Result<usize, String> {
+    let of_store = format!("label=dsh.store={store_id}");
+    let listed = docker(&[
+        "ps",
+        "-a",
+        "--filter",
+        "label=dsh.session",
+        "--filter",
+        &of_store,
+        "--format",
+        "{{.ID}} {{.Label \"dsh.epoch\"}} {{.Label \"dsh.session\"}}",
+    ])
+    .await?;
+    let mut removed = 0;
+    for line in listed.lines() {
+        let mut parts = line.splitn(3, ' ');
+        let (Some(id), Some(epoch), Some(session)) = (parts.next(), parts.next(), parts.next())
+        else {
+            continue;
+        };
+        // A container without a readable epoch is not one this code made: left alone.
+        let Ok(epoch) = epoch.trim().parse::<i64>() else {
+            continue;
+        };
+        let now = match store.session(session.trim()).await {
+            Ok(row) => Some((row.lease_epoch, row.leased)),
+            Err(dsh_store_pg::StoreError::NoSession(_)) => None,
+            Err(e) => return Err(e.to_string()),
+        };
+        if outlived(epoch, now) && docker(&["rm", "-f", id]).await.is_ok() {
+            removed += 1;
+        }
+    }
+    Ok(removed)
 }
 
 /// Files and directories of the host's `/etc` a container never sees (hashes, host keys,
@@ -218,12 +280,13 @@ pub struct Started {
 /// path; returns its name.
 pub async fn start(
     options: &DockerOptions,
+    store_id: &str,
     session: &str,
     epoch: i64,
     workspace: &std::path::Path,
     dsh: &std::path::Path,
 ) -> Result<Started, String> {
-    remove_older_containers(session, epoch).await?;
+    remove_older_containers(store_id, session, epoch).await?;
     let name = container_name(session, epoch);
     let ws = workspace.display().to_string();
     // Commands run as the worker's own account, as they would on the host.
@@ -234,6 +297,7 @@ pub async fn start(
     );
     let label_session = format!("dsh.session={session}");
     let label_epoch = format!("dsh.epoch={epoch}");
+    let label_store = format!("dsh.store={store_id}");
     let bind = format!("{ws}:{ws}");
     let mut args: Vec<String> = [
         "run",
@@ -244,6 +308,8 @@ pub async fn start(
         &label_session,
         "--label",
         &label_epoch,
+        "--label",
+        &label_store,
         "--network",
         &options.network,
         "--cap-drop",
@@ -629,6 +695,18 @@ mod tests {
         assert!(parse_exec(&os(&["c1", "--net"])).is_err());
         assert!(parse_exec(&os(&["c1", "true"])).is_err());
         assert!(parse_exec(&os(&["c1", "--"])).is_err());
+    }
+
+    #[test]
+    fn a_container_outlives_its_lease_when_the_store_moved_on() {
+        assert!(outlived(3, None), "the session is gone");
+        assert!(outlived(3, Some((4, true))), "a newer lease holds it");
+        assert!(outlived(3, Some((3, false))), "nobody holds it");
+        assert!(!outlived(3, Some((3, true))), "its own lease, live");
+        assert!(
+            !outlived(5, Some((4, true))),
+            "newer than the store knows: a claim in flight"
+        );
     }
 
     #[test]

@@ -96,7 +96,17 @@ pub async fn run(options: &WorkerOptions) -> Result<(), WorkerError> {
         },
         None => None,
     };
+    let store_id = store.store_id().await.map_err(db)?;
+    let mut last_sweep: Option<std::time::Instant> = None;
     loop {
+        if options.docker.is_some()
+            && last_sweep.is_none_or(|t| t.elapsed() >= crate::docker::SWEEP_EVERY)
+        {
+            last_sweep = Some(std::time::Instant::now());
+            if let Err(e) = crate::docker::sweep(&store, &store_id).await {
+                eprintln!("dsh worker: cannot remove containers of ended leases: {e}");
+            }
+        }
         let claimed = tokio::time::timeout(
             options.lease_ttl,
             store.claim(&options.pool, &options.owner, options.lease_ttl),
@@ -133,7 +143,7 @@ pub async fn run(options: &WorkerOptions) -> Result<(), WorkerError> {
             }
             Err(e) => return Err(db(e)),
         };
-        let outcome = turn(&store, options, &lease).await;
+        let outcome = turn(&store, options, &lease, &store_id).await;
         // A store that stopped answering must not hold the worker: the lease then expires.
         match tokio::time::timeout(options.lease_ttl, store.release(&lease)).await {
             Ok(Ok(())) => {}
@@ -200,6 +210,7 @@ async fn turn(
     store: &Store,
     options: &WorkerOptions,
     lease: &Lease,
+    store_id: &str,
 ) -> Result<ExitStatus, WorkerError> {
     let pending = store.pending(&lease.session).await.map_err(db)?;
     let Some(input) = pending.first() else {
@@ -224,6 +235,7 @@ async fn turn(
             Some(
                 crate::docker::start(
                     docker,
+                    store_id,
                     &lease.session,
                     lease.epoch,
                     &workspace,

@@ -2085,28 +2085,36 @@ fn a_docker_worker_runs_each_sessions_commands_in_a_container_of_its_lease() {
         "",
         "the container ended with the turn"
     );
+    // A container a worker of this host left behind, with the labels the worker gives.
+    let orphan = |labels: &[String]| {
+        let name = format!("dsh-stale-{}", uuid::Uuid::new_v4().simple());
+        let mut args = vec!["run", "-d", "--name", name.as_str()];
+        for l in labels {
+            args.extend(["--label", l.as_str()]);
+        }
+        args.extend([
+            "-v",
+            "/usr:/usr:ro",
+            "-v",
+            "/bin:/bin:ro",
+            "-v",
+            "/lib:/lib:ro",
+            "-v",
+            "/lib64:/lib64:ro",
+            "dsh-host-root:1",
+            "sleep",
+            "infinity",
+        ]);
+        docker_out(&args);
+        name
+    };
     // A container an older lease left behind (a dead worker's) is removed at the next claim.
-    let stale = format!("dsh-stale-{}", uuid::Uuid::new_v4().simple());
-    docker_out(&[
-        "run",
-        "-d",
-        "--name",
-        &stale,
-        "--label",
-        &format!("dsh.session={session}"),
-        "--label",
-        "dsh.epoch=0",
-        "-v",
-        "/usr:/usr:ro",
-        "-v",
-        "/bin:/bin:ro",
-        "-v",
-        "/lib:/lib:ro",
-        "-v",
-        "/lib64:/lib64:ro",
-        "dsh-host-root:1",
-        "sleep",
-        "infinity",
+    let store_id = team.rt.block_on(team.store().store_id()).unwrap();
+    let ours = format!("dsh.store={store_id}");
+    let stale = orphan(&[
+        format!("dsh.session={session}"),
+        "dsh.epoch=0".to_string(),
+        ours.clone(),
     ]);
     run.submit(&server, &team, Some(&session), "time a command out");
     docker_worker("worker-b", &[]);
@@ -2124,6 +2132,37 @@ fn a_docker_worker_runs_each_sessions_commands_in_a_container_of_its_lease() {
             .contains("timed out and checked")
     );
     assert_eq!(docker_out(&["ps", "-aq", "--filter", &label]).trim(), "");
+    // Containers whose lease is over (this session's turn ended; a session the store does not
+    // know) are removed by any docker worker of the host when it starts, even one with nothing
+    // to claim. A container without an epoch label is not one a worker made, and stays.
+    let epoch = team
+        .rt
+        .block_on(team.store().session(&session))
+        .unwrap()
+        .lease_epoch;
+    let ended = orphan(&[
+        format!("dsh.session={session}"),
+        format!("dsh.epoch={epoch}"),
+        ours.clone(),
+    ]);
+    let unknown = orphan(&[
+        "dsh.session=session-nobody-knows".to_string(),
+        "dsh.epoch=1".to_string(),
+        ours.clone(),
+    ]);
+    // Not ours to judge: no epoch, or another store's (whose workers share this host).
+    let no_epoch = orphan(&[format!("dsh.session={session}"), ours.clone()]);
+    let other_store = orphan(&[
+        "dsh.session=session-nobody-knows".to_string(),
+        "dsh.epoch=1".to_string(),
+        "dsh.store=another-store".to_string(),
+    ]);
+    docker_worker("worker-c", &[]);
+    let all = docker_out(&["ps", "-a", "--format", "{{.Names}}"]);
+    docker_out(&["rm", "-f", &no_epoch, &other_store]);
+    assert!(!all.lines().any(|n| n == ended || n == unknown), "{all}");
+    assert!(all.lines().any(|n| n == no_epoch), "{all}");
+    assert!(all.lines().any(|n| n == other_store), "{all}");
 }
 
 #[test]
