@@ -255,6 +255,30 @@ impl Session {
         self.request_header.as_ref()
     }
 
+    /// Whether `header` equals the latest `request/header`. When it does, `header`'s copy is
+    /// kept as that baseline (the same content, holding the caller's shared tool schemas),
+    /// so the next comparison against the same schemas is a pointer check per tool instead
+    /// of a walk of every schema.
+    pub fn request_header_matches(&mut self, header: &EpochHeader) -> bool {
+        let Some(baseline) = &self.request_header else {
+            return false;
+        };
+        if baseline != header {
+            return false;
+        }
+        let shared = match (&baseline.tools, &header.tools) {
+            (Some(a), Some(b)) => a
+                .iter()
+                .zip(b)
+                .all(|(x, y)| Arc::ptr_eq(&x.parameters, &y.parameters)),
+            _ => true,
+        };
+        if !shared {
+            self.request_header = Some(header.clone());
+        }
+        true
+    }
+
     /// The latest `request/context`.
     pub fn request_context(&self) -> Option<&RequestContext> {
         self.request_context.as_ref()

@@ -166,6 +166,11 @@ impl LiveSession {
         self.lock().derive_messages()
     }
 
+    /// [`Session::request_header_matches`] under the session's lock.
+    pub fn request_header_matches(&self, header: &crate::EpochHeader) -> bool {
+        self.lock().request_header_matches(header)
+    }
+
     /// Validates and commits one event, then publishes it. Refused (log unchanged) when the
     /// event is invalid or when called from a `session/event` observer of this session.
     pub fn append(

@@ -107,20 +107,16 @@ impl LoopAgent {
         }
         .canonical();
         let logged = self.header_logged.load(Ordering::Acquire);
-        let reason = self.session().read(|s| {
-            let baseline = s.request_header();
-            if !logged {
-                Some(if baseline.is_none() {
-                    HeaderReason::Initial
-                } else {
-                    HeaderReason::Resume
-                })
-            } else if baseline != Some(&header) {
-                Some(HeaderReason::Change)
-            } else {
-                None
-            }
-        });
+        let reason = if !logged {
+            Some(self.session().read(|s| match s.request_header() {
+                None => HeaderReason::Initial,
+                Some(_) => HeaderReason::Resume,
+            }))
+        } else if !self.session().request_header_matches(&header) {
+            Some(HeaderReason::Change)
+        } else {
+            None
+        };
         if let Some(reason) = reason {
             let data = dsh_session::to_data(&RequestHeaderData {
                 header: header.clone(),

@@ -420,3 +420,52 @@ proptest! {
         }
     }
 }
+
+/// The request header baseline compares by content, and once equal keeps the caller's copy,
+/// so the next step's comparison with the same shared schemas needs no walk of them.
+#[test]
+fn an_equal_request_header_is_adopted_with_the_callers_schemas() {
+    use dsh_llm::{LlmCallConfig, ToolSchema};
+    use dsh_session::{EpochHeader, HeaderReason, RequestHeaderData};
+    let header = |schema: Arc<Value>| EpochHeader {
+        config: LlmCallConfig {
+            provider: "p".into(),
+            model: "m".into(),
+            ..Default::default()
+        },
+        adapter_defaults: None,
+        system: Some("be brief".into()),
+        tools: Some(vec![ToolSchema {
+            name: "bash".into(),
+            description: "runs".into(),
+            parameters: schema,
+        }]),
+    };
+    let mut s = session();
+    let ours = header(Arc::new(json!({"type": "object"})));
+    assert!(!s.request_header_matches(&ours), "no baseline yet");
+    let data = dsh_session::to_data(&RequestHeaderData {
+        header: ours.clone(),
+        reason: HeaderReason::Initial,
+    });
+    user(&mut s, "hi");
+    open_step(&mut s, 1, 1);
+    s.append_at(types::REQUEST_HEADER, data, None, 1).unwrap();
+    let logged = |s: &Session| s.request_header().unwrap().tools.clone().unwrap();
+    // The logged baseline holds its own copy of the schema, equal to ours.
+    assert!(!Arc::ptr_eq(
+        &logged(&s)[0].parameters,
+        &ours.tools.as_ref().unwrap()[0].parameters
+    ));
+    assert!(s.request_header_matches(&ours));
+    assert!(Arc::ptr_eq(
+        &logged(&s)[0].parameters,
+        &ours.tools.as_ref().unwrap()[0].parameters
+    ));
+    assert!(s.request_header_matches(&ours));
+    // A different schema, or a different prompt, is a change.
+    assert!(!s.request_header_matches(&header(Arc::new(json!({"type": "string"})))));
+    let mut other = ours.clone();
+    other.system = Some("be thorough".into());
+    assert!(!s.request_header_matches(&other));
+}
