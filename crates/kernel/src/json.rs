@@ -16,6 +16,31 @@ pub fn to_string(value: &Value) -> String {
     out
 }
 
+/// [`to_string`] of `value`, except that its top-level field `field` is written as the JSON
+/// text `raw` whatever value it holds (a placeholder): for a large part of a document that
+/// was serialized once and is reused. Not an object: [`to_string`].
+pub fn to_string_with_raw(value: &Value, field: &str, raw: &str) -> String {
+    let Value::Object(map) = value else {
+        return to_string(value);
+    };
+    let mut out = String::with_capacity(raw.len() + 128);
+    out.push('{');
+    for (i, (k, v)) in map.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        write_string(&mut out, k);
+        out.push(':');
+        if k == field {
+            out.push_str(raw);
+        } else {
+            write_value(&mut out, v);
+        }
+    }
+    out.push('}');
+    out
+}
+
 /// Appends the `JSON.stringify` text of `value` to `out`.
 pub fn write_value(out: &mut String, value: &Value) {
     match value {

@@ -185,7 +185,7 @@ impl AnthropicAdapter {
             url,
             base_url: profile.base_url.clone(),
             headers,
-            body: dsh_kernel::json::to_string(&body),
+            body: serialize::body_text(&body, options),
             idle_timeout_ms: profile.stream_idle_timeout_ms,
             request_timeout_ms: profile.request_timeout_ms,
             cancel: options.cancel.clone(),

@@ -152,7 +152,8 @@ impl DeepSeekAdapter {
             options,
             &Dialect::deepseek(config.thinking, config.reasoning_effort),
         )?;
-        let (body, extensions) = self.with_extensions(options, &body)?;
+        let (body, extensions) =
+            self.with_extensions(options, &body, dsh_kernel::json::to_string(&body))?;
         Ok(HttpCall {
             client: self.client.for_url(&completions_url(&config.base_url))?,
             url: completions_url(&config.base_url),
@@ -234,7 +235,8 @@ impl DeepSeekAdapter {
         let mut body =
             crate::anthropic::serialize::serialize_with_effort(options, &profile, &model, None)?;
         deepseek_messages_dialect(&mut body, effort);
-        let (body, extensions) = self.with_extensions(options, &body)?;
+        let text = crate::anthropic::serialize::body_text(&body, options);
+        let (body, extensions) = self.with_extensions(options, &body, text)?;
         let url = deepseek_messages_url(&config.base_url);
         let hint = messages_rejection_hint(&url, &config.base_url);
         Ok(HttpCall {
@@ -259,12 +261,13 @@ impl DeepSeekAdapter {
     /// The request body with the fields other plugins contribute (upstream 0.2's DeepSeek
     /// request extensions), and what to tell them once the request is accepted. A field that
     /// would replace one of the request's own is an error.
+    /// `text` (the written form of `body`) with the request extensions' fields added.
     fn with_extensions(
         &self,
         options: &GenerateOptions,
         body: &serde_json::Value,
+        text: String,
     ) -> Result<(String, Option<dsh_llm::PreparedExtensions>), LlmError> {
-        let text = dsh_kernel::json::to_string(body);
         let Some(registry) = self.deps.extensions.as_ref().and_then(|source| source()) else {
             return Ok((text, None));
         };

@@ -68,16 +68,24 @@ fn bubblewrap(bencher: Bencher) {
 /// Under the Landlock launcher built into `dsh` (`dsh __dsh-landlock …`).
 #[divan::bench(sample_count = 40)]
 fn landlock(bencher: Bencher) {
+    if let Some(launcher) = dsh_binary("landlock") {
+        landlock_with(bencher, &launcher);
+    }
+}
+
+/// The `dsh` binary (`DSH_BIN`, else the workspace's release build); `None`, with a note
+/// naming bench `what`, when it is not built.
+fn dsh_binary(what: &str) -> Option<PathBuf> {
     let launcher = std::env::var_os("DSH_BIN")
         .map(PathBuf::from)
         .unwrap_or_else(|| {
             PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/release/dsh")
         });
     if !launcher.is_file() {
-        eprintln!("skipping landlock: build the launcher first (cargo build --release --bin dsh)");
-        return;
+        eprintln!("skipping {what}: build the launcher first (cargo build --release --bin dsh)");
+        return None;
     }
-    landlock_with(bencher, &launcher);
+    Some(launcher)
 }
 
 /// Under the small launcher (`dsh-landlock-run`, this package's binary), which `dsh` uses
@@ -101,15 +109,9 @@ fn landlock_with(bencher: Bencher, launcher: &std::path::Path) {
 /// started once): what each bash step of a session pays for confinement.
 #[divan::bench(sample_count = 40)]
 fn resident(bencher: Bencher) {
-    let launcher = std::env::var_os("DSH_BIN")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/release/dsh")
-        });
-    if !launcher.is_file() {
-        eprintln!("skipping resident: build the launcher first (cargo build --release --bin dsh)");
+    let Some(launcher) = dsh_binary("resident") else {
         return;
-    }
+    };
     dsh_sandbox::landlock::set_launcher(launcher);
     let dir = tempfile::tempdir().unwrap();
     let confined = dsh_sandbox::bwrap::confine(&argv(), &policy(dir.path()), Enforcement::Full);

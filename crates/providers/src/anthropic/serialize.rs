@@ -10,7 +10,11 @@
 //! the last message with `cache_control` (Anthropic's incremental-conversation pattern).
 
 use crate::serialize::object;
-use dsh_llm::{ContentBlock, GenerateOptions, LlmError, Message, MessageSource, Role, codes};
+use std::sync::{Arc, Mutex};
+
+use dsh_llm::{
+    ContentBlock, GenerateOptions, LlmError, Message, MessageSource, Role, ToolSchema, codes,
+};
 use serde_json::{Map, Value, json};
 
 use super::config::{CacheRetention, ResolvedAnthropicModel, ResolvedAnthropicProfile};
@@ -58,7 +62,8 @@ pub(crate) fn resolve_effort(
     }
 }
 
-/// Builds the request body.
+/// Builds the request body, its tool schemas as a `null` placeholder: [`body_text`] writes
+/// it out with them.
 pub(crate) fn serialize_messages_request(
     options: &GenerateOptions,
     profile: &ResolvedAnthropicProfile,
@@ -66,6 +71,49 @@ pub(crate) fn serialize_messages_request(
 ) -> Result<Value, LlmError> {
     let effort = resolve_effort(options, profile, model)?;
     serialize_with_effort(options, profile, model, effort.as_deref())
+}
+
+/// The text of a body from [`serialize_with_effort`] (after any edits of its other fields),
+/// with the tool schemas in place of their placeholder.
+pub(crate) fn body_text(body: &Value, options: &GenerateOptions) -> String {
+    match options.tools.as_deref().filter(|t| !t.is_empty()) {
+        Some(tools) => dsh_kernel::json::to_string_with_raw(body, "tools", &tools_text(tools)),
+        None => dsh_kernel::json::to_string(body),
+    }
+}
+
+/// The `tools` array as text, written once per tool list: the last list's text is reused
+/// while the list has the same names, descriptions and (by pointer) schemas.
+fn tools_text(tools: &[ToolSchema]) -> Arc<str> {
+    static LAST: Mutex<Option<(Vec<ToolSchema>, Arc<str>)>> = Mutex::new(None);
+    let mut last = LAST.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some((seen, text)) = last.as_ref()
+        && seen.len() == tools.len()
+        && seen.iter().zip(tools).all(|(a, b)| {
+            Arc::ptr_eq(&a.parameters, &b.parameters)
+                && a.name == b.name
+                && a.description == b.description
+        })
+    {
+        return text.clone();
+    }
+    let mut out = String::from("[");
+    for (i, t) in tools.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push_str("{\"name\":");
+        dsh_kernel::json::write_string(&mut out, &t.name);
+        out.push_str(",\"description\":");
+        dsh_kernel::json::write_string(&mut out, &t.description);
+        out.push_str(",\"input_schema\":");
+        dsh_kernel::json::write_value(&mut out, &t.parameters);
+        out.push('}');
+    }
+    out.push(']');
+    let text: Arc<str> = Arc::from(out);
+    *last = Some((tools.to_vec(), text.clone()));
+    text
 }
 
 /// [`serialize_messages_request`] with the effort already decided (`None`: no thinking
@@ -132,18 +180,10 @@ pub(crate) fn serialize_with_effort(
         body.insert("system".into(), json!([block]));
     }
     body.insert("messages".into(), Value::Array(messages));
-    if let Some(tools) = options.tools.as_ref().filter(|t| !t.is_empty()) {
-        let tools = tools
-            .iter()
-            .map(|t| {
-                object([
-                    ("name", Value::from(t.name.as_str())),
-                    ("description", Value::from(t.description.as_str())),
-                    ("input_schema", Value::clone(&t.parameters)),
-                ])
-            })
-            .collect();
-        body.insert("tools".into(), Value::Array(tools));
+    if options.tools.as_ref().is_some_and(|t| !t.is_empty()) {
+        // Written by `body_text` from the text it keeps: the schemas are most of a request
+        // and the same at every step.
+        body.insert("tools".into(), Value::Null);
     }
     let thinking_on = thinking.is_some();
     if let Some(thinking) = thinking {
@@ -352,9 +392,11 @@ mod tests {
             .unwrap()
     }
 
+    /// The body as sent, read back.
     fn body(options: &GenerateOptions, profile: &ResolvedAnthropicProfile) -> Value {
         let model = profile.model(&options.config.model).unwrap();
-        serialize_messages_request(options, profile, model).unwrap()
+        let lean = serialize_messages_request(options, profile, model).unwrap();
+        serde_json::from_str(&body_text(&lean, options)).unwrap()
     }
 
     fn options(model: &str, messages: Vec<Message>) -> GenerateOptions {
@@ -364,6 +406,58 @@ mod tests {
         );
         o.system = Some("You are dsh.".into());
         o
+    }
+
+    /// The text written from the lean body, with the schemas' kept text, is byte for byte
+    /// the text of the full body: with and without tools, after a tool list changes in a
+    /// description only, and with a nested `tools` field inside the history.
+    #[test]
+    fn the_kept_tools_text_writes_the_same_bytes_as_the_full_body() {
+        let p = profile(json!({}));
+        let model = p.model("claude-x").unwrap();
+        let schema = Arc::new(
+            json!({"type": "object", "properties": {"q": {"type": "string", "description": "a \"quoted\"\nline é"}}}),
+        );
+        let tool = |description: &str| ToolSchema {
+            name: "look".into(),
+            description: description.into(),
+            parameters: schema.clone(),
+        };
+        let call = Message::assistant(
+            vec![ContentBlock::ToolCall {
+                id: "toolu_1".into(),
+                name: "look".into(),
+                arguments: "{\"tools\":null}".into(),
+            }],
+            "anthropic",
+            "claude-x",
+            None,
+        );
+        let mut o = options("claude-x", vec![Message::user_text("hi"), call]);
+        let same = |o: &GenerateOptions| {
+            let lean = serialize_with_effort(o, &p, model, Some("low")).unwrap();
+            // The reference: the schemas as values in their place, the whole written at once.
+            let mut full = lean.clone();
+            if let Some(tools) = o.tools.as_ref().filter(|t| !t.is_empty()) {
+                full["tools"] = Value::Array(
+                    tools
+                        .iter()
+                        .map(|t| {
+                            json!({"name": t.name, "description": t.description, "input_schema": *t.parameters})
+                        })
+                        .collect(),
+                );
+            }
+            assert_eq!(body_text(&lean, o), dsh_kernel::json::to_string(&full));
+        };
+        same(&o);
+        o.tools = Some(vec![tool("first"), tool("second")]);
+        same(&o);
+        same(&o);
+        o.tools = Some(vec![tool("first"), tool("changed")]);
+        same(&o);
+        o.tools = Some(Vec::new());
+        same(&o);
     }
 
     #[test]
