@@ -152,8 +152,11 @@ impl DeepSeekAdapter {
             options,
             &Dialect::deepseek(config.thinking, config.reasoning_effort),
         )?;
-        let (body, extensions) =
-            self.with_extensions(options, &body, dsh_kernel::json::to_string(&body))?;
+        let (body, extensions) = self.with_extensions(
+            options,
+            &body,
+            crate::serialize::body_text(&body, options, crate::serialize::ToolsWire::Chat),
+        )?;
         Ok(HttpCall {
             client: self.client.for_url(&completions_url(&config.base_url))?,
             url: completions_url(&config.base_url),

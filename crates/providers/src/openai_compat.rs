@@ -169,7 +169,7 @@ impl OpenAiCompatAdapter {
             url: completions_url(base_url),
             base_url: base_url.clone(),
             headers,
-            body: dsh_kernel::json::to_string(&body),
+            body: crate::serialize::body_text(&body, options, crate::serialize::ToolsWire::Chat),
             // A reply in one piece sends nothing until it is complete: only the request's
             // deadline bounds the wait.
             idle_timeout_ms: if compat.stream {

@@ -5,7 +5,9 @@
 //! temperature?, <max tokens field>?, stop?`. Absent optional fields are omitted, never sent
 //! as `null`.
 
-use dsh_llm::{ContentBlock, GenerateOptions, LlmError, Message, Role, codes};
+use std::sync::{Arc, Mutex};
+
+use dsh_llm::{ContentBlock, GenerateOptions, LlmError, Message, Role, ToolSchema, codes};
 use serde_json::{Map, Value, json};
 
 /// DeepSeek thinking policy of a deployment.
@@ -157,7 +159,79 @@ pub(crate) fn object<const N: usize>(pairs: [(&str, Value); N]) -> Value {
     Value::Object(pairs.into_iter().map(|(k, v)| (k.to_string(), v)).collect())
 }
 
-/// Builds the request body. Fails with `UNSUPPORTED_REASONING_EFFORT` per the DeepSeek
+/// How a request carries its tool schemas.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ToolsWire {
+    /// Anthropic Messages: `{"name","description","input_schema"}`.
+    Messages,
+    /// Chat completions: `{"type":"function","function":{"name","description","parameters"}}`.
+    Chat,
+}
+
+/// The text of a request body whose `tools` field is a placeholder, with the tool schemas
+/// written in its place.
+pub(crate) fn body_text(body: &Value, options: &GenerateOptions, wire: ToolsWire) -> String {
+    match options.tools.as_deref().filter(|t| !t.is_empty()) {
+        Some(tools) => {
+            dsh_kernel::json::to_string_with_raw(body, "tools", &tools_text(tools, wire))
+        }
+        None => dsh_kernel::json::to_string(body),
+    }
+}
+
+/// The `tools` array as text, written once per tool list and wire: the last list's text is
+/// reused while the list has the same names, descriptions and (by pointer) schemas. The
+/// schemas are most of a request and the same at every step.
+fn tools_text(tools: &[ToolSchema], wire: ToolsWire) -> Arc<str> {
+    type Kept = Mutex<Option<(Vec<ToolSchema>, Arc<str>)>>;
+    static MESSAGES: Kept = Mutex::new(None);
+    static CHAT: Kept = Mutex::new(None);
+    let mut last = match wire {
+        ToolsWire::Messages => &MESSAGES,
+        ToolsWire::Chat => &CHAT,
+    }
+    .lock()
+    .unwrap_or_else(|p| p.into_inner());
+    if let Some((seen, text)) = last.as_ref()
+        && seen.len() == tools.len()
+        && seen.iter().zip(tools).all(|(a, b)| {
+            Arc::ptr_eq(&a.parameters, &b.parameters)
+                && a.name == b.name
+                && a.description == b.description
+        })
+    {
+        return text.clone();
+    }
+    let (open, schema_key, close) = match wire {
+        ToolsWire::Messages => ("{", ",\"input_schema\":", "}"),
+        ToolsWire::Chat => (
+            "{\"type\":\"function\",\"function\":{",
+            ",\"parameters\":",
+            "}}",
+        ),
+    };
+    let mut out = String::from("[");
+    for (i, t) in tools.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push_str(open);
+        out.push_str("\"name\":");
+        dsh_kernel::json::write_string(&mut out, &t.name);
+        out.push_str(",\"description\":");
+        dsh_kernel::json::write_string(&mut out, &t.description);
+        out.push_str(schema_key);
+        dsh_kernel::json::write_value(&mut out, &t.parameters);
+        out.push_str(close);
+    }
+    out.push(']');
+    let text: Arc<str> = Arc::from(out);
+    *last = Some((tools.to_vec(), text.clone()));
+    text
+}
+
+/// Builds the request body, its tool schemas as a `null` placeholder that [`body_text`]
+/// fills. Fails with `UNSUPPORTED_REASONING_EFFORT` per the DeepSeek
 /// thinking rules.
 pub(crate) fn serialize_request(
     options: &GenerateOptions,
@@ -201,19 +275,8 @@ pub(crate) fn serialize_request(
         }
         ReasoningWire::None => {}
     }
-    if let Some(tools) = options.tools.as_ref().filter(|t| !t.is_empty()) {
-        let tools = tools
-            .iter()
-            .map(|t| {
-                let function = object([
-                    ("name", Value::from(t.name.as_str())),
-                    ("description", Value::from(t.description.as_str())),
-                    ("parameters", Value::clone(&t.parameters)),
-                ]);
-                object([("type", Value::from("function")), ("function", function)])
-            })
-            .collect();
-        body.insert("tools".into(), Value::Array(tools));
+    if options.tools.as_ref().is_some_and(|t| !t.is_empty()) {
+        body.insert("tools".into(), Value::Null);
         if let Some(choice) = dialect.tool_choice {
             body.insert("tool_choice".into(), Value::from(choice));
         }

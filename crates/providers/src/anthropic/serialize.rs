@@ -10,11 +10,7 @@
 //! the last message with `cache_control` (Anthropic's incremental-conversation pattern).
 
 use crate::serialize::object;
-use std::sync::{Arc, Mutex};
-
-use dsh_llm::{
-    ContentBlock, GenerateOptions, LlmError, Message, MessageSource, Role, ToolSchema, codes,
-};
+use dsh_llm::{ContentBlock, GenerateOptions, LlmError, Message, MessageSource, Role, codes};
 use serde_json::{Map, Value, json};
 
 use super::config::{CacheRetention, ResolvedAnthropicModel, ResolvedAnthropicProfile};
@@ -76,44 +72,7 @@ pub(crate) fn serialize_messages_request(
 /// The text of a body from [`serialize_with_effort`] (after any edits of its other fields),
 /// with the tool schemas in place of their placeholder.
 pub(crate) fn body_text(body: &Value, options: &GenerateOptions) -> String {
-    match options.tools.as_deref().filter(|t| !t.is_empty()) {
-        Some(tools) => dsh_kernel::json::to_string_with_raw(body, "tools", &tools_text(tools)),
-        None => dsh_kernel::json::to_string(body),
-    }
-}
-
-/// The `tools` array as text, written once per tool list: the last list's text is reused
-/// while the list has the same names, descriptions and (by pointer) schemas.
-fn tools_text(tools: &[ToolSchema]) -> Arc<str> {
-    static LAST: Mutex<Option<(Vec<ToolSchema>, Arc<str>)>> = Mutex::new(None);
-    let mut last = LAST.lock().unwrap_or_else(|p| p.into_inner());
-    if let Some((seen, text)) = last.as_ref()
-        && seen.len() == tools.len()
-        && seen.iter().zip(tools).all(|(a, b)| {
-            Arc::ptr_eq(&a.parameters, &b.parameters)
-                && a.name == b.name
-                && a.description == b.description
-        })
-    {
-        return text.clone();
-    }
-    let mut out = String::from("[");
-    for (i, t) in tools.iter().enumerate() {
-        if i > 0 {
-            out.push(',');
-        }
-        out.push_str("{\"name\":");
-        dsh_kernel::json::write_string(&mut out, &t.name);
-        out.push_str(",\"description\":");
-        dsh_kernel::json::write_string(&mut out, &t.description);
-        out.push_str(",\"input_schema\":");
-        dsh_kernel::json::write_value(&mut out, &t.parameters);
-        out.push('}');
-    }
-    out.push(']');
-    let text: Arc<str> = Arc::from(out);
-    *last = Some((tools.to_vec(), text.clone()));
-    text
+    crate::serialize::body_text(body, options, crate::serialize::ToolsWire::Messages)
 }
 
 /// [`serialize_messages_request`] with the effort already decided (`None`: no thinking

@@ -11,8 +11,10 @@ fn options(messages: Vec<Message>) -> GenerateOptions {
     )
 }
 
+/// The body as sent (tools written in), read back.
 fn deepseek(options: &GenerateOptions) -> Value {
-    serialize_request(options, &Dialect::deepseek(None, None)).expect("serializes")
+    let body = serialize_request(options, &Dialect::deepseek(None, None)).expect("serializes");
+    serde_json::from_str(&body_text(&body, options, ToolsWire::Chat)).unwrap()
 }
 
 fn history() -> Vec<Message> {
