@@ -232,11 +232,26 @@ impl Store {
     /// for each other (a transaction-scoped advisory lock), so any number of workers may call
     /// it at start.
     pub async fn migrate(&mut self) -> Result<(), StoreError> {
+        // Up to date already (the common case): nothing to lock. Every command and worker
+        // migrates at start, and the lock is the database's, so a migrator stalled inside
+        // its transaction must not hold them all up.
+        let newest = i32::try_from(MIGRATIONS.len()).unwrap_or(i32::MAX);
+        if let Ok(Some(row)) = self
+            .client
+            .query_opt("SELECT max(version) FROM dsh_schema_versions", &[])
+            .await
+            && row.get::<_, Option<i32>>(0) >= Some(newest)
+        {
+            return Ok(());
+        }
         for (index, sql) in MIGRATIONS.iter().enumerate() {
             let version = i32::try_from(index + 1).unwrap_or(i32::MAX);
             let tx = self.client.transaction().await?;
+            // A migrator that stops talking mid-transaction (a partition, a frozen process)
+            // is cut off by the server, which releases the lock for the others.
             tx.batch_execute(
-                "SELECT pg_advisory_xact_lock(7411203);
+                "SET LOCAL idle_in_transaction_session_timeout = '10s';
+                 SELECT pg_advisory_xact_lock(7411203);
                  CREATE TABLE IF NOT EXISTS dsh_schema_versions (version int PRIMARY KEY);",
             )
             .await?;

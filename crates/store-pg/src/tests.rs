@@ -511,3 +511,30 @@ async fn a_cancel_reaches_the_turn_holding_the_lease_only() {
     assert_eq!(a.renew_watching(&first, TTL).await.unwrap(), None, "fenced");
     drop_schema(&a, &schema).await;
 }
+
+/// The migration lock is the database's: a migrator that stalls inside its transaction must
+/// not hold up a store whose schema is current, and the server cuts the stalled one off.
+#[tokio::test]
+async fn a_stalled_migrator_holds_up_no_current_store() {
+    let Some((mut a, schema)) = fresh().await else {
+        return;
+    };
+    let Some(mut stalled) = store_in(&schema).await else {
+        return;
+    };
+    // What a partitioned worker leaves behind: the lock taken, then silence.
+    let tx = stalled.client.transaction().await.unwrap();
+    tx.batch_execute(
+        "SET LOCAL idle_in_transaction_session_timeout = '10s';
+         SELECT pg_advisory_xact_lock(7411203);",
+    )
+    .await
+    .unwrap();
+    tokio::time::timeout(Duration::from_secs(5), a.migrate())
+        .await
+        .expect("a current schema needs no lock")
+        .unwrap();
+    drop(tx);
+    drop(stalled);
+    drop_schema(&a, &schema).await;
+}
