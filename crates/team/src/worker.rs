@@ -103,7 +103,14 @@ pub async fn run(options: &WorkerOptions) -> Result<(), WorkerError> {
             && last_sweep.is_none_or(|t| t.elapsed() >= crate::docker::SWEEP_EVERY)
         {
             last_sweep = Some(std::time::Instant::now());
-            if let Err(e) = crate::docker::sweep(&store, &store_id).await {
+            // A store or daemon that stopped answering must not hold the worker here.
+            let swept = tokio::time::timeout(
+                crate::docker::SWEEP_EVERY,
+                crate::docker::sweep(&store, &store_id),
+            )
+            .await
+            .unwrap_or_else(|_| Err("the sweep did not finish in time".into()));
+            if let Err(e) = swept {
                 eprintln!("dsh worker: cannot remove containers of ended leases: {e}");
             }
         }
