@@ -217,39 +217,8 @@ pub fn parse_with(argv: &[String], is_profile: &dyn Fn(&str) -> bool) -> Result<
         && patches.is_empty()
         && from_default.is_none()
     {
-        match rest.first().map(String::as_str) {
-            Some("acp") => {
-                return Ok(Mode::Acp {
-                    args: rest[1..].to_vec(),
-                });
-            }
-            Some("sessions") => {
-                return Ok(Mode::Sessions {
-                    args: rest[1..].to_vec(),
-                });
-            }
-            Some("memory") => {
-                return Ok(Mode::Memory {
-                    args: rest[1..].to_vec(),
-                });
-            }
-            Some("plugin") => {
-                return Ok(Mode::Plugin {
-                    args: rest[1..].to_vec(),
-                });
-            }
-            Some("models") => {
-                return Ok(Mode::Models {
-                    args: rest[1..].to_vec(),
-                });
-            }
-            Some(command @ ("worker" | "team" | "serve")) => {
-                return Ok(Mode::Team {
-                    command: command.to_string(),
-                    args: rest[1..].to_vec(),
-                });
-            }
-            _ => {}
+        if let Some(mode) = subcommand(&rest) {
+            return Ok(mode);
         }
     } else if matches!(
         rest.first().map(String::as_str),
@@ -279,43 +248,14 @@ pub fn parse_with(argv: &[String], is_profile: &dyn Fn(&str) -> bool) -> Result<
     // line shows (`dsh headless --patch extra.yml "task"`); after a `--` everything is the
     // app's.
     if profile.is_some() {
-        let mut kept = Vec::with_capacity(rest.len());
-        let mut j = 0;
-        while j < rest.len() {
-            let tok = rest[j].as_str();
-            let (flag, inline) = match tok.split_once('=') {
-                Some((f, v)) if f.starts_with("--") => (f, Some(v)),
-                _ => (tok, None),
-            };
-            match flag {
-                "--" => {
-                    kept.extend(rest[j..].iter().cloned());
-                    break;
-                }
-                "--patch" => patches.push(flag_value(&rest, &mut j, inline, flag, "path")?),
-                "--dump-config" if inline.is_none() => dump = true,
-                "--dump-default-config" if inline.is_none() => dump_default = true,
-                "--dump-config-schema" if inline.is_none() => dump_schema = true,
-                "--from-default-profile" => {
-                    from_default = Some(flag_value(&rest, &mut j, inline, flag, "name")?);
-                }
-                "--profile" => {
-                    return Err(usage(
-                        "--profile goes before the app's arguments (dsh --profile <name> [args...])",
-                    ));
-                }
-                f if inline.is_none() && APP_VALUE_FLAGS.contains(&f) => {
-                    kept.push(rest[j].clone());
-                    if let Some(v) = rest.get(j + 1) {
-                        kept.push(v.clone());
-                        j += 1;
-                    }
-                }
-                _ => kept.push(rest[j].clone()),
-            }
-            j += 1;
-        }
-        rest = kept;
+        let mut flags = AppLauncherFlags {
+            patches: &mut patches,
+            dump: &mut dump,
+            dump_default: &mut dump_default,
+            dump_schema: &mut dump_schema,
+            from_default: &mut from_default,
+        };
+        rest = take_launcher_flags(&rest, &mut flags)?;
     }
     if [dump, dump_default, dump_schema]
         .iter()
@@ -372,6 +312,81 @@ pub fn parse_with(argv: &[String], is_profile: &dyn Fn(&str) -> bool) -> Result<
             args: rest,
         },
     ))
+}
+
+/// `dsh <subcommand> …`: the commands that take no profile.
+fn subcommand(rest: &[String]) -> Option<Mode> {
+    let (first, args) = rest.split_first()?;
+    let args = args.to_vec();
+    Some(match first.as_str() {
+        "acp" => Mode::Acp { args },
+        "sessions" => Mode::Sessions { args },
+        "memory" => Mode::Memory { args },
+        "plugin" => Mode::Plugin { args },
+        "models" => Mode::Models { args },
+        command @ ("worker" | "team" | "serve") => Mode::Team {
+            command: command.to_string(),
+            args,
+        },
+        _ => return None,
+    })
+}
+
+/// The launcher's own flags, as found among an app's arguments.
+struct AppLauncherFlags<'a> {
+    patches: &'a mut Vec<String>,
+    dump: &'a mut bool,
+    dump_default: &'a mut bool,
+    dump_schema: &'a mut bool,
+    from_default: &'a mut Option<String>,
+}
+
+/// Takes the launcher's flags out of an app's arguments (upstream 0.2's usage line shows
+/// `dsh headless --patch extra.yml "task"`) and returns the rest; after a `--` everything
+/// is the app's.
+fn take_launcher_flags(
+    rest: &[String],
+    flags: &mut AppLauncherFlags<'_>,
+) -> Result<Vec<String>, UsageError> {
+    let mut kept = Vec::with_capacity(rest.len());
+    let mut j = 0;
+    while j < rest.len() {
+        let tok = rest[j].as_str();
+        let (flag, inline) = match tok.split_once('=') {
+            Some((f, v)) if f.starts_with("--") => (f, Some(v)),
+            _ => (tok, None),
+        };
+        match flag {
+            "--" => {
+                kept.extend(rest[j..].iter().cloned());
+                break;
+            }
+            "--patch" => flags
+                .patches
+                .push(flag_value(rest, &mut j, inline, flag, "path")?),
+            "--dump-config" if inline.is_none() => *flags.dump = true,
+            "--dump-default-config" if inline.is_none() => *flags.dump_default = true,
+            "--dump-config-schema" if inline.is_none() => *flags.dump_schema = true,
+            "--from-default-profile" => {
+                *flags.from_default = Some(flag_value(rest, &mut j, inline, flag, "name")?);
+            }
+            "--profile" => {
+                return Err(usage(
+                    "--profile goes before the app's arguments (dsh --profile <name> [args...])",
+                ));
+            }
+            f if inline.is_none() && APP_VALUE_FLAGS.contains(&f) => {
+                kept.push(rest[j].clone());
+                if let Some(v) = rest.get(j + 1) {
+                    kept.push(v.clone());
+                    j += 1;
+                }
+            }
+            _ => kept.push(rest[j].clone()),
+        }
+        j += 1;
+    }
+    Ok(kept)
 }
 
 /// `mode`, first recreating its profile from `template` when one was named.

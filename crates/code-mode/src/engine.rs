@@ -10,7 +10,7 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use rquickjs::{Context, Ctx, Function, Value as JsValue};
+use rquickjs::{Context, Ctx, Function, Runtime, Value as JsValue};
 use serde_json::Value;
 use tokio::sync::mpsc::UnboundedSender;
 
@@ -273,41 +273,9 @@ pub fn run_program(
 
     // Install the bridge and start the program.
     enter(&clock);
-    let started = context.with(|ctx| -> Result<(), String> {
-        install(&ctx, &shared, &calls, limits.max_output_bytes).map_err(|e| describe(&ctx, e))?;
-        let prelude: Function = ctx.eval(PRELUDE).map_err(|e| describe(&ctx, e))?;
-        let names = rquickjs::Array::new(ctx.clone()).map_err(|e| describe(&ctx, e))?;
-        for (i, name) in bindings.iter().enumerate() {
-            names.set(i, name.as_str()).map_err(|e| describe(&ctx, e))?;
-        }
-        prelude
-            .call::<_, ()>((names,))
-            .map_err(|e| describe(&ctx, e))?;
-        let wrap = |body: &str| format!("(async () => {{\n{body}\n}})()");
-        let promise: JsValue = match ctx.eval::<JsValue, _>(wrap(&stripped)) {
-            Ok(p) => p,
-            Err(e) => {
-                let message = describe(&ctx, e);
-                // A compile error the stripping may have caused: plain JavaScript that
-                // compiles as written runs as written. (A SyntaxError out of `eval` is a
-                // compile error: the async function turns whatever it throws into a
-                // rejection, so nothing of the first attempt ran.)
-                if stripped != program && message.starts_with("SyntaxError") {
-                    ctx.eval::<JsValue, _>(wrap(program)).map_err(|_| message)?
-                } else {
-                    return Err(message);
-                }
-            }
-        };
-        let finish: Function = ctx
-            .globals()
-            .get("__dsh_finish")
-            .map_err(|e| describe(&ctx, e))?;
-        finish
-            .call::<_, ()>((promise,))
-            .map_err(|e| describe(&ctx, e))?;
-        Ok(())
-    });
+    let started = start_program(
+        &context, &shared, &calls, limits, bindings, program, &stripped,
+    );
     leave(&clock);
     if let Err(message) = started {
         return classify(&shared, &clock, limits, message);
@@ -315,18 +283,7 @@ pub fn run_program(
 
     loop {
         enter(&clock);
-        let mut job_error = None;
-        loop {
-            match runtime.execute_pending_job() {
-                Ok(true) => continue,
-                Ok(false) => break,
-                Err(e) => {
-                    adopt_failed_job(&e.0);
-                    job_error = Some(e.0.with(|ctx| render_value(&ctx.catch())));
-                    break;
-                }
-            }
-        }
+        let job_error = run_pending_jobs(&runtime, render_value);
         leave(&clock);
         if let Some(message) = job_error {
             return classify(&shared, &clock, limits, message);
@@ -392,6 +349,55 @@ pub fn run_program(
             return classify(&shared, &clock, limits, message);
         }
     }
+}
+
+/// Installs the bridge, binds `tools.*` and starts the program (its first synchronous part
+/// runs here). Compiles `stripped`, or `program` as written when only the stripped form
+/// fails to compile.
+fn start_program(
+    context: &Context,
+    shared: &Arc<Mutex<Shared>>,
+    calls: &UnboundedSender<HostCall>,
+    limits: &Limits,
+    bindings: &[String],
+    program: &str,
+    stripped: &str,
+) -> Result<(), String> {
+    context.with(|ctx| -> Result<(), String> {
+        install(&ctx, shared, calls, limits.max_output_bytes).map_err(|e| describe(&ctx, e))?;
+        let prelude: Function = ctx.eval(PRELUDE).map_err(|e| describe(&ctx, e))?;
+        let names = rquickjs::Array::new(ctx.clone()).map_err(|e| describe(&ctx, e))?;
+        for (i, name) in bindings.iter().enumerate() {
+            names.set(i, name.as_str()).map_err(|e| describe(&ctx, e))?;
+        }
+        prelude
+            .call::<_, ()>((names,))
+            .map_err(|e| describe(&ctx, e))?;
+        let wrap = |body: &str| format!("(async () => {{\n{body}\n}})()");
+        let promise: JsValue = match ctx.eval::<JsValue, _>(wrap(stripped)) {
+            Ok(p) => p,
+            Err(e) => {
+                let message = describe(&ctx, e);
+                // A compile error the stripping may have caused: plain JavaScript that
+                // compiles as written runs as written. (A SyntaxError out of `eval` is a
+                // compile error: the async function turns whatever it throws into a
+                // rejection, so nothing of the first attempt ran.)
+                if stripped != program && message.starts_with("SyntaxError") {
+                    ctx.eval::<JsValue, _>(wrap(program)).map_err(|_| message)?
+                } else {
+                    return Err(message);
+                }
+            }
+        };
+        let finish: Function = ctx
+            .globals()
+            .get("__dsh_finish")
+            .map_err(|e| describe(&ctx, e))?;
+        finish
+            .call::<_, ()>((promise,))
+            .map_err(|e| describe(&ctx, e))?;
+        Ok(())
+    })
 }
 
 /// Host functions: `__dsh_call(name, json) -> id`, `__dsh_log(text)`,
@@ -631,6 +637,21 @@ pub fn render_thrown(value: &JsValue<'_>, with_stack: bool, unrenderable: &str) 
         return n.to_string();
     }
     unrenderable.into()
+}
+
+/// Runs the promise jobs `runtime` has queued until none is left; the first job that
+/// fails ends the run with its thrown value, rendered by `render`.
+pub fn run_pending_jobs(runtime: &Runtime, render: fn(&JsValue<'_>) -> String) -> Option<String> {
+    loop {
+        match runtime.execute_pending_job() {
+            Ok(true) => continue,
+            Ok(false) => return None,
+            Err(e) => {
+                adopt_failed_job(&e.0);
+                return Some(e.0.with(|ctx| render(&ctx.catch())));
+            }
+        }
+    }
 }
 
 /// Takes the reference the context of a failed promise job (`JobException(context)` from

@@ -26,7 +26,7 @@ use serde::Deserialize;
 
 pub use engine::{
     FailureKind, HostCall, HostReply, Limits, RunFailure, RunOutcome, adopt_failed_job,
-    render_thrown, run_program,
+    render_thrown, run_pending_jobs, run_program,
 };
 pub use heap::{Heap, metered_runtime};
 pub use render::render_value;

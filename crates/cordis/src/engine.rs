@@ -397,20 +397,11 @@ impl Engine<'_> {
         let result = self
             .context
             .with(|ctx| f(ctx.clone()).map_err(|e| describe(&ctx, e)));
-        let mut job_error = None;
-        if result.is_ok() {
-            loop {
-                match self.runtime.execute_pending_job() {
-                    Ok(true) => continue,
-                    Ok(false) => break,
-                    Err(e) => {
-                        dsh_code_mode::adopt_failed_job(&e.0);
-                        job_error = Some(e.0.with(|ctx| render_value(&ctx.catch())));
-                        break;
-                    }
-                }
-            }
-        }
+        let job_error = if result.is_ok() {
+            dsh_code_mode::run_pending_jobs(self.runtime, render_value)
+        } else {
+            None
+        };
         let tripped = {
             let mut c = lock(self.clock);
             c.deadline = None;

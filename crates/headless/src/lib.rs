@@ -350,18 +350,10 @@ pub async fn run(
     };
     let mut request = dsh_tui::session::fresh_request(root, std::env::current_dir().ok());
     if let Some(id) = resume {
-        let Some(files) = root.get::<dsh_persistence::SessionFiles>() else {
-            return fail(
-                format,
-                "--resume needs session persistence (the session-persistence-jsonl row is disabled)",
-            );
-        };
-        let loaded = match tokio::task::spawn_blocking(move || files.load(&id)).await {
-            Ok(Ok(l)) => l,
-            Ok(Err(e)) => return fail(format, &format!("cannot resume: {e}")),
-            Err(e) => return fail(format, &format!("cannot resume: {e}")),
-        };
-        dsh_tui::session::resume_into(&mut request, loaded);
+        match load_for_resume(root, id).await {
+            Ok(loaded) => dsh_tui::session::resume_into(&mut request, loaded),
+            Err(message) => return fail(format, &message),
+        }
     }
     let cwd_text = request.cwd.as_ref().map(|p| p.display().to_string());
     let agent = match agents.create(root, request) {
@@ -394,37 +386,7 @@ pub async fn run(
     let stdout_closed = printer
         .as_ref()
         .map_or_else(tokio_util::sync::CancellationToken::new, StreamJson::closed);
-    let progress = Progress::for_stderr(verbosity);
-    let mut ticker = None;
-    if let Some(p) = &progress {
-        let id = agent.id().to_string();
-        let observer = p.clone();
-        let listening = root.on_emit::<SessionAppended>(ListenOptions::GLOBAL, move |e| {
-            if e.session.id() == id {
-                observer.observe(&e.event);
-            }
-            Ok(())
-        });
-        if let Err(e) = listening {
-            eprintln!("dsh: {e}");
-        }
-        let p = p.clone();
-        ticker = Some(tokio::spawn(async move {
-            let mut every = tokio::time::interval(std::time::Duration::from_millis(125));
-            loop {
-                every.tick().await;
-                p.tick();
-            }
-        }));
-    }
-    let stop_progress = || {
-        if let Some(t) = &ticker {
-            t.abort();
-        }
-        if let Some(p) = &progress {
-            p.finish();
-        }
-    };
+    let progress = LiveProgress::start(root, agent.id(), verbosity);
     let first_seq = agent.session().next_seq();
     // A `/command` task runs the command instead of reaching the model.
     let mut command_started_turn = false;
@@ -443,47 +405,13 @@ pub async fn run(
         command_started_turn =
             failed == Some(false) && agent.status() == dsh_agent::AgentStatus::Running;
         if let Some(failed) = failed.filter(|_| !command_started_turn) {
-            stop_progress();
-            let reply = outcome.reply();
-            let mut printed = Ok(());
-            if failed {
-                eprintln!("dsh: {reply}");
-            } else if format == OutputFormat::Text {
-                printed = stdout::write(&format!("{reply}\n"));
-            }
-            let last_line = match (format, failed) {
-                (OutputFormat::Events, true) => Some(RunEvents::error_line(&reply)),
-                (OutputFormat::Events, false) => Some(RunEvents::final_line(&reply)),
-                _ => None,
-            };
-            let saved = agent.session().flush().await;
-            agent.dispose().await;
-            if let Some(writers) = root.get::<dsh_persistence::SessionWriters>() {
-                let _ = writers.flush_all().await;
-            }
-            if let Some(p) = printer
-                && let Some(e) = p.finish().await
-            {
-                printed = Err(e);
-            }
-            if let (Ok(()), Some(line)) = (&printed, last_line) {
-                printed = stdout::write(&format!("{line}\n"));
-            }
-            if let Err(e) = printed {
-                return e.exit_code();
-            }
-            return match (failed, saved) {
-                (false, Ok(_)) => ExitCode::SUCCESS,
-                (_, Err(e)) => {
-                    eprintln!("dsh: the session could not be saved completely: {e}");
-                    ExitCode::from(1)
-                }
-                (true, _) => ExitCode::from(1),
-            };
+            progress.stop();
+            return end_after_command(root, &agent, format, printer, &outcome.reply(), failed)
+                .await;
         }
     }
     if !command_started_turn && let Err(e) = agent.followup(Message::user_text(task.0.clone())) {
-        stop_progress();
+        progress.stop();
         return fail(format, &e.to_string());
     }
     let mut code = None;
@@ -508,7 +436,7 @@ pub async fn run(
         .session()
         .read(|s| s.request_header().map(|h| h.config.clone()));
     let session_id = agent.id().to_string();
-    stop_progress();
+    progress.stop();
     agent.dispose().await;
     if let Some(writers) = root.get::<dsh_persistence::SessionWriters>()
         && let Err(e) = writers.flush_all().await
@@ -550,6 +478,112 @@ pub async fn run(
             ExitCode::from(1)
         }
         _ => ExitCode::from(1),
+    }
+}
+
+/// Loads the log `--resume` names.
+async fn load_for_resume(root: &Context, id: String) -> Result<dsh_persistence::Loaded, String> {
+    let Some(files) = root.get::<dsh_persistence::SessionFiles>() else {
+        return Err(
+            "--resume needs session persistence (the session-persistence-jsonl row is disabled)"
+                .into(),
+        );
+    };
+    match tokio::task::spawn_blocking(move || files.load(&id)).await {
+        Ok(Ok(l)) => Ok(l),
+        Ok(Err(e)) => Err(format!("cannot resume: {e}")),
+        Err(e) => Err(format!("cannot resume: {e}")),
+    }
+}
+
+/// The progress shown on stderr while the run goes on (when stderr is a terminal).
+struct LiveProgress {
+    progress: Option<Arc<Progress>>,
+    ticker: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl LiveProgress {
+    fn start(root: &Context, agent: &str, verbosity: Verbosity) -> Self {
+        let progress = Progress::for_stderr(verbosity);
+        let mut ticker = None;
+        if let Some(p) = &progress {
+            let id = agent.to_string();
+            let observer = p.clone();
+            let listening = root.on_emit::<SessionAppended>(ListenOptions::GLOBAL, move |e| {
+                if e.session.id() == id {
+                    observer.observe(&e.event);
+                }
+                Ok(())
+            });
+            if let Err(e) = listening {
+                eprintln!("dsh: {e}");
+            }
+            let p = p.clone();
+            ticker = Some(tokio::spawn(async move {
+                let mut every = tokio::time::interval(std::time::Duration::from_millis(125));
+                loop {
+                    every.tick().await;
+                    p.tick();
+                }
+            }));
+        }
+        Self { progress, ticker }
+    }
+
+    fn stop(&self) {
+        if let Some(t) = &self.ticker {
+            t.abort();
+        }
+        if let Some(p) = &self.progress {
+            p.finish();
+        }
+    }
+}
+
+/// Ends a run whose task was a command that did not start a turn: its reply goes to stdout
+/// (or stderr when it failed), the session is saved, and the exit code says how it went.
+async fn end_after_command(
+    root: &Context,
+    agent: &dsh_agent::AgentRef,
+    format: OutputFormat,
+    printer: Option<StreamJson>,
+    reply: &str,
+    failed: bool,
+) -> ExitCode {
+    let mut printed = Ok(());
+    if failed {
+        eprintln!("dsh: {reply}");
+    } else if format == OutputFormat::Text {
+        printed = stdout::write(&format!("{reply}\n"));
+    }
+    let last_line = match (format, failed) {
+        (OutputFormat::Events, true) => Some(RunEvents::error_line(reply)),
+        (OutputFormat::Events, false) => Some(RunEvents::final_line(reply)),
+        _ => None,
+    };
+    let saved = agent.session().flush().await;
+    agent.dispose().await;
+    if let Some(writers) = root.get::<dsh_persistence::SessionWriters>() {
+        let _ = writers.flush_all().await;
+    }
+    if let Some(p) = printer
+        && let Some(e) = p.finish().await
+    {
+        printed = Err(e);
+    }
+    if let (Ok(()), Some(line)) = (&printed, last_line) {
+        printed = stdout::write(&format!("{line}\n"));
+    }
+    if let Err(e) = printed {
+        return e.exit_code();
+    }
+    match (failed, saved) {
+        (false, Ok(_)) => ExitCode::SUCCESS,
+        (_, Err(e)) => {
+            eprintln!("dsh: the session could not be saved completely: {e}");
+            ExitCode::from(1)
+        }
+        (true, _) => ExitCode::from(1),
     }
 }
 

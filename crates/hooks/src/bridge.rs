@@ -361,180 +361,19 @@ pub(crate) fn install(ctx: &Context, bridge: Bridge) -> Result<(), BoxError> {
     }
 
     if bridge.config.has(HookPoint::UserPromptSubmit) {
-        let b = bridge.clone();
-        ctx.on_waterfall::<PreStep>(opts, move |p, next| {
-            let b = b.clone();
-            Box::pin(async move {
-                if p.messages.is_empty() {
-                    return next.run().await;
-                }
-                let session = p.agent.session();
-                let base = b.payload_base(p.agent.ctx(), Some(session));
-                let payload =
-                    payload::prompt_submit(&base, p.turn, payload::messages_text(&p.messages));
-                let site = Site {
-                    session: Some(session),
-                    cwd: p.agent.cwd(),
-                    turn: Some(p.turn),
-                    cancel: p.cancel.clone(),
-                    plain_stdout: b.plain_stdout_for_context_points(),
-                };
-                let merged = b
-                    .run_point(HookPoint::UserPromptSubmit, "", &payload, site)
-                    .await?;
-                if merged.decision == MergedDecision::Deny {
-                    return Ok(PreStepDecision::Reject);
-                }
-                let downstream = next.run().await?;
-                Ok(match (downstream, b.context_message(&merged)) {
-                    (PreStepDecision::Enter(mut messages), Some(ours)) => {
-                        messages.push(Arc::new(ours));
-                        PreStepDecision::Enter(messages)
-                    }
-                    (downstream, _) => downstream,
-                })
-            })
-        })?;
+        install_prompt_submit(ctx, &bridge, opts)?;
     }
 
     if bridge.config.has(HookPoint::PreToolUse) {
-        let b = bridge.clone();
-        ctx.on_waterfall::<PreExecute>(opts, move |exec, next| {
-            let b = b.clone();
-            Box::pin(async move {
-                let session = exec.session.as_ref();
-                let turn = last_turn(session);
-                let base = b.payload_base(&exec.ctx, session);
-                let payload = payload::tool_use(
-                    &base,
-                    HookPoint::PreToolUse,
-                    turn,
-                    &exec.name,
-                    &exec.arguments,
-                    &exec.call_id,
-                    None,
-                );
-                let site = Site {
-                    session,
-                    cwd: exec.cwd.clone(),
-                    turn: Some(turn),
-                    cancel: exec.cancel.clone(),
-                    plain_stdout: PlainStdout::Ignored,
-                };
-                let merged = b
-                    .run_point(HookPoint::PreToolUse, &exec.name, &payload, site)
-                    .await?;
-                match (merged.decision, b.dialect) {
-                    (MergedDecision::Deny, _) => Ok(PreToolDecision::Deny {
-                        reason: merged
-                            .reason
-                            .unwrap_or_else(|| "blocked by PreToolUse hook".into()),
-                    }),
-                    (MergedDecision::Ask, HookDialect::ClaudeCode) => Ok(PreToolDecision::Ask {
-                        reason: merged.reason,
-                    }),
-                    // Codex honours blocks only; `allow` never pre-approves.
-                    (MergedDecision::Ask, HookDialect::Codex)
-                    | (MergedDecision::Allow | MergedDecision::None, _) => next.run().await,
-                }
-            })
-        })?;
+        install_pre_tool_use(ctx, &bridge, opts)?;
     }
 
     if bridge.config.has(HookPoint::PostToolUse) {
-        let b = bridge.clone();
-        ctx.on_waterfall::<PostExecute>(opts, move |p, next| {
-            let b = b.clone();
-            Box::pin(async move {
-                let exec = &p.exec;
-                let session = exec.session.as_ref();
-                let turn = last_turn(session);
-                let base = b.payload_base(&exec.ctx, session);
-                let response = Some(payload::blocks_text(&p.result.content));
-                let payload = payload::tool_use(
-                    &base,
-                    HookPoint::PostToolUse,
-                    turn,
-                    &exec.name,
-                    &exec.arguments,
-                    &exec.call_id,
-                    response,
-                );
-                let site = Site {
-                    session,
-                    cwd: exec.cwd.clone(),
-                    turn: Some(turn),
-                    cancel: exec.cancel.clone(),
-                    plain_stdout: PlainStdout::Ignored,
-                };
-                let merged = b
-                    .run_point(HookPoint::PostToolUse, &exec.name, &payload, site)
-                    .await?;
-                let ours = b.context_message(&merged);
-                if merged.decision == MergedDecision::Deny {
-                    let text = merged
-                        .reason
-                        .unwrap_or_else(|| "blocked by PostToolUse hook".into());
-                    return Ok(PostToolDecision::Block {
-                        feedback: vec![ContentBlock::text(text)],
-                        additional_contexts: ours.into_iter().collect(),
-                    });
-                }
-                let downstream = next.run().await?;
-                let Some(ours) = ours else {
-                    return Ok(downstream);
-                };
-                Ok(match downstream {
-                    PostToolDecision::Accept {
-                        content,
-                        additional_contexts,
-                    } => PostToolDecision::Accept {
-                        content,
-                        additional_contexts: std::iter::once(ours)
-                            .chain(additional_contexts)
-                            .collect(),
-                    },
-                    PostToolDecision::Block {
-                        feedback,
-                        additional_contexts,
-                    } => PostToolDecision::Block {
-                        feedback,
-                        additional_contexts: std::iter::once(ours)
-                            .chain(additional_contexts)
-                            .collect(),
-                    },
-                })
-            })
-        })?;
+        install_post_tool_use(ctx, &bridge, opts)?;
     }
 
     if bridge.config.has(HookPoint::Stop) {
-        let b = bridge.clone();
-        ctx.on_serial::<TurnStopping>(opts, move |p| {
-            let b = b.clone();
-            Box::pin(async move {
-                let session = p.agent.session();
-                let base = b.payload_base(p.agent.ctx(), Some(session));
-                let payload = payload::stop(&base, last_turn(Some(session)));
-                let site = Site {
-                    session: Some(session),
-                    cwd: p.agent.cwd(),
-                    turn: Some(p.turn),
-                    cancel: p.cancel.clone(),
-                    plain_stdout: PlainStdout::Ignored,
-                };
-                let merged = b.run_point(HookPoint::Stop, "", &payload, site).await?;
-                if merged.decision == MergedDecision::Deny {
-                    let text = merged
-                        .reason
-                        .unwrap_or_else(|| "continue: blocked by Stop hook".into());
-                    let source = MessageSource::plugin(b.plugin_label(), []);
-                    p.agent
-                        .steer(Message::user(vec![ContentBlock::text(text)], source))?;
-                }
-                Ok(())
-            })
-        })?;
+        install_stop(ctx, &bridge, opts)?;
     }
 
     // SubagentStart / SubagentStop fire for Claude Code hooks only (the Codex dialect has
@@ -590,5 +429,198 @@ pub(crate) fn install(ctx: &Context, bridge: Bridge) -> Result<(), BoxError> {
             })?;
         }
     }
+    Ok(())
+}
+
+/// Hooks a prompt passes before the turn starts: they can refuse it or add context.
+fn install_prompt_submit(
+    ctx: &Context,
+    bridge: &Arc<Bridge>,
+    opts: ListenOptions,
+) -> Result<(), BoxError> {
+    let b = bridge.clone();
+    ctx.on_waterfall::<PreStep>(opts, move |p, next| {
+        let b = b.clone();
+        Box::pin(async move {
+            if p.messages.is_empty() {
+                return next.run().await;
+            }
+            let session = p.agent.session();
+            let base = b.payload_base(p.agent.ctx(), Some(session));
+            let payload =
+                payload::prompt_submit(&base, p.turn, payload::messages_text(&p.messages));
+            let site = Site {
+                session: Some(session),
+                cwd: p.agent.cwd(),
+                turn: Some(p.turn),
+                cancel: p.cancel.clone(),
+                plain_stdout: b.plain_stdout_for_context_points(),
+            };
+            let merged = b
+                .run_point(HookPoint::UserPromptSubmit, "", &payload, site)
+                .await?;
+            if merged.decision == MergedDecision::Deny {
+                return Ok(PreStepDecision::Reject);
+            }
+            let downstream = next.run().await?;
+            Ok(match (downstream, b.context_message(&merged)) {
+                (PreStepDecision::Enter(mut messages), Some(ours)) => {
+                    messages.push(Arc::new(ours));
+                    PreStepDecision::Enter(messages)
+                }
+                (downstream, _) => downstream,
+            })
+        })
+    })?;
+    Ok(())
+}
+
+/// Hooks a tool call passes before it runs: they can block it or ask a person.
+fn install_pre_tool_use(
+    ctx: &Context,
+    bridge: &Arc<Bridge>,
+    opts: ListenOptions,
+) -> Result<(), BoxError> {
+    let b = bridge.clone();
+    ctx.on_waterfall::<PreExecute>(opts, move |exec, next| {
+        let b = b.clone();
+        Box::pin(async move {
+            let session = exec.session.as_ref();
+            let turn = last_turn(session);
+            let base = b.payload_base(&exec.ctx, session);
+            let payload = payload::tool_use(
+                &base,
+                HookPoint::PreToolUse,
+                turn,
+                &exec.name,
+                &exec.arguments,
+                &exec.call_id,
+                None,
+            );
+            let site = Site {
+                session,
+                cwd: exec.cwd.clone(),
+                turn: Some(turn),
+                cancel: exec.cancel.clone(),
+                plain_stdout: PlainStdout::Ignored,
+            };
+            let merged = b
+                .run_point(HookPoint::PreToolUse, &exec.name, &payload, site)
+                .await?;
+            match (merged.decision, b.dialect) {
+                (MergedDecision::Deny, _) => Ok(PreToolDecision::Deny {
+                    reason: merged
+                        .reason
+                        .unwrap_or_else(|| "blocked by PreToolUse hook".into()),
+                }),
+                (MergedDecision::Ask, HookDialect::ClaudeCode) => Ok(PreToolDecision::Ask {
+                    reason: merged.reason,
+                }),
+                // Codex honours blocks only; `allow` never pre-approves.
+                (MergedDecision::Ask, HookDialect::Codex)
+                | (MergedDecision::Allow | MergedDecision::None, _) => next.run().await,
+            }
+        })
+    })?;
+    Ok(())
+}
+
+/// Hooks a tool result passes: they can block it (the model sees their reason) or add context.
+fn install_post_tool_use(
+    ctx: &Context,
+    bridge: &Arc<Bridge>,
+    opts: ListenOptions,
+) -> Result<(), BoxError> {
+    let b = bridge.clone();
+    ctx.on_waterfall::<PostExecute>(opts, move |p, next| {
+        let b = b.clone();
+        Box::pin(async move {
+            let exec = &p.exec;
+            let session = exec.session.as_ref();
+            let turn = last_turn(session);
+            let base = b.payload_base(&exec.ctx, session);
+            let response = Some(payload::blocks_text(&p.result.content));
+            let payload = payload::tool_use(
+                &base,
+                HookPoint::PostToolUse,
+                turn,
+                &exec.name,
+                &exec.arguments,
+                &exec.call_id,
+                response,
+            );
+            let site = Site {
+                session,
+                cwd: exec.cwd.clone(),
+                turn: Some(turn),
+                cancel: exec.cancel.clone(),
+                plain_stdout: PlainStdout::Ignored,
+            };
+            let merged = b
+                .run_point(HookPoint::PostToolUse, &exec.name, &payload, site)
+                .await?;
+            let ours = b.context_message(&merged);
+            if merged.decision == MergedDecision::Deny {
+                let text = merged
+                    .reason
+                    .unwrap_or_else(|| "blocked by PostToolUse hook".into());
+                return Ok(PostToolDecision::Block {
+                    feedback: vec![ContentBlock::text(text)],
+                    additional_contexts: ours.into_iter().collect(),
+                });
+            }
+            let downstream = next.run().await?;
+            let Some(ours) = ours else {
+                return Ok(downstream);
+            };
+            Ok(match downstream {
+                PostToolDecision::Accept {
+                    content,
+                    additional_contexts,
+                } => PostToolDecision::Accept {
+                    content,
+                    additional_contexts: std::iter::once(ours).chain(additional_contexts).collect(),
+                },
+                PostToolDecision::Block {
+                    feedback,
+                    additional_contexts,
+                } => PostToolDecision::Block {
+                    feedback,
+                    additional_contexts: std::iter::once(ours).chain(additional_contexts).collect(),
+                },
+            })
+        })
+    })?;
+    Ok(())
+}
+
+/// Hooks asked when a turn would end: a block steers the agent to go on.
+fn install_stop(ctx: &Context, bridge: &Arc<Bridge>, opts: ListenOptions) -> Result<(), BoxError> {
+    let b = bridge.clone();
+    ctx.on_serial::<TurnStopping>(opts, move |p| {
+        let b = b.clone();
+        Box::pin(async move {
+            let session = p.agent.session();
+            let base = b.payload_base(p.agent.ctx(), Some(session));
+            let payload = payload::stop(&base, last_turn(Some(session)));
+            let site = Site {
+                session: Some(session),
+                cwd: p.agent.cwd(),
+                turn: Some(p.turn),
+                cancel: p.cancel.clone(),
+                plain_stdout: PlainStdout::Ignored,
+            };
+            let merged = b.run_point(HookPoint::Stop, "", &payload, site).await?;
+            if merged.decision == MergedDecision::Deny {
+                let text = merged
+                    .reason
+                    .unwrap_or_else(|| "continue: blocked by Stop hook".into());
+                let source = MessageSource::plugin(b.plugin_label(), []);
+                p.agent
+                    .steer(Message::user(vec![ContentBlock::text(text)], source))?;
+            }
+            Ok(())
+        })
+    })?;
     Ok(())
 }

@@ -3,8 +3,9 @@
 
 use std::sync::Arc;
 
-use dsh_commands::{CommandDefinition, CommandRegistry, CommandResult};
+use dsh_commands::{CommandDefinition, CommandInvocation, CommandRegistry, CommandResult};
 use dsh_kernel::{BoxError, Context};
+use futures::future::BoxFuture;
 use serde_json::{Map, json};
 
 use crate::plugin::{MemoryService, record_change, turn_number};
@@ -98,157 +99,165 @@ pub(crate) fn register(
     commands: &Arc<CommandRegistry>,
     service: &Arc<MemoryService>,
 ) -> Result<(), BoxError> {
-    let s = service.clone();
-    commands.register(
-        ctx,
-        CommandDefinition {
-            name: "remember".into(),
-            description: "Keep a fact for later sessions (--user: for every project)".into(),
-            hint: Some("[--user] [#tag] <fact>".into()),
-            // The text is in the memory/change event already.
-            record_input: false,
-            handler: Arc::new(move |inv| {
-                let s = s.clone();
-                Box::pin(async move {
-                    let (scope, tags, text) = parse_remember(&inv.raw_input);
-                    if text.trim().is_empty() {
-                        return Ok(CommandResult::error(NOTHING_TO_REMEMBER));
-                    }
-                    let memory = match memory_of(&inv, &s) {
-                        Ok(m) => m,
-                        Err(refusal) => return Ok(refusal),
-                    };
-                    let session = inv.agent.session().clone();
-                    let origin = Origin {
-                        by: "user".into(),
-                        session: Some(session.id()),
-                        turn: Some(turn_number(&session)),
-                    };
-                    let m = memory.clone();
-                    let (added, redacted) =
-                        match off_thread(move || m.remember(scope, &text, &tags, origin, false))
-                            .await?
-                        {
-                            Ok(r) => r,
-                            Err(refusal) => return Ok(refusal),
-                        };
-                    let found = Found {
-                        scope,
-                        entry: added.entry,
-                        score: 0,
-                    };
-                    if added.duplicate {
-                        return Ok(CommandResult::ok(format!(
-                            "Already in {} memory as [{}].",
-                            scope, found.entry.id
-                        )));
-                    }
-                    let mut extra = Map::new();
-                    if redacted > 0 {
-                        extra.insert("redacted".into(), json!(redacted));
-                    }
-                    let seq = record_change(&session, "remember", "user", &memory, &found, extra)?;
-                    let note = if redacted > 0 {
-                        format!(" ({redacted} secret(s) removed before saving)")
-                    } else {
-                        String::new()
-                    };
-                    Ok(CommandResult::Success {
-                        text: Some(format!(
-                            "Remembered [{}] in {} ({}){note}. Later sessions see it.",
-                            found.entry.id,
-                            memory.display_path(scope),
-                            scope
-                        )),
-                        source_event_seq: Some(seq),
-                    })
-                })
-            }),
-        },
-    )?;
-    let s = service.clone();
-    commands.register(
-        ctx,
-        CommandDefinition {
-            name: "forget".into(),
-            description: "Remove a memory by its id".into(),
-            hint: Some("<id>".into()),
-            record_input: true,
-            handler: Arc::new(move |inv| {
-                let s = s.clone();
-                Box::pin(async move {
-                    let id = inv.raw_input.trim().to_string();
-                    if id.is_empty() {
-                        return Ok(CommandResult::error(WHICH_MEMORY));
-                    }
-                    let memory = match memory_of(&inv, &s) {
-                        Ok(m) => m,
-                        Err(refusal) => return Ok(refusal),
-                    };
-                    let m = memory.clone();
-                    let found = match off_thread(move || m.forget(&id)).await? {
-                        Ok(f) => f,
-                        Err(refusal) => return Ok(refusal),
-                    };
-                    let session = inv.agent.session().clone();
-                    let seq =
-                        record_change(&session, "forget", "user", &memory, &found, Map::new())?;
-                    Ok(CommandResult::Success {
-                        text: Some(format!("Forgot [{}]: {}", found.entry.id, found.entry.text)),
-                        source_event_seq: Some(seq),
-                    })
-                })
-            }),
-        },
-    )?;
-    let s = service.clone();
-    commands.register(
-        ctx,
-        CommandDefinition {
-            name: "memory".into(),
-            description: "List memories, or accept a proposed one".into(),
-            hint: Some("[accept <id>]".into()),
-            record_input: true,
-            handler: Arc::new(move |inv| {
-                let s = s.clone();
-                Box::pin(async move {
-                    let memory = match memory_of(&inv, &s) {
-                        Ok(m) => m,
-                        Err(refusal) => return Ok(refusal),
-                    };
-                    let input = inv.raw_input.trim().to_string();
-                    let session = inv.agent.session().clone();
-                    if let Some(id) = input.strip_prefix("accept") {
-                        let id = id.trim().to_string();
-                        let m = memory.clone();
-                        let found = match off_thread(move || m.accept(&id)).await? {
-                            Ok(f) => f,
-                            Err(refusal) => return Ok(refusal),
-                        };
-                        let seq =
-                            record_change(&session, "accept", "user", &memory, &found, Map::new())?;
-                        return Ok(CommandResult::Success {
-                            text: Some(format!(
-                                "Accepted [{}]: later sessions see it.",
-                                found.entry.id
-                            )),
-                            source_event_seq: Some(seq),
-                        });
-                    }
-                    if !input.is_empty() && input != "list" {
-                        return Ok(CommandResult::error(
-                            "Usage: /memory, /memory list or /memory accept <id>",
-                        ));
-                    }
-                    let m = memory.clone();
-                    let (found, warnings) = tokio::task::spawn_blocking(move || m.all()).await?;
-                    let warnings: Vec<String> = warnings.into_iter().map(|w| w.message).collect();
-                    Ok(CommandResult::ok(list_text(&found, &memory, &warnings)))
-                })
-            }),
-        },
-    )?;
+    // `/remember`'s text is in the memory/change event already, so its input is not recorded.
+    let commands_of: [(&str, &str, &str, bool, Run); 3] = [
+        (
+            "remember",
+            "Keep a fact for later sessions (--user: for every project)",
+            "[--user] [#tag] <fact>",
+            false,
+            |inv, s| Box::pin(remember(inv, s)),
+        ),
+        (
+            "forget",
+            "Remove a memory by its id",
+            "<id>",
+            true,
+            |inv, s| Box::pin(forget(inv, s)),
+        ),
+        (
+            "memory",
+            "List memories, or accept a proposed one",
+            "[accept <id>]",
+            true,
+            |inv, s| Box::pin(list_or_accept(inv, s)),
+        ),
+    ];
+    for (name, description, hint, record_input, run) in commands_of {
+        let s = service.clone();
+        commands.register(
+            ctx,
+            CommandDefinition {
+                name: name.into(),
+                description: description.into(),
+                hint: Some(hint.into()),
+                record_input,
+                handler: Arc::new(move |inv| run(inv, s.clone())),
+            },
+        )?;
+    }
     Ok(())
+}
+
+/// A command's body: the invocation and the memory service.
+type Run = fn(
+    CommandInvocation,
+    Arc<MemoryService>,
+) -> BoxFuture<'static, Result<CommandResult, BoxError>>;
+
+async fn remember(
+    inv: CommandInvocation,
+    s: Arc<MemoryService>,
+) -> Result<CommandResult, BoxError> {
+    let (scope, tags, text) = parse_remember(&inv.raw_input);
+    if text.trim().is_empty() {
+        return Ok(CommandResult::error(NOTHING_TO_REMEMBER));
+    }
+    let memory = match memory_of(&inv, &s) {
+        Ok(m) => m,
+        Err(refusal) => return Ok(refusal),
+    };
+    let session = inv.agent.session().clone();
+    let origin = Origin {
+        by: "user".into(),
+        session: Some(session.id()),
+        turn: Some(turn_number(&session)),
+    };
+    let m = memory.clone();
+    let (added, redacted) =
+        match off_thread(move || m.remember(scope, &text, &tags, origin, false)).await? {
+            Ok(r) => r,
+            Err(refusal) => return Ok(refusal),
+        };
+    let found = Found {
+        scope,
+        entry: added.entry,
+        score: 0,
+    };
+    if added.duplicate {
+        return Ok(CommandResult::ok(format!(
+            "Already in {} memory as [{}].",
+            scope, found.entry.id
+        )));
+    }
+    let mut extra = Map::new();
+    if redacted > 0 {
+        extra.insert("redacted".into(), json!(redacted));
+    }
+    let seq = record_change(&session, "remember", "user", &memory, &found, extra)?;
+    let note = if redacted > 0 {
+        format!(" ({redacted} secret(s) removed before saving)")
+    } else {
+        String::new()
+    };
+    Ok(CommandResult::Success {
+        text: Some(format!(
+            "Remembered [{}] in {} ({}){note}. Later sessions see it.",
+            found.entry.id,
+            memory.display_path(scope),
+            scope
+        )),
+        source_event_seq: Some(seq),
+    })
+}
+
+async fn forget(inv: CommandInvocation, s: Arc<MemoryService>) -> Result<CommandResult, BoxError> {
+    let id = inv.raw_input.trim().to_string();
+    if id.is_empty() {
+        return Ok(CommandResult::error(WHICH_MEMORY));
+    }
+    let memory = match memory_of(&inv, &s) {
+        Ok(m) => m,
+        Err(refusal) => return Ok(refusal),
+    };
+    let m = memory.clone();
+    let found = match off_thread(move || m.forget(&id)).await? {
+        Ok(f) => f,
+        Err(refusal) => return Ok(refusal),
+    };
+    let session = inv.agent.session().clone();
+    let seq = record_change(&session, "forget", "user", &memory, &found, Map::new())?;
+    Ok(CommandResult::Success {
+        text: Some(format!("Forgot [{}]: {}", found.entry.id, found.entry.text)),
+        source_event_seq: Some(seq),
+    })
+}
+
+async fn list_or_accept(
+    inv: CommandInvocation,
+    s: Arc<MemoryService>,
+) -> Result<CommandResult, BoxError> {
+    let memory = match memory_of(&inv, &s) {
+        Ok(m) => m,
+        Err(refusal) => return Ok(refusal),
+    };
+    let input = inv.raw_input.trim().to_string();
+    let session = inv.agent.session().clone();
+    if let Some(id) = input.strip_prefix("accept") {
+        let id = id.trim().to_string();
+        let m = memory.clone();
+        let found = match off_thread(move || m.accept(&id)).await? {
+            Ok(f) => f,
+            Err(refusal) => return Ok(refusal),
+        };
+        let seq = record_change(&session, "accept", "user", &memory, &found, Map::new())?;
+        return Ok(CommandResult::Success {
+            text: Some(format!(
+                "Accepted [{}]: later sessions see it.",
+                found.entry.id
+            )),
+            source_event_seq: Some(seq),
+        });
+    }
+    if !input.is_empty() && input != "list" {
+        return Ok(CommandResult::error(
+            "Usage: /memory, /memory list or /memory accept <id>",
+        ));
+    }
+    let m = memory.clone();
+    let (found, warnings) = tokio::task::spawn_blocking(move || m.all()).await?;
+    let warnings: Vec<String> = warnings.into_iter().map(|w| w.message).collect();
+    Ok(CommandResult::ok(list_text(&found, &memory, &warnings)))
 }
 
 #[cfg(test)]

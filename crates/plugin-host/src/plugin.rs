@@ -189,36 +189,7 @@ pub fn load(
         }
     }
     if !registration.tools.is_empty() {
-        let tools = ctx.require::<ToolRegistry>()?;
-        for decl in &registration.tools {
-            if !valid_tool_name(&decl.name) {
-                return Err(format!(
-                    "{label}: invalid tool name \"{}\" (1-64 of A-Z a-z 0-9 _ -)",
-                    decl.name
-                )
-                .into());
-            }
-            if decl.input_schema.get("type").and_then(Value::as_str) != Some("object") {
-                return Err(format!(
-                    "{label}: tool \"{}\": inputSchema is not an object schema",
-                    decl.name
-                )
-                .into());
-            }
-            tools
-                .register(
-                    ctx,
-                    Arc::new(PluginTool {
-                        schema: ToolSchema {
-                            name: decl.name.clone(),
-                            description: decl.description.clone(),
-                            parameters: Arc::new(decl.input_schema.clone()),
-                        },
-                        host: host.clone(),
-                    }),
-                )
-                .map_err(|e| format!("{label}: {e}"))?;
-        }
+        register_tools(ctx, &label, &registration.tools, &host)?;
     }
     if !registration.sections.is_empty() {
         match ctx.get::<dsh_prompt::SystemPrompt>() {
@@ -238,102 +209,7 @@ pub fn load(
     }
     let opts = ListenOptions::default();
     for stage in &registration.stages {
-        let h = host.clone();
-        match stage.as_str() {
-            "tools/pre-execute" => {
-                ctx.on_waterfall::<PreExecute>(opts, move |exec, next| {
-                    let h = h.clone();
-                    Box::pin(async move {
-                        let verdict = ask(&h, "tools/pre-execute", exec_json(exec)).await;
-                        match verdict {
-                            Verdict::Next => next.run().await,
-                            Verdict::ShortCircuit(v) => match pre_decision(&v) {
-                                Ok(d) => Ok(d),
-                                Err(e) => {
-                                    invalid(&h, "tools/pre-execute", &e);
-                                    next.run().await
-                                }
-                            },
-                            Verdict::Replace(v) => {
-                                let downstream = next.run().await?;
-                                if downstream != PreToolDecision::Allow {
-                                    return Ok(downstream);
-                                }
-                                Ok(pre_decision(&v).unwrap_or_else(|e| {
-                                    invalid(&h, "tools/pre-execute", &e);
-                                    downstream
-                                }))
-                            }
-                        }
-                    })
-                })?;
-            }
-            "tools/post-execute" => {
-                ctx.on_waterfall::<PostExecute>(opts, move |p, next| {
-                    let h = h.clone();
-                    Box::pin(async move {
-                        let mut payload = exec_json(&p.exec);
-                        payload["result"] = result_json(&p.result);
-                        match ask(&h, "tools/post-execute", payload).await {
-                            Verdict::Next => next.run().await,
-                            Verdict::ShortCircuit(v) => match post_decision(&v, Vec::new()) {
-                                Ok(d) => Ok(d),
-                                Err(e) => {
-                                    invalid(&h, "tools/post-execute", &e);
-                                    next.run().await
-                                }
-                            },
-                            Verdict::Replace(v) => {
-                                let downstream = next.run().await?;
-                                let PostToolDecision::Accept {
-                                    content: None,
-                                    additional_contexts,
-                                } = &downstream
-                                else {
-                                    return Ok(downstream);
-                                };
-                                Ok(
-                                    post_decision(&v, additional_contexts.clone()).unwrap_or_else(
-                                        |e| {
-                                            invalid(&h, "tools/post-execute", &e);
-                                            downstream
-                                        },
-                                    ),
-                                )
-                            }
-                        }
-                    })
-                })?;
-            }
-            "agent/request" => {
-                ctx.on_waterfall::<Request>(opts, move |p, next| {
-                    let h = h.clone();
-                    Box::pin(async move {
-                        let payload = json!({"turn": p.turn, "step": p.step});
-                        match ask(&h, "agent/request", payload).await {
-                            Verdict::Next => next.run().await,
-                            Verdict::ShortCircuit(v) => {
-                                match serde_json::from_value::<LlmCallConfig>(v) {
-                                    Ok(c) => Ok(c),
-                                    Err(e) => {
-                                        invalid(&h, "agent/request", &e.to_string());
-                                        next.run().await
-                                    }
-                                }
-                            }
-                            Verdict::Replace(v) => {
-                                let downstream = next.run().await?;
-                                Ok(merge_config(&downstream, &v).unwrap_or_else(|e| {
-                                    invalid(&h, "agent/request", &e);
-                                    downstream
-                                }))
-                            }
-                        }
-                    })
-                })?;
-            }
-            _ => {}
-        }
+        register_stage(ctx, opts, stage, host.clone())?;
     }
     for event in &registration.events {
         if event == "tools/result" {
@@ -347,6 +223,151 @@ pub fn load(
         }
     }
     Ok(host)
+}
+
+/// Registers the tools the plugin declares; each call goes to the plugin process.
+fn register_tools(
+    ctx: &Context,
+    label: &str,
+    decls: &[ToolDecl],
+    host: &Arc<Host>,
+) -> Result<(), BoxError> {
+    let tools = ctx.require::<ToolRegistry>()?;
+    for decl in decls {
+        if !valid_tool_name(&decl.name) {
+            return Err(format!(
+                "{label}: invalid tool name \"{}\" (1-64 of A-Z a-z 0-9 _ -)",
+                decl.name
+            )
+            .into());
+        }
+        if decl.input_schema.get("type").and_then(Value::as_str) != Some("object") {
+            return Err(format!(
+                "{label}: tool \"{}\": inputSchema is not an object schema",
+                decl.name
+            )
+            .into());
+        }
+        tools
+            .register(
+                ctx,
+                Arc::new(PluginTool {
+                    schema: ToolSchema {
+                        name: decl.name.clone(),
+                        description: decl.description.clone(),
+                        parameters: Arc::new(decl.input_schema.clone()),
+                    },
+                    host: host.clone(),
+                }),
+            )
+            .map_err(|e| format!("{label}: {e}"))?;
+    }
+    Ok(())
+}
+
+/// Puts the plugin in the chain of one stage it asked for (`stage` is one of [`STAGES`]).
+fn register_stage(
+    ctx: &Context,
+    opts: ListenOptions,
+    stage: &str,
+    h: Arc<Host>,
+) -> Result<(), BoxError> {
+    match stage {
+        "tools/pre-execute" => {
+            ctx.on_waterfall::<PreExecute>(opts, move |exec, next| {
+                let h = h.clone();
+                Box::pin(async move {
+                    let verdict = ask(&h, "tools/pre-execute", exec_json(exec)).await;
+                    match verdict {
+                        Verdict::Next => next.run().await,
+                        Verdict::ShortCircuit(v) => match pre_decision(&v) {
+                            Ok(d) => Ok(d),
+                            Err(e) => {
+                                invalid(&h, "tools/pre-execute", &e);
+                                next.run().await
+                            }
+                        },
+                        Verdict::Replace(v) => {
+                            let downstream = next.run().await?;
+                            if downstream != PreToolDecision::Allow {
+                                return Ok(downstream);
+                            }
+                            Ok(pre_decision(&v).unwrap_or_else(|e| {
+                                invalid(&h, "tools/pre-execute", &e);
+                                downstream
+                            }))
+                        }
+                    }
+                })
+            })?;
+        }
+        "tools/post-execute" => {
+            ctx.on_waterfall::<PostExecute>(opts, move |p, next| {
+                let h = h.clone();
+                Box::pin(async move {
+                    let mut payload = exec_json(&p.exec);
+                    payload["result"] = result_json(&p.result);
+                    match ask(&h, "tools/post-execute", payload).await {
+                        Verdict::Next => next.run().await,
+                        Verdict::ShortCircuit(v) => match post_decision(&v, Vec::new()) {
+                            Ok(d) => Ok(d),
+                            Err(e) => {
+                                invalid(&h, "tools/post-execute", &e);
+                                next.run().await
+                            }
+                        },
+                        Verdict::Replace(v) => {
+                            let downstream = next.run().await?;
+                            let PostToolDecision::Accept {
+                                content: None,
+                                additional_contexts,
+                            } = &downstream
+                            else {
+                                return Ok(downstream);
+                            };
+                            Ok(
+                                post_decision(&v, additional_contexts.clone()).unwrap_or_else(
+                                    |e| {
+                                        invalid(&h, "tools/post-execute", &e);
+                                        downstream
+                                    },
+                                ),
+                            )
+                        }
+                    }
+                })
+            })?;
+        }
+        "agent/request" => {
+            ctx.on_waterfall::<Request>(opts, move |p, next| {
+                let h = h.clone();
+                Box::pin(async move {
+                    let payload = json!({"turn": p.turn, "step": p.step});
+                    match ask(&h, "agent/request", payload).await {
+                        Verdict::Next => next.run().await,
+                        Verdict::ShortCircuit(v) => {
+                            match serde_json::from_value::<LlmCallConfig>(v) {
+                                Ok(c) => Ok(c),
+                                Err(e) => {
+                                    invalid(&h, "agent/request", &e.to_string());
+                                    next.run().await
+                                }
+                            }
+                        }
+                        Verdict::Replace(v) => {
+                            let downstream = next.run().await?;
+                            Ok(merge_config(&downstream, &v).unwrap_or_else(|e| {
+                                invalid(&h, "agent/request", &e);
+                                downstream
+                            }))
+                        }
+                    }
+                })
+            })?;
+        }
+        _ => {}
+    }
+    Ok(())
 }
 
 fn valid_tool_name(name: &str) -> bool {

@@ -143,6 +143,38 @@ pub fn result_outcome(message: &Value) -> Result<String, String> {
     }
 }
 
+/// Answers a control request of the child: tool permissions are denied (nobody is there to
+/// ask), anything else is unsupported. Returns the note to add to a failure's diagnosis.
+fn answer_control_request(out: &Outbox, msg: &Value, mode: ClaudeMode) -> Option<String> {
+    let id = msg.get("request_id").cloned().unwrap_or(Value::Null);
+    let subtype = msg
+        .pointer("/request/subtype")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    if subtype != "can_use_tool" || mode == ClaudeMode::BypassPermissions {
+        control_response(
+            out,
+            &id,
+            Err(format!("Unsupported control request subtype: {subtype}")),
+        );
+        return None;
+    }
+    control_response(
+        out,
+        &id,
+        Ok(json!({
+            "behavior": "deny",
+            "message": "This unattended Claude Code subagent cannot request human approval."
+        })),
+    );
+    Some(unattended(
+        mode,
+        "tool permission",
+        "denied",
+        "the subagent runs unattended and cannot ask a person to approve",
+    ))
+}
+
 /// Starts one Claude Code child (published as soon as the process runs).
 pub async fn start(
     spec: ClaudeSpec,
@@ -223,32 +255,8 @@ pub async fn start(
                         }
                     }
                     Some("control_request") => {
-                        let id = msg.get("request_id").cloned().unwrap_or(Value::Null);
-                        let subtype = msg
-                            .pointer("/request/subtype")
-                            .and_then(Value::as_str)
-                            .unwrap_or("");
-                        if subtype == "can_use_tool" && mode != ClaudeMode::BypassPermissions {
-                            note(unattended(
-                                mode,
-                                "tool permission",
-                                "denied",
-                                "the subagent runs unattended and cannot ask a person to approve",
-                            ));
-                            control_response(
-                                &out,
-                                &id,
-                                Ok(json!({
-                                    "behavior": "deny",
-                                    "message": "This unattended Claude Code subagent cannot request human approval."
-                                })),
-                            );
-                        } else {
-                            control_response(
-                                &out,
-                                &id,
-                                Err(format!("Unsupported control request subtype: {subtype}")),
-                            );
+                        if let Some(line) = answer_control_request(&out, &msg, mode) {
+                            note(line);
                         }
                     }
                     Some("system")

@@ -404,20 +404,7 @@ pub async fn start(
         })
     };
     if let Some(stderr) = spawned.stderr {
-        let state = state.clone();
-        tokio::spawn(async move {
-            use std::io::Write as _;
-            let mut lines = BufReader::new(stderr).lines();
-            while let Ok(Some(line)) = lines.next_line().await {
-                let _ = writeln!(std::io::stderr(), "{line}");
-                if let Some((_, request, decision, reason)) = STDERR_SIGNATURES
-                    .iter()
-                    .find(|(sig, ..)| line.contains(sig))
-                {
-                    lock(&state).unattended = Some(unattended(mode, request, decision, reason));
-                }
-            }
-        });
+        forward_stderr(stderr, state.clone(), mode);
     }
     let grace = spec.dispose_grace;
     let cwd = spec.cwd.display().to_string();
@@ -480,127 +467,16 @@ pub async fn start(
             }
         })
     };
-    let attempt = {
-        let rpc = rpc.clone();
-        let state = state.clone();
-        let proc = proc.clone();
-        let partial = partial.clone();
-        Box::pin(async move {
-            let diagnose = |stage: &str, category: &str, extra: String| {
-                let mut d = failure_line(PRODUCT, stage, category, &extra);
-                if let Some(u) = lock(&state).unattended.clone() {
-                    d.push('\n');
-                    d.push_str(&u);
-                }
-                d
-            };
-            let failed = |diag: String| {
-                let mut r = SubagentResult::new(partial(), StopReason::Error);
-                r.diagnostic = Some(diag);
-                r
-            };
-            let (tx, rx) = oneshot::channel();
-            lock(&state).terminal = Some(tx);
-            let thread_id = lock(&state).thread_id.clone().unwrap_or_default();
-            let input: Vec<Value> = texts
-                .iter()
-                .map(|t| json!({"type": "text", "text": t, "text_elements": []}))
-                .collect();
-            let closed = rpc.closed();
-            let turn = tokio::select! {
-                r = rpc.request("turn/start", json!({"threadId": thread_id, "input": input})) => r,
-                _ = fatal.cancelled() => Err(lock(&state).fatal.clone().unwrap_or_default()),
-            };
-            let turn_id = match turn
-                .as_ref()
-                .ok()
-                .and_then(|r| r.pointer("/turn/id"))
-                .and_then(Value::as_str)
-            {
-                Some(id) => id.to_string(),
-                None => {
-                    let exit = process_fields(&proc, grace).await;
-                    let (stage, category) = if exit.is_some() {
-                        ("process", "process-exit")
-                    } else {
-                        ("turn-start", "unknown")
-                    };
-                    return failed(diagnose(
-                        stage,
-                        category,
-                        exit.map(|x| x.fields()).unwrap_or_default(),
-                    ));
-                }
-            };
-            {
-                let mut s = lock(&state);
-                s.turn_id = Some(turn_id);
-                let early = std::mem::take(&mut s.early);
-                for (method, params) in early {
-                    on_note(&mut s, mode, &method, &params);
-                }
-            }
-            let terminal = tokio::select! {
-                t = rx => t.ok(),
-                _ = closed.cancelled() => None,
-                _ = fatal.cancelled() => None,
-            };
-            let Some(turn) = terminal else {
-                if fatal.is_cancelled() {
-                    return failed(diagnose("turn", "unknown", String::new()));
-                }
-                let exit = process_fields(&proc, grace).await;
-                return match exit {
-                    Some(x) => failed(diagnose("process", "process-exit", x.fields())),
-                    None => failed(diagnose("turn", "unknown", String::new())),
-                };
-            };
-            match turn.get("status").and_then(Value::as_str) {
-                Some("completed") => {
-                    let output = partial();
-                    if output.is_empty() {
-                        failed(diagnose("turn", "unknown", String::new()))
-                    } else {
-                        SubagentResult::new(output, StopReason::Completed)
-                    }
-                }
-                _ => {
-                    let (mut category, status) = failure_category(&turn);
-                    // The child's own words: the turn's error, else the last one it reported.
-                    let error = turn
-                        .get("error")
-                        .filter(|e| e.get("message").is_some())
-                        .cloned()
-                        .or_else(|| lock(&state).last_error.clone());
-                    let said = error.as_ref().and_then(child_message);
-                    if matches!(category.as_str(), "other" | "unknown")
-                        && said.as_deref().is_some_and(names_missing_credential)
-                    {
-                        category = "missingCredential".into();
-                    }
-                    if category == "sandboxError" {
-                        lock(&state).unattended = Some(unattended(
-                            mode,
-                            "sandbox execution",
-                            "failed",
-                            "Codex reported a sandbox failure",
-                        ));
-                    }
-                    let mut extra = status
-                        .map(|s| format!("; HTTP status: {s}"))
-                        .unwrap_or_default();
-                    if let Some(said) = said {
-                        extra.push_str(&format!("; message: {said}"));
-                    }
-                    let mut r = failed(diagnose("turn", &category, extra));
-                    if category == "contextWindowExceeded" {
-                        r.stop_reason = StopReason::MaxTokens;
-                    }
-                    r
-                }
-            }
-        })
-    };
+    let attempt = Box::pin(run_turn(TurnRun {
+        rpc: rpc.clone(),
+        state: state.clone(),
+        proc: proc.clone(),
+        partial: partial.clone(),
+        fatal,
+        texts,
+        mode,
+        grace,
+    }));
     let on_cancel: Arc<dyn Fn() + Send + Sync> = {
         let rpc = rpc.clone();
         let state = state.clone();
@@ -627,6 +503,164 @@ pub async fn start(
         },
         attempt,
     ))
+}
+
+/// What one turn of a started Codex child needs.
+struct TurnRun {
+    rpc: Arc<Rpc>,
+    state: Shared,
+    proc: Arc<crate::process::Proc>,
+    partial: Arc<dyn Fn() -> Vec<ContentBlock> + Send + Sync>,
+    fatal: CancellationToken,
+    texts: Vec<String>,
+    mode: CodexMode,
+    grace: Duration,
+}
+
+/// Starts the turn on the child's thread and waits for its end: the answer, or a failure
+/// that says at which stage and why.
+async fn run_turn(run: TurnRun) -> SubagentResult {
+    let TurnRun {
+        rpc,
+        state,
+        proc,
+        partial,
+        fatal,
+        texts,
+        mode,
+        grace,
+    } = run;
+    let diagnose = |stage: &str, category: &str, extra: String| {
+        let mut d = failure_line(PRODUCT, stage, category, &extra);
+        if let Some(u) = lock(&state).unattended.clone() {
+            d.push('\n');
+            d.push_str(&u);
+        }
+        d
+    };
+    let failed = |diag: String| {
+        let mut r = SubagentResult::new(partial(), StopReason::Error);
+        r.diagnostic = Some(diag);
+        r
+    };
+    let (tx, rx) = oneshot::channel();
+    lock(&state).terminal = Some(tx);
+    let thread_id = lock(&state).thread_id.clone().unwrap_or_default();
+    let input: Vec<Value> = texts
+        .iter()
+        .map(|t| json!({"type": "text", "text": t, "text_elements": []}))
+        .collect();
+    let closed = rpc.closed();
+    let turn = tokio::select! {
+        r = rpc.request("turn/start", json!({"threadId": thread_id, "input": input})) => r,
+        _ = fatal.cancelled() => Err(lock(&state).fatal.clone().unwrap_or_default()),
+    };
+    let turn_id = match turn
+        .as_ref()
+        .ok()
+        .and_then(|r| r.pointer("/turn/id"))
+        .and_then(Value::as_str)
+    {
+        Some(id) => id.to_string(),
+        None => {
+            let exit = process_fields(&proc, grace).await;
+            let (stage, category) = if exit.is_some() {
+                ("process", "process-exit")
+            } else {
+                ("turn-start", "unknown")
+            };
+            return failed(diagnose(
+                stage,
+                category,
+                exit.map(|x| x.fields()).unwrap_or_default(),
+            ));
+        }
+    };
+    {
+        let mut s = lock(&state);
+        s.turn_id = Some(turn_id);
+        let early = std::mem::take(&mut s.early);
+        for (method, params) in early {
+            on_note(&mut s, mode, &method, &params);
+        }
+    }
+    let terminal = tokio::select! {
+        t = rx => t.ok(),
+        _ = closed.cancelled() => None,
+        _ = fatal.cancelled() => None,
+    };
+    let Some(turn) = terminal else {
+        if fatal.is_cancelled() {
+            return failed(diagnose("turn", "unknown", String::new()));
+        }
+        let exit = process_fields(&proc, grace).await;
+        return match exit {
+            Some(x) => failed(diagnose("process", "process-exit", x.fields())),
+            None => failed(diagnose("turn", "unknown", String::new())),
+        };
+    };
+    match turn.get("status").and_then(Value::as_str) {
+        Some("completed") => {
+            let output = partial();
+            if output.is_empty() {
+                failed(diagnose("turn", "unknown", String::new()))
+            } else {
+                SubagentResult::new(output, StopReason::Completed)
+            }
+        }
+        _ => {
+            let (mut category, status) = failure_category(&turn);
+            // The child's own words: the turn's error, else the last one it reported.
+            let error = turn
+                .get("error")
+                .filter(|e| e.get("message").is_some())
+                .cloned()
+                .or_else(|| lock(&state).last_error.clone());
+            let said = error.as_ref().and_then(child_message);
+            if matches!(category.as_str(), "other" | "unknown")
+                && said.as_deref().is_some_and(names_missing_credential)
+            {
+                category = "missingCredential".into();
+            }
+            if category == "sandboxError" {
+                lock(&state).unattended = Some(unattended(
+                    mode,
+                    "sandbox execution",
+                    "failed",
+                    "Codex reported a sandbox failure",
+                ));
+            }
+            let mut extra = status
+                .map(|s| format!("; HTTP status: {s}"))
+                .unwrap_or_default();
+            if let Some(said) = said {
+                extra.push_str(&format!("; message: {said}"));
+            }
+            let mut r = failed(diagnose("turn", &category, extra));
+            if category == "contextWindowExceeded" {
+                r.stop_reason = StopReason::MaxTokens;
+            }
+            r
+        }
+    }
+}
+
+/// Copies the child's stderr to ours, noting the lines that say it refused to ask for an
+/// approval it needed.
+fn forward_stderr(stderr: tokio::process::ChildStderr, state: Shared, mode: CodexMode) {
+    tokio::spawn(async move {
+        use std::io::Write as _;
+        let mut lines = BufReader::new(stderr).lines();
+        while let Ok(Some(line)) = lines.next_line().await {
+            let _ = writeln!(std::io::stderr(), "{line}");
+            if let Some((_, request, decision, reason)) = STDERR_SIGNATURES
+                .iter()
+                .find(|(sig, ..)| line.contains(sig))
+            {
+                lock(&state).unattended = Some(unattended(mode, request, decision, reason));
+            }
+        }
+    });
 }
 
 /// The child's exit when it ended (waiting up to `grace` for a closing stream's process).

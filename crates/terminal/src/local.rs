@@ -460,6 +460,53 @@ fn child_env(spec: &SpawnSpec) -> Vec<(String, String)> {
     env
 }
 
+/// Starts the threads that feed the terminal's output into `shared` and record the shell's
+/// exit.
+fn spawn_watchers(
+    shared: &Arc<Shared>,
+    reader: Box<dyn std::io::Read + Send>,
+    mut child: Box<dyn portable_pty::Child + Send + Sync>,
+) -> Result<(), BoxError> {
+    let s = shared.clone();
+    std::thread::Builder::new()
+        .name("dsh-pty-read".into())
+        .spawn(move || {
+            let mut reader = reader;
+            let mut buf = vec![0u8; 16 * 1024];
+            loop {
+                match reader.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => s.absorb(&buf[..n]),
+                }
+            }
+            lock(&s.inner).reader_done = true;
+        })
+        .map_err(|e| format!("cannot start the terminal reader: {e}"))?;
+    let s = shared.clone();
+    std::thread::Builder::new()
+        .name("dsh-pty-wait".into())
+        .spawn(move || {
+            let status = child.wait();
+            let exited = match status {
+                Ok(st) => SessionStatus::Exited {
+                    code: if st.signal().is_some() {
+                        None
+                    } else {
+                        i32::try_from(st.exit_code()).ok()
+                    },
+                    signal: st.signal().map(str::to_owned),
+                },
+                Err(_) => SessionStatus::Exited {
+                    code: None,
+                    signal: None,
+                },
+            };
+            lock(&s.inner).exited = Some(exited);
+        })
+        .map_err(|e| format!("cannot watch the terminal shell: {e}"))?;
+    Ok(())
+}
+
 impl TerminalBackend for LocalBackend {
     fn type_name(&self) -> &str {
         &self.config.backend_type
@@ -519,7 +566,7 @@ impl TerminalBackend for LocalBackend {
                 cmd.env(k, v);
             }
             cmd.cwd(&cwd);
-            let mut child = pair
+            let child = pair
                 .slave
                 .spawn_command(cmd)
                 .map_err(|e| format!("cannot start the terminal shell: {e}"))?;
@@ -556,43 +603,7 @@ impl TerminalBackend for LocalBackend {
                 closing: AtomicBool::new(false),
                 config,
             });
-            let s = shared.clone();
-            std::thread::Builder::new()
-                .name("dsh-pty-read".into())
-                .spawn(move || {
-                    let mut reader = reader;
-                    let mut buf = vec![0u8; 16 * 1024];
-                    loop {
-                        match reader.read(&mut buf) {
-                            Ok(0) | Err(_) => break,
-                            Ok(n) => s.absorb(&buf[..n]),
-                        }
-                    }
-                    lock(&s.inner).reader_done = true;
-                })
-                .map_err(|e| format!("cannot start the terminal reader: {e}"))?;
-            let s = shared.clone();
-            std::thread::Builder::new()
-                .name("dsh-pty-wait".into())
-                .spawn(move || {
-                    let status = child.wait();
-                    let exited = match status {
-                        Ok(st) => SessionStatus::Exited {
-                            code: if st.signal().is_some() {
-                                None
-                            } else {
-                                i32::try_from(st.exit_code()).ok()
-                            },
-                            signal: st.signal().map(str::to_owned),
-                        },
-                        Err(_) => SessionStatus::Exited {
-                            code: None,
-                            signal: None,
-                        },
-                    };
-                    lock(&s.inner).exited = Some(exited);
-                })
-                .map_err(|e| format!("cannot watch the terminal shell: {e}"))?;
+            spawn_watchers(&shared, reader, child)?;
             let session = LocalSession {
                 shared: shared.clone(),
             };

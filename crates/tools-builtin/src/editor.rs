@@ -190,157 +190,174 @@ impl Inner {
                 });
                 self.view(path, range, &run).await
             }
-            EditorCommand::Create => {
-                let content =
-                    required(args.file_text.as_deref(), "file_text", "create")?.to_string();
-                let policy = self.policy(&run);
-                let target = Self::target(path)?;
-                if Self::stat(&target).await?.is_some() {
-                    return Err(errors::plain(format!(
-                        "File already exists at: {}. Cannot overwrite files using command `create`.",
-                        target.display
-                    )));
-                }
-                let request = crate::fs::IntentRequest {
-                    target: target.clone(),
-                    session: run.session.clone(),
-                };
-                let intent = write_intent(&run.ctx, &request)
-                    .await?
-                    .unwrap_or(WriteIntent::CreateIfAbsent);
-                let outcome = write_text(
-                    &target,
-                    content,
-                    Some(intent),
-                    policy.as_ref(),
-                    0,
-                    dsh_tools::client_files(&run),
-                )
-                .await
-                .map_err(|e| remediate(e, policy.as_ref(), DenialText::Marker))?;
-                observed(
-                    &run.ctx,
-                    &target,
-                    Observation::Present {
-                        version: outcome.version,
-                    },
-                    run.session.as_ref(),
-                );
-                Ok(format!(
-                    "New file created successfully at: {}",
-                    target.display
-                ))
-            }
-            EditorCommand::StrReplace => {
-                let policy = self.policy(&run);
-                let target = Self::target(path)?;
-                let request = crate::fs::IntentRequest {
-                    target: target.clone(),
-                    session: run.session.clone(),
-                };
-                let intent = edit_intent(&run.ctx, &request).await?;
-                let old = required(args.old_str.as_deref(), "old_str", "str_replace")?;
-                if old.is_empty() {
-                    return Err(errors::plain(
-                        "Parameter `old_str` is empty for command: str_replace",
-                    ));
-                }
-                let new = args.new_str.as_deref().unwrap_or_default();
-                let info = Self::stat_existing(&target, "str_replace", &run).await?;
-                if info.kind != Kind::File {
-                    return Err(errors::fs(
-                        "FS_NOT_REGULAR_FILE",
-                        format!("cannot edit \"{}\": not a regular file", target.display),
-                    ));
-                }
-                let before = Self::read(&target).await?;
-                let offsets: Vec<usize> = before.match_indices(old).map(|(i, _)| i).collect();
-                let Some(&offset) = offsets.first() else {
-                    return Err(errors::fs(
-                        "FS_EDIT_NOT_FOUND",
-                        format!(
-                            "No replacement was performed, old_str `{old}` did not appear verbatim in {}.",
-                            target.display
-                        ),
-                    ));
-                };
-                if offsets.len() > 1 {
-                    let lines: Vec<String> = offsets
-                        .iter()
-                        .map(|o| (before[..*o].matches('\n').count() + 1).to_string())
-                        .collect();
-                    return Err(errors::fs(
-                        "FS_AMBIGUOUS_EDIT",
-                        format!(
-                            "No replacement was performed. Multiple occurrences of old_str `{old}` in lines [{}]. Please ensure it is unique",
-                            lines.join(", ")
-                        ),
-                    ));
-                }
-                let after = format!(
-                    "{}{new}{}",
-                    &before[..offset],
-                    &before[offset + old.len()..]
-                );
-                self.write_back(
-                    &target,
-                    after,
-                    intent.unwrap_or(info.version),
-                    policy.as_ref(),
-                    &run,
-                )
-                .await
-            }
-            EditorCommand::Insert => {
-                let Some(insert_line) = args.insert_line else {
-                    return Err(errors::plain(
-                        "Parameter `insert_line` is required for command: insert",
-                    ));
-                };
-                let value = required(args.new_str.as_deref(), "new_str", "insert")?;
-                let policy = self.policy(&run);
-                let target = Self::target(path)?;
-                let request = crate::fs::IntentRequest {
-                    target: target.clone(),
-                    session: run.session.clone(),
-                };
-                let intent = edit_intent(&run.ctx, &request).await?;
-                let info = Self::stat_existing(&target, "insert", &run).await?;
-                if info.kind != Kind::File {
-                    return Err(errors::fs(
-                        "FS_NOT_REGULAR_FILE",
-                        format!(
-                            "cannot insert into \"{}\": not a regular file",
-                            target.display
-                        ),
-                    ));
-                }
-                let before = Self::read(&target).await?;
-                let lines: Vec<&str> = before.split('\n').collect();
-                if insert_line.fract() != 0.0
-                    || insert_line < 0.0
-                    || insert_line > lines.len() as f64
-                {
-                    return Err(errors::plain(format!(
-                        "Invalid `insert_line` parameter: {}. Use a line number from 0 to {} (0 inserts before the first line)",
-                        js_number(insert_line),
-                        lines.len()
-                    )));
-                }
-                let at = insert_line as usize;
-                let mut out: Vec<&str> = lines[..at].to_vec();
-                out.extend(value.split('\n'));
-                out.extend_from_slice(&lines[at..]);
-                self.write_back(
-                    &target,
-                    out.join("\n"),
-                    intent.unwrap_or(info.version),
-                    policy.as_ref(),
-                    &run,
-                )
-                .await
-            }
+            EditorCommand::Create => self.create(path, &args, &run).await,
+            EditorCommand::StrReplace => self.str_replace(path, &args, &run).await,
+            EditorCommand::Insert => self.insert(path, &args, &run).await,
         }
+    }
+
+    async fn create(
+        &self,
+        path: &str,
+        args: &EditorArgs,
+        run: &ToolRunContext,
+    ) -> Result<String, BoxError> {
+        let content = required(args.file_text.as_deref(), "file_text", "create")?.to_string();
+        let policy = self.policy(run);
+        let target = Self::target(path)?;
+        if Self::stat(&target).await?.is_some() {
+            return Err(errors::plain(format!(
+                "File already exists at: {}. Cannot overwrite files using command `create`.",
+                target.display
+            )));
+        }
+        let request = crate::fs::IntentRequest {
+            target: target.clone(),
+            session: run.session.clone(),
+        };
+        let intent = write_intent(&run.ctx, &request)
+            .await?
+            .unwrap_or(WriteIntent::CreateIfAbsent);
+        let outcome = write_text(
+            &target,
+            content,
+            Some(intent),
+            policy.as_ref(),
+            0,
+            dsh_tools::client_files(run),
+        )
+        .await
+        .map_err(|e| remediate(e, policy.as_ref(), DenialText::Marker))?;
+        observed(
+            &run.ctx,
+            &target,
+            Observation::Present {
+                version: outcome.version,
+            },
+            run.session.as_ref(),
+        );
+        Ok(format!(
+            "New file created successfully at: {}",
+            target.display
+        ))
+    }
+
+    async fn str_replace(
+        &self,
+        path: &str,
+        args: &EditorArgs,
+        run: &ToolRunContext,
+    ) -> Result<String, BoxError> {
+        let policy = self.policy(run);
+        let target = Self::target(path)?;
+        let request = crate::fs::IntentRequest {
+            target: target.clone(),
+            session: run.session.clone(),
+        };
+        let intent = edit_intent(&run.ctx, &request).await?;
+        let old = required(args.old_str.as_deref(), "old_str", "str_replace")?;
+        if old.is_empty() {
+            return Err(errors::plain(
+                "Parameter `old_str` is empty for command: str_replace",
+            ));
+        }
+        let new = args.new_str.as_deref().unwrap_or_default();
+        let info = Self::stat_existing(&target, "str_replace", run).await?;
+        if info.kind != Kind::File {
+            return Err(errors::fs(
+                "FS_NOT_REGULAR_FILE",
+                format!("cannot edit \"{}\": not a regular file", target.display),
+            ));
+        }
+        let before = Self::read(&target).await?;
+        let offsets: Vec<usize> = before.match_indices(old).map(|(i, _)| i).collect();
+        let Some(&offset) = offsets.first() else {
+            return Err(errors::fs(
+                "FS_EDIT_NOT_FOUND",
+                format!(
+                    "No replacement was performed, old_str `{old}` did not appear verbatim in {}.",
+                    target.display
+                ),
+            ));
+        };
+        if offsets.len() > 1 {
+            let lines: Vec<String> = offsets
+                .iter()
+                .map(|o| (before[..*o].matches('\n').count() + 1).to_string())
+                .collect();
+            return Err(errors::fs(
+                "FS_AMBIGUOUS_EDIT",
+                format!(
+                    "No replacement was performed. Multiple occurrences of old_str `{old}` in lines [{}]. Please ensure it is unique",
+                    lines.join(", ")
+                ),
+            ));
+        }
+        let after = format!(
+            "{}{new}{}",
+            &before[..offset],
+            &before[offset + old.len()..]
+        );
+        self.write_back(
+            &target,
+            after,
+            intent.unwrap_or(info.version),
+            policy.as_ref(),
+            run,
+        )
+        .await
+    }
+
+    async fn insert(
+        &self,
+        path: &str,
+        args: &EditorArgs,
+        run: &ToolRunContext,
+    ) -> Result<String, BoxError> {
+        let Some(insert_line) = args.insert_line else {
+            return Err(errors::plain(
+                "Parameter `insert_line` is required for command: insert",
+            ));
+        };
+        let value = required(args.new_str.as_deref(), "new_str", "insert")?;
+        let policy = self.policy(run);
+        let target = Self::target(path)?;
+        let request = crate::fs::IntentRequest {
+            target: target.clone(),
+            session: run.session.clone(),
+        };
+        let intent = edit_intent(&run.ctx, &request).await?;
+        let info = Self::stat_existing(&target, "insert", run).await?;
+        if info.kind != Kind::File {
+            return Err(errors::fs(
+                "FS_NOT_REGULAR_FILE",
+                format!(
+                    "cannot insert into \"{}\": not a regular file",
+                    target.display
+                ),
+            ));
+        }
+        let before = Self::read(&target).await?;
+        let lines: Vec<&str> = before.split('\n').collect();
+        if insert_line.fract() != 0.0 || insert_line < 0.0 || insert_line > lines.len() as f64 {
+            return Err(errors::plain(format!(
+                "Invalid `insert_line` parameter: {}. Use a line number from 0 to {} (0 inserts before the first line)",
+                js_number(insert_line),
+                lines.len()
+            )));
+        }
+        let at = insert_line as usize;
+        let mut out: Vec<&str> = lines[..at].to_vec();
+        out.extend(value.split('\n'));
+        out.extend_from_slice(&lines[at..]);
+        self.write_back(
+            &target,
+            out.join("\n"),
+            intent.unwrap_or(info.version),
+            policy.as_ref(),
+            run,
+        )
+        .await
     }
 
     async fn write_back(

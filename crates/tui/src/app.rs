@@ -330,34 +330,7 @@ pub async fn run(
         agent.dispose().await;
         return ExitCode::from(1);
     }
-    // Model choice of this UI: applied to every request of the session on screen.
-    let choice: Arc<Mutex<Option<(String, String)>>> = Arc::default();
-    {
-        let choice = choice.clone();
-        let feed = feed.clone();
-        let hooked =
-            root.on_waterfall::<dsh_agent::Request>(ListenOptions::GLOBAL, move |p, next| {
-                let chosen = if feed.is_current(&p.agent.session().id()) {
-                    choice.lock().unwrap_or_else(|p| p.into_inner()).clone()
-                } else {
-                    None
-                };
-                Box::pin(async move {
-                    let mut config = next.run().await?;
-                    if let Some((provider, model)) = chosen
-                        && (provider != config.provider || model != config.model)
-                    {
-                        config.reasoning_effort = None;
-                        config.provider = provider;
-                        config.model = model;
-                    }
-                    Ok(config)
-                })
-            });
-        if let Err(e) = hooked {
-            eprintln!("dsh: {e}");
-        }
-    }
+    let choice = follow_model_choice(root, &feed);
     let _answerer = root
         .get::<Approvals>()
         .map(|a| a.register_answerer(root, Arc::new(KeyboardApprovals { tx: tx.clone() })));
@@ -464,6 +437,52 @@ pub async fn run(
             draw(&mut terminal, &mut app, &mut stats);
         }
     }
+    leave(root, agent, app, terminal, stats, code).await
+}
+
+/// The model chosen in this UI (provider, model), applied to every request of the session
+/// on screen.
+fn follow_model_choice(root: &Context, feed: &Feed) -> Arc<Mutex<Option<(String, String)>>> {
+    let choice: Arc<Mutex<Option<(String, String)>>> = Arc::default();
+    let chosen_here = choice.clone();
+    let feed = feed.clone();
+    let hooked = root.on_waterfall::<dsh_agent::Request>(ListenOptions::GLOBAL, move |p, next| {
+        let chosen = if feed.is_current(&p.agent.session().id()) {
+            chosen_here
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone()
+        } else {
+            None
+        };
+        Box::pin(async move {
+            let mut config = next.run().await?;
+            if let Some((provider, model)) = chosen
+                && (provider != config.provider || model != config.model)
+            {
+                config.reasoning_effort = None;
+                config.provider = provider;
+                config.model = model;
+            }
+            Ok(config)
+        })
+    });
+    if let Err(e) = hooked {
+        eprintln!("dsh: {e}");
+    }
+    choice
+}
+
+/// Stops the turn, answers what is still waiting for the person, saves the session and
+/// leaves the terminal; the exit code says whether everything was saved.
+async fn leave(
+    root: &Context,
+    agent: AgentRef,
+    mut app: App,
+    terminal: TerminalGuard,
+    mut stats: FrameStats,
+    code: u8,
+) -> ExitCode {
     let id = agent.id().to_string();
     if agent.status() == AgentStatus::Running {
         agent.cancel(CancelCause::User, true);

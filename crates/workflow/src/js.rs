@@ -329,26 +329,7 @@ pub(crate) fn run_script(
     // Install the hooks and compile the body (nothing of it runs yet).
     let args_json = init.args.as_ref().map(dsh_kernel::json::to_string);
     enter(&clock);
-    let compiled = context.with(|ctx| -> Result<Result<(), String>, String> {
-        install(&ctx, &shared, &to_host, &init, &started).map_err(|e| describe(&ctx, e))?;
-        let prelude: Function = ctx.eval(PRELUDE).map_err(|e| describe(&ctx, e))?;
-        prelude
-            .call::<_, ()>((args_json, init.max_items as f64))
-            .map_err(|e| describe(&ctx, e))?;
-        let compile: Function = ctx
-            .globals()
-            .get("__compile")
-            .map_err(|e| describe(&ctx, e))?;
-        match compile.call::<_, Function>((init.body.as_str(),)) {
-            Ok(f) => {
-                ctx.globals()
-                    .set("__body", f)
-                    .map_err(|e| describe(&ctx, e))?;
-                Ok(Ok(()))
-            }
-            Err(e) => Ok(Err(describe_brief(&ctx, e))),
-        }
-    });
+    let compiled = compile_body(&context, &shared, &to_host, &init, &started, args_json);
     leave(&clock);
     match compiled {
         Err(e) => {
@@ -395,18 +376,7 @@ pub(crate) fn run_script(
 
     loop {
         enter(&clock);
-        let mut job_error = None;
-        loop {
-            match runtime.execute_pending_job() {
-                Ok(true) => continue,
-                Ok(false) => break,
-                Err(e) => {
-                    dsh_code_mode::adopt_failed_job(&e.0);
-                    job_error = Some(e.0.with(|ctx| render_value(&ctx.catch())));
-                    break;
-                }
-            }
-        }
+        let job_error = dsh_code_mode::run_pending_jobs(&runtime, render_value);
         leave(&clock);
         if let Some(message) = job_error {
             return failed(&clock, &init, message, near_limit(&runtime, &init));
@@ -451,20 +421,57 @@ pub(crate) fn run_script(
             ),
         };
         enter(&clock);
-        let settled = context.with(|ctx| -> Result<(), String> {
-            let settle: Function = ctx
-                .globals()
-                .get("__settle")
-                .map_err(|e| describe(&ctx, e))?;
-            settle
-                .call::<_, ()>((seq as f64, ok, payload))
-                .map_err(|e| describe(&ctx, e))
-        });
+        let settled = settle(&context, seq, ok, payload);
         leave(&clock);
         if let Err(message) = settled {
             return failed(&clock, &init, message, near_limit(&runtime, &init));
         }
     }
+}
+
+/// Installs the host functions, runs the prelude and compiles the body into `__body`
+/// without running it. The outer error is the runtime's; the inner one the body's syntax.
+fn compile_body(
+    context: &Context,
+    shared: &Arc<Mutex<Shared>>,
+    to_host: &UnboundedSender<ToHost>,
+    init: &ScriptInit,
+    started: &Arc<AtomicU64>,
+    args_json: Option<String>,
+) -> Result<Result<(), String>, String> {
+    context.with(|ctx| -> Result<Result<(), String>, String> {
+        install(&ctx, shared, to_host, init, started).map_err(|e| describe(&ctx, e))?;
+        let prelude: Function = ctx.eval(PRELUDE).map_err(|e| describe(&ctx, e))?;
+        prelude
+            .call::<_, ()>((args_json, init.max_items as f64))
+            .map_err(|e| describe(&ctx, e))?;
+        let compile: Function = ctx
+            .globals()
+            .get("__compile")
+            .map_err(|e| describe(&ctx, e))?;
+        match compile.call::<_, Function>((init.body.as_str(),)) {
+            Ok(f) => {
+                ctx.globals()
+                    .set("__body", f)
+                    .map_err(|e| describe(&ctx, e))?;
+                Ok(Ok(()))
+            }
+            Err(e) => Ok(Err(describe_brief(&ctx, e))),
+        }
+    })
+}
+
+/// Settles the script's promise of agent call `seq` with its reply.
+fn settle(context: &Context, seq: u64, ok: bool, payload: String) -> Result<(), String> {
+    context.with(|ctx| -> Result<(), String> {
+        let settle: Function = ctx
+            .globals()
+            .get("__settle")
+            .map_err(|e| describe(&ctx, e))?;
+        settle
+            .call::<_, ()>((seq as f64, ok, payload))
+            .map_err(|e| describe(&ctx, e))
+    })
 }
 
 /// Host functions: `__start(prompt, optsJson, phase) -> json`, `__note(kind, text)`,

@@ -15,7 +15,7 @@ use futures::StreamExt;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use super::request::check;
+use super::request::{BuiltRequest, check};
 use super::{LoopAgent, Phase, Run};
 use crate::events::{
     AgentErrorEvent, AgentErrorPayload, PreStep, PreStepDecision, PreStepPayload, RequestError,
@@ -389,6 +389,60 @@ impl LoopAgent {
         Ok((decision, assembly))
     }
 
+    /// Streams one response into `asm`, logging each chunk (its seq goes to `chunk_seqs`)
+    /// and stopping at the finish chunk, a cancel, or too many tool calls.
+    async fn stream_response(
+        &self,
+        turn: u64,
+        step: u64,
+        built: &BuiltRequest,
+        asm: &mut BlockAssembler,
+        chunk_seqs: &mut Vec<u64>,
+        token: &CancellationToken,
+    ) -> Result<(), Fail> {
+        let mut stream = self
+            .services
+            .llm
+            .stream(built.options.clone(), built.prepared.as_ref())
+            .await?;
+        check(token)?;
+        loop {
+            let next = tokio::select! {
+                biased;
+                _ = token.cancelled() => return Err(Fail::Aborted),
+                next = stream.next() => next,
+            };
+            let Some(item) = next else { break };
+            let chunk = item?;
+            check(token)?;
+            let data = json!({"turn": turn, "step": step, "chunk": serde_json::to_value(&chunk).map_err(|e| Fail::Error(Box::new(e)))?});
+            let event = self
+                .session()
+                .append(types::ASSISTANT_CHUNK, data, None)
+                .map_err(|e| self.fail_append(e))?;
+            chunk_seqs.push(event.seq);
+            let finished = matches!(chunk, StreamChunk::Finish { .. });
+            asm.push_owned(chunk);
+            // Stopped while streaming: the calls past the bound are never assembled.
+            let limit = self.config.max_tool_calls_per_response;
+            if asm.tool_call_count() > limit {
+                return Err(self.bound_hit(
+                    codes::TOO_MANY_TOOL_CALLS,
+                    format!(
+                        "the model asked for more than {limit} tool calls in one response, so \
+                         none of them ran and the turn was stopped; the limit is \
+                         maxToolCallsPerResponse of {LOOP_PLUGIN}: raise it if responses \
+                         this wide are expected"
+                    ),
+                ));
+            }
+            if finished {
+                break;
+            }
+        }
+        check(token)
+    }
+
     async fn step_body(
         &self,
         turn: u64,
@@ -407,44 +461,9 @@ impl LoopAgent {
             let model = built.options.config.model.clone();
             let mut asm = BlockAssembler::new();
             let mut chunk_seqs: Vec<u64> = Vec::new();
-            let streamed: Result<(), Fail> = async {
-                let mut stream =
-                    self.services.llm.stream(built.options.clone(), built.prepared.as_ref()).await?;
-                check(token)?;
-                loop {
-                    let next = tokio::select! {
-                        biased;
-                        _ = token.cancelled() => return Err(Fail::Aborted),
-                        next = stream.next() => next,
-                    };
-                    let Some(item) = next else { break };
-                    let chunk = item?;
-                    check(token)?;
-                    let data = json!({"turn": turn, "step": step, "chunk": serde_json::to_value(&chunk).map_err(|e| Fail::Error(Box::new(e)))?});
-                    let event = self.session().append(types::ASSISTANT_CHUNK, data, None).map_err(|e| self.fail_append(e))?;
-                    chunk_seqs.push(event.seq);
-                    let finished = matches!(chunk, StreamChunk::Finish { .. });
-                    asm.push_owned(chunk);
-                    // Stopped while streaming: the calls past the bound are never assembled.
-                    let limit = self.config.max_tool_calls_per_response;
-                    if asm.tool_call_count() > limit {
-                        return Err(self.bound_hit(
-                            codes::TOO_MANY_TOOL_CALLS,
-                            format!(
-                                "the model asked for more than {limit} tool calls in one response, so \
-                                 none of them ran and the turn was stopped; the limit is \
-                                 maxToolCallsPerResponse of {LOOP_PLUGIN}: raise it if responses \
-                                 this wide are expected"
-                            ),
-                        ));
-                    }
-                    if finished {
-                        break;
-                    }
-                }
-                check(token)
-            }
-            .await;
+            let streamed = self
+                .stream_response(turn, step, &built, &mut asm, &mut chunk_seqs, token)
+                .await;
             if let Err(fail) = streamed {
                 if token.is_cancelled() {
                     let content = asm.interrupted_blocks();

@@ -238,12 +238,7 @@ pub fn parse(text: &str) -> Result<Option<Node>, YamlError> {
                 Some((node, anchor, 1))
             }
             Event::SequenceStart(anchor, _) => {
-                if stack.len() >= MAX_DEPTH {
-                    return Err(at(
-                        &span,
-                        format!("collections nest deeper than {MAX_DEPTH} levels"),
-                    ));
-                }
+                check_depth(&stack, &span)?;
                 stack.push(Frame::Seq {
                     items: Vec::new(),
                     anchor,
@@ -252,12 +247,7 @@ pub fn parse(text: &str) -> Result<Option<Node>, YamlError> {
                 None
             }
             Event::MappingStart(anchor, _) => {
-                if stack.len() >= MAX_DEPTH {
-                    return Err(at(
-                        &span,
-                        format!("collections nest deeper than {MAX_DEPTH} levels"),
-                    ));
-                }
+                check_depth(&stack, &span)?;
                 stack.push(Frame::Map {
                     entries: Vec::new(),
                     pending: None,
@@ -303,34 +293,56 @@ pub fn parse(text: &str) -> Result<Option<Node>, YamlError> {
             let total = parent.size_mut();
             *total = total.saturating_add(size);
         }
-        match stack.last_mut() {
-            None => root = Some(node),
-            Some(Frame::Seq { items, .. }) => items.push(node),
-            Some(Frame::Map {
-                entries,
-                pending,
-                keys,
-                ..
-            }) => match pending.take() {
-                None => {
-                    let key = match node {
-                        Node::Str(s) => s,
-                        Node::Int(i) => i.to_string(),
-                        Node::Bool(b) => b.to_string(),
-                        Node::Null => "null".to_string(),
-                        Node::Float(f) => f.to_string(),
-                        _ => return Err(at(&span, "mapping keys must be scalars")),
-                    };
-                    if !keys.insert(key.clone()) {
-                        return Err(at(&span, format!("duplicated mapping key \"{key}\"")));
-                    }
-                    *pending = Some(key);
-                }
-                Some(key) => entries.push((key, node)),
-            },
-        }
+        attach(&mut stack, &mut root, node, &span)?;
     }
     Ok(root)
+}
+
+/// Puts a completed node where it belongs: the document root, the next item of the open
+/// sequence, or the key or value of the open mapping's next entry.
+fn attach(
+    stack: &mut [Frame],
+    root: &mut Option<Node>,
+    node: Node,
+    span: &Span,
+) -> Result<(), YamlError> {
+    match stack.last_mut() {
+        None => *root = Some(node),
+        Some(Frame::Seq { items, .. }) => items.push(node),
+        Some(Frame::Map {
+            entries,
+            pending,
+            keys,
+            ..
+        }) => match pending.take() {
+            None => {
+                let key = match node {
+                    Node::Str(s) => s,
+                    Node::Int(i) => i.to_string(),
+                    Node::Bool(b) => b.to_string(),
+                    Node::Null => "null".to_string(),
+                    Node::Float(f) => f.to_string(),
+                    _ => return Err(at(span, "mapping keys must be scalars")),
+                };
+                if !keys.insert(key.clone()) {
+                    return Err(at(span, format!("duplicated mapping key \"{key}\"")));
+                }
+                *pending = Some(key);
+            }
+            Some(key) => entries.push((key, node)),
+        },
+    }
+    Ok(())
+}
+
+fn check_depth(stack: &[Frame], span: &Span) -> Result<(), YamlError> {
+    if stack.len() >= MAX_DEPTH {
+        return Err(at(
+            span,
+            format!("collections nest deeper than {MAX_DEPTH} levels"),
+        ));
+    }
+    Ok(())
 }
 
 // ------------------------------------------------------------------ emitting

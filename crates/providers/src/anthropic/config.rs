@@ -332,50 +332,13 @@ fn resolve_profile(route: &str, p: &AnthropicProfile) -> Result<ResolvedAnthropi
     }
     let mut models = Vec::with_capacity(p.models.len());
     for (i, m) in p.models.iter().enumerate() {
-        let id = &m.id;
-        if id.is_empty() {
+        if m.id.is_empty() {
             return Err(format!("{at} model ids must be non-empty"));
         }
-        if p.models[..i].iter().any(|o| o.id == *id) {
-            return Err(format!("{at} has a duplicate model \"{id}\""));
+        if p.models[..i].iter().any(|o| o.id == m.id) {
+            return Err(format!("{at} has a duplicate model \"{}\"", m.id));
         }
-        let mat = format!("{at} model \"{id}\"");
-        positive(m.context_window, &mat, "contextWindow")?;
-        positive(m.max_tokens, &mat, "maxTokens")?;
-        let input = match &m.input {
-            Some(input) if !input.is_empty() => input.clone(),
-            _ => p
-                .default_input
-                .clone()
-                .unwrap_or_else(|| vec!["text".into()]),
-        };
-        models.push(ResolvedAnthropicModel {
-            id: id.clone(),
-            name: m.name.clone().unwrap_or_else(|| id.clone()),
-            context_window: m
-                .context_window
-                .or(p.default_context_window)
-                .unwrap_or(ANTHROPIC_DEFAULT_CONTEXT_WINDOW),
-            max_tokens: m
-                .max_tokens
-                .or(p.default_max_tokens)
-                .unwrap_or(ANTHROPIC_DEFAULT_MAX_TOKENS),
-            efforts: efforts(m.reasoning_efforts.as_ref(), &mat)?,
-            wire_efforts: match &m.reasoning_efforts {
-                Some(Value::Object(map)) => map
-                    .iter()
-                    .map(|(k, v)| (k.clone(), v.as_str().map(str::to_owned)))
-                    .collect(),
-                _ => IndexMap::new(),
-            },
-            input,
-            supports_temperature: m
-                .compat
-                .as_ref()
-                .and_then(|c| c.supports_temperature)
-                .or(p.compat.supports_temperature)
-                .unwrap_or(true),
-        });
+        models.push(resolve_model(&at, p, m)?);
     }
     let stream_idle_timeout_ms = p
         .stream_idle_timeout_ms
@@ -419,6 +382,52 @@ fn resolve_profile(route: &str, p: &AnthropicProfile) -> Result<ResolvedAnthropi
         request_timeout_ms,
         max_response_bytes,
         retry_policy: resolve_retry_policy(p.retry_policy.as_ref(), &format!("{at} retryPolicy"))?,
+    })
+}
+
+/// One model of a profile, its unset limits and inputs taken from the profile's defaults.
+fn resolve_model(
+    at: &str,
+    p: &AnthropicProfile,
+    m: &AnthropicModel,
+) -> Result<ResolvedAnthropicModel, String> {
+    let id = &m.id;
+    let mat = format!("{at} model \"{id}\"");
+    positive(m.context_window, &mat, "contextWindow")?;
+    positive(m.max_tokens, &mat, "maxTokens")?;
+    let input = match &m.input {
+        Some(input) if !input.is_empty() => input.clone(),
+        _ => p
+            .default_input
+            .clone()
+            .unwrap_or_else(|| vec!["text".into()]),
+    };
+    Ok(ResolvedAnthropicModel {
+        id: id.clone(),
+        name: m.name.clone().unwrap_or_else(|| id.clone()),
+        context_window: m
+            .context_window
+            .or(p.default_context_window)
+            .unwrap_or(ANTHROPIC_DEFAULT_CONTEXT_WINDOW),
+        max_tokens: m
+            .max_tokens
+            .or(p.default_max_tokens)
+            .unwrap_or(ANTHROPIC_DEFAULT_MAX_TOKENS),
+        efforts: efforts(m.reasoning_efforts.as_ref(), &mat)?,
+        wire_efforts: match &m.reasoning_efforts {
+            Some(Value::Object(map)) => map
+                .iter()
+                .map(|(k, v)| (k.clone(), v.as_str().map(str::to_owned)))
+                .collect(),
+            _ => IndexMap::new(),
+        },
+        input,
+        supports_temperature: m
+            .compat
+            .as_ref()
+            .and_then(|c| c.supports_temperature)
+            .or(p.compat.supports_temperature)
+            .unwrap_or(true),
     })
 }
 
