@@ -231,11 +231,37 @@ fn complete_frame_at_in(buf: &[u8], start: usize, dead_ends: &mut DeadEnds) -> O
     (end <= buf.len()).then_some(end)
 }
 
-/// Compresses `plain` into one checksummed frame.
-pub(crate) fn compress_frame(plain: &[u8]) -> std::io::Result<Vec<u8>> {
+thread_local! {
+    /// This thread's compression context, kept between frames: a new one costs an
+    /// allocation and the zeroing of its tables on every batch. Each frame still starts a
+    /// new session (no history is shared between frames).
+    static COMPRESSOR: std::cell::RefCell<Option<zstd::bulk::Compressor<'static>>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+fn new_compressor() -> std::io::Result<zstd::bulk::Compressor<'static>> {
     let mut compressor = zstd::bulk::Compressor::new(LEVEL)?;
     compressor.set_parameter(zstd::zstd_safe::CParameter::ChecksumFlag(true))?;
-    compressor.compress(plain)
+    Ok(compressor)
+}
+
+/// Compresses `plain` into one checksummed frame.
+pub(crate) fn compress_frame(plain: &[u8]) -> std::io::Result<Vec<u8>> {
+    COMPRESSOR.with(|cell| {
+        let Ok(mut slot) = cell.try_borrow_mut() else {
+            return new_compressor()?.compress(plain);
+        };
+        let compressor = match slot.as_mut() {
+            Some(c) => c,
+            None => slot.insert(new_compressor()?),
+        };
+        let frame = compressor.compress(plain);
+        if frame.is_err() {
+            // A context in an unknown state is not used again.
+            *slot = None;
+        }
+        frame
+    })
 }
 
 /// The plaintext size the frames of `buf` declare (a capacity hint; 0 when unknown).
@@ -530,6 +556,19 @@ pub(crate) fn salvage_torn(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_kept_compressor_writes_the_same_self_contained_frames_as_a_new_one() {
+        let big = b"a line of a session log\n".repeat(4096);
+        let inputs: [&[u8]; 4] = [b"header\n", &big, b"", b"one\ntwo\n"];
+        for plain in inputs {
+            let kept = compress_frame(plain).unwrap();
+            let fresh = new_compressor().unwrap().compress(plain).unwrap();
+            assert_eq!(kept, fresh, "a kept context must not change the frame");
+            // Each frame decodes alone: nothing of the previous frames is referenced.
+            assert_eq!(zstd::bulk::decompress(&kept, plain.len()).unwrap(), plain);
+        }
+    }
 
     #[test]
     fn scan_finds_frames_and_torn_tail() {

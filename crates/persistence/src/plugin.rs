@@ -19,7 +19,7 @@ use std::time::Duration;
 use dsh_kernel::{BoxError, ConfigFieldError, Context, ListenOptions, Plugin, PluginConfig};
 use dsh_session::{
     AppendedEvent, Artifacts, Event, LiveSession, SessionAppended, SessionCreated, SessionDisposed,
-    SessionFlush, SessionWriteFailed, WriteFailure,
+    SessionFlush, SessionWriteFailed, WriteFailure, types,
 };
 use serde::Deserialize;
 use tokio::runtime::Handle;
@@ -201,9 +201,16 @@ impl Plugin for JsonlPersistencePlugin {
             Ok(())
         })?;
         let w = writers.clone();
-        ctx.on_parallel::<SessionFlush>(ListenOptions::GLOBAL, move |session| {
-            let writer = w.writer_for(session);
-            Box::pin(async move { writer.flush().await.map_err(BoxError::from) })
+        ctx.on_parallel::<SessionFlush>(ListenOptions::GLOBAL, move |request| {
+            let writer = w.writer_for(&request.session);
+            let through = request.through;
+            Box::pin(async move {
+                match through {
+                    Some(seq) => writer.flush_through(seq).await,
+                    None => writer.flush().await,
+                }
+                .map_err(BoxError::from)
+            })
         })?;
         let w = writers.clone();
         ctx.on_emit::<SessionDisposed>(ListenOptions::GLOBAL, move |session| {
@@ -370,6 +377,13 @@ impl SessionWriters {
             writer.enqueue(missing);
         }
         writer.enqueue([event.clone()]);
+        if event.surface_op.is_some() && !event.is(types::ASSISTANT_MESSAGE) {
+            // What the model is shown next (a tool result, a user message) must be durable
+            // before the request that carries it: writing it now overlaps the write with the
+            // rest of the step. (An assistant message is followed by its calls, which the
+            // tool barrier writes with it.)
+            writer.write_ahead();
+        }
     }
 
     fn on_disposed(self: &Arc<Self>, session: &Arc<LiveSession>) {

@@ -98,6 +98,22 @@ enum Trigger {
     Timer(u64),
     Flush,
     Inline,
+    /// A write-ahead: only [`ahead_len`] leading events.
+    Ahead,
+}
+
+/// How many leading events of `pending` a write-ahead takes: through the last one that
+/// changes what the model is shown, and never a step's start. A step's start goes out with
+/// its request header, as a format-v4 log writes the first step's system prompt from it.
+fn ahead_len(pending: &[Arc<Event>]) -> usize {
+    let stop = pending
+        .iter()
+        .position(|e| e.is(dsh_session::types::STEP_START))
+        .unwrap_or(pending.len());
+    pending[..stop]
+        .iter()
+        .rposition(|e| e.surface_op.is_some())
+        .map_or(0, |i| i + 1)
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -292,10 +308,38 @@ impl SessionWriter {
         }
     }
 
+    /// Starts writing what is queued now, on the blocking pool, and returns at once: a
+    /// barrier that follows soon finds the write done or in progress instead of starting
+    /// it. A failure is reported like a timer's; its events stay queued for the barrier.
+    pub fn write_ahead(&self) {
+        if self.shared.timing == WriteTiming::EveryEvent {
+            return;
+        }
+        {
+            let q = lock(&self.shared.queue);
+            // Nothing to write ahead, or a barrier is draining the queue already.
+            if ahead_len(&q.pending) == 0 || q.flushing > 0 {
+                return;
+            }
+        }
+        if lock(&self.shared.predecessor).is_some() {
+            return; // the barrier drains the retiring writer first
+        }
+        let shared = self.shared.clone();
+        self.shared.runtime.spawn_blocking(move || {
+            if let Err(e) = write_once(&shared, Trigger::Ahead) {
+                report_failure(&shared.header.id, &e);
+            }
+        });
+    }
+
     /// The durability barrier: cancels the batching wait, waits for a write in progress,
     /// and writes until the queue is empty (events queued meanwhile included). Returns the
     /// failure of its own writes; the events of a failed write stay queued.
     pub async fn flush(&self) -> Result<(), PersistenceError> {
+        if self.is_idle() && lock(&self.shared.predecessor).is_none() {
+            return Ok(()); // everything queued is on disk already
+        }
         let _barrier = Barrier::enter(self);
         loop {
             match self.write_in_background(Trigger::Flush).await? {
@@ -303,6 +347,29 @@ impl SessionWriter {
                 Outcome::Idle => return Ok(()),
             }
         }
+    }
+
+    /// The barrier for the events up to `seq`: resolves once they are durable, leaving what
+    /// was queued after them for a later write. A write in progress that holds `seq` is
+    /// waited for rather than followed by another.
+    pub async fn flush_through(&self, seq: u64) -> Result<(), PersistenceError> {
+        if self.durable_len() > seq {
+            return Ok(());
+        }
+        let queued = lock(&self.shared.queue)
+            .pending
+            .first()
+            .is_some_and(|e| e.seq <= seq);
+        if !queued && lock(&self.shared.predecessor).is_none() {
+            // Taken by a write in progress (it holds the IO lock until its batch is on disk).
+            let shared = self.shared.clone();
+            let _ = tokio::task::spawn_blocking(move || drop(lock(&shared.io))).await;
+            if self.durable_len() > seq {
+                return Ok(());
+            }
+        }
+        // Queued, or the write failed (its events are queued again): write them now.
+        self.flush().await
     }
 
     /// [`SessionWriter::flush`] on the calling thread (which it blocks).
@@ -363,11 +430,20 @@ fn write_once(shared: &Shared, trigger: Trigger) -> Result<Outcome, PersistenceE
         {
             return Ok(Outcome::Idle); // cancelled, or superseded by a flush
         }
-        q.timer = None;
-        if q.pending.is_empty() {
-            return Ok(Outcome::Idle);
+        if trigger == Trigger::Ahead {
+            // The rest stays queued under its timer.
+            let take = ahead_len(&q.pending);
+            if take == 0 {
+                return Ok(Outcome::Idle);
+            }
+            q.pending.drain(..take).collect()
+        } else {
+            q.timer = None;
+            if q.pending.is_empty() {
+                return Ok(Outcome::Idle);
+            }
+            std::mem::take(&mut q.pending)
         }
-        std::mem::take(&mut q.pending)
     };
     let result = if io.materialized {
         shared.files.append(&shared.header, &batch)

@@ -2,8 +2,10 @@
 //! log must be ahead of the world.
 //!
 //! * `llm/stream` (waterfall): before a loop request reaches the adapter, the session is
-//!   flushed, so every event the model is about to see is durable ("model-visible means
-//!   logged", across crashes). The downstream stream is not built when the flush fails; the
+//!   flushed through its last surface change, so every event the model is about to see is
+//!   durable ("model-visible means logged", across crashes). The persistence backend starts
+//!   writing a tool result or user message as soon as it is appended, so this barrier
+//!   usually finds the write done. The downstream stream is not built when the flush fails; the
 //!   request fails with the write error and the turn ends `error`.
 //! * `tools/execute` (waterfall, top-level calls only): the recorded call is durable before
 //!   the tool body can have side effects. A failed flush refuses the call; a call cancelled
@@ -71,12 +73,19 @@ fn write_error(e: &BoxError) -> LlmError {
     )
 }
 
-/// Flushes `session` before the downstream stream is built.
+/// Makes what the model is about to be shown durable before the downstream stream is
+/// built: every event up to the last one that changed the surface. Bookkeeping appended
+/// after it (the step's start, the request header) may still be queued: a crash then loses
+/// no message the model saw, and the request is sent again on resume.
 async fn checkpointed(
     session: Arc<LiveSession>,
     next: impl std::future::Future<Output = Result<ChunkStream, BoxError>>,
 ) -> Result<ChunkStream, BoxError> {
-    if let Err(e) = session.flush().await {
+    let flushed = match session.last_surface_seq() {
+        Some(seq) => session.flush_through(seq).await,
+        None => session.flush().await,
+    };
+    if let Err(e) = flushed {
         return Err(Box::new(write_error(&e)));
     }
     next.await

@@ -33,7 +33,7 @@
 #![allow(unsafe_code)]
 
 use std::collections::HashMap;
-use std::ffi::OsString;
+use std::ffi::{OsStr, OsString};
 use std::io::{self, Read, Write};
 use std::mem::MaybeUninit;
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
@@ -253,6 +253,30 @@ fn signal_group(pgid: i32, signal: Signal) {
     }
 }
 
+/// Where `exec` would find `program` on the `PATH` of `env`: the first absolute entry that
+/// holds an executable regular file of that name. Execed by that path, the command starts
+/// without a failed `execve` for every entry before it. `None` (the exec searches as usual)
+/// when `program` names a path, `PATH` is unset, or a relative entry comes first (it would
+/// be resolved in the command's working directory).
+fn find_on_path(program: &OsStr, env: &[(OsString, OsString)]) -> Option<PathBuf> {
+    let name = program.as_bytes();
+    if name.is_empty() || name.contains(&b'/') {
+        return None;
+    }
+    let (_, path) = env.iter().rev().find(|(k, _)| k == "PATH")?;
+    for dir in path.as_bytes().split(|b| *b == b':') {
+        if dir.first() != Some(&b'/') {
+            return None;
+        }
+        let candidate = Path::new(OsStr::from_bytes(dir)).join(program);
+        let executable = rustix::fs::access(&candidate, rustix::fs::Access::EXEC_OK).is_ok();
+        if executable && std::fs::metadata(&candidate).is_ok_and(|m| m.is_file()) {
+            return Some(candidate);
+        }
+    }
+    None
+}
+
 /// The supervisor of one command (a fork of the resident): runs it and answers on `status`.
 fn supervise_request(request: Request, out: OwnedFd, err: OwnedFd, status: OwnedFd) -> i32 {
     use std::os::unix::process::{CommandExt as _, ExitStatusExt as _};
@@ -275,7 +299,14 @@ fn supervise_request(request: Request, out: OwnedFd, err: OwnedFd, status: Owned
     let Some((program, args)) = request.argv.split_first() else {
         return report_failure("usage error: a request without a command".into());
     };
-    let mut command = std::process::Command::new(program);
+    let mut command = match find_on_path(program, &request.env) {
+        Some(path) => {
+            let mut c = std::process::Command::new(path);
+            c.arg0(program);
+            c
+        }
+        None => std::process::Command::new(program),
+    };
     command
         .args(args)
         .env_clear()
@@ -709,6 +740,59 @@ pub async fn run(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_program_is_found_where_exec_would_find_it() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let root = tempfile::tempdir().unwrap();
+        let dir = |name: &str| {
+            let d = root.path().join(name);
+            std::fs::create_dir(&d).unwrap();
+            d
+        };
+        let (empty, plain, first, second) =
+            (dir("empty"), dir("plain"), dir("first"), dir("second"));
+        let file = |d: &Path, mode: u32| {
+            let f = d.join("tool");
+            std::fs::write(&f, "#!/bin/sh\n").unwrap();
+            std::fs::set_permissions(&f, std::fs::Permissions::from_mode(mode)).unwrap();
+        };
+        file(&plain, 0o644); // not executable: exec skips it
+        file(&first, 0o755);
+        file(&second, 0o755);
+        std::fs::create_dir(empty.join("sub")).unwrap();
+        let path_of = |dirs: &[&Path]| {
+            let joined = dirs
+                .iter()
+                .map(|d| d.display().to_string())
+                .collect::<Vec<_>>();
+            vec![(OsString::from("PATH"), OsString::from(joined.join(":")))]
+        };
+        let env = path_of(&[&empty, &plain, &first, &second]);
+        assert_eq!(
+            find_on_path(OsStr::new("tool"), &env),
+            Some(first.join("tool"))
+        );
+        // A directory of that name is not a program.
+        assert_eq!(find_on_path(OsStr::new("sub"), &env), None);
+        assert_eq!(find_on_path(OsStr::new("missing"), &env), None);
+        // A path is execed as given; no PATH, or a relative entry first, leaves the search
+        // to exec.
+        assert_eq!(find_on_path(OsStr::new("./tool"), &env), None);
+        assert_eq!(find_on_path(OsStr::new("tool"), &[]), None);
+        let relative = vec![(
+            OsString::from("PATH"),
+            OsString::from(format!("bin:{}", first.display())),
+        )];
+        assert_eq!(find_on_path(OsStr::new("tool"), &relative), None);
+        // The last PATH of the environment is the one the command gets.
+        let mut both = path_of(&[&empty]);
+        both.extend(path_of(&[&second]));
+        assert_eq!(
+            find_on_path(OsStr::new("tool"), &both),
+            Some(second.join("tool"))
+        );
+    }
 
     #[test]
     fn requests_round_trip_and_reject_truncation() {

@@ -74,12 +74,19 @@ impl KernelEvent for SessionAppended {
 }
 impl EmitEvent for SessionAppended {}
 
-/// `session/flush` (parallel): make everything appended so far durable. The first failure
-/// is returned after all participants settled.
+/// `session/flush` (parallel): make what was appended so far durable (everything, or the
+/// events up to a bound). The first failure is returned after all participants settled.
 pub struct SessionFlush;
+/// Payload of [`SessionFlush`].
+pub struct FlushRequest {
+    pub session: Arc<LiveSession>,
+    /// The last seq that must be durable; later events may stay queued. `None`: every event
+    /// appended so far.
+    pub through: Option<u64>,
+}
 impl KernelEvent for SessionFlush {
     const NAME: &'static str = "session/flush";
-    type Payload = Arc<LiveSession>;
+    type Payload = FlushRequest;
 }
 impl ParallelEvent for SessionFlush {}
 
@@ -250,7 +257,32 @@ impl LiveSession {
     /// The durability barrier: resolves once every participant persisted what was appended
     /// so far. Returns whether any participant took part.
     pub async fn flush(self: &Arc<Self>) -> Result<bool, BoxError> {
-        self.ctx.parallel::<SessionFlush>(self).await
+        self.flush_request(None).await
+    }
+
+    /// [`LiveSession::flush`] for the events up to `seq` only: what was appended after it
+    /// may still be queued when this resolves.
+    pub async fn flush_through(self: &Arc<Self>, seq: u64) -> Result<bool, BoxError> {
+        self.flush_request(Some(seq)).await
+    }
+
+    async fn flush_request(self: &Arc<Self>, through: Option<u64>) -> Result<bool, BoxError> {
+        let request = FlushRequest {
+            session: self.clone(),
+            through,
+        };
+        self.ctx.parallel::<SessionFlush>(&request).await
+    }
+
+    /// The seq of the last event that changed what the model is shown (a surface
+    /// operation), if any.
+    pub fn last_surface_seq(&self) -> Option<u64> {
+        self.lock()
+            .events()
+            .iter()
+            .rev()
+            .find(|e| e.surface_op.is_some())
+            .map(|e| e.seq)
     }
 }
 

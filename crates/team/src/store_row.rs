@@ -103,8 +103,9 @@ impl Plugin for TeamSessionStorePlugin {
         })?;
         let id = config.session.clone();
         let sender = tx.clone();
-        ctx.on_parallel::<SessionFlush>(ListenOptions::GLOBAL, move |session| {
-            let mine = session.id() == id;
+        ctx.on_parallel::<SessionFlush>(ListenOptions::GLOBAL, move |request| {
+            // Every barrier waits for all of this session's events, bounded or not.
+            let mine = request.session.id() == id;
             let sender = sender.clone();
             Box::pin(async move {
                 if mine {

@@ -248,9 +248,7 @@ impl ToolRegistry {
         if mode == ToolsMode::Code && !nested {
             return None;
         }
-        self.visible_in(&exec.ctx, session.as_deref())
-            .into_iter()
-            .find(|t| t.schema().name == exec.name)
+        self.visible_named(&exec.ctx, session.as_deref(), &exec.name)
     }
 
     /// Registers a guard for calls made in `ctx`'s scope (or all calls when unscoped).
@@ -284,29 +282,58 @@ impl ToolRegistry {
     pub fn visible_in(&self, ctx: &Context, session: Option<&str>) -> Vec<Arc<dyn Tool>> {
         let view = session.and_then(|s| self.view().map(|v| (s, v)));
         let layers = self.layers();
-        let mut by_name: Vec<(String, Arc<dyn Tool>)> = Vec::new();
-        let mut overlay = |layer: Option<&Vec<Registered>>| {
-            for r in layer.into_iter().flatten() {
-                let name = r.tool.schema().name.clone();
+        let scoped = ctx.scope().map_or(&[][..], |s| s.chain());
+        // Global first, then the scopes from the outermost in: a later layer shadows.
+        let order = std::iter::once(None).chain(scoped.iter().rev().copied().map(Some));
+        let mut by_name: Vec<(&str, &Arc<dyn Tool>)> = Vec::new();
+        for key in order {
+            for r in layers.tools.get(&key).into_iter().flatten() {
+                let name = r.tool.schema().name.as_str();
                 if let Some((s, v)) = &view
-                    && !v.admits(s, &r.owner, &name)
+                    && !v.admits(s, &r.owner, name)
                 {
                     continue;
                 }
                 match by_name.iter_mut().find(|(n, _)| *n == name) {
-                    Some(slot) => slot.1 = r.tool.clone(),
-                    None => by_name.push((name, r.tool.clone())),
+                    Some(slot) => slot.1 = &r.tool,
+                    None => by_name.push((name, &r.tool)),
                 }
             }
-        };
-        overlay(layers.tools.get(&None));
-        if let Some(scope) = ctx.scope() {
-            for id in scope.chain().iter().rev() {
-                overlay(layers.tools.get(&Some(*id)));
+        }
+        by_name.sort_by(|a, b| utf16_cmp(a.0, b.0));
+        by_name.into_iter().map(|(_, t)| t.clone()).collect()
+    }
+
+    /// The tool named `name` that `session` sees from `ctx`: the one [`Self::visible_in`]
+    /// lists under that name, found without listing the others.
+    fn visible_named(
+        &self,
+        ctx: &Context,
+        session: Option<&str>,
+        name: &str,
+    ) -> Option<Arc<dyn Tool>> {
+        let view = session.and_then(|s| self.view().map(|v| (s, v)));
+        let layers = self.layers();
+        // The overlay order of `visible_in`, last applied first: the innermost scope, then
+        // its parents, then the global layer (a layer holds a name once).
+        let scoped = ctx.scope().map_or(&[][..], |s| s.chain());
+        let keys = scoped
+            .iter()
+            .copied()
+            .map(Some)
+            .chain(std::iter::once(None));
+        for key in keys {
+            let found = layers.tools.get(&key).into_iter().flatten().find(|r| {
+                r.tool.schema().name == name
+                    && view
+                        .as_ref()
+                        .is_none_or(|(s, v)| v.admits(s, &r.owner, name))
+            });
+            if let Some(r) = found {
+                return Some(r.tool.clone());
             }
         }
-        by_name.sort_by(|a, b| a.0.encode_utf16().cmp(b.0.encode_utf16()));
-        by_name.into_iter().map(|(_, t)| t).collect()
+        None
     }
 
     /// The model-facing schemas visible from `ctx` under the presentation mode, sorted by
@@ -325,7 +352,7 @@ impl ToolRegistry {
             (ToolsMode::Both, Some(code)) => {
                 let mut all = native();
                 all.push(code);
-                all.sort_by(|a, b| a.name.encode_utf16().cmp(b.name.encode_utf16()));
+                all.sort_by(|a, b| utf16_cmp(&a.name, &b.name));
                 all
             }
         }
@@ -358,9 +385,7 @@ impl ToolRegistry {
     }
 
     pub fn get(&self, ctx: &Context, name: &str) -> Option<Arc<dyn Tool>> {
-        self.visible(ctx)
-            .into_iter()
-            .find(|t| t.schema().name == name)
+        self.visible_named(ctx, None, name)
     }
 
     /// Parallel only when the visible tool says exactly yes; anything else is exclusive.
@@ -660,4 +685,121 @@ impl ToolRegistry {
 /// Wraps a plain value as JSON text for tool results that render values.
 pub fn json_text(value: &Value) -> String {
     dsh_kernel::json::to_string(value)
+}
+
+/// Orders names as JavaScript sorts strings (by UTF-16 code units), as upstream lists
+/// tools. For ASCII names that is byte order, compared without re-encoding.
+fn utf16_cmp(a: &str, b: &str) -> std::cmp::Ordering {
+    if a.is_ascii() && b.is_ascii() {
+        a.cmp(b)
+    } else {
+        a.encode_utf16().cmp(b.encode_utf16())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::ToolOutput;
+
+    struct Named {
+        schema: ToolSchema,
+    }
+
+    impl Tool for Named {
+        fn schema(&self) -> &ToolSchema {
+            &self.schema
+        }
+        fn execute(
+            &self,
+            _args: Value,
+            _ctx: ToolRunContext,
+        ) -> BoxFuture<'static, Result<ToolOutput, BoxError>> {
+            let text = self.schema.description.clone();
+            Box::pin(async move { Ok(ToolOutput::text(text)) })
+        }
+    }
+
+    fn tool(name: &str, which: &str) -> Arc<dyn Tool> {
+        Arc::new(Named {
+            schema: ToolSchema {
+                name: name.into(),
+                description: which.into(),
+                parameters: Arc::new(serde_json::json!({"type": "object"})),
+            },
+        })
+    }
+
+    /// Hides the tools the scoped row registered from session "narrow".
+    struct HideScoped;
+    impl ToolView for HideScoped {
+        fn admits(&self, session: &str, owner: &str, _name: &str) -> bool {
+            session != "narrow" || owner != "scoped-row"
+        }
+        fn mode(&self, _session: &str) -> Option<ToolsMode> {
+            None
+        }
+    }
+
+    #[test]
+    fn a_lookup_by_name_finds_what_the_listing_shows() {
+        let root = Context::new_root();
+        let registry = ToolRegistry::new();
+        let global = root.child("global-row");
+        registry
+            .register(&global, tool("read", "global read"))
+            .unwrap();
+        registry
+            .register(&global, tool("Écrire", "global write"))
+            .unwrap();
+        registry
+            .register(&global, tool("bash", "global bash"))
+            .unwrap();
+        // One name per layer.
+        assert!(registry.register(&global, tool("bash", "again")).is_err());
+        let inner = root.create_scope("inner").child("scoped-row");
+        registry
+            .register(&inner, tool("read", "scoped read"))
+            .unwrap();
+        registry.set_view(&root, Arc::new(HideScoped)).unwrap();
+
+        let described = |t: Option<Arc<dyn Tool>>| t.map(|t| t.schema().description.clone());
+        for (ctx, session) in [
+            (&root, None),
+            (&inner, None),
+            (&inner, Some("narrow")),
+            (&inner, Some("wide")),
+        ] {
+            let listed = registry.visible_in(ctx, session);
+            let names: Vec<&str> = listed.iter().map(|t| t.schema().name.as_str()).collect();
+            // UTF-16 order, as JavaScript sorts: uppercase ASCII before lowercase, and
+            // non-ASCII after both.
+            assert_eq!(names, ["bash", "read", "Écrire"]);
+            for name in ["read", "bash", "Écrire", "missing"] {
+                let from_list = listed.iter().find(|t| t.schema().name == name).cloned();
+                assert_eq!(
+                    described(registry.visible_named(ctx, session, name)),
+                    described(from_list),
+                    "{name} from {session:?}"
+                );
+            }
+        }
+        assert_eq!(
+            described(registry.get(&inner, "read")).unwrap(),
+            "scoped read"
+        );
+        assert_eq!(
+            described(registry.visible_named(&inner, Some("narrow"), "read")).unwrap(),
+            "global read"
+        );
+        assert_eq!(
+            described(registry.get(&root, "read")).unwrap(),
+            "global read"
+        );
+        assert_eq!(
+            described(registry.get(&inner, "bash")).unwrap(),
+            "global bash"
+        );
+    }
 }

@@ -213,3 +213,53 @@ async fn a_writer_for_a_stored_log_appends_after_its_prefix() {
     );
     assert_eq!(fresh.pending_len(), 2);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_write_ahead_starts_at_once_and_a_bounded_barrier_leaves_later_events_queued() {
+    let f = fixture();
+    let w = f.writer(WriteTiming::Batched(Duration::from_secs(3600)));
+    // Nothing queued: a write-ahead has nothing to start.
+    w.write_ahead();
+    let r = f
+        .events
+        .iter()
+        .position(|e| e.is(dsh_session::types::TOOL_RESULT))
+        .unwrap();
+    assert!(f.events[r + 1].is(dsh_session::types::STEP_END));
+    assert!(f.events[r + 2].is(dsh_session::types::STEP_START));
+    w.enqueue(f.events[..r].iter().cloned());
+    w.flush().await.unwrap();
+
+    // The tool result goes ahead at once; the next step's start waits for its header.
+    w.enqueue(f.events[r..r + 3].iter().cloned());
+    let start = Instant::now();
+    w.write_ahead();
+    w.wait_durable(r as u64 + 1).await;
+    assert!(
+        start.elapsed() < WINDOW,
+        "written without waiting for the batching window"
+    );
+    assert_eq!(w.pending_len(), 2);
+    // A write-ahead of bookkeeping alone writes nothing.
+    w.write_ahead();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert_eq!(w.durable_len(), r as u64 + 1);
+
+    // The barrier through the result finds it durable and writes nothing.
+    w.flush_through(r as u64).await.unwrap();
+    assert_eq!(w.durable_len(), r as u64 + 1);
+    assert_eq!(w.pending_len(), 2, "the bounded barrier wrote nothing");
+
+    // A bound inside the queue writes the queue.
+    w.flush_through(r as u64 + 2).await.unwrap();
+    assert_eq!(w.durable_len(), r as u64 + 3);
+    assert_eq!(w.pending_len(), 0);
+    // Idle: the full barrier returns without a write.
+    let frames = frame_count(&f.path());
+    w.flush().await.unwrap();
+    assert_eq!(frame_count(&f.path()), frames);
+    assert_eq!(
+        f.files.inspect("w").unwrap().events[..r + 3],
+        f.events[..r + 3]
+    );
+}

@@ -327,83 +327,50 @@ impl BashTool {
     }
 }
 
+/// The arguments the schema cannot check: a command and a description that say something,
+/// and a positive finite timeout.
+fn check_args(args: &BashArgs, run: &ToolRunContext) -> Result<(), BoxError> {
+    let command = args.command.as_str();
+    let description = args.description.as_str();
+    if command.trim().is_empty() {
+        return Err(errors::plain(
+            "command is empty: pass the shell command to run",
+        ));
+    }
+    if description.trim().is_empty() {
+        return Err(errors::plain(
+            "description is empty: say in a few words what the command does",
+        ));
+    }
+    if let Some(t) = args.timeout_ms
+        && !(t.is_finite() && t > 0.0)
+    {
+        return Err(errors::plain(format!(
+            "invalid timeoutMs: expected a positive number, got {}",
+            dsh_kernel::json::to_string(&run.arguments()["timeoutMs"])
+        )));
+    }
+    Ok(())
+}
+
 impl BashInner {
     async fn run(&self, args: BashArgs, run: ToolRunContext) -> Result<ToolOutput, BoxError> {
+        check_args(&args, &run)?;
         let command = args.command.as_str();
-        let description = args.description.as_str();
-        if command.trim().is_empty() {
-            return Err(errors::plain(
-                "command is empty: pass the shell command to run",
-            ));
-        }
-        if description.trim().is_empty() {
-            return Err(errors::plain(
-                "description is empty: say in a few words what the command does",
-            ));
-        }
         let requested_timeout = args.timeout_ms;
-        if let Some(t) = requested_timeout
-            && !(t.is_finite() && t > 0.0)
-        {
-            return Err(errors::plain(format!(
-                "invalid timeoutMs: expected a positive number, got {}",
-                dsh_kernel::json::to_string(&run.arguments()["timeoutMs"])
-            )));
-        }
-        let escalation = EscalationArgs::from_args(run.arguments());
-        escalation.validate()?;
-
         let settings = run
             .ctx
             .get::<BashExecutor>()
             .map(|e| e.settings.clone())
             .unwrap_or_default();
-        // The standing policy of a confining executor; an approved escalation widens it for
-        // this one call.
-        let mut policy = (settings.confines || self.sandboxed).then(|| {
-            let service = run.ctx.get::<SandboxPolicy>();
-            let session = run.session.as_deref();
-            match service {
-                Some(p) => p.resolve(session),
-                None => SandboxPolicy::new(SandboxMode::from_env_or_default(), &process_cwd())
-                    .resolve(session),
-            }
-        });
-        if let Some((mode, justification)) = escalation.requested() {
-            let Some(policy) = policy.as_mut() else {
-                return Err(errors::plain(
-                    "sandbox_permissions does not apply here: commands in this setup do not run in a sandbox, so there is nothing to widen; call again without sandbox_permissions and justification",
-                ));
-            };
-            policy.mode = approve_escalation(
-                mode,
-                justification,
-                policy.mode,
-                "command",
-                &run,
-                run.arguments(),
-            )
-            .await?;
-        }
+        let policy = self.policy(settings.confines, &run).await?;
         let workdir = self.workdir(
             args.workdir.as_deref(),
             &run,
             policy.as_ref().map(|p| p.workspace_root.as_path()),
             &settings,
         );
-        let mut managed = match run.ctx.get::<ShellEnv>() {
-            Some(shell_env) => shell_env.collect(run.session.as_ref()),
-            None => self.fallback_env.collect(run.session.as_ref()),
-        };
-        // What the front end publishes (`DSH_WEB_URL`); the managed facts win a clash.
-        if let Some(host) = run.ctx.get::<dsh_tools::HostShellVars>() {
-            for (name, value) in host.snapshot() {
-                if !managed.iter().any(|(n, _)| *n == name) {
-                    managed.push((name, value));
-                }
-            }
-            managed.sort();
-        }
+        let managed = self.managed_env(&run);
 
         if args.run_in_background == Some(true) {
             if !self.config.enable_run_in_background {
@@ -515,8 +482,74 @@ impl BashInner {
         if outcome.aborted {
             return Err(errors::aborted());
         }
+        let markers = self.sandbox_markers(&outcome, policy.as_ref(), confined.as_ref())?;
+        run.set_value(render::typed_value(
+            &outcome,
+            timeout_ms,
+            policy.as_ref().map(|p| {
+                (
+                    p.mode.as_str().to_string(),
+                    !markers.is_empty(),
+                    confined.as_ref().map(|c| c.enforcement.as_str()),
+                )
+            }),
+        ));
+        Ok(ToolOutput {
+            meta: Some(cwd_meta(&runner_workdir)),
+            ..ToolOutput::text(render::render_result(&outcome, timeout_ms, &markers))
+        })
+    }
+
+    /// The standing policy of a confining executor (`confines`) or a sandboxed tool; an
+    /// approved escalation widens it for this one call.
+    async fn policy(
+        &self,
+        confines: bool,
+        run: &ToolRunContext,
+    ) -> Result<Option<dsh_sandbox::ExecutionPolicy>, BoxError> {
+        let escalation = EscalationArgs::from_args(run.arguments());
+        escalation.validate()?;
+        let mut policy = (confines || self.sandboxed).then(|| {
+            let service = run.ctx.get::<SandboxPolicy>();
+            let session = run.session.as_deref();
+            match service {
+                Some(p) => p.resolve(session),
+                None => SandboxPolicy::new(SandboxMode::from_env_or_default(), &process_cwd())
+                    .resolve(session),
+            }
+        });
+        if let Some((mode, justification)) = escalation.requested() {
+            let Some(policy) = policy.as_mut() else {
+                return Err(errors::plain(
+                    "sandbox_permissions does not apply here: commands in this setup do not run in a sandbox, so there is nothing to widen; call again without sandbox_permissions and justification",
+                ));
+            };
+            policy.mode = approve_escalation(
+                mode,
+                justification,
+                policy.mode,
+                "command",
+                run,
+                run.arguments(),
+            )
+            .await?;
+        }
+        Ok(policy)
+    }
+
+    /// The variables a command gets from the harness: the session's managed facts, then what
+    /// the front end publishes (`DSH_WEB_URL`); the managed facts win a clash.
+    /// What a confined run's output says about the sandbox: a runner that could not start
+    /// is an error; a denial gets its marker (and, for the sandboxed tool, the hint that an
+    /// escalation can be asked for).
+    fn sandbox_markers(
+        &self,
+        outcome: &process::RunOutcome,
+        policy: Option<&dsh_sandbox::ExecutionPolicy>,
+        confined: Option<&dsh_sandbox::runner::Confined>,
+    ) -> Result<Vec<String>, BoxError> {
         let mut markers = Vec::new();
-        if let (Some(p), Some(c)) = (&policy, &confined) {
+        if let (Some(p), Some(c)) = (policy, confined) {
             if let Some(line) = runner_failure(
                 outcome.exit_code,
                 &outcome.stderr.text,
@@ -537,21 +570,23 @@ impl BashInner {
                 }
             }
         }
-        run.set_value(render::typed_value(
-            &outcome,
-            timeout_ms,
-            policy.as_ref().map(|p| {
-                (
-                    p.mode.as_str().to_string(),
-                    !markers.is_empty(),
-                    confined.as_ref().map(|c| c.enforcement.as_str()),
-                )
-            }),
-        ));
-        Ok(ToolOutput {
-            meta: Some(cwd_meta(&runner_workdir)),
-            ..ToolOutput::text(render::render_result(&outcome, timeout_ms, &markers))
-        })
+        Ok(markers)
+    }
+
+    fn managed_env(&self, run: &ToolRunContext) -> Vec<(String, String)> {
+        let mut managed = match run.ctx.get::<ShellEnv>() {
+            Some(shell_env) => shell_env.collect(run.session.as_ref()),
+            None => self.fallback_env.collect(run.session.as_ref()),
+        };
+        if let Some(host) = run.ctx.get::<dsh_tools::HostShellVars>() {
+            for (name, value) in host.snapshot() {
+                if !managed.iter().any(|(n, _)| *n == name) {
+                    managed.push((name, value));
+                }
+            }
+            managed.sort();
+        }
+        managed
     }
 
     /// Runs `command` in the session's client terminal; the result reads as a local run's
