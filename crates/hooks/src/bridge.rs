@@ -121,6 +121,36 @@ impl Bridge {
 
     /// Runs every hook of `point` whose matcher selects `query`, serially in config order,
     /// and folds their outcomes.
+    /// Runs the hooks of a tool point (`PreToolUse`, `PostToolUse`) for `exec`, with the
+    /// tool's response for the latter.
+    async fn run_tool_point(
+        &self,
+        point: HookPoint,
+        exec: &dsh_tools::ToolExecution,
+        response: Option<String>,
+    ) -> Result<MergedOutcome, BoxError> {
+        let session = exec.session.as_ref();
+        let turn = last_turn(session);
+        let base = self.payload_base(&exec.ctx, session);
+        let payload = payload::tool_use(
+            &base,
+            point,
+            turn,
+            &exec.name,
+            &exec.arguments,
+            &exec.call_id,
+            response,
+        );
+        let site = Site {
+            session,
+            cwd: exec.cwd.clone(),
+            turn: Some(turn),
+            cancel: exec.cancel.clone(),
+            plain_stdout: PlainStdout::Ignored,
+        };
+        self.run_point(point, &exec.name, &payload, site).await
+    }
+
     async fn run_point(
         &self,
         point: HookPoint,
@@ -485,28 +515,7 @@ fn install_pre_tool_use(
     ctx.on_waterfall::<PreExecute>(opts, move |exec, next| {
         let b = b.clone();
         Box::pin(async move {
-            let session = exec.session.as_ref();
-            let turn = last_turn(session);
-            let base = b.payload_base(&exec.ctx, session);
-            let payload = payload::tool_use(
-                &base,
-                HookPoint::PreToolUse,
-                turn,
-                &exec.name,
-                &exec.arguments,
-                &exec.call_id,
-                None,
-            );
-            let site = Site {
-                session,
-                cwd: exec.cwd.clone(),
-                turn: Some(turn),
-                cancel: exec.cancel.clone(),
-                plain_stdout: PlainStdout::Ignored,
-            };
-            let merged = b
-                .run_point(HookPoint::PreToolUse, &exec.name, &payload, site)
-                .await?;
+            let merged = b.run_tool_point(HookPoint::PreToolUse, exec, None).await?;
             match (merged.decision, b.dialect) {
                 (MergedDecision::Deny, _) => Ok(PreToolDecision::Deny {
                     reason: merged
@@ -535,29 +544,9 @@ fn install_post_tool_use(
     ctx.on_waterfall::<PostExecute>(opts, move |p, next| {
         let b = b.clone();
         Box::pin(async move {
-            let exec = &p.exec;
-            let session = exec.session.as_ref();
-            let turn = last_turn(session);
-            let base = b.payload_base(&exec.ctx, session);
             let response = Some(payload::blocks_text(&p.result.content));
-            let payload = payload::tool_use(
-                &base,
-                HookPoint::PostToolUse,
-                turn,
-                &exec.name,
-                &exec.arguments,
-                &exec.call_id,
-                response,
-            );
-            let site = Site {
-                session,
-                cwd: exec.cwd.clone(),
-                turn: Some(turn),
-                cancel: exec.cancel.clone(),
-                plain_stdout: PlainStdout::Ignored,
-            };
             let merged = b
-                .run_point(HookPoint::PostToolUse, &exec.name, &payload, site)
+                .run_tool_point(HookPoint::PostToolUse, &p.exec, response)
                 .await?;
             let ours = b.context_message(&merged);
             if merged.decision == MergedDecision::Deny {

@@ -242,12 +242,12 @@ impl Inner {
         ))
     }
 
-    async fn str_replace(
+    /// The policy, target and edit intent of a command that changes an existing file.
+    async fn edit_target(
         &self,
         path: &str,
-        args: &EditorArgs,
         run: &ToolRunContext,
-    ) -> Result<String, BoxError> {
+    ) -> Result<(Option<ExecutionPolicy>, Target, Option<String>), BoxError> {
         let policy = self.policy(run);
         let target = Self::target(path)?;
         let request = crate::fs::IntentRequest {
@@ -255,6 +255,16 @@ impl Inner {
             session: run.session.clone(),
         };
         let intent = edit_intent(&run.ctx, &request).await?;
+        Ok((policy, target, intent))
+    }
+
+    async fn str_replace(
+        &self,
+        path: &str,
+        args: &EditorArgs,
+        run: &ToolRunContext,
+    ) -> Result<String, BoxError> {
+        let (policy, target, intent) = self.edit_target(path, run).await?;
         let old = required(args.old_str.as_deref(), "old_str", "str_replace")?;
         if old.is_empty() {
             return Err(errors::plain(
@@ -320,13 +330,7 @@ impl Inner {
             ));
         };
         let value = required(args.new_str.as_deref(), "new_str", "insert")?;
-        let policy = self.policy(run);
-        let target = Self::target(path)?;
-        let request = crate::fs::IntentRequest {
-            target: target.clone(),
-            session: run.session.clone(),
-        };
-        let intent = edit_intent(&run.ctx, &request).await?;
+        let (policy, target, intent) = self.edit_target(path, run).await?;
         let info = Self::stat_existing(&target, "insert", run).await?;
         if info.kind != Kind::File {
             return Err(errors::fs(
