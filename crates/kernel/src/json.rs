@@ -16,14 +16,14 @@ pub fn to_string(value: &Value) -> String {
     out
 }
 
-/// [`to_string`] of `value`, except that its top-level field `field` is written as the JSON
-/// text `raw` whatever value it holds (a placeholder): for a large part of a document that
-/// was serialized once and is reused. Not an object: [`to_string`].
-pub fn to_string_with_raw(value: &Value, field: &str, raw: &str) -> String {
+/// [`to_string`] of `value`, except that each top-level field named in `raw` is written as
+/// the JSON text given for it, whatever value it holds (a placeholder): for large parts of a
+/// document that were serialized once and are reused. Not an object: [`to_string`].
+pub fn to_string_with_raw(value: &Value, raw: &[(&str, &str)]) -> String {
     let Value::Object(map) = value else {
         return to_string(value);
     };
-    let mut out = String::with_capacity(raw.len() + 128);
+    let mut out = String::with_capacity(raw.iter().map(|(_, r)| r.len()).sum::<usize>() + 128);
     out.push('{');
     for (i, (k, v)) in map.iter().enumerate() {
         if i > 0 {
@@ -31,10 +31,9 @@ pub fn to_string_with_raw(value: &Value, field: &str, raw: &str) -> String {
         }
         write_string(&mut out, k);
         out.push(':');
-        if k == field {
-            out.push_str(raw);
-        } else {
-            write_value(&mut out, v);
+        match raw.iter().find(|(field, _)| field == k) {
+            Some((_, text)) => out.push_str(text),
+            None => write_value(&mut out, v),
         }
     }
     out.push('}');

@@ -154,7 +154,7 @@ impl DeepSeekAdapter {
         )?;
         let (body, extensions) = self.with_extensions(
             options,
-            &body,
+            &body.fields,
             crate::serialize::body_text(&body, options, crate::serialize::ToolsWire::Chat),
         )?;
         Ok(HttpCall {
@@ -237,9 +237,9 @@ impl DeepSeekAdapter {
         let headers = header_map(&headers, VENDOR, &config.base_url)?;
         let mut body =
             crate::anthropic::serialize::serialize_with_effort(options, &profile, &model, None)?;
-        deepseek_messages_dialect(&mut body, effort);
+        deepseek_messages_dialect(&mut body.fields, effort);
         let text = crate::anthropic::serialize::body_text(&body, options);
-        let (body, extensions) = self.with_extensions(options, &body, text)?;
+        let (body, extensions) = self.with_extensions(options, &body.fields, text)?;
         let url = deepseek_messages_url(&config.base_url);
         let hint = messages_rejection_hint(&url, &config.base_url);
         Ok(HttpCall {

@@ -23,6 +23,7 @@ mod deps;
 mod error;
 mod http;
 mod http_error;
+mod kept;
 mod live;
 mod openai_compat;
 mod openai_compat_config;

@@ -168,14 +168,28 @@ pub(crate) enum ToolsWire {
     Chat,
 }
 
-/// The text of a request body whose `tools` field is a placeholder, with the tool schemas
-/// written in its place.
-pub(crate) fn body_text(body: &Value, options: &GenerateOptions, wire: ToolsWire) -> String {
+/// A request body as its serializers build it: every field but two as values, the history
+/// (`messages`) as text, and `tools` as a placeholder that [`body_text`] fills with the kept
+/// text of the schemas. Both are most of a request and mostly the same at every step.
+#[derive(Clone, Debug)]
+pub(crate) struct LeanBody {
+    /// The body's fields in wire order; `messages` (and `tools`, when sent) hold `null`.
+    pub fields: Value,
+    /// The JSON text of the `messages` array.
+    pub messages: String,
+}
+
+/// The text of a body, its history and tool schemas written in place of their placeholders.
+pub(crate) fn body_text(body: &LeanBody, options: &GenerateOptions, wire: ToolsWire) -> String {
     match options.tools.as_deref().filter(|t| !t.is_empty()) {
-        Some(tools) => {
-            dsh_kernel::json::to_string_with_raw(body, "tools", &tools_text(tools, wire))
-        }
-        None => dsh_kernel::json::to_string(body),
+        Some(tools) => dsh_kernel::json::to_string_with_raw(
+            &body.fields,
+            &[
+                ("messages", &body.messages),
+                ("tools", &tools_text(tools, wire)),
+            ],
+        ),
+        None => dsh_kernel::json::to_string_with_raw(&body.fields, &[("messages", &body.messages)]),
     }
 }
 
@@ -230,25 +244,66 @@ fn tools_text(tools: &[ToolSchema], wire: ToolsWire) -> Arc<str> {
     text
 }
 
-/// Builds the request body, its tool schemas as a `null` placeholder that [`body_text`]
-/// fills. Fails with `UNSUPPORTED_REASONING_EFFORT` per the DeepSeek
-/// thinking rules.
+/// The chat-completions text of each history message (one or more wire messages, comma
+/// separated), by reasoning passback.
+static CHAT_KEPT: crate::kept::Kept<String> = crate::kept::Kept::new();
+
+/// Builds the request body; [`body_text`] writes it with the tool schemas. Fails with
+/// `UNSUPPORTED_REASONING_EFFORT` per the DeepSeek thinking rules.
 pub(crate) fn serialize_request(
     options: &GenerateOptions,
     dialect: &Dialect,
-) -> Result<Value, LlmError> {
-    let mut messages = Vec::new();
+) -> Result<LeanBody, LlmError> {
+    let mut messages = String::from("[");
     if let Some(system) = &options.system {
-        messages.push(json!({"role": dialect.system_role, "content": system}));
+        dsh_kernel::json::write_value(
+            &mut messages,
+            &json!({"role": dialect.system_role, "content": system}),
+        );
     }
-    let mut tool_images = Vec::new();
-    for message in &options.messages {
-        serialize_message(message, dialect, &mut messages, &mut tool_images)?;
+    if options.messages.iter().any(|m| has_image(&m.content)) {
+        // Images of tool results travel in a user message after the tool messages: the
+        // wire of one message depends on its neighbours, so it is written whole.
+        for value in &history_values(&options.messages, dialect)? {
+            if messages.len() > 1 {
+                messages.push(',');
+            }
+            dsh_kernel::json::write_value(&mut messages, value);
+        }
+    } else {
+        let context = if dialect.reasoning_passback {
+            "passback"
+        } else {
+            ""
+        };
+        let texts = CHAT_KEPT.wires(
+            &options.messages,
+            context,
+            |_| true,
+            |message| {
+                let mut wire = Vec::new();
+                serialize_message(message, dialect, &mut wire, &mut Vec::new())?;
+                let mut text = String::new();
+                for value in &wire {
+                    if !text.is_empty() {
+                        text.push(',');
+                    }
+                    dsh_kernel::json::write_value(&mut text, value);
+                }
+                Ok(text)
+            },
+        )?;
+        for text in texts.iter().filter(|t| !t.is_empty()) {
+            if messages.len() > 1 {
+                messages.push(',');
+            }
+            messages.push_str(text);
+        }
     }
-    flush_tool_images(&mut messages, &mut tool_images);
+    messages.push(']');
     let mut body = Map::new();
     body.insert("model".into(), Value::from(options.config.model.as_str()));
-    body.insert("messages".into(), Value::Array(messages));
+    body.insert("messages".into(), Value::Null);
     body.insert("stream".into(), Value::Bool(dialect.streaming));
     if dialect.streaming && dialect.include_usage {
         body.insert("stream_options".into(), json!({"include_usage": true}));
@@ -290,7 +345,21 @@ pub(crate) fn serialize_request(
     if let Some(stop) = &options.config.stop {
         body.insert("stop".into(), json!(stop));
     }
-    Ok(Value::Object(body))
+    Ok(LeanBody {
+        fields: Value::Object(body),
+        messages,
+    })
+}
+
+/// The chat-completions messages of a whole history, as values.
+fn history_values(messages: &[Arc<Message>], dialect: &Dialect) -> Result<Vec<Value>, LlmError> {
+    let mut wire = Vec::new();
+    let mut tool_images = Vec::new();
+    for message in messages {
+        serialize_message(message, dialect, &mut wire, &mut tool_images)?;
+    }
+    flush_tool_images(&mut wire, &mut tool_images);
+    Ok(wire)
 }
 
 /// A float as JavaScript would put it on the wire: integral values as integers.

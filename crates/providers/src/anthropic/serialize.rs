@@ -9,7 +9,7 @@
 //! thinking without a signature. Prompt caching marks the system prompt and the last block of
 //! the last message with `cache_control` (Anthropic's incremental-conversation pattern).
 
-use crate::serialize::object;
+use crate::serialize::{LeanBody, has_image, object};
 use dsh_llm::{ContentBlock, GenerateOptions, LlmError, Message, MessageSource, Role, codes};
 use serde_json::{Map, Value, json};
 
@@ -58,20 +58,19 @@ pub(crate) fn resolve_effort(
     }
 }
 
-/// Builds the request body, its tool schemas as a `null` placeholder: [`body_text`] writes
-/// it out with them.
+/// Builds the request body: [`body_text`] writes it out with the tool schemas.
 pub(crate) fn serialize_messages_request(
     options: &GenerateOptions,
     profile: &ResolvedAnthropicProfile,
     model: &ResolvedAnthropicModel,
-) -> Result<Value, LlmError> {
+) -> Result<LeanBody, LlmError> {
     let effort = resolve_effort(options, profile, model)?;
     serialize_with_effort(options, profile, model, effort.as_deref())
 }
 
 /// The text of a body from [`serialize_with_effort`] (after any edits of its other fields),
 /// with the tool schemas in place of their placeholder.
-pub(crate) fn body_text(body: &Value, options: &GenerateOptions) -> String {
+pub(crate) fn body_text(body: &LeanBody, options: &GenerateOptions) -> String {
     crate::serialize::body_text(body, options, crate::serialize::ToolsWire::Messages)
 }
 
@@ -82,7 +81,7 @@ pub(crate) fn serialize_with_effort(
     profile: &ResolvedAnthropicProfile,
     model: &ResolvedAnthropicModel,
     effort: Option<&str>,
-) -> Result<Value, LlmError> {
+) -> Result<LeanBody, LlmError> {
     let cache = cache_control(profile.cache_retention);
     let mut max_tokens = options.config.max_tokens.unwrap_or(model.max_tokens).max(1);
     let thinking = match effort {
@@ -98,36 +97,7 @@ pub(crate) fn serialize_with_effort(
             (budget >= 1_024).then(|| json!({"type": "enabled", "budget_tokens": budget}))
         }
     };
-    let mut messages: Vec<Value> = Vec::new();
-    for message in &options.messages {
-        let (role, content) = serialize_message(message, &options.config.provider)?;
-        if content.is_empty() {
-            continue;
-        }
-        match messages.last_mut() {
-            Some(last) if last["role"] == role => {
-                if let Some(blocks) = last["content"].as_array_mut() {
-                    blocks.extend(content);
-                    // Tool results first, as the API requires.
-                    blocks.sort_by_key(|b| b["type"] != "tool_result");
-                }
-            }
-            _ => messages.push(object([
-                ("role", Value::from(role)),
-                ("content", Value::Array(content)),
-            ])),
-        }
-    }
-    if let Some(cache) = &cache
-        && let Some(last) = messages.last_mut()
-        && let Some(block) = last["content"].as_array_mut().and_then(|b| b.last_mut())
-        && !matches!(
-            block["type"].as_str(),
-            Some("thinking" | "redacted_thinking")
-        )
-    {
-        block["cache_control"] = cache.clone();
-    }
+    let messages = messages_text(options, cache.as_ref())?;
     let mut body = Map::new();
     body.insert("model".into(), Value::from(model.id.as_str()));
     body.insert("max_tokens".into(), Value::from(max_tokens));
@@ -138,10 +108,8 @@ pub(crate) fn serialize_with_effort(
         }
         body.insert("system".into(), json!([block]));
     }
-    body.insert("messages".into(), Value::Array(messages));
+    body.insert("messages".into(), Value::Null);
     if options.tools.as_ref().is_some_and(|t| !t.is_empty()) {
-        // Written by `body_text` from the text it keeps: the schemas are most of a request
-        // and the same at every step.
         body.insert("tools".into(), Value::Null);
     }
     let thinking_on = thinking.is_some();
@@ -159,7 +127,101 @@ pub(crate) fn serialize_with_effort(
         body.insert("stop_sequences".into(), json!(stop));
     }
     body.insert("stream".into(), Value::Bool(true));
-    Ok(Value::Object(body))
+    Ok(LeanBody {
+        fields: Value::Object(body),
+        messages,
+    })
+}
+
+/// One history message on the Messages wire: its role and its content blocks as text.
+struct WireMessage {
+    role: &'static str,
+    blocks: Vec<WireBlock>,
+}
+
+struct WireBlock {
+    text: String,
+    tool_result: bool,
+    /// A `thinking` or `redacted_thinking` block, which takes no cache mark.
+    thinking: bool,
+}
+
+/// Messages blocks of each history message, by the route that decides whether reasoning is
+/// replayed.
+static KEPT: crate::kept::Kept<WireMessage> = crate::kept::Kept::new();
+
+/// The `messages` array as text. Messages of the same role are merged, their tool results
+/// first (a stable partition, as the API requires), messages without content are left out,
+/// and `cache` marks the last block unless it is reasoning.
+fn messages_text(options: &GenerateOptions, cache: Option<&Value>) -> Result<String, LlmError> {
+    let route = options.config.provider.as_str();
+    let wires = KEPT.wires(
+        &options.messages,
+        route,
+        // Inlined image bytes are request-only and large: written again each time.
+        |m| !has_image(&m.content),
+        |message| {
+            let (role, blocks) = serialize_message(message, route)?;
+            let blocks = blocks
+                .iter()
+                .map(|block| WireBlock {
+                    text: dsh_kernel::json::to_string(block),
+                    tool_result: block["type"] == "tool_result",
+                    thinking: matches!(
+                        block["type"].as_str(),
+                        Some("thinking" | "redacted_thinking")
+                    ),
+                })
+                .collect();
+            Ok(WireMessage { role, blocks })
+        },
+    )?;
+    let mut merged: Vec<(&str, Vec<&WireBlock>)> = Vec::new();
+    for wire in wires.iter().filter(|w| !w.blocks.is_empty()) {
+        match merged.last_mut() {
+            Some((role, blocks)) if *role == wire.role => {
+                blocks.extend(&wire.blocks);
+                blocks.sort_by_key(|b| !b.tool_result);
+            }
+            _ => merged.push((wire.role, wire.blocks.iter().collect())),
+        }
+    }
+    let mark = cache.map(dsh_kernel::json::to_string);
+    let size: usize = wires
+        .iter()
+        .flat_map(|w| &w.blocks)
+        .map(|b| b.text.len() + 1)
+        .sum();
+    let mut out = String::with_capacity(size + 40 * merged.len() + 64);
+    out.push('[');
+    let last_message = merged.len().saturating_sub(1);
+    for (i, (role, blocks)) in merged.iter().enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        out.push_str("{\"role\":");
+        dsh_kernel::json::write_string(&mut out, role);
+        out.push_str(",\"content\":[");
+        for (j, block) in blocks.iter().enumerate() {
+            if j > 0 {
+                out.push(',');
+            }
+            match &mark {
+                Some(mark) if i == last_message && j + 1 == blocks.len() && !block.thinking => {
+                    // The block's own object, one field longer.
+                    let open = block.text.strip_suffix('}').unwrap_or(&block.text);
+                    out.push_str(open);
+                    out.push_str(",\"cache_control\":");
+                    out.push_str(mark);
+                    out.push('}');
+                }
+                _ => out.push_str(&block.text),
+            }
+        }
+        out.push_str("]}");
+    }
+    out.push(']');
+    Ok(out)
 }
 
 /// The replay entries of a message this route produced, if it carries a Messages replay
@@ -367,6 +429,118 @@ mod tests {
         o
     }
 
+    /// The `messages` array as it was built before texts were kept: every message as
+    /// values, merged and marked in place.
+    fn messages_as_values(options: &GenerateOptions, cache: Option<&Value>) -> Value {
+        let mut messages: Vec<Value> = Vec::new();
+        for message in &options.messages {
+            let (role, content) = serialize_message(message, &options.config.provider).unwrap();
+            if content.is_empty() {
+                continue;
+            }
+            match messages.last_mut() {
+                Some(last) if last["role"] == role => {
+                    let blocks = last["content"].as_array_mut().unwrap();
+                    blocks.extend(content);
+                    blocks.sort_by_key(|b| b["type"] != "tool_result");
+                }
+                _ => messages.push(json!({"role": role, "content": content})),
+            }
+        }
+        if let Some(cache) = cache
+            && let Some(block) = messages
+                .last_mut()
+                .and_then(|m| m["content"].as_array_mut())
+                .and_then(|b| b.last_mut())
+            && !matches!(
+                block["type"].as_str(),
+                Some("thinking" | "redacted_thinking")
+            )
+        {
+            block["cache_control"] = cache.clone();
+        }
+        Value::Array(messages)
+    }
+
+    /// Kept message texts write the same bytes as the whole history built as values: as the
+    /// history grows one message at a time (the kept ones reused), under another route (its
+    /// reasoning replayed or not), with and without cache marks, with merged tool results,
+    /// empty and mid-history system messages and a reasoning block last.
+    #[test]
+    fn kept_message_texts_write_the_same_bytes_as_the_history_built_whole() {
+        let signed = |text: &str, sig: &str| {
+            Message::assistant(
+                vec![
+                    ContentBlock::Reasoning { text: text.into() },
+                    ContentBlock::text("Looking \"here\"\n é"),
+                    ContentBlock::ToolCall {
+                        id: format!("toolu_{sig}"),
+                        name: "bash".into(),
+                        arguments: "{\"command\":\"ls\",\"n\":1.5e3}".into(),
+                    },
+                ],
+                "anthropic",
+                "claude-x",
+                Some(
+                    json!({"response": {"kind": "anthropic-messages", "version": 1},
+                    "blocks": [{"type": "reasoning", "signature": sig}, {"type": "text"}, {"type": "tool-call"}]}),
+                ),
+            )
+        };
+        let thinking_last = Message::assistant(
+            vec![ContentBlock::Reasoning { text: "hm".into() }],
+            "anthropic",
+            "claude-x",
+            Some(
+                json!({"response": {"kind": "anthropic-messages", "version": 1},
+                "blocks": [{"type": "reasoning", "redactedData": "xyz"}]}),
+            ),
+        );
+        let system = |text: &str| Message {
+            role: Role::System,
+            ..Message::user_text(text)
+        };
+        let history: Vec<Arc<Message>> = [
+            Message::user_text("list files"),
+            signed("think", "A"),
+            Message::tool_result("toolu_A", vec![ContentBlock::text("a.txt")], false),
+            system(""),
+            Message::user_text("and then?"),
+            system("reminder"),
+            Message::tool_result("toolu_A", vec![], true),
+            signed("more", "B"),
+            // Reasoning only and unsigned on another route: no content at all.
+            Message::assistant(
+                vec![ContentBlock::Reasoning { text: "x".into() }],
+                "other",
+                "m",
+                None,
+            ),
+            thinking_last,
+            Message::user_text(""),
+            Message::tool_result("toolu_B", vec![ContentBlock::text("b")], false),
+        ]
+        .into_iter()
+        .map(Arc::new)
+        .collect();
+        for route in ["anthropic", "deepseek-official", "anthropic"] {
+            for retention in ["short", "long", "none"] {
+                let p = profile(json!({"cacheRetention": retention}));
+                let model = p.model("claude-x").unwrap();
+                let cache = cache_control(p.cache_retention);
+                for n in 0..=history.len() {
+                    let mut o = options("claude-x", Vec::new());
+                    o.config.provider = route.into();
+                    o.messages = history[..n].to_vec();
+                    let lean = serialize_with_effort(&o, &p, model, None).unwrap();
+                    let whole =
+                        dsh_kernel::json::to_string(&messages_as_values(&o, cache.as_ref()));
+                    assert_eq!(lean.messages, whole, "{route} {retention} {n}");
+                }
+            }
+        }
+    }
+
     /// The text written from the lean body, with the schemas' kept text, is byte for byte
     /// the text of the full body: with and without tools, after a tool list changes in a
     /// description only, and with a nested `tools` field inside the history.
@@ -396,7 +570,8 @@ mod tests {
         let same = |o: &GenerateOptions| {
             let lean = serialize_with_effort(o, &p, model, Some("low")).unwrap();
             // The reference: the schemas as values in their place, the whole written at once.
-            let mut full = lean.clone();
+            let mut full = lean.fields.clone();
+            full["messages"] = serde_json::from_str(&lean.messages).unwrap();
             if let Some(tools) = o.tools.as_ref().filter(|t| !t.is_empty()) {
                 full["tools"] = Value::Array(
                     tools

@@ -157,8 +157,11 @@ fn thinking_fields(
         e.failure.message
     })?;
     Ok((
-        body.get("thinking").cloned().unwrap_or(Value::Null),
-        body.get("reasoning_effort").cloned().unwrap_or(Value::Null),
+        body.fields.get("thinking").cloned().unwrap_or(Value::Null),
+        body.fields
+            .get("reasoning_effort")
+            .cloned()
+            .unwrap_or(Value::Null),
     ))
 }
 
@@ -274,7 +277,7 @@ fn generic_dialect_switches() {
     };
     let body = serialize_request(&options, &dialect).expect("serializes");
     assert_eq!(
-        body,
+        serde_json::from_str::<Value>(&body_text(&body, &options, ToolsWire::Chat)).unwrap(),
         json!({
             "model": "deepseek-v4-pro",
             "messages": [
@@ -299,9 +302,9 @@ fn generic_dialect_switches() {
         },
     )
     .expect("ok");
-    assert_eq!(body.get("reasoning_effort"), None);
+    assert_eq!(body.fields.get("reasoning_effort"), None);
     let body = serialize_request(&options, &dialect).expect("ok");
-    assert_eq!(body.get("reasoning_effort"), None);
+    assert_eq!(body.fields.get("reasoning_effort"), None);
 }
 
 #[test]
@@ -313,7 +316,11 @@ fn a_non_streaming_dialect_drops_stream_options_and_tool_choice_rides_with_tools
         ..Dialect::deepseek(None, None)
     };
     assert_eq!(
-        dsh_kernel::json::to_string(&serialize_request(&options, &dialect).expect("ok")),
+        body_text(
+            &serialize_request(&options, &dialect).expect("ok"),
+            &options,
+            ToolsWire::Chat
+        ),
         r#"{"model":"deepseek-v4-pro","messages":[{"role":"user","content":"hi"}],"stream":false}"#,
         "no tools: no tool_choice"
     );
@@ -323,8 +330,8 @@ fn a_non_streaming_dialect_drops_stream_options_and_tool_choice_rides_with_tools
         parameters: json!({"type": "object"}).into(),
     }]);
     let body = serialize_request(&options, &dialect).expect("ok");
-    assert_eq!(body["tool_choice"], "auto");
-    assert_eq!(body.get("stream_options"), None);
+    assert_eq!(body.fields["tool_choice"], "auto");
+    assert_eq!(body.fields.get("stream_options"), None);
 }
 
 #[test]
@@ -424,4 +431,45 @@ fn unprepared_images_and_images_outside_user_messages_are_refused() {
     )
     .expect_err("assistant image");
     assert_eq!(err.failure.code, "UNSUPPORTED_CONTENT");
+}
+
+/// Kept message texts write the same bytes as the whole history built as values, as the
+/// history grows (kept texts reused) and with reasoning passed back or not.
+#[test]
+fn kept_message_texts_write_the_same_bytes_as_the_history_built_whole() {
+    let mut history: Vec<Arc<Message>> = history().into_iter().map(Arc::new).collect();
+    history.push(Arc::new(Message {
+        role: Role::System,
+        ..Message::user_text("mid \"history\"\n")
+    }));
+    history.push(Arc::new(Message::user(
+        vec![
+            ContentBlock::text("both"),
+            ContentBlock::ToolResult {
+                tool_call_id: "call_9".into(),
+                content: vec![],
+                is_error: Some(true),
+            },
+        ],
+        MessageSource::User,
+    )));
+    for passback in [true, false, true] {
+        let dialect = Dialect {
+            reasoning_passback: passback,
+            ..Dialect::deepseek(None, None)
+        };
+        for n in 0..=history.len() {
+            let mut o = options(Vec::new());
+            o.system = Some("sys".into());
+            o.messages = history[..n].to_vec();
+            let body = serialize_request(&o, &dialect).expect("serializes");
+            let mut whole = vec![json!({"role": "system", "content": "sys"})];
+            whole.extend(history_values(&o.messages, &dialect).expect("serializes"));
+            assert_eq!(
+                body.messages,
+                dsh_kernel::json::to_string(&Value::Array(whole)),
+                "passback {passback}, {n} messages"
+            );
+        }
+    }
 }
