@@ -9,8 +9,11 @@ use std::io::Read;
 /// Little-endian magic number of a Zstandard frame.
 const MAGIC: [u8; 4] = [0x28, 0xB5, 0x2F, 0xFD];
 
-/// Compression level of every frame (libzstd's default).
-const LEVEL: i32 = 3;
+/// Compression level of every frame. A frame is one durable batch, usually a few hundred
+/// bytes to a few KiB: at that size level 1 compresses as well as libzstd's default (3)
+/// and about a third faster (`zstd -b1 -e3 -B1500` on a loop session's log: ratio 2.244
+/// against 2.239). The frames are ordinary zstd frames whatever the level.
+const LEVEL: i32 = 1;
 
 /// Complete frames (`[start, end)` byte ranges) and where an incomplete last frame starts.
 #[derive(Debug, Clone, PartialEq, Eq)]

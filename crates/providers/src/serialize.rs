@@ -181,16 +181,38 @@ pub(crate) struct LeanBody {
 
 /// The text of a body, its history and tool schemas written in place of their placeholders.
 pub(crate) fn body_text(body: &LeanBody, options: &GenerateOptions, wire: ToolsWire) -> String {
-    match options.tools.as_deref().filter(|t| !t.is_empty()) {
-        Some(tools) => dsh_kernel::json::to_string_with_raw(
-            &body.fields,
-            &[
-                ("messages", &body.messages),
-                ("tools", &tools_text(tools, wire)),
-            ],
-        ),
-        None => dsh_kernel::json::to_string_with_raw(&body.fields, &[("messages", &body.messages)]),
+    static SYSTEM: KeptValue = Mutex::new(None);
+    let system = body.fields.get("system").map(|v| kept_text(&SYSTEM, v));
+    let tools = options
+        .tools
+        .as_deref()
+        .filter(|t| !t.is_empty())
+        .map(|t| tools_text(t, wire));
+    let mut raw = vec![("messages", body.messages.as_str())];
+    if let Some(system) = &system {
+        raw.push(("system", system));
     }
+    if let Some(tools) = &tools {
+        raw.push(("tools", tools));
+    }
+    dsh_kernel::json::to_string_with_raw(&body.fields, &raw)
+}
+
+/// The last value written through one [`kept_text`] slot, and its text.
+type KeptValue = Mutex<Option<(Value, Arc<str>)>>;
+
+/// The text of `value`, reused while the slot's last value is equal: for a large part of a
+/// request that rarely changes (the system prompt). Comparing is a fraction of writing.
+fn kept_text(slot: &KeptValue, value: &Value) -> Arc<str> {
+    let mut last = slot.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some((seen, text)) = last.as_ref()
+        && seen == value
+    {
+        return text.clone();
+    }
+    let text: Arc<str> = Arc::from(dsh_kernel::json::to_string(value));
+    *last = Some((value.clone(), text.clone()));
+    text
 }
 
 /// The `tools` array as text, written once per tool list and wire: the last list's text is
@@ -254,12 +276,13 @@ pub(crate) fn serialize_request(
     options: &GenerateOptions,
     dialect: &Dialect,
 ) -> Result<LeanBody, LlmError> {
+    static SYSTEM: KeptValue = Mutex::new(None);
     let mut messages = String::from("[");
     if let Some(system) = &options.system {
-        dsh_kernel::json::write_value(
-            &mut messages,
+        messages.push_str(&kept_text(
+            &SYSTEM,
             &json!({"role": dialect.system_role, "content": system}),
-        );
+        ));
     }
     if options.messages.iter().any(|m| has_image(&m.content)) {
         // Images of tool results travel in a user message after the tool messages: the
