@@ -153,13 +153,19 @@ mod tests {
         let a = Arc::new(Message::user_text("a"));
         let b = Arc::new(Message::user_text("b"));
         let mut made = 0;
-        assert_eq!(texts(&kept, &[a.clone()], "r1", &mut made), ["r1:1"]);
+        assert_eq!(
+            texts(&kept, std::slice::from_ref(&a), "r1", &mut made),
+            ["r1:1"]
+        );
         assert_eq!(
             texts(&kept, &[a.clone(), b.clone()], "r1", &mut made),
             ["r1:1", "r1:1"]
         );
         assert_eq!(made, 2, "the first message was kept");
-        assert_eq!(texts(&kept, &[a.clone()], "r2", &mut made), ["r2:1"]);
+        assert_eq!(
+            texts(&kept, std::slice::from_ref(&a), "r2", &mut made),
+            ["r2:1"]
+        );
         assert_eq!(made, 3, "another context writes it again");
         // The same message with the same content, but a different allocation, is made anew.
         let a2 = Arc::new((*a).clone());

@@ -27,7 +27,9 @@ mod supervise;
 /// stay for the crates that reach them through the sandbox.
 pub use dsh_host::{environ, redact, secrets};
 
-pub use local::{LocalSandbox, LocalSandboxPlugin, RunnerKind, Sandbox, SandboxProvider};
+pub use local::{
+    LocalSandbox, LocalSandboxPlugin, RunnerKind, Sandbox, SandboxProvider, forget_bwrap_verdict,
+};
 pub use mode::{
     ESCALATION_TARGETS, SandboxMode, denial_marker, escalation_hint, runner_failure_marker,
 };

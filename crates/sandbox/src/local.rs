@@ -2,11 +2,18 @@
 //! bubblewrap, then Landlock, probing each at most once (lazily, on the first confined
 //! command) and caching the verdict; with no usable runner every confined command is
 //! refused. A configured `runnerCommand` replaces the chain (it is trusted unprobed).
+//!
+//! A passed bubblewrap probe (several milliseconds: two processes and new namespaces) is
+//! also recorded in dsh's home, keyed by what it depends on: the `bwrap` and launcher
+//! files, the boot and the user. A later process with the same key takes bubblewrap
+//! without probing. Only that verdict is recorded, so a forged or stale record can make
+//! commands fail but never chooses a weaker runner; a runner failure of bubblewrap removes
+//! the record, and the next process probes again.
 
 use std::ffi::OsString;
 use std::io::Read as _;
-use std::path::PathBuf;
-use std::sync::{Arc, OnceLock};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use dsh_kernel::{BoxError, BoxFuture, Context, Plugin, PluginConfig};
@@ -52,6 +59,8 @@ pub struct LocalSandbox {
     /// A trusted runner prefix and its failure signatures (replaces the chain).
     runner_command: Option<(Vec<String>, Vec<String>)>,
     verdict: OnceLock<Result<(RunnerKind, Enforcement), String>>,
+    /// Where a passed bubblewrap probe is recorded between processes.
+    probe_record: Option<PathBuf>,
 }
 
 /// What a finished probe printed: (stdout, exit code, stderr).
@@ -63,6 +72,11 @@ pub(crate) fn wait_with_timeout(
     timeout: Duration,
 ) -> Result<ProbeOutput, String> {
     let deadline = Instant::now() + timeout;
+    // Woken by the exit itself where the kernel offers process descriptors; else polled.
+    let pidfd =
+        rustix::process::Pid::from_raw(child.id().try_into().unwrap_or(0)).and_then(|pid| {
+            rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()).ok()
+        });
     let mut pause = Duration::from_micros(100);
     loop {
         match child.try_wait() {
@@ -85,17 +99,84 @@ pub(crate) fn wait_with_timeout(
                     timeout.as_millis()
                 ));
             }
-            Ok(None) => {
-                // A probe takes a few milliseconds: look again soon at first, then every 2 ms.
-                std::thread::sleep(pause);
-                pause = (pause * 2).min(Duration::from_millis(2));
-            }
+            Ok(None) => match &pidfd {
+                Some(fd) => {
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    let left = rustix::event::Timespec::try_from(left).unwrap_or(
+                        rustix::event::Timespec {
+                            tv_sec: 1,
+                            tv_nsec: 0,
+                        },
+                    );
+                    let mut fds = [rustix::event::PollFd::new(fd, rustix::event::PollFlags::IN)];
+                    let _ = rustix::event::poll(&mut fds, Some(&left));
+                }
+                None => {
+                    // A probe takes a few milliseconds: look again soon at first, then
+                    // every 2 ms.
+                    std::thread::sleep(pause);
+                    pause = (pause * 2).min(Duration::from_millis(2));
+                }
+            },
             Err(e) => return Err(format!("cannot wait for the probe: {e}")),
         }
     }
 }
 
-fn probe_bwrap(timeout: Duration) -> Result<Enforcement, String> {
+/// Records of passed bubblewrap probes this process knows (removed on a runner failure).
+static PROBE_RECORDS: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+
+/// Removes the recorded bubblewrap verdicts: bubblewrap failed as a runner, so the next
+/// process probes again (this one keeps its verdict, as it would without a record).
+pub fn forget_bwrap_verdict() {
+    for path in PROBE_RECORDS
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .iter()
+    {
+        let _ = std::fs::remove_file(path);
+    }
+}
+
+/// The `bwrap` that `exec` would find on `path_var` (absolute entries only).
+fn find_bwrap(path_var: Option<&std::ffi::OsStr>) -> Option<PathBuf> {
+    std::env::split_paths(path_var?)
+        .filter(|dir| dir.is_absolute())
+        .map(|dir| dir.join(crate::bwrap::PROGRAM))
+        .find(|p| rustix::fs::access(p, rustix::fs::Access::EXEC_OK).is_ok() && p.is_file())
+}
+
+/// What a bubblewrap probe's verdict depends on, as the text of its record: the `bwrap`
+/// program and the launcher (path, size, change time, inode), this boot and this user.
+/// `None` when any of it cannot be read (then the probe runs).
+fn probe_key(bwrap: &Path, launcher: Option<&Path>) -> Option<String> {
+    use std::os::unix::fs::MetadataExt as _;
+    let file = |p: &Path| -> Option<String> {
+        let m = std::fs::metadata(p).ok()?;
+        Some(format!(
+            "{} {} {}.{} {}",
+            p.display(),
+            m.len(),
+            m.ctime(),
+            m.ctime_nsec(),
+            m.ino()
+        ))
+    };
+    let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()?;
+    let launcher = match launcher {
+        Some(l) => file(l)?,
+        None => "none".into(),
+    };
+    Some(format!(
+        "dsh bubblewrap probe passed (v1)\nbwrap {}\nlauncher {launcher}\nboot {}\nuid {}\n",
+        file(bwrap)?,
+        boot.trim(),
+        rustix::process::getuid().as_raw()
+    ))
+}
+
+/// Probes bubblewrap (`program`: where it was found, else its bare name).
+fn probe_bwrap(program: &Path, timeout: Duration) -> Result<Enforcement, String> {
     let policy = ExecutionPolicy {
         mode: crate::SandboxMode::ReadOnly,
         workspace_root: PathBuf::from("/"),
@@ -106,7 +187,7 @@ fn probe_bwrap(timeout: Duration) -> Result<Enforcement, String> {
         protected: Vec::new(),
     };
     let confined = bwrap::confine(&["true".into()], &policy, Enforcement::Full);
-    let mut child = std::process::Command::new(&confined.program)
+    let mut child = std::process::Command::new(program)
         .args(&confined.args)
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
@@ -130,6 +211,7 @@ impl LocalSandbox {
             probe_timeout,
             runner_command: None,
             verdict: OnceLock::new(),
+            probe_record: None,
         }
     }
 
@@ -140,13 +222,53 @@ impl LocalSandbox {
         self
     }
 
+    /// Records a passed bubblewrap probe at `path`, and trusts a record found there.
+    pub fn with_probe_record(mut self, path: PathBuf) -> Self {
+        let mut records = PROBE_RECORDS.lock().unwrap_or_else(|p| p.into_inner());
+        if !records.contains(&path) {
+            records.push(path.clone());
+        }
+        drop(records);
+        self.probe_record = Some(path);
+        self
+    }
+
+    /// The bubblewrap verdict: from the record when its key matches, else probed (and a
+    /// pass recorded).
+    fn bwrap_verdict(&self, path_var: Option<&std::ffi::OsStr>) -> Result<Enforcement, String> {
+        let program = find_bwrap(path_var);
+        let key = match (&self.probe_record, &program) {
+            (Some(record), Some(program)) => {
+                probe_key(program, landlock::launcher().map(PathBuf::as_path))
+                    .map(|key| (record, key))
+            }
+            _ => None,
+        };
+        if let Some((record, key)) = &key
+            && std::fs::read(record).is_ok_and(|text| text == key.as_bytes())
+        {
+            return Ok(Enforcement::Full);
+        }
+        let program = program.unwrap_or_else(|| PathBuf::from(crate::bwrap::PROGRAM));
+        let verdict = probe_bwrap(&program, self.probe_timeout);
+        if let (Ok(Enforcement::Full), Some((record, key))) = (&verdict, &key)
+            && let Err(e) = dsh_host::fs::write_atomic(record, key.as_bytes())
+        {
+            tracing::debug!(
+                "cannot record the bubblewrap probe at {}: {e}",
+                record.display()
+            );
+        }
+        verdict
+    }
+
     /// The first usable runner of the chain (probed once).
     fn select(&self) -> &Result<(RunnerKind, Enforcement), String> {
         self.verdict.get_or_init(|| {
             let mut reasons = Vec::new();
             for kind in &self.chain {
                 let verdict = match kind {
-                    RunnerKind::Bwrap => probe_bwrap(self.probe_timeout),
+                    RunnerKind::Bwrap => self.bwrap_verdict(std::env::var_os("PATH").as_deref()),
                     RunnerKind::Landlock => match landlock::launcher() {
                         Some(l) => landlock::probe(l, self.probe_timeout),
                         None => Err("no Landlock launcher in this process".to_string()),
@@ -291,7 +413,12 @@ impl Plugin for LocalSandboxPlugin {
         let chain = c
             .runners
             .unwrap_or_else(|| vec![RunnerKind::Bwrap, RunnerKind::Landlock]);
-        let mut local = LocalSandbox::new(chain, Duration::from_secs_f64(timeout / 1000.0));
+        let mut local = LocalSandbox::new(chain, Duration::from_secs_f64(timeout / 1000.0))
+            .with_probe_record(
+                dsh_host::config::dsh_home()
+                    .join("cache")
+                    .join("sandbox-probe"),
+            );
         if !c.runner_command.is_empty() {
             local = local.with_runner_command(c.runner_command, c.runner_failure_signatures);
         }
@@ -314,5 +441,103 @@ impl Plugin for LocalSandboxPlugin {
             )?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use std::os::unix::fs::PermissionsExt as _;
+
+    /// A `bwrap` that counts its runs and exits with `code`.
+    fn fake_bwrap(dir: &Path, code: i32) {
+        let path = dir.join("bwrap");
+        let _ = std::fs::remove_file(&path);
+        std::fs::write(
+            &path,
+            format!(
+                "#!/bin/sh\necho run >> '{}/runs'\nexit {code}\n",
+                dir.display()
+            ),
+        )
+        .unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+
+    fn runs(dir: &Path) -> usize {
+        std::fs::read_to_string(dir.join("runs")).map_or(0, |t| t.lines().count())
+    }
+
+    /// A passed probe is recorded and trusted by the next provider with the same key; a
+    /// changed `bwrap`, a forged or forgotten record means probing again; a failed probe
+    /// records nothing.
+    #[test]
+    fn a_recorded_bubblewrap_verdict_is_trusted_only_for_its_key() {
+        let bin = tempfile::tempdir().unwrap();
+        let home = tempfile::tempdir().unwrap();
+        let record = home.path().join("cache").join("sandbox-probe");
+        let path_var = std::ffi::OsString::from(format!("relative:{}", bin.path().display()));
+        let verdict = || {
+            LocalSandbox::new(vec![RunnerKind::Bwrap], Duration::from_secs(10))
+                .with_probe_record(record.clone())
+                .bwrap_verdict(Some(&path_var))
+        };
+        fake_bwrap(bin.path(), 0);
+        assert_eq!(verdict(), Ok(Enforcement::Full));
+        assert_eq!(runs(bin.path()), 1);
+        let text = std::fs::read_to_string(&record).unwrap();
+        assert!(
+            text.contains(&bin.path().join("bwrap").display().to_string()),
+            "{text}"
+        );
+        assert_eq!(verdict(), Ok(Enforcement::Full));
+        assert_eq!(runs(bin.path()), 1, "the record was trusted");
+        // Another bwrap (a new file at the same path) is probed again.
+        fake_bwrap(bin.path(), 0);
+        assert_eq!(verdict(), Ok(Enforcement::Full));
+        assert_eq!(runs(bin.path()), 2);
+        assert_eq!(verdict(), Ok(Enforcement::Full));
+        assert_eq!(runs(bin.path()), 2);
+        // A record that is not this key's is no verdict.
+        std::fs::write(
+            &record,
+            "dsh bubblewrap probe passed (v1)\nbwrap /elsewhere\n",
+        )
+        .unwrap();
+        assert_eq!(verdict(), Ok(Enforcement::Full));
+        assert_eq!(runs(bin.path()), 3);
+        // A runner failure forgets it.
+        forget_bwrap_verdict();
+        assert!(!record.exists());
+        assert_eq!(verdict(), Ok(Enforcement::Full));
+        assert_eq!(runs(bin.path()), 4);
+        // A failing bwrap is probed every time and leaves no record.
+        std::fs::remove_file(&record).unwrap();
+        fake_bwrap(bin.path(), 1);
+        assert!(verdict().is_err());
+        assert!(verdict().is_err());
+        assert_eq!(runs(bin.path()), 6);
+        assert!(!record.exists());
+    }
+
+    #[test]
+    fn the_probe_wait_ends_with_the_child_or_its_deadline() {
+        let mut quick = std::process::Command::new("sh")
+            .args(["-c", "echo out; exit 3"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let (out, code, _) = wait_with_timeout(&mut quick, Duration::from_secs(10)).unwrap();
+        assert_eq!((out, code), (b"out\n".to_vec(), Some(3)));
+        let mut slow = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let started = Instant::now();
+        let e = wait_with_timeout(&mut slow, Duration::from_millis(200)).unwrap_err();
+        assert!(e.contains("did not finish within 200ms"), "{e}");
+        assert!(started.elapsed() < Duration::from_secs(20));
     }
 }

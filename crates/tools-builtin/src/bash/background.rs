@@ -37,6 +37,8 @@ pub(crate) struct Confinement {
     pub mode: SandboxMode,
     pub denial_signatures: Vec<String>,
     pub runner_failure_rules: Vec<RunnerFailureRule>,
+    /// [`dsh_sandbox::runner::Confined::runner`].
+    pub runner: &'static str,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -228,6 +230,7 @@ pub(crate) fn start(spec: BackgroundSpec, settler: JobSettler) -> JobHooks {
                     Some(c) => {
                         let stderr = lock(&s.err).tail_text();
                         if runner_failure(code, &stderr, &c.runner_failure_rules).is_some() {
+                            super::runner_failed(c.runner);
                             SandboxFact::RunnerFailed
                         } else if denied(code, &stderr, &c.denial_signatures) {
                             SandboxFact::Denied

@@ -555,6 +555,7 @@ impl BashInner {
                 &outcome.stderr.text,
                 &c.runner_failure_rules,
             ) {
+                runner_failed(c.runner);
                 return Err(SandboxUnavailable::new(p.mode, Some(line))
                     .into_error()
                     .into());
@@ -700,6 +701,7 @@ impl BashInner {
                 mode,
                 denial_signatures: c.denial_signatures,
                 runner_failure_rules: c.runner_failure_rules,
+                runner: c.runner,
             }),
             escalation: self.sandboxed,
         };
@@ -748,6 +750,13 @@ impl BashInner {
             (None, Some(base)) => base,
             (None, None) => settings.cwd.clone().unwrap_or_else(process_cwd),
         }
+    }
+}
+
+/// A runner could not run a command: a recorded bubblewrap verdict is not trusted again.
+fn runner_failed(runner: &str) {
+    if runner == "bwrap" {
+        dsh_sandbox::forget_bwrap_verdict();
     }
 }
 
