@@ -101,15 +101,17 @@ pub(crate) fn wait_with_timeout(
             }
             Ok(None) => match &pidfd {
                 Some(fd) => {
+                    use std::os::fd::AsRawFd as _;
                     let left = deadline.saturating_duration_since(Instant::now());
-                    let left = rustix::event::Timespec::try_from(left).unwrap_or(
-                        rustix::event::Timespec {
-                            tv_sec: 1,
-                            tv_nsec: 0,
-                        },
-                    );
-                    let mut fds = [rustix::event::PollFd::new(fd, rustix::event::PollFlags::IN)];
-                    let _ = rustix::event::poll(&mut fds, Some(&left));
+                    let ms = libc::c_int::try_from(left.as_millis().max(1)).unwrap_or(1_000);
+                    let mut poll = libc::pollfd {
+                        fd: fd.as_raw_fd(),
+                        events: libc::POLLIN,
+                        revents: 0,
+                    };
+                    // SAFETY: one valid pollfd for the duration of the call.
+                    #[allow(unsafe_code)]
+                    let _ = unsafe { libc::poll(&mut poll, 1, ms) };
                 }
                 None => {
                     // A probe takes a few milliseconds: look again soon at first, then
