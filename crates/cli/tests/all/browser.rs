@@ -1096,7 +1096,10 @@ fn enter_in_a_dialog_confirms_it_once() {
         .to_string();
     p.js("document.querySelector('[data-testid=add-workspace]').focus(); return true");
     b.press(&[ENTER]).unwrap();
-    p.wait("document.querySelector('[data-testid=workspace-path]')");
+    // The dialog fills the field with the directory it lists first, unless the user typed
+    // already; clearing it from script is no typing, so wait for that listing to land
+    // (a slow one would otherwise be written under the typed path).
+    p.wait("document.querySelector('[data-testid=workspace-path]')?.value");
     p.js("document.querySelector('[data-testid=workspace-path]').value = ''; return true");
     p.type_text("[data-testid=workspace-path]", &other_path);
     b.press(&[ENTER]).unwrap();
