@@ -16,6 +16,9 @@ pub struct LeaseKeeper {
     _task: AbortOnDrop<()>,
 }
 
+/// How soon a renewal that failed is tried again (at most a third of the TTL).
+const RETRY: Duration = Duration::from_millis(250);
+
 /// When a holder whose last successful renewal was sent at `sent` must consider its lease
 /// lost: `ttl` later (the database set the expiry no earlier than that).
 fn fence_deadline(sent: Instant, ttl: Duration) -> Instant {
@@ -56,6 +59,10 @@ impl LeaseKeeper {
             let mut store = Some(store);
             let mut deadline = fence_deadline(taken_at, ttl);
             let every = ttl / 3;
+            // After a failed renewal the next try comes sooner: a store that is back within
+            // the TTL keeps the lease, however the outage fell between renewals.
+            let soon = every.min(RETRY);
+            let mut pause = every;
             loop {
                 tokio::select! {
                     () = tokio::time::sleep_until(deadline) => {
@@ -66,8 +73,9 @@ impl LeaseKeeper {
                         token.cancel();
                         return;
                     }
-                    () = tokio::time::sleep(every) => {}
+                    () = tokio::time::sleep(pause) => {}
                 }
+                pause = soon;
                 if store.is_none()
                     && let Some(url) = &url
                 {
@@ -85,6 +93,7 @@ impl LeaseKeeper {
                 match renewed {
                     Ok(Some(cancelled)) => {
                         deadline = fence_deadline(sent, ttl);
+                        pause = every;
                         if cancelled {
                             asked.cancel();
                         }

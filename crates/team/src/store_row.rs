@@ -247,6 +247,7 @@ async fn appender(config: StoreRowConfig, mut rx: mpsc::UnboundedReceiver<Msg>) 
                 &config.url,
                 &mut store,
                 &lease,
+                ttl,
                 head,
                 &queue,
                 batch_header,
@@ -396,12 +397,16 @@ async fn live_sent(live: &mpsc::Sender<Live>) {
 }
 
 /// Writes `events` (seqs `head`, `head + 1`, …) in one fenced transaction; returns the new
-/// head and the records written. A connection error is retried until the lease keeper gives
-/// up.
+/// head and the records written. A database error is retried for as long as the lease
+/// lasts (`ttl` after the first failure): a restarting PostgreSQL is waited for, and a
+/// store that stays away is left to the lease keeper, which fences this process when the
+/// lease can no longer be renewed.
+#[allow(clippy::too_many_arguments)]
 async fn write(
     url: &str,
     store: &mut Store,
     lease: &Lease,
+    ttl: Duration,
     head: i64,
     events: &[Arc<Event>],
     header: Option<String>,
@@ -417,7 +422,8 @@ async fn write(
         header,
     };
     let count = i64::try_from(batch.events.len()).unwrap_or(i64::MAX);
-    let mut failures = 0;
+    let mut give_up: Option<tokio::time::Instant> = None;
+    let mut pause = Duration::from_millis(50);
     loop {
         match store.append_batch(lease, head, &batch).await {
             Ok(new_head) => {
@@ -430,12 +436,13 @@ async fn write(
                 fenced(&e.to_string())
             }
             Err(StoreError::Db(e)) => {
-                failures += 1;
-                if failures > 20 {
+                let now = tokio::time::Instant::now();
+                if *give_up.get_or_insert(now + ttl) <= now {
                     fenced(&format!("cannot record session {}: {e}", lease.session));
                 }
                 tracing::warn!("recording session {} failed ({e}); retrying", lease.session);
-                tokio::time::sleep(Duration::from_millis(100)).await;
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_millis(500));
                 if e.is_closed()
                     && let Ok(s) = Store::connect(url).await
                 {

@@ -78,6 +78,17 @@ impl Team {
 
     /// Waits until the stored log of `session` satisfies `done`.
     fn wait_for(&self, session: &str, what: &str, done: impl Fn(&[StoredEvent]) -> bool) {
+        self.wait_for_or(session, what, done, String::new);
+    }
+
+    /// [`Team::wait_for`], adding `context()` (a worker's state and log) to a timeout.
+    fn wait_for_or(
+        &self,
+        session: &str,
+        what: &str,
+        done: impl Fn(&[StoredEvent]) -> bool,
+        mut context: impl FnMut() -> String,
+    ) {
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
             let events = self.events(session);
@@ -86,8 +97,9 @@ impl Team {
             }
             assert!(
                 Instant::now() < deadline,
-                "timed out waiting for {what}; stored: {:?}",
-                events.iter().map(|e| &e.kind).collect::<Vec<_>>()
+                "timed out waiting for {what}; stored: {:?}\n{}",
+                events.iter().map(|e| &e.kind).collect::<Vec<_>>(),
+                context()
             );
             std::thread::sleep(Duration::from_millis(50));
         }
@@ -1712,6 +1724,14 @@ impl PrivatePg {
     fn crash_and_restart(&self) {
         self.ctl(&["-m", "immediate", "restart"]);
     }
+
+    /// [`PrivatePg::crash_and_restart`], with the server away for `down` in between (a
+    /// restart as slow as a loaded machine makes it).
+    fn crash_and_restart_after(&self, down: Duration) {
+        self.ctl(&["-m", "immediate", "stop"]);
+        std::thread::sleep(down);
+        self.ctl(&["start"]);
+    }
 }
 
 impl Drop for PrivatePg {
@@ -1775,7 +1795,8 @@ fn postgres_crashing_and_restarting_mid_turn_loses_and_duplicates_nothing() {
             got.iter().any(|(_, d)| d.contains("\"type\":\"turn/end\""))
         }))
     });
-    // The lease outlasts a restart: the same worker goes on under the same epoch.
+    // The lease outlasts a restart, even a slow one: the same worker goes on under the
+    // same epoch.
     let mut worker = run.worker(
         &server,
         &team,
@@ -1783,10 +1804,22 @@ fn postgres_crashing_and_restarting_mid_turn_loses_and_duplicates_nothing() {
         &["--until-idle", "--lease-ttl-ms", "6000"],
     );
     for n in [1, 3] {
-        team.wait_for(&session, "a tool result", |e| {
-            e.iter().filter(|e| e.kind == types::TOOL_RESULT).count() >= n
-        });
-        pg.crash_and_restart();
+        team.wait_for_or(
+            &session,
+            "a tool result",
+            |e| e.iter().filter(|e| e.kind == types::TOOL_RESULT).count() >= n,
+            || {
+                let log = std::fs::read_to_string(run.worker_log("worker-a")).unwrap_or_default();
+                format!("worker: {:?}\n{log}", worker.try_wait())
+            },
+        );
+        if n == 1 {
+            pg.crash_and_restart();
+        } else {
+            // Away for a third of the lease and more: the worker waits for the store instead
+            // of giving up, and its lease keeper renews as soon as the store is back.
+            pg.crash_and_restart_after(Duration::from_secs(2));
+        }
     }
     let status = worker.wait().unwrap();
     let log = std::fs::read_to_string(run.worker_log("worker-a")).unwrap();
