@@ -89,12 +89,31 @@ pub fn scrub_env(vars: impl IntoIterator<Item = (String, String)>) -> Vec<(Strin
         .collect()
 }
 
-/// The process environment, scrubbed.
+/// The process environment, scrubbed. The scrub is done once and kept: dsh never changes
+/// its own environment after [`crate::environ::capture_secrets_from_environment`] (first
+/// thing in `main`, before any child starts), and a newly remembered secret value starts a
+/// fresh scrub. (Every command the agent runs asks for this; scrubbing anew each time was a
+/// noticeable part of a step.)
 pub fn scrubbed_process_env() -> Vec<(String, String)> {
-    scrub_env(
+    static KEPT: std::sync::Mutex<Option<(usize, Vec<(String, String)>)>> =
+        std::sync::Mutex::new(None);
+    // `remember_secret` only ever adds values: their count names the set.
+    let known = known_values()
+        .read()
+        .unwrap_or_else(|p| p.into_inner())
+        .len();
+    let mut kept = KEPT.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some((count, env)) = kept.as_ref()
+        && *count == known
+    {
+        return env.clone();
+    }
+    let env = scrub_env(
         std::env::vars_os()
             .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?))),
-    )
+    );
+    *kept = Some((known, env.clone()));
+    env
 }
 
 /// The complete environment of a child process: the scrubbed process environment, the
@@ -254,6 +273,27 @@ mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
     use pretty_assertions::assert_eq;
+
+    /// The kept scrub is the scrub of the moment, and a secret remembered later leaves it.
+    #[test]
+    fn the_kept_scrub_drops_a_secret_remembered_later() {
+        // cargo runs tests with this variable set; its value is a path, long enough to count.
+        let dir = std::env::var("CARGO_MANIFEST_DIR").unwrap();
+        let fresh = || {
+            scrub_env(
+                std::env::vars_os()
+                    .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?))),
+            )
+        };
+        let first = scrubbed_process_env();
+        assert_eq!(first, fresh());
+        assert_eq!(first, scrubbed_process_env());
+        assert!(first.iter().any(|(k, _)| k == "CARGO_MANIFEST_DIR"));
+        remember_secret(&dir);
+        let after = scrubbed_process_env();
+        assert!(after.iter().all(|(_, v)| !v.contains(&dir)), "{after:?}");
+        assert_eq!(after, fresh());
+    }
 
     #[test]
     fn names_values_and_urls_are_scrubbed() {
