@@ -12,12 +12,14 @@
 //! One request: a 4-byte body length sent with three descriptors (the command's stdout and
 //! stderr pipes, and a per-command status socket), then the body: the working directory, the
 //! argv and the environment, each string as a 4-byte length and its bytes. For each request
-//! the resident forks a supervisor, which starts a new session, becomes the child subreaper
-//! of everything the command starts, runs the command in its own process group and answers
-//! on the status socket: `S` once the command runs, then `x` or `s` with a 4-byte exit code or
-//! signal once it and every process it left are gone. dsh writes `T` (terminate: SIGTERM to
-//! the group, SIGKILL to what left it) or `K` (kill everything) on that socket; closing it
-//! kills everything too, so a dropped run never leaves its command running.
+//! a supervisor forked from the resident ahead of time (a spare, which reads the request
+//! itself, so the fork is not paid between a request and its command) starts a new session,
+//! becomes the child subreaper of everything the command starts, runs the command in its
+//! own process group and answers on the status socket: `S` once the command runs, then `x`
+//! or `s` with a 4-byte exit code or signal once it and every process it left are gone. dsh
+//! writes `T` (terminate: SIGTERM to the group, SIGKILL to what left it) or `K` (kill
+//! everything) on that socket; closing it kills everything too, so a dropped run never
+//! leaves its command running.
 //!
 //! The resident is keyed by session and by its exact argument list: a policy change (mode,
 //! roots, a protected path or masked file that appeared) gives the next command a new
@@ -41,7 +43,6 @@ use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
@@ -64,6 +65,9 @@ const SEND_TIMEOUT: Duration = Duration::from_secs(3);
 /// How long a supervisor that was told to kill may take to answer before the whole
 /// resident is killed from outside.
 const KILL_ANSWER: Duration = Duration::from_secs(2);
+
+/// The largest request sent without leaving the async thread (see [`Resident::send`]).
+const QUICK_SEND: usize = 64 << 10;
 
 /// The flag that turns the launcher into a resident.
 pub const SERVE_ARG: &str = "--serve";
@@ -132,8 +136,21 @@ fn decode(body: &[u8]) -> Option<Request> {
 // ---------------------------------------------------------------------------------------
 // The resident (inside the sandbox).
 
-/// The resident's main loop, after the launcher restricted itself: serves requests on
-/// descriptor 3 until dsh closes it.
+/// How a spare supervisor that took no request ended: dsh closed the request socket.
+const SPARE_END: i32 = 0;
+/// How a spare supervisor that took no request ended: the request stream failed.
+const SPARE_BROKEN: i32 = 1;
+
+/// The resident's main loop, after the launcher restricted itself: keeps one spare
+/// supervisor forked ahead of the next request until dsh closes descriptor 3.
+///
+/// The spare, not the resident, reads the next request. Once it has the whole request it
+/// tells the resident (one byte on a pipe), lets go of the request socket and supervises
+/// that command, while the resident forks the next spare. So the fork happens while a
+/// command runs or the model thinks, not between a request and its command; and only one
+/// process reads the socket at a time. A spare that ends without taking a request means
+/// dsh is gone (or the request stream broke, or something in the sandbox killed the
+/// spare): the resident ends too, and dsh starts another one for the next command.
 pub(crate) fn serve() -> ExitCode {
     // Descriptor 3 must be the socket dsh handed over; anything else is a usage error.
     // SAFETY: borrowed only for the check; a closed descriptor makes it fail.
@@ -154,47 +171,101 @@ pub(crate) fn serve() -> ExitCode {
     loop {
         // Supervisors that finished since the last request.
         while let Ok(Some(_)) = rustix::process::wait(WaitOptions::NOHANG) {}
-        let (len, fds) = match receive_header(&control) {
-            Ok(Some(h)) => h,
-            Ok(None) => return ExitCode::SUCCESS,
-            Err(e) => return crate::landlock::fail(format!("cannot read a request: {e}")),
-        };
-        if len > MAX_BODY {
-            return crate::landlock::fail("a request is larger than the resident accepts");
-        }
-        let mut body = vec![0u8; len];
-        if let Err(e) = (&control).read_exact(&mut body) {
-            return crate::landlock::fail(format!("cannot read a request: {e}"));
-        }
-        let [out, err, status] = match <[OwnedFd; 3]>::try_from(fds) {
-            Ok(f) => f,
-            // A request without its descriptors cannot be answered; the next may be fine.
-            Err(_) => continue,
-        };
-        let Some(request) = decode(&body) else {
-            continue;
-        };
-        // SAFETY: this process is single-threaded; the child only runs `supervise_request`
-        // and exits.
-        match unsafe { libc::fork() } {
+        let (taken_read, taken_write) =
+            match rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC) {
+                Ok(p) => p,
+                Err(e) => return crate::landlock::fail(format!("cannot make a pipe: {e}")),
+            };
+        // SAFETY: this process is single-threaded; the child only runs `spare` and exits.
+        let spare = match unsafe { libc::fork() } {
             0 => {
-                drop(control);
-                let code = supervise_request(request, out, err, status);
-                std::process::exit(code);
+                drop(taken_read);
+                std::process::exit(spare(control, taken_write));
             }
             -1 => {
                 let e = io::Error::last_os_error();
-                let mut err = std::fs::File::from(err);
-                let _ = writeln!(err, "landlock-run: cannot start the command: {e}");
-                let _ = answer_exit(
-                    &status,
-                    Some(i32::from(crate::landlock::LAUNCHER_FAILURE)),
-                    None,
-                );
+                return crate::landlock::fail(format!("cannot fork a supervisor: {e}"));
             }
-            _ => {}
+            pid => pid,
+        };
+        drop(taken_write);
+        let mut byte = [0u8; 1];
+        let taken = loop {
+            match rustix::io::read(&taken_read, &mut byte) {
+                Err(rustix::io::Errno::INTR) => continue,
+                other => break matches!(other, Ok(1)),
+            }
+        };
+        if taken {
+            continue;
+        }
+        // The spare ended without a request: find out why.
+        let ended = Pid::from_raw(spare).and_then(|pid| {
+            loop {
+                match rustix::process::waitpid(Some(pid), WaitOptions::empty()) {
+                    Err(rustix::io::Errno::INTR) => continue,
+                    other => break other.ok().flatten(),
+                }
+            }
+        });
+        return match ended.and_then(|(_, s)| s.exit_status()) {
+            Some(SPARE_END) => ExitCode::SUCCESS,
+            _ => crate::landlock::fail("the request stream broke"),
+        };
+    }
+}
+
+/// What a supervisor sets up before its request comes: the subreaper role, and `SIGCHLD`
+/// blocked and read from a descriptor (blocked before the spawn, so no child's end can slip
+/// by; the command starts with an empty signal mask, which the standard library sets). A
+/// failure is reported to the request. (Its own session comes with the request: an idle
+/// spare stays in the resident's process group, which dsh can kill whole.)
+struct Ready {
+    subreaper: rustix::io::Result<()>,
+    children: io::Result<OwnedFd>,
+}
+
+impl Ready {
+    fn now() -> Self {
+        Self {
+            subreaper: rustix::process::set_child_subreaper(Some(rustix::process::getpid())),
+            children: child_signals(),
         }
     }
+}
+
+/// A spare supervisor (a fork of the resident): gets ready, reads requests until one is
+/// whole, tells the resident on `taken`, and supervises it. Returns how it ended when it
+/// took none.
+fn spare(control: UnixStream, taken: OwnedFd) -> i32 {
+    let ready = Ready::now();
+    let request = loop {
+        let (len, fds) = match receive_header(&control) {
+            Ok(Some(h)) => h,
+            Ok(None) => return SPARE_END,
+            Err(_) => return SPARE_BROKEN,
+        };
+        if len > MAX_BODY {
+            return SPARE_BROKEN;
+        }
+        let mut body = vec![0u8; len];
+        if (&control).read_exact(&mut body).is_err() {
+            return SPARE_BROKEN;
+        }
+        // A request without its descriptors cannot be answered; the next may be fine.
+        let Ok(fds) = <[OwnedFd; 3]>::try_from(fds) else {
+            continue;
+        };
+        if let Some(request) = decode(&body) {
+            break (request, fds);
+        }
+    };
+    // The next spare reads the socket from here on.
+    drop(control);
+    let _ = rustix::io::write(&taken, &[1]);
+    drop(taken);
+    let (request, [out, err, status]) = request;
+    supervise_request(ready, request, out, err, status)
 }
 
 /// The 4-byte body length and the descriptors sent with it; `None` at end of input.
@@ -277,8 +348,91 @@ fn find_on_path(program: &OsStr, env: &[(OsString, OsString)]) -> Option<PathBuf
     None
 }
 
+/// Blocks `SIGCHLD` and returns a descriptor that reads it (a `signalfd`).
+fn child_signals() -> io::Result<OwnedFd> {
+    // SAFETY: plain calls on a local signal set; the descriptor is new and owned here.
+    unsafe {
+        let mut set = MaybeUninit::<libc::sigset_t>::zeroed();
+        libc::sigemptyset(set.as_mut_ptr());
+        libc::sigaddset(set.as_mut_ptr(), libc::SIGCHLD);
+        if libc::sigprocmask(libc::SIG_BLOCK, set.as_ptr(), std::ptr::null_mut()) != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let fd = libc::signalfd(-1, set.as_ptr(), libc::SFD_CLOEXEC | libc::SFD_NONBLOCK);
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(OwnedFd::from_raw_fd(fd))
+    }
+}
+
+/// Waits for the command `main`, reaping every other child (adopted orphans) as it ends,
+/// and obeys dsh on `status` meanwhile: `T` terminates the command's group (and kills what
+/// left it); `K`, end of input or an error kills everything. One thread: `poll` on the
+/// status socket and on `children` (the `SIGCHLD` descriptor). `None` when the command
+/// was lost track of.
+fn watch(main: i32, status: &OwnedFd, children: &OwnedFd) -> Option<rustix::process::WaitStatus> {
+    let mut listening = true;
+    loop {
+        loop {
+            match rustix::process::wait(WaitOptions::NOHANG) {
+                Ok(Some((pid, s))) if pid.as_raw_nonzero().get() == main => return Some(s),
+                Ok(Some(_)) | Err(rustix::io::Errno::INTR) => continue,
+                Ok(None) => break,
+                Err(_) => return None,
+            }
+        }
+        let mut fds = [
+            libc::pollfd {
+                fd: children.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+            libc::pollfd {
+                fd: status.as_raw_fd(),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+        ];
+        let count: libc::nfds_t = if listening { 2 } else { 1 };
+        // SAFETY: `fds` holds `count` initialised entries that outlive the call.
+        if unsafe { libc::poll(fds.as_mut_ptr(), count, -1) } < 0 {
+            match io::Error::last_os_error().raw_os_error() {
+                Some(libc::EINTR) | Some(libc::EAGAIN) => continue,
+                _ => return None,
+            }
+        }
+        if fds[0].revents != 0 {
+            let mut drain = [0u8; 512];
+            while matches!(rustix::io::read(children, &mut drain), Ok(n) if n > 0) {}
+        }
+        if listening && fds[1].revents != 0 {
+            let mut byte = [0u8; 1];
+            match rustix::io::read(status, &mut byte) {
+                Ok(1) if byte[0] == b'T' => {
+                    signal_group(main, Signal::TERM);
+                    crate::supervise::kill_outside_group(main);
+                }
+                Err(rustix::io::Errno::INTR) | Err(rustix::io::Errno::AGAIN) => {}
+                // `K`, end of input or an error: dsh wants it gone, or is gone.
+                _ => {
+                    signal_group(main, Signal::KILL);
+                    crate::supervise::kill_descendants();
+                    listening = false;
+                }
+            }
+        }
+    }
+}
+
 /// The supervisor of one command (a fork of the resident): runs it and answers on `status`.
-fn supervise_request(request: Request, out: OwnedFd, err: OwnedFd, status: OwnedFd) -> i32 {
+fn supervise_request(
+    ready: Ready,
+    request: Request,
+    out: OwnedFd,
+    err: OwnedFd,
+    status: OwnedFd,
+) -> i32 {
     use std::os::unix::process::{CommandExt as _, ExitStatusExt as _};
     let _ = rustix::process::setsid();
     let err_copy = err.try_clone().ok().map(std::fs::File::from);
@@ -293,9 +447,13 @@ fn supervise_request(request: Request, out: OwnedFd, err: OwnedFd, status: Owned
         );
         1
     };
-    if let Err(e) = rustix::process::set_child_subreaper(Some(rustix::process::getpid())) {
+    if let Err(e) = ready.subreaper {
         return report_failure(format!("cannot become the command's subreaper: {e}"));
     }
+    let children = match ready.children {
+        Ok(fd) => fd,
+        Err(e) => return report_failure(format!("cannot watch the command: {e}")),
+    };
     let Some((program, args)) = request.argv.split_first() else {
         return report_failure("usage error: a request without a command".into());
     };
@@ -326,44 +484,8 @@ fn supervise_request(request: Request, out: OwnedFd, err: OwnedFd, status: Owned
         // dsh is gone: nothing may run for it.
         signal_group(main, Signal::KILL);
     }
-    let done = Arc::new(AtomicBool::new(false));
-    let watch_fd = status.try_clone().ok();
-    let watch_done = done.clone();
-    let _watcher = std::thread::Builder::new()
-        .name("resident-watch".into())
-        .spawn(move || {
-            let Some(fd) = watch_fd else { return };
-            let mut byte = [0u8; 1];
-            loop {
-                let n = rustix::io::read(&fd, &mut byte);
-                if watch_done.load(Ordering::SeqCst) {
-                    return;
-                }
-                match n {
-                    Ok(1) if byte[0] == b'T' => {
-                        signal_group(main, Signal::TERM);
-                        crate::supervise::kill_outside_group(main);
-                    }
-                    Err(rustix::io::Errno::INTR) => {}
-                    // `K`, end of input or an error: dsh wants it gone, or is gone.
-                    _ => {
-                        signal_group(main, Signal::KILL);
-                        crate::supervise::kill_descendants();
-                        return;
-                    }
-                }
-            }
-        });
-    let outcome = loop {
-        match rustix::process::wait(WaitOptions::empty()) {
-            Ok(Some((pid, s))) if pid.as_raw_nonzero().get() == main => break Some(s),
-            Ok(Some(_)) => continue,
-            Err(rustix::io::Errno::INTR) => continue,
-            Ok(None) | Err(_) => break None,
-        }
-    };
+    let outcome = watch(main, &status, &children);
     crate::supervise::kill_all();
-    done.store(true, Ordering::SeqCst);
     let (code, signal) = match outcome {
         Some(s) => {
             let raw = std::process::ExitStatus::from_raw(s.as_raw());
@@ -460,8 +582,10 @@ impl Resident {
     }
 
     /// Sends one command; the run answers once it started (or the resident is gone).
-    /// Blocking: a resident that stopped reading fails it after [`SEND_TIMEOUT`].
-    fn send(self: Arc<Self>, body: Vec<u8>) -> io::Result<Run> {
+    /// With `wait`, blocking: a resident that stopped reading fails it after
+    /// [`SEND_TIMEOUT`]. Without, `None` when the socket cannot take the request now
+    /// (nothing was sent); a request the socket took only in part is finished blocking.
+    fn send(self: &Arc<Self>, body: &[u8], wait: bool) -> io::Result<Option<Run>> {
         let (out_read, out_write) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;
         let (err_read, err_write) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;
         let (status, theirs) = rustix::net::socketpair(
@@ -479,33 +603,41 @@ impl Resident {
             let len = u32::try_from(body.len())
                 .map_err(|_| io::Error::other("the command is too large for the resident"))?
                 .to_le_bytes();
+            let flags = if wait {
+                SendFlags::NOSIGNAL
+            } else {
+                SendFlags::NOSIGNAL | SendFlags::DONTWAIT
+            };
             let sent = loop {
                 match rustix::net::sendmsg(
                     &*control,
-                    &[io::IoSlice::new(&len)],
+                    &[io::IoSlice::new(&len), io::IoSlice::new(body)],
                     &mut ancillary,
-                    SendFlags::NOSIGNAL,
+                    flags,
                 ) {
                     Err(rustix::io::Errno::INTR) => continue,
+                    Err(rustix::io::Errno::AGAIN) if !wait => return Ok(None),
                     other => break other?,
                 }
             };
             if sent < len.len() {
                 control.write_all(&len[sent..])?;
+                control.write_all(body)?;
+            } else {
+                control.write_all(&body[sent - len.len()..])?;
             }
-            control.write_all(&body)?;
         }
         *self.last_used.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
         let status = UnixStream::from(status);
         status.set_nonblocking(true)?;
-        Ok(Run {
+        Ok(Some(Run {
             resident: self.clone(),
             status: tokio::net::UnixStream::from_std(status)?,
             answer: [0; 5],
             got: 0,
             stdout: Some(tokio::net::unix::pipe::Receiver::from_owned_fd(out_read)?),
             stderr: Some(tokio::net::unix::pipe::Receiver::from_owned_fd(err_read)?),
-        })
+        }))
     }
 }
 
@@ -707,12 +839,25 @@ pub async fn run(
                 return None;
             }
         };
-        let sender = resident.clone();
-        let body = body.clone();
         let started = async {
-            let mut run = tokio::task::spawn_blocking(move || sender.send(body))
-                .await
-                .map_err(io::Error::other)??;
+            // A request that fits goes out from here; only a socket that is full (a
+            // resident that stopped reading) is waited on, off the async threads.
+            let sent = if body.len() <= QUICK_SEND {
+                resident.send(&body, false)?
+            } else {
+                None
+            };
+            let mut run = match sent {
+                Some(run) => run,
+                None => {
+                    let sender = resident.clone();
+                    let body = body.clone();
+                    tokio::task::spawn_blocking(move || sender.send(&body, true))
+                        .await
+                        .map_err(io::Error::other)??
+                        .ok_or_else(|| io::Error::other("the resident refused the request"))?
+                }
+            };
             run.started().await.map(|()| run)
         };
         let started = match tokio::time::timeout(SEND_TIMEOUT, started).await {

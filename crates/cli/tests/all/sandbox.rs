@@ -344,7 +344,8 @@ fn a_session_runs_its_commands_in_one_resident_sandbox() {
                     None,
                 ),
                 call("c4", format!("exec -a {tag}-slow sleep 30"), Some(700)),
-                call("c5", "echo after".into(), None),
+                // The command starts with no signal blocked (its supervisor blocks SIGCHLD).
+                call("c5", "echo after; grep SigBlk /proc/self/status".into(), None),
                 // A hostile command turns on its resident: its descriptors stay closed to it,
                 // and killing or stopping it costs only the session's speed.
                 call(
@@ -411,6 +412,11 @@ fn a_session_runs_its_commands_in_one_resident_sandbox() {
                 outputs[3]
             );
             assert!(outputs[4].contains("after"), "{label}: {}", outputs[4]);
+            assert!(
+                outputs[4].contains("SigBlk:\t0000000000000000"),
+                "{label}: the command inherited blocked signals: {}",
+                outputs[4]
+            );
             if resident {
                 assert!(
                     outputs[5].contains("Permission denied"),
@@ -429,4 +435,87 @@ fn a_session_runs_its_commands_in_one_resident_sandbox() {
             let _ = std::fs::remove_file(format!("/tmp/{tag}"));
         }
     }
+}
+
+/// A passed bubblewrap probe is remembered in the harness home: a second `dsh` on the same
+/// home starts its sandbox without probing, and a replaced `bwrap` is probed again. A
+/// `bwrap` wrapper first on `PATH` logs every start of bubblewrap (the probes are the starts
+/// that are not a resident's `--serve`).
+#[test]
+fn a_second_run_on_one_home_trusts_the_recorded_bubblewrap_probe() {
+    if !bwrap_usable() {
+        dsh_test_support::prereq::skip(
+            "bubblewrap is not usable here (install the Debian package bubblewrap)",
+        );
+        return;
+    }
+    let real = Command::new("sh")
+        .args(["-c", "command -v bwrap"])
+        .output()
+        .unwrap();
+    let real = String::from_utf8_lossy(&real.stdout).trim().to_string();
+    let world = World::new();
+    let bin = world.root.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let starts = world.root.path().join("bwrap-starts");
+    let wrapper = bin.join("bwrap");
+    let write_wrapper = |note: &str| {
+        std::fs::write(
+            &wrapper,
+            format!(
+                "#!/bin/sh\n# {note}\nprintf '%s\\n' \"$*\" >> '{}'\nexec '{real}' \"$@\"\n",
+                starts.display()
+            ),
+        )
+        .unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    };
+    write_wrapper("first");
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    // One run: a confined `echo`, then the answer. Returns (probes, resident starts).
+    let run = |label: &str| {
+        let _ = std::fs::remove_file(&starts);
+        let server = MockServer::with_replies([
+            Reply::tool_call(
+                "c1",
+                "bash",
+                &json!({"command": "echo ran-confined", "description": "probe"}).to_string(),
+            ),
+            Reply::text("done"),
+        ]);
+        let out = dsh_command(&world, &server, "workspace-write", "bwrap")
+            .env("PATH", &path)
+            .output()
+            .unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{label}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let outputs = server.requests().last().unwrap().tool_outputs();
+        assert!(
+            outputs.first().is_some_and(|o| o.contains("ran-confined")),
+            "{label}: {outputs:?}"
+        );
+        let log = std::fs::read_to_string(&starts).unwrap_or_default();
+        let serve = log.lines().filter(|l| l.contains("--serve")).count();
+        (log.lines().count() - serve, serve)
+    };
+    let (probes, serve) = run("first run");
+    assert!(probes >= 1, "the first run did not probe bubblewrap");
+    assert_eq!(serve, 1, "the first run started {serve} residents");
+    let record = world.dsh_home.join("cache").join("sandbox-probe");
+    assert!(record.is_file(), "no probe record at {}", record.display());
+    let (probes, serve) = run("second run");
+    assert_eq!(probes, 0, "the second run probed bubblewrap again");
+    assert_eq!(serve, 1, "the second run started {serve} residents");
+    write_wrapper("replaced");
+    let (probes, _) = run("after bwrap was replaced");
+    assert!(probes >= 1, "a replaced bwrap was trusted without a probe");
 }
