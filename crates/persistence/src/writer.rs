@@ -71,6 +71,9 @@ struct Shared {
     io: Mutex<Io>,
     /// Number of leading events that are durable.
     durable: watch::Sender<u64>,
+    /// Writes that ended (written or failed, their events queued again): a barrier waits
+    /// on it for a write in progress, without a thread of its own.
+    ended: watch::Sender<u64>,
     /// A retiring writer of the same id whose queue must reach the file first.
     predecessor: Mutex<Option<SessionWriter>>,
     on_failure: Mutex<Option<FailureHook>>,
@@ -155,6 +158,7 @@ impl SessionWriter {
                 }),
                 io: Mutex::new(Io { materialized }),
                 durable: watch::Sender::new(stored),
+                ended: watch::Sender::new(0),
                 predecessor: Mutex::new(None),
                 on_failure: Mutex::new(None),
             }),
@@ -361,9 +365,20 @@ impl SessionWriter {
             .first()
             .is_some_and(|e| e.seq <= seq);
         if !queued && lock(&self.shared.predecessor).is_none() {
-            // Taken by a write in progress (it holds the IO lock until its batch is on disk).
-            let shared = self.shared.clone();
-            let _ = tokio::task::spawn_blocking(move || drop(lock(&shared.io))).await;
+            // Taken by a write in progress: wait for it to end. Subscribed first, so a write
+            // that ends from here on is seen; one that ended before left its events durable
+            // or queued again, which the checks below find.
+            let mut ended = self.shared.ended.subscribe();
+            if self.durable_len() > seq {
+                return Ok(());
+            }
+            let requeued = lock(&self.shared.queue)
+                .pending
+                .first()
+                .is_some_and(|e| e.seq <= seq);
+            if !requeued {
+                let _ = ended.changed().await;
+            }
             if self.durable_len() > seq {
                 return Ok(());
             }
@@ -422,7 +437,18 @@ fn report_failure(id: &str, error: &PersistenceError) {
 
 /// Takes everything pending (under the IO lock) and writes it as one durable batch.
 fn write_once(shared: &Shared, trigger: Trigger) -> Result<Outcome, PersistenceError> {
-    let mut io = lock(&shared.io);
+    let io = lock(&shared.io);
+    let outcome = write_locked(shared, trigger, io);
+    shared.ended.send_modify(|n| *n = n.wrapping_add(1));
+    outcome
+}
+
+/// [`write_once`] with the IO lock held.
+fn write_locked(
+    shared: &Shared,
+    trigger: Trigger,
+    mut io: MutexGuard<'_, Io>,
+) -> Result<Outcome, PersistenceError> {
     let batch = {
         let mut q = lock(&shared.queue);
         if let Trigger::Timer(generation) = trigger
