@@ -487,7 +487,8 @@ fn a_second_run_on_one_home_trusts_the_recorded_bubblewrap_probe() {
                 &json!({"command": "echo ran-confined", "description": "probe"}).to_string(),
             ),
             Reply::text("done"),
-        ]);
+        ])
+        .answer_untooled("T");
         let out = dsh_command(&world, &server, "workspace-write", "bwrap")
             .env("PATH", &path)
             .output()
