@@ -353,6 +353,14 @@ impl SessionWriter {
         }
     }
 
+    /// Whether the event `seq` (or one before it) waits in the queue.
+    fn queued_through(&self, seq: u64) -> bool {
+        lock(&self.shared.queue)
+            .pending
+            .first()
+            .is_some_and(|e| e.seq <= seq)
+    }
+
     /// The barrier for the events up to `seq`: resolves once they are durable, leaving what
     /// was queued after them for a later write. A write in progress that holds `seq` is
     /// waited for rather than followed by another.
@@ -360,11 +368,7 @@ impl SessionWriter {
         if self.durable_len() > seq {
             return Ok(());
         }
-        let queued = lock(&self.shared.queue)
-            .pending
-            .first()
-            .is_some_and(|e| e.seq <= seq);
-        if !queued && lock(&self.shared.predecessor).is_none() {
+        if !self.queued_through(seq) && lock(&self.shared.predecessor).is_none() {
             // Taken by a write in progress: wait for it to end. Subscribed first, so a write
             // that ends from here on is seen; one that ended before left its events durable
             // or queued again, which the checks below find.
@@ -372,11 +376,7 @@ impl SessionWriter {
             if self.durable_len() > seq {
                 return Ok(());
             }
-            let requeued = lock(&self.shared.queue)
-                .pending
-                .first()
-                .is_some_and(|e| e.seq <= seq);
-            if !requeued {
+            if !self.queued_through(seq) {
                 let _ = ended.changed().await;
             }
             if self.durable_len() > seq {

@@ -287,6 +287,19 @@ fn hook_commands_run_confined_under_the_default_mode() {
     assert!(!outside.exists(), "the hook wrote outside the workspace");
 }
 
+/// Runs `command` to a successful end and returns the tool outputs of the model's last
+/// request.
+fn tool_outputs(mut command: Command, server: &MockServer, label: &str) -> Vec<String> {
+    let out = command.output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{label}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    server.requests().last().unwrap().tool_outputs()
+}
+
 fn bwrap_usable() -> bool {
     Command::new("bwrap")
         .args(["--ro-bind", "/", "/", "true"])
@@ -367,15 +380,8 @@ fn a_session_runs_its_commands_in_one_resident_sandbox() {
             if !resident {
                 command.env("DSH_SANDBOX_RESIDENT", "0");
             }
-            let out = command.output().unwrap();
             let label = format!("{runner}, resident {resident}");
-            assert_eq!(
-                out.status.code(),
-                Some(0),
-                "{label}: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-            let outputs = server.requests().last().unwrap().tool_outputs();
+            let outputs = tool_outputs(command, &server, &label);
             assert_eq!(outputs.len(), 9, "{label}: {outputs:#?}");
             assert!(
                 outputs[0].contains("one") && outputs[0].contains('3'),
@@ -489,17 +495,9 @@ fn a_second_run_on_one_home_trusts_the_recorded_bubblewrap_probe() {
             Reply::text("done"),
         ])
         .answer_untooled("T");
-        let out = dsh_command(&world, &server, "workspace-write", "bwrap")
-            .env("PATH", &path)
-            .output()
-            .unwrap();
-        assert_eq!(
-            out.status.code(),
-            Some(0),
-            "{label}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let outputs = server.requests().last().unwrap().tool_outputs();
+        let mut command = dsh_command(&world, &server, "workspace-write", "bwrap");
+        command.env("PATH", &path);
+        let outputs = tool_outputs(command, &server, label);
         assert!(
             outputs.first().is_some_and(|o| o.contains("ran-confined")),
             "{label}: {outputs:?}"
