@@ -95,8 +95,9 @@ pub fn scrub_env(vars: impl IntoIterator<Item = (String, String)>) -> Vec<(Strin
 /// fresh scrub. (Every command the agent runs asks for this; scrubbing anew each time was a
 /// noticeable part of a step.)
 pub fn scrubbed_process_env() -> Vec<(String, String)> {
-    static KEPT: std::sync::Mutex<Option<(usize, Vec<(String, String)>)>> =
-        std::sync::Mutex::new(None);
+    /// The scrub and the number of known secrets it was done with.
+    type Kept = Option<(usize, Vec<(String, String)>)>;
+    static KEPT: std::sync::Mutex<Kept> = std::sync::Mutex::new(None);
     // `remember_secret` only ever adds values: their count names the set.
     let known = known_values()
         .read()
