@@ -4,9 +4,25 @@
 # (see the comment there). Runs the mock-LLM scenarios a-hello and c-loop20 of ../shared/bench
 # under callgrind and keeps the binary's functions in first-seen order.
 #   usage: bench/startup-order.sh [BIN]   (default: builds target/release/dsh)
-# Needs valgrind. Re-run it after larger changes; a stale list only costs memory.
+#          bench/startup-order.sh --check BIN
+# Needs valgrind. Re-run it after larger changes; a stale list only costs memory (a change
+# of a dependency's features renames most symbols: hello then mapped 7 MiB more).
+# --check says how many listed functions a release binary still has under their recorded
+# names, and fails below 90 %: then re-record from that binary and rebuild.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+if [ "${1:-}" = --check ]; then
+  [ $# -eq 2 ] || { echo "usage: bench/startup-order.sh --check BIN" >&2; exit 2; }
+  listed=$(sort -u crates/cli/startup.order | wc -l)
+  found=$(nm --defined-only "$2" | awk '{print $3}' | sort -u | comm -12 - <(sort -u crates/cli/startup.order) | wc -l)
+  pct=$((100 * found / (listed > 0 ? listed : 1)))
+  echo "startup-order: $found of $listed listed functions are in $2 ($pct %)"
+  if [ "$pct" -lt 90 ]; then
+    echo "startup-order: the list is stale for this build: bench/startup-order.sh $2, then rebuild" >&2
+    exit 1
+  fi
+  exit 0
+fi
 shared=../shared/bench
 [ -f "$shared/mockllm.py" ] || { echo "startup-order: ../shared/bench/mockllm.py is absent" >&2; exit 1; }
 command -v valgrind >/dev/null || { echo "startup-order: valgrind is needed" >&2; exit 1; }
