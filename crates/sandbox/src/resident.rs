@@ -262,7 +262,7 @@ fn spare(control: UnixStream, taken: OwnedFd) -> i32 {
     };
     // The next spare reads the socket from here on.
     drop(control);
-    let _ = rustix::io::write(&taken, &[1]);
+    while let Err(rustix::io::Errno::INTR) = rustix::io::write(&taken, &[1]) {}
     drop(taken);
     let (request, [out, err, status]) = request;
     supervise_request(ready, request, out, err, status)
@@ -583,8 +583,10 @@ impl Resident {
 
     /// Sends one command; the run answers once it started (or the resident is gone).
     /// With `wait`, blocking: a resident that stopped reading fails it after
-    /// [`SEND_TIMEOUT`]. Without, `None` when the socket cannot take the request now
-    /// (nothing was sent); a request the socket took only in part is finished blocking.
+    /// [`SEND_TIMEOUT`]. Without, `None` when the socket cannot take the request now, or
+    /// another sender holds it (nothing was sent); a request the socket took only in part is
+    /// finished blocking. A request that fails half sent closes the socket (the resident
+    /// ends, and the next command starts another).
     fn send(self: &Arc<Self>, body: &[u8], wait: bool) -> io::Result<Option<Run>> {
         let (out_read, out_write) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;
         let (err_read, err_write) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)?;
@@ -595,7 +597,17 @@ impl Resident {
             None,
         )?;
         {
-            let mut control = self.control.lock().unwrap_or_else(|p| p.into_inner());
+            // From the async thread, a socket another sender holds (a blocking one, waiting on
+            // a resident that stopped reading) is not waited for either.
+            let mut control = if wait {
+                self.control.lock().unwrap_or_else(|p| p.into_inner())
+            } else {
+                match self.control.try_lock() {
+                    Ok(c) => c,
+                    Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+                    Err(std::sync::TryLockError::WouldBlock) => return Ok(None),
+                }
+            };
             let fds = [out_write.as_fd(), err_write.as_fd(), theirs.as_fd()];
             let mut space = [MaybeUninit::uninit(); rustix::cmsg_space!(ScmRights(3))];
             let mut ancillary = SendAncillaryBuffer::new(&mut space);
@@ -620,11 +632,17 @@ impl Resident {
                     other => break other?,
                 }
             };
-            if sent < len.len() {
-                control.write_all(&len[sent..])?;
-                control.write_all(body)?;
+            let rest = if sent < len.len() {
+                control
+                    .write_all(&len[sent..])
+                    .and_then(|()| control.write_all(body))
             } else {
-                control.write_all(&body[sent - len.len()..])?;
+                control.write_all(&body[sent - len.len()..])
+            };
+            if let Err(e) = rest {
+                // Half a request is on the stream: nothing after it could be read right.
+                let _ = control.shutdown(std::net::Shutdown::Both);
+                return Err(e);
             }
         }
         *self.last_used.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
