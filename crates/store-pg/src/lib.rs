@@ -98,7 +98,27 @@ CREATE TABLE dsh_login_tokens (
 CREATE TABLE dsh_store (id text PRIMARY KEY);
 INSERT INTO dsh_store (id) VALUES (md5(random()::text || clock_timestamp()::text));
 ",
+    // Whether the session's last turn has started and not ended: kept by every append, so
+    // a claim can find turns a lost worker left open without reading any event.
+    "
+ALTER TABLE dsh_sessions ADD COLUMN turn_open boolean NOT NULL DEFAULT false;
+UPDATE dsh_sessions s SET turn_open = true
+ WHERE (SELECT e.type FROM dsh_events e
+         WHERE e.session_id = s.id AND e.type IN ('turn/start', 'turn/end')
+         ORDER BY e.seq DESC LIMIT 1) = 'turn/start';
+CREATE INDEX dsh_sessions_open_turns ON dsh_sessions (id) WHERE turn_open;
+",
 ];
+
+/// Whether `events`, appended in order, leave a turn open (`Some(true)`: the last turn event
+/// among them starts one), close it (`Some(false)`), or say nothing about turns (`None`).
+pub fn turn_state(events: &[NewEvent]) -> Option<bool> {
+    events.iter().rev().find_map(|e| match e.kind.as_str() {
+        "turn/start" => Some(true),
+        "turn/end" => Some(false),
+        _ => None,
+    })
+}
 
 /// Why a store operation failed.
 #[derive(Debug, thiserror::Error)]
@@ -186,6 +206,9 @@ pub struct SessionRow {
     pub header: Option<String>,
     /// The account the session belongs to (`None`: created outside any account).
     pub owner_user: Option<String>,
+    /// Its last turn started and has not ended: running now, or left open by a lost writer
+    /// until a worker closes it.
+    pub turn_open: bool,
 }
 
 /// An account of the team store.
@@ -472,9 +495,11 @@ impl Store {
     ) -> Result<i64, StoreError> {
         let count = i64::try_from(events.len()).unwrap_or(i64::MAX);
         let tx = self.client.transaction().await?;
+        let turn_open = turn_state(events);
         let moved = tx
             .query_opt(
-                "UPDATE dsh_sessions SET head_seq = head_seq + $5
+                "UPDATE dsh_sessions
+                    SET head_seq = head_seq + $5, turn_open = coalesce($6, turn_open)
                   WHERE id = $1 AND lease_owner = $2 AND lease_epoch = $3
                     AND lease_expires > now() AND head_seq = $4
               RETURNING head_seq",
@@ -484,6 +509,7 @@ impl Store {
                     &lease.epoch,
                     &expected_head,
                     &count,
+                    &turn_open,
                 ],
             )
             .await?;
@@ -558,9 +584,11 @@ impl Store {
         Ok(row.get(0))
     }
 
-    /// Claims, for `owner`, the session of `pool` with the oldest pending input whose lease is
-    /// free or expired, taking its lease (next epoch, `ttl` by the database clock). `None`:
-    /// nothing is runnable. Concurrent claims never return the same session.
+    /// Claims, for `owner`, a session of `pool` whose lease is free or expired, taking its
+    /// lease (next epoch, `ttl` by the database clock). First come sessions whose last turn a
+    /// lost writer left open (their last input was queued on `pool`), then the session with
+    /// the oldest pending input. `None`: nothing is runnable. Concurrent claims never return
+    /// the same session.
     pub async fn claim(
         &self,
         pool: &str,
@@ -573,9 +601,12 @@ impl Store {
                 "WITH candidate AS (
                     SELECT s.id FROM dsh_sessions s
                      WHERE (s.lease_owner IS NULL OR s.lease_expires IS NULL OR s.lease_expires <= now())
-                       AND EXISTS (SELECT 1 FROM dsh_inbox i
-                                    WHERE i.session_id = s.id AND i.pool = $1 AND i.consumed_seq IS NULL)
-                     ORDER BY (SELECT min(i.id) FROM dsh_inbox i
+                       AND (EXISTS (SELECT 1 FROM dsh_inbox i
+                                     WHERE i.session_id = s.id AND i.pool = $1 AND i.consumed_seq IS NULL)
+                            OR (s.turn_open AND (SELECT i.pool FROM dsh_inbox i WHERE i.session_id = s.id
+                                                  ORDER BY i.id DESC LIMIT 1) = $1))
+                     ORDER BY s.turn_open DESC,
+                              (SELECT min(i.id) FROM dsh_inbox i
                                 WHERE i.session_id = s.id AND i.pool = $1 AND i.consumed_seq IS NULL)
                      LIMIT 1
                      FOR UPDATE SKIP LOCKED
@@ -595,16 +626,41 @@ impl Store {
         }))
     }
 
-    /// How many inputs of `pool` are not recorded yet (held by a lease or not).
+    /// How much of `pool`'s work is not done: inputs not recorded yet (held by a lease or
+    /// not), and sessions whose last input came through `pool` with a turn still open (being
+    /// run, or left open by a lost writer).
     pub async fn backlog(&self, pool: &str) -> Result<i64, StoreError> {
         let row = self
             .client
             .query_one(
-                "SELECT count(*) FROM dsh_inbox WHERE pool = $1 AND consumed_seq IS NULL",
+                "SELECT (SELECT count(*) FROM dsh_inbox WHERE pool = $1 AND consumed_seq IS NULL)
+                      + (SELECT count(*) FROM dsh_sessions s
+                          WHERE s.turn_open
+                            AND (SELECT i.pool FROM dsh_inbox i WHERE i.session_id = s.id
+                                  ORDER BY i.id DESC LIMIT 1) = $1)",
                 &[&pool],
             )
             .await?;
         Ok(row.get(0))
+    }
+
+    /// Records under `lease` that the session has no open turn, when its log says so but
+    /// the kept flag does not (a store written before the flag, or by hand). Fenced like an
+    /// append.
+    pub async fn settle_turn(&self, lease: &Lease) -> Result<(), StoreError> {
+        let n = self
+            .client
+            .execute(
+                "UPDATE dsh_sessions SET turn_open = false
+                  WHERE id = $1 AND lease_owner = $2 AND lease_epoch = $3 AND lease_expires > now()",
+                &[&lease.session, &lease.owner, &lease.epoch],
+            )
+            .await?;
+        if n == 1 {
+            Ok(())
+        } else {
+            Err(self.why_refused(lease, -1).await)
+        }
     }
 
     /// The pending input of `session`, oldest first.
@@ -719,9 +775,9 @@ impl Store {
 
 /// The columns [`session_row`] reads, in its order (`dsh_sessions` may be aliased `s`).
 const SESSION_COLUMNS: &str = "id, head_seq, lease_owner, lease_epoch,
-        coalesce(lease_expires > now(), false), header::text, owner_user";
+        coalesce(lease_expires > now(), false), header::text, owner_user, turn_open";
 
-/// A [`SessionRow`] from the first seven columns, [`SESSION_COLUMNS`].
+/// A [`SessionRow`] from the first eight columns, [`SESSION_COLUMNS`].
 fn session_row(row: &tokio_postgres::Row) -> SessionRow {
     SessionRow {
         id: row.get(0),
@@ -731,6 +787,7 @@ fn session_row(row: &tokio_postgres::Row) -> SessionRow {
         leased: row.get(4),
         header: row.get(5),
         owner_user: row.get(6),
+        turn_open: row.get(7),
     }
 }
 

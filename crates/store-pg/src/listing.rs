@@ -1,7 +1,7 @@
 //! Reading the store as `dsh sessions` reads a directory of logs: one line per session with
 //! its turns, title and last prompt, and forks written whole.
 
-use crate::{NewEvent, SESSION_COLUMNS, SessionRow, Store, StoreError, session_row};
+use crate::{NewEvent, SESSION_COLUMNS, SessionRow, Store, StoreError, session_row, turn_state};
 
 /// A session's row with what a listing shows of its log.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -50,10 +50,10 @@ impl Store {
             .iter()
             .map(|r| SessionOverview {
                 row: session_row(r),
-                turns: r.get(7),
-                title: r.get(8),
-                last_prompt_ms: r.get(9),
-                created_ms: r.get(10),
+                turns: r.get(8),
+                title: r.get(9),
+                last_prompt_ms: r.get(10),
+                created_ms: r.get(11),
             })
             .collect())
     }
@@ -78,10 +78,19 @@ impl Store {
         let tx = self.client.transaction().await?;
         let n = tx
             .execute(
-                "INSERT INTO dsh_sessions (id, parent_id, fork_seq, owner_user, header, head_seq)
-                 VALUES ($1, $2, $3, $4, $5::text::json, $6)
+                "INSERT INTO dsh_sessions
+                        (id, parent_id, fork_seq, owner_user, header, head_seq, turn_open)
+                 VALUES ($1, $2, $3, $4, $5::text::json, $6, $7)
                  ON CONFLICT (id) DO NOTHING",
-                &[&id, &parent_id, &fork_seq, &owner_user, &header, &head],
+                &[
+                    &id,
+                    &parent_id,
+                    &fork_seq,
+                    &owner_user,
+                    &header,
+                    &head,
+                    &turn_state(events).unwrap_or(false),
+                ],
             )
             .await?;
         if n != 1 {

@@ -354,6 +354,80 @@ async fn a_worker_that_died_holding_a_session_gives_it_up_when_its_lease_expires
 }
 
 #[tokio::test]
+async fn a_turn_left_open_by_a_lost_writer_is_claimable_until_it_is_closed() {
+    let Some((mut a, schema)) = fresh().await else {
+        return;
+    };
+    for s in ["open", "done", "elsewhere"] {
+        a.create_session(s, None).await.unwrap();
+    }
+    let mut leases = Vec::new();
+    for (s, pool) in [("open", "p"), ("done", "p"), ("elsewhere", "q")] {
+        let m = a.enqueue(s, pool, &json!({"text": "go"})).await.unwrap();
+        let lease = a.claim(pool, "w", TTL).await.unwrap().unwrap();
+        assert_eq!(lease.session, s);
+        a.append_consuming(
+            &lease,
+            0,
+            &events(&["turn/start", "user/message"]),
+            &[(m, 1)],
+        )
+        .await
+        .unwrap();
+        assert!(a.session(s).await.unwrap().turn_open);
+        leases.push(lease);
+    }
+    // "done" ends its turn; its writer releases it. The other two writers are lost while
+    // their turns are open: one released (its turn crashed), one just stops renewing.
+    a.append(&leases[1], 2, &events(&["turn/end"]))
+        .await
+        .unwrap();
+    assert!(!a.session("done").await.unwrap().turn_open);
+    a.release(&leases[1]).await.unwrap();
+    // Held turns are backlog of their pool, but not runnable.
+    assert_eq!(a.backlog("p").await.unwrap(), 1);
+    assert_eq!(a.claim("p", "w2", TTL).await.unwrap(), None);
+    a.release(&leases[0]).await.unwrap();
+    let repair = a.claim("p", "w2", TTL).await.unwrap().unwrap();
+    assert_eq!((repair.session.as_str(), repair.epoch), ("open", 2));
+    // Nothing else: "done" is closed, "elsewhere" belongs to pool q (and is still held).
+    assert_eq!(a.claim("p", "w3", TTL).await.unwrap(), None);
+    assert_eq!(a.claim("q", "w3", TTL).await.unwrap(), None);
+    // The old writer is fenced; the claimer closes the turn and the session rests.
+    assert!(matches!(
+        a.append(&leases[0], 2, &events(&["turn/end"])).await,
+        Err(StoreError::Fenced { .. })
+    ));
+    a.append(&repair, 2, &events(&["tool/result", "turn/end"]))
+        .await
+        .unwrap();
+    a.release(&repair).await.unwrap();
+    assert_eq!(a.backlog("p").await.unwrap(), 0);
+    assert_eq!(a.claim("p", "w3", TTL).await.unwrap(), None);
+    // A flag that disagrees with the log is settled under a lease, and only under one.
+    a.execute_batch("UPDATE dsh_sessions SET turn_open = true WHERE id = 'done'")
+        .await
+        .unwrap();
+    let settle = a.claim("p", "w4", TTL).await.unwrap().unwrap();
+    assert_eq!(settle.session, "done");
+    assert!(matches!(
+        a.settle_turn(&leases[1]).await,
+        Err(StoreError::Fenced { .. })
+    ));
+    a.settle_turn(&settle).await.unwrap();
+    a.release(&settle).await.unwrap();
+    assert_eq!(a.claim("p", "w4", TTL).await.unwrap(), None);
+    // A turn started and ended in one append leaves nothing open.
+    assert_eq!(
+        turn_state(&events(&["turn/start", "x", "turn/end", "y"])),
+        Some(false)
+    );
+    assert_eq!(turn_state(&events(&["turn/end", "turn/start"])), Some(true));
+    assert_eq!(turn_state(&events(&["x"])), None);
+    drop_schema(&a, &schema).await;
+}
+
+#[tokio::test]
 async fn the_first_append_stores_the_header_once() {
     let Some((mut a, schema)) = fresh().await else {
         return;

@@ -622,6 +622,7 @@ async fn team(url: &str, args: Args) -> Result<(), String> {
                         "leased": r.leased,
                         "leaseOwner": r.lease_owner,
                         "leaseEpoch": r.lease_epoch,
+                        "turnOpen": r.turn_open,
                     })
                 ));
             }
@@ -647,6 +648,7 @@ async fn team(url: &str, args: Args) -> Result<(), String> {
                     "leased": row.leased,
                     "pendingInput": pending.len(),
                     "turnsEnded": turns,
+                    "turnOpen": row.turn_open,
                 })
             );
             Ok(())

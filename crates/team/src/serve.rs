@@ -431,6 +431,7 @@ impl Gateway {
                 "leased": row.leased,
                 "leaseEpoch": row.lease_epoch,
                 "pendingInput": pending.len(),
+                "turnOpen": row.turn_open,
                 "owner": row.owner_user,
             }),
         ))

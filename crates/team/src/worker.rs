@@ -11,6 +11,10 @@
 //! 3. when the child ends the lease is released (a no-op when it was lost) and the scratch
 //!    directory removed. A child that dies with its parent (`PR_SET_PDEATHSIG`) leaves the
 //!    lease to expire; the next claim repairs the session.
+//!
+//! A claim also takes a session whose last turn a lost writer left open when no input is
+//! waiting for it (once that writer's lease is over): the worker then only closes the turn
+//! ([`close_open_turn`]), without a child and without asking the model anything.
 
 use std::path::{Path, PathBuf};
 use std::process::{ExitStatus, Stdio};
@@ -19,7 +23,7 @@ use std::time::Duration;
 
 use dsh_persistence::{ChunkPacking, Compression, SessionFiles};
 use dsh_session::{Event, decode_line, parse_header_line};
-use dsh_store_pg::{Lease, Store, StoreError};
+use dsh_store_pg::{Batch, Lease, Store, StoreError};
 use serde_json::{Value, json};
 
 use crate::store_row::{FENCED_EXIT, PLUGIN_NAME};
@@ -27,7 +31,7 @@ use crate::store_row::{FENCED_EXIT, PLUGIN_NAME};
 /// Exit status of a turn stopped on request (as `dsh headless` after Ctrl-C).
 const CANCELLED_EXIT: i32 = 130;
 use crate::docker::DockerOptions;
-use crate::transport::{Transport, WorkQueue};
+use crate::transport::{LiveEvent, Transport, WorkQueue};
 
 /// How a worker runs.
 #[derive(Clone, Debug)]
@@ -80,15 +84,19 @@ pub async fn run(options: &WorkerOptions) -> Result<(), WorkerError> {
     })?;
     // With a transport, an idle worker sleeps until a wake-up (or `poll` as a fallback);
     // without one, or when NATS cannot be reached, it looks every `poll`.
-    let queue = match &options.transport {
+    let transport = match &options.transport {
         Some(url) => match Transport::connect(url).await {
-            Ok(t) => match t.work_queue(&options.pool).await {
-                Ok(q) => Some(q),
-                Err(e) => {
-                    eprintln!("dsh worker: {e}; looking for work in PostgreSQL only");
-                    None
-                }
-            },
+            Ok(t) => Some(t),
+            Err(e) => {
+                eprintln!("dsh worker: {e}; looking for work in PostgreSQL only");
+                None
+            }
+        },
+        None => None,
+    };
+    let queue = match &transport {
+        Some(t) => match t.work_queue(&options.pool).await {
+            Ok(q) => Some(q),
             Err(e) => {
                 eprintln!("dsh worker: {e}; looking for work in PostgreSQL only");
                 None
@@ -150,7 +158,7 @@ pub async fn run(options: &WorkerOptions) -> Result<(), WorkerError> {
             }
             Err(e) => return Err(db(e)),
         };
-        let outcome = turn(&store, options, &lease, &store_id).await;
+        let outcome = turn(&mut store, options, &lease, &store_id, transport.as_ref()).await;
         // A store that stopped answering must not hold the worker: the lease then expires.
         match tokio::time::timeout(options.lease_ttl, store.release(&lease)).await {
             Ok(Ok(())) => {}
@@ -161,20 +169,21 @@ pub async fn run(options: &WorkerOptions) -> Result<(), WorkerError> {
             ),
         }
         match outcome {
-            Ok(status) if status.success() => {}
-            Ok(status) if status.code() == Some(CANCELLED_EXIT) => {
+            Ok(None) => {}
+            Ok(Some(status)) if status.success() => {}
+            Ok(Some(status)) if status.code() == Some(CANCELLED_EXIT) => {
                 eprintln!(
                     "dsh worker: the turn of session {} was cancelled",
                     lease.session
                 );
             }
-            Ok(status) if status.code() == Some(FENCED_EXIT) => {
+            Ok(Some(status)) if status.code() == Some(FENCED_EXIT) => {
                 eprintln!(
                     "dsh worker: session {} was taken over (epoch {} fenced)",
                     lease.session, lease.epoch
                 );
             }
-            Ok(status) => {
+            Ok(Some(status)) => {
                 eprintln!(
                     "dsh worker: the turn of session {} ended with {status}",
                     lease.session
@@ -212,18 +221,19 @@ async fn idle(queue: Option<&WorkQueue>, poll: Duration) {
     }
 }
 
-/// Runs one turn of the claimed session; `Ok` is the child's exit status.
+/// Runs one turn of the claimed session; `Ok(Some)` is the child's exit status, `Ok(None)`
+/// says the claim had no input and only closed a turn a lost writer left open.
 async fn turn(
-    store: &Store,
+    store: &mut Store,
     options: &WorkerOptions,
     lease: &Lease,
     store_id: &str,
-) -> Result<ExitStatus, WorkerError> {
+    transport: Option<&Transport>,
+) -> Result<Option<ExitStatus>, WorkerError> {
     let pending = store.pending(&lease.session).await.map_err(db)?;
     let Some(input) = pending.first() else {
-        return Err(WorkerError(
-            "no pending input (it was recorded meanwhile)".into(),
-        ));
+        close_open_turn(store, lease, transport).await?;
+        return Ok(None);
     };
     let task = input_text(&input.body)?;
     let dir = options
@@ -312,6 +322,7 @@ async fn turn(
     let status = command
         .status()
         .await
+        .map(Some)
         .map_err(|e| WorkerError(format!("cannot start {}: {e}", options.dsh.display())));
     let _ = std::fs::remove_dir_all(&dir);
     if let Some(crate::docker::Started { name, .. }) = container {
@@ -324,6 +335,49 @@ async fn turn(
         }
     }
     status
+}
+
+/// Closes the turn a lost writer (killed, frozen past its lease, cut off from the store) left
+/// open on a session with no input waiting, as loading its log would: a result for every
+/// call left unanswered (its outcome unknown when the call was recorded as started), the
+/// open step's end, then `turn/end` as interrupted. The turn is not run on: the model's
+/// work may have had effects nobody recorded, so the next input decides what follows.
+async fn close_open_turn(
+    store: &mut Store,
+    lease: &Lease,
+    transport: Option<&Transport>,
+) -> Result<(), WorkerError> {
+    let events = read_events(store, &lease.session).await?;
+    let closers = dsh_session::interrupted_turn_closers(&events);
+    if closers.is_empty() {
+        // The kept flag said open, the log says closed: believe the log.
+        return store.settle_turn(lease).await.map_err(db);
+    }
+    let head = i64::try_from(events.len()).unwrap_or(i64::MAX);
+    let batch = Batch {
+        events: closers.iter().map(crate::store_row::record).collect(),
+        ..Batch::default()
+    };
+    store.append_batch(lease, head, &batch).await.map_err(db)?;
+    eprintln!(
+        "dsh worker: session {}: closed the turn a lost worker left open ({} events)",
+        lease.session,
+        batch.events.len()
+    );
+    if let Some(transport) = transport {
+        let live: Vec<LiveEvent> = batch
+            .events
+            .into_iter()
+            .zip(head + 1..)
+            .map(|(e, seq)| LiveEvent {
+                seq,
+                kind: e.kind,
+                record: e.data,
+            })
+            .collect();
+        transport.publish_events(&lease.session, &live).await;
+    }
+    Ok(())
 }
 
 /// The text a queued input carries.

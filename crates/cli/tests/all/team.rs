@@ -395,6 +395,114 @@ fn a_worker_killed_mid_tool_is_replaced_and_its_open_call_closed_once() {
 }
 
 #[test]
+fn a_turn_a_killed_worker_left_open_is_closed_by_the_next_worker_with_nothing_queued() {
+    let Some(team) = Team::new() else { return };
+    let run = Run::new();
+    let marker = format!("team-lost-{}", uuid::Uuid::new_v4().simple());
+    let server = MockServer::with_replies([
+        crate::common::call(
+            "call_lost",
+            "bash",
+            serde_json::json!({"command": format!("touch started; sleep 30; echo {marker}"), "description": "hang"}),
+        ),
+        Reply::text("picked up after the loss"),
+    ])
+    .answer_untooled("Team test");
+    let session = run.submit(&server, &team, None, "start something long");
+    let mut a = run.worker(&server, &team, "worker-a", &[]);
+    wait_file(&run.work.path().join("started"));
+    kill_group(&a, "KILL");
+    let _ = a.wait();
+    let show = |team: &Team| -> Value {
+        let out = run
+            .team(&server, team, &["team", "show", &session])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", crate::common::stderr(&out));
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let before = show(&team);
+    assert_eq!(
+        (&before["turnOpen"], &before["pendingInput"]),
+        (&Value::Bool(true), &Value::from(0)),
+        "{before}"
+    );
+    // Nothing else is queued. The next worker waits out the dead one's lease, closes the
+    // turn it left, and stops: the pool has no work left.
+    let requests_before = server.requests().len();
+    let log = run.worker_until_idle(&server, &team, "worker-b");
+    assert!(log.contains("closed the turn"), "worker B: {log}");
+    assert_eq!(
+        server.requests().len(),
+        requests_before,
+        "closing the turn asks the model nothing"
+    );
+    let stored = team.events(&session);
+    let events = check_log(&stored);
+    let last = events.last().unwrap();
+    assert!(last.is(types::TURN_END), "{:?}", last.event_type);
+    assert_eq!(
+        last.data.as_value().pointer("/reason/kind"),
+        Some(&Value::from("interrupted"))
+    );
+    let closer = events
+        .iter()
+        .find(|e| {
+            e.is(types::TOOL_RESULT)
+                && e.data.as_value().pointer("/message/source/callId")
+                    == Some(&Value::from("call_lost"))
+        })
+        .expect("the lost call is closed");
+    assert_eq!(
+        closer.data.as_value().pointer("/error/code"),
+        Some(&Value::from("TOOL_OUTCOME_UNKNOWN")),
+        "the call was recorded as started: its outcome is unknown"
+    );
+    assert!(
+        stored.last().unwrap().epoch > stored[0].epoch,
+        "the closers are written under the new lease"
+    );
+    let after = show(&team);
+    assert_eq!(after["turnOpen"], Value::Bool(false), "{after}");
+    // The session goes on from there, once: the model sees the unknown outcome.
+    run.submit(&server, &team, Some(&session), "carry on");
+    run.worker_until_idle(&server, &team, "worker-c");
+    let events = check_log(&team.events(&session));
+    assert!(
+        answers(&events)
+            .join("\n")
+            .contains("picked up after the loss")
+    );
+    let asked = server.requests();
+    let last_request = asked.last().unwrap();
+    assert!(
+        last_request
+            .tool_outputs()
+            .iter()
+            .any(|o| o.contains(dsh_session::OUTCOME_UNKNOWN_TEXT)),
+        "{:?}",
+        last_request.tool_outputs()
+    );
+    let closers = events
+        .iter()
+        .filter(|e| {
+            e.is(types::TURN_END)
+                && e.data.as_value().pointer("/reason/kind") == Some(&Value::from("interrupted"))
+        })
+        .count();
+    assert_eq!(closers, 1, "the lost turn is closed once");
+    // Nothing the killed worker started is still running.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !processes_with(&marker).is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "the killed worker's tool outlived it"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
 fn a_frozen_worker_is_fenced_and_runs_no_tool_after_its_lease_is_taken() {
     let Some(team) = Team::new() else { return };
     let run = Run::new();
@@ -2302,15 +2410,15 @@ fn seeded_random_faults_keep_every_sessions_log_whole() {
             }
         }
     }
-    // Faults over: one last input each (so any turn a fault cut short is repaired), and
-    // workers drain every pool.
-    for s in &sessions {
-        run.submit(&server, &team, Some(s), "last");
-        *inputs.get_mut(s).unwrap() += 1;
-    }
+    // Faults over: the workers go, then one last input each, which no killed worker can
+    // have started; a drain runs them (closing first any turn a fault cut short).
     for w in &mut workers {
         kill_group(w, "KILL");
         let _ = w.wait();
+    }
+    for s in &sessions {
+        run.submit(&server, &team, Some(s), "last");
+        *inputs.get_mut(s).unwrap() += 1;
     }
     // A lease a killed worker held must expire before a drain can take its session.
     std::thread::sleep(Duration::from_millis(1600));
