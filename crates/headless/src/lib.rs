@@ -410,7 +410,11 @@ pub async fn run(
                 .await;
         }
     }
-    if !command_started_turn && let Err(e) = agent.followup(Message::user_text(task.0.clone())) {
+    let mut message = Message::user_text(task.0.clone());
+    if let Some(id) = root.get::<dsh_session::AssignedMessageId>() {
+        message.id.clone_from(&id.0);
+    }
+    if !command_started_turn && let Err(e) = agent.followup(message) {
         progress.stop();
         return fail(format, &e.to_string());
     }

@@ -2,6 +2,7 @@
 //! published SDKs drive. See README.md for what it owns and its invariants.
 
 mod app;
+mod remote;
 mod server;
 mod stream;
 
@@ -90,8 +91,36 @@ pub fn register_catalog(catalog: &mut dsh_kernel::Catalog) {
         .register(SdkJsonRpcServerPlugin);
 }
 
+/// Who answers the client: this process's agents, or a team gateway ([`remote`]).
+#[derive(Clone)]
+enum Handler {
+    Local(Arc<Server>),
+    Remote(Arc<remote::Remote>),
+}
+
+impl Handler {
+    async fn handle(
+        &self,
+        method: &str,
+        params: Option<serde_json::Value>,
+    ) -> Result<serde_json::Value, dsh_acp::RpcError> {
+        match self {
+            Self::Local(s) => s.handle(method, params).await,
+            Self::Remote(r) => r.handle(method, params).await,
+        }
+    }
+
+    async fn shutdown(&self) {
+        match self {
+            Self::Local(s) => s.shutdown().await,
+            Self::Remote(r) => r.shutdown(),
+        }
+    }
+}
+
 /// Serves one client until `shutdown` or the end of `input`; either way every session is
-/// flushed and disposed before it returns.
+/// flushed and disposed before it returns. With `DSH_GATEWAY` set the sessions are a team's,
+/// run by its workers ([`remote`]).
 pub async fn serve<R, W>(root: &Context, input: R, output: W) -> Result<(), String>
 where
     R: AsyncRead + Unpin,
@@ -100,7 +129,15 @@ where
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
     let writer = tokio::spawn(write_loop(rx, output));
     let peer = Peer::new(tx.clone());
-    let server = Server::new(root.clone(), peer.clone())?;
+    let server = match remote::Gateway::from_env()? {
+        Some(gateway) => {
+            let format = root
+                .get::<dsh_persistence::SessionFiles>()
+                .map_or(dsh_session::SESSION_FORMAT_V4, |f| f.format());
+            Handler::Remote(remote::Remote::new(gateway, peer.clone(), format))
+        }
+        None => Handler::Local(Server::new(root.clone(), peer.clone())?),
+    };
     let mut reader = BufReader::new(input);
     let mut tasks = JoinSet::new();
     let (done_tx, mut done_rx) = tokio::sync::mpsc::unbounded_channel::<()>();
@@ -127,7 +164,7 @@ where
             Some(Incoming::Request { id, method, params }) => {
                 while tasks.try_join_next().is_some() {}
                 if tasks.len() >= dsh_acp::MAX_IN_FLIGHT {
-                    server.peer.respond(
+                    peer.respond(
                         id,
                         Err(dsh_acp::RpcError {
                             code: -32603,
@@ -140,10 +177,10 @@ where
                     );
                     continue;
                 }
-                let (s, done) = (server.clone(), done_tx.clone());
+                let (s, done, out) = (server.clone(), done_tx.clone(), peer.clone());
                 tasks.spawn(async move {
                     let result = s.handle(&method, params).await;
-                    s.peer.respond(id, result);
+                    out.respond(id, result);
                     if method == "shutdown" {
                         let _ = done.send(());
                     }

@@ -39,7 +39,6 @@ type Efforts = Arc<Mutex<HashMap<String, String>>>;
 
 pub struct Server {
     root: Context,
-    pub(crate) peer: Peer,
     route: Mutex<Option<Route>>,
     shutting_down: AtomicBool,
     sessions: Mutex<HashMap<String, AgentRef>>,
@@ -56,7 +55,6 @@ impl Server {
     pub fn new(root: Context, peer: Peer) -> Result<Arc<Self>, String> {
         let server = Arc::new(Self {
             root: root.clone(),
-            peer: peer.clone(),
             route: Mutex::new(None),
             shutting_down: AtomicBool::new(false),
             sessions: Mutex::new(HashMap::new()),

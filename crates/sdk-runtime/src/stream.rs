@@ -35,12 +35,29 @@ impl EventStream {
 
     /// The notification bodies (one event each) that `event` of `session` releases.
     pub(crate) fn push(&mut self, session: &LiveSession, event: &Arc<Event>) -> Vec<String> {
+        self.push_with(&session.id(), session.header().seed_length, event, |from| {
+            session.events_from(from)
+        })
+    }
+
+    /// [`EventStream::push`] for a session known only by its events, each given in order from
+    /// the first (a session a team gateway streams).
+    pub(crate) fn push_ordered(&mut self, session: &str, event: &Arc<Event>) -> Vec<String> {
+        self.push_with(session, None, event, |_| Vec::new())
+    }
+
+    fn push_with(
+        &mut self,
+        id: &str,
+        seed_length: Option<u64>,
+        event: &Arc<Event>,
+        events_from: impl FnOnce(u64) -> Vec<Arc<Event>>,
+    ) -> Vec<String> {
         let Self::V4(sessions) = self else {
             return vec![v0(event)];
         };
-        let id = session.id();
-        let rows = sessions.entry(id.clone()).or_insert_with(|| Rows {
-            encoder: V4Encoder::new(&id, session.header().seed_length),
+        let rows = sessions.entry(id.to_string()).or_insert_with(|| Rows {
+            encoder: V4Encoder::new(id, seed_length),
             held: Vec::new(),
             broken: false,
         });
@@ -56,8 +73,7 @@ impl EventStream {
             // Events the session holds without publishing them (a seeded prefix, a restored
             // log): the encoder takes them so seqs and references match the log's.
             rows.release(&mut out);
-            let earlier: Vec<_> = session
-                .events_from(rows.encoder.events_seen())
+            let earlier: Vec<_> = events_from(rows.encoder.events_seen())
                 .into_iter()
                 .take_while(|e| e.seq < event.seq)
                 .collect();

@@ -41,7 +41,7 @@ pub use storage::{
     parse_header_line, parse_log,
 };
 pub use store::{
-    AppendedEvent, AssignedSessionId, Clock, FlushRequest, LiveSession, SessionAppended,
+    AppendedEvent, AssignedMessageId, AssignedSessionId, Clock, FlushRequest, LiveSession, SessionAppended,
     SessionCreated, SessionDisposed, SessionFlush, SessionSource, SessionStore, SessionWriteFailed,
     StoreError, WriteFailure, system_clock,
 };

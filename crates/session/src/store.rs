@@ -305,6 +305,12 @@ pub enum StoreError {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AssignedSessionId(pub String);
 
+/// The id a run's task message takes when a plugin names it (`ctx` service): the team worker
+/// provides the one its client chose when queueing the input, so the client can find its
+/// message (the SDK runtime's receipt) in the log.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AssignedMessageId(pub String);
+
 /// How a session comes to life.
 pub enum SessionSource {
     /// A brand-new session with no events.

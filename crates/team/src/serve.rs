@@ -11,9 +11,11 @@
 //! * `GET  /`: the team page (sign in, sessions, a session's log followed live, input and
 //!   cancel), a static client of this API; no account needed to load it.
 //! * `GET  /v1/sessions`: the caller's sessions, newest first, with title and turns.
-//! * `POST /v1/sessions` `{"text"}`: a new session with its first input queued (201).
+//! * `POST /v1/sessions` `{"text", "sessionId"?, "messageId"?}`: a new session with its first
+//!   input queued (201; 409 when a chosen id exists). A chosen `messageId` becomes the id of
+//!   the turn's user message (the SDK runtime's receipt).
 //! * `GET  /v1/sessions/{id}`: head seq, lease and pending input.
-//! * `POST /v1/sessions/{id}/messages` `{"text"}`: queues the next input (202).
+//! * `POST /v1/sessions/{id}/messages` `{"text", "messageId"?}`: queues the next input (202).
 //! * `POST /v1/sessions/{id}/cancel`: stops the running turn as Ctrl-C would (202; 409 when
 //!   no turn runs).
 //! * `GET  /v1/sessions/{id}/events`: server-sent events, one per stored event: `id:` is its
@@ -399,15 +401,23 @@ impl Gateway {
         user: &User,
         req: Request<Incoming>,
     ) -> Result<Response<Body>, StoreError> {
-        let text = match input_text(req).await {
-            Ok(t) => t,
+        let input = match input(req).await {
+            Ok(i) => i,
             Err(resp) => return Ok(resp),
         };
         let store = self.db.get();
-        let id = format!("session-{}", uuid::Uuid::new_v4());
-        store.create_owned_session(&id, &user.name).await?;
+        let id = input
+            .session_id
+            .clone()
+            .unwrap_or_else(|| format!("session-{}", uuid::Uuid::new_v4()));
+        if !store.create_owned_session(&id, &user.name).await? {
+            return Ok(error(
+                StatusCode::CONFLICT,
+                &format!("session {id} already exists"),
+            ));
+        }
         let inbox = store
-            .enqueue(&id, &self.options.pool, &json!({"text": text}))
+            .enqueue(&id, &self.options.pool, &input.body())
             .await?;
         self.wake().await;
         Ok(json_response(
@@ -446,14 +456,14 @@ impl Gateway {
         if !self.visible(user, id).await? {
             return Ok(not_found());
         }
-        let text = match input_text(req).await {
-            Ok(t) => t,
+        let input = match input(req).await {
+            Ok(i) => i,
             Err(resp) => return Ok(resp),
         };
         let inbox = self
             .db
             .get()
-            .enqueue(id, &self.options.pool, &json!({"text": text}))
+            .enqueue(id, &self.options.pool, &input.body())
             .await?;
         self.wake().await;
         Ok(json_response(
@@ -743,14 +753,59 @@ async fn body_json(req: Request<Incoming>) -> Result<Value, Response<Body>> {
     })
 }
 
-/// The `text` of a JSON request body, or the response refusing it.
-async fn input_text(req: Request<Incoming>) -> Result<String, Response<Body>> {
-    let value = body_json(req).await?;
-    match value.get("text").and_then(Value::as_str) {
-        Some(t) if !t.trim().is_empty() => Ok(t.to_string()),
-        _ => Err(error(
-            StatusCode::BAD_REQUEST,
-            "the body needs a non-empty string \"text\"",
-        )),
+/// Input a client queues: its text, and the ids it chose (optional).
+struct Input {
+    text: String,
+    /// The id a new session takes (`POST /v1/sessions` only).
+    session_id: Option<String>,
+    /// The id the turn's user message takes, so the client can find it in the log.
+    message_id: Option<String>,
+}
+
+impl Input {
+    /// The inbox body a worker reads.
+    fn body(&self) -> Value {
+        let mut body = json!({"text": self.text});
+        if let Some(id) = &self.message_id {
+            body["messageId"] = json!(id);
+        }
+        body
     }
+}
+
+/// An id a client may choose: 1 to 128 ASCII letters, digits, `.`, `_` or `-`.
+fn valid_id(id: &str) -> bool {
+    (1..=128).contains(&id.len())
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+}
+
+/// The input of a JSON request body, or the response refusing it.
+async fn input(req: Request<Incoming>) -> Result<Input, Response<Body>> {
+    let value = body_json(req).await?;
+    let text = match value.get("text").and_then(Value::as_str) {
+        Some(t) if !t.trim().is_empty() => t.to_string(),
+        _ => {
+            return Err(error(
+                StatusCode::BAD_REQUEST,
+                "the body needs a non-empty string \"text\"",
+            ));
+        }
+    };
+    let id = |key: &str| -> Result<Option<String>, Response<Body>> {
+        match value.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(id)) if valid_id(id) => Ok(Some(id.clone())),
+            Some(_) => Err(error(
+                StatusCode::BAD_REQUEST,
+                &format!("\"{key}\" must be 1 to 128 letters, digits, '.', '_' or '-'"),
+            )),
+        }
+    };
+    Ok(Input {
+        text,
+        session_id: id("sessionId")?,
+        message_id: id("messageId")?,
+    })
 }

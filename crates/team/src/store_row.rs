@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use dsh_kernel::{BoxError, Context, ListenOptions, Plugin, PluginConfig};
 use dsh_session::{
-    AppendedEvent, AssignedSessionId, Event, LiveSession, RecordFormat, SessionAppended,
+    AppendedEvent, AssignedMessageId, AssignedSessionId, Event, LiveSession, RecordFormat, SessionAppended,
     SessionCreated, SessionFlush, types, write_event,
 };
 use dsh_store_pg::{Batch, Lease, LeaseKeeper, NewEvent, Store, StoreError};
@@ -54,6 +54,9 @@ pub struct StoreRowConfig {
     /// Inbox rows this turn records (as its `user/message`).
     #[serde(default)]
     pub consumes: Vec<i64>,
+    /// The id the turn's task message takes (chosen by the client that queued it).
+    #[serde(default)]
+    pub message_id: Option<String>,
     /// The NATS server live events are published to, when the team has one.
     #[serde(default)]
     pub transport: Option<String>,
@@ -80,6 +83,9 @@ impl Plugin for TeamSessionStorePlugin {
             return Err(format!("{PLUGIN_NAME} must be loaded inside a tokio runtime").into());
         }
         ctx.provide(Arc::new(AssignedSessionId(config.session.clone())))?;
+        if let Some(id) = &config.message_id {
+            ctx.provide(Arc::new(AssignedMessageId(id.clone())))?;
+        }
         let (tx, rx) = mpsc::unbounded_channel();
         let tx = Arc::new(Mutex::new(Some(tx)));
         ctx.spawn(appender(config.clone(), rx))?;

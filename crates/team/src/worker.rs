@@ -283,6 +283,7 @@ async fn turn(
                 "epoch": lease.epoch,
                 "leaseTtlMs": u64::try_from(options.lease_ttl.as_millis()).unwrap_or(u64::MAX),
                 "consumes": [input.id],
+                "messageId": input.body.get("messageId").and_then(Value::as_str),
                 "transport": options.transport,
             },
         }]},

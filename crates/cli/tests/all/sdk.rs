@@ -11,7 +11,7 @@ use dsh_test_support::mock_server::{MockServer, Reply};
 use pretty_assertions::assert_eq;
 use serde_json::Value;
 
-fn sdk_python() -> Option<PathBuf> {
+pub(crate) fn sdk_python() -> Option<PathBuf> {
     let python = std::env::var_os("DSH_SDK_PYTHON").map(PathBuf::from);
     let usable = python.as_ref().is_some_and(|p| {
         Command::new(p)

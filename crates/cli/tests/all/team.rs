@@ -603,6 +603,152 @@ impl Run {
     }
 }
 
+#[test]
+fn the_sdk_runtime_drives_team_sessions_through_a_gateway() {
+    use std::io::{BufRead, BufReader, Write};
+    let Some(team) = Team::new() else { return };
+    let run = Run::new();
+    let server = MockServer::with_replies([
+        crate::common::call(
+            "call_team_sdk",
+            "bash",
+            serde_json::json!({"command": "echo ran-on-a-worker", "description": "echo"}),
+        ),
+        Reply::text("first answer"),
+        Reply::text("second answer"),
+        Reply::text("third answer"),
+    ])
+    .answer_untooled("Team test");
+    let gateway = run.gateway(&server, &team);
+    let token = run.add_user(&server, &team, "sdk-user");
+    let mut worker = run.worker(&server, &team, "worker-sdk", &[]);
+    // The runtime knows no database: only the gateway and an account's token.
+    let mut runtime = run
+        .base(&server)
+        .args(["--profile", "sdk"])
+        .env("DSH_GATEWAY", &gateway.url)
+        .env("DSH_GATEWAY_TOKEN", &token)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = runtime.stdin.take().unwrap();
+    let mut lines = BufReader::new(runtime.stdout.take().unwrap()).lines();
+    let mut send = |v: Value| {
+        writeln!(stdin, "{v}").unwrap();
+        stdin.flush().unwrap();
+    };
+    let mut next = move || -> Value { serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap() };
+    let rpc = |id: &str, method: &str, params: Value| {
+        serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+    };
+    send(rpc("a", "initialize", serde_json::json!({"cwd": run.work.path(), "provider": "deepseek-official", "model": "deepseek-v4-flash"})));
+    assert_eq!(next()["result"]["serverInfo"]["name"], "deepseek-harness-sdk-runtime");
+    send(rpc(
+        "b",
+        "session/prompt",
+        serde_json::json!({"sessionId": "sdk-team", "contentBlocks": [{"type": "text", "text": "first question"}]}),
+    ));
+    // The answer, then the turn as the SDK sees it: the receipt carrying the message id,
+    // `running`, the events, `idle`.
+    let mut frames = Vec::new();
+    let message_id = loop {
+        let f = next();
+        if f["id"] == "b" {
+            break f["result"]["messageId"].as_str().unwrap().to_string();
+        }
+        frames.push(f);
+    };
+    loop {
+        let f = next();
+        let idle = f["method"] == "session.status" && f["params"]["status"] == "idle";
+        frames.push(f);
+        if idle {
+            break;
+        }
+    }
+    let kinds: Vec<String> = frames
+        .iter()
+        .map(|f| match f["method"].as_str().unwrap() {
+            "session.status" => format!("status:{}", f["params"]["status"].as_str().unwrap()),
+            _ => f["params"]["event"]["type"].as_str().unwrap().to_string(),
+        })
+        .collect();
+    let receipt = frames
+        .iter()
+        .position(|f| {
+            f["params"]["event"]["type"] == "agent/inbox/spliced"
+                && f["params"]["event"]["data"]["inserted"][0]["id"] == message_id.as_str()
+        })
+        .unwrap_or_else(|| panic!("no receipt for {message_id}: {kinds:?}"));
+    let running = kinds.iter().position(|k| k == "status:running").unwrap();
+    let start = kinds.iter().position(|k| k == "turn/start").unwrap();
+    assert!(receipt < running && running < start, "{kinds:?}");
+    assert!(frames.iter().all(|f| f["params"]["sessionId"] == "sdk-team"));
+    let text = serde_json::to_string(&frames).unwrap();
+    assert!(text.contains("ran-on-a-worker"), "{kinds:?}");
+    assert!(text.contains("first answer"), "{kinds:?}");
+    // Seqs as the session's own log numbers them (v4 rows, dense from 0).
+    let seqs: Vec<u64> = frames
+        .iter()
+        .filter_map(|f| f["params"]["event"]["seq"].as_u64())
+        .collect();
+    assert_eq!(seqs, (0..seqs.len() as u64).collect::<Vec<_>>(), "{kinds:?}");
+    send(rpc("c", "session/wait", serde_json::json!({"sessionId": "sdk-team"})));
+    assert_eq!(next()["result"], serde_json::json!({}));
+    send(rpc(
+        "d",
+        "session/prompt",
+        serde_json::json!({"sessionId": "sdk-team", "contentBlocks": [{"type": "image", "mimeType": "image/png", "data": "AAAA"}]}),
+    ));
+    let refused = next();
+    assert!(
+        refused["error"]["message"].as_str().unwrap().contains("text only"),
+        "{refused}"
+    );
+    send(rpc("e", "shutdown", serde_json::json!({})));
+    assert_eq!(next()["result"], serde_json::json!({}));
+    assert!(runtime.wait().unwrap().success());
+    // The session is the team's: stored whole, owned by the token's account.
+    let stored = team.events("sdk-team");
+    check_log(&stored);
+    let store = team.store();
+    let row = team.rt.block_on(store.session("sdk-team")).unwrap();
+    assert_eq!(row.owner_user.as_deref(), Some("sdk-user"));
+    // Upstream's Python SDK, unchanged, resumes it and starts another.
+    if let Some(python) = crate::sdk::sdk_python() {
+        let out = Command::new(python)
+            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/sdk-client/run.py"))
+            .args(["team", env!("CARGO_BIN_EXE_dsh")])
+            .arg(run.dsh_home())
+            .arg(run.work.path())
+            .arg(server.url())
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("HOME", run.home.path())
+            .env("DSH_GATEWAY", &gateway.url)
+            .env("DSH_GATEWAY_TOKEN", &token)
+            .current_dir(run.work.path())
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{}\n{stdout}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let got: Value = serde_json::from_str(stdout.trim()).unwrap();
+        assert_eq!(got["resumed"]["final_response"], "second answer", "{got}");
+        assert_eq!(got["fresh"]["final_response"], "third answer", "{got}");
+        assert_eq!(got["resumed"]["statuses"], serde_json::json!(["running", "idle"]), "{got}");
+        assert!(got["missing"].as_str().unwrap().contains("not found"), "{got}");
+        assert!(got["cwd"].as_str().unwrap().contains("working directory"), "{got}");
+        check_log(&team.events("sdk-team-fresh"));
+    }
+    kill_group(&worker, "KILL");
+    let _ = worker.wait();
+}
+
 /// One server-sent event: its id and data.
 type Sse = (i64, String);
 

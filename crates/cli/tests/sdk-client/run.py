@@ -4,6 +4,8 @@ crates/cli/tests/all/sdk.rs.
 
     python run.py <scenario> <dsh binary> <dsh home> <cwd> <base url>
 
+Also used by crates/cli/tests/all/team.rs (scenario `team`, through a team gateway).
+
 Prints one JSON object describing what the SDK returned.
 """
 import json
@@ -66,6 +68,23 @@ elif scenario == "resume":
             out["missing"] = None
         except Exception as e:
             out["missing"] = str(e)
+elif scenario == "team":
+    # DSH_GATEWAY and DSH_GATEWAY_TOKEN, inherited from the environment, point the runtime
+    # at a team gateway: the team's workers run the turns.
+    with harness() as h:
+        session = h.resume_session("sdk-team")
+        out["resumed"] = summary(session.run("second question"))
+        out["fresh"] = summary(h.start_session("sdk-team-fresh").run("third question"))
+        try:
+            h.resume_session("no-such-session")
+            out["missing"] = None
+        except Exception as e:
+            out["missing"] = str(e)
+        try:
+            session.get_working_directory()
+            out["cwd"] = None
+        except Exception as e:
+            out["cwd"] = str(e)
 else:
     raise SystemExit(f"unknown scenario {scenario}")
 print(json.dumps(out))

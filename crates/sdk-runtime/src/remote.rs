@@ -1,0 +1,490 @@
+//! The SDK runtime in front of a team gateway (`dsh serve`): with `DSH_GATEWAY` set, the
+//! runtime hosts no agent. Each prompt is queued on the gateway as the session's next input,
+//! a `dsh worker` of the team runs the turn, and the session's stored events come back as the
+//! same `session.event` and `session.status` notifications an in-process session sends, so an
+//! SDK program drives team sessions unchanged.
+//!
+//! * `session/prompt` creates the session on the gateway under the SDK's id (or queues its
+//!   next input), with a message id of the runtime's choosing: the worker's turn gives its
+//!   task message that id, which is the receipt the SDK waits for.
+//! * A session is followed from its head when the runtime first touches it: one event
+//!   stream per session (`GET /v1/sessions/{id}/events`), resumed by `Last-Event-ID` after a
+//!   broken connection, so no event is sent twice or skipped. Events before that head are
+//!   read only to keep the v4 rows' numbering; they are not notified.
+//! * `session.status running` precedes a turn's `turn/start`, `idle` follows its `turn/end`.
+//! * `session/wait` returns once the session has no open turn and no queued input.
+//! * The workers choose the model and the working directory: `initialize` checks its
+//!   arguments but they do not travel, and the working-directory requests are refused.
+//!   Prompts take text blocks only.
+//! * `shutdown` stops following; the turns themselves go on in the team.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use dsh_acp::{Peer, RpcError};
+use dsh_session::{Event, Record, decode_line, types};
+use serde_json::{Value, json};
+
+use crate::stream::EventStream;
+
+/// How long a broken event stream waits before it connects again.
+const RECONNECT: Duration = Duration::from_millis(250);
+/// How often `session/wait` asks whether the session is at rest.
+const WAIT_POLL: Duration = Duration::from_millis(100);
+
+fn fail(message: impl std::fmt::Display) -> RpcError {
+    RpcError {
+        code: -32603,
+        message: message.to_string(),
+        data: None,
+    }
+}
+
+/// Where the team gateway is, from `DSH_GATEWAY` (its URL) and `DSH_GATEWAY_TOKEN` (an
+/// account's token).
+#[derive(Clone)]
+pub(crate) struct Gateway {
+    base: String,
+    token: Option<String>,
+    http: reqwest::Client,
+}
+
+impl Gateway {
+    /// The gateway the environment names, or `None` (the runtime hosts its sessions).
+    pub(crate) fn from_env() -> Result<Option<Self>, String> {
+        let Some(base) = dsh_host::environ::secret_var("DSH_GATEWAY").filter(|u| !u.is_empty())
+        else {
+            return Ok(None);
+        };
+        if !(base.starts_with("http://") || base.starts_with("https://")) {
+            return Err(format!(
+                "DSH_GATEWAY must be an http:// or https:// URL of a `dsh serve` gateway, not {base:?}"
+            ));
+        }
+        let token = dsh_host::environ::secret_var("DSH_GATEWAY_TOKEN").filter(|t| !t.is_empty());
+        if let Some(t) = &token {
+            dsh_host::secrets::remember_secret(t);
+        }
+        let http = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(10))
+            .build()
+            .map_err(|e| format!("cannot build the gateway client: {e}"))?;
+        Ok(Some(Self {
+            base: base.trim_end_matches('/').to_string(),
+            token,
+            http,
+        }))
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    fn authorized(&self, request: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+        match &self.token {
+            Some(t) => request.bearer_auth(t),
+            None => request,
+        }
+    }
+
+    /// `GET /v1/sessions/{id}`: the session's state, or `None` when the gateway knows no
+    /// such session (for this account).
+    async fn session(&self, id: &str) -> Result<Option<Value>, String> {
+        let resp = self
+            .authorized(self.http.get(self.url(&format!("/v1/sessions/{id}"))))
+            .timeout(Duration::from_secs(30))
+            .send()
+            .await
+            .map_err(|e| self.unreachable(&e))?;
+        match resp.status() {
+            reqwest::StatusCode::NOT_FOUND => Ok(None),
+            s if s.is_success() => resp
+                .json()
+                .await
+                .map(Some)
+                .map_err(|e| format!("the team gateway's answer is not JSON: {e}")),
+            _ => Err(Self::refusal(resp).await),
+        }
+    }
+
+    async fn post(&self, path: &str, body: &Value) -> Result<Value, String> {
+        let resp = self
+            .authorized(self.http.post(self.url(path)))
+            .json(body)
+            .timeout(Duration::from_secs(30))
+            .send()
+            .await
+            .map_err(|e| self.unreachable(&e))?;
+        if !resp.status().is_success() {
+            return Err(Self::refusal(resp).await);
+        }
+        resp.json()
+            .await
+            .map_err(|e| format!("the team gateway's answer is not JSON: {e}"))
+    }
+
+    fn unreachable(&self, e: &reqwest::Error) -> String {
+        format!("cannot reach the team gateway at {}: {e}", self.base)
+    }
+
+    async fn refusal(resp: reqwest::Response) -> String {
+        let status = resp.status();
+        let body: Value = resp.json().await.unwrap_or(Value::Null);
+        let why = body
+            .get("error")
+            .and_then(Value::as_str)
+            .map_or_else(String::new, |e| format!(": {e}"));
+        format!("the team gateway answered {status}{why}")
+    }
+}
+
+/// One followed session: its stream task, and whether a turn of it runs.
+struct Followed {
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Followed {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// The SDK server when a gateway runs the sessions.
+pub(crate) struct Remote {
+    gateway: Gateway,
+    peer: Peer,
+    format: u64,
+    initialized: AtomicBool,
+    shutting_down: AtomicBool,
+    followed: Mutex<HashMap<String, Followed>>,
+}
+
+fn str_param<'a>(params: &'a Option<Value>, key: &str) -> Option<&'a str> {
+    params.as_ref()?.get(key)?.as_str()
+}
+
+fn session_id(params: &Option<Value>, method: &str) -> Result<String, RpcError> {
+    match str_param(params, "sessionId") {
+        Some(id) if !id.is_empty() => Ok(id.to_string()),
+        _ => Err(fail(format!(
+            "{method} requires a non-empty sessionId string"
+        ))),
+    }
+}
+
+impl Remote {
+    pub(crate) fn new(gateway: Gateway, peer: Peer, format: u64) -> Arc<Self> {
+        Arc::new(Self {
+            gateway,
+            peer,
+            format,
+            initialized: AtomicBool::new(false),
+            shutting_down: AtomicBool::new(false),
+            followed: Mutex::new(HashMap::new()),
+        })
+    }
+
+    fn ready(&self) -> Result<(), RpcError> {
+        if self.shutting_down.load(Ordering::Acquire) {
+            return Err(fail("SDK server is shutting down"));
+        }
+        if !self.initialized.load(Ordering::Acquire) {
+            return Err(fail("SDK server is not initialized"));
+        }
+        Ok(())
+    }
+
+    /// Answers one request.
+    pub(crate) async fn handle(
+        self: &Arc<Self>,
+        method: &str,
+        params: Option<Value>,
+    ) -> Result<Value, RpcError> {
+        match method {
+            "initialize" => {
+                if self.shutting_down.load(Ordering::Acquire) {
+                    return Err(fail("SDK server is shutting down"));
+                }
+                if str_param(&params, "provider").is_none() || str_param(&params, "model").is_none()
+                {
+                    return Err(fail("initialize requires provider and model strings"));
+                }
+                self.initialized.store(true, Ordering::Release);
+                Ok(
+                    json!({"serverInfo": {"name": "deepseek-harness-sdk-runtime", "version": "0.0.1"}}),
+                )
+            }
+            "session/prompt" => self.prompt(params).await,
+            "session/resume" => self.resume(params).await,
+            "session/wait" => self.wait(params).await,
+            "session/working-directory/get" | "session/working-directory/set" => {
+                self.ready()?;
+                Err(fail(
+                    "a team session runs in its worker's working directory; it cannot be read or changed through the gateway",
+                ))
+            }
+            "shutdown" => {
+                self.shutdown();
+                Ok(json!({}))
+            }
+            other => Err(fail(format!(
+                "unknown DeepSeek Harness SDK runtime method: {other}"
+            ))),
+        }
+    }
+
+    async fn prompt(self: &Arc<Self>, params: Option<Value>) -> Result<Value, RpcError> {
+        self.ready()?;
+        let id = session_id(&params, "session/prompt")?;
+        let mut texts = Vec::new();
+        for block in params
+            .as_ref()
+            .and_then(|p| p.get("contentBlocks"))
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            match block.get("type").and_then(Value::as_str) {
+                Some("text") => texts.push(
+                    block
+                        .get("text")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_string(),
+                ),
+                Some("image") => {
+                    return Err(fail(
+                        "image blocks cannot be queued through a team gateway (text only)",
+                    ));
+                }
+                other => {
+                    return Err(fail(format!(
+                        "unsupported content block type {}",
+                        other.map_or_else(|| "(none)".to_string(), |t| format!("\"{t}\""))
+                    )));
+                }
+            }
+        }
+        let text = texts.join("\n\n");
+        if text.trim().is_empty() {
+            return Err(fail("session/prompt needs some text"));
+        }
+        let message_id = uuid::Uuid::new_v4().to_string();
+        let state = self.gateway.session(&id).await.map_err(fail)?;
+        // Followed before the input is queued, so its receipt cannot go by unseen.
+        let head = state
+            .as_ref()
+            .and_then(|s| s.get("headSeq"))
+            .and_then(Value::as_i64)
+            .unwrap_or(0);
+        self.follow(&id, head);
+        let queued = match state {
+            None => {
+                self.gateway
+                    .post(
+                        "/v1/sessions",
+                        &json!({"text": text, "sessionId": id, "messageId": message_id}),
+                    )
+                    .await
+            }
+            Some(_) => {
+                self.gateway
+                    .post(
+                        &format!("/v1/sessions/{id}/messages"),
+                        &json!({"text": text, "messageId": message_id}),
+                    )
+                    .await
+            }
+        };
+        queued.map_err(fail)?;
+        Ok(json!({"messageId": message_id}))
+    }
+
+    async fn resume(self: &Arc<Self>, params: Option<Value>) -> Result<Value, RpcError> {
+        self.ready()?;
+        let id = session_id(&params, "session/resume")?;
+        if self.is_followed(&id) {
+            return Err(fail(format!(
+                "SDK session is already open or opening: {id}"
+            )));
+        }
+        let Some(state) = self.gateway.session(&id).await.map_err(fail)? else {
+            return Err(fail(format!("session \"{id}\" not found")));
+        };
+        let head = state.get("headSeq").and_then(Value::as_i64).unwrap_or(0);
+        self.follow(&id, head);
+        Ok(json!({}))
+    }
+
+    async fn wait(&self, params: Option<Value>) -> Result<Value, RpcError> {
+        self.ready()?;
+        let id = session_id(&params, "session/wait")?;
+        if !self.is_followed(&id) {
+            return Err(fail(format!("unknown SDK session: {id}")));
+        }
+        loop {
+            let Some(state) = self.gateway.session(&id).await.map_err(fail)? else {
+                return Err(fail(format!("session \"{id}\" not found")));
+            };
+            let open = state
+                .get("turnOpen")
+                .and_then(Value::as_bool)
+                .unwrap_or(false);
+            let pending = state
+                .get("pendingInput")
+                .and_then(Value::as_u64)
+                .unwrap_or(0);
+            if !open && pending == 0 {
+                return Ok(json!({}));
+            }
+            tokio::time::sleep(WAIT_POLL).await;
+        }
+    }
+
+    fn is_followed(&self, id: &str) -> bool {
+        self.followed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains_key(id)
+    }
+
+    /// Starts following session `id` (once): its events after seq `head` are notified.
+    fn follow(&self, id: &str, head: i64) {
+        let mut followed = self.followed.lock().unwrap_or_else(|e| e.into_inner());
+        if followed.contains_key(id) || self.shutting_down.load(Ordering::Acquire) {
+            return;
+        }
+        let task = tokio::spawn(follow(
+            self.gateway.clone(),
+            self.peer.clone(),
+            self.format,
+            id.to_string(),
+            head,
+        ));
+        followed.insert(id.to_string(), Followed { task });
+    }
+
+    /// Stops following every session; their turns go on in the team.
+    pub(crate) fn shutdown(&self) {
+        self.shutting_down.store(true, Ordering::Release);
+        self.followed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
+    }
+}
+
+/// What a followed session's stream has seen so far.
+struct Cursor {
+    session: String,
+    /// The last stored seq read.
+    last: i64,
+    /// Stored seqs up to this one are history: read, not notified.
+    quiet_through: i64,
+    /// The next local event seq (stored seq − 1 for a whole log).
+    next_local: u64,
+    stream: EventStream,
+}
+
+/// Follows session `id` until the task is aborted, reconnecting after `Last-Event-ID`.
+async fn follow(gateway: Gateway, peer: Peer, format: u64, id: String, head: i64) {
+    let mut cursor = Cursor {
+        session: id.clone(),
+        last: 0,
+        quiet_through: head,
+        next_local: 0,
+        stream: EventStream::new(format),
+    };
+    loop {
+        if let Err(e) = read_stream(&gateway, &peer, &mut cursor).await {
+            tracing::debug!("sdk: following session {id} through the gateway: {e}");
+        }
+        tokio::time::sleep(RECONNECT).await;
+    }
+}
+
+/// Reads one connection of the session's event stream until it ends.
+async fn read_stream(gateway: &Gateway, peer: &Peer, cursor: &mut Cursor) -> Result<(), String> {
+    let mut request = gateway.authorized(gateway.http.get(gateway.url(&format!(
+        "/v1/sessions/{}/events",
+        cursor.session
+    ))));
+    if cursor.last > 0 {
+        request = request.header("Last-Event-ID", cursor.last.to_string());
+    }
+    let mut resp = request.send().await.map_err(|e| gateway.unreachable(&e))?;
+    if !resp.status().is_success() {
+        return Err(Gateway::refusal(resp).await);
+    }
+    let mut pending = Vec::new();
+    let mut event_id: Option<i64> = None;
+    let mut data = String::new();
+    while let Some(chunk) = resp.chunk().await.map_err(|e| e.to_string())? {
+        pending.extend_from_slice(&chunk);
+        while let Some(end) = pending.iter().position(|b| *b == b'\n') {
+            let line: Vec<u8> = pending.drain(..=end).collect();
+            let line = String::from_utf8_lossy(&line[..end]);
+            let line = line.strip_suffix('\r').unwrap_or(&line);
+            if line.is_empty() {
+                if let Some(seq) = event_id.take() {
+                    deliver(peer, cursor, seq, &data)?;
+                }
+                data.clear();
+            } else if let Some(v) = line.strip_prefix("id:") {
+                event_id = v.trim().parse().ok();
+            } else if let Some(v) = line.strip_prefix("data:") {
+                if !data.is_empty() {
+                    data.push('\n');
+                }
+                data.push_str(v.strip_prefix(' ').unwrap_or(v));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Turns stored record `seq` into notifications (none while it is history).
+fn deliver(peer: &Peer, cursor: &mut Cursor, seq: i64, record: &str) -> Result<(), String> {
+    if seq <= cursor.last {
+        return Ok(());
+    }
+    let (record, _) = decode_line(record, cursor.next_local)
+        .map_err(|e| format!("stored event {seq} of session {}: {e}", cursor.session))?;
+    let mut events: Vec<Arc<Event>> = Vec::new();
+    match record {
+        Record::Event(e) => events.push(e),
+        Record::Row(row) => row.expand_into(&mut events),
+    }
+    cursor.last = seq;
+    let quiet = seq <= cursor.quiet_through;
+    for event in events {
+        cursor.next_local = event.seq + 1;
+        if !quiet && event.is(types::TURN_START) {
+            status(peer, &cursor.session, "running");
+        }
+        for row in cursor.stream.push_ordered(&cursor.session, &event) {
+            if quiet {
+                continue;
+            }
+            let mut params = String::from("{\"sessionId\":");
+            dsh_kernel::json::write_string(&mut params, &cursor.session);
+            params.push_str(",\"event\":");
+            params.push_str(&row);
+            params.push('}');
+            peer.notify_raw("session.event", &params);
+        }
+        if !quiet && event.is(types::TURN_END) {
+            status(peer, &cursor.session, "idle");
+        }
+    }
+    Ok(())
+}
+
+fn status(peer: &Peer, session: &str, status: &str) {
+    peer.notify(
+        "session.status",
+        json!({"sessionId": session, "status": status}),
+    );
+}
