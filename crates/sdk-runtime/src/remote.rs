@@ -140,7 +140,7 @@ impl Gateway {
     }
 }
 
-/// One followed session: its stream task, and whether a turn of it runs.
+/// One followed session: its stream task, stopped on drop.
 struct Followed {
     task: tokio::task::JoinHandle<()>,
 }
@@ -273,13 +273,13 @@ impl Remote {
         }
         let message_id = uuid::Uuid::new_v4().to_string();
         let state = self.gateway.session(&id).await.map_err(fail)?;
-        // Followed before the input is queued, so its receipt cannot go by unseen.
+        // The stream replays everything after `head`, so following once the input is queued
+        // misses nothing of its turn.
         let head = state
             .as_ref()
             .and_then(|s| s.get("headSeq"))
             .and_then(Value::as_i64)
             .unwrap_or(0);
-        self.follow(&id, head);
         let queued = match state {
             None => {
                 self.gateway
@@ -299,6 +299,7 @@ impl Remote {
             }
         };
         queued.map_err(fail)?;
+        self.follow(&id, head);
         Ok(json!({"messageId": message_id}))
     }
 
@@ -407,10 +408,11 @@ async fn follow(gateway: Gateway, peer: Peer, format: u64, id: String, head: i64
 
 /// Reads one connection of the session's event stream until it ends.
 async fn read_stream(gateway: &Gateway, peer: &Peer, cursor: &mut Cursor) -> Result<(), String> {
-    let mut request = gateway.authorized(gateway.http.get(gateway.url(&format!(
-        "/v1/sessions/{}/events",
-        cursor.session
-    ))));
+    let mut request = gateway.authorized(
+        gateway
+            .http
+            .get(gateway.url(&format!("/v1/sessions/{}/events", cursor.session))),
+    );
     if cursor.last > 0 {
         request = request.header("Last-Event-ID", cursor.last.to_string());
     }

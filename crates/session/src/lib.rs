@@ -41,8 +41,8 @@ pub use storage::{
     parse_header_line, parse_log,
 };
 pub use store::{
-    AppendedEvent, AssignedMessageId, AssignedSessionId, Clock, FlushRequest, LiveSession, SessionAppended,
-    SessionCreated, SessionDisposed, SessionFlush, SessionSource, SessionStore, SessionWriteFailed,
-    StoreError, WriteFailure, system_clock,
+    AppendedEvent, AssignedMessageId, AssignedSessionId, Clock, FlushRequest, LiveSession,
+    SessionAppended, SessionCreated, SessionDisposed, SessionFlush, SessionSource, SessionStore,
+    SessionWriteFailed, StoreError, WriteFailure, system_clock,
 };
 pub use surface::{Surface, SurfacePlan};

@@ -793,19 +793,19 @@ async fn input(req: Request<Incoming>) -> Result<Input, Response<Body>> {
             ));
         }
     };
-    let id = |key: &str| -> Result<Option<String>, Response<Body>> {
+    let id = |key: &str| -> Result<Option<String>, String> {
         match value.get(key) {
             None | Some(Value::Null) => Ok(None),
             Some(Value::String(id)) if valid_id(id) => Ok(Some(id.clone())),
-            Some(_) => Err(error(
-                StatusCode::BAD_REQUEST,
-                &format!("\"{key}\" must be 1 to 128 letters, digits, '.', '_' or '-'"),
+            Some(_) => Err(format!(
+                "\"{key}\" must be 1 to 128 letters, digits, '.', '_' or '-'"
             )),
         }
     };
+    let refuse = |why: String| error(StatusCode::BAD_REQUEST, &why);
     Ok(Input {
         text,
-        session_id: id("sessionId")?,
-        message_id: id("messageId")?,
+        session_id: id("sessionId").map_err(refuse)?,
+        message_id: id("messageId").map_err(refuse)?,
     })
 }

@@ -21,8 +21,8 @@ use std::time::Duration;
 
 use dsh_kernel::{BoxError, Context, ListenOptions, Plugin, PluginConfig};
 use dsh_session::{
-    AppendedEvent, AssignedMessageId, AssignedSessionId, Event, LiveSession, RecordFormat, SessionAppended,
-    SessionCreated, SessionFlush, types, write_event,
+    AppendedEvent, AssignedMessageId, AssignedSessionId, Event, LiveSession, RecordFormat,
+    SessionAppended, SessionCreated, SessionFlush, types, write_event,
 };
 use dsh_store_pg::{Batch, Lease, LeaseKeeper, NewEvent, Store, StoreError};
 use dsh_tools::Execute;

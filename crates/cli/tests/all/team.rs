@@ -638,12 +638,18 @@ fn the_sdk_runtime_drives_team_sessions_through_a_gateway() {
         writeln!(stdin, "{v}").unwrap();
         stdin.flush().unwrap();
     };
-    let mut next = move || -> Value { serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap() };
-    let rpc = |id: &str, method: &str, params: Value| {
-        serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
-    };
-    send(rpc("a", "initialize", serde_json::json!({"cwd": run.work.path(), "provider": "deepseek-official", "model": "deepseek-v4-flash"})));
-    assert_eq!(next()["result"]["serverInfo"]["name"], "deepseek-harness-sdk-runtime");
+    let mut next =
+        move || -> Value { serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap() };
+    let rpc = |id: &str, method: &str, params: Value| serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+    send(rpc(
+        "a",
+        "initialize",
+        serde_json::json!({"cwd": run.work.path(), "provider": "deepseek-official", "model": "deepseek-v4-flash"}),
+    ));
+    assert_eq!(
+        next()["result"]["serverInfo"]["name"],
+        "deepseek-harness-sdk-runtime"
+    );
     send(rpc(
         "b",
         "session/prompt",
@@ -684,7 +690,11 @@ fn the_sdk_runtime_drives_team_sessions_through_a_gateway() {
     let running = kinds.iter().position(|k| k == "status:running").unwrap();
     let start = kinds.iter().position(|k| k == "turn/start").unwrap();
     assert!(receipt < running && running < start, "{kinds:?}");
-    assert!(frames.iter().all(|f| f["params"]["sessionId"] == "sdk-team"));
+    assert!(
+        frames
+            .iter()
+            .all(|f| f["params"]["sessionId"] == "sdk-team")
+    );
     let text = serde_json::to_string(&frames).unwrap();
     assert!(text.contains("ran-on-a-worker"), "{kinds:?}");
     assert!(text.contains("first answer"), "{kinds:?}");
@@ -693,8 +703,16 @@ fn the_sdk_runtime_drives_team_sessions_through_a_gateway() {
         .iter()
         .filter_map(|f| f["params"]["event"]["seq"].as_u64())
         .collect();
-    assert_eq!(seqs, (0..seqs.len() as u64).collect::<Vec<_>>(), "{kinds:?}");
-    send(rpc("c", "session/wait", serde_json::json!({"sessionId": "sdk-team"})));
+    assert_eq!(
+        seqs,
+        (0..seqs.len() as u64).collect::<Vec<_>>(),
+        "{kinds:?}"
+    );
+    send(rpc(
+        "c",
+        "session/wait",
+        serde_json::json!({"sessionId": "sdk-team"}),
+    ));
     assert_eq!(next()["result"], serde_json::json!({}));
     send(rpc(
         "d",
@@ -703,7 +721,10 @@ fn the_sdk_runtime_drives_team_sessions_through_a_gateway() {
     ));
     let refused = next();
     assert!(
-        refused["error"]["message"].as_str().unwrap().contains("text only"),
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("text only"),
         "{refused}"
     );
     send(rpc("e", "shutdown", serde_json::json!({})));
@@ -715,6 +736,27 @@ fn the_sdk_runtime_drives_team_sessions_through_a_gateway() {
     let store = team.store();
     let row = team.rt.block_on(store.session("sdk-team")).unwrap();
     assert_eq!(row.owner_user.as_deref(), Some("sdk-user"));
+    // A chosen id is taken once, and only a plain one.
+    let statuses: Vec<u16> = team.rt.block_on(async {
+        let client = reqwest::Client::new();
+        let mut out = Vec::new();
+        for body in [
+            serde_json::json!({"text": "again", "sessionId": "sdk-team"}),
+            serde_json::json!({"text": "odd", "sessionId": "not/a plain id"}),
+            serde_json::json!({"text": "odd", "messageId": 7}),
+        ] {
+            let resp = client
+                .post(format!("{}/v1/sessions", gateway.url))
+                .bearer_auth(&token)
+                .json(&body)
+                .send()
+                .await
+                .unwrap();
+            out.push(resp.status().as_u16());
+        }
+        out
+    });
+    assert_eq!(statuses, [409, 400, 400]);
     // Upstream's Python SDK, unchanged, resumes it and starts another.
     if let Some(python) = crate::sdk::sdk_python() {
         let out = Command::new(python)
@@ -740,9 +782,19 @@ fn the_sdk_runtime_drives_team_sessions_through_a_gateway() {
         let got: Value = serde_json::from_str(stdout.trim()).unwrap();
         assert_eq!(got["resumed"]["final_response"], "second answer", "{got}");
         assert_eq!(got["fresh"]["final_response"], "third answer", "{got}");
-        assert_eq!(got["resumed"]["statuses"], serde_json::json!(["running", "idle"]), "{got}");
-        assert!(got["missing"].as_str().unwrap().contains("not found"), "{got}");
-        assert!(got["cwd"].as_str().unwrap().contains("working directory"), "{got}");
+        assert_eq!(
+            got["resumed"]["statuses"],
+            serde_json::json!(["running", "idle"]),
+            "{got}"
+        );
+        assert!(
+            got["missing"].as_str().unwrap().contains("not found"),
+            "{got}"
+        );
+        assert!(
+            got["cwd"].as_str().unwrap().contains("working directory"),
+            "{got}"
+        );
         check_log(&team.events("sdk-team-fresh"));
     }
     kill_group(&worker, "KILL");
