@@ -3,6 +3,7 @@
 
 mod app;
 mod remote;
+mod rpc;
 mod server;
 mod stream;
 

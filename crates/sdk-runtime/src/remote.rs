@@ -27,20 +27,13 @@ use dsh_acp::{Peer, RpcError};
 use dsh_session::{Event, Record, decode_line, types};
 use serde_json::{Value, json};
 
+use crate::rpc::{content_blocks, fail, session_id, str_param, unsupported_block};
 use crate::stream::EventStream;
 
 /// How long a broken event stream waits before it connects again.
 const RECONNECT: Duration = Duration::from_millis(250);
 /// How often `session/wait` asks whether the session is at rest.
 const WAIT_POLL: Duration = Duration::from_millis(100);
-
-fn fail(message: impl std::fmt::Display) -> RpcError {
-    RpcError {
-        code: -32603,
-        message: message.to_string(),
-        data: None,
-    }
-}
 
 /// Where the team gateway is, from `DSH_GATEWAY` (its URL) and `DSH_GATEWAY_TOKEN` (an
 /// account's token).
@@ -161,19 +154,6 @@ pub(crate) struct Remote {
     followed: Mutex<HashMap<String, Followed>>,
 }
 
-fn str_param<'a>(params: &'a Option<Value>, key: &str) -> Option<&'a str> {
-    params.as_ref()?.get(key)?.as_str()
-}
-
-fn session_id(params: &Option<Value>, method: &str) -> Result<String, RpcError> {
-    match str_param(params, "sessionId") {
-        Some(id) if !id.is_empty() => Ok(id.to_string()),
-        _ => Err(fail(format!(
-            "{method} requires a non-empty sessionId string"
-        ))),
-    }
-}
-
 impl Remote {
     pub(crate) fn new(gateway: Gateway, peer: Peer, format: u64) -> Arc<Self> {
         Arc::new(Self {
@@ -239,13 +219,7 @@ impl Remote {
         self.ready()?;
         let id = session_id(&params, "session/prompt")?;
         let mut texts = Vec::new();
-        for block in params
-            .as_ref()
-            .and_then(|p| p.get("contentBlocks"))
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-        {
+        for block in content_blocks(&params) {
             match block.get("type").and_then(Value::as_str) {
                 Some("text") => texts.push(
                     block
@@ -259,12 +233,7 @@ impl Remote {
                         "image blocks cannot be queued through a team gateway (text only)",
                     ));
                 }
-                other => {
-                    return Err(fail(format!(
-                        "unsupported content block type {}",
-                        other.map_or_else(|| "(none)".to_string(), |t| format!("\"{t}\""))
-                    )));
-                }
+                other => return Err(unsupported_block(other)),
             }
         }
         let text = texts.join("\n\n");

@@ -16,14 +16,7 @@ use dsh_persistence::{PersistenceError, SessionFiles};
 use dsh_session::{CancelCause, InboxTarget, SessionAppended, SessionCreated};
 use serde_json::{Value, json};
 
-/// Every failure answers `-32603` with a plain message, as upstream's runtime does.
-fn fail(message: impl std::fmt::Display) -> RpcError {
-    RpcError {
-        code: -32603,
-        message: message.to_string(),
-        data: None,
-    }
-}
+use crate::rpc::{content_blocks, fail, session_id, str_param, unsupported_block};
 
 /// What `initialize` set.
 #[derive(Clone, Debug)]
@@ -45,10 +38,6 @@ pub struct Server {
     opening: Mutex<HashSet<String>>,
     /// Reasoning effort per session, applied to each of its requests.
     efforts: Efforts,
-}
-
-fn str_param<'a>(params: &'a Option<Value>, key: &str) -> Option<&'a str> {
-    params.as_ref()?.get(key)?.as_str()
 }
 
 impl Server {
@@ -254,15 +243,6 @@ impl Server {
         self.root.get::<SessionFiles>()
     }
 
-    fn session_id(params: &Option<Value>, method: &str) -> Result<String, RpcError> {
-        match str_param(params, "sessionId") {
-            Some(id) if !id.is_empty() => Ok(id.to_string()),
-            _ => Err(fail(format!(
-                "{method} requires a non-empty sessionId string"
-            ))),
-        }
-    }
-
     /// Claims `id` for opening; the guard releases it.
     fn claim(self: &Arc<Self>, id: &str) -> Result<OpenGuard, RpcError> {
         if self.open(id).is_some()
@@ -336,16 +316,10 @@ impl Server {
     async fn prompt(self: &Arc<Self>, params: Option<Value>) -> Result<Value, RpcError> {
         // Initialized and not shutting down.
         self.route()?;
-        let id = Self::session_id(&params, "session/prompt")?;
+        let id = session_id(&params, "session/prompt")?;
         let mut content = Vec::new();
         let mut images = Vec::new();
-        for block in params
-            .as_ref()
-            .and_then(|p| p.get("contentBlocks"))
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-        {
+        for block in content_blocks(&params) {
             match block.get("type").and_then(Value::as_str) {
                 Some("text") => content.push(ContentBlock::text(
                     block
@@ -371,12 +345,7 @@ impl Server {
                     images.push(image);
                     content.push(ContentBlock::image(Value::Null));
                 }
-                other => {
-                    return Err(fail(format!(
-                        "unsupported content block type {}",
-                        other.map_or_else(|| "(none)".to_string(), |t| format!("\"{t}\""))
-                    )));
-                }
+                other => return Err(unsupported_block(other)),
             }
         }
         let agent = self.session(&id).await?;
@@ -407,7 +376,7 @@ impl Server {
 
     async fn resume(self: &Arc<Self>, params: Option<Value>) -> Result<Value, RpcError> {
         let route = self.route()?;
-        let id = Self::session_id(&params, "session/resume")?;
+        let id = session_id(&params, "session/resume")?;
         let _guard = self.claim(&id)?;
         let files = self
             .files()
@@ -440,7 +409,7 @@ impl Server {
 
     async fn wait(&self, params: Option<Value>) -> Result<Value, RpcError> {
         self.route()?;
-        let id = Self::session_id(&params, "session/wait")?;
+        let id = session_id(&params, "session/wait")?;
         let agent = self
             .open(&id)
             .ok_or_else(|| fail(format!("unknown SDK session: {id}")))?;

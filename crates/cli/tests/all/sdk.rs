@@ -29,6 +29,18 @@ pub(crate) fn sdk_python() -> Option<PathBuf> {
 }
 
 fn run(python: &Path, scenario: &str, home: &Path, work: &Path, server: &MockServer) -> Value {
+    run_with(python, scenario, home, work, server, &[])
+}
+
+/// [`run`] with `env` added to the SDK program's environment (which its runtime inherits).
+pub(crate) fn run_with(
+    python: &Path,
+    scenario: &str,
+    home: &Path,
+    work: &Path,
+    server: &MockServer,
+    env: &[(&str, &str)],
+) -> Value {
     let out = Command::new(python)
         .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/sdk-client/run.py"))
         .args([scenario, env!("CARGO_BIN_EXE_dsh")])
@@ -38,6 +50,7 @@ fn run(python: &Path, scenario: &str, home: &Path, work: &Path, server: &MockSer
         .env_clear()
         .env("PATH", std::env::var("PATH").unwrap_or_default())
         .env("HOME", home)
+        .envs(env.iter().copied())
         .current_dir(work)
         .output()
         .unwrap();

@@ -337,20 +337,38 @@ fn workers_run_queued_turns_and_resume_the_session_across_workers() {
     );
 }
 
+/// A model that asks for one command that hangs (`call_id`, printing `marker` if it ever
+/// ended), then answers `after`.
+fn hanging_call(call_id: &str, marker: &str, after: &str) -> MockServer {
+    MockServer::with_replies([
+        crate::common::call(
+            call_id,
+            "bash",
+            serde_json::json!({"command": format!("touch started; sleep 30; echo {marker}"), "description": "hang"}),
+        ),
+        Reply::text(after),
+    ])
+    .answer_untooled("Team test")
+}
+
+/// Waits until no process carries `marker` (what a killed worker started has ended).
+fn wait_gone(marker: &str) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !processes_with(marker).is_empty() {
+        assert!(
+            Instant::now() < deadline,
+            "the killed worker's tool outlived it"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 #[test]
 fn a_worker_killed_mid_tool_is_replaced_and_its_open_call_closed_once() {
     let Some(team) = Team::new() else { return };
     let run = Run::new();
     let marker = format!("team-kill-{}", uuid::Uuid::new_v4().simple());
-    let server = MockServer::with_replies([
-        crate::common::call(
-            "call_hang",
-            "bash",
-            serde_json::json!({"command": format!("touch started; sleep 30; echo {marker}"), "description": "hang"}),
-        ),
-        Reply::text("recovered"),
-    ])
-    .answer_untooled("Team test");
+    let server = hanging_call("call_hang", &marker, "recovered");
     let session = run.submit(&server, &team, None, "start something long");
     let a = run.worker(&server, &team, "worker-a", &[]);
     wait_file(&run.work.path().join("started"));
@@ -384,14 +402,7 @@ fn a_worker_killed_mid_tool_is_replaced_and_its_open_call_closed_once() {
     assert!(answers(&events).join("\n").contains("recovered"));
     assert_eq!(team.pending(&session), 0);
     // Nothing the killed worker started is still running.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !processes_with(&marker).is_empty() {
-        assert!(
-            Instant::now() < deadline,
-            "the killed worker's tool outlived it"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_gone(&marker);
 }
 
 #[test]
@@ -399,15 +410,7 @@ fn a_turn_a_killed_worker_left_open_is_closed_by_the_next_worker_with_nothing_qu
     let Some(team) = Team::new() else { return };
     let run = Run::new();
     let marker = format!("team-lost-{}", uuid::Uuid::new_v4().simple());
-    let server = MockServer::with_replies([
-        crate::common::call(
-            "call_lost",
-            "bash",
-            serde_json::json!({"command": format!("touch started; sleep 30; echo {marker}"), "description": "hang"}),
-        ),
-        Reply::text("picked up after the loss"),
-    ])
-    .answer_untooled("Team test");
+    let server = hanging_call("call_lost", &marker, "picked up after the loss");
     let session = run.submit(&server, &team, None, "start something long");
     let mut a = run.worker(&server, &team, "worker-a", &[]);
     wait_file(&run.work.path().join("started"));
@@ -492,14 +495,7 @@ fn a_turn_a_killed_worker_left_open_is_closed_by_the_next_worker_with_nothing_qu
         .count();
     assert_eq!(closers, 1, "the lost turn is closed once");
     // Nothing the killed worker started is still running.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !processes_with(&marker).is_empty() {
-        assert!(
-            Instant::now() < deadline,
-            "the killed worker's tool outlived it"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_gone(&marker);
 }
 
 #[test]
@@ -759,27 +755,17 @@ fn the_sdk_runtime_drives_team_sessions_through_a_gateway() {
     assert_eq!(statuses, [409, 400, 400]);
     // Upstream's Python SDK, unchanged, resumes it and starts another.
     if let Some(python) = crate::sdk::sdk_python() {
-        let out = Command::new(python)
-            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/sdk-client/run.py"))
-            .args(["team", env!("CARGO_BIN_EXE_dsh")])
-            .arg(run.dsh_home())
-            .arg(run.work.path())
-            .arg(server.url())
-            .env_clear()
-            .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .env("HOME", run.home.path())
-            .env("DSH_GATEWAY", &gateway.url)
-            .env("DSH_GATEWAY_TOKEN", &token)
-            .current_dir(run.work.path())
-            .output()
-            .unwrap();
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            out.status.success(),
-            "{}\n{stdout}",
-            String::from_utf8_lossy(&out.stderr)
+        let got = crate::sdk::run_with(
+            &python,
+            "team",
+            run.home.path(),
+            run.work.path(),
+            &server,
+            &[
+                ("DSH_GATEWAY", gateway.url.as_str()),
+                ("DSH_GATEWAY_TOKEN", token.as_str()),
+            ],
         );
-        let got: Value = serde_json::from_str(stdout.trim()).unwrap();
         assert_eq!(got["resumed"]["final_response"], "second answer", "{got}");
         assert_eq!(got["fresh"]["final_response"], "third answer", "{got}");
         assert_eq!(

@@ -1,0 +1,45 @@
+//! What both servers (in-process and through a gateway) read from requests and answer.
+
+use dsh_acp::RpcError;
+use serde_json::Value;
+
+/// Every failure answers `-32603` with a plain message, as upstream's runtime does.
+pub(crate) fn fail(message: impl std::fmt::Display) -> RpcError {
+    RpcError {
+        code: -32603,
+        message: message.to_string(),
+        data: None,
+    }
+}
+
+pub(crate) fn str_param<'a>(params: &'a Option<Value>, key: &str) -> Option<&'a str> {
+    params.as_ref()?.get(key)?.as_str()
+}
+
+/// The request's non-empty `sessionId`.
+pub(crate) fn session_id(params: &Option<Value>, method: &str) -> Result<String, RpcError> {
+    match str_param(params, "sessionId") {
+        Some(id) if !id.is_empty() => Ok(id.to_string()),
+        _ => Err(fail(format!(
+            "{method} requires a non-empty sessionId string"
+        ))),
+    }
+}
+
+/// A prompt's `contentBlocks`, in order (none when absent).
+pub(crate) fn content_blocks(params: &Option<Value>) -> impl Iterator<Item = &Value> {
+    params
+        .as_ref()
+        .and_then(|p| p.get("contentBlocks"))
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+}
+
+/// The refusal of a content block of type `kind`.
+pub(crate) fn unsupported_block(kind: Option<&str>) -> RpcError {
+    fail(format!(
+        "unsupported content block type {}",
+        kind.map_or_else(|| "(none)".to_string(), |t| format!("\"{t}\""))
+    ))
+}
