@@ -176,11 +176,12 @@ pub(crate) fn serve() -> ExitCode {
                 Ok(p) => p,
                 Err(e) => return crate::landlock::fail(format!("cannot make a pipe: {e}")),
             };
+        let resident = rustix::process::getpid();
         // SAFETY: this process is single-threaded; the child only runs `spare` and exits.
         let spare = match unsafe { libc::fork() } {
             0 => {
                 drop(taken_read);
-                std::process::exit(spare(control, taken_write));
+                std::process::exit(spare(resident, control, taken_write));
             }
             -1 => {
                 let e = io::Error::last_os_error();
@@ -237,7 +238,16 @@ impl Ready {
 /// A spare supervisor (a fork of the resident): gets ready, reads requests until one is
 /// whole, tells the resident on `taken`, and supervises it. Returns how it ended when it
 /// took none.
-fn spare(control: UnixStream, taken: OwnedFd) -> i32 {
+///
+/// An idle spare dies with its resident (a command that killed the resident must not find
+/// its next command served by the resident's orphan: the next one starts a new resident).
+/// Once it took a request it outlives the resident, as the command it supervises does.
+fn spare(resident: Pid, control: UnixStream, taken: OwnedFd) -> i32 {
+    if rustix::process::set_parent_process_death_signal(Some(Signal::KILL)).is_err()
+        || rustix::process::getppid() != Some(resident)
+    {
+        return SPARE_BROKEN;
+    }
     let ready = Ready::now();
     let request = loop {
         let (len, fds) = match receive_header(&control) {
@@ -260,6 +270,8 @@ fn spare(control: UnixStream, taken: OwnedFd) -> i32 {
             break (request, fds);
         }
     };
+    // Taken: from here the request is this process's to finish, whatever the resident does.
+    let _ = rustix::process::set_parent_process_death_signal(None);
     // The next spare reads the socket from here on.
     drop(control);
     while let Err(rustix::io::Errno::INTR) = rustix::io::write(&taken, &[1]) {}

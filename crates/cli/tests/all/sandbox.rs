@@ -431,6 +431,16 @@ fn a_session_runs_its_commands_in_one_resident_sandbox() {
                 );
             }
             assert!(outputs[6].contains("alive"), "{label}: {}", outputs[6]);
+            if resident {
+                // The killed resident's spare died with it: a new resident runs the next one
+                // (under bubblewrap each resident is pid 2 of a namespace of its own).
+                assert!(
+                    outputs[6].contains("--serve")
+                        && (runner == "bwrap" || starter(&outputs[6]) != starter(second)),
+                    "{label}: the command after the kill ran outside a new resident: {}",
+                    outputs[6]
+                );
+            }
             assert!(outputs[8].contains("still"), "{label}: {}", outputs[8]);
             let left = Command::new("pgrep").args(["-f", &tag]).output().unwrap();
             assert!(
