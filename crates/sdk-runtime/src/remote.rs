@@ -24,6 +24,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use dsh_acp::{Peer, RpcError};
+use dsh_process::AbortOnDrop;
 use dsh_session::{Event, Record, decode_line, types};
 use serde_json::{Value, json};
 
@@ -133,17 +134,6 @@ impl Gateway {
     }
 }
 
-/// One followed session: its stream task, stopped on drop.
-struct Followed {
-    task: tokio::task::JoinHandle<()>,
-}
-
-impl Drop for Followed {
-    fn drop(&mut self) {
-        self.task.abort();
-    }
-}
-
 /// The SDK server when a gateway runs the sessions.
 pub(crate) struct Remote {
     gateway: Gateway,
@@ -151,7 +141,20 @@ pub(crate) struct Remote {
     format: u64,
     initialized: AtomicBool,
     shutting_down: AtomicBool,
-    followed: Mutex<HashMap<String, Followed>>,
+    /// Each followed session's stream task (stopped when dropped).
+    followed: Mutex<HashMap<String, AbortOnDrop<()>>>,
+}
+
+/// `id` when the gateway can take it as a path segment and a chosen session id (1 to 128
+/// ASCII letters, digits, `.`, `_` or `-`): anything else could name another route.
+fn plain(id: String) -> Result<String, RpcError> {
+    if dsh_session::is_plain_id(&id) {
+        Ok(id)
+    } else {
+        Err(fail(format!(
+            "a team session id is 1 to 128 letters, digits, '.', '_' or '-', not {id:?}"
+        )))
+    }
 }
 
 impl Remote {
@@ -217,7 +220,7 @@ impl Remote {
 
     async fn prompt(self: &Arc<Self>, params: Option<Value>) -> Result<Value, RpcError> {
         self.ready()?;
-        let id = session_id(&params, "session/prompt")?;
+        let id = plain(session_id(&params, "session/prompt")?)?;
         let mut texts = Vec::new();
         for block in content_blocks(&params) {
             match block.get("type").and_then(Value::as_str) {
@@ -274,7 +277,7 @@ impl Remote {
 
     async fn resume(self: &Arc<Self>, params: Option<Value>) -> Result<Value, RpcError> {
         self.ready()?;
-        let id = session_id(&params, "session/resume")?;
+        let id = plain(session_id(&params, "session/resume")?)?;
         if self.is_followed(&id) {
             return Err(fail(format!(
                 "SDK session is already open or opening: {id}"
@@ -290,7 +293,7 @@ impl Remote {
 
     async fn wait(&self, params: Option<Value>) -> Result<Value, RpcError> {
         self.ready()?;
-        let id = session_id(&params, "session/wait")?;
+        let id = plain(session_id(&params, "session/wait")?)?;
         if !self.is_followed(&id) {
             return Err(fail(format!("unknown SDK session: {id}")));
         }
@@ -333,7 +336,7 @@ impl Remote {
             id.to_string(),
             head,
         ));
-        followed.insert(id.to_string(), Followed { task });
+        followed.insert(id.to_string(), AbortOnDrop(task));
     }
 
     /// Stops following every session; their turns go on in the team.

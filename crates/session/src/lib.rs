@@ -43,6 +43,6 @@ pub use storage::{
 pub use store::{
     AppendedEvent, AssignedMessageId, AssignedSessionId, Clock, FlushRequest, LiveSession,
     SessionAppended, SessionCreated, SessionDisposed, SessionFlush, SessionSource, SessionStore,
-    SessionWriteFailed, StoreError, WriteFailure, system_clock,
+    SessionWriteFailed, StoreError, WriteFailure, is_plain_id, system_clock,
 };
 pub use surface::{Surface, SurfacePlan};

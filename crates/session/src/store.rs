@@ -305,6 +305,15 @@ pub enum StoreError {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AssignedSessionId(pub String);
 
+/// Whether a client may choose `id` for a team session or message: 1 to 128 ASCII letters,
+/// digits, `.`, `_` or `-`, so it is safe as a URL path segment.
+pub fn is_plain_id(id: &str) -> bool {
+    (1..=128).contains(&id.len())
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+}
+
 /// The id a run's task message takes when a plugin names it (`ctx` service): the team worker
 /// provides the one its client chose when queueing the input, so the client can find its
 /// message (the SDK runtime's receipt) in the log.

@@ -773,14 +773,6 @@ impl Input {
     }
 }
 
-/// An id a client may choose: 1 to 128 ASCII letters, digits, `.`, `_` or `-`.
-fn valid_id(id: &str) -> bool {
-    (1..=128).contains(&id.len())
-        && id
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
-}
-
 /// The input of a JSON request body, or the response refusing it.
 async fn input(req: Request<Incoming>) -> Result<Input, Response<Body>> {
     let value = body_json(req).await?;
@@ -796,7 +788,7 @@ async fn input(req: Request<Incoming>) -> Result<Input, Response<Body>> {
     let id = |key: &str| -> Result<Option<String>, String> {
         match value.get(key) {
             None | Some(Value::Null) => Ok(None),
-            Some(Value::String(id)) if valid_id(id) => Ok(Some(id.clone())),
+            Some(Value::String(id)) if dsh_session::is_plain_id(id) => Ok(Some(id.clone())),
             Some(_) => Err(format!(
                 "\"{key}\" must be 1 to 128 letters, digits, '.', '_' or '-'"
             )),

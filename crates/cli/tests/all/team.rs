@@ -723,6 +723,20 @@ fn the_sdk_runtime_drives_team_sessions_through_a_gateway() {
             .contains("text only"),
         "{refused}"
     );
+    // An id that is no plain path segment never reaches the gateway.
+    send(rpc(
+        "d2",
+        "session/prompt",
+        serde_json::json!({"sessionId": "sdk-team/events", "contentBlocks": [{"type": "text", "text": "x"}]}),
+    ));
+    let refused = next();
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("team session id"),
+        "{refused}"
+    );
     send(rpc("e", "shutdown", serde_json::json!({})));
     assert_eq!(next()["result"], serde_json::json!({}));
     assert!(runtime.wait().unwrap().success());
