@@ -8,16 +8,18 @@
 # Needs valgrind. Re-run it after larger changes; a stale list only costs memory (a change
 # of a dependency's features renames most symbols: hello then mapped 7 MiB more).
 # --check says how many listed functions a release binary still has under their recorded
-# names, and fails below 90 %: then re-record from that binary and rebuild.
+# names, and fails below 94 %: then re-record from that binary and rebuild. (A list recorded
+# from the same build keeps about 95.5 %: the rest are names the callgrind run saw that the
+# release link folds away; a list one dependency change old kept 93 %.)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ "${1:-}" = --check ]; then
   [ $# -eq 2 ] || { echo "usage: bench/startup-order.sh --check BIN" >&2; exit 2; }
   listed=$(sort -u crates/cli/startup.order | wc -l)
   found=$(nm --defined-only "$2" | awk '{print $3}' | sort -u | comm -12 - <(sort -u crates/cli/startup.order) | wc -l)
-  pct=$((100 * found / (listed > 0 ? listed : 1)))
-  echo "startup-order: $found of $listed listed functions are in $2 ($pct %)"
-  if [ "$pct" -lt 90 ]; then
+  permille=$((1000 * found / (listed > 0 ? listed : 1)))
+  echo "startup-order: $found of $listed listed functions are in $2 ($((permille / 10)).$((permille % 10)) %)"
+  if [ "$permille" -lt 940 ]; then
     echo "startup-order: the list is stale for this build: bench/startup-order.sh $2, then rebuild" >&2
     exit 1
   fi

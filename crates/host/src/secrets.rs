@@ -160,8 +160,11 @@ impl SecretPaths {
 
     /// The files that exist now, by their canonical path.
     pub fn existing(&self) -> Vec<PathBuf> {
+        // One `stat` tells a missing file (the usual case) without resolving every
+        // component of its path.
         self.files
             .iter()
+            .filter(|f| f.exists())
             .filter_map(|f| std::fs::canonicalize(f).ok())
             .filter(|f| f.is_file())
             .collect()

@@ -299,10 +299,21 @@ impl SessionWriter {
         Ok(())
     }
 
+    /// Writes on the blocking pool: one write for a timer, or, for a barrier, writes until
+    /// the queue is empty (events queued meanwhile included) in the same task, so draining
+    /// costs one hand-off to the pool rather than one per write and one more to find the
+    /// queue empty.
     async fn write_in_background(&self, trigger: Trigger) -> Result<Outcome, PersistenceError> {
         self.drain_predecessor().await?;
         let shared = self.shared.clone();
-        match tokio::task::spawn_blocking(move || write_once(&shared, trigger)).await {
+        let task = move || {
+            if trigger != Trigger::Flush {
+                return write_once(&shared, trigger);
+            }
+            while write_once(&shared, trigger)? == Outcome::Wrote {}
+            Ok(Outcome::Idle)
+        };
+        match tokio::task::spawn_blocking(task).await {
             Ok(result) => result,
             Err(join) => Err(PersistenceError::io(
                 "session write task failed for",
@@ -345,12 +356,7 @@ impl SessionWriter {
             return Ok(()); // everything queued is on disk already
         }
         let _barrier = Barrier::enter(self);
-        loop {
-            match self.write_in_background(Trigger::Flush).await? {
-                Outcome::Wrote => continue,
-                Outcome::Idle => return Ok(()),
-            }
-        }
+        self.write_in_background(Trigger::Flush).await.map(|_| ())
     }
 
     /// Whether the event `seq` (or one before it) waits in the queue.

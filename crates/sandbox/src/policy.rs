@@ -215,6 +215,7 @@ impl SandboxPolicy {
             self.protected
                 .iter()
                 .map(|p| workspace_root.join(p))
+                .filter(|p| p.exists())
                 .filter_map(|p| std::fs::canonicalize(p).ok())
                 .collect()
         } else {

@@ -101,6 +101,11 @@ pub(crate) fn kill_descendants() {
 /// Kills everything left below this process and reaps it: killed parents hand their
 /// children to us (we are their subreaper), so the loop ends when no child is left.
 pub(crate) fn kill_all() {
+    // Usually the command left nothing behind: with no child at all there is nothing to
+    // list in `/proc`.
+    if let Err(rustix::io::Errno::CHILD) = rustix::process::wait(WaitOptions::NOHANG) {
+        return;
+    }
     loop {
         let kids = children();
         if kids.is_empty() {
