@@ -477,11 +477,13 @@ fn write_locked(
             std::mem::take(&mut q.pending)
         }
     };
+    tracing::trace!(target: "dsh_step", events = batch.len(), "write");
     let result = if io.materialized {
         shared.files.append(&shared.header, &batch)
     } else {
         shared.files.create(&shared.header, &batch).map(|_| ())
     };
+    tracing::trace!(target: "dsh_step", "write done");
     match result {
         Ok(()) => {
             io.materialized = true;

@@ -81,10 +81,12 @@ async fn checkpointed(
     session: Arc<LiveSession>,
     next: impl std::future::Future<Output = Result<ChunkStream, BoxError>>,
 ) -> Result<ChunkStream, BoxError> {
+    tracing::trace!(target: "dsh_step", "request barrier");
     let flushed = match session.last_surface_seq() {
         Some(seq) => session.flush_through(seq).await,
         None => session.flush().await,
     };
+    tracing::trace!(target: "dsh_step", "request barrier passed");
     if let Err(e) = flushed {
         return Err(Box::new(write_error(&e)));
     }
@@ -127,7 +129,10 @@ impl Plugin for CheckpointPolicyPlugin {
                 let Some(session) = session else {
                     return next.run().await;
                 };
-                if let Err(e) = session.flush().await {
+                tracing::trace!(target: "dsh_step", "tool barrier");
+                let flushed = session.flush().await;
+                tracing::trace!(target: "dsh_step", "tool barrier passed");
+                if let Err(e) = flushed {
                     return Ok(ToolResult::failure(
                         format!(
                             "the session log could not be written, so the tool did not run: {e}"
@@ -141,7 +146,11 @@ impl Plugin for CheckpointPolicyPlugin {
                 // Everything up to here is durable: an older failure no longer applies.
                 let mut failed = failures.channel(&session);
                 failures.clear(&session);
-                let body = next.run();
+                let body = async {
+                    let result = next.run().await;
+                    tracing::trace!(target: "dsh_step", "tool done");
+                    result
+                };
                 tokio::pin!(body);
                 tokio::select! {
                     result = &mut body => result,

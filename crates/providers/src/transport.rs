@@ -153,7 +153,7 @@ impl Attempt {
                 }
                 Phase::Body(mut body) => match self.read(&mut body).await {
                     Ok(true) => self.phase = Phase::Body(body),
-                    Ok(false) => {}
+                    Ok(false) => tracing::trace!(target: "dsh_step", "response end"),
                     Err(error) => self.queue.push_back(Err(error)),
                 },
             }
@@ -241,7 +241,9 @@ impl Attempt {
             .post(&self.call.url)
             .headers(self.call.headers.clone())
             .body(std::mem::take(&mut self.call.body));
+        tracing::trace!(target: "dsh_step", "request sent");
         let waited = self.wait(request.send()).await;
+        tracing::trace!(target: "dsh_step", "response head");
         if let Some(error) = self.unfinished(&waited) {
             return Err(error);
         }

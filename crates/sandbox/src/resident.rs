@@ -727,7 +727,9 @@ impl Run {
     /// Waits until the command and everything it started are gone. Cancel-safe: a partial
     /// answer is kept for the next call.
     pub async fn wait(&mut self) -> io::Result<RunStatus> {
-        if !self.read_answer(self.answer.len()).await? {
+        let answered = self.read_answer(self.answer.len()).await?;
+        tracing::trace!(target: "dsh_step", "resident exited");
+        if !answered {
             // The supervisor died without answering (the resident was killed, from inside
             // or out): everything it supervised died with it.
             evict(&self.resident);
@@ -869,6 +871,7 @@ pub async fn run(
                 return None;
             }
         };
+        tracing::trace!(target: "dsh_step", "resident request");
         let started = async {
             // A request that fits goes out from here; only a socket that is full (a
             // resident that stopped reading) is waited on, off the async threads.
@@ -888,7 +891,9 @@ pub async fn run(
                         .ok_or_else(|| io::Error::other("the resident refused the request"))?
                 }
             };
-            run.started().await.map(|()| run)
+            let started = run.started().await.map(|()| run);
+            tracing::trace!(target: "dsh_step", "resident started");
+            started
         };
         let started = match tokio::time::timeout(SEND_TIMEOUT, started).await {
             Ok(r) => r,
