@@ -145,9 +145,11 @@ const SPARE_BROKEN: i32 = 1;
 /// supervisor forked ahead of the next request until dsh closes descriptor 3.
 ///
 /// The spare, not the resident, reads the next request. Once it has the whole request it
-/// tells the resident (one byte on a pipe), lets go of the request socket and supervises
-/// that command, while the resident forks the next spare. So the fork happens while a
-/// command runs or the model thinks, not between a request and its command; and only one
+/// lets go of the request socket, starts the command and then tells the resident (one byte
+/// on a pipe), which forks the next spare while the command runs. So the fork happens while
+/// a command runs or the model thinks, not between a request and its command (on two cores
+/// a fork right after the request took the CPU the spare was starting the command on, as
+/// the scheduler tends to run a woken process where its waker ran); and only one
 /// process reads the socket at a time. A spare that ends without taking a request means
 /// dsh is gone (or the request stream broke, or something in the sandbox killed the
 /// spare): the resident ends too, and dsh starts another one for the next command.
@@ -236,8 +238,8 @@ impl Ready {
 }
 
 /// A spare supervisor (a fork of the resident): gets ready, reads requests until one is
-/// whole, tells the resident on `taken`, and supervises it. Returns how it ended when it
-/// took none.
+/// whole, and supervises it, telling the resident on `taken` once its command started (or
+/// could not start). Returns how it ended when it took none.
 ///
 /// An idle spare dies with its resident (a command that killed the resident must not find
 /// its next command served by the resident's orphan: the next one starts a new resident).
@@ -274,10 +276,27 @@ fn spare(resident: Pid, control: UnixStream, taken: OwnedFd) -> i32 {
     let _ = rustix::process::set_parent_process_death_signal(None);
     // The next spare reads the socket from here on.
     drop(control);
-    while let Err(rustix::io::Errno::INTR) = rustix::io::write(&taken, &[1]) {}
-    drop(taken);
     let (request, [out, err, status]) = request;
-    supervise_request(ready, request, out, err, status)
+    supervise_request(ready, request, out, err, status, Taken(Some(taken)))
+}
+
+/// The spare's word to the resident that it took its request, so the resident forks the next
+/// spare. Said once: when the command started, or on whichever path ends the supervisor
+/// before that (dropped), so the resident never waits for a spare that is gone.
+struct Taken(Option<OwnedFd>);
+
+impl Taken {
+    fn tell(&mut self) {
+        if let Some(pipe) = self.0.take() {
+            while let Err(rustix::io::Errno::INTR) = rustix::io::write(&pipe, &[1]) {}
+        }
+    }
+}
+
+impl Drop for Taken {
+    fn drop(&mut self) {
+        self.tell();
+    }
 }
 
 /// The 4-byte body length and the descriptors sent with it; `None` at end of input.
@@ -444,6 +463,7 @@ fn supervise_request(
     out: OwnedFd,
     err: OwnedFd,
     status: OwnedFd,
+    mut taken: Taken,
 ) -> i32 {
     use std::os::unix::process::{CommandExt as _, ExitStatusExt as _};
     let _ = rustix::process::setsid();
@@ -496,6 +516,7 @@ fn supervise_request(
         // dsh is gone: nothing may run for it.
         signal_group(main, Signal::KILL);
     }
+    taken.tell();
     let outcome = watch(main, &status, &children);
     crate::supervise::kill_all();
     let (code, signal) = match outcome {
