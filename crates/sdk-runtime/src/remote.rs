@@ -13,9 +13,11 @@
 //!   read only to keep the v4 rows' numbering; they are not notified.
 //! * `session.status running` precedes a turn's `turn/start`, `idle` follows its `turn/end`.
 //! * `session/wait` returns once the session has no open turn and no queued input.
-//! * The workers choose the model and the working directory: `initialize` checks its
-//!   arguments but they do not travel, and the working-directory requests are refused.
-//!   Prompts take text blocks only.
+//! * `initialize`'s route (`provider`, `model`, `reasoningEffort`, `maxTokens`) travels with
+//!   every prompt: the worker runs the turn on it (a provider the worker's settings do not
+//!   configure fails the turn, recorded in its log). The workers choose the working
+//!   directory: `initialize`'s `cwd` does not travel, and the working-directory requests are
+//!   refused. Prompts take text blocks only.
 //! * `shutdown` stops following; the turns themselves go on in the team.
 
 use std::collections::HashMap;
@@ -139,7 +141,9 @@ pub(crate) struct Remote {
     gateway: Gateway,
     peer: Peer,
     format: u64,
-    initialized: AtomicBool,
+    /// `initialize`'s route, as the gateway takes it beside a prompt's text; `None` until
+    /// initialized.
+    route: Mutex<Option<serde_json::Map<String, Value>>>,
     shutting_down: AtomicBool,
     /// Each followed session's stream task (stopped when dropped).
     followed: Mutex<HashMap<String, AbortOnDrop<()>>>,
@@ -163,20 +167,22 @@ impl Remote {
             gateway,
             peer,
             format,
-            initialized: AtomicBool::new(false),
+            route: Mutex::new(None),
             shutting_down: AtomicBool::new(false),
             followed: Mutex::new(HashMap::new()),
         })
     }
 
-    fn ready(&self) -> Result<(), RpcError> {
+    /// `initialize`'s route, once initialized and while not shutting down.
+    fn ready(&self) -> Result<serde_json::Map<String, Value>, RpcError> {
         if self.shutting_down.load(Ordering::Acquire) {
             return Err(fail("SDK server is shutting down"));
         }
-        if !self.initialized.load(Ordering::Acquire) {
-            return Err(fail("SDK server is not initialized"));
-        }
-        Ok(())
+        self.route
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+            .ok_or_else(|| fail("SDK server is not initialized"))
     }
 
     /// Answers one request.
@@ -190,11 +196,31 @@ impl Remote {
                 if self.shutting_down.load(Ordering::Acquire) {
                     return Err(fail("SDK server is shutting down"));
                 }
-                if str_param(&params, "provider").is_none() || str_param(&params, "model").is_none()
-                {
+                let (Some(provider), Some(model)) =
+                    (str_param(&params, "provider"), str_param(&params, "model"))
+                else {
                     return Err(fail("initialize requires provider and model strings"));
+                };
+                let mut route = serde_json::Map::new();
+                route.insert("provider".into(), json!(provider));
+                route.insert("model".into(), json!(model));
+                if let Some(effort) = str_param(&params, "reasoningEffort") {
+                    route.insert("reasoningEffort".into(), json!(effort));
                 }
-                self.initialized.store(true, Ordering::Release);
+                match params.as_ref().and_then(|p| p.get("maxTokens")) {
+                    None | Some(Value::Null) => {}
+                    Some(v) => match v.as_u64() {
+                        Some(n) if n > 0 && n < (1 << 53) => {
+                            route.insert("maxTokens".into(), json!(n));
+                        }
+                        _ => {
+                            return Err(fail(
+                                "initialize maxTokens must be a positive safe integer",
+                            ));
+                        }
+                    },
+                }
+                *self.route.lock().unwrap_or_else(|e| e.into_inner()) = Some(route);
                 Ok(
                     json!({"serverInfo": {"name": "deepseek-harness-sdk-runtime", "version": "0.0.1"}}),
                 )
@@ -219,7 +245,7 @@ impl Remote {
     }
 
     async fn prompt(self: &Arc<Self>, params: Option<Value>) -> Result<Value, RpcError> {
-        self.ready()?;
+        let route = self.ready()?;
         let id = plain(session_id(&params, "session/prompt")?)?;
         let mut texts = Vec::new();
         for block in content_blocks(&params) {
@@ -252,21 +278,19 @@ impl Remote {
             .and_then(|s| s.get("headSeq"))
             .and_then(Value::as_i64)
             .unwrap_or(0);
+        let mut body = route;
+        body.insert("text".into(), json!(text));
+        body.insert("messageId".into(), json!(message_id));
         let queued = match state {
             None => {
+                body.insert("sessionId".into(), json!(id));
                 self.gateway
-                    .post(
-                        "/v1/sessions",
-                        &json!({"text": text, "sessionId": id, "messageId": message_id}),
-                    )
+                    .post("/v1/sessions", &Value::Object(body))
                     .await
             }
             Some(_) => {
                 self.gateway
-                    .post(
-                        &format!("/v1/sessions/{id}/messages"),
-                        &json!({"text": text, "messageId": message_id}),
-                    )
+                    .post(&format!("/v1/sessions/{id}/messages"), &Value::Object(body))
                     .await
             }
         };

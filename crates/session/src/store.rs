@@ -320,6 +320,17 @@ pub fn is_plain_id(id: &str) -> bool {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AssignedMessageId(pub String);
 
+/// The model a run's session takes when a plugin names it (`ctx` service), in place of the
+/// profile's default model: the team worker provides the one its client chose when queueing
+/// the input (the SDK's `initialize` route, or `provider`/`model` on the gateway's API).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AssignedRoute {
+    pub provider: String,
+    pub model: String,
+    pub reasoning_effort: Option<String>,
+    pub max_tokens: Option<u64>,
+}
+
 /// How a session comes to life.
 pub enum SessionSource {
     /// A brand-new session with no events.

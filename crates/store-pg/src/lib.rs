@@ -108,6 +108,11 @@ UPDATE dsh_sessions s SET turn_open = true
          ORDER BY e.seq DESC LIMIT 1) = 'turn/start';
 CREATE INDEX dsh_sessions_open_turns ON dsh_sessions (id) WHERE turn_open;
 ",
+    // A session's inputs, newest first: a turn whose input names no model runs on the one
+    // the session's last input named.
+    "
+CREATE INDEX dsh_inbox_session ON dsh_inbox (session_id, id);
+",
 ];
 
 /// Whether `events`, appended in order, leave a turn open (`Some(true)`: the last turn event
@@ -680,6 +685,28 @@ impl Store {
                 body: r.get(1),
             })
             .collect())
+    }
+
+    /// The value under `key` in the body of `session`'s latest input queued before inbox row
+    /// `before` that has one (consumed or not), if any.
+    pub async fn latest_input_field(
+        &self,
+        session: &str,
+        before: i64,
+        key: &str,
+    ) -> Result<Option<Value>, StoreError> {
+        let row = self
+            .client
+            .query_opt(
+                "SELECT body -> $3::text FROM dsh_inbox
+                  WHERE session_id = $1 AND id < $2
+                    AND json_typeof(body -> $3::text) IS DISTINCT FROM 'null'
+                    AND body -> $3::text IS NOT NULL
+                  ORDER BY id DESC LIMIT 1",
+                &[&session, &before, &key],
+            )
+            .await?;
+        Ok(row.map(|r| r.get(0)))
     }
 
     /// [`Store::append`], and in the same transaction marks each inbox row of `consumed`

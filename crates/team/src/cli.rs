@@ -103,10 +103,12 @@ The PostgreSQL team store that `dsh worker` runs sessions from.
 
 Commands:
   migrate                   create or update the store's tables
-  submit [--session <id>] [--user <name>] <text>
+  submit [--session <id>] [--user <name>] [--provider <p> --model <m>] <text>
                             queue <text> as the next input of a session (a new one, of
                             account <name> when given, without --session); prints
-                            {\"sessionId\":…,\"inboxId\":…}
+                            {\"sessionId\":…,\"inboxId\":…}; --provider and --model (with
+                            --reasoning-effort, --max-tokens) choose the turn's model, which
+                            later input naming none keeps (default: the worker's)
   events <id> [--after <seq>] [--meta]
                             print a session's stored events as JSON lines (the records of its
                             log); --meta wraps each as {\"seq\":…,\"epoch\":…,\"record\":…}
@@ -301,6 +303,8 @@ struct Args {
     docker_network: Option<String>,
     docker_memory: Option<String>,
     docker_cpus: Option<String>,
+    /// `submit`'s model route: `--provider`, `--model`, `--reasoning-effort`, `--max-tokens`.
+    route: serde_json::Map<String, serde_json::Value>,
     positional: Vec<String>,
 }
 
@@ -357,6 +361,18 @@ impl Args {
                 "--docker-network" => out.docker_network = Some(value("network")?),
                 "--docker-memory" => out.docker_memory = Some(value("size")?),
                 "--docker-cpus" => out.docker_cpus = Some(value("cpus")?),
+                "--provider" | "--model" | "--reasoning-effort" => {
+                    let key = match name {
+                        "--provider" => "provider",
+                        "--model" => "model",
+                        _ => "reasoningEffort",
+                    };
+                    out.route.insert(key.into(), json!(value("name")?));
+                }
+                "--max-tokens" => {
+                    let n = number(value("n")?, name)?;
+                    out.route.insert("maxTokens".into(), json!(n));
+                }
                 "--" => {
                     out.positional.extend(args[i + 1..].iter().cloned());
                     break;
@@ -525,6 +541,11 @@ async fn team(url: &str, args: Args) -> Result<(), String> {
         "migrate" => Ok(()),
         "submit" => {
             let text = one("the text to queue")?;
+            let route =
+                crate::route::Route::from_request(&serde_json::Value::Object(args.route.clone()))
+                    .map_err(|e| {
+                    format!("{e} (--provider, --model, --reasoning-effort, --max-tokens)")
+                })?;
             let session = match &args.session {
                 Some(id) => {
                     store.session(id).await.map_err(|e| e.to_string())?;
@@ -540,8 +561,12 @@ async fn team(url: &str, args: Args) -> Result<(), String> {
                     id
                 }
             };
+            let mut body = json!({"text": text});
+            if let Some(route) = route {
+                body["route"] = json!(route);
+            }
             let inbox = store
-                .enqueue(&session, &args.pool(), &json!({"text": text}))
+                .enqueue(&session, &args.pool(), &body)
                 .await
                 .map_err(|e| e.to_string())?;
             // Recorded: a failed wake-up only means workers find it on their next look.

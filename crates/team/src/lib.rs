@@ -26,6 +26,7 @@ pub mod auth;
 pub mod cli;
 pub mod docker;
 pub mod oidc;
+pub mod route;
 pub mod serve;
 pub mod store_row;
 pub mod transport;

@@ -753,13 +753,15 @@ async fn body_json(req: Request<Incoming>) -> Result<Value, Response<Body>> {
     })
 }
 
-/// Input a client queues: its text, and the ids it chose (optional).
+/// Input a client queues: its text, and the ids and model it chose (optional).
 struct Input {
     text: String,
     /// The id a new session takes (`POST /v1/sessions` only).
     session_id: Option<String>,
     /// The id the turn's user message takes, so the client can find it in the log.
     message_id: Option<String>,
+    /// The model the turn runs on, when the client chose one.
+    route: Option<crate::route::Route>,
 }
 
 impl Input {
@@ -768,6 +770,9 @@ impl Input {
         let mut body = json!({"text": self.text});
         if let Some(id) = &self.message_id {
             body["messageId"] = json!(id);
+        }
+        if let Some(route) = &self.route {
+            body["route"] = json!(route);
         }
         body
     }
@@ -799,5 +804,6 @@ async fn input(req: Request<Incoming>) -> Result<Input, Response<Body>> {
         text,
         session_id: id("sessionId").map_err(refuse)?,
         message_id: id("messageId").map_err(refuse)?,
+        route: crate::route::Route::from_request(&value).map_err(refuse)?,
     })
 }

@@ -21,8 +21,8 @@ use std::time::Duration;
 
 use dsh_kernel::{BoxError, Context, ListenOptions, Plugin, PluginConfig};
 use dsh_session::{
-    AppendedEvent, AssignedMessageId, AssignedSessionId, Event, LiveSession, RecordFormat,
-    SessionAppended, SessionCreated, SessionFlush, types, write_event,
+    AppendedEvent, AssignedMessageId, AssignedRoute, AssignedSessionId, Event, LiveSession,
+    RecordFormat, SessionAppended, SessionCreated, SessionFlush, types, write_event,
 };
 use dsh_store_pg::{Batch, Lease, LeaseKeeper, NewEvent, Store, StoreError};
 use dsh_tools::Execute;
@@ -60,6 +60,9 @@ pub struct StoreRowConfig {
     /// The NATS server live events are published to, when the team has one.
     #[serde(default)]
     pub transport: Option<String>,
+    /// The model the turn runs on, when its client chose one (else the profile's default).
+    #[serde(default)]
+    pub route: Option<crate::route::Route>,
 }
 
 /// The row.
@@ -85,6 +88,14 @@ impl Plugin for TeamSessionStorePlugin {
         ctx.provide(Arc::new(AssignedSessionId(config.session.clone())))?;
         if let Some(id) = &config.message_id {
             ctx.provide(Arc::new(AssignedMessageId(id.clone())))?;
+        }
+        if let Some(route) = &config.route {
+            ctx.provide(Arc::new(AssignedRoute {
+                provider: route.provider.clone(),
+                model: route.model.clone(),
+                reasoning_effort: route.reasoning_effort.clone(),
+                max_tokens: route.max_tokens,
+            }))?;
         }
         let (tx, rx) = mpsc::unbounded_channel();
         let tx = Arc::new(Mutex::new(Some(tx)));

@@ -236,6 +236,20 @@ async fn turn(
         return Ok(None);
     };
     let task = input_text(&input.body)?;
+    // Input that names no model runs on the one the session's last input named, if any.
+    let route = match crate::route::Route::from_input(&input.body).map_err(WorkerError)? {
+        Some(route) => Some(route),
+        None => match store
+            .latest_input_field(&lease.session, input.id, "route")
+            .await
+            .map_err(db)?
+        {
+            Some(kept) => {
+                crate::route::Route::from_input(&json!({ "route": kept })).map_err(WorkerError)?
+            }
+            None => None,
+        },
+    };
     let dir = options
         .scratch
         .join(format!("turn-{}", uuid::Uuid::new_v4().simple()));
@@ -285,6 +299,7 @@ async fn turn(
                 "consumes": [input.id],
                 "messageId": input.body.get("messageId").and_then(Value::as_str),
                 "transport": options.transport,
+                "route": route,
             },
         }]},
     ]);

@@ -1,5 +1,6 @@
 //! Opening a session for a terminal front end (the TUI and headless): a fresh one on the
-//! profile's default model, or a stored one continued where its log ends.
+//! profile's default model (or the route a plugin assigned), or a stored one continued where
+//! its log ends.
 
 use std::path::PathBuf;
 
@@ -13,12 +14,22 @@ pub fn fresh_request(root: &Context, cwd: Option<PathBuf>) -> CreateAgent {
         .get::<DefaultModel>()
         .map(|m| (*m).clone())
         .unwrap_or_else(DefaultModel::fallback);
-    let mut request = CreateAgent::fresh(AgentOptions {
-        provider: Some(model.provider.clone()),
-        model: Some(model.model.clone()),
-        max_tokens: None,
-        reasoning_effort: model.reasoning_effort.clone(),
-    });
+    // A route a plugin assigned (a team session's client chose it) wins over the default.
+    let options = match root.get::<dsh_session::AssignedRoute>() {
+        Some(route) => AgentOptions {
+            provider: Some(route.provider.clone()),
+            model: Some(route.model.clone()),
+            max_tokens: route.max_tokens,
+            reasoning_effort: route.reasoning_effort.clone(),
+        },
+        None => AgentOptions {
+            provider: Some(model.provider.clone()),
+            model: Some(model.model.clone()),
+            max_tokens: None,
+            reasoning_effort: model.reasoning_effort.clone(),
+        },
+    };
+    let mut request = CreateAgent::fresh(options);
     request.session_id = Some(match root.get::<dsh_session::AssignedSessionId>() {
         Some(assigned) => assigned.0.clone(),
         None => format!("session-{}", uuid::Uuid::new_v4()),

@@ -615,6 +615,7 @@ fn the_sdk_runtime_drives_team_sessions_through_a_gateway() {
         Reply::text("third answer"),
     ])
     .answer_untooled("Team test");
+    local_route(&run, &server);
     let gateway = run.gateway(&server, &team);
     let token = run.add_user(&server, &team, "sdk-user");
     let mut worker = run.worker(&server, &team, "worker-sdk", &[]);
@@ -640,7 +641,7 @@ fn the_sdk_runtime_drives_team_sessions_through_a_gateway() {
     send(rpc(
         "a",
         "initialize",
-        serde_json::json!({"cwd": run.work.path(), "provider": "deepseek-official", "model": "deepseek-v4-flash"}),
+        serde_json::json!({"cwd": run.work.path(), "provider": "local", "model": "team-model", "maxTokens": 321}),
     ));
     assert_eq!(
         next()["result"]["serverInfo"]["name"],
@@ -693,6 +694,9 @@ fn the_sdk_runtime_drives_team_sessions_through_a_gateway() {
     );
     let text = serde_json::to_string(&frames).unwrap();
     assert!(text.contains("ran-on-a-worker"), "{kinds:?}");
+    // The worker ran the turn on the route `initialize` chose.
+    let route = ("team-model".to_string(), Some(321));
+    assert_eq!(turn_models(&server), [route.clone(), route]);
     assert!(text.contains("first answer"), "{kinds:?}");
     // Seqs as the session's own log numbers them (v4 rows, dense from 0).
     let seqs: Vec<u64> = frames
@@ -796,6 +800,9 @@ fn the_sdk_runtime_drives_team_sessions_through_a_gateway() {
             "{got}"
         );
         check_log(&team.events("sdk-team-fresh"));
+        // Upstream's SDK initializes with its default route, and that travels too.
+        let models: Vec<String> = turn_models(&server).into_iter().map(|m| m.0).collect();
+        assert_eq!(models[2..], ["deepseek-v4-flash", "deepseek-v4-flash"]);
     }
     kill_group(&worker, "KILL");
     let _ = worker.wait();
@@ -2803,6 +2810,181 @@ fn model_text_reaches_a_gateway_client_while_the_model_is_still_answering() {
         .map(|e| (e.seq, e.data))
         .collect();
     assert_eq!(all, stored[..all.len()].to_vec());
+    kill_group(&worker, "KILL");
+    let _ = worker.wait();
+}
+
+/// The model and output limit of each model request `server` got with tools (the turns'
+/// own requests, not titles).
+fn turn_models(server: &MockServer) -> Vec<(String, Option<u64>)> {
+    server
+        .requests()
+        .iter()
+        .map(|r| r.chat_body())
+        .filter(|b| b.get("tools").is_some())
+        .map(|b| {
+            let limit = b
+                .get("max_tokens")
+                .or_else(|| b.get("max_completion_tokens"))
+                .and_then(Value::as_u64);
+            (b["model"].as_str().unwrap_or_default().to_string(), limit)
+        })
+        .collect()
+}
+
+/// Settings giving the worker an OpenAI-compatible route `local` (models `team-model` and
+/// `other-model`) on the mock, beside the DeepSeek default.
+fn local_route(run: &Run, server: &MockServer) {
+    run.settings(&format!(
+        "openai-compatible:\n  providers:\n    local:\n      baseURL: {}\n      models:\n        - id: team-model\n        - id: other-model\n",
+        server.url()
+    ));
+}
+
+#[test]
+fn a_client_chooses_its_sessions_model_and_later_input_keeps_it() {
+    let Some(team) = Team::new() else { return };
+    let run = Run::new();
+    let server = MockServer::with_replies([
+        Reply::text("one"),
+        Reply::text("two"),
+        Reply::text("three"),
+        Reply::text("four"),
+        Reply::text("five"),
+    ])
+    .answer_untooled("Team test");
+    local_route(&run, &server);
+    let gateway = run.gateway(&server, &team);
+    let token = run.add_user(&server, &team, "ann");
+    let mut worker = run.worker(&server, &team, "worker-route", &[]);
+    let client = reqwest::Client::new();
+    let post = |path: &str, body: Value| -> (u16, Value) {
+        team.rt.block_on(async {
+            let resp = client
+                .post(format!("{}{path}", gateway.url))
+                .bearer_auth(&token)
+                .json(&body)
+                .send()
+                .await
+                .unwrap();
+            let status = resp.status().as_u16();
+            (status, resp.json().await.unwrap_or(Value::Null))
+        })
+    };
+    let turns_ended = |id: &str, n: usize| {
+        team.wait_for(id, &format!("{n} turns of {id}"), |e| {
+            e.iter().filter(|e| e.kind == "turn/end").count() == n
+        });
+    };
+    // The first input names the model and a limit; the next names none and keeps them; the
+    // third names another model.
+    let (status, created) = post(
+        "/v1/sessions",
+        serde_json::json!({"text": "first", "provider": "local", "model": "team-model", "maxTokens": 77}),
+    );
+    assert_eq!(status, 201, "{created}");
+    let id = created["sessionId"].as_str().unwrap().to_string();
+    turns_ended(&id, 1);
+    let path = format!("/v1/sessions/{id}/messages");
+    assert_eq!(post(&path, serde_json::json!({"text": "second"})).0, 202);
+    turns_ended(&id, 2);
+    let third = serde_json::json!({"text": "third", "provider": "local", "model": "other-model"});
+    assert_eq!(post(&path, third).0, 202);
+    turns_ended(&id, 3);
+    // A session that never named one runs on the worker's default; `dsh team submit` names
+    // one the same way.
+    let (_, plain) = post("/v1/sessions", serde_json::json!({"text": "fourth"}));
+    let plain = plain["sessionId"].as_str().unwrap().to_string();
+    turns_ended(&plain, 1);
+    let out = run
+        .team(
+            &server,
+            &team,
+            &[
+                "team",
+                "submit",
+                "--session",
+                &plain,
+                "--provider",
+                "local",
+                "--model",
+                "team-model",
+                "fifth",
+            ],
+        )
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", crate::common::stderr(&out));
+    turns_ended(&plain, 2);
+    let models = turn_models(&server);
+    assert_eq!(models.len(), 5, "{models:?}");
+    let names: Vec<&str> = models.iter().map(|m| m.0.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "team-model",
+            "team-model",
+            "other-model",
+            "deepseek-flash",
+            "team-model"
+        ],
+        "{models:?}"
+    );
+    // The limit goes with the route that named it; another route has the adapter's own.
+    let limits: Vec<bool> = models.iter().map(|m| m.1 == Some(77)).collect();
+    assert_eq!(limits, [true, true, false, false, false], "{models:?}");
+    // The answers are the session's, recorded as on one machine.
+    let said = answers(&check_log(&team.events(&id))).join("\n");
+    let at = |word: &str| {
+        said.find(word)
+            .unwrap_or_else(|| panic!("no {word}: {said}"))
+    };
+    assert!(at("one") < at("two") && at("two") < at("three"), "{said}");
+    check_log(&team.events(&plain));
+    // A provider the workers do not configure fails its turn, recorded, and is not retried.
+    let (_, unknown) = post(
+        "/v1/sessions",
+        serde_json::json!({"text": "sixth", "provider": "nowhere", "model": "m"}),
+    );
+    let unknown = unknown["sessionId"].as_str().unwrap().to_string();
+    turns_ended(&unknown, 1);
+    let failed = check_log(&team.events(&unknown));
+    let text: String = failed
+        .iter()
+        .map(|e| e.data.as_value().to_string())
+        .collect();
+    assert!(text.contains("nowhere"), "{text}");
+    assert_eq!(team.pending(&unknown), 0);
+    assert_eq!(turn_models(&server).len(), 5);
+    // A route is both names or none, and well formed.
+    for (body, why) in [
+        (serde_json::json!({"text": "x", "model": "m"}), "together"),
+        (
+            serde_json::json!({"text": "x", "provider": "local", "model": "m", "maxTokens": 0}),
+            "maxTokens",
+        ),
+        (
+            serde_json::json!({"text": "x", "provider": "", "model": "m"}),
+            "provider",
+        ),
+    ] {
+        let (status, refused) = post("/v1/sessions", body);
+        assert_eq!(status, 400, "{refused}");
+        assert!(
+            refused["error"].as_str().unwrap().contains(why),
+            "{refused}"
+        );
+    }
+    let out = run
+        .team(&server, &team, &["team", "submit", "--model", "m", "x"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        crate::common::stderr(&out).contains("together"),
+        "{}",
+        crate::common::stderr(&out)
+    );
     kill_group(&worker, "KILL");
     let _ = worker.wait();
 }
