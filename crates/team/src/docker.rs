@@ -6,11 +6,14 @@
 //!   worker's commands still run is killed with it), then starts
 //!   `dsh-<session>-e<epoch>`: the workspace bound read-write at its own path, a private
 //!   `/tmp`, no capabilities, no new privileges, a process limit, `--network none` unless
-//!   `--docker-network` names another. The container ends with the turn.
+//!   `--docker-network` names another. The container ends with the turn, and with its
+//!   worker: its first process waits on a FIFO only the worker holds open (its lifeline), so
+//!   a worker killed with nobody left on its host to clean up still takes its container,
+//!   and every command running in it, along (`--rm` removes it).
 //! * **Images.** Without `--docker-image` the worker imports an empty image once
 //!   (`dsh-host-root:1`) and binds the host's `/usr`, `/bin`, `/lib*` and `/etc`
 //!   read-only into it, so the worker's own tools are there and no registry is needed. A
-//!   named image is used as it is (it needs `/bin/sh`, `setsid` and `sleep`).
+//!   named image is used as it is (it needs `/bin/sh` and `setsid`).
 //! * **Commands.** The turn's sandbox row gets `runnerCommand` [`EXEC_ARG`]: each confined
 //!   command becomes `docker exec` in the container, in the caller's working directory, with
 //!   the caller's environment passed by name (values never appear on a command line). Under
@@ -270,14 +273,41 @@ const ETC_MASKED_DIRS: &[&str] = &["/etc/ssh", "/etc/ssl/private"];
 /// Paths inside the workspace the sandbox keeps read-only (its default protected paths).
 const PROTECTED_IN_WORKSPACE: &[&str] = &[".git/hooks", ".git/config"];
 
-/// A started container: its name, and the runner command the turn's sandbox row uses.
+/// A started container: its name, the runner command the turn's sandbox row uses, and its
+/// lifeline.
 pub struct Started {
     pub name: String,
     pub runner: Vec<String>,
+    /// The worker's end of the container's lifeline: the container ends once no process
+    /// holds it (this worker exited or was killed), whether or not any worker is left on the
+    /// host to remove it.
+    pub lifeline: std::os::fd::OwnedFd,
+}
+
+/// Where a container's lifeline is mounted inside it.
+const LIFELINE_MOUNT: &str = "/run/dsh-lifeline";
+
+/// A FIFO at `<dir>/lifeline/fifo`, opened read-write and close-on-exec by this process only.
+/// The container's first process reads it: a read returns end-of-file once no writer is
+/// left, that is once this process is gone, and the container ends with that process.
+fn lifeline(dir: &std::path::Path) -> Result<(std::path::PathBuf, std::os::fd::OwnedFd), String> {
+    use rustix::fs::{CWD, FileType, Mode, OFlags};
+    let at = dir.join("lifeline");
+    std::os::unix::fs::DirBuilderExt::mode(&mut std::fs::DirBuilder::new(), 0o700)
+        .create(&at)
+        .map_err(|e| format!("cannot create {}: {e}", at.display()))?;
+    let fifo = at.join("fifo");
+    rustix::fs::mknodat(CWD, &fifo, FileType::Fifo, Mode::RUSR | Mode::WUSR, 0)
+        .map_err(|e| format!("cannot create the FIFO {}: {e}", fifo.display()))?;
+    // Read-write: opening never waits for a reader, and the container's read open finds a
+    // writer at once.
+    let fd = rustix::fs::open(&fifo, OFlags::RDWR | OFlags::CLOEXEC, Mode::empty())
+        .map_err(|e| format!("cannot open the FIFO {}: {e}", fifo.display()))?;
+    Ok((at, fd))
 }
 
 /// Starts the container of `session` under lease `epoch`, with `workspace` bound at its own
-/// path; returns its name.
+/// path; `scratch` is the turn's private directory, where its lifeline is made.
 pub async fn start(
     options: &DockerOptions,
     store_id: &str,
@@ -285,8 +315,11 @@ pub async fn start(
     epoch: i64,
     workspace: &std::path::Path,
     dsh: &std::path::Path,
+    scratch: &std::path::Path,
 ) -> Result<Started, String> {
     remove_older_containers(store_id, session, epoch).await?;
+    let (lifeline_dir, lifeline_fd) = lifeline(scratch)?;
+    let lifeline_bind = format!("{}:{LIFELINE_MOUNT}:ro", lifeline_dir.display());
     let name = container_name(session, epoch);
     let ws = workspace.display().to_string();
     // Commands run as the worker's own account, as they would on the host.
@@ -319,12 +352,15 @@ pub async fn start(
         "--pids-limit",
         "4096",
         "--init",
+        "--rm",
         "--user",
         &user,
         "--tmpfs",
         "/tmp:mode=1777",
         "-v",
         &bind,
+        "-v",
+        &lifeline_bind,
         "-w",
         &ws,
     ]
@@ -388,11 +424,17 @@ pub async fn start(
             .clone()
             .unwrap_or_else(|| HOST_ROOT_IMAGE.into()),
     );
-    args.push("sleep".into());
-    args.push("infinity".into());
+    // The first process waits on the lifeline: the container lives as long as this worker.
+    args.push("/bin/sh".into());
+    args.push("-c".into());
+    args.push(format!("read -r _ < {LIFELINE_MOUNT}/fifo"));
     let refs: Vec<&str> = args.iter().map(String::as_str).collect();
     docker(&refs).await?;
-    Ok(Started { name, runner })
+    Ok(Started {
+        name,
+        runner,
+        lifeline: lifeline_fd,
+    })
 }
 
 /// Removes a container (its processes die with it).

@@ -271,6 +271,7 @@ async fn turn(
                     lease.epoch,
                     &workspace,
                     &options.dsh,
+                    &dir,
                 )
                 .await
                 .map_err(|e| {
@@ -341,9 +342,12 @@ async fn turn(
         .map(Some)
         .map_err(|e| WorkerError(format!("cannot start {}: {e}", options.dsh.display())));
     let _ = std::fs::remove_dir_all(&dir);
-    if let Some(crate::docker::Started { name, .. }) = container {
+    // The lifeline is let go only after the removal: the container does not end on its own
+    // while the worker still runs.
+    if let Some(crate::docker::Started { name, lifeline, .. }) = container {
         let removed =
             tokio::time::timeout(Duration::from_secs(30), crate::docker::remove(&name)).await;
+        drop(lifeline);
         if !matches!(removed, Ok(Ok(()))) {
             eprintln!(
                 "dsh worker: container {name} was not removed; the next claim of the session removes it"

@@ -2420,8 +2420,9 @@ fn a_docker_worker_runs_each_sessions_commands_in_a_container_of_its_lease() {
     // The limits reached the container's cgroup (v2 or v1 spelling).
     assert_eq!(read("mem.txt"), (64u64 << 20).to_string());
     assert!(read("cpu.txt").starts_with("50000"), "{}", read("cpu.txt"));
+    // Its first process (under docker's init) waits on the worker's lifeline.
     assert!(
-        read("init.txt").contains("sleep infinity"),
+        read("init.txt").contains("/run/dsh-lifeline/fifo"),
         "{}",
         read("init.txt")
     );
@@ -2509,6 +2510,45 @@ fn a_docker_worker_runs_each_sessions_commands_in_a_container_of_its_lease() {
     assert!(!all.lines().any(|n| n == ended || n == unknown), "{all}");
     assert!(all.lines().any(|n| n == no_epoch), "{all}");
     assert!(all.lines().any(|n| n == other_store), "{all}");
+}
+
+#[test]
+fn a_killed_docker_workers_container_ends_with_it_when_no_worker_is_left() {
+    if !docker_daemon() {
+        return;
+    }
+    let Some(team) = Team::new() else { return };
+    let run = Run::new();
+    let server = MockServer::with_replies([crate::common::call(
+        "call_long",
+        "bash",
+        serde_json::json!({"command": "echo up > started.txt; sleep 600", "description": "long", "timeoutMs": 600_000}),
+    )])
+    .answer_untooled("Team test");
+    let session = run.submit(&server, &team, None, "run something long");
+    let mut worker = run.worker(&server, &team, "worker-gone", &["--sandbox", "docker"]);
+    wait_file(&run.work.path().join("started.txt"));
+    let label = format!("label=dsh.session={session}");
+    let running = docker_out(&["ps", "-q", "--filter", &label]);
+    assert_eq!(running.lines().count(), 1, "the turn's container runs");
+    // The worker and its turn die; no worker is left on this host to remove the container.
+    kill_group(&worker, "KILL");
+    let _ = worker.wait();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let left = loop {
+        let left = docker_out(&["ps", "-aq", "--filter", &label]);
+        if left.trim().is_empty() || Instant::now() > deadline {
+            break left;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    if !left.trim().is_empty() {
+        let ids: Vec<&str> = left.split_whitespace().collect();
+        let mut args = vec!["rm", "-f"];
+        args.extend(ids);
+        docker_out(&args);
+        panic!("the container outlived its worker by 30 s");
+    }
 }
 
 #[test]
