@@ -388,9 +388,13 @@ pub async fn run(
         .map_or_else(tokio_util::sync::CancellationToken::new, StreamJson::closed);
     let progress = LiveProgress::start(root, agent.id(), verbosity);
     let first_seq = agent.session().next_seq();
-    // A `/command` task runs the command instead of reaching the model.
+    // A `/command` task runs the command instead of reaching the model (unless a plugin says
+    // the task is a message: a team worker's turn).
     let mut command_started_turn = false;
-    if let Some(commands) = root.get::<dsh_commands::CommandRegistry>() {
+    if let Some(commands) = root
+        .get::<dsh_commands::CommandRegistry>()
+        .filter(|_| root.get::<dsh_session::TaskIsMessage>().is_none())
+    {
         let outcome = commands
             .dispatch_line(&agent, &task.0, tokio_util::sync::CancellationToken::new())
             .await;

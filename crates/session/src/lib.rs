@@ -43,6 +43,7 @@ pub use storage::{
 pub use store::{
     AppendedEvent, AssignedMessageId, AssignedRoute, AssignedSessionId, Clock, FlushRequest,
     LiveSession, SessionAppended, SessionCreated, SessionDisposed, SessionFlush, SessionSource,
-    SessionStore, SessionWriteFailed, StoreError, WriteFailure, is_plain_id, system_clock,
+    SessionStore, SessionWriteFailed, StoreError, TaskIsMessage, WriteFailure, is_plain_id,
+    system_clock,
 };
 pub use surface::{Surface, SurfacePlan};

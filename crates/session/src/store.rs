@@ -320,6 +320,13 @@ pub fn is_plain_id(id: &str) -> bool {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AssignedMessageId(pub String);
 
+/// The run's task is a message for the model even when it starts with `/` (`ctx` service).
+/// The team worker provides it: its clients queue messages (the SDK sends a prompt's text
+/// as it is), a command's reply would have no way back to them, and a command that records
+/// no message would leave the queued input unconsumed, to be run again and again.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TaskIsMessage;
+
 /// The model a run's session takes when a plugin names it (`ctx` service), in place of the
 /// profile's default model: the team worker provides the one its client chose when queueing
 /// the input (the SDK's `initialize` route, or `provider`/`model` on the gateway's API).

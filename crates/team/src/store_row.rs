@@ -22,7 +22,7 @@ use std::time::Duration;
 use dsh_kernel::{BoxError, Context, ListenOptions, Plugin, PluginConfig};
 use dsh_session::{
     AppendedEvent, AssignedMessageId, AssignedRoute, AssignedSessionId, Event, LiveSession,
-    RecordFormat, SessionAppended, SessionCreated, SessionFlush, types, write_event,
+    RecordFormat, SessionAppended, SessionCreated, SessionFlush, TaskIsMessage, types, write_event,
 };
 use dsh_store_pg::{Batch, Lease, LeaseKeeper, NewEvent, Store, StoreError};
 use dsh_tools::Execute;
@@ -86,6 +86,7 @@ impl Plugin for TeamSessionStorePlugin {
             return Err(format!("{PLUGIN_NAME} must be loaded inside a tokio runtime").into());
         }
         ctx.provide(Arc::new(AssignedSessionId(config.session.clone())))?;
+        ctx.provide(Arc::new(TaskIsMessage))?;
         if let Some(id) = &config.message_id {
             ctx.provide(Arc::new(AssignedMessageId(id.clone())))?;
         }

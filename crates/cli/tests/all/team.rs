@@ -2552,6 +2552,45 @@ fn a_killed_docker_workers_container_ends_with_it_when_no_worker_is_left() {
 }
 
 #[test]
+fn input_starting_with_a_slash_reaches_the_model_once_as_the_sdk_sends_it() {
+    let Some(team) = Team::new() else { return };
+    let run = Run::new();
+    let server =
+        MockServer::with_replies([Reply::text("read as a message")]).answer_untooled("Team test");
+    let session = run.submit(&server, &team, None, "/no-such-command please");
+    // Until idle: the input is consumed once, not run again and again.
+    let mut worker = run.worker(&server, &team, "worker-slash", &["--until-idle"]);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(status) = worker.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() > deadline {
+            kill_group(&worker, "KILL");
+            let _ = worker.wait();
+            panic!(
+                "the worker never went idle: {}",
+                std::fs::read_to_string(run.worker_log("worker-slash")).unwrap()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(status.success());
+    assert_eq!(team.pending(&session), 0);
+    let events = check_log(&team.events(&session));
+    assert!(answers(&events).join("\n").contains("read as a message"));
+    let asked = turn_models(&server);
+    assert_eq!(asked.len(), 1);
+    let turn = server
+        .requests()
+        .into_iter()
+        .find(|r| r.chat_body().get("tools").is_some())
+        .unwrap();
+    let sent = serde_json::to_string(&turn.messages()).unwrap();
+    assert!(sent.contains("/no-such-command please"), "{sent}");
+}
+
+#[test]
 fn seeded_random_faults_keep_every_sessions_log_whole() {
     let Some(team) = Team::new() else { return };
     let seed = crate::common::seed_from("DSH_TEST_SEED");
