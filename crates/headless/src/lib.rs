@@ -414,6 +414,12 @@ pub async fn run(
                 .await;
         }
     }
+    if let Some(wanted) = root.get::<dsh_session::AssignedWorkingDirectory>()
+        && let Err(e) = move_to(&agent, &wanted)
+    {
+        progress.stop();
+        return fail(format, &e);
+    }
     let mut message = Message::user_text(task.0.clone());
     if let Some(id) = root.get::<dsh_session::AssignedMessageId>() {
         message.id.clone_from(&id.0);
@@ -487,6 +493,45 @@ pub async fn run(
         }
         _ => ExitCode::from(1),
     }
+}
+
+/// Moves the session to the directory a plugin assigned before the task runs (logged, and
+/// told to the model), or, when that is no existing directory inside its root, tells the
+/// model that the session stays where it is. Fails only when the log refuses the change.
+fn move_to(
+    agent: &dsh_agent::AgentRef,
+    wanted: &dsh_session::AssignedWorkingDirectory,
+) -> Result<(), String> {
+    let session = agent.session();
+    let origin = session
+        .header()
+        .cwd
+        .map_or_else(|| wanted.root.clone(), std::path::PathBuf::from);
+    let current = agent.cwd().unwrap_or_else(|| origin.clone());
+    let target = dsh_working_directory::resolve(&current, &wanted.path);
+    let root = std::fs::canonicalize(&wanted.root).unwrap_or_else(|_| wanted.root.clone());
+    let inside = std::fs::canonicalize(&target)
+        .ok()
+        .filter(|t| t.is_dir() && t.starts_with(&root));
+    let notice = match inside {
+        Some(dir) => {
+            dsh_working_directory::settle(session, &current, &origin, Some(&dir.to_string_lossy()))?
+                .notice
+        }
+        None => Some(dsh_working_directory::notice(format!(
+            "The client asked to move to {}, which is not an existing directory inside the \
+             workspace {}; the working directory stays {}.",
+            dsh_kernel::json::to_string(&serde_json::json!(wanted.path)),
+            dsh_kernel::json::to_string(&serde_json::json!(root.display().to_string())),
+            dsh_kernel::json::to_string(&serde_json::json!(current.display().to_string())),
+        ))),
+    };
+    if let Some(message) = notice {
+        agent
+            .send(message, dsh_session::InboxTarget::NextStep, false)
+            .map_err(|e| e.to_string())?;
+    }
+    Ok(())
 }
 
 /// Loads the log `--resume` names.

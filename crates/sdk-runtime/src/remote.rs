@@ -15,9 +15,13 @@
 //! * `session/wait` returns once the session has no open turn and no queued input.
 //! * `initialize`'s route (`provider`, `model`, `reasoningEffort`, `maxTokens`) travels with
 //!   every prompt: the worker runs the turn on it (a provider the worker's settings do not
-//!   configure fails the turn, recorded in its log). The workers choose the working
-//!   directory: `initialize`'s `cwd` does not travel, and the working-directory requests are
-//!   refused. Prompts take text blocks only.
+//!   configure fails the turn, recorded in its log). Prompts take text blocks only.
+//! * The working directory is the worker's: `initialize`'s `cwd` (a path on the client's
+//!   machine) does not travel. `session/working-directory/get` answers the session's
+//!   directory as its log records it; `set` resolves the path against that (a path on the
+//!   workers' machines), answers it, and sends it with the session's next prompt: the worker
+//!   moves the session there before the turn if it is an existing directory inside its
+//!   workspace, and otherwise tells the model it stays.
 //! * `shutdown` stops following; the turns themselves go on in the team.
 
 use std::collections::HashMap;
@@ -147,6 +151,8 @@ pub(crate) struct Remote {
     shutting_down: AtomicBool,
     /// Each followed session's stream task (stopped when dropped).
     followed: Mutex<HashMap<String, AbortOnDrop<()>>>,
+    /// The directories sessions were moved to, sent with their next prompt.
+    moves: Mutex<HashMap<String, String>>,
 }
 
 /// `id` when the gateway can take it as a path segment and a chosen session id (1 to 128
@@ -170,6 +176,7 @@ impl Remote {
             route: Mutex::new(None),
             shutting_down: AtomicBool::new(false),
             followed: Mutex::new(HashMap::new()),
+            moves: Mutex::new(HashMap::new()),
         })
     }
 
@@ -228,11 +235,12 @@ impl Remote {
             "session/prompt" => self.prompt(params).await,
             "session/resume" => self.resume(params).await,
             "session/wait" => self.wait(params).await,
-            "session/working-directory/get" | "session/working-directory/set" => {
-                self.ready()?;
-                Err(fail(
-                    "a team session runs in its worker's working directory; it cannot be read or changed through the gateway",
-                ))
+            "session/working-directory/get" => self.working_directory(params, None).await,
+            "session/working-directory/set" => {
+                let Some(path) = str_param(&params, "path").map(str::to_owned) else {
+                    return Err(fail("working-directory set requires a path string"));
+                };
+                self.working_directory(params, Some(path)).await
             }
             "shutdown" => {
                 self.shutdown();
@@ -281,6 +289,10 @@ impl Remote {
         let mut body = route;
         body.insert("text".into(), json!(text));
         body.insert("messageId".into(), json!(message_id));
+        let moved = self.moves().get(&id).cloned();
+        if let Some(cwd) = &moved {
+            body.insert("cwd".into(), json!(cwd));
+        }
         let queued = match state {
             None => {
                 body.insert("sessionId".into(), json!(id));
@@ -295,8 +307,66 @@ impl Remote {
             }
         };
         queued.map_err(fail)?;
+        // Queued with this input: the worker moves the session before its turn.
+        if let Some(cwd) = moved {
+            let mut moves = self.moves();
+            if moves.get(&id) == Some(&cwd) {
+                moves.remove(&id);
+            }
+        }
         self.follow(&id, head);
         Ok(json!({"messageId": message_id}))
+    }
+
+    fn moves(&self) -> std::sync::MutexGuard<'_, HashMap<String, String>> {
+        self.moves.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// `session/working-directory/get` (`path` `None`) and `set`.
+    async fn working_directory(
+        &self,
+        params: Option<Value>,
+        path: Option<String>,
+    ) -> Result<Value, RpcError> {
+        self.ready()?;
+        let id = match str_param(&params, "sessionId") {
+            Some(id) if !id.is_empty() => plain(id.to_string())?,
+            _ => {
+                return Err(fail(
+                    "working-directory requests require a non-empty sessionId",
+                ));
+            }
+        };
+        let pending = self.moves().get(&id).cloned();
+        let current = match pending {
+            Some(cwd) => Some(cwd),
+            None => self
+                .gateway
+                .session(&id)
+                .await
+                .map_err(fail)?
+                .and_then(|s| s.get("cwd").and_then(Value::as_str).map(str::to_owned)),
+        };
+        let Some(path) = path else {
+            return current.map(|cwd| json!({"cwd": cwd})).ok_or_else(|| {
+                fail(format!(
+                    "session \"{id}\" has no working directory yet: its first turn takes the workspace of the worker that runs it"
+                ))
+            });
+        };
+        if path.is_empty() {
+            return Err(fail("working-directory: cd must not be empty"));
+        }
+        // Against the directory the log records; before the first turn a relative path stays
+        // relative, to the worker's workspace.
+        let moved = match &current {
+            Some(base) => dsh_working_directory::resolve(std::path::Path::new(base), &path)
+                .display()
+                .to_string(),
+            None => path,
+        };
+        self.moves().insert(id, moved.clone());
+        Ok(json!({"cwd": moved}))
     }
 
     async fn resume(self: &Arc<Self>, params: Option<Value>) -> Result<Value, RpcError> {

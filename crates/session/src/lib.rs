@@ -41,9 +41,9 @@ pub use storage::{
     parse_header_line, parse_log,
 };
 pub use store::{
-    AppendedEvent, AssignedMessageId, AssignedRoute, AssignedSessionId, Clock, FlushRequest,
-    LiveSession, SessionAppended, SessionCreated, SessionDisposed, SessionFlush, SessionSource,
-    SessionStore, SessionWriteFailed, StoreError, TaskIsMessage, WriteFailure, is_plain_id,
-    system_clock,
+    AppendedEvent, AssignedMessageId, AssignedRoute, AssignedSessionId, AssignedWorkingDirectory,
+    Clock, FlushRequest, LiveSession, SessionAppended, SessionCreated, SessionDisposed,
+    SessionFlush, SessionSource, SessionStore, SessionWriteFailed, StoreError, TaskIsMessage,
+    WriteFailure, is_plain_id, system_clock,
 };
 pub use surface::{Surface, SurfacePlan};

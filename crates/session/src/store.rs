@@ -320,6 +320,17 @@ pub fn is_plain_id(id: &str) -> bool {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct AssignedMessageId(pub String);
 
+/// The directory a run's session moves to before its task, when a plugin names one (`ctx`
+/// service): the team worker provides the one its client queued with the input. `path`
+/// resolves against the session's current directory and must name an existing directory
+/// inside `root` (the worker's workspace); otherwise the session stays where it is and the
+/// model is told why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AssignedWorkingDirectory {
+    pub path: String,
+    pub root: std::path::PathBuf,
+}
+
 /// The run's task is a message for the model even when it starts with `/` (`ctx` service).
 /// The team worker provides it: its clients queue messages (the SDK sends a prompt's text
 /// as it is), a command's reply would have no way back to them, and a command that records

@@ -687,6 +687,23 @@ impl Store {
             .collect())
     }
 
+    /// The working directory `session` is in: its latest `working-directory/change`, else the
+    /// directory its header records; `None` before its first turn.
+    pub async fn working_directory(&self, session: &str) -> Result<Option<String>, StoreError> {
+        let row = self
+            .client
+            .query_one(
+                "SELECT coalesce(
+                    (SELECT e.data -> 'data' ->> 'cwd' FROM dsh_events e
+                      WHERE e.session_id = $1 AND e.type = 'working-directory/change'
+                      ORDER BY e.seq DESC LIMIT 1),
+                    (SELECT s.header ->> 'cwd' FROM dsh_sessions s WHERE s.id = $1))",
+                &[&session],
+            )
+            .await?;
+        Ok(row.get(0))
+    }
+
     /// The value under `key` in the body of `session`'s latest input queued before inbox row
     /// `before` that has one (consumed or not), if any.
     pub async fn latest_input_field(

@@ -103,12 +103,14 @@ The PostgreSQL team store that `dsh worker` runs sessions from.
 
 Commands:
   migrate                   create or update the store's tables
-  submit [--session <id>] [--user <name>] [--provider <p> --model <m>] <text>
+  submit [--session <id>] [--user <name>] [--provider <p> --model <m>] [--cwd <dir>] <text>
                             queue <text> as the next input of a session (a new one, of
                             account <name> when given, without --session); prints
                             {\"sessionId\":…,\"inboxId\":…}; --provider and --model (with
                             --reasoning-effort, --max-tokens) choose the turn's model, which
-                            later input naming none keeps (default: the worker's)
+                            later input naming none keeps (default: the worker's); --cwd
+                            <dir> moves the session first (against its current directory,
+                            to an existing one inside the worker's workspace)
   events <id> [--after <seq>] [--meta]
                             print a session's stored events as JSON lines (the records of its
                             log); --meta wraps each as {\"seq\":…,\"epoch\":…,\"record\":…}
@@ -305,6 +307,8 @@ struct Args {
     docker_cpus: Option<String>,
     /// `submit`'s model route: `--provider`, `--model`, `--reasoning-effort`, `--max-tokens`.
     route: serde_json::Map<String, serde_json::Value>,
+    /// `submit --cwd`: the directory the session moves to first.
+    cwd: Option<String>,
     positional: Vec<String>,
 }
 
@@ -369,6 +373,7 @@ impl Args {
                     };
                     out.route.insert(key.into(), json!(value("name")?));
                 }
+                "--cwd" => out.cwd = Some(value("dir")?),
                 "--max-tokens" => {
                     let n = number(value("n")?, name)?;
                     out.route.insert("maxTokens".into(), json!(n));
@@ -564,6 +569,11 @@ async fn team(url: &str, args: Args) -> Result<(), String> {
             let mut body = json!({"text": text});
             if let Some(route) = route {
                 body["route"] = json!(route);
+            }
+            if let Some(cwd) = &args.cwd {
+                crate::route::directory(&json!({ "cwd": cwd }))
+                    .map_err(|e| format!("--cwd: {e}"))?;
+                body["cwd"] = json!(cwd);
             }
             let inbox = store
                 .enqueue(&session, &args.pool(), &body)

@@ -1,4 +1,4 @@
-//! The model a client chooses for a team session. A client names it with the input it
+//! The model (and the working directory) a client chooses for a team session. A client names it with the input it
 //! queues (`provider` and `model`, optionally `reasoningEffort` and `maxTokens`, beside
 //! `text`); the gateway keeps it in the inbox body under `"route"`, and the worker runs the
 //! turn on it. Input that names none runs on the route the session's last input named, or,
@@ -37,6 +37,16 @@ fn name(value: &Value, key: &str, max: usize) -> Result<Option<String>, String> 
             "\"{key}\" must be a non-empty string of at most {max} bytes without control characters"
         )),
     }
+}
+
+/// The longest working directory accepted.
+const MAX_PATH: usize = 4096;
+
+/// The working directory a request body names in `cwd`, if any: the session moves there
+/// before the input runs (resolved against its current directory, and only to an existing
+/// directory inside the worker's workspace).
+pub fn directory(body: &Value) -> Result<Option<String>, String> {
+    name(body, "cwd", MAX_PATH)
 }
 
 impl Route {

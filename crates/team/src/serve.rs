@@ -433,6 +433,7 @@ impl Gateway {
         let store = self.db.get();
         let row = store.session(id).await?;
         let pending = store.pending(id).await?;
+        let cwd = store.working_directory(id).await?;
         Ok(json_response(
             StatusCode::OK,
             &json!({
@@ -443,6 +444,7 @@ impl Gateway {
                 "pendingInput": pending.len(),
                 "turnOpen": row.turn_open,
                 "owner": row.owner_user,
+                "cwd": cwd,
             }),
         ))
     }
@@ -762,6 +764,9 @@ struct Input {
     message_id: Option<String>,
     /// The model the turn runs on, when the client chose one.
     route: Option<crate::route::Route>,
+    /// The directory the session moves to first (against its current one; inside the
+    /// worker's workspace).
+    cwd: Option<String>,
 }
 
 impl Input {
@@ -773,6 +778,9 @@ impl Input {
         }
         if let Some(route) = &self.route {
             body["route"] = json!(route);
+        }
+        if let Some(cwd) = &self.cwd {
+            body["cwd"] = json!(cwd);
         }
         body
     }
@@ -805,5 +813,6 @@ async fn input(req: Request<Incoming>) -> Result<Input, Response<Body>> {
         session_id: id("sessionId").map_err(refuse)?,
         message_id: id("messageId").map_err(refuse)?,
         route: crate::route::Route::from_request(&value).map_err(refuse)?,
+        cwd: crate::route::directory(&value).map_err(refuse)?,
     })
 }

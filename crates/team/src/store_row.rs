@@ -21,8 +21,9 @@ use std::time::Duration;
 
 use dsh_kernel::{BoxError, Context, ListenOptions, Plugin, PluginConfig};
 use dsh_session::{
-    AppendedEvent, AssignedMessageId, AssignedRoute, AssignedSessionId, Event, LiveSession,
-    RecordFormat, SessionAppended, SessionCreated, SessionFlush, TaskIsMessage, types, write_event,
+    AppendedEvent, AssignedMessageId, AssignedRoute, AssignedSessionId, AssignedWorkingDirectory,
+    Event, LiveSession, RecordFormat, SessionAppended, SessionCreated, SessionFlush, TaskIsMessage,
+    types, write_event,
 };
 use dsh_store_pg::{Batch, Lease, LeaseKeeper, NewEvent, Store, StoreError};
 use dsh_tools::Execute;
@@ -63,6 +64,12 @@ pub struct StoreRowConfig {
     /// The model the turn runs on, when its client chose one (else the profile's default).
     #[serde(default)]
     pub route: Option<crate::route::Route>,
+    /// The directory the client asked the session to move to, and the workspace it must
+    /// stay inside.
+    #[serde(default)]
+    pub cwd: Option<String>,
+    #[serde(default)]
+    pub workspace: Option<String>,
 }
 
 /// The row.
@@ -87,6 +94,12 @@ impl Plugin for TeamSessionStorePlugin {
         }
         ctx.provide(Arc::new(AssignedSessionId(config.session.clone())))?;
         ctx.provide(Arc::new(TaskIsMessage))?;
+        if let (Some(path), Some(root)) = (&config.cwd, &config.workspace) {
+            ctx.provide(Arc::new(AssignedWorkingDirectory {
+                path: path.clone(),
+                root: root.into(),
+            }))?;
+        }
         if let Some(id) = &config.message_id {
             ctx.provide(Arc::new(AssignedMessageId(id.clone())))?;
         }

@@ -259,27 +259,25 @@ async fn turn(
         .create(&dir)
         .map_err(|e| WorkerError(format!("cannot create {}: {e}", dir.display())))?;
     let resume = materialize(store, &lease.session, &sessions).await?;
+    let workspace =
+        std::env::current_dir().map_err(|e| WorkerError(format!("no working directory: {e}")))?;
     let container = match &options.docker {
-        Some(docker) => {
-            let workspace = std::env::current_dir()
-                .map_err(|e| WorkerError(format!("no working directory: {e}")))?;
-            Some(
-                crate::docker::start(
-                    docker,
-                    store_id,
-                    &lease.session,
-                    lease.epoch,
-                    &workspace,
-                    &options.dsh,
-                    &dir,
-                )
-                .await
-                .map_err(|e| {
-                    let _ = std::fs::remove_dir_all(&dir);
-                    WorkerError(format!("cannot start the session's container: {e}"))
-                })?,
+        Some(docker) => Some(
+            crate::docker::start(
+                docker,
+                store_id,
+                &lease.session,
+                lease.epoch,
+                &workspace,
+                &options.dsh,
+                &dir,
             )
-        }
+            .await
+            .map_err(|e| {
+                let _ = std::fs::remove_dir_all(&dir);
+                WorkerError(format!("cannot start the session's container: {e}"))
+            })?,
+        ),
         None => None,
     };
     let patch = dir.join("team.patch.yml");
@@ -301,6 +299,8 @@ async fn turn(
                 "messageId": input.body.get("messageId").and_then(Value::as_str),
                 "transport": options.transport,
                 "route": route,
+                "cwd": input.body.get("cwd").and_then(Value::as_str),
+                "workspace": workspace.display().to_string(),
             },
         }]},
     ]);

@@ -52,7 +52,8 @@ fn quoted(path: &Path) -> String {
     dsh_kernel::json::to_string(&json!(path.display().to_string()))
 }
 
-fn notice(text: String) -> Message {
+/// A message of source kind `working-directory` telling the model `text`.
+pub fn notice(text: String) -> Message {
     let mut source = Map::new();
     source.insert("kind".into(), Value::from("working-directory"));
     Message::user(vec![ContentBlock::text(text)], MessageSource::Other(source))

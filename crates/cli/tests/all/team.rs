@@ -611,11 +611,17 @@ fn the_sdk_runtime_drives_team_sessions_through_a_gateway() {
             serde_json::json!({"command": "echo ran-on-a-worker", "description": "echo"}),
         ),
         Reply::text("first answer"),
+        crate::common::call(
+            "call_team_sdk_where",
+            "bash",
+            serde_json::json!({"command": format!("pwd > {}/sdk-where.txt", run.work.path().display()), "description": "where"}),
+        ),
         Reply::text("second answer"),
         Reply::text("third answer"),
     ])
     .answer_untooled("Team test");
     local_route(&run, &server);
+    std::fs::create_dir(run.work.path().join("sub")).unwrap();
     let gateway = run.gateway(&server, &team);
     let token = run.add_user(&server, &team, "sdk-user");
     let mut worker = run.worker(&server, &team, "worker-sdk", &[]);
@@ -795,14 +801,18 @@ fn the_sdk_runtime_drives_team_sessions_through_a_gateway() {
             got["missing"].as_str().unwrap().contains("not found"),
             "{got}"
         );
-        assert!(
-            got["cwd"].as_str().unwrap().contains("working directory"),
-            "{got}"
-        );
+        // The session's directory is the worker's workspace; moved, the turn ran in it.
+        let work = std::fs::canonicalize(run.work.path()).unwrap();
+        let sub = work.join("sub").display().to_string();
+        assert_eq!(got["cwd"], work.display().to_string(), "{got}");
+        assert_eq!(got["moved"], sub.as_str(), "{got}");
+        assert_eq!(got["after"], sub.as_str(), "{got}");
+        let ran_in = std::fs::read_to_string(run.work.path().join("sdk-where.txt")).unwrap();
+        assert_eq!(ran_in.trim(), sub, "{got}");
         check_log(&team.events("sdk-team-fresh"));
         // Upstream's SDK initializes with its default route, and that travels too.
         let models: Vec<String> = turn_models(&server).into_iter().map(|m| m.0).collect();
-        assert_eq!(models[2..], ["deepseek-v4-flash", "deepseek-v4-flash"]);
+        assert_eq!(models[2..], ["deepseek-v4-flash"; 3]);
     }
     kill_group(&worker, "KILL");
     let _ = worker.wait();
@@ -2549,6 +2559,113 @@ fn a_killed_docker_workers_container_ends_with_it_when_no_worker_is_left() {
         docker_out(&args);
         panic!("the container outlived its worker by 30 s");
     }
+}
+
+#[test]
+fn a_client_moves_its_session_inside_the_workers_workspace_only() {
+    let Some(team) = Team::new() else { return };
+    let run = Run::new();
+    let work = std::fs::canonicalize(run.work.path()).unwrap();
+    let pwd = |id: &str, file: &str| {
+        crate::common::call(
+            id,
+            "bash",
+            serde_json::json!({"command": format!("pwd > {}/{file}", work.display()), "description": "where"}),
+        )
+    };
+    let server = MockServer::with_replies([
+        pwd("call_w1", "where1.txt"),
+        Reply::text("moved"),
+        pwd("call_w2", "where2.txt"),
+        Reply::text("stayed"),
+        pwd("call_w3", "where3.txt"),
+        Reply::text("moved up"),
+    ])
+    .answer_untooled("Team test");
+    std::fs::create_dir_all(work.join("sub/deeper")).unwrap();
+    let gateway = run.gateway(&server, &team);
+    let token = run.add_user(&server, &team, "ann");
+    let mut worker = run.worker(&server, &team, "worker-cwd", &[]);
+    let client = reqwest::Client::new();
+    let call = |method: reqwest::Method, path: &str, body: Option<Value>| -> (u16, Value) {
+        team.rt.block_on(async {
+            let mut req = client
+                .request(method, format!("{}{path}", gateway.url))
+                .bearer_auth(&token);
+            if let Some(body) = body {
+                req = req.json(&body);
+            }
+            let resp = req.send().await.unwrap();
+            let status = resp.status().as_u16();
+            (status, resp.json().await.unwrap_or(Value::Null))
+        })
+    };
+    let turns_ended = |id: &str, n: usize| {
+        team.wait_for(id, &format!("{n} turns of {id}"), |e| {
+            e.iter().filter(|e| e.kind == "turn/end").count() == n
+        });
+    };
+    let read = |file: &str| {
+        std::fs::read_to_string(work.join(file))
+            .unwrap()
+            .trim()
+            .to_string()
+    };
+    let sub = work.join("sub").display().to_string();
+    // Relative to the workspace for a new session.
+    let (status, created) = call(
+        reqwest::Method::POST,
+        "/v1/sessions",
+        Some(serde_json::json!({"text": "work in sub", "cwd": "sub"})),
+    );
+    assert_eq!(status, 201, "{created}");
+    let id = created["sessionId"].as_str().unwrap().to_string();
+    turns_ended(&id, 1);
+    assert_eq!(read("where1.txt"), sub);
+    let (_, shown) = call(reqwest::Method::GET, &format!("/v1/sessions/{id}"), None);
+    assert_eq!(shown["cwd"], sub.as_str(), "{shown}");
+    // Outside the workspace: the session stays, and the model is told.
+    let messages = format!("/v1/sessions/{id}/messages");
+    let outside = serde_json::json!({"text": "try /etc", "cwd": "/etc"});
+    assert_eq!(call(reqwest::Method::POST, &messages, Some(outside)).0, 202);
+    turns_ended(&id, 2);
+    assert_eq!(read("where2.txt"), sub);
+    let log: String = check_log(&team.events(&id))
+        .iter()
+        .map(|e| e.data.as_value().to_string())
+        .collect();
+    assert!(
+        log.contains("not an existing directory inside the"),
+        "{log}"
+    );
+    // Against the current directory, with `dsh team submit --cwd`.
+    let out = run
+        .team(
+            &server,
+            &team,
+            &[
+                "team",
+                "submit",
+                "--session",
+                &id,
+                "--cwd",
+                "deeper",
+                "go deeper",
+            ],
+        )
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", crate::common::stderr(&out));
+    turns_ended(&id, 3);
+    assert_eq!(read("where3.txt"), format!("{sub}/deeper"));
+    let (status, refused) = call(
+        reqwest::Method::POST,
+        &messages,
+        Some(serde_json::json!({"text": "x", "cwd": ""})),
+    );
+    assert_eq!(status, 400, "{refused}");
+    kill_group(&worker, "KILL");
+    let _ = worker.wait();
 }
 
 #[test]

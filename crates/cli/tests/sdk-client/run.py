@@ -71,20 +71,19 @@ elif scenario == "resume":
 elif scenario == "team":
     # DSH_GATEWAY and DSH_GATEWAY_TOKEN, inherited from the environment, point the runtime
     # at a team gateway: the team's workers run the turns.
+    # The working directory is the workers': read it, move the session, and run there.
     with harness() as h:
         session = h.resume_session("sdk-team")
+        out["cwd"] = session.get_working_directory()
+        out["moved"] = session.set_working_directory("sub")
         out["resumed"] = summary(session.run("second question"))
+        out["after"] = session.get_working_directory()
         out["fresh"] = summary(h.start_session("sdk-team-fresh").run("third question"))
         try:
             h.resume_session("no-such-session")
             out["missing"] = None
         except Exception as e:
             out["missing"] = str(e)
-        try:
-            session.get_working_directory()
-            out["cwd"] = None
-        except Exception as e:
-            out["cwd"] = str(e)
 else:
     raise SystemExit(f"unknown scenario {scenario}")
 print(json.dumps(out))
