@@ -2586,25 +2586,8 @@ fn a_client_moves_its_session_inside_the_workers_workspace_only() {
     let gateway = run.gateway(&server, &team);
     let token = run.add_user(&server, &team, "ann");
     let mut worker = run.worker(&server, &team, "worker-cwd", &[]);
-    let client = reqwest::Client::new();
-    let call = |method: reqwest::Method, path: &str, body: Option<Value>| -> (u16, Value) {
-        team.rt.block_on(async {
-            let mut req = client
-                .request(method, format!("{}{path}", gateway.url))
-                .bearer_auth(&token);
-            if let Some(body) = body {
-                req = req.json(&body);
-            }
-            let resp = req.send().await.unwrap();
-            let status = resp.status().as_u16();
-            (status, resp.json().await.unwrap_or(Value::Null))
-        })
-    };
-    let turns_ended = |id: &str, n: usize| {
-        team.wait_for(id, &format!("{n} turns of {id}"), |e| {
-            e.iter().filter(|e| e.kind == "turn/end").count() == n
-        });
-    };
+    let call = api(&team, &gateway, &token);
+    let turns_ended = |id: &str, n: usize| turns_ended(&team, id, n);
     let read = |file: &str| {
         std::fs::read_to_string(work.join(file))
             .unwrap()
@@ -2639,23 +2622,7 @@ fn a_client_moves_its_session_inside_the_workers_workspace_only() {
         "{log}"
     );
     // Against the current directory, with `dsh team submit --cwd`.
-    let out = run
-        .team(
-            &server,
-            &team,
-            &[
-                "team",
-                "submit",
-                "--session",
-                &id,
-                "--cwd",
-                "deeper",
-                "go deeper",
-            ],
-        )
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", crate::common::stderr(&out));
+    run.submit_with(&server, &team, &id, &["--cwd", "deeper"], "go deeper");
     turns_ended(&id, 3);
     assert_eq!(read("where3.txt"), format!("{sub}/deeper"));
     let (status, refused) = call(
@@ -3028,6 +2995,54 @@ fn turn_models(server: &MockServer) -> Vec<(String, Option<u64>)> {
         .collect()
 }
 
+/// Requests to a gateway as one account: each answers its status and JSON body (`Null` when
+/// it has none).
+fn api<'a>(
+    team: &'a Team,
+    gateway: &'a Gateway,
+    token: &'a str,
+) -> impl Fn(reqwest::Method, &str, Option<Value>) -> (u16, Value) + 'a {
+    let client = reqwest::Client::new();
+    move |method, path, body| {
+        team.rt.block_on(async {
+            let mut req = client
+                .request(method, format!("{}{path}", gateway.url))
+                .bearer_auth(token);
+            if let Some(body) = body {
+                req = req.json(&body);
+            }
+            let resp = req.send().await.unwrap();
+            let status = resp.status().as_u16();
+            (status, resp.json().await.unwrap_or(Value::Null))
+        })
+    }
+}
+
+/// Waits until `n` turns of session `id` ended.
+fn turns_ended(team: &Team, id: &str, n: usize) {
+    team.wait_for(id, &format!("{n} turns of {id}"), |e| {
+        e.iter().filter(|e| e.kind == "turn/end").count() == n
+    });
+}
+
+impl Run {
+    /// `dsh team submit --session <session> <flags…> <text>`, which must succeed.
+    fn submit_with(
+        &self,
+        server: &MockServer,
+        team: &Team,
+        session: &str,
+        flags: &[&str],
+        text: &str,
+    ) {
+        let mut args = vec!["team", "submit", "--session", session];
+        args.extend_from_slice(flags);
+        args.push(text);
+        let out = self.team(server, team, &args).output().unwrap();
+        assert!(out.status.success(), "{}", crate::common::stderr(&out));
+    }
+}
+
 /// Settings giving the worker an OpenAI-compatible route `local` (models `team-model` and
 /// `other-model`) on the mock, beside the DeepSeek default.
 fn local_route(run: &Run, server: &MockServer) {
@@ -3053,25 +3068,9 @@ fn a_client_chooses_its_sessions_model_and_later_input_keeps_it() {
     let gateway = run.gateway(&server, &team);
     let token = run.add_user(&server, &team, "ann");
     let mut worker = run.worker(&server, &team, "worker-route", &[]);
-    let client = reqwest::Client::new();
-    let post = |path: &str, body: Value| -> (u16, Value) {
-        team.rt.block_on(async {
-            let resp = client
-                .post(format!("{}{path}", gateway.url))
-                .bearer_auth(&token)
-                .json(&body)
-                .send()
-                .await
-                .unwrap();
-            let status = resp.status().as_u16();
-            (status, resp.json().await.unwrap_or(Value::Null))
-        })
-    };
-    let turns_ended = |id: &str, n: usize| {
-        team.wait_for(id, &format!("{n} turns of {id}"), |e| {
-            e.iter().filter(|e| e.kind == "turn/end").count() == n
-        });
-    };
+    let call = api(&team, &gateway, &token);
+    let post = |path: &str, body: Value| call(reqwest::Method::POST, path, Some(body));
+    let turns_ended = |id: &str, n: usize| turns_ended(&team, id, n);
     // The first input names the model and a limit; the next names none and keeps them; the
     // third names another model.
     let (status, created) = post(
@@ -3092,25 +3091,13 @@ fn a_client_chooses_its_sessions_model_and_later_input_keeps_it() {
     let (_, plain) = post("/v1/sessions", serde_json::json!({"text": "fourth"}));
     let plain = plain["sessionId"].as_str().unwrap().to_string();
     turns_ended(&plain, 1);
-    let out = run
-        .team(
-            &server,
-            &team,
-            &[
-                "team",
-                "submit",
-                "--session",
-                &plain,
-                "--provider",
-                "local",
-                "--model",
-                "team-model",
-                "fifth",
-            ],
-        )
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", crate::common::stderr(&out));
+    run.submit_with(
+        &server,
+        &team,
+        &plain,
+        &["--provider", "local", "--model", "team-model"],
+        "fifth",
+    );
     turns_ended(&plain, 2);
     let models = turn_models(&server);
     assert_eq!(models.len(), 5, "{models:?}");
