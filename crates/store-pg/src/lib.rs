@@ -113,6 +113,13 @@ CREATE INDEX dsh_sessions_open_turns ON dsh_sessions (id) WHERE turn_open;
     "
 CREATE INDEX dsh_inbox_session ON dsh_inbox (session_id, id);
 ",
+    // Turns that failed before recording their input, one after the other, and when the
+    // session may be claimed again: a failing input waits longer each time instead of
+    // holding its pool.
+    "
+ALTER TABLE dsh_sessions ADD COLUMN failed_turns integer NOT NULL DEFAULT 0;
+ALTER TABLE dsh_sessions ADD COLUMN retry_after timestamptz;
+",
 ];
 
 /// Whether `events`, appended in order, leave a turn open (`Some(true)`: the last turn event
@@ -214,6 +221,11 @@ pub struct SessionRow {
     /// Its last turn started and has not ended: running now, or left open by a lost writer
     /// until a worker closes it.
     pub turn_open: bool,
+    /// Turns in a row that failed before recording the waiting input.
+    pub failed_turns: i32,
+    /// How long until a worker may claim the session again after such failures; `None`
+    /// when no wait is set.
+    pub retry_in_ms: Option<i64>,
 }
 
 /// An account of the team store.
@@ -449,11 +461,29 @@ impl Store {
     /// Gives `lease` up (the next writer need not wait for it to expire); a no-op when it was
     /// already lost.
     pub async fn release(&self, lease: &Lease) -> Result<(), StoreError> {
+        self.release_after(lease, false).await
+    }
+
+    /// [`Store::release`] after a turn that failed (`failed`). When input is still waiting
+    /// (the turn failed before recording it), the session is not claimed again for a while
+    /// that doubles with each such failure in a row, from half a second up to a minute, so
+    /// an input that cannot run does not hold its pool's workers; any other release clears
+    /// the count.
+    pub async fn release_after(&self, lease: &Lease, failed: bool) -> Result<(), StoreError> {
         self.client
             .execute(
-                "UPDATE dsh_sessions SET lease_owner = NULL, lease_expires = NULL
+                "WITH stuck AS (
+                    SELECT $4 AND EXISTS (SELECT 1 FROM dsh_inbox i
+                                           WHERE i.session_id = $1 AND i.consumed_seq IS NULL) AS yes
+                 )
+                 UPDATE dsh_sessions s SET lease_owner = NULL, lease_expires = NULL,
+                        failed_turns = CASE WHEN stuck.yes THEN s.failed_turns + 1 ELSE 0 END,
+                        retry_after = CASE WHEN stuck.yes
+                            THEN now() + make_interval(secs => least(60, 0.5 * power(2, least(s.failed_turns, 16))))
+                            ELSE NULL END
+                   FROM stuck
                   WHERE id = $1 AND lease_owner = $2 AND lease_epoch = $3",
-                &[&lease.session, &lease.owner, &lease.epoch],
+                &[&lease.session, &lease.owner, &lease.epoch, &failed],
             )
             .await?;
         Ok(())
@@ -606,6 +636,7 @@ impl Store {
                 "WITH candidate AS (
                     SELECT s.id FROM dsh_sessions s
                      WHERE (s.lease_owner IS NULL OR s.lease_expires IS NULL OR s.lease_expires <= now())
+                       AND (s.retry_after IS NULL OR s.retry_after <= now())
                        AND (EXISTS (SELECT 1 FROM dsh_inbox i
                                      WHERE i.session_id = s.id AND i.pool = $1 AND i.consumed_seq IS NULL)
                             OR (s.turn_open AND (SELECT i.pool FROM dsh_inbox i WHERE i.session_id = s.id
@@ -819,9 +850,10 @@ impl Store {
 
 /// The columns [`session_row`] reads, in its order (`dsh_sessions` may be aliased `s`).
 const SESSION_COLUMNS: &str = "id, head_seq, lease_owner, lease_epoch,
-        coalesce(lease_expires > now(), false), header::text, owner_user, turn_open";
+        coalesce(lease_expires > now(), false), header::text, owner_user, turn_open,
+        failed_turns, (greatest(0, extract(epoch FROM retry_after - now())) * 1000)::bigint";
 
-/// A [`SessionRow`] from the first eight columns, [`SESSION_COLUMNS`].
+/// A [`SessionRow`] from the first ten columns, [`SESSION_COLUMNS`].
 fn session_row(row: &tokio_postgres::Row) -> SessionRow {
     SessionRow {
         id: row.get(0),
@@ -832,6 +864,8 @@ fn session_row(row: &tokio_postgres::Row) -> SessionRow {
         header: row.get(5),
         owner_user: row.get(6),
         turn_open: row.get(7),
+        failed_turns: row.get(8),
+        retry_in_ms: row.get(9),
     }
 }
 

@@ -50,10 +50,10 @@ impl Store {
             .iter()
             .map(|r| SessionOverview {
                 row: session_row(r),
-                turns: r.get(8),
-                title: r.get(9),
-                last_prompt_ms: r.get(10),
-                created_ms: r.get(11),
+                turns: r.get(10),
+                title: r.get(11),
+                last_prompt_ms: r.get(12),
+                created_ms: r.get(13),
             })
             .collect())
     }

@@ -684,6 +684,8 @@ async fn team(url: &str, args: Args) -> Result<(), String> {
                     "pendingInput": pending.len(),
                     "turnsEnded": turns,
                     "turnOpen": row.turn_open,
+                    "failedTurns": row.failed_turns,
+                    "retryInMs": row.retry_in_ms,
                 })
             );
             Ok(())

@@ -445,6 +445,8 @@ impl Gateway {
                 "turnOpen": row.turn_open,
                 "owner": row.owner_user,
                 "cwd": cwd,
+                "failedTurns": row.failed_turns,
+                "retryInMs": row.retry_in_ms,
             }),
         ))
     }

@@ -159,8 +159,19 @@ pub async fn run(options: &WorkerOptions) -> Result<(), WorkerError> {
             Err(e) => return Err(db(e)),
         };
         let outcome = turn(&mut store, options, &lease, &store_id, transport.as_ref()).await;
+        // A turn that failed before recording its input makes the session wait before its
+        // next claim, longer each time, so the pool's other sessions go on.
+        let failed = match &outcome {
+            Ok(Some(status)) => {
+                !status.success()
+                    && !matches!(status.code(), Some(CANCELLED_EXIT) | Some(FENCED_EXIT))
+            }
+            Ok(None) => false,
+            Err(_) => true,
+        };
         // A store that stopped answering must not hold the worker: the lease then expires.
-        match tokio::time::timeout(options.lease_ttl, store.release(&lease)).await {
+        let release = store.release_after(&lease, failed);
+        match tokio::time::timeout(options.lease_ttl, release).await {
             Ok(Ok(())) => {}
             Ok(Err(e)) => eprintln!("dsh worker: cannot release session {}: {e}", lease.session),
             Err(_) => eprintln!(
@@ -320,10 +331,19 @@ async fn turn(
     // The turn starts from the worker's launching environment, credentials included (this
     // process moved them out of its own environment at start).
     command.envs(dsh_host::environ::captured_secrets());
+    // The task goes in on standard input (`-`), from a file in the private directory: as an
+    // argument, a task over the kernel's 128 KiB per argument could never start, and the
+    // input would be claimed again and again.
+    let task_file = dir.join("task.txt");
+    let stdin = std::fs::write(&task_file, task.as_bytes())
+        .and_then(|()| std::fs::File::open(&task_file))
+        .map_err(|e| {
+            let _ = std::fs::remove_dir_all(&dir);
+            WorkerError(format!("cannot write {}: {e}", task_file.display()))
+        })?;
     command
-        .arg("--")
-        .arg(task)
-        .stdin(Stdio::null())
+        .arg("-")
+        .stdin(stdin)
         .stdout(Stdio::null())
         .stderr(Stdio::inherit())
         .kill_on_drop(true);

@@ -2636,6 +2636,94 @@ fn a_client_moves_its_session_inside_the_workers_workspace_only() {
 }
 
 #[test]
+fn a_prompt_longer_than_an_argument_may_be_runs_once() {
+    let Some(team) = Team::new() else { return };
+    let run = Run::new();
+    let server =
+        MockServer::with_replies([Reply::text("read it all")]).answer_untooled("Team test");
+    let gateway = run.gateway(&server, &team);
+    let token = run.add_user(&server, &team, "ann");
+    let mut worker = run.worker(&server, &team, "worker-long", &[]);
+    // Over Linux's 128 KiB for one argument of a command.
+    let text = format!("{} the end", "long line of a pasted log\n".repeat(12_000));
+    assert!(text.len() > 300_000);
+    let call = api(&team, &gateway, &token);
+    let (status, created) = call(
+        reqwest::Method::POST,
+        "/v1/sessions",
+        Some(serde_json::json!({ "text": text })),
+    );
+    assert_eq!(status, 201, "{created}");
+    let id = created["sessionId"].as_str().unwrap();
+    team.wait_for_or(
+        id,
+        "the long prompt's turn",
+        |e| e.iter().any(|e| e.kind == "turn/end"),
+        || std::fs::read_to_string(run.worker_log("worker-long")).unwrap_or_default(),
+    );
+    assert_eq!(team.pending(id), 0);
+    let turn = server
+        .requests()
+        .into_iter()
+        .find(|r| r.chat_body().get("tools").is_some())
+        .unwrap();
+    let sent = serde_json::to_string(&turn.messages()).unwrap();
+    let escaped = serde_json::to_string(&text).unwrap();
+    assert!(
+        sent.contains(&escaped[1..escaped.len() - 1]),
+        "the whole text"
+    );
+    kill_group(&worker, "KILL");
+    let _ = worker.wait();
+}
+
+#[test]
+fn an_input_that_cannot_run_backs_off_and_holds_up_no_other_session() {
+    let Some(team) = Team::new() else { return };
+    let run = Run::new();
+    let server =
+        MockServer::with_replies([Reply::text("the other one ran")]).answer_untooled("Team test");
+    // Queued first: input no worker can read (a route of the wrong shape, written past the
+    // gateway's checks).
+    let stuck = run.submit(&server, &team, None, "never runs");
+    team.rt
+        .block_on(team.store().execute_batch(&format!(
+            "UPDATE dsh_inbox SET body = '{{\"text\": \"x\", \"route\": {{\"provider\": 5}}}}' WHERE session_id = '{stuck}'"
+        )))
+        .unwrap();
+    let other = run.submit(&server, &team, None, "run me");
+    let mut worker = run.worker(&server, &team, "worker-stuck", &[]);
+    let log = || std::fs::read_to_string(run.worker_log("worker-stuck")).unwrap_or_default();
+    team.wait_for_or(
+        &other,
+        "the other session's turn",
+        |e| e.iter().any(|e| e.kind == "turn/end"),
+        log,
+    );
+    // The stuck input waits, longer after each failure, and is kept.
+    let show = || -> Value {
+        let out = run
+            .team(&server, &team, &["team", "show", &stuck])
+            .output()
+            .unwrap();
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let shown = loop {
+        let shown = show();
+        if shown["failedTurns"].as_i64().unwrap() >= 2 || Instant::now() > deadline {
+            break shown;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(shown["failedTurns"].as_i64().unwrap() >= 2, "{shown}");
+    assert_eq!(shown["pendingInput"], 1, "{shown}");
+    assert!(log().contains("invalid route"), "{}", log());
+    kill_group(&worker, "KILL");
+    let _ = worker.wait();
+}
+
+#[test]
 fn input_starting_with_a_slash_reaches_the_model_once_as_the_sdk_sends_it() {
     let Some(team) = Team::new() else { return };
     let run = Run::new();
