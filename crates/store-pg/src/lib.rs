@@ -461,20 +461,25 @@ impl Store {
     /// Gives `lease` up (the next writer need not wait for it to expire); a no-op when it was
     /// already lost.
     pub async fn release(&self, lease: &Lease) -> Result<(), StoreError> {
-        self.release_after(lease, false).await
+        self.release_after(lease, None).await
     }
 
-    /// [`Store::release`] after a turn that failed (`failed`). When input is still waiting
-    /// (the turn failed before recording it), the session is not claimed again for a while
-    /// that doubles with each such failure in a row, from half a second up to a minute, so
-    /// an input that cannot run does not hold its pool's workers; any other release clears
-    /// the count.
-    pub async fn release_after(&self, lease: &Lease, failed: bool) -> Result<(), StoreError> {
+    /// [`Store::release`] after a turn that failed on inbox row `failed`. When that input is
+    /// still waiting (the turn failed before recording it), the session is not claimed again
+    /// for a while that doubles with each such failure in a row, from half a second up to a
+    /// minute, so an input that cannot run does not hold its pool's workers; any other
+    /// release clears the count.
+    pub async fn release_after(
+        &self,
+        lease: &Lease,
+        failed: Option<i64>,
+    ) -> Result<(), StoreError> {
         self.client
             .execute(
                 "WITH stuck AS (
-                    SELECT $4 AND EXISTS (SELECT 1 FROM dsh_inbox i
-                                           WHERE i.session_id = $1 AND i.consumed_seq IS NULL) AS yes
+                    SELECT EXISTS (SELECT 1 FROM dsh_inbox i
+                                    WHERE i.id = $4 AND i.session_id = $1
+                                      AND i.consumed_seq IS NULL) AS yes
                  )
                  UPDATE dsh_sessions s SET lease_owner = NULL, lease_expires = NULL,
                         failed_turns = CASE WHEN stuck.yes THEN s.failed_turns + 1 ELSE 0 END,

@@ -158,7 +158,16 @@ pub async fn run(options: &WorkerOptions) -> Result<(), WorkerError> {
             }
             Err(e) => return Err(db(e)),
         };
-        let outcome = turn(&mut store, options, &lease, &store_id, transport.as_ref()).await;
+        let mut tried = None;
+        let outcome = turn(
+            &mut store,
+            options,
+            &lease,
+            &store_id,
+            transport.as_ref(),
+            &mut tried,
+        )
+        .await;
         // A turn that failed before recording its input makes the session wait before its
         // next claim, longer each time, so the pool's other sessions go on.
         let failed = match &outcome {
@@ -170,7 +179,7 @@ pub async fn run(options: &WorkerOptions) -> Result<(), WorkerError> {
             Err(_) => true,
         };
         // A store that stopped answering must not hold the worker: the lease then expires.
-        let release = store.release_after(&lease, failed);
+        let release = store.release_after(&lease, tried.filter(|_| failed));
         match tokio::time::timeout(options.lease_ttl, release).await {
             Ok(Ok(())) => {}
             Ok(Err(e)) => eprintln!("dsh worker: cannot release session {}: {e}", lease.session),
@@ -232,20 +241,23 @@ async fn idle(queue: Option<&WorkQueue>, poll: Duration) {
     }
 }
 
-/// Runs one turn of the claimed session; `Ok(Some)` is the child's exit status, `Ok(None)`
-/// says the claim had no input and only closed a turn a lost writer left open.
+/// Runs one turn of the claimed session (`tried`: the inbox row it took); `Ok(Some)` is the
+/// child's exit status, `Ok(None)` says the claim had no input and only closed a turn a lost
+/// writer left open.
 async fn turn(
     store: &mut Store,
     options: &WorkerOptions,
     lease: &Lease,
     store_id: &str,
     transport: Option<&Transport>,
+    tried: &mut Option<i64>,
 ) -> Result<Option<ExitStatus>, WorkerError> {
     let pending = store.pending(&lease.session).await.map_err(db)?;
     let Some(input) = pending.first() else {
         close_open_turn(store, lease, transport).await?;
         return Ok(None);
     };
+    *tried = Some(input.id);
     let task = input_text(&input.body)?;
     // Input that names no model runs on the one the session's last input named, if any.
     let route = match crate::route::Route::from_input(&input.body).map_err(WorkerError)? {
