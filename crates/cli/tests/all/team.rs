@@ -2544,15 +2544,15 @@ fn a_killed_docker_workers_container_ends_with_it_when_no_worker_is_left() {
     // The worker and its turn die; no worker is left on this host to remove the container.
     kill_group(&worker, "KILL");
     let _ = worker.wait();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let left = loop {
+    let gone = poll(30, || {
+        Some(()).filter(|()| {
+            docker_out(&["ps", "-aq", "--filter", &label])
+                .trim()
+                .is_empty()
+        })
+    });
+    if gone.is_none() {
         let left = docker_out(&["ps", "-aq", "--filter", &label]);
-        if left.trim().is_empty() || Instant::now() > deadline {
-            break left;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    };
-    if !left.trim().is_empty() {
         let ids: Vec<&str> = left.split_whitespace().collect();
         let mut args = vec!["rm", "-f"];
         args.extend(ids);
@@ -2662,12 +2662,7 @@ fn a_prompt_longer_than_an_argument_may_be_runs_once() {
         || std::fs::read_to_string(run.worker_log("worker-long")).unwrap_or_default(),
     );
     assert_eq!(team.pending(id), 0);
-    let turn = server
-        .requests()
-        .into_iter()
-        .find(|r| r.chat_body().get("tools").is_some())
-        .unwrap();
-    let sent = serde_json::to_string(&turn.messages()).unwrap();
+    let sent = serde_json::to_string(&turn_request(&server).messages()).unwrap();
     let escaped = serde_json::to_string(&text).unwrap();
     assert!(
         sent.contains(&escaped[1..escaped.len() - 1]),
@@ -2708,15 +2703,10 @@ fn an_input_that_cannot_run_backs_off_and_holds_up_no_other_session() {
             .unwrap();
         serde_json::from_slice(&out.stdout).unwrap()
     };
-    let deadline = Instant::now() + Duration::from_secs(30);
-    let shown = loop {
-        let shown = show();
-        if shown["failedTurns"].as_i64().unwrap() >= 2 || Instant::now() > deadline {
-            break shown;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    };
-    assert!(shown["failedTurns"].as_i64().unwrap() >= 2, "{shown}");
+    let shown = poll(30, || {
+        Some(show()).filter(|s| s["failedTurns"].as_i64() >= Some(2))
+    })
+    .unwrap_or_else(|| panic!("no second failure: {}", show()));
     assert_eq!(shown["pendingInput"], 1, "{shown}");
     assert!(log().contains("invalid route"), "{}", log());
     kill_group(&worker, "KILL");
@@ -2732,20 +2722,13 @@ fn input_starting_with_a_slash_reaches_the_model_once_as_the_sdk_sends_it() {
     let session = run.submit(&server, &team, None, "/no-such-command please");
     // Until idle: the input is consumed once, not run again and again.
     let mut worker = run.worker(&server, &team, "worker-slash", &["--until-idle"]);
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let status = loop {
-        if let Some(status) = worker.try_wait().unwrap() {
-            break status;
-        }
-        if Instant::now() > deadline {
-            kill_group(&worker, "KILL");
-            let _ = worker.wait();
-            panic!(
-                "the worker never went idle: {}",
-                std::fs::read_to_string(run.worker_log("worker-slash")).unwrap()
-            );
-        }
-        std::thread::sleep(Duration::from_millis(50));
+    let Some(status) = poll(60, || worker.try_wait().unwrap()) else {
+        kill_group(&worker, "KILL");
+        let _ = worker.wait();
+        panic!(
+            "the worker never went idle: {}",
+            std::fs::read_to_string(run.worker_log("worker-slash")).unwrap()
+        );
     };
     assert!(status.success());
     assert_eq!(team.pending(&session), 0);
@@ -2753,12 +2736,7 @@ fn input_starting_with_a_slash_reaches_the_model_once_as_the_sdk_sends_it() {
     assert!(answers(&events).join("\n").contains("read as a message"));
     let asked = turn_models(&server);
     assert_eq!(asked.len(), 1);
-    let turn = server
-        .requests()
-        .into_iter()
-        .find(|r| r.chat_body().get("tools").is_some())
-        .unwrap();
-    let sent = serde_json::to_string(&turn.messages()).unwrap();
+    let sent = serde_json::to_string(&turn_request(&server).messages()).unwrap();
     assert!(sent.contains("/no-such-command please"), "{sent}");
 }
 
@@ -3128,6 +3106,29 @@ impl Run {
         args.push(text);
         let out = self.team(server, team, &args).output().unwrap();
         assert!(out.status.success(), "{}", crate::common::stderr(&out));
+    }
+}
+
+/// The first model request `server` got with tools (a turn's, not a title's).
+fn turn_request(server: &MockServer) -> dsh_test_support::mock_server::RecordedRequest {
+    server
+        .requests()
+        .into_iter()
+        .find(|r| r.chat_body().get("tools").is_some())
+        .expect("a turn asked the model")
+}
+
+/// `check()` every 50 ms until it gives a value or `secs` seconds passed (then `None`).
+fn poll<T>(secs: u64, mut check: impl FnMut() -> Option<T>) -> Option<T> {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Some(value) = check() {
+            return Some(value);
+        }
+        if Instant::now() > deadline {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
     }
 }
 
