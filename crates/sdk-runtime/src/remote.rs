@@ -214,18 +214,8 @@ impl Remote {
                 if let Some(effort) = str_param(&params, "reasoningEffort") {
                     route.insert("reasoningEffort".into(), json!(effort));
                 }
-                match params.as_ref().and_then(|p| p.get("maxTokens")) {
-                    None | Some(Value::Null) => {}
-                    Some(v) => match v.as_u64() {
-                        Some(n) if n > 0 && n < (1 << 53) => {
-                            route.insert("maxTokens".into(), json!(n));
-                        }
-                        _ => {
-                            return Err(fail(
-                                "initialize maxTokens must be a positive safe integer",
-                            ));
-                        }
-                    },
+                if let Some(n) = crate::rpc::max_tokens(&params)? {
+                    route.insert("maxTokens".into(), json!(n));
                 }
                 *self.route.lock().unwrap_or_else(|e| e.into_inner()) = Some(route);
                 Ok(

@@ -16,6 +16,17 @@ pub(crate) fn str_param<'a>(params: &'a Option<Value>, key: &str) -> Option<&'a 
     params.as_ref()?.get(key)?.as_str()
 }
 
+/// `initialize`'s optional `maxTokens`: a positive safe integer, or absent.
+pub(crate) fn max_tokens(params: &Option<Value>) -> Result<Option<u64>, RpcError> {
+    match params.as_ref().and_then(|p| p.get("maxTokens")) {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => match v.as_u64() {
+            Some(n) if n > 0 && n < (1 << 53) => Ok(Some(n)),
+            _ => Err(fail("initialize maxTokens must be a positive safe integer")),
+        },
+    }
+}
+
 /// The request's non-empty `sessionId`.
 pub(crate) fn session_id(params: &Option<Value>, method: &str) -> Result<String, RpcError> {
     match str_param(params, "sessionId") {

@@ -198,13 +198,7 @@ impl Server {
         let cwd = str_param(&params, "cwd")
             .map(|c| dsh_working_directory::resolve(&base, c))
             .unwrap_or(base);
-        let max_tokens = match params.as_ref().and_then(|p| p.get("maxTokens")) {
-            None | Some(Value::Null) => None,
-            Some(v) => match v.as_u64() {
-                Some(n) if n > 0 && n < (1 << 53) => Some(n),
-                _ => return Err(fail("initialize maxTokens must be a positive safe integer")),
-            },
-        };
+        let max_tokens = crate::rpc::max_tokens(&params)?;
         let reasoning_effort = str_param(&params, "reasoningEffort").map(str::to_owned);
         let llm = self.root.require::<LlmRuntime>().map_err(fail)?;
         match llm.model_info(provider, model) {
