@@ -41,6 +41,11 @@ Options:
                        DSH_SNAPSHOT_CONFIG (a file in DIR, default cordis.yml): for the
                        conformance suite. With DSH_SNAPSHOT_CONFIG or DSH_SNAPSHOT set and
                        no DIR, the built-in copy of upstream's example composition serves.
+
+Environment:
+  DSH_GATEWAY          URL of a team gateway (`dsh serve`): the team's workers run the
+                       sessions; this server only queues prompts and shows their turns
+  DSH_GATEWAY_TOKEN    the team account's token for that gateway
 ";
 
 /// The ACP server app, marked by the `@deepseek-ai/dsh-acp-demo` row.

@@ -33,7 +33,7 @@ mod mcp;
 mod permission;
 mod sessions;
 
-use content::prompt_content;
+pub(crate) use content::prompt_content;
 use mcp::{attach_mcp, follow_mcp};
 use permission::Answerer;
 
@@ -105,7 +105,7 @@ fn owned(sessions: &Sessions, id: &str) -> Option<Arc<AcpSession>> {
         .cloned()
 }
 
-fn update(peer: &Peer, session_id: &str, update: SessionUpdate) {
+pub(crate) fn update(peer: &Peer, session_id: &str, update: SessionUpdate) {
     peer.notify(
         "session/update",
         protocol::to_value(&SessionNotification { session_id, update }),
@@ -113,7 +113,7 @@ fn update(peer: &Peer, session_id: &str, update: SessionUpdate) {
 }
 
 /// A `session/prompt` answer.
-fn stopped(stop_reason: StopReason) -> Result<Value, RpcError> {
+pub(crate) fn stopped(stop_reason: StopReason) -> Result<Value, RpcError> {
     Ok(protocol::to_value(&PromptResponse { stop_reason }))
 }
 
@@ -152,7 +152,7 @@ fn kind_of(v: Option<&Value>) -> &'static str {
 }
 
 /// zod-style parameter checks: `(field, expected type)`.
-fn check_params(
+pub(crate) fn check_params(
     params: Option<&Value>,
     fields: &[(&str, &str)],
 ) -> Result<Map<String, Value>, RpcError> {

@@ -16,6 +16,7 @@ mod client_terminal;
 mod images;
 mod project;
 mod protocol;
+mod remote;
 mod rpc;
 
 use std::path::Path;
@@ -24,6 +25,7 @@ use std::sync::Arc;
 use dsh_kernel::config::Layer;
 use dsh_kernel::{BoxError, Context, Plugin, PluginConfig};
 use serde::Deserialize;
+use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::task::JoinSet;
 
@@ -243,8 +245,20 @@ where
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
     let writer = tokio::spawn(write_loop(rx, output));
     let peer = Peer::new(tx.clone());
-    let config_rich = config.projection == Projection::Rich;
-    let bridge = Bridge::new(root.clone(), peer.clone(), config)?;
+    // With a team gateway named, the team's workers run the sessions ([`remote`]).
+    let (server, config_rich) = match dsh_gateway_client::Gateway::from_env()? {
+        Some(gateway) => (
+            Server::Remote(remote::Remote::new(gateway, peer.clone())),
+            true,
+        ),
+        None => {
+            let rich = config.projection == Projection::Rich;
+            (
+                Server::Local(Bridge::new(root.clone(), peer.clone(), config)?),
+                rich,
+            )
+        }
+    };
     let mut reader = BufReader::new(input);
     let mut tasks = JoinSet::new();
     let mut buf = Vec::new();
@@ -284,15 +298,15 @@ where
                     );
                     continue;
                 }
-                let b = bridge.clone();
+                let (server, peer) = (server.clone(), peer.clone());
                 tasks.spawn(async move {
-                    let result = b.handle(&method, params.clone()).await;
+                    let result = server.handle(&method, params.clone()).await;
                     let follow = result.clone();
-                    b.peer.respond(id, result);
-                    b.after_response(&method, params.as_ref(), &follow);
+                    peer.respond(id, result);
+                    server.after_response(&method, params.as_ref(), &follow);
                 });
             }
-            Some(Incoming::Notification { method, params }) => bridge.notification(&method, params),
+            Some(Incoming::Notification { method, params }) => server.notification(&method, params),
             Some(Incoming::Response { id, outcome }) => peer.resolve(&id, outcome),
             Some(Incoming::Invalid { log, answer }) => {
                 if !log.is_empty() {
@@ -308,11 +322,52 @@ where
     }
     // EOF: no more updates; cancel running work, let pending prompts answer, flush.
     peer.close();
-    bridge.quiesce().await;
+    server.quiesce().await;
     while tasks.join_next().await.is_some() {}
     let _ = tx.send(String::new());
     let _ = writer.await;
     Ok(())
+}
+
+/// Who answers the client: this process's agents, or a team gateway's workers.
+#[derive(Clone)]
+enum Server {
+    Local(Arc<Bridge>),
+    Remote(Arc<remote::Remote>),
+}
+
+impl Server {
+    async fn handle(&self, method: &str, params: Option<Value>) -> Result<Value, RpcError> {
+        match self {
+            Server::Local(b) => b.handle(method, params).await,
+            Server::Remote(r) => r.handle(method, params).await,
+        }
+    }
+
+    fn after_response(
+        &self,
+        method: &str,
+        params: Option<&Value>,
+        result: &Result<Value, RpcError>,
+    ) {
+        if let Server::Local(b) = self {
+            b.after_response(method, params, result);
+        }
+    }
+
+    fn notification(&self, method: &str, params: Option<Value>) {
+        match self {
+            Server::Local(b) => b.notification(method, params),
+            Server::Remote(r) => r.notification(method, params),
+        }
+    }
+
+    async fn quiesce(&self) {
+        match self {
+            Server::Local(b) => b.quiesce().await,
+            Server::Remote(r) => r.quiesce(),
+        }
+    }
 }
 
 /// Entry points for the fuzz targets (`fuzz/`).

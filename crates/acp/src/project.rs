@@ -417,60 +417,71 @@ impl Projector {
         let mut out = Vec::new();
         let mut title = None;
         for e in events {
-            let data = e.data.as_value();
-            match e.event_type.as_str() {
-                types::USER_MESSAGE => {
-                    if data.pointer("/source/kind").and_then(Value::as_str) != Some("user") {
-                        continue;
-                    }
-                    for block in data["content"].as_array().into_iter().flatten() {
-                        if block["type"] == "text"
-                            && let Some(text) = block["text"].as_str().filter(|t| !t.is_empty())
-                        {
-                            out.push(SessionUpdate::UserMessageChunk {
-                                content: ContentBlock::text(text),
-                                message_id: Some(data["id"].clone()),
-                            });
-                        }
-                    }
-                }
-                types::ASSISTANT_MESSAGE => {
-                    let message = &data["message"];
-                    for block in message["content"].as_array().into_iter().flatten() {
-                        let thought = match block["type"].as_str() {
-                            Some("reasoning") => true,
-                            Some("text") => false,
-                            _ => continue,
-                        };
-                        if let Some(text) = block["text"].as_str().filter(|t| !t.is_empty()) {
-                            let (content, message_id) =
-                                (ContentBlock::text(text), Some(message["id"].clone()));
-                            out.push(if thought {
-                                SessionUpdate::AgentThoughtChunk {
-                                    content,
-                                    message_id,
-                                }
-                            } else {
-                                SessionUpdate::AgentMessageChunk {
-                                    content,
-                                    message_id,
-                                }
-                            });
-                        }
-                    }
-                }
-                types::TOOL_CALL => out.extend(self.tool_call(data)),
-                types::TOOL_RESULT => {
-                    if let Some(update) = result_update(data, &self.cwd) {
-                        out.push(SessionUpdate::ToolCallUpdate(update));
-                    }
-                }
-                "session/title" => title = Some(e.clone()),
-                _ => out.extend(self.common(e)),
+            if e.is("session/title") {
+                title = Some(e.clone());
+            } else {
+                out.extend(self.committed(e));
             }
         }
         if let Some(e) = title {
             out.extend(self.common(&e));
+        }
+        out
+    }
+
+    /// The updates one committed event makes: messages whole (no stream chunks), calls and
+    /// their results, plans and titles. A session another process runs is followed this way.
+    pub fn committed(&mut self, e: &Event) -> Vec<SessionUpdate> {
+        let data = e.data.as_value();
+        let mut out = Vec::new();
+        match e.event_type.as_str() {
+            types::USER_MESSAGE => {
+                if data.pointer("/source/kind").and_then(Value::as_str) != Some("user") {
+                    return out;
+                }
+                for block in data["content"].as_array().into_iter().flatten() {
+                    if block["type"] == "text"
+                        && let Some(text) = block["text"].as_str().filter(|t| !t.is_empty())
+                    {
+                        out.push(SessionUpdate::UserMessageChunk {
+                            content: ContentBlock::text(text),
+                            message_id: Some(data["id"].clone()),
+                        });
+                    }
+                }
+            }
+            types::ASSISTANT_MESSAGE => {
+                let message = &data["message"];
+                for block in message["content"].as_array().into_iter().flatten() {
+                    let thought = match block["type"].as_str() {
+                        Some("reasoning") => true,
+                        Some("text") => false,
+                        _ => continue,
+                    };
+                    if let Some(text) = block["text"].as_str().filter(|t| !t.is_empty()) {
+                        let (content, message_id) =
+                            (ContentBlock::text(text), Some(message["id"].clone()));
+                        out.push(if thought {
+                            SessionUpdate::AgentThoughtChunk {
+                                content,
+                                message_id,
+                            }
+                        } else {
+                            SessionUpdate::AgentMessageChunk {
+                                content,
+                                message_id,
+                            }
+                        });
+                    }
+                }
+            }
+            types::TOOL_CALL => out.extend(self.tool_call(data)),
+            types::TOOL_RESULT => {
+                if let Some(update) = result_update(data, &self.cwd) {
+                    out.push(SessionUpdate::ToolCallUpdate(update));
+                }
+            }
+            _ => out.extend(self.common(e)),
         }
         out
     }

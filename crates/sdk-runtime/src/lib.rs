@@ -130,7 +130,7 @@ where
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
     let writer = tokio::spawn(write_loop(rx, output));
     let peer = Peer::new(tx.clone());
-    let server = match remote::Gateway::from_env()? {
+    let server = match dsh_gateway_client::Gateway::from_env()? {
         Some(gateway) => {
             let format = root
                 .get::<dsh_persistence::SessionFiles>()

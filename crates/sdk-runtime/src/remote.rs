@@ -30,8 +30,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use dsh_acp::{Peer, RpcError};
+use dsh_gateway_client::{Gateway, Records};
 use dsh_process::AbortOnDrop;
-use dsh_session::{Event, Record, decode_line, types};
+use dsh_session::types;
 use serde_json::{Value, json};
 
 use crate::rpc::{content_blocks, fail, session_id, str_param, unsupported_block};
@@ -41,104 +42,6 @@ use crate::stream::EventStream;
 const RECONNECT: Duration = Duration::from_millis(250);
 /// How often `session/wait` asks whether the session is at rest.
 const WAIT_POLL: Duration = Duration::from_millis(100);
-
-/// Where the team gateway is, from `DSH_GATEWAY` (its URL) and `DSH_GATEWAY_TOKEN` (an
-/// account's token).
-#[derive(Clone)]
-pub(crate) struct Gateway {
-    base: String,
-    token: Option<String>,
-    http: reqwest::Client,
-}
-
-impl Gateway {
-    /// The gateway the environment names, or `None` (the runtime hosts its sessions).
-    pub(crate) fn from_env() -> Result<Option<Self>, String> {
-        let Some(base) = dsh_host::environ::secret_var("DSH_GATEWAY").filter(|u| !u.is_empty())
-        else {
-            return Ok(None);
-        };
-        if !(base.starts_with("http://") || base.starts_with("https://")) {
-            return Err(format!(
-                "DSH_GATEWAY must be an http:// or https:// URL of a `dsh serve` gateway, not {base:?}"
-            ));
-        }
-        let token = dsh_host::environ::secret_var("DSH_GATEWAY_TOKEN").filter(|t| !t.is_empty());
-        if let Some(t) = &token {
-            dsh_host::secrets::remember_secret(t);
-        }
-        let http = reqwest::Client::builder()
-            .connect_timeout(Duration::from_secs(10))
-            .build()
-            .map_err(|e| format!("cannot build the gateway client: {e}"))?;
-        Ok(Some(Self {
-            base: base.trim_end_matches('/').to_string(),
-            token,
-            http,
-        }))
-    }
-
-    fn url(&self, path: &str) -> String {
-        format!("{}{path}", self.base)
-    }
-
-    fn authorized(&self, request: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
-        match &self.token {
-            Some(t) => request.bearer_auth(t),
-            None => request,
-        }
-    }
-
-    /// `GET /v1/sessions/{id}`: the session's state, or `None` when the gateway knows no
-    /// such session (for this account).
-    async fn session(&self, id: &str) -> Result<Option<Value>, String> {
-        let resp = self
-            .authorized(self.http.get(self.url(&format!("/v1/sessions/{id}"))))
-            .timeout(Duration::from_secs(30))
-            .send()
-            .await
-            .map_err(|e| self.unreachable(&e))?;
-        match resp.status() {
-            reqwest::StatusCode::NOT_FOUND => Ok(None),
-            s if s.is_success() => resp
-                .json()
-                .await
-                .map(Some)
-                .map_err(|e| format!("the team gateway's answer is not JSON: {e}")),
-            _ => Err(Self::refusal(resp).await),
-        }
-    }
-
-    async fn post(&self, path: &str, body: &Value) -> Result<Value, String> {
-        let resp = self
-            .authorized(self.http.post(self.url(path)))
-            .json(body)
-            .timeout(Duration::from_secs(30))
-            .send()
-            .await
-            .map_err(|e| self.unreachable(&e))?;
-        if !resp.status().is_success() {
-            return Err(Self::refusal(resp).await);
-        }
-        resp.json()
-            .await
-            .map_err(|e| format!("the team gateway's answer is not JSON: {e}"))
-    }
-
-    fn unreachable(&self, e: &reqwest::Error) -> String {
-        format!("cannot reach the team gateway at {}: {e}", self.base)
-    }
-
-    async fn refusal(resp: reqwest::Response) -> String {
-        let status = resp.status();
-        let body: Value = resp.json().await.unwrap_or(Value::Null);
-        let why = body
-            .get("error")
-            .and_then(Value::as_str)
-            .map_or_else(String::new, |e| format!(": {e}"));
-        format!("the team gateway answered {status}{why}")
-    }
-}
 
 /// The SDK server when a gateway runs the sessions.
 pub(crate) struct Remote {
@@ -436,12 +339,9 @@ impl Remote {
 /// What a followed session's stream has seen so far.
 struct Cursor {
     session: String,
-    /// The last stored seq read.
-    last: i64,
     /// Stored seqs up to this one are history: read, not notified.
     quiet_through: i64,
-    /// The next local event seq (stored seq − 1 for a whole log).
-    next_local: u64,
+    records: Records,
     stream: EventStream,
 }
 
@@ -449,76 +349,29 @@ struct Cursor {
 async fn follow(gateway: Gateway, peer: Peer, format: u64, id: String, head: i64) {
     let mut cursor = Cursor {
         session: id.clone(),
-        last: 0,
         quiet_through: head,
-        next_local: 0,
+        records: Records::new(&id),
         stream: EventStream::new(format),
     };
     loop {
-        if let Err(e) = read_stream(&gateway, &peer, &mut cursor).await {
+        let after = cursor.records.last();
+        if let Err(e) = gateway
+            .stream(&id, after, |seq, record| {
+                deliver(&peer, &mut cursor, seq, record)
+            })
+            .await
+        {
             tracing::debug!("sdk: following session {id} through the gateway: {e}");
         }
         tokio::time::sleep(RECONNECT).await;
     }
 }
 
-/// Reads one connection of the session's event stream until it ends.
-async fn read_stream(gateway: &Gateway, peer: &Peer, cursor: &mut Cursor) -> Result<(), String> {
-    let mut request = gateway.authorized(
-        gateway
-            .http
-            .get(gateway.url(&format!("/v1/sessions/{}/events", cursor.session))),
-    );
-    if cursor.last > 0 {
-        request = request.header("Last-Event-ID", cursor.last.to_string());
-    }
-    let mut resp = request.send().await.map_err(|e| gateway.unreachable(&e))?;
-    if !resp.status().is_success() {
-        return Err(Gateway::refusal(resp).await);
-    }
-    let mut pending = Vec::new();
-    let mut event_id: Option<i64> = None;
-    let mut data = String::new();
-    while let Some(chunk) = resp.chunk().await.map_err(|e| e.to_string())? {
-        pending.extend_from_slice(&chunk);
-        while let Some(end) = pending.iter().position(|b| *b == b'\n') {
-            let line: Vec<u8> = pending.drain(..=end).collect();
-            let line = String::from_utf8_lossy(&line[..end]);
-            let line = line.strip_suffix('\r').unwrap_or(&line);
-            if line.is_empty() {
-                if let Some(seq) = event_id.take() {
-                    deliver(peer, cursor, seq, &data)?;
-                }
-                data.clear();
-            } else if let Some(v) = line.strip_prefix("id:") {
-                event_id = v.trim().parse().ok();
-            } else if let Some(v) = line.strip_prefix("data:") {
-                if !data.is_empty() {
-                    data.push('\n');
-                }
-                data.push_str(v.strip_prefix(' ').unwrap_or(v));
-            }
-        }
-    }
-    Ok(())
-}
-
 /// Turns stored record `seq` into notifications (none while it is history).
 fn deliver(peer: &Peer, cursor: &mut Cursor, seq: i64, record: &str) -> Result<(), String> {
-    if seq <= cursor.last {
-        return Ok(());
-    }
-    let (record, _) = decode_line(record, cursor.next_local)
-        .map_err(|e| format!("stored event {seq} of session {}: {e}", cursor.session))?;
-    let mut events: Vec<Arc<Event>> = Vec::new();
-    match record {
-        Record::Event(e) => events.push(e),
-        Record::Row(row) => row.expand_into(&mut events),
-    }
-    cursor.last = seq;
+    let events = cursor.records.decode(seq, record)?;
     let quiet = seq <= cursor.quiet_through;
     for event in events {
-        cursor.next_local = event.seq + 1;
         if !quiet && event.is(types::TURN_START) {
             status(peer, &cursor.session, "running");
         }

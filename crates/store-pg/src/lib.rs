@@ -205,6 +205,19 @@ pub struct InboxMessage {
     pub body: Value,
 }
 
+/// What [`Store::withdraw`] did with a client's queued input.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Withdrawal {
+    /// Removed: no turn will run it.
+    Withdrawn,
+    /// Still waiting, but a lease holds the session, so a turn may be taking it.
+    Held,
+    /// A turn recorded it already.
+    Recorded,
+    /// The session has no input with that message id.
+    Unknown,
+}
+
 /// A session's row.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SessionRow {
@@ -721,6 +734,52 @@ impl Store {
                 body: r.get(1),
             })
             .collect())
+    }
+
+    /// Withdraws `session`'s input whose body carries `messageId` = `message_id`, but only
+    /// while no live lease holds the session: a worker reads its input after its claim, so
+    /// input under a lease may already be running. The session row is locked for the check,
+    /// so a claim either comes first (and the answer is [`Withdrawal::Held`]) or finds the
+    /// input gone.
+    pub async fn withdraw(
+        &self,
+        session: &str,
+        message_id: &str,
+    ) -> Result<Withdrawal, StoreError> {
+        // Every sub-select sees the inbox as it was before the DELETE, so `waiting` still
+        // counts the row the DELETE removes.
+        let row = self
+            .client
+            .query_one(
+                "WITH free AS (
+                    SELECT id FROM dsh_sessions
+                     WHERE id = $1
+                       AND (lease_owner IS NULL OR lease_expires IS NULL OR lease_expires <= now())
+                       FOR UPDATE
+                 ), gone AS (
+                    DELETE FROM dsh_inbox i USING free
+                     WHERE i.session_id = free.id AND i.consumed_seq IS NULL
+                       AND i.body ->> 'messageId' = $2
+                 RETURNING i.id
+                 )
+                 SELECT (SELECT count(*) FROM gone),
+                        (SELECT count(*) FROM dsh_inbox WHERE session_id = $1
+                            AND body ->> 'messageId' = $2 AND consumed_seq IS NULL),
+                        (SELECT count(*) FROM dsh_inbox WHERE session_id = $1
+                            AND body ->> 'messageId' = $2 AND consumed_seq IS NOT NULL)",
+                &[&session, &message_id],
+            )
+            .await?;
+        let (gone, waiting, recorded): (i64, i64, i64) = (row.get(0), row.get(1), row.get(2));
+        Ok(if gone > 0 {
+            Withdrawal::Withdrawn
+        } else if waiting > 0 {
+            Withdrawal::Held
+        } else if recorded > 0 {
+            Withdrawal::Recorded
+        } else {
+            Withdrawal::Unknown
+        })
     }
 
     /// The working directory `session` is in: its latest `working-directory/change`, else the

@@ -612,3 +612,47 @@ async fn a_stalled_migrator_holds_up_no_current_store() {
     drop(stalled);
     drop_schema(&a, &schema).await;
 }
+
+#[tokio::test]
+async fn input_is_withdrawn_only_while_no_lease_holds_its_session() {
+    let Some((mut store, schema)) = fresh().await else {
+        return;
+    };
+    store.create_session("w", None).await.unwrap();
+    store
+        .enqueue("w", "default", &json!({"text": "a", "messageId": "m1"}))
+        .await
+        .unwrap();
+    let second = store
+        .enqueue("w", "default", &json!({"text": "b", "messageId": "m2"}))
+        .await
+        .unwrap();
+    assert_eq!(
+        store.withdraw("w", "m1").await.unwrap(),
+        Withdrawal::Withdrawn
+    );
+    assert_eq!(
+        store.withdraw("w", "m1").await.unwrap(),
+        Withdrawal::Unknown
+    );
+    assert_eq!(
+        store.withdraw("other", "m2").await.unwrap(),
+        Withdrawal::Unknown
+    );
+    // Under a live lease the input may be running: it stays.
+    let lease = store.claim("default", "w1", TTL).await.unwrap().unwrap();
+    assert_eq!(store.withdraw("w", "m2").await.unwrap(), Withdrawal::Held);
+    let pending = store.pending("w").await.unwrap();
+    assert_eq!(pending.iter().map(|m| m.id).collect::<Vec<_>>(), [second]);
+    // Recorded by the turn: nothing to withdraw.
+    store
+        .append_consuming(&lease, 0, &events(&["user/message"]), &[(second, 0)])
+        .await
+        .unwrap();
+    store.release(&lease).await.unwrap();
+    assert_eq!(
+        store.withdraw("w", "m2").await.unwrap(),
+        Withdrawal::Recorded
+    );
+    drop_schema(&store, &schema).await;
+}

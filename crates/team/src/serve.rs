@@ -16,6 +16,10 @@
 //!   the turn's user message (the SDK runtime's receipt).
 //! * `GET  /v1/sessions/{id}`: head seq, lease and pending input.
 //! * `POST /v1/sessions/{id}/messages` `{"text", "messageId"?}`: queues the next input (202).
+//! * `DELETE /v1/sessions/{id}/messages/{messageId}`: withdraws queued input that no turn has
+//!   taken (204). 409 `{"state": "held"}` while a worker holds the session (the input may be
+//!   starting: ask again), `{"state": "recorded"}` once a turn recorded it (cancel that turn
+//!   instead); 404 when the session has no input with that message id.
 //! * `POST /v1/sessions/{id}/cancel`: stops the running turn as Ctrl-C would (202; 409 when
 //!   no turn runs).
 //! * `GET  /v1/sessions/{id}/events`: server-sent events, one per stored event: `id:` is its
@@ -40,7 +44,7 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
 
-use dsh_store_pg::{Store, StoreError, User};
+use dsh_store_pg::{Store, StoreError, User, Withdrawal};
 
 use crate::auth::{self, Throttle, token_hash};
 use crate::oidc::{Oidc, OidcOptions};
@@ -219,6 +223,10 @@ impl Gateway {
             (&Method::POST, ["v1", "sessions", id, "messages"]) => {
                 let id = (*id).to_string();
                 self.message(&user, &id, req).await
+            }
+            (&Method::DELETE, ["v1", "sessions", id, "messages", message]) => {
+                let (id, message) = ((*id).to_string(), (*message).to_string());
+                self.withdraw(&user, &id, &message).await
             }
             (&Method::POST, ["v1", "sessions", id, "cancel"]) => {
                 let id = (*id).to_string();
@@ -473,6 +481,42 @@ impl Gateway {
         Ok(json_response(
             StatusCode::ACCEPTED,
             &json!({"inboxId": inbox}),
+        ))
+    }
+
+    async fn withdraw(
+        &self,
+        user: &User,
+        id: &str,
+        message: &str,
+    ) -> Result<Response<Body>, StoreError> {
+        if !self.visible(user, id).await? {
+            return Ok(not_found());
+        }
+        let (state, why) = match self.db.get().withdraw(id, message).await? {
+            Withdrawal::Withdrawn => {
+                let mut resp = Response::new(Full::new(Bytes::new()).boxed());
+                *resp.status_mut() = StatusCode::NO_CONTENT;
+                return Ok(resp);
+            }
+            Withdrawal::Unknown => {
+                return Ok(error(
+                    StatusCode::NOT_FOUND,
+                    &format!("session {id} has no input with message id {message}"),
+                ));
+            }
+            Withdrawal::Held => (
+                "held",
+                "a worker holds the session and may be starting this input; ask again",
+            ),
+            Withdrawal::Recorded => (
+                "recorded",
+                "a turn already recorded this input; cancel the turn instead",
+            ),
+        };
+        Ok(json_response(
+            StatusCode::CONFLICT,
+            &json!({"error": why, "state": state}),
         ))
     }
 

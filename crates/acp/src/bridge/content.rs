@@ -7,7 +7,7 @@ use super::*;
 /// when the connection advertised them, i.e. in the rich projection). Images (only when
 /// the connection advertised them) are decoded and returned beside the content, which
 /// holds an `image` placeholder at each one's position until the store admits them.
-pub(super) fn prompt_content(
+pub(crate) fn prompt_content(
     blocks: &[Value],
     embedded: bool,
     images_enabled: bool,

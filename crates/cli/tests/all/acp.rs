@@ -9,7 +9,7 @@ use std::time::Duration;
 use dsh_test_support::mock_server::{MockServer, Reply};
 use serde_json::{Value, json};
 
-struct Client {
+pub(crate) struct Client {
     child: Child,
     stdin: ChildStdin,
     frames: mpsc::Receiver<Value>,
@@ -23,7 +23,8 @@ impl Client {
         work: &std::path::Path,
         mode: &str,
     ) -> Self {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_dsh"))
+        let mut command = Command::new(env!("CARGO_BIN_EXE_dsh"));
+        command
             .arg("acp")
             .env_clear()
             .env("PATH", std::env::var("PATH").unwrap_or_default())
@@ -32,7 +33,13 @@ impl Client {
             .env("DEEPSEEK_API_KEY", "sk-test")
             .env("DEEPSEEK_BASE_URL", server.url())
             .env("DSH_PERMISSION_MODE", mode)
-            .current_dir(work)
+            .current_dir(work);
+        Self::spawn(command)
+    }
+
+    /// A client of the ACP server `command` starts (its stdio is taken over).
+    pub(crate) fn spawn(mut command: Command) -> Self {
+        let mut child = command
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -59,26 +66,30 @@ impl Client {
         }
     }
 
-    fn send(&mut self, frame: Value) {
+    pub(crate) fn send(&mut self, frame: Value) {
         writeln!(self.stdin, "{frame}").unwrap();
         self.stdin.flush().unwrap();
     }
 
-    fn request(&mut self, method: &str, params: Value) -> u64 {
+    pub(crate) fn request(&mut self, method: &str, params: Value) -> u64 {
         let id = self.next_id;
         self.next_id += 1;
         self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
         id
     }
 
-    fn next(&self) -> Value {
+    pub(crate) fn next(&self) -> Value {
         self.frames
             .recv_timeout(Duration::from_secs(20))
             .expect("a frame from dsh acp")
     }
 
     /// Reads frames until the response to `id`, handing every other frame to `other`.
-    fn until_response(&mut self, id: u64, mut other: impl FnMut(&mut Self, Value)) -> Value {
+    pub(crate) fn until_response(
+        &mut self,
+        id: u64,
+        mut other: impl FnMut(&mut Self, Value),
+    ) -> Value {
         loop {
             let f = self.next();
             if f.get("id") == Some(&json!(id)) && f.get("method").is_none() {

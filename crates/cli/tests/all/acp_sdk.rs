@@ -12,11 +12,11 @@ use dsh_test_support::mock_server::{Completion, MockServer, Reply, ToolCall};
 use pretty_assertions::assert_eq;
 use serde_json::{Value, json};
 
-fn client_dir() -> PathBuf {
+pub(crate) fn client_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/acp-client")
 }
 
-fn sdk_ready() -> bool {
+pub(crate) fn sdk_ready() -> bool {
     let node = Command::new("node").arg("--version").output().is_ok();
     let sdk = client_dir()
         .join("node_modules/@agentclientprotocol/sdk/package.json")

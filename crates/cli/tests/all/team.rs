@@ -19,6 +19,8 @@ use serde_json::Value;
 
 use crate::common::{Run, processes_with};
 
+mod acp;
+
 const TTL_MS: u64 = 1500;
 
 struct Team {
@@ -152,7 +154,7 @@ impl Run {
 
     /// A worker as a child process, in a process group of its own; its stderr goes to
     /// `<home>/<owner>.stderr`.
-    fn worker(&self, server: &MockServer, team: &Team, owner: &str, extra: &[&str]) -> Child {
+    fn worker(&self, server: &MockServer, team: &Team, owner: &str, extra: &[&str]) -> Worker {
         let ttl = TTL_MS.to_string();
         let mut args = vec![
             "worker",
@@ -168,7 +170,7 @@ impl Run {
         std::os::unix::process::CommandExt::process_group(&mut c, 0);
         let log = std::fs::File::create(self.worker_log(owner)).unwrap();
         c.stdout(Stdio::null()).stderr(log);
-        c.spawn().unwrap()
+        Worker(c.spawn().unwrap())
     }
 
     fn worker_log(&self, owner: &str) -> std::path::PathBuf {
@@ -236,6 +238,34 @@ fn answers(events: &[Arc<Event>]) -> Vec<String> {
         .filter(|e| e.is(types::ASSISTANT_MESSAGE))
         .map(|e| e.data.as_value().to_string())
         .collect()
+}
+
+/// A worker process and its group, killed when the test ends however it ends (a failed
+/// assertion included), so no worker outlives its test.
+struct Worker(Child);
+
+impl std::ops::Deref for Worker {
+    type Target = Child;
+    fn deref(&self) -> &Child {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Worker {
+    fn deref_mut(&mut self) -> &mut Child {
+        &mut self.0
+    }
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        if matches!(self.0.try_wait(), Ok(None)) {
+            let _ = Command::new("kill")
+                .args(["-KILL", "--", &format!("-{}", self.0.id())])
+                .status();
+            let _ = self.0.wait();
+        }
+    }
 }
 
 fn kill_group(child: &Child, signal: &str) {
@@ -1270,7 +1300,7 @@ impl Run {
     /// Account `ann` (its token), a gateway and worker `worker-a` on the team's own pool that
     /// look in PostgreSQL only every ten minutes: whatever reaches them in a test came over
     /// NATS.
-    fn over_nats(&self, server: &MockServer, team: &Team, nats: &str) -> (String, Gateway, Child) {
+    fn over_nats(&self, server: &MockServer, team: &Team, nats: &str) -> (String, Gateway, Worker) {
         let ann = self.add_user(server, team, "ann");
         let slow = [
             "--transport",
@@ -2795,15 +2825,15 @@ fn seeded_random_faults_keep_every_sessions_log_whole() {
         std::os::unix::process::CommandExt::process_group(&mut c, 0);
         c.stdout(Stdio::null())
             .stderr(std::fs::File::create(run.worker_log(owner)).unwrap());
-        c.spawn().unwrap()
+        Worker(c.spawn().unwrap())
     };
     let sessions: Vec<String> = (0..3)
         .map(|i| run.submit(&server, &team, None, &format!("task {i}")))
         .collect();
     let mut inputs: HashMap<String, usize> = sessions.iter().map(|s| (s.clone(), 1)).collect();
-    let mut workers: Vec<Child> = Vec::new();
+    let mut workers: Vec<Worker> = Vec::new();
     let mut spawned = 0;
-    let mut next_worker = |workers: &mut Vec<Child>| {
+    let mut next_worker = |workers: &mut Vec<Worker>| {
         spawned += 1;
         workers.push(spawn(&format!("worker-{spawned}"), &[]));
     };

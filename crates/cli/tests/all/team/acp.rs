@@ -1,0 +1,306 @@
+//! An editor's ACP server in front of a team gateway: `dsh acp` with `DSH_GATEWAY` runs no
+//! agent; a team worker runs every turn, and the editor sees the stored events as updates.
+
+use serde_json::json;
+
+use super::*;
+use crate::acp::Client;
+
+/// `dsh acp` in front of `gateway`, signed in with `token`.
+fn editor(run: &Run, server: &MockServer, gateway: &Gateway, token: &str) -> Client {
+    let mut c = run.base(server);
+    c.arg("acp")
+        .env("DSH_GATEWAY", &gateway.url)
+        .env("DSH_GATEWAY_TOKEN", token)
+        .stderr(Stdio::inherit());
+    let mut client = Client::spawn(c);
+    let id = client.request("initialize", json!({"protocolVersion": 1}));
+    let init = client.until_response(id, |_, f| panic!("before initialize's answer: {f}"));
+    let caps = &init["result"]["agentCapabilities"];
+    assert_eq!(caps["loadSession"], true, "{init}");
+    assert_eq!(caps["promptCapabilities"]["image"], false, "{init}");
+    client
+}
+
+/// Sends a prompt of `text`; returns its answer and the updates before it.
+fn prompt(client: &mut Client, session: &str, text: &str) -> (Value, Vec<Value>) {
+    let id = client.request(
+        "session/prompt",
+        json!({"sessionId": session, "prompt": [{"type": "text", "text": text}]}),
+    );
+    let mut updates = Vec::new();
+    let answer = client.until_response(id, |_, f| updates.push(f));
+    (answer, updates)
+}
+
+/// The `sessionUpdate` kinds of `updates`, with the tool call status where one is given.
+fn kinds(updates: &[Value]) -> Vec<String> {
+    updates
+        .iter()
+        .map(|f| {
+            let u = &f["params"]["update"];
+            match u["status"].as_str() {
+                Some(s) => format!("{}:{s}", u["sessionUpdate"].as_str().unwrap_or("?")),
+                None => u["sessionUpdate"].as_str().unwrap_or("?").to_string(),
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn an_editor_drives_team_sessions_over_acp_through_a_gateway() {
+    let Some(team) = Team::new() else { return };
+    let run = Run::new();
+    let marker = format!("acp-team-{}", uuid::Uuid::new_v4().simple());
+    let server = MockServer::with_replies([
+        crate::common::call(
+            "call_acp_team",
+            "bash",
+            json!({"command": "echo ran-for-the-editor", "description": "echo"}),
+        ),
+        Reply::text("first answer from the team"),
+        crate::common::call(
+            "call_acp_long",
+            "bash",
+            json!({"command": format!("touch acp-started; sleep 30; echo {marker}"), "description": "long"}),
+        ),
+        Reply::text("fourth answer from the team"),
+    ])
+    .answer_untooled("Team test");
+    let gateway = run.gateway(&server, &team);
+    let token = run.add_user(&server, &team, "editor-user");
+    let mut worker = run.worker(&server, &team, "worker-acp", &[]);
+    let mut client = editor(&run, &server, &gateway, &token);
+    let id = client.request(
+        "session/new",
+        json!({"cwd": run.work.path(), "mcpServers": [{"name": "editor-only", "command": "/bin/true", "args": [], "env": []}]}),
+    );
+    let created = client.until_response(id, |_, f| panic!("before session/new's answer: {f}"));
+    let session = created["result"]["sessionId"].as_str().unwrap().to_string();
+
+    // A turn on the worker, seen as the rich projection shows it; the prompt is not echoed.
+    let (answer, updates) = prompt(&mut client, &session, "first question");
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    let kinds = kinds(&updates);
+    let text = serde_json::to_string(&updates).unwrap();
+    assert!(
+        text.contains("editor-only") && text.contains("MCP servers"),
+        "the editor is told its MCP servers stay behind: {text}"
+    );
+    let call = kinds.iter().position(|k| k == "tool_call:pending");
+    let running = kinds
+        .iter()
+        .position(|k| k == "tool_call_update:in_progress");
+    let done = kinds.iter().position(|k| k == "tool_call_update:completed");
+    assert!(
+        call.is_some() && call < running && running < done,
+        "{kinds:?}"
+    );
+    assert!(text.contains("ran-for-the-editor"), "{text}");
+    assert!(text.contains("first answer from the team"), "{text}");
+    assert!(
+        !kinds.iter().any(|k| k == "user_message_chunk"),
+        "{kinds:?}"
+    );
+    assert!(
+        updates
+            .iter()
+            .all(|f| f["params"]["sessionId"] == session.as_str()),
+        "{text}"
+    );
+
+    // A cancel while the turn runs stops its tool and answers `cancelled`.
+    let id = client.request(
+        "session/prompt",
+        json!({"sessionId": session, "prompt": [{"type": "text", "text": "second question"}]}),
+    );
+    wait_file(&run.work.path().join("acp-started"));
+    client.send(
+        json!({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": session}}),
+    );
+    let answer = client.until_response(id, |_, _| {});
+    assert_eq!(answer["result"]["stopReason"], "cancelled", "{answer}");
+    assert!(
+        poll(10, || processes_with(&marker).is_empty().then_some(())).is_some(),
+        "the cancelled tool kept running"
+    );
+    turns_ended(&team, &session, 2);
+
+    // With no worker, a cancel withdraws the queued prompt: no turn ever runs it.
+    kill_group(&worker, "KILL");
+    let _ = worker.wait();
+    let api = api(&team, &gateway, &token);
+    let id = client.request(
+        "session/prompt",
+        json!({"sessionId": session, "prompt": [{"type": "text", "text": "third question"}]}),
+    );
+    let path = format!("/v1/sessions/{session}");
+    poll(20, || {
+        (api(reqwest::Method::GET, &path, None).1["pendingInput"] == 1).then_some(())
+    })
+    .expect("the third prompt is queued");
+    client.send(
+        json!({"jsonrpc": "2.0", "method": "session/cancel", "params": {"sessionId": session}}),
+    );
+    let answer = client.until_response(id, |_, _| {});
+    assert_eq!(answer["result"]["stopReason"], "cancelled", "{answer}");
+    assert_eq!(api(reqwest::Method::GET, &path, None).1["pendingInput"], 0);
+
+    // The next prompt runs once a worker is back.
+    let mut worker = run.worker(&server, &team, "worker-acp-2", &[]);
+    let (answer, updates) = prompt(&mut client, &session, "fourth question");
+    assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
+    assert!(
+        serde_json::to_string(&updates)
+            .unwrap()
+            .contains("fourth answer from the team")
+    );
+    let asked = serde_json::to_string(
+        &server
+            .requests()
+            .iter()
+            .map(|r| r.chat_body())
+            .collect::<Vec<_>>(),
+    )
+    .unwrap();
+    assert!(
+        !asked.contains("third question"),
+        "a withdrawn prompt reached the model"
+    );
+    drop(client);
+
+    // Another editor loads the session: its history is replayed before the answer.
+    let mut other = editor(&run, &server, &gateway, &token);
+    let id = other.request(
+        "session/load",
+        json!({"sessionId": session, "cwd": run.work.path(), "mcpServers": []}),
+    );
+    let mut history = Vec::new();
+    let loaded = other.until_response(id, |_, f| history.push(f));
+    assert_eq!(loaded["result"], json!({}), "{loaded}");
+    let text = serde_json::to_string(&history).unwrap();
+    for expected in [
+        "first question",
+        "ran-for-the-editor",
+        "first answer from the team",
+        "second question",
+        "fourth question",
+        "fourth answer from the team",
+    ] {
+        assert!(text.contains(expected), "{expected} missing from {text}");
+    }
+    assert!(!text.contains("third question"), "{text}");
+    // Another account's editor finds no such session.
+    let stranger = run.add_user(&server, &team, "stranger");
+    let mut foreign = editor(&run, &server, &gateway, &stranger);
+    let id = foreign.request(
+        "session/load",
+        json!({"sessionId": session, "cwd": run.work.path(), "mcpServers": []}),
+    );
+    let refused = foreign.until_response(id, |_, f| panic!("a stranger saw {f}"));
+    assert_eq!(refused["error"]["code"], -32002, "{refused}");
+
+    kill_group(&worker, "KILL");
+    let _ = worker.wait();
+    check_log(&team.events(&session));
+}
+
+/// Runs the official ACP SDK's client (`tests/acp-client/drive.mjs`) against `dsh acp` in
+/// front of `gateway`: every agent frame is validated against the SDK's schemas.
+fn drive_sdk(run: &Run, gateway: &Gateway, token: &str, script: Value) -> Value {
+    let file = run.home.path().join("acp-script.json");
+    std::fs::write(&file, script.to_string()).unwrap();
+    let out = Command::new("node")
+        .arg(crate::acp_sdk::client_dir().join("drive.mjs"))
+        .arg(env!("CARGO_BIN_EXE_dsh"))
+        .arg(&file)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", run.home.path())
+        .env("DSH_HOME", run.dsh_home())
+        .env("DSH_GATEWAY", &gateway.url)
+        .env("DSH_GATEWAY_TOKEN", token)
+        .env("WORKDIR", run.work.path())
+        .current_dir(run.work.path())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "driver failed: {}\n{stdout}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value =
+        serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"));
+    assert_eq!(
+        report["schemaErrors"],
+        json!([]),
+        "every agent frame validates"
+    );
+    report
+}
+
+#[test]
+fn the_official_acp_client_runs_and_reloads_a_team_session() {
+    if !crate::acp_sdk::sdk_ready() {
+        return;
+    }
+    let Some(team) = Team::new() else { return };
+    let run = Run::new();
+    let server = MockServer::with_replies([
+        crate::common::call(
+            "call_acp_sdk",
+            "bash",
+            json!({"command": "echo from-the-sdk-turn", "description": "echo"}),
+        ),
+        Reply::text("the team answered the SDK"),
+    ])
+    .answer_untooled("SDK team");
+    let gateway = run.gateway(&server, &team);
+    let token = run.add_user(&server, &team, "sdk-editor");
+    let worker = run.worker(&server, &team, "worker-acp-sdk", &[]);
+    let report = drive_sdk(
+        &run,
+        &gateway,
+        &token,
+        json!({"steps": [
+            {"do": "initialize"}, {"do": "new"}, {"do": "prompt", "text": "ask the team"},
+            {"do": "load"}, {"do": "close"}
+        ]}),
+    );
+    let results = report["results"].as_array().unwrap();
+    assert_eq!(results[2]["ok"]["stopReason"], "end_turn", "{}", results[2]);
+    assert_eq!(results[3]["ok"], json!({}), "{}", results[3]);
+    assert_eq!(results[4]["ok"], json!({}), "{}", results[4]);
+    let session = results[1]["sessionId"].as_str().unwrap().to_string();
+    // The turn's updates come before the prompt's answer; the load replays the history
+    // (the user's message this time) before its own.
+    let at = |n: &Value| n.as_u64().unwrap();
+    let before = |kind: &str, limit: u64| {
+        report["updates"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|u| u["update"]["sessionUpdate"] == kind && at(&u["n"]) < limit)
+            .count()
+    };
+    let (prompted, loaded) = (at(&results[2]["n"]), at(&results[3]["n"]));
+    assert_eq!(before("user_message_chunk", prompted), 0);
+    assert_eq!(before("user_message_chunk", loaded), 1);
+    assert!(before("tool_call", prompted) == 1 && before("tool_call", loaded) == 2);
+    let text = serde_json::to_string(&report["updates"]).unwrap();
+    assert!(text.contains("from-the-sdk-turn"), "{text}");
+    assert!(text.contains("the team answered the SDK"), "{text}");
+
+    // A new connection resumes it by id without replaying anything.
+    let report = drive_sdk(
+        &run,
+        &gateway,
+        &token,
+        json!({"sessionId": session, "steps": [{"do": "initialize"}, {"do": "resume"}]}),
+    );
+    assert_eq!(report["results"][1]["ok"], json!({}), "{report}");
+    assert_eq!(report["updates"], json!([]), "{report}");
+    drop(worker);
+    check_log(&team.events(&session));
+}
