@@ -684,18 +684,47 @@ impl Store {
     /// not), and sessions whose last input came through `pool` with a turn still open (being
     /// run, or left open by a lost writer).
     pub async fn backlog(&self, pool: &str) -> Result<i64, StoreError> {
+        self.backlog_within(pool, i32::MAX).await
+    }
+
+    /// [`Store::backlog`] without the input of sessions whose turns failed `failed_turns` or
+    /// more times in a row before recording it (see [`Store::stalled`]).
+    pub async fn backlog_within(&self, pool: &str, failed_turns: i32) -> Result<i64, StoreError> {
         let row = self
             .client
             .query_one(
-                "SELECT (SELECT count(*) FROM dsh_inbox WHERE pool = $1 AND consumed_seq IS NULL)
+                "SELECT (SELECT count(*) FROM dsh_inbox i JOIN dsh_sessions s ON s.id = i.session_id
+                          WHERE i.pool = $1 AND i.consumed_seq IS NULL AND s.failed_turns < $2)
                       + (SELECT count(*) FROM dsh_sessions s
                           WHERE s.turn_open
                             AND (SELECT i.pool FROM dsh_inbox i WHERE i.session_id = s.id
                                   ORDER BY i.id DESC LIMIT 1) = $1)",
-                &[&pool],
+                &[&pool, &failed_turns],
             )
             .await?;
         Ok(row.get(0))
+    }
+
+    /// The sessions with input waiting on `pool` whose turns failed at least `failed_turns`
+    /// times in a row before recording it, with that count, oldest input first.
+    pub async fn stalled(
+        &self,
+        pool: &str,
+        failed_turns: i32,
+    ) -> Result<Vec<(String, i32)>, StoreError> {
+        let rows = self
+            .client
+            .query(
+                "SELECT s.id, s.failed_turns FROM dsh_sessions s
+                  WHERE s.failed_turns >= $2
+                    AND EXISTS (SELECT 1 FROM dsh_inbox i WHERE i.session_id = s.id
+                                   AND i.pool = $1 AND i.consumed_seq IS NULL)
+                  ORDER BY (SELECT min(i.id) FROM dsh_inbox i WHERE i.session_id = s.id
+                              AND i.consumed_seq IS NULL)",
+                &[&pool, &failed_turns],
+            )
+            .await?;
+        Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
     }
 
     /// Records under `lease` that the session has no open turn, when its log says so but

@@ -42,7 +42,9 @@ Options:
                          publish their events live for gateways
   --poll-ms <ms>         how often an idle worker looks for input in PostgreSQL (default 250;
                          2000 with a transport, where it is the fallback)
-  --until-idle           stop once the pool has no input left (waiting or being run)
+  --until-idle           stop once the pool has no input left (waiting or being run);
+                         input whose turn failed 3 times in a row before recording it
+                         is left waiting, and the worker then exits 1 naming its sessions
   --sandbox <kind>       local (default: the usual per-command sandbox) or docker: each
                          session's commands run in a container of its own (workspace bound
                          read-write, no network, no capabilities), replaced at every claim,

@@ -69,6 +69,31 @@ fn db(e: StoreError) -> WorkerError {
     WorkerError(format!("team store: {e}"))
 }
 
+/// How many failed turns in a row make `--until-idle` stop waiting for a session's input
+/// (the waits between them come to 3.5 s).
+const UNTIL_IDLE_GIVES_UP_AFTER: i32 = 3;
+
+/// The end of an `--until-idle` run with nothing left it can run: an error naming the
+/// sessions whose input never ran, if any.
+async fn until_idle_end(store: &Store, pool: &str) -> Result<(), WorkerError> {
+    let stalled = store
+        .stalled(pool, UNTIL_IDLE_GIVES_UP_AFTER)
+        .await
+        .map_err(db)?;
+    if stalled.is_empty() {
+        return Ok(());
+    }
+    let named: Vec<String> = stalled
+        .iter()
+        .map(|(id, n)| format!("{id} ({n} failed turns)"))
+        .collect();
+    Err(WorkerError(format!(
+        "input of {} session(s) could not run and is still waiting: {}; the errors above say why, and a worker without --until-idle keeps retrying it",
+        stalled.len(),
+        named.join(", ")
+    )))
+}
+
 /// Runs the worker loop until input runs out (`until_idle`) or forever.
 pub async fn run(options: &WorkerOptions) -> Result<(), WorkerError> {
     if let Some(docker) = &options.docker {
@@ -139,9 +164,14 @@ pub async fn run(options: &WorkerOptions) -> Result<(), WorkerError> {
         let lease = match claimed {
             Ok(Some(lease)) => lease,
             Ok(None)
-                if options.until_idle && store.backlog(&options.pool).await.map_err(db)? == 0 =>
+                if options.until_idle
+                    && store
+                        .backlog_within(&options.pool, UNTIL_IDLE_GIVES_UP_AFTER)
+                        .await
+                        .map_err(db)?
+                        == 0 =>
             {
-                return Ok(());
+                return until_idle_end(&store, &options.pool).await;
             }
             Ok(None) => {
                 idle(queue.as_ref(), options.poll).await;

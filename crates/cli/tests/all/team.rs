@@ -2744,6 +2744,34 @@ fn an_input_that_cannot_run_backs_off_and_holds_up_no_other_session() {
 }
 
 #[test]
+fn until_idle_ends_naming_input_that_cannot_run_once_the_rest_has_run() {
+    let Some(team) = Team::new() else { return };
+    let run = Run::new();
+    let server = MockServer::with_replies([Reply::text("the runnable one ran")])
+        .answer_untooled("Team test");
+    // Input no worker can read (a route of the wrong shape, written past the gateway's
+    // checks), queued before one that runs.
+    let stuck = run.submit(&server, &team, None, "never runs");
+    team.rt
+        .block_on(team.store().execute_batch(&format!(
+            "UPDATE dsh_inbox SET body = '{{\"text\": \"x\", \"route\": {{\"provider\": 5}}}}' WHERE session_id = '{stuck}'"
+        )))
+        .unwrap();
+    let other = run.submit(&server, &team, None, "run me");
+    let mut worker = run.worker(&server, &team, "worker-until-idle", &["--until-idle"]);
+    let status = poll(60, || worker.try_wait().unwrap());
+    let log = std::fs::read_to_string(run.worker_log("worker-until-idle")).unwrap();
+    let status = status.unwrap_or_else(|| panic!("--until-idle never ended: {log}"));
+    assert_eq!(status.code(), Some(1), "{log}");
+    assert!(
+        log.contains(&format!("{stuck} (3 failed turns)")) && log.contains("still waiting"),
+        "{log}"
+    );
+    turns_ended(&team, &other, 1);
+    assert_eq!(team.pending(&stuck), 1, "the stuck input is kept");
+}
+
+#[test]
 fn input_starting_with_a_slash_reaches_the_model_once_as_the_sdk_sends_it() {
     let Some(team) = Team::new() else { return };
     let run = Run::new();
