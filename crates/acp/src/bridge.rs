@@ -30,7 +30,7 @@ use crate::rpc::{Peer, RpcError};
 mod config;
 mod content;
 mod mcp;
-mod permission;
+pub(crate) mod permission;
 mod sessions;
 
 pub(crate) use content::prompt_content;

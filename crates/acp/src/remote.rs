@@ -14,10 +14,15 @@
 //!   The prompt itself is not echoed; input other clients queue is shown as the user's.
 //! * `session/cancel` withdraws the prompt while no worker has taken it, and otherwise
 //!   cancels the turn that runs it.
+//! * Permission requests reach the editor: prompts are queued saying this client answers
+//!   approvals, so a call the workers' policy asks about waits; its `approval/asked` event
+//!   becomes `session/request_permission` (the call as announced, the reason as its content,
+//!   allow once or reject), and the answer goes back through the gateway. An approval
+//!   decided meanwhile (another client answered, the turn was cancelled) is not asked again.
 //! * What stays on the editor's machine: its MCP servers (the editor is told at the next
-//!   prompt), its working directory (the turn runs in the worker's workspace), image prompts
-//!   (not offered), and permission requests (the workers' own policy answers them). Slash
-//!   commands reach the model as text, as every team input does.
+//!   prompt), its working directory (the turn runs in the worker's workspace) and image
+//!   prompts (not offered). Slash commands reach the model as text, as every team input
+//!   does.
 //! * At end of input the server stops following; the turns go on in the team.
 
 use std::collections::HashMap;
@@ -31,11 +36,12 @@ use dsh_session::{Event, TurnEndReason, types};
 use serde_json::{Map, Value, json};
 use tokio::sync::watch;
 
+use crate::bridge::permission::{ALLOW_ONCE, REJECT_ONCE};
 use crate::bridge::{check_params, prompt_content, stopped, update};
-use crate::project::Projector;
+use crate::project::{Projector, describe_call, parse_arguments};
 use crate::protocol::{
-    self, AgentCapabilities, Implementation, InitializeResponse, PromptCapabilities, SessionUpdate,
-    StopReason,
+    self, AgentCapabilities, Implementation, InitializeResponse, PermissionToolCall,
+    PromptCapabilities, RequestPermission, SessionUpdate, StopReason, ToolCallContent,
 };
 use crate::rpc::{Peer, RpcError};
 
@@ -78,6 +84,18 @@ struct Followed {
     prompt: Mutex<Option<(String, Arc<AtomicBool>)>>,
     /// Shown as agent text at the start of the next prompt.
     notices: Mutex<Vec<String>>,
+}
+
+/// What the stream of one followed session keeps to ask the editor about approvals.
+struct Asking {
+    /// Each call's tool name and arguments, by call id (the asked event names only the id).
+    calls: HashMap<String, (String, Value)>,
+    /// Approvals being asked, by approval id (the task is stopped once it is decided).
+    open: HashMap<String, tokio::task::JoinHandle<()>>,
+    /// Asked in the history before `live_from`, not decided there: asked once the stream
+    /// reaches it.
+    held: Vec<Arc<Event>>,
+    live_from: i64,
 }
 
 impl Followed {
@@ -310,7 +328,7 @@ impl Remote {
             .extend(Self::mcp_notice(&p));
         self.sessions().insert(id.clone(), session.clone());
         let mut changed = session.changed.subscribe();
-        self.follow(&session, if replay { 0 } else { head });
+        self.follow(&session, if replay { 0 } else { head }, head);
         // The history is sent before the answer, as a local load sends it.
         while *session.last.lock().unwrap_or_else(|e| e.into_inner()) < head {
             if self.closed.load(Ordering::Acquire) || changed.changed().await.is_err() {
@@ -364,9 +382,10 @@ impl Remote {
         Ok(())
     }
 
-    /// Starts following `session` (once): every stored record is read, and those after
-    /// seq `quiet_through` are sent as updates.
-    fn follow(&self, session: &Arc<Followed>, quiet_through: i64) {
+    /// Starts following `session` (once): every stored record is read, those after seq
+    /// `quiet_through` are sent as updates, and approvals still waiting from seq `live_from`
+    /// on are asked.
+    fn follow(&self, session: &Arc<Followed>, quiet_through: i64, live_from: i64) {
         let mut slot = session.follower.lock().unwrap_or_else(|e| e.into_inner());
         if slot.is_some() {
             return;
@@ -374,7 +393,7 @@ impl Remote {
         let (gateway, peer, session_ref) =
             (self.gateway.clone(), self.peer.clone(), session.clone());
         *slot = Some(tokio::spawn(async move {
-            follow(gateway, peer, session_ref, quiet_through).await;
+            follow(gateway, peer, session_ref, quiet_through, live_from).await;
         }));
     }
 
@@ -445,7 +464,7 @@ impl Remote {
         session
             .ours()
             .insert(message_id.to_string(), Outcome::Queued);
-        let body = json!({"text": text, "messageId": message_id});
+        let body = json!({"text": text, "messageId": message_id, "answersApprovals": true});
         let queued = if session.created.load(Ordering::Acquire) {
             self.gateway
                 .post(&format!("/v1/sessions/{}/messages", session.id), &body)
@@ -457,7 +476,7 @@ impl Remote {
         };
         queued.map_err(|e| RpcError::internal(format!("the prompt was not queued: {e}")))?;
         session.created.store(true, Ordering::Release);
-        self.follow(session, 0);
+        self.follow(session, 0, 0);
         let reason = loop {
             match session.outcome(message_id) {
                 Some(Outcome::Ended(reason)) => break reason,
@@ -565,7 +584,13 @@ async fn cancel(gateway: &Gateway, session: &Followed, message_id: &str) -> Resu
 }
 
 /// Follows `session` until the task is aborted, reconnecting after `Last-Event-ID`.
-async fn follow(gateway: Gateway, peer: Peer, session: Arc<Followed>, quiet_through: i64) {
+async fn follow(
+    gateway: Gateway,
+    peer: Peer,
+    session: Arc<Followed>,
+    quiet_through: i64,
+    live_from: i64,
+) {
     let mut records = Records::new(&session.id);
     let cwd = session
         .cwd
@@ -573,11 +598,18 @@ async fn follow(gateway: Gateway, peer: Peer, session: Arc<Followed>, quiet_thro
         .unwrap_or_else(|e| e.into_inner())
         .clone();
     let mut projector = Projector::new(cwd);
+    let mut asking = Asking {
+        calls: HashMap::new(),
+        open: HashMap::new(),
+        held: Vec::new(),
+        live_from,
+    };
     loop {
         let after = records.last();
         let read = gateway
             .stream(&session.id, after, |seq, record| {
                 for e in records.decode(seq, record)? {
+                    asking.observe(&gateway, &peer, &session, projector.cwd(), &e, seq);
                     let shown = session.observe(&e, seq);
                     if !shown || seq <= quiet_through {
                         continue;
@@ -594,6 +626,9 @@ async fn follow(gateway: Gateway, peer: Peer, session: Arc<Followed>, quiet_thro
                         }
                     }
                 }
+                if seq >= asking.live_from {
+                    asking.release(&gateway, &peer, &session, projector.cwd());
+                }
                 *session.last.lock().unwrap_or_else(|e| e.into_inner()) = seq;
                 session.bump();
                 Ok(())
@@ -606,5 +641,113 @@ async fn follow(gateway: Gateway, peer: Peer, session: Arc<Followed>, quiet_thro
             );
         }
         tokio::time::sleep(RECONNECT).await;
+    }
+}
+
+impl Asking {
+    /// Notes what `e` (stored at `seq`) means for approvals: a call's arguments, an approval
+    /// to ask about, one decided.
+    fn observe(
+        &mut self,
+        gateway: &Gateway,
+        peer: &Peer,
+        session: &Arc<Followed>,
+        cwd: &Path,
+        e: &Arc<Event>,
+        seq: i64,
+    ) {
+        let data = e.data.as_value();
+        match e.event_type.as_str() {
+            types::TOOL_CALL => {
+                if let (Some(id), Some(name)) = (data["callId"].as_str(), data["name"].as_str()) {
+                    if self.calls.len() >= 1024 {
+                        self.calls.clear();
+                    }
+                    self.calls.insert(
+                        id.to_string(),
+                        (name.to_string(), parse_arguments(&data["arguments"])),
+                    );
+                }
+            }
+            "approval/asked" if seq < self.live_from => self.held.push(e.clone()),
+            "approval/asked" => self.ask(gateway, peer, session, cwd, e),
+            "approval/decided" => {
+                let id = data["id"].as_str().unwrap_or_default();
+                self.held.retain(|h| h.data.as_value()["id"] != id);
+                if let Some(task) = self.open.remove(id) {
+                    task.abort();
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Asks about the approvals the history left waiting.
+    fn release(&mut self, gateway: &Gateway, peer: &Peer, session: &Arc<Followed>, cwd: &Path) {
+        for e in std::mem::take(&mut self.held) {
+            self.ask(gateway, peer, session, cwd, &e);
+        }
+    }
+
+    /// Asks the editor about approval `asked` and sends its answer to the gateway.
+    fn ask(
+        &mut self,
+        gateway: &Gateway,
+        peer: &Peer,
+        session: &Arc<Followed>,
+        cwd: &Path,
+        asked: &Event,
+    ) {
+        let data = asked.data.as_value();
+        let (Some(id), Some(call_id)) = (data["id"].as_str(), data["callId"].as_str()) else {
+            return;
+        };
+        let tool = data["toolName"].as_str().unwrap_or_default();
+        let (name, args) = self
+            .calls
+            .get(call_id)
+            .cloned()
+            .unwrap_or_else(|| (tool.to_string(), json!({})));
+        let mut call = describe_call(call_id, &name, &args, cwd);
+        call.content = data["reason"]
+            .as_str()
+            .map(|reason| vec![ToolCallContent::text(reason.to_string())]);
+        let params = protocol::to_value(&RequestPermission {
+            session_id: &session.id,
+            tool_call: PermissionToolCall::Described(call),
+            options: vec![ALLOW_ONCE, REJECT_ONCE],
+        });
+        let (gateway, peer, session_id, approval) = (
+            gateway.clone(),
+            peer.clone(),
+            session.id.clone(),
+            id.to_string(),
+        );
+        let task = tokio::spawn(async move {
+            let answer = peer.request("session/request_permission", params).await;
+            let outcome = match answer {
+                Ok(v)
+                    if v.pointer("/outcome/optionId").and_then(Value::as_str)
+                        == Some(ALLOW_ONCE.option_id)
+                        && v.pointer("/outcome/outcome").and_then(Value::as_str)
+                            == Some("selected") =>
+                {
+                    "allowed-once"
+                }
+                Ok(_) => "rejected",
+                // No answer from the editor: the turn keeps waiting for another client.
+                Err(e) => {
+                    tracing::debug!("acp: permission request for {approval}: {e:?}");
+                    return;
+                }
+            };
+            if let Err(e) = gateway
+                .answer_approval(&session_id, &approval, outcome)
+                .await
+            {
+                tracing::warn!("acp: answering approval {approval} of session {session_id}: {e}");
+            }
+        });
+        self.open.insert(id.to_string(), task);
     }
 }

@@ -126,6 +126,25 @@ impl Gateway {
         }
     }
 
+    /// `POST /v1/sessions/{id}/approvals/{approval_id}`: answers an approval the session's
+    /// running turn asked for (`allowed-once` or `rejected`); false when another answer came
+    /// first or the turn no longer waits.
+    pub async fn answer_approval(
+        &self,
+        id: &str,
+        approval_id: &str,
+        outcome: &str,
+    ) -> Result<bool, String> {
+        let url = self.url(&format!("/v1/sessions/{id}/approvals/{approval_id}"));
+        let body = serde_json::json!({ "outcome": outcome });
+        let resp = self.send(self.http.post(url).json(&body)).await?;
+        match resp.status() {
+            reqwest::StatusCode::CONFLICT => Ok(false),
+            s if s.is_success() => Ok(true),
+            _ => Err(refusal(resp).await),
+        }
+    }
+
     /// `DELETE /v1/sessions/{id}/messages/{message_id}`: withdraws input no turn has taken.
     pub async fn withdraw(&self, id: &str, message_id: &str) -> Result<Withdrawal, String> {
         let resp = self

@@ -386,6 +386,15 @@ pub async fn run(
     let stdout_closed = printer
         .as_ref()
         .map_or_else(tokio_util::sync::CancellationToken::new, StreamJson::closed);
+    // Approvals answered outside this process (a team turn whose client answers through
+    // the gateway) get the answerer headless otherwise lacks.
+    if let (Some(remote), Some(approvals)) = (
+        root.get::<dsh_tools::RemoteApprovals>(),
+        root.get::<dsh_policies::Approvals>(),
+    ) && let Err(e) = approvals.register_answerer(root, Arc::new(Remote(remote.0.clone())))
+    {
+        return fail(format, &format!("cannot wire remote approvals: {e}"));
+    }
     let progress = LiveProgress::start(root, agent.id(), verbosity);
     let first_seq = agent.session().next_seq();
     // A `/command` task runs the command instead of reaching the model (unless a plugin says
@@ -784,5 +793,17 @@ mod tests {
                 .unwrap_err()
                 .contains("cannot read the task from standard input")
         );
+    }
+}
+
+/// An approval answerer that hands each request to [`dsh_tools::RemoteApprovals`].
+struct Remote(Arc<dyn dsh_tools::ApprovalService>);
+
+impl dsh_policies::ApprovalAnswerer for Remote {
+    fn ask(
+        &self,
+        request: dsh_tools::ApprovalRequest,
+    ) -> dsh_kernel::BoxFuture<'static, dsh_tools::ApprovalOutcome> {
+        self.0.request(request)
     }
 }

@@ -120,6 +120,18 @@ CREATE INDEX dsh_inbox_session ON dsh_inbox (session_id, id);
 ALTER TABLE dsh_sessions ADD COLUMN failed_turns integer NOT NULL DEFAULT 0;
 ALTER TABLE dsh_sessions ADD COLUMN retry_after timestamptz;
 ",
+    // Clients' answers to the approvals a running turn asked for (`approval/asked`): the
+    // first answer per approval is kept, and the turn that waits reads it.
+    "
+CREATE TABLE dsh_approvals (
+    session_id  text NOT NULL REFERENCES dsh_sessions(id),
+    approval_id text NOT NULL,
+    outcome     text NOT NULL,
+    answered_by text,
+    answered_at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (session_id, approval_id)
+);
+",
 ];
 
 /// Whether `events`, appended in order, leave a turn open (`Some(true)`: the last turn event
@@ -217,6 +229,22 @@ pub enum Withdrawal {
     /// The session has no input with that message id.
     Unknown,
 }
+
+/// What [`Store::answer_approval`] did with a client's answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ApprovalAnswer {
+    /// Kept: the turn waiting for it reads it.
+    Accepted,
+    /// Another answer came first.
+    Answered,
+    /// The turn already decided it (answered, cancelled or given up).
+    Decided,
+    /// The session's log asks no approval of that id.
+    Unknown,
+}
+
+/// The answers an approval takes.
+pub const APPROVAL_OUTCOMES: &[&str] = &["allowed-once", "rejected"];
 
 /// A session's row.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -809,6 +837,71 @@ impl Store {
         } else {
             Withdrawal::Unknown
         })
+    }
+
+    /// Keeps `outcome` (one of [`APPROVAL_OUTCOMES`]) as the answer to approval `approval_id`
+    /// of `session`, given by account `by`, when the session's log asked for it
+    /// (`approval/asked`) and has not decided it yet; the first answer wins.
+    pub async fn answer_approval(
+        &self,
+        session: &str,
+        approval_id: &str,
+        outcome: &str,
+        by: Option<&str>,
+    ) -> Result<ApprovalAnswer, StoreError> {
+        let logged = |kind: &'static str| {
+            format!(
+                "EXISTS (SELECT 1 FROM dsh_events e WHERE e.session_id = $1 AND e.type = '{kind}'
+                           AND e.data -> 'data' ->> 'id' = $2)"
+            )
+        };
+        let row = self
+            .client
+            .query_one(
+                &format!(
+                    "SELECT {}, {}",
+                    logged("approval/asked"),
+                    logged("approval/decided")
+                ),
+                &[&session, &approval_id],
+            )
+            .await?;
+        let (asked, decided): (bool, bool) = (row.get(0), row.get(1));
+        if !asked {
+            return Ok(ApprovalAnswer::Unknown);
+        }
+        if decided {
+            return Ok(ApprovalAnswer::Decided);
+        }
+        let n = self
+            .client
+            .execute(
+                "INSERT INTO dsh_approvals (session_id, approval_id, outcome, answered_by)
+                 VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING",
+                &[&session, &approval_id, &outcome, &by],
+            )
+            .await?;
+        Ok(if n == 1 {
+            ApprovalAnswer::Accepted
+        } else {
+            ApprovalAnswer::Answered
+        })
+    }
+
+    /// The answer a client gave to approval `approval_id` of `session`, if any yet.
+    pub async fn approval_answer(
+        &self,
+        session: &str,
+        approval_id: &str,
+    ) -> Result<Option<String>, StoreError> {
+        let row = self
+            .client
+            .query_opt(
+                "SELECT outcome FROM dsh_approvals WHERE session_id = $1 AND approval_id = $2",
+                &[&session, &approval_id],
+            )
+            .await?;
+        Ok(row.map(|r| r.get(0)))
     }
 
     /// The working directory `session` is in: its latest `working-directory/change`, else the

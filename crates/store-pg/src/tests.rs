@@ -656,3 +656,65 @@ async fn input_is_withdrawn_only_while_no_lease_holds_its_session() {
     );
     drop_schema(&store, &schema).await;
 }
+
+#[tokio::test]
+async fn an_approval_takes_the_first_answer_while_its_turn_waits() {
+    let Some((mut store, schema)) = fresh().await else {
+        return;
+    };
+    store.create_session("a", None).await.unwrap();
+    let lease = store.acquire("a", "w", TTL).await.unwrap().unwrap();
+    let record = |kind: &str, id: &str| NewEvent {
+        kind: kind.to_string(),
+        data: json!({"type": kind, "data": {"id": id}}).to_string(),
+    };
+    store
+        .append(&lease, 0, &[record("approval/asked", "p1")])
+        .await
+        .unwrap();
+    assert_eq!(
+        store
+            .answer_approval("a", "nope", "rejected", None)
+            .await
+            .unwrap(),
+        ApprovalAnswer::Unknown
+    );
+    assert_eq!(store.approval_answer("a", "p1").await.unwrap(), None);
+    assert_eq!(
+        store
+            .answer_approval("a", "p1", "allowed-once", Some("ann"))
+            .await
+            .unwrap(),
+        ApprovalAnswer::Accepted
+    );
+    assert_eq!(
+        store
+            .answer_approval("a", "p1", "rejected", None)
+            .await
+            .unwrap(),
+        ApprovalAnswer::Answered
+    );
+    assert_eq!(
+        store.approval_answer("a", "p1").await.unwrap().as_deref(),
+        Some("allowed-once")
+    );
+    store
+        .append(
+            &lease,
+            1,
+            &[
+                record("approval/asked", "p2"),
+                record("approval/decided", "p2"),
+            ],
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        store
+            .answer_approval("a", "p2", "rejected", None)
+            .await
+            .unwrap(),
+        ApprovalAnswer::Decided
+    );
+    drop_schema(&store, &schema).await;
+}

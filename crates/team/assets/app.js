@@ -78,12 +78,48 @@ function show(record) {
       $("session-state").textContent = "idle"; break;
     case "session/title":
       $("session-title").textContent = data.title || current.id; return;
+    case "approval/asked":
+      showApproval(data); return;
+    case "approval/decided": {
+      const li = document.querySelector('#log li.approval[data-approval="' + CSS.escape(data.id || "") + '"]');
+      if (li) {
+        for (const b of li.querySelectorAll("button")) b.remove();
+        li.append(" (" + (data.outcome || "decided") + ")");
+      }
+      return;
+    }
     default: return;
   }
   const li = document.createElement("li");
   if (cls) li.className = cls;
   li.dataset.type = record.type;
   li.textContent = text;
+  $("log").append(li);
+}
+
+// A call waiting for approval: what it is and why, with the two answers this page gives.
+function showApproval(data) {
+  const li = document.createElement("li");
+  li.className = "approval";
+  li.dataset.type = "approval/asked";
+  li.dataset.approval = data.id || "";
+  li.textContent = "approval needed: " + (data.toolName || "tool") + (data.reason ? " — " + data.reason : "") + " ";
+  for (const [label, outcome] of [["Allow once", "allowed-once"], ["Reject", "rejected"]]) {
+    const b = document.createElement("button");
+    b.type = "button";
+    b.textContent = label;
+    b.dataset.outcome = outcome;
+    b.addEventListener("click", async () => {
+      for (const other of li.querySelectorAll("button")) other.disabled = true;
+      try {
+        await api("POST", "/v1/sessions/" + encodeURIComponent(current.id) + "/approvals/" +
+          encodeURIComponent(data.id), { outcome });
+      } catch (e) {
+        $("session-error").textContent = e.message;
+      }
+    });
+    li.append(b);
+  }
   $("log").append(li);
 }
 
@@ -174,7 +210,7 @@ $("signout").addEventListener("click", async () => {
 $("new-form").addEventListener("submit", async (ev) => {
   ev.preventDefault();
   try {
-    const s = await api("POST", "/v1/sessions", { text: $("new-text").value });
+    const s = await api("POST", "/v1/sessions", { text: $("new-text").value, answersApprovals: true });
     $("new-text").value = "";
     await refreshSessions();
     openSession(s.sessionId);
@@ -185,7 +221,8 @@ $("message-form").addEventListener("submit", async (ev) => {
   ev.preventDefault();
   if (!current) return;
   try {
-    await api("POST", "/v1/sessions/" + encodeURIComponent(current.id) + "/messages", { text: $("message-text").value });
+    await api("POST", "/v1/sessions/" + encodeURIComponent(current.id) + "/messages",
+      { text: $("message-text").value, answersApprovals: true });
     $("message-text").value = "";
     $("session-state").textContent = "input queued";
   } catch (e) { $("session-error").textContent = e.message; }

@@ -20,6 +20,12 @@
 //!   taken (204). 409 `{"state": "held"}` while a worker holds the session (the input may be
 //!   starting: ask again), `{"state": "recorded"}` once a turn recorded it (cancel that turn
 //!   instead); 404 when the session has no input with that message id.
+//! * `POST /v1/sessions/{id}/approvals/{approvalId}` `{"outcome": "allowed-once" |
+//!   "rejected"}`: answers an approval the running turn asked for (its `approval/asked`
+//!   event); 202, or 409 `{"state": "answered" | "decided"}` when another answer came first
+//!   or the turn stopped waiting; 404 for an approval the log never asked. Only input queued
+//!   with `"answersApprovals": true` makes a turn wait for such answers; otherwise a call
+//!   that needs approval is refused at once, as in `dsh headless`.
 //! * `POST /v1/sessions/{id}/cancel`: stops the running turn as Ctrl-C would (202; 409 when
 //!   no turn runs).
 //! * `GET  /v1/sessions/{id}/events`: server-sent events, one per stored event: `id:` is its
@@ -44,7 +50,7 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
 
-use dsh_store_pg::{Store, StoreError, User, Withdrawal};
+use dsh_store_pg::{APPROVAL_OUTCOMES, ApprovalAnswer, Store, StoreError, User, Withdrawal};
 
 use crate::auth::{self, Throttle, token_hash};
 use crate::oidc::{Oidc, OidcOptions};
@@ -227,6 +233,10 @@ impl Gateway {
             (&Method::DELETE, ["v1", "sessions", id, "messages", message]) => {
                 let (id, message) = ((*id).to_string(), (*message).to_string());
                 self.withdraw(&user, &id, &message).await
+            }
+            (&Method::POST, ["v1", "sessions", id, "approvals", approval]) => {
+                let (id, approval) = ((*id).to_string(), (*approval).to_string());
+                self.answer(&user, &id, &approval, req).await
             }
             (&Method::POST, ["v1", "sessions", id, "cancel"]) => {
                 let id = (*id).to_string();
@@ -518,6 +528,52 @@ impl Gateway {
             StatusCode::CONFLICT,
             &json!({"error": why, "state": state}),
         ))
+    }
+
+    async fn answer(
+        &self,
+        user: &User,
+        id: &str,
+        approval: &str,
+        req: Request<Incoming>,
+    ) -> Result<Response<Body>, StoreError> {
+        if !self.visible(user, id).await? {
+            return Ok(not_found());
+        }
+        let body = match body_json(req).await {
+            Ok(v) => v,
+            Err(resp) => return Ok(resp),
+        };
+        let Some(outcome) = body
+            .get("outcome")
+            .and_then(Value::as_str)
+            .filter(|o| APPROVAL_OUTCOMES.contains(o))
+        else {
+            return Ok(error(
+                StatusCode::BAD_REQUEST,
+                &format!(
+                    "the body needs \"outcome\": one of {}",
+                    APPROVAL_OUTCOMES.join(", ")
+                ),
+            ));
+        };
+        let answered = self
+            .db
+            .get()
+            .answer_approval(id, approval, outcome, Some(&user.name))
+            .await?;
+        let (status, state) = match answered {
+            ApprovalAnswer::Accepted => (StatusCode::ACCEPTED, "accepted"),
+            ApprovalAnswer::Answered => (StatusCode::CONFLICT, "answered"),
+            ApprovalAnswer::Decided => (StatusCode::CONFLICT, "decided"),
+            ApprovalAnswer::Unknown => {
+                return Ok(error(
+                    StatusCode::NOT_FOUND,
+                    &format!("session {id} asked no approval {approval}"),
+                ));
+            }
+        };
+        Ok(json_response(status, &json!({"state": state})))
     }
 
     async fn cancel(&self, user: &User, id: &str) -> Result<Response<Body>, StoreError> {
@@ -813,6 +869,8 @@ struct Input {
     /// The directory the session moves to first (against its current one; inside the
     /// worker's workspace).
     cwd: Option<String>,
+    /// The client answers the turn's approvals (`POST .../approvals/{id}`).
+    answers_approvals: bool,
 }
 
 impl Input {
@@ -827,6 +885,9 @@ impl Input {
         }
         if let Some(cwd) = &self.cwd {
             body["cwd"] = json!(cwd);
+        }
+        if self.answers_approvals {
+            body["answersApprovals"] = json!(true);
         }
         body
     }
@@ -860,5 +921,14 @@ async fn input(req: Request<Incoming>) -> Result<Input, Response<Body>> {
         message_id: id("messageId").map_err(refuse)?,
         route: crate::route::Route::from_request(&value).map_err(refuse)?,
         cwd: crate::route::directory(&value).map_err(refuse)?,
+        answers_approvals: match value.get("answersApprovals") {
+            None | Some(Value::Null) => false,
+            Some(Value::Bool(b)) => *b,
+            Some(_) => {
+                return Err(refuse(
+                    "\"answersApprovals\" must be true or false".to_string(),
+                ));
+            }
+        },
     })
 }

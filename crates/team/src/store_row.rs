@@ -19,6 +19,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use dsh_kernel::BoxFuture;
 use dsh_kernel::{BoxError, Context, ListenOptions, Plugin, PluginConfig};
 use dsh_session::{
     AppendedEvent, AssignedMessageId, AssignedRoute, AssignedSessionId, AssignedWorkingDirectory,
@@ -26,7 +27,7 @@ use dsh_session::{
     types, write_event,
 };
 use dsh_store_pg::{Batch, Lease, LeaseKeeper, NewEvent, Store, StoreError};
-use dsh_tools::Execute;
+use dsh_tools::{ApprovalOutcome, ApprovalRequest, ApprovalService, Execute, RemoteApprovals};
 
 use crate::transport::{LiveEvent, Transport};
 use serde::Deserialize;
@@ -70,6 +71,10 @@ pub struct StoreRowConfig {
     pub cwd: Option<String>,
     #[serde(default)]
     pub workspace: Option<String>,
+    /// The client that queued the input answers approvals (through the gateway): the turn
+    /// waits for its answer instead of finding no one to ask.
+    #[serde(default)]
+    pub answers_approvals: bool,
 }
 
 /// The row.
@@ -114,6 +119,13 @@ impl Plugin for TeamSessionStorePlugin {
         let (tx, rx) = mpsc::unbounded_channel();
         let tx = Arc::new(Mutex::new(Some(tx)));
         ctx.spawn(appender(config.clone(), rx))?;
+        if config.answers_approvals {
+            ctx.provide(Arc::new(RemoteApprovals(Arc::new(GatewayApprovals {
+                url: config.url.clone(),
+                session: config.session.clone(),
+                sender: tx.clone(),
+            }))))?;
+        }
 
         let id = config.session.clone();
         let sender = tx.clone();
@@ -153,6 +165,66 @@ impl Plugin for TeamSessionStorePlugin {
             })
         })?;
         Ok(())
+    }
+}
+
+/// How often a turn waiting for an approval looks for its answer.
+const APPROVAL_POLL: Duration = Duration::from_millis(200);
+/// How long a turn waits for a client to answer an approval before it goes on without one
+/// (the call is then refused as unanswered).
+const APPROVAL_WAIT: Duration = Duration::from_secs(600);
+
+/// Approvals answered by the gateway's clients: once the `approval/asked` event is
+/// committed (clients see it in the session's stream), the turn waits for the first answer
+/// a client gave (`Store::answer_approval`), the call's cancel, or [`APPROVAL_WAIT`].
+struct GatewayApprovals {
+    url: String,
+    session: String,
+    sender: Arc<Mutex<Option<mpsc::UnboundedSender<Msg>>>>,
+}
+
+impl ApprovalService for GatewayApprovals {
+    fn request(&self, request: ApprovalRequest) -> BoxFuture<'static, ApprovalOutcome> {
+        let (url, session, sender) = (self.url.clone(), self.session.clone(), self.sender.clone());
+        Box::pin(async move {
+            let id = request.approval_id.clone();
+            if committed(&sender).await.is_err() {
+                return ApprovalOutcome::Unavailable;
+            }
+            let deadline = tokio::time::Instant::now() + APPROVAL_WAIT;
+            let mut store: Option<Store> = None;
+            loop {
+                if store.is_none() {
+                    store = Store::connect(&url).await.ok();
+                }
+                if let Some(s) = &store {
+                    match s.approval_answer(&session, &id).await {
+                        Ok(Some(outcome)) => {
+                            return match outcome.as_str() {
+                                "allowed-once" => ApprovalOutcome::AllowedOnce,
+                                _ => ApprovalOutcome::Rejected,
+                            };
+                        }
+                        Ok(None) => {}
+                        Err(e) => {
+                            tracing::warn!("team: reading the answer to approval {id}: {e}");
+                            store = None;
+                        }
+                    }
+                }
+                if tokio::time::Instant::now() >= deadline {
+                    eprintln!(
+                        "dsh: no client answered approval {id} of session {session} within {} s",
+                        APPROVAL_WAIT.as_secs()
+                    );
+                    return ApprovalOutcome::Unavailable;
+                }
+                tokio::select! {
+                    () = request.cancel.cancelled() => return ApprovalOutcome::Cancelled,
+                    () = tokio::time::sleep(APPROVAL_POLL) => {}
+                }
+            }
+        })
     }
 }
 

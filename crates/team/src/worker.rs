@@ -354,6 +354,7 @@ async fn turn(
                 "route": route,
                 "cwd": input.body.get("cwd").and_then(Value::as_str),
                 "workspace": workspace.display().to_string(),
+                "answersApprovals": input.body.get("answersApprovals") == Some(&Value::Bool(true)),
             },
         }]},
     ]);

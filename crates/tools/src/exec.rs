@@ -279,5 +279,12 @@ pub trait ApprovalService: Send + Sync + 'static {
 /// A registered approval service (service key).
 pub struct Approval(pub Arc<dyn ApprovalService>);
 
+/// Answers to approvals that come from outside this process (service key): a session store
+/// whose clients answer elsewhere provides it (a team worker's turn, whose gateway clients
+/// answer), and a front end with no one to ask answers through it. It receives each request
+/// after the approval service logged `approval/asked`, and resolves by `cancel` at the
+/// latest.
+pub struct RemoteApprovals(pub Arc<dyn ApprovalService>);
+
 /// Result type of waterfall listeners in this crate.
 pub type Decision<T> = Result<T, BoxError>;

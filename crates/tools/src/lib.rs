@@ -22,8 +22,8 @@ pub use client_terminals::{
 };
 pub use exec::{
     Approval, ApprovalOutcome, ApprovalRequest, ApprovalService, Decision, Execute, PostExecute,
-    PostExecutePayload, PostToolDecision, PreExecute, PreToolDecision, ToolExecution, ToolFailure,
-    ToolResult, ToolResultEvent, ToolResultPayload, parse_arguments,
+    PostExecutePayload, PostToolDecision, PreExecute, PreToolDecision, RemoteApprovals,
+    ToolExecution, ToolFailure, ToolResult, ToolResultEvent, ToolResultPayload, parse_arguments,
 };
 pub use output::{OutputStream, OutputTap, ToolOutputEvent, ToolOutputPayload};
 pub use registry::{

@@ -6,7 +6,7 @@ use crate::protocol::{
     PermissionOption, PermissionToolCall, RequestPermission, ToolCall, ToolCallContent,
 };
 
-const ALLOW_ONCE: PermissionOption = PermissionOption {
+pub(crate) const ALLOW_ONCE: PermissionOption = PermissionOption {
     option_id: "allow-once",
     name: "Allow once",
     kind: "allow_once",
@@ -16,7 +16,7 @@ const ALLOW_ALWAYS: PermissionOption = PermissionOption {
     name: "Always allow",
     kind: "allow_always",
 };
-const REJECT_ONCE: PermissionOption = PermissionOption {
+pub(crate) const REJECT_ONCE: PermissionOption = PermissionOption {
     option_id: "reject-once",
     name: "Reject",
     kind: "reject_once",

@@ -155,6 +155,18 @@ impl Run {
     /// A worker as a child process, in a process group of its own; its stderr goes to
     /// `<home>/<owner>.stderr`.
     fn worker(&self, server: &MockServer, team: &Team, owner: &str, extra: &[&str]) -> Worker {
+        self.worker_env(server, team, owner, extra, &[])
+    }
+
+    /// [`Run::worker`] with `env` added to the worker's environment (its turns inherit it).
+    fn worker_env(
+        &self,
+        server: &MockServer,
+        team: &Team,
+        owner: &str,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Worker {
         let ttl = TTL_MS.to_string();
         let mut args = vec![
             "worker",
@@ -167,6 +179,7 @@ impl Run {
         ];
         args.extend_from_slice(extra);
         let mut c = self.team(server, team, &args);
+        c.envs(env.iter().copied());
         std::os::unix::process::CommandExt::process_group(&mut c, 0);
         let log = std::fs::File::create(self.worker_log(owner)).unwrap();
         c.stdout(Stdio::null()).stderr(log);
@@ -2981,6 +2994,14 @@ fn the_team_page_signs_in_starts_a_session_and_follows_it_live() {
         ),
         Reply::text("page answer <b>not bold</b>"),
         Reply::text("second page answer"),
+        // Outside the read-only sandbox: the page is asked first.
+        crate::common::call(
+            "call_2",
+            "bash",
+            serde_json::json!({"command": "echo approved > approved.txt", "description": "write",
+                               "sandbox_permissions": "danger-full-access", "justification": "the page test"}),
+        ),
+        Reply::text("third page answer"),
     ])
     .answer_untooled("Page session");
     let mut add = run.team(
@@ -2993,7 +3014,13 @@ fn the_team_page_signs_in_starts_a_session_and_follows_it_live() {
     std::io::Write::write_all(&mut child.stdin.take().unwrap(), b"pat's password\n").unwrap();
     assert!(child.wait_with_output().unwrap().status.success());
     let gateway = run.gateway(&server, &team);
-    let mut worker = run.worker(&server, &team, "page-worker", &[]);
+    let mut worker = run.worker_env(
+        &server,
+        &team,
+        "page-worker",
+        &[],
+        &[("DSH_PERMISSION_MODE", "read-only")],
+    );
     let wait = |predicate: &str| {
         b.wait_for(predicate, Duration::from_secs(60))
             .unwrap_or_else(|e| panic!("{e}"))
@@ -3036,6 +3063,26 @@ fn the_team_page_signs_in_starts_a_session_and_follows_it_live() {
     b.type_text("#message-text", "and once more").unwrap();
     b.click("#message-form button[type=submit]").unwrap();
     wait(&format!("({log}).includes('second page answer')"));
+    // A call that needs approval waits for the page's answer.
+    b.type_text("#message-text", "write the file").unwrap();
+    b.click("#message-form button[type=submit]").unwrap();
+    wait("document.querySelector('#log li.approval button[data-outcome=allowed-once]') !== null");
+    let asked = b
+        .eval(
+            "return document.querySelector('#log li.approval').textContent;",
+            vec![],
+        )
+        .unwrap();
+    assert!(
+        asked.as_str().unwrap().contains("danger-full-access"),
+        "{asked}"
+    );
+    let _ = b.screenshot(&crate::browser::shots_dir().join("team-page-approval.png"));
+    b.click("#log li.approval button[data-outcome=allowed-once]")
+        .unwrap();
+    wait(&format!("({log}).includes('third page answer')"));
+    wait("document.querySelector('#log li.approval').textContent.includes('(allowed-once)')");
+    assert!(run.work.path().join("approved.txt").exists());
     let _ = b.screenshot(&crate::browser::shots_dir().join("team-page.png"));
     // The session list shows it with its title and turns.
     wait("document.getElementById('sessions').textContent.includes('Page session')");

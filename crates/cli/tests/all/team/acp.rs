@@ -248,26 +248,42 @@ fn the_official_acp_client_runs_and_reloads_a_team_session() {
     let Some(team) = Team::new() else { return };
     let run = Run::new();
     let server = MockServer::with_replies([
+        // Outside the read-only sandbox: the editor is asked first.
         crate::common::call(
             "call_acp_sdk",
             "bash",
-            json!({"command": "echo from-the-sdk-turn", "description": "echo"}),
+            json!({"command": "echo from-the-sdk-turn | tee sdk.txt", "description": "echo",
+                   "sandbox_permissions": "danger-full-access", "justification": "a test"}),
         ),
         Reply::text("the team answered the SDK"),
     ])
     .answer_untooled("SDK team");
     let gateway = run.gateway(&server, &team);
     let token = run.add_user(&server, &team, "sdk-editor");
-    let worker = run.worker(&server, &team, "worker-acp-sdk", &[]);
+    let worker = run.worker_env(
+        &server,
+        &team,
+        "worker-acp-sdk",
+        &[],
+        &[("DSH_PERMISSION_MODE", "read-only")],
+    );
     let report = drive_sdk(
         &run,
         &gateway,
         &token,
-        json!({"steps": [
+        json!({"permissions": ["allow_once"], "steps": [
             {"do": "initialize"}, {"do": "new"}, {"do": "prompt", "text": "ask the team"},
             {"do": "load"}, {"do": "close"}
         ]}),
     );
+    let asked: Vec<&str> = report["agentRequests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["method"].as_str().unwrap())
+        .collect();
+    assert_eq!(asked, ["session/request_permission"], "{report}");
+    assert!(run.work.path().join("sdk.txt").exists());
     let results = report["results"].as_array().unwrap();
     assert_eq!(results[2]["ok"]["stopReason"], "end_turn", "{}", results[2]);
     assert_eq!(results[3]["ok"], json!({}), "{}", results[3]);
@@ -303,4 +319,110 @@ fn the_official_acp_client_runs_and_reloads_a_team_session() {
     assert_eq!(report["updates"], json!([]), "{report}");
     drop(worker);
     check_log(&team.events(&session));
+}
+
+#[test]
+fn an_editor_answers_the_permission_requests_of_a_team_turn() {
+    let Some(team) = Team::new() else { return };
+    let run = Run::new();
+    // A shell call that asks to leave the sandbox: a read-only worker asks for approval.
+    let escalate = |id: &str, file: &str| {
+        crate::common::call(
+            id,
+            "bash",
+            json!({"command": format!("echo hi > {file}"), "description": "write a file",
+                   "sandbox_permissions": "danger-full-access", "justification": "the user asked for it"}),
+        )
+    };
+    let server = MockServer::with_replies([
+        escalate("e1", "approved.txt"),
+        Reply::text("first done"),
+        escalate("e2", "rejected.txt"),
+        Reply::text("second done"),
+        escalate("e3", "unasked.txt"),
+        Reply::text("third done"),
+    ])
+    .answer_untooled("Team test");
+    let gateway = run.gateway(&server, &team);
+    let token = run.add_user(&server, &team, "approver");
+    let worker = run.worker_env(
+        &server,
+        &team,
+        "worker-approvals",
+        &[],
+        &[("DSH_PERMISSION_MODE", "read-only")],
+    );
+    let mut client = editor(&run, &server, &gateway, &token);
+    let id = client.request(
+        "session/new",
+        json!({"cwd": run.work.path(), "mcpServers": []}),
+    );
+    let session = client.until_response(id, |_, _| {})["result"]["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    for (answer, file, exists) in [
+        ("allow-once", "approved.txt", true),
+        ("reject-once", "rejected.txt", false),
+    ] {
+        let id = client.request(
+            "session/prompt",
+            json!({"sessionId": session, "prompt": [{"type": "text", "text": "write it"}]}),
+        );
+        let mut asked = None;
+        let done = client.until_response(id, |c, f| {
+            if f["method"] == "session/request_permission" {
+                asked = Some(f["params"].clone());
+                c.send(json!({"jsonrpc": "2.0", "id": f["id"], "result": {"outcome": {"outcome": "selected", "optionId": answer}}}));
+            }
+        });
+        assert_eq!(done["result"]["stopReason"], "end_turn", "{done}");
+        let asked = asked.expect("a permission request reached the editor");
+        let call = &asked["toolCall"];
+        assert_eq!(call["title"], format!("echo hi > {file}"), "{asked}");
+        assert_eq!(call["rawInput"]["justification"], "the user asked for it");
+        assert!(
+            call["content"][0]["content"]["text"]
+                .as_str()
+                .is_some_and(|t| t.contains("danger-full-access")),
+            "{asked}"
+        );
+        assert_eq!(run.work.path().join(file).exists(), exists, "{file}");
+    }
+    // The log records each decision as the editor made it; a late answer is refused.
+    let events = check_log(&team.events(&session));
+    let decided: Vec<String> = events
+        .iter()
+        .filter(|e| e.is("approval/decided"))
+        .map(|e| e.data.as_value()["outcome"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(decided, ["allowed-once", "rejected"]);
+    let first = events.iter().find(|e| e.is("approval/asked")).unwrap();
+    let approval = first.data.as_value()["id"].as_str().unwrap().to_string();
+    let api = api(&team, &gateway, &token);
+    let answer = |id: &str, outcome: &str| {
+        api(
+            reqwest::Method::POST,
+            &format!("/v1/sessions/{session}/approvals/{id}"),
+            Some(json!({"outcome": outcome})),
+        )
+    };
+    assert_eq!(answer(&approval, "rejected").0, 409);
+    assert_eq!(answer("no-such-approval", "rejected").0, 404);
+    assert_eq!(answer(&approval, "maybe").0, 400);
+    drop(client);
+
+    // Input from a client that answers no approvals (here `dsh team submit`) is not held up:
+    // the call is refused at once, as `dsh headless` refuses it.
+    run.submit(&server, &team, Some(&session), "write another");
+    turns_ended(&team, &session, 3);
+    assert!(!run.work.path().join("unasked.txt").exists());
+    let events = check_log(&team.events(&session));
+    let last = events
+        .iter()
+        .rev()
+        .find(|e| e.is("approval/decided"))
+        .unwrap();
+    assert_eq!(last.data.as_value()["outcome"], "unavailable");
+    drop(worker);
 }
