@@ -112,6 +112,14 @@ pub(crate) fn update(peer: &Peer, session_id: &str, update: SessionUpdate) {
     );
 }
 
+/// The session a `session/cancel` notification names (`None` for any other notification).
+pub(crate) fn cancelled_session<'a>(method: &str, params: Option<&'a Value>) -> Option<&'a str> {
+    if method != "session/cancel" {
+        return None;
+    }
+    params?.get("sessionId")?.as_str()
+}
+
 /// A `session/prompt` answer.
 pub(crate) fn stopped(stop_reason: StopReason) -> Result<Value, RpcError> {
     Ok(protocol::to_value(&PromptResponse { stop_reason }))
@@ -676,14 +684,7 @@ impl Bridge {
 
     /// Handles a notification.
     pub fn notification(&self, method: &str, params: Option<Value>) {
-        if method != "session/cancel" {
-            return;
-        }
-        let Some(id) = params
-            .as_ref()
-            .and_then(|p| p.get("sessionId"))
-            .and_then(Value::as_str)
-        else {
+        let Some(id) = cancelled_session(method, params.as_ref()) else {
             return;
         };
         let Some(session) = self.session(id) else {

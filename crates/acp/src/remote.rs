@@ -1,9 +1,10 @@
 //! The ACP server in front of a team gateway (`dsh serve`): with `DSH_GATEWAY` set, `dsh acp`
 //! hosts no agent. An editor's prompts are queued on the gateway as a session's input, a
 //! `dsh worker` of the team runs each turn, and the session's stored events come back as the
-//! same `session/update`s the rich projection sends for a session it loads: the user's
-//! messages, whole answers and reasoning, every tool call (marked running, then its result
-//! with a diff for edits), plans and titles.
+//! same `session/update`s the rich projection sends: the user's messages, answers and
+//! reasoning as their chunks are stored (whole messages for the history a load replays),
+//! every tool call (marked running, then its result with a diff for edits), plans and
+//! titles.
 //!
 //! * `session/new` chooses the session's id; the gateway creates the session with its first
 //!   prompt. `session/load` replays the stored session, then follows it; `session/resume`
@@ -37,7 +38,7 @@ use serde_json::{Map, Value, json};
 use tokio::sync::watch;
 
 use crate::bridge::permission::{ALLOW_ONCE, REJECT_ONCE};
-use crate::bridge::{check_params, prompt_content, stopped, update};
+use crate::bridge::{cancelled_session, check_params, prompt_content, stopped, update};
 use crate::project::{Projector, describe_call, parse_arguments};
 use crate::protocol::{
     self, AgentCapabilities, Implementation, InitializeResponse, PermissionToolCall,
@@ -504,14 +505,8 @@ impl Remote {
 
     /// Handles a notification (`session/cancel`).
     pub(crate) fn notification(&self, method: &str, params: Option<Value>) {
-        if method != "session/cancel" {
-            return;
-        }
-        let Some(session) = params
-            .as_ref()
-            .and_then(|p| p.get("sessionId"))
-            .and_then(Value::as_str)
-            .and_then(|id| self.session(id))
+        let Some(session) =
+            cancelled_session(method, params.as_ref()).and_then(|id| self.session(id))
         else {
             return;
         };
@@ -598,6 +593,8 @@ async fn follow(
         .unwrap_or_else(|e| e.into_inner())
         .clone();
     let mut projector = Projector::new(cwd);
+    // Chunks of the answer being formed were sent.
+    let mut streamed = false;
     let mut asking = Asking {
         calls: HashMap::new(),
         open: HashMap::new(),
@@ -614,7 +611,20 @@ async fn follow(
                     if !shown || seq <= quiet_through {
                         continue;
                     }
-                    for u in projector.committed(&e) {
+                    // Past the history, answers stream as their chunks are stored, and the
+                    // message they form then adds nothing; the history shows messages whole.
+                    let updates = if seq <= live_from {
+                        projector.committed(&e)
+                    } else if e.is(types::ASSISTANT_CHUNK) {
+                        let chunks = projector.live(&e);
+                        streamed |= !chunks.is_empty();
+                        chunks
+                    } else if e.is(types::ASSISTANT_MESSAGE) && std::mem::take(&mut streamed) {
+                        Vec::new()
+                    } else {
+                        projector.committed(&e)
+                    };
+                    for u in updates {
                         let running = match &u {
                             SessionUpdate::ToolCall(call) => Some(call.tool_call_id.clone()),
                             _ => None,

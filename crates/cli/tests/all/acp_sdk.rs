@@ -45,37 +45,50 @@ impl Editor {
     /// One client process running `script` against a fresh `dsh acp`.
     fn drive(&self, server: &MockServer, mode: &str, script: Value) -> Value {
         let file = self.home.path().join("script.json");
-        std::fs::write(&file, script.to_string()).unwrap();
-        let out = Command::new("node")
-            .arg(client_dir().join("drive.mjs"))
-            .arg(env!("CARGO_BIN_EXE_dsh"))
-            .arg(&file)
-            .env_clear()
-            .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .env("HOME", self.home.path())
-            .env("DSH_HOME", self.home.path().join(".dsh"))
-            .env("DEEPSEEK_API_KEY", "sk-test")
-            .env("DEEPSEEK_BASE_URL", server.url())
-            .env("DSH_PERMISSION_MODE", mode)
-            .env("WORKDIR", self.work.path())
-            .current_dir(self.work.path())
-            .output()
-            .unwrap();
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            out.status.success(),
-            "driver failed: {}\n{stdout}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let report: Value =
-            serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"));
-        assert_eq!(
-            report["schemaErrors"],
-            json!([]),
-            "every agent frame validates"
-        );
-        report
+        drive_script(&file, &script, |c| {
+            c.env("HOME", self.home.path())
+                .env("DSH_HOME", self.home.path().join(".dsh"))
+                .env("DEEPSEEK_API_KEY", "sk-test")
+                .env("DEEPSEEK_BASE_URL", server.url())
+                .env("DSH_PERMISSION_MODE", mode)
+                .env("WORKDIR", self.work.path())
+                .current_dir(self.work.path());
+        })
     }
+}
+
+/// Writes `script` to `file` and runs the SDK client on it against `dsh acp`, in an
+/// environment holding only `PATH` and what `configure` adds; the client's report, whose
+/// every agent frame must have validated.
+pub(crate) fn drive_script(
+    file: &Path,
+    script: &Value,
+    configure: impl FnOnce(&mut Command),
+) -> Value {
+    std::fs::write(file, script.to_string()).unwrap();
+    let mut command = Command::new("node");
+    command
+        .arg(client_dir().join("drive.mjs"))
+        .arg(env!("CARGO_BIN_EXE_dsh"))
+        .arg(file)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default());
+    configure(&mut command);
+    let out = command.output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "driver failed: {}\n{stdout}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value =
+        serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"));
+    assert_eq!(
+        report["schemaErrors"],
+        json!([]),
+        "every agent frame validates"
+    );
+    report
 }
 
 fn updates<'a>(report: &'a Value, kind: &str) -> Vec<&'a Value> {

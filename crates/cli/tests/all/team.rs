@@ -2715,20 +2715,26 @@ fn a_prompt_longer_than_an_argument_may_be_runs_once() {
     let _ = worker.wait();
 }
 
+/// A new session whose input no worker can read (a route of the wrong shape, written past
+/// the gateway's checks); its id.
+fn stuck_input(run: &Run, server: &MockServer, team: &Team) -> String {
+    let stuck = run.submit(server, team, None, "never runs");
+    team.rt
+        .block_on(team.store().execute_batch(&format!(
+            "UPDATE dsh_inbox SET body = '{{\"text\": \"x\", \"route\": {{\"provider\": 5}}}}' WHERE session_id = '{stuck}'"
+        )))
+        .unwrap();
+    stuck
+}
+
 #[test]
 fn an_input_that_cannot_run_backs_off_and_holds_up_no_other_session() {
     let Some(team) = Team::new() else { return };
     let run = Run::new();
     let server =
         MockServer::with_replies([Reply::text("the other one ran")]).answer_untooled("Team test");
-    // Queued first: input no worker can read (a route of the wrong shape, written past the
-    // gateway's checks).
-    let stuck = run.submit(&server, &team, None, "never runs");
-    team.rt
-        .block_on(team.store().execute_batch(&format!(
-            "UPDATE dsh_inbox SET body = '{{\"text\": \"x\", \"route\": {{\"provider\": 5}}}}' WHERE session_id = '{stuck}'"
-        )))
-        .unwrap();
+    // Queued first: input no worker can read.
+    let stuck = stuck_input(&run, &server, &team);
     let other = run.submit(&server, &team, None, "run me");
     let mut worker = run.worker(&server, &team, "worker-stuck", &[]);
     let log = || std::fs::read_to_string(run.worker_log("worker-stuck")).unwrap_or_default();
@@ -2762,14 +2768,8 @@ fn until_idle_ends_naming_input_that_cannot_run_once_the_rest_has_run() {
     let run = Run::new();
     let server = MockServer::with_replies([Reply::text("the runnable one ran")])
         .answer_untooled("Team test");
-    // Input no worker can read (a route of the wrong shape, written past the gateway's
-    // checks), queued before one that runs.
-    let stuck = run.submit(&server, &team, None, "never runs");
-    team.rt
-        .block_on(team.store().execute_batch(&format!(
-            "UPDATE dsh_inbox SET body = '{{\"text\": \"x\", \"route\": {{\"provider\": 5}}}}' WHERE session_id = '{stuck}'"
-        )))
-        .unwrap();
+    // Input no worker can read, queued before one that runs.
+    let stuck = stuck_input(&run, &server, &team);
     let other = run.submit(&server, &team, None, "run me");
     let mut worker = run.worker(&server, &team, "worker-until-idle", &["--until-idle"]);
     let status = poll(60, || worker.try_wait().unwrap());

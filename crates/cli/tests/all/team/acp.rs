@@ -1,6 +1,7 @@
 //! An editor's ACP server in front of a team gateway: `dsh acp` with `DSH_GATEWAY` runs no
 //! agent; a team worker runs every turn, and the editor sees the stored events as updates.
 
+use dsh_test_support::mock_server::Completion;
 use serde_json::json;
 
 use super::*;
@@ -33,6 +34,16 @@ fn prompt(client: &mut Client, session: &str, text: &str) -> (Value, Vec<Value>)
     (answer, updates)
 }
 
+/// The text of the `agent_message_chunk`s among `updates`, chunk by chunk.
+fn answer_text(updates: &[Value]) -> Vec<&str> {
+    updates
+        .iter()
+        .map(|f| &f["params"]["update"])
+        .filter(|u| u["sessionUpdate"] == "agent_message_chunk")
+        .filter_map(|u| u["content"]["text"].as_str())
+        .collect()
+}
+
 /// The `sessionUpdate` kinds of `updates`, with the tool call status where one is given.
 fn kinds(updates: &[Value]) -> Vec<String> {
     updates
@@ -58,7 +69,7 @@ fn an_editor_drives_team_sessions_over_acp_through_a_gateway() {
             "bash",
             json!({"command": "echo ran-for-the-editor", "description": "echo"}),
         ),
-        Reply::text("first answer from the team"),
+        Reply::completion(Completion::text("first answer from the team").delta_chars(5)),
         crate::common::call(
             "call_acp_long",
             "bash",
@@ -97,7 +108,13 @@ fn an_editor_drives_team_sessions_over_acp_through_a_gateway() {
         "{kinds:?}"
     );
     assert!(text.contains("ran-for-the-editor"), "{text}");
-    assert!(text.contains("first answer from the team"), "{text}");
+    // The answer streams as the worker stores its chunks, and is not repeated whole.
+    let answer_chunks: Vec<&str> = answer_text(&updates)
+        .into_iter()
+        .filter(|t| !t.contains("MCP servers"))
+        .collect();
+    assert!(answer_chunks.len() > 1, "{answer_chunks:?}");
+    assert_eq!(answer_chunks.concat(), "first answer from the team");
     assert!(
         !kinds.iter().any(|k| k == "user_message_chunk"),
         "{kinds:?}"
@@ -150,10 +167,9 @@ fn an_editor_drives_team_sessions_over_acp_through_a_gateway() {
     let mut worker = run.worker(&server, &team, "worker-acp-2", &[]);
     let (answer, updates) = prompt(&mut client, &session, "fourth question");
     assert_eq!(answer["result"]["stopReason"], "end_turn", "{answer}");
-    assert!(
-        serde_json::to_string(&updates)
-            .unwrap()
-            .contains("fourth answer from the team")
+    assert_eq!(
+        answer_text(&updates).concat(),
+        "fourth answer from the team"
     );
     let asked = serde_json::to_string(
         &server
@@ -209,35 +225,14 @@ fn an_editor_drives_team_sessions_over_acp_through_a_gateway() {
 /// front of `gateway`: every agent frame is validated against the SDK's schemas.
 fn drive_sdk(run: &Run, gateway: &Gateway, token: &str, script: Value) -> Value {
     let file = run.home.path().join("acp-script.json");
-    std::fs::write(&file, script.to_string()).unwrap();
-    let out = Command::new("node")
-        .arg(crate::acp_sdk::client_dir().join("drive.mjs"))
-        .arg(env!("CARGO_BIN_EXE_dsh"))
-        .arg(&file)
-        .env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .env("HOME", run.home.path())
-        .env("DSH_HOME", run.dsh_home())
-        .env("DSH_GATEWAY", &gateway.url)
-        .env("DSH_GATEWAY_TOKEN", token)
-        .env("WORKDIR", run.work.path())
-        .current_dir(run.work.path())
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "driver failed: {}\n{stdout}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let report: Value =
-        serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"));
-    assert_eq!(
-        report["schemaErrors"],
-        json!([]),
-        "every agent frame validates"
-    );
-    report
+    crate::acp_sdk::drive_script(&file, &script, |c| {
+        c.env("HOME", run.home.path())
+            .env("DSH_HOME", run.dsh_home())
+            .env("DSH_GATEWAY", &gateway.url)
+            .env("DSH_GATEWAY_TOKEN", token)
+            .env("WORKDIR", run.work.path())
+            .current_dir(run.work.path());
+    })
 }
 
 #[test]
