@@ -20,10 +20,11 @@
 //!   becomes `session/request_permission` (the call as announced, the reason as its content,
 //!   allow once or reject), and the answer goes back through the gateway. An approval
 //!   decided meanwhile (another client answered, the turn was cancelled) is not asked again.
+//! * Image blocks go with the prompt (after its text); the gateway checks them and the team
+//!   keeps them for the session's later turns on any worker.
 //! * What stays on the editor's machine: its MCP servers (the editor is told at the next
-//!   prompt), its working directory (the turn runs in the worker's workspace) and image
-//!   prompts (not offered). Slash commands reach the model as text, as every team input
-//!   does.
+//!   prompt) and its working directory (the turn runs in the worker's workspace). Slash
+//!   commands reach the model as text, as every team input does.
 //! * At end of input the server stops following; the turns go on in the team.
 
 use std::collections::HashMap;
@@ -212,7 +213,7 @@ impl Remote {
                     agent_capabilities: AgentCapabilities {
                         load_session: Some(true),
                         prompt_capabilities: PromptCapabilities {
-                            image: false,
+                            image: true,
                             audio: false,
                             embedded_context: true,
                         },
@@ -413,7 +414,13 @@ impl Remote {
             .and_then(Value::as_array)
             .cloned()
             .unwrap_or_default();
-        let (content, _) = prompt_content(&blocks, true, false)?;
+        let (content, images) = prompt_content(&blocks, true, true)?;
+        let images: Vec<Value> = images
+            .iter()
+            .map(|i| {
+                json!({"mediaType": i.media_type, "data": dsh_attachments::encode_base64(&i.data)})
+            })
+            .collect();
         let text: Vec<&str> = content
             .iter()
             .filter_map(|b| match b {
@@ -437,7 +444,7 @@ impl Remote {
             *slot = Some((message_id.clone(), cancelled.clone()));
         }
         let result = self
-            .run_prompt(&session, text, &message_id, &cancelled)
+            .run_prompt(&session, text, images, &message_id, &cancelled)
             .await;
         session.ours().remove(&message_id);
         *session.prompt.lock().unwrap_or_else(|e| e.into_inner()) = None;
@@ -448,6 +455,7 @@ impl Remote {
         &self,
         session: &Arc<Followed>,
         text: String,
+        images: Vec<Value>,
         message_id: &str,
         cancelled: &AtomicBool,
     ) -> Result<Value, RpcError> {
@@ -465,13 +473,15 @@ impl Remote {
         session
             .ours()
             .insert(message_id.to_string(), Outcome::Queued);
-        let body = json!({"text": text, "messageId": message_id, "answersApprovals": true});
+        let mut body = json!({"text": text, "messageId": message_id, "answersApprovals": true});
+        if !images.is_empty() {
+            body["images"] = Value::Array(images);
+        }
         let queued = if session.created.load(Ordering::Acquire) {
             self.gateway
                 .post(&format!("/v1/sessions/{}/messages", session.id), &body)
                 .await
         } else {
-            let mut body = body;
             body["sessionId"] = json!(session.id);
             self.gateway.post("/v1/sessions", &body).await
         };

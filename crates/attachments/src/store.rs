@@ -295,6 +295,23 @@ impl AttachmentStore {
         result
     }
 
+    /// Stores bytes another store holds under their digest (`sha256` hex): a team worker
+    /// copies a session's objects into the store its turn reads. Bytes whose digest is not
+    /// `sha256` are refused; an object already present is kept.
+    pub fn put_object(&self, sha256: &str, data: &[u8]) -> Result<(), AttachmentError> {
+        let valid = sha256.len() == 64
+            && sha256
+                .bytes()
+                .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+        if !valid || hex(&Sha256::digest(data)) != sha256 {
+            return Err(AttachmentError::new(
+                AttachmentErrorCode::AttachmentCorrupt,
+                format!("object {sha256:?} does not hold bytes of that digest"),
+            ));
+        }
+        self.publish(sha256, data)
+    }
+
     /// Reads the bytes of `image`, verifying digest, size and container facts.
     pub fn read_image(&self, image: &ImageAttachmentRef) -> Result<Vec<u8>, AttachmentError> {
         use AttachmentErrorCode as C;

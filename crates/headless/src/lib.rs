@@ -433,6 +433,21 @@ pub async fn run(
     if let Some(id) = root.get::<dsh_session::AssignedMessageId>() {
         message.id.clone_from(&id.0);
     }
+    if let Some(images) = root.get::<dsh_session::TaskImages>() {
+        match store_task_images(root, &images).await {
+            Ok(blocks) => {
+                // An image-only task has no text block.
+                message
+                    .content
+                    .retain(|b| b.as_text().is_none_or(|t| !t.is_empty()));
+                message.content.extend(blocks);
+            }
+            Err(e) => {
+                progress.stop();
+                return fail(format, &e);
+            }
+        }
+    }
     if !command_started_turn && let Err(e) = agent.followup(message) {
         progress.stop();
         return fail(format, &e.to_string());
@@ -806,4 +821,32 @@ impl dsh_policies::ApprovalAnswerer for Remote {
     ) -> dsh_kernel::BoxFuture<'static, dsh_tools::ApprovalOutcome> {
         self.0.request(request)
     }
+}
+
+/// Stores the task's images (whatever the route: a text-only model is shown a placeholder
+/// for each, as the SDK runtime does) and answers their image blocks, in order.
+async fn store_task_images(
+    root: &dsh_kernel::Context,
+    images: &dsh_session::TaskImages,
+) -> Result<Vec<dsh_llm::ContentBlock>, String> {
+    let mut batch = Vec::new();
+    for image in &images.0 {
+        let data = std::fs::read(&image.path)
+            .map_err(|e| format!("cannot read the task's image {}: {e}", image.path.display()))?;
+        batch.push(dsh_attachments::SaveImage {
+            data,
+            media_type: image.media_type.clone(),
+            name: image.name.clone(),
+        });
+    }
+    let root = root.clone();
+    let refs =
+        tokio::task::spawn_blocking(move || dsh_attachments::store_prompt_images(&root, &batch))
+            .await
+            .map_err(|e| format!("storing the task's images: {e}"))?
+            .map_err(|e| format!("the task's images were refused: {}", e.message()))?;
+    Ok(refs
+        .into_iter()
+        .map(|r| dsh_llm::ContentBlock::image(r.to_store_value()))
+        .collect())
 }

@@ -15,7 +15,9 @@
 //! * `session/wait` returns once the session has no open turn and no queued input.
 //! * `initialize`'s route (`provider`, `model`, `reasoningEffort`, `maxTokens`) travels with
 //!   every prompt: the worker runs the turn on it (a provider the worker's settings do not
-//!   configure fails the turn, recorded in its log). Prompts take text blocks only.
+//!   configure fails the turn, recorded in its log). Image blocks go with the prompt's text
+//!   (after it, whatever their place among the blocks); the gateway checks them, the turn
+//!   stores them, and the team keeps them for the session's later turns on any worker.
 //! * The working directory is the worker's: `initialize`'s `cwd` (a path on the client's
 //!   machine) does not travel. `session/working-directory/get` answers the session's
 //!   directory as its log records it; `set` resolves the path against that (a path on the
@@ -149,6 +151,7 @@ impl Remote {
         let route = self.ready()?;
         let id = plain(session_id(&params, "session/prompt")?)?;
         let mut texts = Vec::new();
+        let mut images = Vec::new();
         for block in content_blocks(&params) {
             match block.get("type").and_then(Value::as_str) {
                 Some("text") => texts.push(
@@ -158,11 +161,11 @@ impl Remote {
                         .unwrap_or_default()
                         .to_string(),
                 ),
-                Some("image") => {
-                    return Err(fail(
-                        "image blocks cannot be queued through a team gateway (text only)",
-                    ));
-                }
+                // Checked by the gateway, stored by the turn: sent after the text.
+                Some("image") => images.push(json!({
+                    "mediaType": block.get("mimeType").and_then(Value::as_str).unwrap_or_default(),
+                    "data": block.get("data").and_then(Value::as_str).unwrap_or_default(),
+                })),
                 other => return Err(unsupported_block(other)),
             }
         }
@@ -182,6 +185,9 @@ impl Remote {
         let mut body = route;
         body.insert("text".into(), json!(text));
         body.insert("messageId".into(), json!(message_id));
+        if !images.is_empty() {
+            body.insert("images".into(), Value::Array(images));
+        }
         let moved = self.moves().get(&id).cloned();
         if let Some(cwd) = &moved {
             body.insert("cwd".into(), json!(cwd));

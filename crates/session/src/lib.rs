@@ -43,7 +43,7 @@ pub use storage::{
 pub use store::{
     AppendedEvent, AssignedMessageId, AssignedRoute, AssignedSessionId, AssignedWorkingDirectory,
     Clock, FlushRequest, LiveSession, SessionAppended, SessionCreated, SessionDisposed,
-    SessionFlush, SessionSource, SessionStore, SessionWriteFailed, StoreError, TaskIsMessage,
-    WriteFailure, is_plain_id, system_clock,
+    SessionFlush, SessionSource, SessionStore, SessionWriteFailed, StoreError, TaskImage,
+    TaskImages, TaskIsMessage, WriteFailure, is_plain_id, system_clock,
 };
 pub use surface::{Surface, SurfacePlan};

@@ -338,6 +338,20 @@ pub struct AssignedWorkingDirectory {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TaskIsMessage;
 
+/// Images that go with the run's task (`ctx` service): the team worker provides those its
+/// client queued with the input, as files in the turn's private directory. The run stores
+/// them and sends them after the task's text in one message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TaskImages(pub Vec<TaskImage>);
+
+/// One image of [`TaskImages`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TaskImage {
+    pub path: std::path::PathBuf,
+    pub media_type: String,
+    pub name: Option<String>,
+}
+
 /// The model a run's session takes when a plugin names it (`ctx` service), in place of the
 /// profile's default model: the team worker provides the one its client chose when queueing
 /// the input (the SDK's `initialize` route, or `provider`/`model` on the gateway's API).

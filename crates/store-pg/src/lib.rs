@@ -132,6 +132,17 @@ CREATE TABLE dsh_approvals (
     PRIMARY KEY (session_id, approval_id)
 );
 ",
+    // The image bytes a session's log refers to (`sha256:<hex>` attachment ids), kept per
+    // session: whichever worker runs its next turn copies them into its turn's store.
+    "
+CREATE TABLE dsh_objects (
+    session_id text  NOT NULL REFERENCES dsh_sessions(id),
+    sha256     text  NOT NULL,
+    media_type text  NOT NULL,
+    data       bytea NOT NULL,
+    PRIMARY KEY (session_id, sha256)
+);
+",
 ];
 
 /// Whether `events`, appended in order, leave a turn open (`Some(true)`: the last turn event
@@ -899,6 +910,49 @@ impl Store {
             .query_opt(
                 "SELECT outcome FROM dsh_approvals WHERE session_id = $1 AND approval_id = $2",
                 &[&session, &approval_id],
+            )
+            .await?;
+        Ok(row.map(|r| r.get(0)))
+    }
+
+    /// Keeps `data` (of `media_type`, digest `sha256` hex) among `session`'s objects; an
+    /// object it has already is left as it is.
+    pub async fn put_object(
+        &self,
+        session: &str,
+        sha256: &str,
+        media_type: &str,
+        data: &[u8],
+    ) -> Result<(), StoreError> {
+        self.client
+            .execute(
+                "INSERT INTO dsh_objects (session_id, sha256, media_type, data)
+                 VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING",
+                &[&session, &sha256, &media_type, &data],
+            )
+            .await?;
+        Ok(())
+    }
+
+    /// The digests of `session`'s objects.
+    pub async fn object_ids(&self, session: &str) -> Result<Vec<String>, StoreError> {
+        let rows = self
+            .client
+            .query(
+                "SELECT sha256 FROM dsh_objects WHERE session_id = $1 ORDER BY sha256",
+                &[&session],
+            )
+            .await?;
+        Ok(rows.iter().map(|r| r.get(0)).collect())
+    }
+
+    /// The bytes of `session`'s object `sha256`, if it has it.
+    pub async fn object(&self, session: &str, sha256: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        let row = self
+            .client
+            .query_opt(
+                "SELECT data FROM dsh_objects WHERE session_id = $1 AND sha256 = $2",
+                &[&session, &sha256],
             )
             .await?;
         Ok(row.map(|r| r.get(0)))

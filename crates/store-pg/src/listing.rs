@@ -106,6 +106,15 @@ impl Store {
             tx.execute(&insert, &[&id, &seq, &event.kind, &event.data])
                 .await?;
         }
+        // A fork's history refers to its parent's images: it gets their bytes too.
+        if let Some(parent) = parent_id {
+            tx.execute(
+                "INSERT INTO dsh_objects (session_id, sha256, media_type, data)
+                 SELECT $1, sha256, media_type, data FROM dsh_objects WHERE session_id = $2",
+                &[&id, &parent],
+            )
+            .await?;
+        }
         tx.commit().await?;
         Ok(true)
     }

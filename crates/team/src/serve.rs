@@ -11,8 +11,11 @@
 //! * `GET  /`: the team page (sign in, sessions, a session's log followed live, input and
 //!   cancel), a static client of this API; no account needed to load it.
 //! * `GET  /v1/sessions`: the caller's sessions, newest first, with title and turns.
-//! * `POST /v1/sessions` `{"text", "sessionId"?, "messageId"?}`: a new session with its first
-//!   input queued (201; 409 when a chosen id exists). A chosen `messageId` becomes the id of
+//! * `POST /v1/sessions` `{"text", "sessionId"?, "messageId"?, "images"?}`: a new session
+//!   with its first input queued (201; 409 when a chosen id exists). `images` are
+//!   `{"mediaType", "data" (base64), "name"?}`, checked as the store will keep them (PNG,
+//!   JPEG, WebP, GIF; 20 per input; 64 MiB per body, `text` 1 MiB); the turn sends them after
+//!   the text and the session keeps them in PostgreSQL for whichever worker runs it next. A chosen `messageId` becomes the id of
 //!   the turn's user message (the SDK runtime's receipt).
 //! * `GET  /v1/sessions/{id}`: head seq, lease and pending input.
 //! * `POST /v1/sessions/{id}/messages` `{"text", "messageId"?}`: queues the next input (202).
@@ -58,6 +61,8 @@ use crate::transport::Transport;
 
 /// Largest request body (`{"text": …}`).
 const MAX_BODY_BYTES: usize = 1 << 20;
+/// Largest input body (`text` is still held to [`MAX_BODY_BYTES`]; the rest is images).
+const MAX_INPUT_BYTES: usize = 64 << 20;
 
 /// A comment line on an idle event stream, so proxies keep it open.
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
@@ -839,13 +844,17 @@ fn bearer(req: &Request<Incoming>) -> Option<&str> {
 
 /// A JSON request body, or the response refusing it.
 async fn body_json(req: Request<Incoming>) -> Result<Value, Response<Body>> {
-    let bytes = Limited::new(req.into_body(), MAX_BODY_BYTES)
+    body_json_within(req, MAX_BODY_BYTES).await
+}
+
+async fn body_json_within(req: Request<Incoming>, limit: usize) -> Result<Value, Response<Body>> {
+    let bytes = Limited::new(req.into_body(), limit)
         .collect()
         .await
         .map_err(|_| {
             error(
                 StatusCode::PAYLOAD_TOO_LARGE,
-                "the request body is over 1 MiB or was cut",
+                &format!("the request body is over {} MiB or was cut", limit >> 20),
             )
         })?
         .to_bytes();
@@ -871,6 +880,8 @@ struct Input {
     cwd: Option<String>,
     /// The client answers the turn's approvals (`POST .../approvals/{id}`).
     answers_approvals: bool,
+    /// Images sent after the text, each `{mediaType, data, name?}` (checked).
+    images: Vec<Value>,
 }
 
 impl Input {
@@ -889,20 +900,85 @@ impl Input {
         if self.answers_approvals {
             body["answersApprovals"] = json!(true);
         }
+        if !self.images.is_empty() {
+            body["images"] = json!(self.images);
+        }
         body
     }
 }
 
+/// The images of an input, each checked as the turn will store it (type, canonical base64,
+/// the store's limits on bytes, pixels and sides, a container that decodes): a bad image is
+/// refused here, never queued for a turn that could not record it.
+fn checked_images(images: &Value) -> Result<Vec<Value>, String> {
+    let Value::Array(images) = images else {
+        return Err("\"images\" must be an array of {mediaType, data, name?}".into());
+    };
+    let limits = dsh_attachments::ImageLimits::default();
+    if images.len() as u64 > limits.max_images_per_message {
+        return Err(format!(
+            "at most {} images go with one input",
+            limits.max_images_per_message
+        ));
+    }
+    let store = dsh_attachments::AttachmentStore::new(std::path::PathBuf::new(), limits);
+    let mut total = 0u64;
+    let mut out = Vec::new();
+    for (i, image) in images.iter().enumerate() {
+        let field = |key: &str| image.get(key).and_then(Value::as_str);
+        let (Some(media_type), Some(data)) = (field("mediaType"), field("data")) else {
+            return Err(format!(
+                "image {i} needs \"mediaType\" and \"data\" strings"
+            ));
+        };
+        let name = field("name");
+        let decoded = dsh_attachments::decode_prompt_image(media_type, data, name)
+            .map_err(|e| format!("image {i}: {}", e.message()))?;
+        store
+            .validate_image(&decoded)
+            .map_err(|e| format!("image {i}: {}", e.message))?;
+        total += decoded.data.len() as u64;
+        if total > store.limits().max_message_image_bytes {
+            return Err(format!(
+                "the images of one input may hold {} bytes at most",
+                store.limits().max_message_image_bytes
+            ));
+        }
+        let mut kept = json!({"mediaType": media_type, "data": data});
+        if let Some(name) = name {
+            kept["name"] = json!(name);
+        }
+        out.push(kept);
+    }
+    Ok(out)
+}
+
 /// The input of a JSON request body, or the response refusing it.
 async fn input(req: Request<Incoming>) -> Result<Input, Response<Body>> {
-    let value = body_json(req).await?;
+    let value = body_json_within(req, MAX_INPUT_BYTES).await?;
     let text = match value.get("text").and_then(Value::as_str) {
+        Some(t) if t.len() > MAX_BODY_BYTES => {
+            return Err(error(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "\"text\" is over 1 MiB",
+            ));
+        }
         Some(t) if !t.trim().is_empty() => t.to_string(),
         _ => {
             return Err(error(
                 StatusCode::BAD_REQUEST,
                 "the body needs a non-empty string \"text\"",
             ));
+        }
+    };
+    let images = match value.get("images") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(images) => {
+            let images = images.clone();
+            tokio::task::spawn_blocking(move || checked_images(&images))
+                .await
+                .map_err(|e| error(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string()))?
+                .map_err(|why| error(StatusCode::BAD_REQUEST, &why))?
         }
     };
     let id = |key: &str| -> Result<Option<String>, String> {
@@ -921,6 +997,7 @@ async fn input(req: Request<Incoming>) -> Result<Input, Response<Body>> {
         message_id: id("messageId").map_err(refuse)?,
         route: crate::route::Route::from_request(&value).map_err(refuse)?,
         cwd: crate::route::directory(&value).map_err(refuse)?,
+        images,
         answers_approvals: match value.get("answersApprovals") {
             None | Some(Value::Null) => false,
             Some(Value::Bool(b)) => *b,

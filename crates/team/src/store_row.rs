@@ -23,8 +23,8 @@ use dsh_kernel::BoxFuture;
 use dsh_kernel::{BoxError, Context, ListenOptions, Plugin, PluginConfig};
 use dsh_session::{
     AppendedEvent, AssignedMessageId, AssignedRoute, AssignedSessionId, AssignedWorkingDirectory,
-    Event, LiveSession, RecordFormat, SessionAppended, SessionCreated, SessionFlush, TaskIsMessage,
-    types, write_event,
+    Event, LiveSession, RecordFormat, SessionAppended, SessionCreated, SessionFlush, TaskImage,
+    TaskImages, TaskIsMessage, types, write_event,
 };
 use dsh_store_pg::{Batch, Lease, LeaseKeeper, NewEvent, Store, StoreError};
 use dsh_tools::{ApprovalOutcome, ApprovalRequest, ApprovalService, Execute, RemoteApprovals};
@@ -75,6 +75,19 @@ pub struct StoreRowConfig {
     /// waits for its answer instead of finding no one to ask.
     #[serde(default)]
     pub answers_approvals: bool,
+    /// Images queued with the input, as files the worker wrote into the turn's directory.
+    #[serde(default)]
+    pub task_images: Vec<TaskImageConfig>,
+}
+
+/// One image of [`StoreRowConfig::task_images`].
+#[derive(Clone, Debug, Deserialize, serde::Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TaskImageConfig {
+    pub path: String,
+    pub media_type: String,
+    #[serde(default)]
+    pub name: Option<String>,
 }
 
 /// The row.
@@ -116,9 +129,22 @@ impl Plugin for TeamSessionStorePlugin {
                 max_tokens: route.max_tokens,
             }))?;
         }
+        if !config.task_images.is_empty() {
+            ctx.provide(Arc::new(TaskImages(
+                config
+                    .task_images
+                    .iter()
+                    .map(|i| TaskImage {
+                        path: i.path.clone().into(),
+                        media_type: i.media_type.clone(),
+                        name: i.name.clone(),
+                    })
+                    .collect(),
+            )))?;
+        }
         let (tx, rx) = mpsc::unbounded_channel();
         let tx = Arc::new(Mutex::new(Some(tx)));
-        ctx.spawn(appender(config.clone(), rx))?;
+        ctx.spawn(appender(config.clone(), rx, ctx.clone()))?;
         if config.answers_approvals {
             ctx.provide(Arc::new(RemoteApprovals(Arc::new(GatewayApprovals {
                 url: config.url.clone(),
@@ -271,7 +297,7 @@ async fn connect(config: &StoreRowConfig) -> Store {
 }
 
 /// Owns the lease for this turn and writes the session's events in order.
-async fn appender(config: StoreRowConfig, mut rx: mpsc::UnboundedReceiver<Msg>) {
+async fn appender(config: StoreRowConfig, mut rx: mpsc::UnboundedReceiver<Msg>, ctx: Context) {
     let ttl = Duration::from_millis(config.lease_ttl_ms);
     let lease = Lease {
         session: config.session.clone(),
@@ -312,6 +338,9 @@ async fn appender(config: StoreRowConfig, mut rx: mpsc::UnboundedReceiver<Msg>) 
         Err(e) => fenced(&format!("cannot read session {}: {e}", lease.session)),
     };
     let mut head = row.head_seq;
+    // The images the team store holds for this session; any other an event refers to is
+    // copied there before the event is written.
+    let mut objects = Objects::read(&store, &lease.session).await;
     // A session's first batch carries its header: until the session exists here, nothing
     // is written.
     let mut header_stored = row.header.is_some();
@@ -345,6 +374,9 @@ async fn appender(config: StoreRowConfig, mut rx: mpsc::UnboundedReceiver<Msg>) 
             continue;
         }
         if !queue.is_empty() {
+            objects
+                .store(&ctx, &config.url, &mut store, &lease, ttl, &queue)
+                .await;
             let batch_header = if header_stored { None } else { header.clone() };
             let (new_head, records) = write(
                 &config.url,
@@ -384,6 +416,108 @@ async fn appender(config: StoreRowConfig, mut rx: mpsc::UnboundedReceiver<Msg>) 
         }
     }
     drop(keeper);
+}
+
+/// The session's images in the team store, as far as this turn knows.
+struct Objects(std::collections::HashSet<String>);
+
+impl Objects {
+    async fn read(store: &Store, session: &str) -> Self {
+        match store.object_ids(session).await {
+            Ok(ids) => Self(ids.into_iter().collect()),
+            Err(e) => fenced(&format!("cannot read the images of session {session}: {e}")),
+        }
+    }
+
+    /// Copies the images `events` refer to that the team store lacks from the turn's local
+    /// store, before the events that refer to them are written: a reference in the log
+    /// always names bytes the store has.
+    async fn store(
+        &mut self,
+        ctx: &Context,
+        url: &str,
+        store: &mut Store,
+        lease: &Lease,
+        ttl: Duration,
+        events: &[Arc<Event>],
+    ) {
+        let mut refs = Vec::new();
+        for e in events {
+            image_refs(e.data.as_value(), &mut refs);
+        }
+        refs.retain(|r| r.sha256_hex().is_some_and(|h| !self.0.contains(h)));
+        if refs.is_empty() {
+            return;
+        }
+        let Some(local) = ctx.get::<dsh_attachments::AttachmentStore>() else {
+            fenced("this turn refers to images but has no attachment store");
+        };
+        for r in refs {
+            let Some(sha) = r.sha256_hex().map(str::to_owned) else {
+                continue;
+            };
+            if self.0.contains(&sha) {
+                continue;
+            }
+            let data = match local.read_image(&r) {
+                Ok(d) => d,
+                Err(e) => fenced(&format!(
+                    "image {} of session {} cannot be read for the team store: {}",
+                    r.attachment_id, lease.session, e.message
+                )),
+            };
+            let mut give_up: Option<tokio::time::Instant> = None;
+            loop {
+                match store
+                    .put_object(&lease.session, &sha, &r.media_type, &data)
+                    .await
+                {
+                    Ok(()) => break,
+                    Err(e) => {
+                        let now = tokio::time::Instant::now();
+                        if *give_up.get_or_insert(now + ttl) <= now {
+                            fenced(&format!(
+                                "cannot store image {} of session {}: {e}",
+                                r.attachment_id, lease.session
+                            ));
+                        }
+                        tokio::time::sleep(Duration::from_millis(200)).await;
+                        if let Ok(s) = Store::connect(url).await {
+                            *store = s;
+                        }
+                    }
+                }
+            }
+            self.0.insert(sha);
+        }
+    }
+}
+
+/// Every image reference (`{"attachmentId": "sha256:…", "mediaType", …}`) inside `value`.
+fn image_refs(value: &serde_json::Value, out: &mut Vec<dsh_llm::ImageAttachmentRef>) {
+    match value {
+        serde_json::Value::Object(map) => {
+            if map
+                .get("attachmentId")
+                .and_then(serde_json::Value::as_str)
+                .is_some_and(|id| id.starts_with("sha256:"))
+            {
+                if let Ok(r) = dsh_llm::ImageAttachmentRef::from_json(value) {
+                    out.push(r);
+                }
+                return;
+            }
+            for v in map.values() {
+                image_refs(v, out);
+            }
+        }
+        serde_json::Value::Array(items) => {
+            for v in items {
+                image_refs(v, out);
+            }
+        }
+        _ => {}
+    }
 }
 
 /// After a failed append of `count` events at `head`: the new head when that append was

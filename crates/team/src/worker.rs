@@ -26,7 +26,7 @@ use dsh_session::{Event, decode_line, parse_header_line};
 use dsh_store_pg::{Batch, Lease, Store, StoreError};
 use serde_json::{Value, json};
 
-use crate::store_row::{FENCED_EXIT, PLUGIN_NAME};
+use crate::store_row::{FENCED_EXIT, PLUGIN_NAME, TaskImageConfig};
 
 /// Exit status of a turn stopped on request (as `dsh headless` after Ctrl-C).
 const CANCELLED_EXIT: i32 = 130;
@@ -312,6 +312,16 @@ async fn turn(
         .create(&dir)
         .map_err(|e| WorkerError(format!("cannot create {}: {e}", dir.display())))?;
     let resume = materialize(store, &lease.session, &sessions).await?;
+    // The turn's image store: the session's images from the team store, and the images
+    // queued with this input as files for the turn to store.
+    let home = dir.join("home");
+    let prepared = match copy_objects(store, &lease.session, &home).await {
+        Ok(()) => task_images(&input.body, &dir),
+        Err(e) => Err(e),
+    };
+    let task_images = prepared.inspect_err(|_| {
+        let _ = std::fs::remove_dir_all(&dir);
+    })?;
     let workspace =
         std::env::current_dir().map_err(|e| WorkerError(format!("no working directory: {e}")))?;
     let container = match &options.docker {
@@ -355,8 +365,10 @@ async fn turn(
                 "cwd": input.body.get("cwd").and_then(Value::as_str),
                 "workspace": workspace.display().to_string(),
                 "answersApprovals": input.body.get("answersApprovals") == Some(&Value::Bool(true)),
+                "taskImages": task_images,
             },
         }]},
+        {"id": "attachment-local", "config": {"dshHome": home.display().to_string()}},
     ]);
     if let (Some(started), Some(rows)) = (&container, row.as_array_mut()) {
         rows.push(json!({"id": "sandbox", "config": {
@@ -501,6 +513,62 @@ pub async fn materialize(store: &Store, session: &str, root: &Path) -> Result<bo
     .map_err(|e| WorkerError(format!("materializing session {session}: {e}")))?
     .map_err(|e| WorkerError(format!("materializing session {session}: {e}")))?;
     Ok(true)
+}
+
+/// Copies `session`'s images from the team store into the image store under `home` that
+/// its turn reads.
+async fn copy_objects(store: &Store, session: &str, home: &Path) -> Result<(), WorkerError> {
+    let ids = store.object_ids(session).await.map_err(db)?;
+    if ids.is_empty() {
+        return Ok(());
+    }
+    let local = Arc::new(dsh_attachments::AttachmentStore::new(
+        home.join("attachments").join("v1"),
+        dsh_attachments::ImageLimits::default(),
+    ));
+    for sha in ids {
+        let Some(data) = store.object(session, &sha).await.map_err(db)? else {
+            continue;
+        };
+        let local = local.clone();
+        let what = format!("session {session}: stored image {sha}");
+        tokio::task::spawn_blocking(move || local.put_object(&sha, &data))
+            .await
+            .map_err(|e| WorkerError(format!("{what}: {e}")))?
+            .map_err(|e| WorkerError(format!("{what}: {}", e.message)))?;
+    }
+    Ok(())
+}
+
+/// The images queued with an input (`images`: `{mediaType, data, name?}`, data in base64),
+/// written as files under `dir` for the turn, which stores them itself.
+fn task_images(body: &Value, dir: &Path) -> Result<Vec<TaskImageConfig>, WorkerError> {
+    let Some(images) = body.get("images").and_then(Value::as_array) else {
+        return Ok(Vec::new());
+    };
+    let folder = dir.join("images");
+    std::fs::create_dir_all(&folder)
+        .map_err(|e| WorkerError(format!("cannot create {}: {e}", folder.display())))?;
+    let mut out = Vec::new();
+    for (i, image) in images.iter().enumerate() {
+        let field = |key: &str| image.get(key).and_then(Value::as_str);
+        let (Some(media_type), Some(data)) = (field("mediaType"), field("data")) else {
+            return Err(WorkerError(format!(
+                "queued image {i} has no mediaType or data string"
+            )));
+        };
+        let bytes = dsh_attachments::decode_canonical_base64(data)
+            .map_err(|e| WorkerError(format!("queued image {i}: {}", e.message)))?;
+        let path = folder.join(i.to_string());
+        std::fs::write(&path, bytes)
+            .map_err(|e| WorkerError(format!("cannot write {}: {e}", path.display())))?;
+        out.push(TaskImageConfig {
+            path: path.display().to_string(),
+            media_type: media_type.to_string(),
+            name: field("name").map(str::to_owned),
+        });
+    }
+    Ok(out)
 }
 
 /// Every stored event of `session`, decoded, in seq order.

@@ -29,7 +29,7 @@ fn adler32(data: &[u8]) -> u32 {
 
 /// A decodable 8-bit RGB PNG of `w`×`h` whose pixels are `pixel(x, y)`, with its image
 /// data in stored (uncompressed) deflate blocks.
-fn rgb_png(w: u32, h: u32, pixel: impl Fn(u32, u32) -> [u8; 3]) -> Vec<u8> {
+pub(crate) fn rgb_png(w: u32, h: u32, pixel: impl Fn(u32, u32) -> [u8; 3]) -> Vec<u8> {
     let mut raw = Vec::with_capacity((w as usize * 3 + 1) * h as usize);
     for y in 0..h {
         raw.push(0);
@@ -51,7 +51,7 @@ fn rgb_png(w: u32, h: u32, pixel: impl Fn(u32, u32) -> [u8; 3]) -> Vec<u8> {
 }
 
 /// The settings section that puts the DeepSeek route on chat completions.
-const CHAT_ROUTE: &str = "llm-deepseek:\n  api: openai-completions\n";
+pub(crate) const CHAT_ROUTE: &str = "llm-deepseek:\n  api: openai-completions\n";
 
 /// What these tests add to [`Run`].
 trait RunExt {

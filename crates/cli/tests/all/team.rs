@@ -19,7 +19,7 @@ use serde_json::Value;
 
 use crate::common::{Run, processes_with};
 
-mod acp;
+mod clients;
 
 const TTL_MS: u64 = 1500;
 
@@ -766,14 +766,15 @@ fn the_sdk_runtime_drives_team_sessions_through_a_gateway() {
     send(rpc(
         "d",
         "session/prompt",
-        serde_json::json!({"sessionId": "sdk-team", "contentBlocks": [{"type": "image", "mimeType": "image/png", "data": "AAAA"}]}),
+        serde_json::json!({"sessionId": "sdk-team", "contentBlocks": [{"type": "text", "text": "look"}, {"type": "image", "mimeType": "image/png", "data": "AAAA"}]}),
     ));
+    // The gateway checks images before queueing anything: not a PNG.
     let refused = next();
     assert!(
         refused["error"]["message"]
             .as_str()
             .unwrap()
-            .contains("text only"),
+            .contains("400 Bad Request: image 0"),
         "{refused}"
     );
     // An id that is no plain path segment never reaches the gateway.

@@ -1,5 +1,7 @@
-//! An editor's ACP server in front of a team gateway: `dsh acp` with `DSH_GATEWAY` runs no
-//! agent; a team worker runs every turn, and the editor sees the stored events as updates.
+//! Clients of a team gateway beyond plain HTTP: an editor's ACP server (`dsh acp` with
+//! `DSH_GATEWAY` runs no agent; a team worker runs every turn, and the editor sees the stored
+//! events as updates and answers the turn's permission requests), and images sent by the
+//! API, an editor and the SDK runtime, kept for every later turn on any worker.
 
 use dsh_test_support::mock_server::Completion;
 use serde_json::json;
@@ -19,7 +21,7 @@ fn editor(run: &Run, server: &MockServer, gateway: &Gateway, token: &str) -> Cli
     let init = client.until_response(id, |_, f| panic!("before initialize's answer: {f}"));
     let caps = &init["result"]["agentCapabilities"];
     assert_eq!(caps["loadSession"], true, "{init}");
-    assert_eq!(caps["promptCapabilities"]["image"], false, "{init}");
+    assert_eq!(caps["promptCapabilities"]["image"], true, "{init}");
     client
 }
 
@@ -420,4 +422,196 @@ fn an_editor_answers_the_permission_requests_of_a_team_turn() {
         .unwrap();
     assert_eq!(last.data.as_value()["outcome"], "unavailable");
     drop(worker);
+}
+
+#[test]
+fn images_sent_through_the_gateway_reach_the_model_on_every_later_turn_and_worker() {
+    use base64::Engine;
+    let Some(team) = Team::new() else { return };
+    let run = Run::new();
+    // An image-capable default model on the chat-completions wire (images as data URLs).
+    run.settings(&format!(
+        "{}agent-default-model:\n  provider: deepseek-official\n  model: deepseek-flash\n",
+        crate::images::CHAT_ROUTE
+    ));
+    let server = MockServer::with_replies([
+        Reply::text("a small picture"),
+        Reply::text("the same picture"),
+        Reply::text("a second picture"),
+        Reply::text("a third picture"),
+    ])
+    .answer_untooled("Picture");
+    let gateway = run.gateway(&server, &team);
+    let token = run.add_user(&server, &team, "viewer");
+    let api = api(&team, &gateway, &token);
+    let png = crate::images::rgb_png(3, 2, |x, y| [x as u8 * 80, y as u8 * 120, 7]);
+    let data = base64::engine::general_purpose::STANDARD.encode(&png);
+    let url = format!("data:image/png;base64,{data}");
+    // Bad images are refused before anything is queued.
+    for (image, why) in [
+        (
+            json!({"mediaType": "image/png", "data": "not base64!"}),
+            "base64",
+        ),
+        (
+            json!({"mediaType": "image/tiff", "data": data}),
+            "image/png",
+        ),
+        (
+            json!({"mediaType": "image/png", "data": base64::engine::general_purpose::STANDARD.encode(b"no png")}),
+            "image 0",
+        ),
+    ] {
+        let (status, body) = api(
+            reqwest::Method::POST,
+            "/v1/sessions",
+            Some(json!({"text": "look", "images": [image]})),
+        );
+        assert_eq!(status, 400, "{body}");
+        assert!(body["error"].as_str().unwrap().contains(why), "{body}");
+    }
+    let (status, created) = api(
+        reqwest::Method::POST,
+        "/v1/sessions",
+        Some(
+            json!({"text": "what is this?", "images": [{"mediaType": "image/png", "data": data, "name": "shot.png"}]}),
+        ),
+    );
+    assert_eq!(status, 201, "{created}");
+    let session = created["sessionId"].as_str().unwrap().to_string();
+    let first = run.worker(&server, &team, "worker-images-1", &[]);
+    turns_ended(&team, &session, 1);
+    drop(first);
+    // The next turn, on another worker, still shows the model the image.
+    let _second = run.worker(&server, &team, "worker-images-2", &[]);
+    let (status, _) = api(
+        reqwest::Method::POST,
+        &format!("/v1/sessions/{session}/messages"),
+        Some(json!({"text": "and now?"})),
+    );
+    assert_eq!(status, 202);
+    turns_ended(&team, &session, 2);
+    // An editor over ACP sends one too.
+    let mut client = editor(&run, &server, &gateway, &token);
+    let id = client.request(
+        "session/load",
+        json!({"sessionId": session, "cwd": run.work.path(), "mcpServers": []}),
+    );
+    client.until_response(id, |_, _| {});
+    let other = crate::images::rgb_png(2, 2, |_, _| [200, 10, 10]);
+    let other_data = base64::engine::general_purpose::STANDARD.encode(&other);
+    let id = client.request(
+        "session/prompt",
+        json!({"sessionId": session, "prompt": [
+            {"type": "text", "text": "and this one?"},
+            {"type": "image", "mimeType": "image/png", "data": other_data}
+        ]}),
+    );
+    let done = client.until_response(id, |_, _| {});
+    assert_eq!(done["result"]["stopReason"], "end_turn", "{done}");
+    drop(client);
+    // And a program through the SDK runtime.
+    let third = crate::images::rgb_png(1, 1, |_, _| [1, 2, 3]);
+    let third_data = base64::engine::general_purpose::STANDARD.encode(&third);
+    let mut sdk = run
+        .base(&server)
+        .args(["--profile", "sdk"])
+        .env("DSH_GATEWAY", &gateway.url)
+        .env("DSH_GATEWAY_TOKEN", &token)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::{BufRead, Write};
+        let mut stdin = sdk.stdin.take().unwrap();
+        let mut lines = std::io::BufReader::new(sdk.stdout.take().unwrap()).lines();
+        for (id, method, params) in [
+            (
+                "i",
+                "initialize",
+                json!({"cwd": run.work.path(), "provider": "deepseek-official", "model": "deepseek-flash"}),
+            ),
+            (
+                "p",
+                "session/prompt",
+                json!({"sessionId": session, "contentBlocks": [
+                    {"type": "image", "mimeType": "image/png", "data": third_data},
+                    {"type": "text", "text": "a last one"}
+                ]}),
+            ),
+        ] {
+            writeln!(
+                stdin,
+                "{}",
+                json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+            )
+            .unwrap();
+            let answer = loop {
+                let f: Value = serde_json::from_str(&lines.next().unwrap().unwrap()).unwrap();
+                if f["id"] == id {
+                    break f;
+                }
+            };
+            assert!(answer.get("result").is_some(), "{answer}");
+        }
+        turns_ended(&team, &session, 4);
+        drop(stdin);
+    }
+    let _ = sdk.wait();
+    let requests: Vec<String> = server
+        .requests()
+        .iter()
+        .map(|r| r.chat_body())
+        .filter(|b| b.get("tools").is_some())
+        .map(|b| b.to_string())
+        .collect();
+    assert_eq!(requests.len(), 4);
+    assert!(
+        requests.iter().all(|r| r.contains(&url)),
+        "every turn shows the model the first image"
+    );
+    assert!(requests[2].contains(&format!("data:image/png;base64,{other_data}")));
+    assert!(requests[3].contains(&format!("data:image/png;base64,{third_data}")));
+    // The log keeps references; the team store keeps the bytes once per session.
+    let events = check_log(&team.events(&session));
+    let refs: Vec<String> = events
+        .iter()
+        .filter(|e| e.is(types::USER_MESSAGE))
+        .flat_map(|e| {
+            e.data.as_value()["content"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+        })
+        .filter(|b| b["type"] == "image")
+        .map(|b| {
+            b["attachment"]["attachmentId"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    assert_eq!(refs.len(), 3, "{refs:?}");
+    let stored = team.rt.block_on(team.store().object_ids(&session)).unwrap();
+    let mut expected: Vec<String> = refs
+        .iter()
+        .map(|r| r.trim_start_matches("sha256:").to_string())
+        .collect();
+    expected.sort();
+    assert_eq!(stored, expected);
+    assert!(
+        !events
+            .iter()
+            .any(|e| e.data.as_value().to_string().contains(&data))
+    );
+    // A fork of the session takes its images along.
+    let out = run
+        .team(&server, &team, &["sessions", "fork", &session])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", crate::common::stderr(&out));
+    let fork = String::from_utf8(out.stdout).unwrap().trim().to_string();
+    let forked = team.rt.block_on(team.store().object_ids(&fork)).unwrap();
+    assert_eq!(forked, expected);
 }
