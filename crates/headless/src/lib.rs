@@ -697,6 +697,46 @@ fn max_tokens_message(route: Option<&LlmCallConfig>, session_id: &str) -> String
     )
 }
 
+/// An approval answerer that hands each request to [`dsh_tools::RemoteApprovals`].
+struct Remote(Arc<dyn dsh_tools::ApprovalService>);
+
+impl dsh_policies::ApprovalAnswerer for Remote {
+    fn ask(
+        &self,
+        request: dsh_tools::ApprovalRequest,
+    ) -> dsh_kernel::BoxFuture<'static, dsh_tools::ApprovalOutcome> {
+        self.0.request(request)
+    }
+}
+
+/// Stores the task's images (whatever the route: a text-only model is shown a placeholder
+/// for each, as the SDK runtime does) and answers their image blocks, in order.
+async fn store_task_images(
+    root: &dsh_kernel::Context,
+    images: &dsh_session::TaskImages,
+) -> Result<Vec<dsh_llm::ContentBlock>, String> {
+    let mut batch = Vec::new();
+    for image in &images.0 {
+        let data = std::fs::read(&image.path)
+            .map_err(|e| format!("cannot read the task's image {}: {e}", image.path.display()))?;
+        batch.push(dsh_attachments::SaveImage {
+            data,
+            media_type: image.media_type.clone(),
+            name: image.name.clone(),
+        });
+    }
+    let root = root.clone();
+    let refs =
+        tokio::task::spawn_blocking(move || dsh_attachments::store_prompt_images(&root, &batch))
+            .await
+            .map_err(|e| format!("storing the task's images: {e}"))?
+            .map_err(|e| format!("the task's images were refused: {}", e.message()))?;
+    Ok(refs
+        .into_iter()
+        .map(|r| dsh_llm::ContentBlock::image(r.to_store_value()))
+        .collect())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -809,44 +849,4 @@ mod tests {
                 .contains("cannot read the task from standard input")
         );
     }
-}
-
-/// An approval answerer that hands each request to [`dsh_tools::RemoteApprovals`].
-struct Remote(Arc<dyn dsh_tools::ApprovalService>);
-
-impl dsh_policies::ApprovalAnswerer for Remote {
-    fn ask(
-        &self,
-        request: dsh_tools::ApprovalRequest,
-    ) -> dsh_kernel::BoxFuture<'static, dsh_tools::ApprovalOutcome> {
-        self.0.request(request)
-    }
-}
-
-/// Stores the task's images (whatever the route: a text-only model is shown a placeholder
-/// for each, as the SDK runtime does) and answers their image blocks, in order.
-async fn store_task_images(
-    root: &dsh_kernel::Context,
-    images: &dsh_session::TaskImages,
-) -> Result<Vec<dsh_llm::ContentBlock>, String> {
-    let mut batch = Vec::new();
-    for image in &images.0 {
-        let data = std::fs::read(&image.path)
-            .map_err(|e| format!("cannot read the task's image {}: {e}", image.path.display()))?;
-        batch.push(dsh_attachments::SaveImage {
-            data,
-            media_type: image.media_type.clone(),
-            name: image.name.clone(),
-        });
-    }
-    let root = root.clone();
-    let refs =
-        tokio::task::spawn_blocking(move || dsh_attachments::store_prompt_images(&root, &batch))
-            .await
-            .map_err(|e| format!("storing the task's images: {e}"))?
-            .map_err(|e| format!("the task's images were refused: {}", e.message()))?;
-    Ok(refs
-        .into_iter()
-        .map(|r| dsh_llm::ContentBlock::image(r.to_store_value()))
-        .collect())
 }
