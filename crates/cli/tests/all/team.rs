@@ -631,6 +631,19 @@ impl Run {
         Gateway { child, url }
     }
 
+    /// `dsh --profile sdk` in front of `gateway`, signed in with `token`, its stdin and
+    /// stdout piped.
+    fn sdk_runtime(&self, server: &MockServer, gateway: &Gateway, token: &str) -> Child {
+        self.base(server)
+            .args(["--profile", "sdk"])
+            .env("DSH_GATEWAY", &gateway.url)
+            .env("DSH_GATEWAY_TOKEN", token)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap()
+    }
+
     fn add_user(&self, server: &MockServer, team: &Team, name: &str) -> String {
         let out = self
             .team(server, team, &["team", "user", "add", name])
@@ -669,15 +682,7 @@ fn the_sdk_runtime_drives_team_sessions_through_a_gateway() {
     let token = run.add_user(&server, &team, "sdk-user");
     let mut worker = run.worker(&server, &team, "worker-sdk", &[]);
     // The runtime knows no database: only the gateway and an account's token.
-    let mut runtime = run
-        .base(&server)
-        .args(["--profile", "sdk"])
-        .env("DSH_GATEWAY", &gateway.url)
-        .env("DSH_GATEWAY_TOKEN", &token)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut runtime = run.sdk_runtime(&server, &gateway, &token);
     let mut stdin = runtime.stdin.take().unwrap();
     let mut lines = BufReader::new(runtime.stdout.take().unwrap()).lines();
     let mut send = |v: Value| {

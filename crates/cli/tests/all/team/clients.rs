@@ -513,15 +513,7 @@ fn images_sent_through_the_gateway_reach_the_model_on_every_later_turn_and_worke
     // And a program through the SDK runtime.
     let third = crate::images::rgb_png(1, 1, |_, _| [1, 2, 3]);
     let third_data = base64::engine::general_purpose::STANDARD.encode(&third);
-    let mut sdk = run
-        .base(&server)
-        .args(["--profile", "sdk"])
-        .env("DSH_GATEWAY", &gateway.url)
-        .env("DSH_GATEWAY_TOKEN", &token)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut sdk = run.sdk_runtime(&server, &gateway, &token);
     {
         use std::io::{BufRead, Write};
         let mut stdin = sdk.stdin.take().unwrap();
