@@ -9,6 +9,9 @@
 mod progress;
 mod run_events;
 mod stream_json;
+mod team_turn;
+
+use team_turn::{Remote, move_to, store_task_images};
 
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -519,45 +522,6 @@ pub async fn run(
     }
 }
 
-/// Moves the session to the directory a plugin assigned before the task runs (logged, and
-/// told to the model), or, when that is no existing directory inside its root, tells the
-/// model that the session stays where it is. Fails only when the log refuses the change.
-fn move_to(
-    agent: &dsh_agent::AgentRef,
-    wanted: &dsh_session::AssignedWorkingDirectory,
-) -> Result<(), String> {
-    let session = agent.session();
-    let origin = session
-        .header()
-        .cwd
-        .map_or_else(|| wanted.root.clone(), std::path::PathBuf::from);
-    let current = agent.cwd().unwrap_or_else(|| origin.clone());
-    let target = dsh_working_directory::resolve(&current, &wanted.path);
-    let root = std::fs::canonicalize(&wanted.root).unwrap_or_else(|_| wanted.root.clone());
-    let inside = std::fs::canonicalize(&target)
-        .ok()
-        .filter(|t| t.is_dir() && t.starts_with(&root));
-    let notice = match inside {
-        Some(dir) => {
-            dsh_working_directory::settle(session, &current, &origin, Some(&dir.to_string_lossy()))?
-                .notice
-        }
-        None => Some(dsh_working_directory::notice(format!(
-            "The client asked to move to {}, which is not an existing directory inside the \
-             workspace {}; the working directory stays {}.",
-            dsh_kernel::json::to_string(&serde_json::json!(wanted.path)),
-            dsh_kernel::json::to_string(&serde_json::json!(root.display().to_string())),
-            dsh_kernel::json::to_string(&serde_json::json!(current.display().to_string())),
-        ))),
-    };
-    if let Some(message) = notice {
-        agent
-            .send(message, dsh_session::InboxTarget::NextStep, false)
-            .map_err(|e| e.to_string())?;
-    }
-    Ok(())
-}
-
 /// Loads the log `--resume` names.
 async fn load_for_resume(root: &Context, id: String) -> Result<dsh_persistence::Loaded, String> {
     let Some(files) = root.get::<dsh_persistence::SessionFiles>() else {
@@ -695,46 +659,6 @@ fn max_tokens_message(route: Option<&LlmCallConfig>, session_id: &str) -> String
          (what it wrote is kept in the session). Raise maxTokens for the model in {section} of \
          the settings, or let it go on with: dsh headless --session-id {session_id} \"continue\""
     )
-}
-
-/// An approval answerer that hands each request to [`dsh_tools::RemoteApprovals`].
-struct Remote(Arc<dyn dsh_tools::ApprovalService>);
-
-impl dsh_policies::ApprovalAnswerer for Remote {
-    fn ask(
-        &self,
-        request: dsh_tools::ApprovalRequest,
-    ) -> dsh_kernel::BoxFuture<'static, dsh_tools::ApprovalOutcome> {
-        self.0.request(request)
-    }
-}
-
-/// Stores the task's images (whatever the route: a text-only model is shown a placeholder
-/// for each, as the SDK runtime does) and answers their image blocks, in order.
-async fn store_task_images(
-    root: &dsh_kernel::Context,
-    images: &dsh_session::TaskImages,
-) -> Result<Vec<dsh_llm::ContentBlock>, String> {
-    let mut batch = Vec::new();
-    for image in &images.0 {
-        let data = std::fs::read(&image.path)
-            .map_err(|e| format!("cannot read the task's image {}: {e}", image.path.display()))?;
-        batch.push(dsh_attachments::SaveImage {
-            data,
-            media_type: image.media_type.clone(),
-            name: image.name.clone(),
-        });
-    }
-    let root = root.clone();
-    let refs =
-        tokio::task::spawn_blocking(move || dsh_attachments::store_prompt_images(&root, &batch))
-            .await
-            .map_err(|e| format!("storing the task's images: {e}"))?
-            .map_err(|e| format!("the task's images were refused: {}", e.message()))?;
-    Ok(refs
-        .into_iter()
-        .map(|r| dsh_llm::ContentBlock::image(r.to_store_value()))
-        .collect())
 }
 
 #[cfg(test)]

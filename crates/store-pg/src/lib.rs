@@ -228,35 +228,6 @@ pub struct InboxMessage {
     pub body: Value,
 }
 
-/// What [`Store::withdraw`] did with a client's queued input.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Withdrawal {
-    /// Removed: no turn will run it.
-    Withdrawn,
-    /// Still waiting, but a lease holds the session, so a turn may be taking it.
-    Held,
-    /// A turn recorded it already.
-    Recorded,
-    /// The session has no input with that message id.
-    Unknown,
-}
-
-/// What [`Store::answer_approval`] did with a client's answer.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ApprovalAnswer {
-    /// Kept: the turn waiting for it reads it.
-    Accepted,
-    /// Another answer came first.
-    Answered,
-    /// The turn already decided it (answered, cancelled or given up).
-    Decided,
-    /// The session's log asks no approval of that id.
-    Unknown,
-}
-
-/// The answers an approval takes.
-pub const APPROVAL_OUTCOMES: &[&str] = &["allowed-once", "rejected"];
-
 /// A session's row.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SessionRow {
@@ -659,113 +630,6 @@ impl Store {
         Ok(head)
     }
 
-    /// Queues `body` as input for `session` on `pool`; returns its inbox id.
-    pub async fn enqueue(
-        &self,
-        session: &str,
-        pool: &str,
-        body: &Value,
-    ) -> Result<i64, StoreError> {
-        let row = self
-            .client
-            .query_one(
-                "INSERT INTO dsh_inbox (session_id, pool, body) VALUES ($1, $2, $3) RETURNING id",
-                &[&session, &pool, body],
-            )
-            .await?;
-        Ok(row.get(0))
-    }
-
-    /// Claims, for `owner`, a session of `pool` whose lease is free or expired, taking its
-    /// lease (next epoch, `ttl` by the database clock). First come sessions whose last turn a
-    /// lost writer left open (their last input was queued on `pool`), then the session with
-    /// the oldest pending input. `None`: nothing is runnable. Concurrent claims never return
-    /// the same session.
-    pub async fn claim(
-        &self,
-        pool: &str,
-        owner: &str,
-        ttl: Duration,
-    ) -> Result<Option<Lease>, StoreError> {
-        let row = self
-            .client
-            .query_opt(
-                "WITH candidate AS (
-                    SELECT s.id FROM dsh_sessions s
-                     WHERE (s.lease_owner IS NULL OR s.lease_expires IS NULL OR s.lease_expires <= now())
-                       AND (s.retry_after IS NULL OR s.retry_after <= now())
-                       AND (EXISTS (SELECT 1 FROM dsh_inbox i
-                                     WHERE i.session_id = s.id AND i.pool = $1 AND i.consumed_seq IS NULL)
-                            OR (s.turn_open AND (SELECT i.pool FROM dsh_inbox i WHERE i.session_id = s.id
-                                                  ORDER BY i.id DESC LIMIT 1) = $1))
-                     ORDER BY s.turn_open DESC,
-                              (SELECT min(i.id) FROM dsh_inbox i
-                                WHERE i.session_id = s.id AND i.pool = $1 AND i.consumed_seq IS NULL)
-                     LIMIT 1
-                     FOR UPDATE SKIP LOCKED
-                 )
-                 UPDATE dsh_sessions s
-                    SET lease_owner = $2, lease_epoch = s.lease_epoch + 1,
-                        lease_expires = now() + make_interval(secs => $3)
-                   FROM candidate WHERE s.id = candidate.id
-              RETURNING s.id, s.lease_epoch",
-                &[&pool, &owner, &ttl_seconds(ttl)],
-            )
-            .await?;
-        Ok(row.map(|r| Lease {
-            session: r.get(0),
-            owner: owner.to_string(),
-            epoch: r.get(1),
-        }))
-    }
-
-    /// How much of `pool`'s work is not done: inputs not recorded yet (held by a lease or
-    /// not), and sessions whose last input came through `pool` with a turn still open (being
-    /// run, or left open by a lost writer).
-    pub async fn backlog(&self, pool: &str) -> Result<i64, StoreError> {
-        self.backlog_within(pool, i32::MAX).await
-    }
-
-    /// [`Store::backlog`] without the input of sessions whose turns failed `failed_turns` or
-    /// more times in a row before recording it (see [`Store::stalled`]).
-    pub async fn backlog_within(&self, pool: &str, failed_turns: i32) -> Result<i64, StoreError> {
-        let row = self
-            .client
-            .query_one(
-                "SELECT (SELECT count(*) FROM dsh_inbox i JOIN dsh_sessions s ON s.id = i.session_id
-                          WHERE i.pool = $1 AND i.consumed_seq IS NULL AND s.failed_turns < $2)
-                      + (SELECT count(*) FROM dsh_sessions s
-                          WHERE s.turn_open
-                            AND (SELECT i.pool FROM dsh_inbox i WHERE i.session_id = s.id
-                                  ORDER BY i.id DESC LIMIT 1) = $1)",
-                &[&pool, &failed_turns],
-            )
-            .await?;
-        Ok(row.get(0))
-    }
-
-    /// The sessions with input waiting on `pool` whose turns failed at least `failed_turns`
-    /// times in a row before recording it, with that count, oldest input first.
-    pub async fn stalled(
-        &self,
-        pool: &str,
-        failed_turns: i32,
-    ) -> Result<Vec<(String, i32)>, StoreError> {
-        let rows = self
-            .client
-            .query(
-                "SELECT s.id, s.failed_turns FROM dsh_sessions s
-                  WHERE s.failed_turns >= $2
-                    AND EXISTS (SELECT 1 FROM dsh_inbox i WHERE i.session_id = s.id
-                                   AND i.pool = $1 AND i.consumed_seq IS NULL)
-                  ORDER BY (SELECT min(i.id) FROM dsh_inbox i WHERE i.session_id = s.id
-                              AND i.consumed_seq IS NULL)",
-                &[&pool, &failed_turns],
-            )
-            .await?;
-        Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
-    }
-
     /// Records under `lease` that the session has no open turn, when its log says so but
     /// the kept flag does not (a store written before the flag, or by hand). Fenced like an
     /// append.
@@ -785,179 +649,6 @@ impl Store {
         }
     }
 
-    /// The pending input of `session`, oldest first.
-    pub async fn pending(&self, session: &str) -> Result<Vec<InboxMessage>, StoreError> {
-        let rows = self
-            .client
-            .query(
-                "SELECT id, body FROM dsh_inbox
-                  WHERE session_id = $1 AND consumed_seq IS NULL ORDER BY id",
-                &[&session],
-            )
-            .await?;
-        Ok(rows
-            .iter()
-            .map(|r| InboxMessage {
-                id: r.get(0),
-                body: r.get(1),
-            })
-            .collect())
-    }
-
-    /// Withdraws `session`'s input whose body carries `messageId` = `message_id`, but only
-    /// while no live lease holds the session: a worker reads its input after its claim, so
-    /// input under a lease may already be running. The session row is locked for the check,
-    /// so a claim either comes first (and the answer is [`Withdrawal::Held`]) or finds the
-    /// input gone.
-    pub async fn withdraw(
-        &self,
-        session: &str,
-        message_id: &str,
-    ) -> Result<Withdrawal, StoreError> {
-        // Every sub-select sees the inbox as it was before the DELETE, so `waiting` still
-        // counts the row the DELETE removes.
-        let row = self
-            .client
-            .query_one(
-                "WITH free AS (
-                    SELECT id FROM dsh_sessions
-                     WHERE id = $1
-                       AND (lease_owner IS NULL OR lease_expires IS NULL OR lease_expires <= now())
-                       FOR UPDATE
-                 ), gone AS (
-                    DELETE FROM dsh_inbox i USING free
-                     WHERE i.session_id = free.id AND i.consumed_seq IS NULL
-                       AND i.body ->> 'messageId' = $2
-                 RETURNING i.id
-                 )
-                 SELECT (SELECT count(*) FROM gone),
-                        (SELECT count(*) FROM dsh_inbox WHERE session_id = $1
-                            AND body ->> 'messageId' = $2 AND consumed_seq IS NULL),
-                        (SELECT count(*) FROM dsh_inbox WHERE session_id = $1
-                            AND body ->> 'messageId' = $2 AND consumed_seq IS NOT NULL)",
-                &[&session, &message_id],
-            )
-            .await?;
-        let (gone, waiting, recorded): (i64, i64, i64) = (row.get(0), row.get(1), row.get(2));
-        Ok(if gone > 0 {
-            Withdrawal::Withdrawn
-        } else if waiting > 0 {
-            Withdrawal::Held
-        } else if recorded > 0 {
-            Withdrawal::Recorded
-        } else {
-            Withdrawal::Unknown
-        })
-    }
-
-    /// Keeps `outcome` (one of [`APPROVAL_OUTCOMES`]) as the answer to approval `approval_id`
-    /// of `session`, given by account `by`, when the session's log asked for it
-    /// (`approval/asked`) and has not decided it yet; the first answer wins.
-    pub async fn answer_approval(
-        &self,
-        session: &str,
-        approval_id: &str,
-        outcome: &str,
-        by: Option<&str>,
-    ) -> Result<ApprovalAnswer, StoreError> {
-        let logged = |kind: &'static str| {
-            format!(
-                "EXISTS (SELECT 1 FROM dsh_events e WHERE e.session_id = $1 AND e.type = '{kind}'
-                           AND e.data -> 'data' ->> 'id' = $2)"
-            )
-        };
-        let row = self
-            .client
-            .query_one(
-                &format!(
-                    "SELECT {}, {}",
-                    logged("approval/asked"),
-                    logged("approval/decided")
-                ),
-                &[&session, &approval_id],
-            )
-            .await?;
-        let (asked, decided): (bool, bool) = (row.get(0), row.get(1));
-        if !asked {
-            return Ok(ApprovalAnswer::Unknown);
-        }
-        if decided {
-            return Ok(ApprovalAnswer::Decided);
-        }
-        let n = self
-            .client
-            .execute(
-                "INSERT INTO dsh_approvals (session_id, approval_id, outcome, answered_by)
-                 VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING",
-                &[&session, &approval_id, &outcome, &by],
-            )
-            .await?;
-        Ok(if n == 1 {
-            ApprovalAnswer::Accepted
-        } else {
-            ApprovalAnswer::Answered
-        })
-    }
-
-    /// The answer a client gave to approval `approval_id` of `session`, if any yet.
-    pub async fn approval_answer(
-        &self,
-        session: &str,
-        approval_id: &str,
-    ) -> Result<Option<String>, StoreError> {
-        let row = self
-            .client
-            .query_opt(
-                "SELECT outcome FROM dsh_approvals WHERE session_id = $1 AND approval_id = $2",
-                &[&session, &approval_id],
-            )
-            .await?;
-        Ok(row.map(|r| r.get(0)))
-    }
-
-    /// Keeps `data` (of `media_type`, digest `sha256` hex) among `session`'s objects; an
-    /// object it has already is left as it is.
-    pub async fn put_object(
-        &self,
-        session: &str,
-        sha256: &str,
-        media_type: &str,
-        data: &[u8],
-    ) -> Result<(), StoreError> {
-        self.client
-            .execute(
-                "INSERT INTO dsh_objects (session_id, sha256, media_type, data)
-                 VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING",
-                &[&session, &sha256, &media_type, &data],
-            )
-            .await?;
-        Ok(())
-    }
-
-    /// The digests of `session`'s objects.
-    pub async fn object_ids(&self, session: &str) -> Result<Vec<String>, StoreError> {
-        let rows = self
-            .client
-            .query(
-                "SELECT sha256 FROM dsh_objects WHERE session_id = $1 ORDER BY sha256",
-                &[&session],
-            )
-            .await?;
-        Ok(rows.iter().map(|r| r.get(0)).collect())
-    }
-
-    /// The bytes of `session`'s object `sha256`, if it has it.
-    pub async fn object(&self, session: &str, sha256: &str) -> Result<Option<Vec<u8>>, StoreError> {
-        let row = self
-            .client
-            .query_opt(
-                "SELECT data FROM dsh_objects WHERE session_id = $1 AND sha256 = $2",
-                &[&session, &sha256],
-            )
-            .await?;
-        Ok(row.map(|r| r.get(0)))
-    }
-
     /// The working directory `session` is in: its latest `working-directory/change`, else the
     /// directory its header records; `None` before its first turn.
     pub async fn working_directory(&self, session: &str) -> Result<Option<String>, StoreError> {
@@ -973,28 +664,6 @@ impl Store {
             )
             .await?;
         Ok(row.get(0))
-    }
-
-    /// The value under `key` in the body of `session`'s latest input queued before inbox row
-    /// `before` that has one (consumed or not), if any.
-    pub async fn latest_input_field(
-        &self,
-        session: &str,
-        before: i64,
-        key: &str,
-    ) -> Result<Option<Value>, StoreError> {
-        let row = self
-            .client
-            .query_opt(
-                "SELECT body -> $3::text FROM dsh_inbox
-                  WHERE session_id = $1 AND id < $2
-                    AND json_typeof(body -> $3::text) IS DISTINCT FROM 'null'
-                    AND body -> $3::text IS NOT NULL
-                  ORDER BY id DESC LIMIT 1",
-                &[&session, &before, &key],
-            )
-            .await?;
-        Ok(row.map(|r| r.get(0)))
     }
 
     /// [`Store::append`], and in the same transaction marks each inbox row of `consumed`
@@ -1110,10 +779,13 @@ fn session_row(row: &tokio_postgres::Row) -> SessionRow {
 }
 
 mod accounts;
+mod clients;
+mod inbox;
 mod lease;
 mod listing;
 
 pub use accounts::Account;
+pub use clients::{APPROVAL_OUTCOMES, ApprovalAnswer, Withdrawal};
 pub use lease::LeaseKeeper;
 pub use listing::SessionOverview;
 

@@ -53,13 +53,20 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use serde_json::{Value, json};
 use tokio::net::TcpListener;
 
-use dsh_store_pg::{APPROVAL_OUTCOMES, ApprovalAnswer, Store, StoreError, User, Withdrawal};
+use dsh_store_pg::{Store, StoreError, User};
 
 use crate::auth::{self, Throttle, token_hash};
 use crate::oidc::{Oidc, OidcOptions};
 use crate::transport::Transport;
 
 /// Largest request body (`{"text": …}`).
+mod clients;
+mod input;
+mod page;
+
+use input::input;
+use page::page;
+
 const MAX_BODY_BYTES: usize = 1 << 20;
 /// Largest input body (`text` is still held to [`MAX_BODY_BYTES`]; the rest is images).
 const MAX_INPUT_BYTES: usize = 64 << 20;
@@ -499,88 +506,6 @@ impl Gateway {
         ))
     }
 
-    async fn withdraw(
-        &self,
-        user: &User,
-        id: &str,
-        message: &str,
-    ) -> Result<Response<Body>, StoreError> {
-        if !self.visible(user, id).await? {
-            return Ok(not_found());
-        }
-        let (state, why) = match self.db.get().withdraw(id, message).await? {
-            Withdrawal::Withdrawn => {
-                let mut resp = Response::new(Full::new(Bytes::new()).boxed());
-                *resp.status_mut() = StatusCode::NO_CONTENT;
-                return Ok(resp);
-            }
-            Withdrawal::Unknown => {
-                return Ok(error(
-                    StatusCode::NOT_FOUND,
-                    &format!("session {id} has no input with message id {message}"),
-                ));
-            }
-            Withdrawal::Held => (
-                "held",
-                "a worker holds the session and may be starting this input; ask again",
-            ),
-            Withdrawal::Recorded => (
-                "recorded",
-                "a turn already recorded this input; cancel the turn instead",
-            ),
-        };
-        Ok(json_response(
-            StatusCode::CONFLICT,
-            &json!({"error": why, "state": state}),
-        ))
-    }
-
-    async fn answer(
-        &self,
-        user: &User,
-        id: &str,
-        approval: &str,
-        req: Request<Incoming>,
-    ) -> Result<Response<Body>, StoreError> {
-        if !self.visible(user, id).await? {
-            return Ok(not_found());
-        }
-        let body = match body_json(req).await {
-            Ok(v) => v,
-            Err(resp) => return Ok(resp),
-        };
-        let Some(outcome) = body
-            .get("outcome")
-            .and_then(Value::as_str)
-            .filter(|o| APPROVAL_OUTCOMES.contains(o))
-        else {
-            return Ok(error(
-                StatusCode::BAD_REQUEST,
-                &format!(
-                    "the body needs \"outcome\": one of {}",
-                    APPROVAL_OUTCOMES.join(", ")
-                ),
-            ));
-        };
-        let answered = self
-            .db
-            .get()
-            .answer_approval(id, approval, outcome, Some(&user.name))
-            .await?;
-        let (status, state) = match answered {
-            ApprovalAnswer::Accepted => (StatusCode::ACCEPTED, "accepted"),
-            ApprovalAnswer::Answered => (StatusCode::CONFLICT, "answered"),
-            ApprovalAnswer::Decided => (StatusCode::CONFLICT, "decided"),
-            ApprovalAnswer::Unknown => {
-                return Ok(error(
-                    StatusCode::NOT_FOUND,
-                    &format!("session {id} asked no approval {approval}"),
-                ));
-            }
-        };
-        Ok(json_response(status, &json!({"state": state})))
-    }
-
     async fn cancel(&self, user: &User, id: &str) -> Result<Response<Body>, StoreError> {
         if !self.visible(user, id).await? {
             return Ok(not_found());
@@ -798,40 +723,6 @@ fn resume_point(req: &Request<Incoming>) -> Result<i64, String> {
     }
 }
 
-/// The team page (`/`, its script and style): static, the same for everyone; it signs in
-/// and calls the API like any other client.
-fn page(path: &str) -> Option<Response<Body>> {
-    let (content_type, body): (&'static str, &'static str) = match path {
-        "/" | "/index.html" => (
-            "text/html; charset=utf-8",
-            include_str!("../assets/index.html"),
-        ),
-        "/app.js" => (
-            "text/javascript; charset=utf-8",
-            include_str!("../assets/app.js"),
-        ),
-        "/app.css" => ("text/css; charset=utf-8", include_str!("../assets/app.css")),
-        _ => return None,
-    };
-    let mut resp = full(StatusCode::OK, content_type, body);
-    let headers = resp.headers_mut();
-    headers.insert(
-        header::CONTENT_SECURITY_POLICY,
-        HeaderValue::from_static(
-            "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'",
-        ),
-    );
-    headers.insert(
-        header::X_CONTENT_TYPE_OPTIONS,
-        HeaderValue::from_static("nosniff"),
-    );
-    headers.insert(
-        header::REFERRER_POLICY,
-        HeaderValue::from_static("no-referrer"),
-    );
-    Some(resp)
-}
-
 /// The bearer token of a request.
 fn bearer(req: &Request<Incoming>) -> Option<&str> {
     req.headers()
@@ -863,149 +754,5 @@ async fn body_json_within(req: Request<Incoming>, limit: usize) -> Result<Value,
             StatusCode::BAD_REQUEST,
             &format!("the body is not JSON: {e}"),
         )
-    })
-}
-
-/// Input a client queues: its text, and the ids and model it chose (optional).
-struct Input {
-    text: String,
-    /// The id a new session takes (`POST /v1/sessions` only).
-    session_id: Option<String>,
-    /// The id the turn's user message takes, so the client can find it in the log.
-    message_id: Option<String>,
-    /// The model the turn runs on, when the client chose one.
-    route: Option<crate::route::Route>,
-    /// The directory the session moves to first (against its current one; inside the
-    /// worker's workspace).
-    cwd: Option<String>,
-    /// The client answers the turn's approvals (`POST .../approvals/{id}`).
-    answers_approvals: bool,
-    /// Images sent after the text, each `{mediaType, data, name?}` (checked).
-    images: Vec<Value>,
-}
-
-impl Input {
-    /// The inbox body a worker reads.
-    fn body(&self) -> Value {
-        let mut body = json!({"text": self.text});
-        if let Some(id) = &self.message_id {
-            body["messageId"] = json!(id);
-        }
-        if let Some(route) = &self.route {
-            body["route"] = json!(route);
-        }
-        if let Some(cwd) = &self.cwd {
-            body["cwd"] = json!(cwd);
-        }
-        if self.answers_approvals {
-            body["answersApprovals"] = json!(true);
-        }
-        if !self.images.is_empty() {
-            body["images"] = json!(self.images);
-        }
-        body
-    }
-}
-
-/// The images of an input, each checked as the turn will store it (type, canonical base64,
-/// the store's limits on bytes, pixels and sides, a container that decodes): a bad image is
-/// refused here, never queued for a turn that could not record it.
-fn checked_images(images: &Value) -> Result<Vec<Value>, String> {
-    let Value::Array(images) = images else {
-        return Err("\"images\" must be an array of {mediaType, data, name?}".into());
-    };
-    let limits = dsh_attachments::ImageLimits::default();
-    if images.len() as u64 > limits.max_images_per_message {
-        return Err(format!(
-            "at most {} images go with one input",
-            limits.max_images_per_message
-        ));
-    }
-    let store = dsh_attachments::AttachmentStore::new(std::path::PathBuf::new(), limits);
-    let mut total = 0u64;
-    let mut out = Vec::new();
-    for (i, image) in images.iter().enumerate() {
-        let field = |key: &str| image.get(key).and_then(Value::as_str);
-        let (Some(media_type), Some(data)) = (field("mediaType"), field("data")) else {
-            return Err(format!(
-                "image {i} needs \"mediaType\" and \"data\" strings"
-            ));
-        };
-        let name = field("name");
-        let decoded = dsh_attachments::decode_prompt_image(media_type, data, name)
-            .map_err(|e| format!("image {i}: {}", e.message()))?;
-        store
-            .validate_image(&decoded)
-            .map_err(|e| format!("image {i}: {}", e.message))?;
-        total += decoded.data.len() as u64;
-        if total > store.limits().max_message_image_bytes {
-            return Err(format!(
-                "the images of one input may hold {} bytes at most",
-                store.limits().max_message_image_bytes
-            ));
-        }
-        let mut kept = json!({"mediaType": media_type, "data": data});
-        if let Some(name) = name {
-            kept["name"] = json!(name);
-        }
-        out.push(kept);
-    }
-    Ok(out)
-}
-
-/// The input of a JSON request body, or the response refusing it.
-async fn input(req: Request<Incoming>) -> Result<Input, Response<Body>> {
-    let value = body_json_within(req, MAX_INPUT_BYTES).await?;
-    let text = match value.get("text").and_then(Value::as_str) {
-        Some(t) if t.len() > MAX_BODY_BYTES => {
-            return Err(error(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "\"text\" is over 1 MiB",
-            ));
-        }
-        Some(t) if !t.trim().is_empty() => t.to_string(),
-        _ => {
-            return Err(error(
-                StatusCode::BAD_REQUEST,
-                "the body needs a non-empty string \"text\"",
-            ));
-        }
-    };
-    let images = match value.get("images") {
-        None | Some(Value::Null) => Vec::new(),
-        Some(images) => {
-            let images = images.clone();
-            tokio::task::spawn_blocking(move || checked_images(&images))
-                .await
-                .map_err(|e| error(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string()))?
-                .map_err(|why| error(StatusCode::BAD_REQUEST, &why))?
-        }
-    };
-    let id = |key: &str| -> Result<Option<String>, String> {
-        match value.get(key) {
-            None | Some(Value::Null) => Ok(None),
-            Some(Value::String(id)) if dsh_session::is_plain_id(id) => Ok(Some(id.clone())),
-            Some(_) => Err(format!(
-                "\"{key}\" must be 1 to 128 letters, digits, '.', '_' or '-'"
-            )),
-        }
-    };
-    let refuse = |why: String| error(StatusCode::BAD_REQUEST, &why);
-    Ok(Input {
-        text,
-        session_id: id("sessionId").map_err(refuse)?,
-        message_id: id("messageId").map_err(refuse)?,
-        route: crate::route::Route::from_request(&value).map_err(refuse)?,
-        cwd: crate::route::directory(&value).map_err(refuse)?,
-        images,
-        answers_approvals: match value.get("answersApprovals") {
-            None | Some(Value::Null) => false,
-            Some(Value::Bool(b)) => *b,
-            Some(_) => {
-                return Err(refuse(
-                    "\"answersApprovals\" must be true or false".to_string(),
-                ));
-            }
-        },
     })
 }
