@@ -112,6 +112,18 @@ pub(crate) fn update(peer: &Peer, session_id: &str, update: SessionUpdate) {
     );
 }
 
+/// The `cwd` of a request's params, which must be an absolute path (on the client's
+/// machine).
+pub(crate) fn absolute_cwd(p: &Map<String, Value>) -> Result<PathBuf, RpcError> {
+    let cwd = p.get("cwd").and_then(Value::as_str).unwrap_or("");
+    if !Path::new(cwd).is_absolute() {
+        return Err(RpcError::invalid_params(format!(
+            "cwd must be an absolute path: {cwd}"
+        )));
+    }
+    Ok(PathBuf::from(cwd))
+}
+
 /// The session a `session/cancel` notification names (`None` for any other notification).
 pub(crate) fn cancelled_session<'a>(method: &str, params: Option<&'a Value>) -> Option<&'a str> {
     if method != "session/cancel" {

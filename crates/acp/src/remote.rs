@@ -39,7 +39,9 @@ use serde_json::{Map, Value, json};
 use tokio::sync::watch;
 
 use crate::bridge::permission::{ALLOW_ONCE, REJECT_ONCE};
-use crate::bridge::{cancelled_session, check_params, prompt_content, stopped, update};
+use crate::bridge::{
+    absolute_cwd, cancelled_session, check_params, prompt_content, stopped, update,
+};
 use crate::project::{Projector, describe_call, parse_arguments};
 use crate::protocol::{
     self, AgentCapabilities, Implementation, InitializeResponse, PermissionToolCall,
@@ -242,17 +244,6 @@ impl Remote {
         }
     }
 
-    /// The `cwd` of `p`, which must be absolute (a path on the editor's machine).
-    fn cwd(p: &Map<String, Value>) -> Result<PathBuf, RpcError> {
-        let cwd = p.get("cwd").and_then(Value::as_str).unwrap_or("");
-        if !Path::new(cwd).is_absolute() {
-            return Err(RpcError::invalid_params(format!(
-                "cwd must be an absolute path: {cwd}"
-            )));
-        }
-        Ok(PathBuf::from(cwd))
-    }
-
     /// What the editor should know about the MCP servers it asked for.
     fn mcp_notice(p: &Map<String, Value>) -> Option<String> {
         let servers = p.get("mcpServers").and_then(Value::as_array)?;
@@ -274,7 +265,7 @@ impl Remote {
             params.as_ref(),
             &[("cwd", "string"), ("mcpServers", "array")],
         )?;
-        let cwd = Self::cwd(&p)?;
+        let cwd = absolute_cwd(&p)?;
         self.open()?;
         let id = uuid::Uuid::new_v4().to_string();
         let session = Followed::new(id.clone(), cwd);
@@ -298,7 +289,7 @@ impl Remote {
             .and_then(Value::as_str)
             .unwrap_or("")
             .to_string();
-        let cwd = Self::cwd(&p)?;
+        let cwd = absolute_cwd(&p)?;
         self.open()?;
         if !dsh_session::is_plain_id(&id) {
             return Err(crate::rpc::not_found(&id));

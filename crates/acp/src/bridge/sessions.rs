@@ -20,16 +20,7 @@ impl Bridge {
             .and_then(Value::as_str)
             .unwrap_or("")
             .to_string();
-        let cwd = p
-            .get("cwd")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_string();
-        if !Path::new(&cwd).is_absolute() {
-            return Err(RpcError::invalid_params(format!(
-                "cwd must be an absolute path: {cwd}"
-            )));
-        }
+        let cwd = absolute_cwd(&p)?;
         let mcp = self.mcp_servers(&p)?;
         if self.closed.load(Ordering::Acquire) {
             return Err(RpcError::internal("the ACP bridge has been disposed"));
@@ -70,7 +61,7 @@ impl Bridge {
             .cwd
             .as_ref()
             .map(PathBuf::from)
-            .unwrap_or_else(|| PathBuf::from(&cwd));
+            .unwrap_or_else(|| cwd.clone());
         let mut request = self.agent_request(&id, session_cwd.clone());
         let events = loaded.events.clone();
         request.source = AgentSource::Resume {
@@ -189,16 +180,7 @@ impl Bridge {
             params.as_ref(),
             &[("cwd", "string"), ("mcpServers", "array")],
         )?;
-        let cwd = p
-            .get("cwd")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .to_string();
-        if !Path::new(&cwd).is_absolute() {
-            return Err(RpcError::invalid_params(format!(
-                "cwd must be an absolute path: {cwd}"
-            )));
-        }
+        let cwd = absolute_cwd(&p)?;
         if p.get("additionalDirectories")
             .and_then(Value::as_array)
             .is_some_and(|a| !a.is_empty())
@@ -213,12 +195,12 @@ impl Bridge {
         }
         let agents = self.root.require::<Agents>().map_err(RpcError::internal)?;
         let id = uuid::Uuid::new_v4().to_string();
-        let request = self.agent_request(&id, PathBuf::from(&cwd));
+        let request = self.agent_request(&id, cwd.clone());
         let agent = agents
             .create(&self.root, request)
             .map_err(RpcError::internal)?;
         let (notices, servers) = attach_mcp(&agent, mcp).await;
-        let session = AcpSession::new(agent.clone(), PathBuf::from(&cwd)).with_notices(notices);
+        let session = AcpSession::new(agent.clone(), cwd).with_notices(notices);
         follow_mcp(&self.peer, &session, servers);
         self.adopt(&id, session);
         if !self.rich() {
