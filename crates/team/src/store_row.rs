@@ -442,7 +442,11 @@ impl Objects {
         events: &[Arc<Event>],
     ) {
         let mut refs = Vec::new();
-        for e in events {
+        // Images live in messages and tool results only; stream chunks and the rest (most
+        // of a turn's events) are not walked.
+        for e in events.iter().filter(|e| {
+            e.is(types::USER_MESSAGE) || e.is(types::ASSISTANT_MESSAGE) || e.is(types::TOOL_RESULT)
+        }) {
             image_refs(e.data.as_value(), &mut refs);
         }
         refs.retain(|r| r.sha256_hex().is_some_and(|h| !self.0.contains(h)));
