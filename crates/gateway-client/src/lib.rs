@@ -1,6 +1,6 @@
 //! The client side of a team gateway (`dsh serve`), shared by the front ends that hand their
 //! sessions to a team instead of running them: the SDK runtime and the ACP server, when
-//! `DSH_GATEWAY` names a gateway.
+//! `DSH_GATEWAY` names a gateway (and `dsh web`, whose page then shows the team's sessions).
 //!
 //! * [`Gateway`]: the gateway's URL and an account's token (`DSH_GATEWAY_TOKEN`), and the
 //!   calls those front ends make: a session's state, queued input, a cancel, withdrawing
@@ -69,6 +69,11 @@ impl Gateway {
         }))
     }
 
+    /// The gateway's URL (what `DSH_GATEWAY` named, without a trailing slash).
+    pub fn base(&self) -> &str {
+        &self.base
+    }
+
     fn url(&self, path: &str) -> String {
         format!("{}{path}", self.base)
     }
@@ -99,6 +104,15 @@ impl Gateway {
             s if s.is_success() => json(resp).await.map(Some),
             _ => Err(refusal(resp).await),
         }
+    }
+
+    /// `GET` of `path` (the session list, say); the gateway's JSON answer.
+    pub async fn get(&self, path: &str) -> Result<Value, String> {
+        let resp = self.send(self.http.get(self.url(path))).await?;
+        if !resp.status().is_success() {
+            return Err(refusal(resp).await);
+        }
+        json(resp).await
     }
 
     /// `POST` of `body` to `path` (input, a new session); the gateway's JSON answer.

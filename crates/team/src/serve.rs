@@ -10,7 +10,8 @@
 //!
 //! * `GET  /`: the team page (sign in, sessions, a session's log followed live, input and
 //!   cancel), a static client of this API; no account needed to load it.
-//! * `GET  /v1/sessions`: the caller's sessions, newest first, with title and turns.
+//! * `GET  /v1/sessions`: the caller's sessions, newest first, with title, turns, whether a
+//!   turn is open, and when each was created and last prompted (ms).
 //! * `POST /v1/sessions` `{"text", "sessionId"?, "messageId"?, "images"?}`: a new session
 //!   with its first input queued (201; 409 when a chosen id exists). `images` are
 //!   `{"mediaType", "data" (base64), "name"?}`, checked as the store will keep them (PNG,
@@ -420,6 +421,9 @@ impl Gateway {
                     "owner": o.row.owner_user,
                     "title": o.title,
                     "turns": o.turns,
+                    "turnOpen": o.row.turn_open,
+                    "createdAt": o.created_ms,
+                    "updatedAt": o.last_prompt_ms.unwrap_or(o.created_ms),
                 })
             })
             .collect();

@@ -29,6 +29,7 @@ mod plugins;
 mod present;
 mod presets;
 mod questions;
+mod remote;
 mod routes;
 mod rpc;
 mod schedule;
@@ -71,6 +72,9 @@ pub enum WebError {
     /// Wiring the live listeners failed. Not retryable.
     #[error("dsh web: {0}")]
     Wiring(String),
+    /// `DSH_GATEWAY` names no usable gateway. Not retryable.
+    #[error("dsh web: {0}")]
+    Gateway(String),
 }
 
 /// A serving web app.
@@ -178,6 +182,7 @@ pub async fn start(root: &Context) -> Result<RunningWeb, WebError> {
     let app = root.get::<WebAppConfig>().ok_or(WebError::MissingRow(
         "web-runtime (@deepseek-ai/dsh-web-app)",
     ))?;
+    let remote = remote::Remote::from_env().map_err(WebError::Gateway)?;
     // The certificate is checked before anything listens: a bad pair is a startup error.
     let tls = server_cfg
         .tls
@@ -278,6 +283,7 @@ pub async fn start(root: &Context) -> Result<RunningWeb, WebError> {
         home: dsh_policies::dsh_home(),
         shutdown: CancellationToken::new(),
         changes,
+        remote,
     });
     if let Some(reminders) = root.get::<schedule::ScheduleService>() {
         tokio::spawn(schedule::drive(state.clone(), reminders));

@@ -139,7 +139,13 @@ async fn route(state: Arc<WebState>, req: Request<Incoming>) -> Resp {
         (Method::GET, "/api/events") => events(state, &req),
         (Method::GET, "/api/deliverable") => deliverable(state, &req).await,
         (Method::POST, "/api/respond") => match read_json(req, MAX_BODY_BYTES).await {
-            Ok(body) => json(StatusCode::OK, &crate::api::respond(&state, &body)),
+            Ok(body) => {
+                let answer = match &state.remote {
+                    Some(remote) => crate::remote::respond(remote, &body).await,
+                    None => crate::api::respond(&state, &body),
+                };
+                json(StatusCode::OK, &answer)
+            }
             Err(resp) => resp,
         },
         (Method::POST, p) if crate::api::known(&p["/api/".len()..]) => {
@@ -233,7 +239,10 @@ fn events(state: Arc<WebState>, req: &Request<Incoming>) -> Resp {
         .or_else(|| query_values(query, "since").into_iter().next())
         .and_then(|t| crate::stream::Resume::parse(&t));
     let (tx, rx) = tokio::sync::mpsc::channel(16);
-    crate::stream::spawn(state, session, resume, tx);
+    match state.remote.clone() {
+        Some(remote) => crate::remote::spawn(state, remote, session, resume, tx),
+        None => crate::stream::spawn(state, session, resume, tx),
+    }
     let mut resp = hyper::Response::new(Body::Stream(rx));
     let h = resp.headers_mut();
     h.insert(

@@ -39,6 +39,9 @@ pub struct WebState {
     pub shutdown: CancellationToken,
     /// Workspace changes per turn (`None`: no scratch directory).
     pub changes: Option<Arc<crate::changes::Changes>>,
+    /// The team gateway whose sessions the page shows (`DSH_GATEWAY`); `None`: this
+    /// process hosts the sessions.
+    pub remote: Option<Arc<crate::remote::Remote>>,
 }
 
 impl WebState {

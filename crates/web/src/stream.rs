@@ -72,7 +72,7 @@ pub fn frame(event: &str, id: Option<&str>, data: &str) -> Bytes {
     Bytes::from(s)
 }
 
-fn event_json(e: &Event) -> String {
+pub(crate) fn event_json(e: &Event) -> String {
     let mut line = String::new();
     write_event(&mut line, e, RecordFormat::Full);
     line

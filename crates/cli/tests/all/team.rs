@@ -20,6 +20,7 @@ use serde_json::Value;
 use crate::common::{Run, processes_with};
 
 mod clients;
+mod web;
 
 const TTL_MS: u64 = 1500;
 

@@ -188,6 +188,9 @@ async function boot() {
   setUnauthorizedHandler(unauthorized);
   try {
     state.host = await call('host.describe');
+    // In front of a team gateway the team's workers run the sessions: this machine's own
+    // actions (settings, memory, workspaces, rename, fork, export, delete) are not offered.
+    document.body.classList.toggle('team-gateway', !!state.host.gateway);
   } catch (e) {
     if (e.code !== 'unauthorized') toast(e.message);
     return;

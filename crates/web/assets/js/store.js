@@ -54,6 +54,8 @@ export async function refreshLists() {
       state.sessions = live.items || [];
       state.archivedSessions = archived.items || [];
       if (state.workspaceId && !workspace()) chooseWorkspace('');
+      // In front of a team gateway there is one workspace, the team's: it is the choice.
+      if (!state.workspaceId && state.host && state.host.gateway && state.workspaces.length) chooseWorkspace(state.workspaces[0].workspaceId);
       changed();
     } catch (e) {
       toast(e.message);

@@ -49,6 +49,9 @@ pub async fn dispatch(
     }
     let s = &state;
     let p = &payload;
+    if let Some(remote) = &s.remote {
+        return crate::remote::dispatch(s, remote, method, p).await;
+    }
     match method {
         "host.describe" => host::describe(s).await,
         "host.listDirectory" => host::list_directory(s, p).await,

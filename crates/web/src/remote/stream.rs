@@ -1,0 +1,472 @@
+//! `GET /api/events` in front of a gateway: the frames the page reads from a local session
+//! ([`crate::stream`]), made from the gateway's event stream of the session.
+//!
+//! * The history through the session's head seq (read when the page connects) becomes one
+//!   `snapshot`, or, for a page reconnecting with a cursor of this launch, the `events`
+//!   after its cursor; each later stored record becomes an `events` frame.
+//! * `live`, `status` and `approvals` come from the log itself: a `turn/start` without its
+//!   `turn/end` is a running turn, an `approval/asked` without its `approval/decided` a
+//!   pending approval.
+//! * `host` (the lists changed) is sent when the account's session list on the gateway
+//!   changes (polled) and when a turn ends or a title is set.
+//!
+//! A gateway connection that drops is reopened after the last record read, so the page
+//! sees every event once, in order; a session that does not exist yet (chosen by
+//! `session.create`, its first message not sent) is followed from its first record.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use dsh_gateway_client::{Gateway, Records};
+use dsh_session::{Event, types};
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+
+use super::Remote;
+use crate::state::WebState;
+use crate::stream::{Resume, elide_committed_chunks, event_json, frame};
+
+const KEEPALIVE: Duration = Duration::from_secs(15);
+/// How often an open page's stream asks the gateway whether the session list changed.
+const LISTS_EVERY: Duration = Duration::from_secs(2);
+/// The pause before a dropped gateway connection is reopened.
+const RECONNECT: Duration = Duration::from_millis(500);
+/// Largest `events` frame (a bigger backlog goes in several).
+const MAX_BATCH_BYTES: usize = 512 * 1024;
+
+/// The events one stored record held.
+struct Batch {
+    stored: i64,
+    events: Vec<Arc<Event>>,
+}
+
+/// Starts one page stream, which runs until the page leaves or `dsh web` stops.
+pub fn spawn(
+    state: Arc<WebState>,
+    remote: Arc<Remote>,
+    session: Option<String>,
+    resume: Option<Resume>,
+    tx: mpsc::Sender<Bytes>,
+) {
+    tokio::spawn(async move {
+        let out = Out { state, remote, tx };
+        let _ = out.serve(session, resume).await;
+    });
+}
+
+/// The page went away.
+struct Gone;
+
+struct Out {
+    state: Arc<WebState>,
+    remote: Arc<Remote>,
+    tx: mpsc::Sender<Bytes>,
+}
+
+/// One session followed for the page.
+struct Follow {
+    id: String,
+    rx: mpsc::UnboundedReceiver<Batch>,
+    reader: tokio::task::JoinHandle<()>,
+    /// The page's cursor: the seq of the next event it needs.
+    next: u64,
+    live: Live,
+}
+
+impl Drop for Follow {
+    fn drop(&mut self) {
+        self.reader.abort();
+    }
+}
+
+/// Reads session `id`'s records from the gateway into `tx`, reconnecting after the last one
+/// read, until the receiving side is gone.
+async fn read(gateway: Gateway, id: String, tx: mpsc::UnboundedSender<Batch>) {
+    let mut records = Records::new(&id);
+    let mut warned = false;
+    while !tx.is_closed() {
+        let after = records.last();
+        let read = gateway
+            .stream(&id, after, |stored, record| {
+                let events = records.decode(stored, record)?;
+                tx.send(Batch { stored, events })
+                    .map_err(|_| "the page left".to_string())
+            })
+            .await;
+        if let Err(e) = read
+            && !tx.is_closed()
+            && !std::mem::replace(&mut warned, true)
+        {
+            tracing::warn!("web: following session {id} through the gateway: {e}");
+        }
+        tokio::time::sleep(RECONNECT).await;
+    }
+}
+
+impl Out {
+    async fn send(&self, bytes: Bytes) -> Result<(), Gone> {
+        self.tx.send(bytes).await.map_err(|_| Gone)
+    }
+
+    async fn send_json(&self, event: &str, value: &Value) -> Result<(), Gone> {
+        self.send(frame(event, None, &value.to_string())).await
+    }
+
+    fn cursor(&self, next: u64) -> String {
+        format!("{}:{next}", self.state.instance)
+    }
+
+    async fn serve(&self, session: Option<String>, resume: Option<Resume>) -> Result<(), Gone> {
+        self.send(Bytes::from_static(b"retry: 1000\n\n")).await?;
+        self.send_json(
+            "hello",
+            &json!({"instance": self.state.instance, "version": env!("CARGO_PKG_VERSION")}),
+        )
+        .await?;
+        let mut follow = match session {
+            Some(id) => self.open(id, resume).await?,
+            None => None,
+        };
+        let mut lists = None;
+        let mut poll = tokio::time::interval(LISTS_EVERY);
+        let mut keepalive =
+            tokio::time::interval_at(tokio::time::Instant::now() + KEEPALIVE, KEEPALIVE);
+        loop {
+            tokio::select! {
+                () = self.state.shutdown.cancelled() => {
+                    let _ = self.send_json("shutdown", &json!({"reason": "dsh web is shutting down"})).await;
+                    return Ok(());
+                }
+                batch = async {
+                    match follow.as_mut() {
+                        Some(f) => f.rx.recv().await,
+                        None => std::future::pending().await,
+                    }
+                } => match (batch, follow.as_mut()) {
+                    (Some(batch), Some(f)) => self.apply(f, batch).await?,
+                    _ => return Ok(()),
+                },
+                _ = poll.tick() => {
+                    let now = self.fingerprint().await;
+                    if now.is_some() && lists.is_some() && now != lists {
+                        self.send_json("host", &json!({"type": "lists"})).await?;
+                    }
+                    if now.is_some() {
+                        lists = now;
+                    }
+                }
+                _ = keepalive.tick() => self.send(Bytes::from_static(b": keepalive\n\n")).await?,
+            }
+        }
+    }
+
+    /// What the session list shows of each session (ids, head seqs, open turns); `None`
+    /// when the gateway cannot say now.
+    async fn fingerprint(&self) -> Option<String> {
+        let listed = self.remote.gateway.get("/v1/sessions").await.ok()?;
+        let rows = listed["sessions"].as_array()?;
+        Some(
+            rows.iter()
+                .map(|r| format!("{}:{}:{}", r["sessionId"], r["headSeq"], r["turnOpen"]))
+                .collect::<Vec<_>>()
+                .join(","),
+        )
+    }
+
+    /// Sends the session's history and live state; `None` (with a `session-error` frame)
+    /// when the gateway has no such session or cannot be asked.
+    async fn open(&self, id: String, resume: Option<Resume>) -> Result<Option<Follow>, Gone> {
+        let fresh = self.remote.fresh().contains(&id);
+        let head = if !dsh_session::is_plain_id(&id) {
+            None
+        } else if fresh {
+            Some(0)
+        } else {
+            match self.remote.gateway.session(&id).await {
+                Ok(found) => found.map(|v| v["headSeq"].as_i64().unwrap_or(0)),
+                Err(e) => {
+                    let message = format!("the session cannot be shown: {e}");
+                    self.fail(&id, "internal", &message).await?;
+                    return Ok(None);
+                }
+            }
+        };
+        let Some(head) = head else {
+            self.fail(&id, "session-not-found", &format!("No session {id}"))
+                .await?;
+            return Ok(None);
+        };
+        let (tx, rx) = mpsc::unbounded_channel();
+        let reader = tokio::spawn(read(self.remote.gateway.clone(), id.clone(), tx));
+        let mut follow = Follow {
+            id,
+            rx,
+            reader,
+            next: 0,
+            live: Live::default(),
+        };
+        let mut history: Vec<Arc<Event>> = Vec::new();
+        let mut stored = 0;
+        while stored < head {
+            let batch = tokio::select! {
+                b = follow.rx.recv() => b,
+                () = self.tx.closed() => return Err(Gone),
+            };
+            let Some(batch) = batch else { return Ok(None) };
+            stored = batch.stored;
+            for e in &batch.events {
+                follow.live.observe(&follow.id, e);
+            }
+            history.extend(batch.events);
+        }
+        let next = history.last().map_or(0, |e| e.seq + 1);
+        match resume {
+            Some(r) if r.instance == self.state.instance && r.next <= next => {
+                follow.next = r.next;
+                self.events(&mut follow, &history).await?;
+            }
+            resume => {
+                self.snapshot(&follow.id, &history, resume.is_some())
+                    .await?;
+                follow.next = next;
+            }
+        }
+        self.send_json("live", &follow.live.view(&follow.id))
+            .await?;
+        Ok(Some(follow))
+    }
+
+    async fn fail(&self, id: &str, code: &str, message: &str) -> Result<(), Gone> {
+        self.send_json(
+            "session-error",
+            &json!({"sessionId": id, "code": code, "message": message}),
+        )
+        .await
+    }
+
+    async fn snapshot(&self, id: &str, events: &[Arc<Event>], reset: bool) -> Result<(), Gone> {
+        let next = events.last().map_or(0, |e| e.seq + 1);
+        let (kept, elided) = elide_committed_chunks(events);
+        let mut body = String::with_capacity(kept.len() * 256 + 256);
+        body.push_str(
+            &json!({"sessionId": id, "header": {"id": id}, "next": next, "readOnly": false,
+                     "reset": reset, "elided": elided})
+            .to_string(),
+        );
+        body.pop();
+        body.push_str(",\"events\":[");
+        for (i, e) in kept.iter().enumerate() {
+            if i > 0 {
+                body.push(',');
+            }
+            body.push_str(&event_json(e));
+        }
+        body.push_str("]}");
+        self.send(frame("snapshot", Some(&self.cursor(next)), &body))
+            .await
+    }
+
+    /// Sends the events of `list` the page does not have yet, as contiguous `events` frames.
+    async fn events(&self, f: &mut Follow, list: &[Arc<Event>]) -> Result<(), Gone> {
+        let mut batch = String::new();
+        for e in list {
+            if e.seq < f.next {
+                continue;
+            }
+            if e.seq != f.next {
+                // Records hand over a dense log; a hole would be a bug, never papered over.
+                tracing::error!(session = %f.id, expected = f.next, got = e.seq, "web: non-contiguous session log from the gateway");
+                break;
+            }
+            batch.push(if batch.is_empty() { '[' } else { ',' });
+            batch.push_str(&event_json(e));
+            f.next += 1;
+            if batch.len() >= MAX_BATCH_BYTES {
+                batch.push(']');
+                self.send(frame("events", Some(&self.cursor(f.next)), &batch))
+                    .await?;
+                batch.clear();
+            }
+        }
+        if !batch.is_empty() {
+            batch.push(']');
+            self.send(frame("events", Some(&self.cursor(f.next)), &batch))
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// One record read live: its events, then what they changed.
+    async fn apply(&self, f: &mut Follow, batch: Batch) -> Result<(), Gone> {
+        let mut changed = Changed::default();
+        for e in &batch.events {
+            changed.merge(f.live.observe(&f.id, e));
+        }
+        self.events(f, &batch.events).await?;
+        if changed.status {
+            self.send_json(
+                "status",
+                &json!({"sessionId": f.id, "running": f.live.running}),
+            )
+            .await?;
+        }
+        if changed.approvals {
+            self.send_json(
+                "approvals",
+                &json!({"sessionId": f.id, "items": f.live.approvals}),
+            )
+            .await?;
+        }
+        if changed.lists {
+            self.send_json("host", &json!({"type": "lists"})).await?;
+        }
+        Ok(())
+    }
+}
+
+/// What the log says of the session now: a running turn, pending approvals.
+#[derive(Default)]
+struct Live {
+    running: bool,
+    /// Each call's tool and arguments, by call id (an approval names only the call).
+    calls: HashMap<String, Value>,
+    approvals: Vec<Value>,
+}
+
+/// What one event changed of what the page shows.
+#[derive(Default)]
+struct Changed {
+    status: bool,
+    approvals: bool,
+    lists: bool,
+}
+
+impl Changed {
+    fn merge(&mut self, other: Changed) {
+        self.status |= other.status;
+        self.approvals |= other.approvals;
+        self.lists |= other.lists;
+    }
+}
+
+impl Live {
+    fn observe(&mut self, session: &str, e: &Event) -> Changed {
+        let data = e.data.as_value();
+        let mut changed = Changed::default();
+        match e.event_type.as_str() {
+            types::TURN_START => {
+                changed.status = !self.running;
+                self.running = true;
+                self.calls.clear();
+            }
+            types::TURN_END => {
+                changed.status = self.running;
+                changed.lists = true;
+                changed.approvals = !self.approvals.is_empty();
+                self.running = false;
+                self.approvals.clear();
+            }
+            types::SESSION_TITLE => changed.lists = true,
+            types::TOOL_CALL => {
+                if let Some(id) = data["callId"].as_str() {
+                    let arguments = match &data["arguments"] {
+                        Value::String(s) if s.trim().is_empty() => json!({}),
+                        Value::String(s) => serde_json::from_str(s).unwrap_or(json!(s)),
+                        other => other.clone(),
+                    };
+                    self.calls.insert(id.to_string(), arguments);
+                }
+            }
+            "approval/asked" => {
+                let call = data["callId"].as_str().unwrap_or_default();
+                self.approvals.push(json!({
+                    "approvalId": data["id"],
+                    "sessionId": session,
+                    "toolName": data["toolName"],
+                    "callId": call,
+                    "reason": data["reason"],
+                    "arguments": self.calls.get(call).cloned().unwrap_or(json!({})),
+                }));
+                changed.approvals = true;
+            }
+            "approval/decided" => {
+                let before = self.approvals.len();
+                self.approvals.retain(|a| a["approvalId"] != data["id"]);
+                changed.approvals = self.approvals.len() != before;
+            }
+            _ => {}
+        }
+        changed
+    }
+
+    /// The `live` frame.
+    fn view(&self, session: &str) -> Value {
+        json!({
+            "sessionId": session,
+            "live": true,
+            "running": self.running,
+            "queue": [],
+            "approvals": self.approvals,
+            "questions": [],
+            "outputs": {},
+            "error": Value::Null,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn event(seq: u64, kind: &str, data: Value) -> Event {
+        Event {
+            event_type: dsh_session::EventType::new(kind),
+            seq,
+            time: 0,
+            data: data.into(),
+            source_event_seqs: None,
+            surface_op: None,
+            ignorable: false,
+            key_order: dsh_session::SurfaceKeyOrder::default(),
+        }
+    }
+
+    #[test]
+    fn the_log_says_when_a_turn_runs_and_which_approvals_wait() {
+        let mut live = Live::default();
+        let c = live.observe("s", &event(0, types::TURN_START, json!({})));
+        assert!(c.status && live.running);
+        live.observe(
+            "s",
+            &event(
+                1,
+                types::TOOL_CALL,
+                json!({"callId": "c1", "name": "bash", "arguments": "{\"command\":\"ls\"}"}),
+            ),
+        );
+        let c = live.observe(
+            "s",
+            &event(
+                2,
+                "approval/asked",
+                json!({"id": "a1", "callId": "c1", "toolName": "bash", "reason": "why"}),
+            ),
+        );
+        assert!(c.approvals);
+        assert_eq!(live.approvals[0]["arguments"]["command"], "ls");
+        assert_eq!(live.view("s")["approvals"][0]["approvalId"], "a1");
+        let c = live.observe(
+            "s",
+            &event(
+                3,
+                "approval/decided",
+                json!({"id": "a1", "outcome": "rejected"}),
+            ),
+        );
+        assert!(c.approvals && live.approvals.is_empty());
+        let c = live.observe("s", &event(4, types::TURN_END, json!({})));
+        assert!(c.status && c.lists && !live.running);
+    }
+}
