@@ -181,3 +181,183 @@ fn dsh_web_shows_and_drives_the_sessions_of_a_team_gateway() {
         .unwrap();
     assert_eq!(errors.as_str().unwrap_or_default(), "", "page errors");
 }
+
+/// Signs in to `web` as a page would (the one-time link sets the cookie); returns an HTTP
+/// client for its API and the cookie to send.
+fn sign_in(team: &Team, web: &WebFront) -> (reqwest::Client, String, String) {
+    let client = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let base = web.url.split("/?token=").next().unwrap().to_string();
+    let cookie = team.rt.block_on(async {
+        let resp = client.get(&web.url).send().await.unwrap();
+        assert_eq!(resp.status(), 303, "the sign-in link is taken");
+        let set = resp.headers()[reqwest::header::SET_COOKIE]
+            .to_str()
+            .unwrap();
+        set.split(';').next().unwrap().to_string()
+    });
+    (client, base, cookie)
+}
+
+/// The SSE frames of one `/api/events` connection: `(event, id, data)` until `done` says
+/// enough has come (or 60 s passed).
+fn frames(
+    team: &Team,
+    (client, base, cookie): &(reqwest::Client, String, String),
+    session: &str,
+    last_event_id: Option<&str>,
+    done: impl Fn(&[(String, Option<String>, Value)]) -> bool,
+) -> Vec<(String, Option<String>, Value)> {
+    team.rt.block_on(async {
+        let mut req = client
+            .get(format!("{base}/api/events?session={session}"))
+            .header("cookie", cookie);
+        if let Some(id) = last_event_id {
+            req = req.header("last-event-id", id);
+        }
+        let mut resp = req.send().await.unwrap();
+        assert_eq!(resp.status(), 200);
+        let mut out = Vec::new();
+        let mut pending = String::new();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+        while !done(&out) {
+            let chunk = tokio::time::timeout_at(deadline, resp.chunk())
+                .await
+                .unwrap_or_else(|_| panic!("timed out; frames so far: {out:?}"))
+                .unwrap()
+                .expect("the stream stays open");
+            pending.push_str(&String::from_utf8_lossy(&chunk));
+            while let Some(end) = pending.find("\n\n") {
+                let block: String = pending.drain(..end + 2).collect();
+                let (mut event, mut id, mut data) = (None, None, None);
+                for line in block.lines() {
+                    if let Some(v) = line.strip_prefix("event: ") {
+                        event = Some(v.to_string());
+                    } else if let Some(v) = line.strip_prefix("id: ") {
+                        id = Some(v.to_string());
+                    } else if let Some(v) = line.strip_prefix("data: ") {
+                        data = Some(serde_json::from_str(v).unwrap());
+                    }
+                }
+                if let (Some(event), Some(data)) = (event, data) {
+                    out.push((event, id, data));
+                }
+            }
+        }
+        out
+    })
+}
+
+/// The events the frames carried, in order (a snapshot's, then each `events` frame's).
+fn carried(frames: &[(String, Option<String>, Value)]) -> Vec<Value> {
+    frames
+        .iter()
+        .flat_map(|(event, _, data)| match event.as_str() {
+            "snapshot" => data["events"].as_array().cloned().unwrap_or_default(),
+            "events" => data.as_array().cloned().unwrap_or_default(),
+            _ => Vec::new(),
+        })
+        .collect()
+}
+
+fn turn_ends(frames: &[(String, Option<String>, Value)]) -> usize {
+    carried(frames)
+        .iter()
+        .filter(|e| e["type"] == "turn/end")
+        .count()
+}
+
+#[test]
+fn a_page_reconnecting_to_a_team_session_gets_every_event_once() {
+    let Some(team) = Team::new() else { return };
+    let run = Run::new();
+    let server = MockServer::with_replies([Reply::text("turn one"), Reply::text("turn two")])
+        .answer_untooled("Resumed session");
+    let gateway = run.gateway(&server, &team);
+    let token = run.add_user(&server, &team, "resumer");
+    let _worker = run.worker(&server, &team, "resume-worker", &[]);
+    let web = web_front(&run, &server, &gateway, &token);
+    let page = sign_in(&team, &web);
+    let call = |method: &str, payload: Value| -> Value {
+        let (client, base, cookie) = &page;
+        team.rt.block_on(async {
+            let body = json!({"type": "client-request", "rpcId": "r", "method": method, "payload": payload});
+            let resp = client
+                .post(format!("{base}/api/{method}"))
+                .header("cookie", cookie)
+                .json(&body)
+                .send()
+                .await
+                .unwrap();
+            resp.json::<Value>().await.unwrap()["result"].clone()
+        })
+    };
+    let created = call("session.create", json!({"workspaceId": "team"}));
+    let id = created["value"]["sessionId"].as_str().unwrap().to_string();
+    // Followed before its first message: the stream waits for the session to exist.
+    let prompt = |text: &str| {
+        let r = call(
+            "session.prompt",
+            json!({"sessionId": id, "mode": "queue", "content": [{"type": "text", "text": text}]}),
+        );
+        assert_eq!(r["value"]["accepted"], true, "{r}");
+    };
+    let first = std::thread::scope(|s| {
+        let follow = s.spawn(|| frames(&team, &page, &id, None, |f| turn_ends(f) >= 1));
+        std::thread::sleep(Duration::from_millis(300));
+        prompt("the first message");
+        follow.join().unwrap()
+    });
+    assert_eq!(first[0].0, "hello");
+    assert_eq!(first[1].0, "snapshot", "{first:?}");
+    assert_eq!(first[1].2["events"], json!([]), "nothing existed yet");
+    let cursor = first
+        .iter()
+        .rev()
+        .find_map(|(_, id, _)| id.clone())
+        .expect("a cursor");
+    let seen = carried(&first);
+    let seqs: Vec<u64> = seen.iter().map(|e| e["seq"].as_u64().unwrap()).collect();
+    assert_eq!(seqs, (0..seqs.len() as u64).collect::<Vec<_>>(), "{seqs:?}");
+    assert!(
+        first
+            .iter()
+            .any(|(e, _, d)| e == "status" && d["running"] == true)
+    );
+    prompt("the second message");
+    turns_ended(&team, &id, 2);
+    // Back with its cursor: exactly the events after it, as `events`, no snapshot.
+    let again = frames(&team, &page, &id, Some(&cursor), |f| turn_ends(f) >= 1);
+    assert!(again.iter().all(|(e, _, _)| e != "snapshot"), "{again:?}");
+    let resumed: Vec<u64> = carried(&again)
+        .iter()
+        .map(|e| e["seq"].as_u64().unwrap())
+        .collect();
+    let next = seqs.len() as u64;
+    assert_eq!(
+        resumed,
+        (next..next + resumed.len() as u64).collect::<Vec<_>>(),
+        "{resumed:?}"
+    );
+    let stored = check_log(&team.events(&id));
+    assert_eq!(
+        next + resumed.len() as u64,
+        stored.len() as u64,
+        "the page has the whole log"
+    );
+    assert!(
+        carried(&again)
+            .iter()
+            .any(|e| e["type"] == "user/message" && e.to_string().contains("the second message"))
+    );
+    // A cursor of another launch gets the whole session again, marked as a reset.
+    let other = frames(&team, &page, &id, Some("elsewhere:3"), |f| f.len() >= 2);
+    assert_eq!(other[1].0, "snapshot");
+    assert_eq!(other[1].2["reset"], true);
+    // A session the account does not have is named as missing.
+    let missing = frames(&team, &page, "session-nobody", None, |f| f.len() >= 2);
+    assert_eq!(missing[1].0, "session-error", "{missing:?}");
+    assert_eq!(missing[1].2["code"], "session-not-found");
+}
