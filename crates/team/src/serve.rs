@@ -11,7 +11,8 @@
 //! * `GET  /`: the team page (sign in, sessions, a session's log followed live, input and
 //!   cancel), a static client of this API; no account needed to load it.
 //! * `GET  /v1/sessions`: the caller's sessions, newest first, with title, turns, whether a
-//!   turn is open, and when each was created and last prompted (ms).
+//!   turn is open, and when each was created and last prompted (ms). `?brief=1` lists only
+//!   each session's id, head seq and open turn (no work on the events: for polling).
 //! * `POST /v1/sessions` `{"text", "sessionId"?, "messageId"?, "images"?}`: a new session
 //!   with its first input queued (201; 409 when a chosen id exists). `images` are
 //!   `{"mediaType", "data" (base64), "name"?}`, checked as the store will keep them (PNG,
@@ -233,7 +234,13 @@ impl Gateway {
         let parts: Vec<&str> = path.trim_matches('/').split('/').collect();
         let result = match (req.method(), parts.as_slice()) {
             (&Method::POST, ["v1", "logout"]) => self.logout(&req).await,
-            (&Method::GET, ["v1", "sessions"]) => self.list(&user).await,
+            (&Method::GET, ["v1", "sessions"]) => {
+                let brief = req
+                    .uri()
+                    .query()
+                    .is_some_and(|q| q.split('&').any(|p| p == "brief=1" || p == "brief=true"));
+                self.list(&user, brief).await
+            }
             (&Method::POST, ["v1", "sessions"]) => self.create(&user, req).await,
             (&Method::GET, ["v1", "sessions", id]) => {
                 let id = (*id).to_string();
@@ -409,8 +416,17 @@ impl Gateway {
         }
     }
 
-    async fn list(&self, user: &User) -> Result<Response<Body>, StoreError> {
+    async fn list(&self, user: &User, brief: bool) -> Result<Response<Body>, StoreError> {
         let owner = (!user.admin).then_some(user.name.as_str());
+        if brief {
+            // Only what the session rows hold: cheap enough to poll.
+            let rows = self.db.get().sessions(owner, 1000).await?;
+            let list: Vec<Value> = rows
+                .iter()
+                .map(|r| json!({"sessionId": r.id, "headSeq": r.head_seq, "turnOpen": r.turn_open}))
+                .collect();
+            return Ok(json_response(StatusCode::OK, &json!({"sessions": list})));
+        }
         let rows = self.db.get().overviews(owner, 1000).await?;
         let list: Vec<Value> = rows
             .iter()

@@ -125,12 +125,15 @@ pub async fn dispatch(s: &WebState, r: &Remote, method: &str, p: &Value) -> ApiR
             "gateway": r.gateway.base(),
         })),
         "workspace.list" => {
-            let ids: Vec<Value> = r
-                .sessions()
-                .await?
-                .into_iter()
-                .map(|row| row["sessionId"].clone())
-                .collect();
+            let listed = r
+                .gateway
+                .get("/v1/sessions?brief=1")
+                .await
+                .map_err(|e| r.gateway_error("the session list could not be read", e))?;
+            let ids: Vec<Value> = listed["sessions"]
+                .as_array()
+                .map(|rows| rows.iter().map(|row| row["sessionId"].clone()).collect())
+                .unwrap_or_default();
             Ok(json!({
                 "items": [{
                     "workspaceId": WORKSPACE,

@@ -165,7 +165,7 @@ impl Out {
     /// What the session list shows of each session (ids, head seqs, open turns); `None`
     /// when the gateway cannot say now.
     async fn fingerprint(&self) -> Option<String> {
-        let listed = self.remote.gateway.get("/v1/sessions").await.ok()?;
+        let listed = self.remote.gateway.get("/v1/sessions?brief=1").await.ok()?;
         let rows = listed["sessions"].as_array()?;
         Some(
             rows.iter()
