@@ -101,25 +101,112 @@ pub fn elide_committed_chunks(events: &[Arc<Event>]) -> (Vec<&Arc<Event>>, usize
     (kept, elided)
 }
 
-struct Stream {
-    state: Arc<WebState>,
-    tx: mpsc::Sender<Bytes>,
+/// One page's event stream: the frames it is sent, with cursors of this launch. The local
+/// sessions' stream and the one in front of a team gateway (`remote`) both write through it.
+pub(crate) struct Stream {
+    pub(crate) state: Arc<WebState>,
+    pub(crate) tx: mpsc::Sender<Bytes>,
 }
 
 /// The client went away.
-struct Gone;
+pub(crate) struct Gone;
 
 impl Stream {
-    async fn send(&self, bytes: Bytes) -> Result<(), Gone> {
+    pub(crate) async fn send(&self, bytes: Bytes) -> Result<(), Gone> {
         self.tx.send(bytes).await.map_err(|_| Gone)
     }
 
-    async fn send_json(&self, event: &str, value: &Value) -> Result<(), Gone> {
+    pub(crate) async fn send_json(&self, event: &str, value: &Value) -> Result<(), Gone> {
         self.send(frame(event, None, &value.to_string())).await
     }
 
     fn cursor(&self, next: u64) -> String {
         format!("{}:{next}", self.state.instance)
+    }
+
+    /// The first frames of every stream: the reconnect delay and `hello`.
+    pub(crate) async fn hello(&self) -> Result<(), Gone> {
+        self.send(Bytes::from_static(b"retry: 1000\n\n")).await?;
+        self.send_json(
+            "hello",
+            &json!({"instance": self.state.instance, "version": env!("CARGO_PKG_VERSION")}),
+        )
+        .await
+    }
+
+    /// Sends `events` (a whole log) as a `snapshot` of session `id`; returns its cursor.
+    pub(crate) async fn send_snapshot(
+        &self,
+        id: &str,
+        header: &Value,
+        events: &[Arc<Event>],
+        read_only: bool,
+        reset: bool,
+    ) -> Result<u64, Gone> {
+        let next = events.last().map_or(0, |e| e.seq + 1);
+        let (kept, elided) = elide_committed_chunks(events);
+        let mut body = String::with_capacity(kept.len() * 256 + 256);
+        body.push_str("{\"sessionId\":");
+        body.push_str(&Value::from(id).to_string());
+        body.push_str(",\"header\":");
+        body.push_str(&header.to_string());
+        body.push_str(&format!(
+            ",\"next\":{next},\"readOnly\":{read_only},\"reset\":{reset},\"elided\":{elided},\"events\":["
+        ));
+        for (i, e) in kept.iter().enumerate() {
+            if i > 0 {
+                body.push(',');
+            }
+            body.push_str(&event_json(e));
+        }
+        body.push_str("]}");
+        self.send(frame("snapshot", Some(&self.cursor(next)), &body))
+            .await?;
+        Ok(next)
+    }
+
+    /// Sends the events of `list` from `*next` on as contiguous `events` frames, advancing
+    /// `*next`; earlier ones are skipped, and a hole stops the sending (it would be a bug).
+    pub(crate) async fn send_events(
+        &self,
+        session: &str,
+        list: &[Arc<Event>],
+        next: &mut u64,
+    ) -> Result<(), Gone> {
+        let mut batch = String::new();
+        for e in list {
+            if e.seq < *next {
+                continue;
+            }
+            if e.seq != *next {
+                // The logs handed over are dense; a hole would be a bug — never paper over it.
+                tracing::error!(session = %session, expected = *next, got = e.seq, "web: non-contiguous session log");
+                break;
+            }
+            batch.push(if batch.is_empty() { '[' } else { ',' });
+            batch.push_str(&event_json(e));
+            *next += 1;
+            if batch.len() >= MAX_BATCH_BYTES {
+                batch.push(']');
+                self.send(frame("events", Some(&self.cursor(*next)), &batch))
+                    .await?;
+                batch.clear();
+            }
+        }
+        if !batch.is_empty() {
+            batch.push(']');
+            self.send(frame("events", Some(&self.cursor(*next)), &batch))
+                .await?;
+        }
+        Ok(())
+    }
+
+    pub(crate) async fn fail(&self, id: &str, code: &str, message: &str) -> Result<(), Gone> {
+        self.send_json(
+            "session-error",
+            &json!({"sessionId": id, "code": code, "message": message}),
+        )
+        .await
     }
 
     /// A snapshot of the session; returns the cursor (`next`) it establishes.
@@ -154,34 +241,9 @@ impl Stream {
                 }
             }
         };
-        let next = events.last().map_or(0, |e| e.seq + 1);
-        let (kept, elided) = elide_committed_chunks(&events);
-        let mut body = String::with_capacity(kept.len() * 256 + 256);
-        body.push_str("{\"sessionId\":");
-        body.push_str(&Value::from(id.as_str()).to_string());
-        body.push_str(",\"header\":");
-        body.push_str(&header.to_value().to_string());
-        body.push_str(&format!(
-            ",\"next\":{next},\"readOnly\":{read_only},\"reset\":{reset},\"elided\":{elided},\"events\":["
-        ));
-        for (i, e) in kept.iter().enumerate() {
-            if i > 0 {
-                body.push(',');
-            }
-            body.push_str(&event_json(e));
-        }
-        body.push_str("]}");
-        self.send(frame("snapshot", Some(&self.cursor(next)), &body))
-            .await?;
-        Ok(Some(next))
-    }
-
-    async fn fail(&self, id: &str, code: &str, message: &str) -> Result<(), Gone> {
-        self.send_json(
-            "session-error",
-            &json!({"sessionId": id, "code": code, "message": message}),
-        )
-        .await
+        self.send_snapshot(&id, &header.to_value(), &events, read_only, reset)
+            .await
+            .map(Some)
     }
 
     /// Committed events from `next` on; returns the new cursor.
@@ -190,31 +252,7 @@ impl Stream {
             return Ok(next);
         };
         let events = agent.session().events_from(next);
-        let mut batch = String::new();
-        let mut count = 0;
-        for e in &events {
-            if e.seq != next {
-                // The in-memory log is dense; a hole would be a bug — never paper over it.
-                tracing::error!(session = %hosted.id, expected = next, got = e.seq, "web: non-contiguous session log");
-                break;
-            }
-            batch.push(if count == 0 { '[' } else { ',' });
-            batch.push_str(&event_json(e));
-            count += 1;
-            next += 1;
-            if batch.len() >= MAX_BATCH_BYTES {
-                batch.push(']');
-                self.send(frame("events", Some(&self.cursor(next)), &batch))
-                    .await?;
-                batch.clear();
-                count = 0;
-            }
-        }
-        if count > 0 {
-            batch.push(']');
-            self.send(frame("events", Some(&self.cursor(next)), &batch))
-                .await?;
-        }
+        self.send_events(&hosted.id, &events, &mut next).await?;
         Ok(next)
     }
 
@@ -313,12 +351,7 @@ async fn serve(
     // Subscribed before reading anything: nothing that happens from here on is missed.
     let hosted = session.as_deref().map(|id| state.hosting.entry(id));
     let mut rev = hosted.as_ref().map(|h| h.subscribe());
-    s.send(Bytes::from_static(b"retry: 1000\n\n")).await?;
-    s.send_json(
-        "hello",
-        &json!({"instance": state.instance, "version": env!("CARGO_PKG_VERSION")}),
-    )
-    .await?;
+    s.hello().await?;
     let mut generation = rev.as_mut().map_or(0, |r| r.borrow_and_update().generation);
     let mut next = None;
     if let Some(h) = &hosted {

@@ -26,15 +26,13 @@ use tokio::sync::mpsc;
 
 use super::Remote;
 use crate::state::WebState;
-use crate::stream::{Resume, elide_committed_chunks, event_json, frame};
+use crate::stream::{Gone, Resume, Stream};
 
 const KEEPALIVE: Duration = Duration::from_secs(15);
 /// How often an open page's stream asks the gateway whether the session list changed.
 const LISTS_EVERY: Duration = Duration::from_secs(2);
 /// The pause before a dropped gateway connection is reopened.
 const RECONNECT: Duration = Duration::from_millis(500);
-/// Largest `events` frame (a bigger backlog goes in several).
-const MAX_BATCH_BYTES: usize = 512 * 1024;
 
 /// The events one stored record held.
 struct Batch {
@@ -51,18 +49,17 @@ pub fn spawn(
     tx: mpsc::Sender<Bytes>,
 ) {
     tokio::spawn(async move {
-        let out = Out { state, remote, tx };
+        let out = Out {
+            page: Stream { state, tx },
+            remote,
+        };
         let _ = out.serve(session, resume).await;
     });
 }
 
-/// The page went away.
-struct Gone;
-
 struct Out {
-    state: Arc<WebState>,
+    page: Stream,
     remote: Arc<Remote>,
-    tx: mpsc::Sender<Bytes>,
 }
 
 /// One session followed for the page.
@@ -106,25 +103,8 @@ async fn read(gateway: Gateway, id: String, tx: mpsc::UnboundedSender<Batch>) {
 }
 
 impl Out {
-    async fn send(&self, bytes: Bytes) -> Result<(), Gone> {
-        self.tx.send(bytes).await.map_err(|_| Gone)
-    }
-
-    async fn send_json(&self, event: &str, value: &Value) -> Result<(), Gone> {
-        self.send(frame(event, None, &value.to_string())).await
-    }
-
-    fn cursor(&self, next: u64) -> String {
-        format!("{}:{next}", self.state.instance)
-    }
-
     async fn serve(&self, session: Option<String>, resume: Option<Resume>) -> Result<(), Gone> {
-        self.send(Bytes::from_static(b"retry: 1000\n\n")).await?;
-        self.send_json(
-            "hello",
-            &json!({"instance": self.state.instance, "version": env!("CARGO_PKG_VERSION")}),
-        )
-        .await?;
+        self.page.hello().await?;
         let mut follow = match session {
             Some(id) => self.open(id, resume).await?,
             None => None,
@@ -135,8 +115,8 @@ impl Out {
             tokio::time::interval_at(tokio::time::Instant::now() + KEEPALIVE, KEEPALIVE);
         loop {
             tokio::select! {
-                () = self.state.shutdown.cancelled() => {
-                    let _ = self.send_json("shutdown", &json!({"reason": "dsh web is shutting down"})).await;
+                () = self.page.state.shutdown.cancelled() => {
+                    let _ = self.page.send_json("shutdown", &json!({"reason": "dsh web is shutting down"})).await;
                     return Ok(());
                 }
                 batch = async {
@@ -151,13 +131,13 @@ impl Out {
                 _ = poll.tick() => {
                     let now = self.fingerprint().await;
                     if now.is_some() && lists.is_some() && now != lists {
-                        self.send_json("host", &json!({"type": "lists"})).await?;
+                        self.page.send_json("host", &json!({"type": "lists"})).await?;
                     }
                     if now.is_some() {
                         lists = now;
                     }
                 }
-                _ = keepalive.tick() => self.send(Bytes::from_static(b": keepalive\n\n")).await?,
+                _ = keepalive.tick() => self.page.send(Bytes::from_static(b": keepalive\n\n")).await?,
             }
         }
     }
@@ -188,13 +168,14 @@ impl Out {
                 Ok(found) => found.map(|v| v["headSeq"].as_i64().unwrap_or(0)),
                 Err(e) => {
                     let message = format!("the session cannot be shown: {e}");
-                    self.fail(&id, "internal", &message).await?;
+                    self.page.fail(&id, "internal", &message).await?;
                     return Ok(None);
                 }
             }
         };
         let Some(head) = head else {
-            self.fail(&id, "session-not-found", &format!("No session {id}"))
+            self.page
+                .fail(&id, "session-not-found", &format!("No session {id}"))
                 .await?;
             return Ok(None);
         };
@@ -212,7 +193,7 @@ impl Out {
         while stored < head {
             let batch = tokio::select! {
                 b = follow.rx.recv() => b,
-                () = self.tx.closed() => return Err(Gone),
+                () = self.page.tx.closed() => return Err(Gone),
             };
             let Some(batch) = batch else { return Ok(None) };
             stored = batch.stored;
@@ -223,79 +204,24 @@ impl Out {
         }
         let next = history.last().map_or(0, |e| e.seq + 1);
         match resume {
-            Some(r) if r.instance == self.state.instance && r.next <= next => {
+            Some(r) if r.instance == self.page.state.instance && r.next <= next => {
                 follow.next = r.next;
-                self.events(&mut follow, &history).await?;
+                self.page
+                    .send_events(&follow.id, &history, &mut follow.next)
+                    .await?;
             }
             resume => {
-                self.snapshot(&follow.id, &history, resume.is_some())
+                let header = json!({"id": follow.id});
+                follow.next = self
+                    .page
+                    .send_snapshot(&follow.id, &header, &history, false, resume.is_some())
                     .await?;
-                follow.next = next;
             }
         }
-        self.send_json("live", &follow.live.view(&follow.id))
+        self.page
+            .send_json("live", &follow.live.view(&follow.id))
             .await?;
         Ok(Some(follow))
-    }
-
-    async fn fail(&self, id: &str, code: &str, message: &str) -> Result<(), Gone> {
-        self.send_json(
-            "session-error",
-            &json!({"sessionId": id, "code": code, "message": message}),
-        )
-        .await
-    }
-
-    async fn snapshot(&self, id: &str, events: &[Arc<Event>], reset: bool) -> Result<(), Gone> {
-        let next = events.last().map_or(0, |e| e.seq + 1);
-        let (kept, elided) = elide_committed_chunks(events);
-        let mut body = String::with_capacity(kept.len() * 256 + 256);
-        body.push_str(
-            &json!({"sessionId": id, "header": {"id": id}, "next": next, "readOnly": false,
-                     "reset": reset, "elided": elided})
-            .to_string(),
-        );
-        body.pop();
-        body.push_str(",\"events\":[");
-        for (i, e) in kept.iter().enumerate() {
-            if i > 0 {
-                body.push(',');
-            }
-            body.push_str(&event_json(e));
-        }
-        body.push_str("]}");
-        self.send(frame("snapshot", Some(&self.cursor(next)), &body))
-            .await
-    }
-
-    /// Sends the events of `list` the page does not have yet, as contiguous `events` frames.
-    async fn events(&self, f: &mut Follow, list: &[Arc<Event>]) -> Result<(), Gone> {
-        let mut batch = String::new();
-        for e in list {
-            if e.seq < f.next {
-                continue;
-            }
-            if e.seq != f.next {
-                // Records hand over a dense log; a hole would be a bug, never papered over.
-                tracing::error!(session = %f.id, expected = f.next, got = e.seq, "web: non-contiguous session log from the gateway");
-                break;
-            }
-            batch.push(if batch.is_empty() { '[' } else { ',' });
-            batch.push_str(&event_json(e));
-            f.next += 1;
-            if batch.len() >= MAX_BATCH_BYTES {
-                batch.push(']');
-                self.send(frame("events", Some(&self.cursor(f.next)), &batch))
-                    .await?;
-                batch.clear();
-            }
-        }
-        if !batch.is_empty() {
-            batch.push(']');
-            self.send(frame("events", Some(&self.cursor(f.next)), &batch))
-                .await?;
-        }
-        Ok(())
     }
 
     /// One record read live: its events, then what they changed.
@@ -304,23 +230,29 @@ impl Out {
         for e in &batch.events {
             changed.merge(f.live.observe(&f.id, e));
         }
-        self.events(f, &batch.events).await?;
-        if changed.status {
-            self.send_json(
-                "status",
-                &json!({"sessionId": f.id, "running": f.live.running}),
-            )
+        self.page
+            .send_events(&f.id, &batch.events, &mut f.next)
             .await?;
+        if changed.status {
+            self.page
+                .send_json(
+                    "status",
+                    &json!({"sessionId": f.id, "running": f.live.running}),
+                )
+                .await?;
         }
         if changed.approvals {
-            self.send_json(
-                "approvals",
-                &json!({"sessionId": f.id, "items": f.live.approvals}),
-            )
-            .await?;
+            self.page
+                .send_json(
+                    "approvals",
+                    &json!({"sessionId": f.id, "items": f.live.approvals}),
+                )
+                .await?;
         }
         if changed.lists {
-            self.send_json("host", &json!({"type": "lists"})).await?;
+            self.page
+                .send_json("host", &json!({"type": "lists"}))
+                .await?;
         }
         Ok(())
     }
