@@ -1,6 +1,7 @@
 //! `dsh web` in front of a team gateway (`DSH_GATEWAY`): the browser page lists the
 //! account's team sessions, starts one, follows its turns as a worker runs them, answers its
-//! approvals, reloads it whole, and says what it cannot do for a team session.
+//! approvals, reloads it whole, and says what it cannot do for a team session; a page that
+//! reconnects gets every event once, and images reach the model.
 
 use std::io::BufRead as _;
 
@@ -271,8 +272,14 @@ fn turn_ends(frames: &[(String, Option<String>, Value)]) -> usize {
 
 #[test]
 fn a_page_reconnecting_to_a_team_session_gets_every_event_once() {
+    use base64::Engine;
     let Some(team) = Team::new() else { return };
     let run = Run::new();
+    // An image-capable default model on the chat-completions wire (images as data URLs).
+    run.settings(&format!(
+        "{}agent-default-model:\n  provider: deepseek-official\n  model: deepseek-flash\n",
+        crate::images::CHAT_ROUTE
+    ));
     let server = MockServer::with_replies([Reply::text("turn one"), Reply::text("turn two")])
         .answer_untooled("Resumed session");
     let gateway = run.gateway(&server, &team);
@@ -326,8 +333,47 @@ fn a_page_reconnecting_to_a_team_session_gets_every_event_once() {
             .iter()
             .any(|(e, _, d)| e == "status" && d["running"] == true)
     );
-    prompt("the second message");
+    // The second message carries an image, which reaches the model; a bad image and a
+    // message of images alone are refused with the reason.
+    let png = crate::images::rgb_png(2, 2, |x, y| [x as u8 * 90, y as u8 * 90, 40]);
+    let data = base64::engine::general_purpose::STANDARD.encode(&png);
+    let send = |content: Value| {
+        call(
+            "session.prompt",
+            json!({"sessionId": id, "mode": "queue", "content": content}),
+        )
+    };
+    let bad = send(json!([{"type": "text", "text": "look"},
+                          {"type": "image", "mediaType": "image/png", "data": "not base64!"}]));
+    assert_eq!(bad["error"]["code"], "bad-request", "{bad}");
+    assert!(
+        bad["error"]["message"].as_str().unwrap().contains("base64"),
+        "{bad}"
+    );
+    let alone = send(json!([{"type": "image", "mediaType": "image/png", "data": data}]));
+    assert!(
+        alone["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("needs some text"),
+        "{alone}"
+    );
+    let sent = send(json!([{"type": "text", "text": "the second message"},
+                           {"type": "image", "mediaType": "image/png", "data": data, "name": "dots.png"}]));
+    assert_eq!(sent["value"]["accepted"], true, "{sent}");
     turns_ended(&team, &id, 2);
+    let last = server
+        .requests()
+        .iter()
+        .map(|r| r.chat_body())
+        .filter(|b| b.get("tools").is_some())
+        .last()
+        .unwrap()
+        .to_string();
+    assert!(
+        last.contains(&format!("data:image/png;base64,{data}")),
+        "the model is shown the image"
+    );
     // Back with its cursor: exactly the events after it, as `events`, no snapshot.
     let again = frames(&team, &page, &id, Some(&cursor), |f| turn_ends(f) >= 1);
     assert!(again.iter().all(|(e, _, _)| e != "snapshot"), "{again:?}");
