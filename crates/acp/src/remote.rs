@@ -420,8 +420,10 @@ impl Remote {
             })
             .collect();
         let text = text.join("\n\n");
-        if text.trim().is_empty() {
-            return Err(RpcError::invalid_params("the prompt has no text"));
+        if text.trim().is_empty() && images.is_empty() {
+            return Err(RpcError::invalid_params(
+                "the prompt has no text and no image",
+            ));
         }
         let message_id = uuid::Uuid::new_v4().to_string();
         let cancelled = Arc::new(AtomicBool::new(false));

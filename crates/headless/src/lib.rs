@@ -193,15 +193,13 @@ fn parse_args_with(
                     .into(),
             );
         }
-        let text = stdin()?;
-        if text.trim().is_empty() {
-            return Err("error: the task read from standard input is empty".into());
-        }
-        text.trim_end().to_string()
+        // Empty is refused once the composition is loaded, unless the run has task images
+        // (a team turn queued with images alone): see [`run`].
+        stdin()?.trim_end().to_string()
     } else {
         words.join(" ")
     };
-    if task.trim().is_empty() {
+    if task.trim().is_empty() && !words.iter().any(|w| w == "-") {
         return Err(
             "error: a task is required, for example: dsh headless \"run the tests\"".into(),
         );
@@ -233,14 +231,8 @@ impl App for HeadlessApp {
                 progress,
             }) => (task, format, resume, progress),
             Err(e) => {
-                eprintln!("{e}");
-                // A script reading `--json` run events finds the failure on stdout too.
-                if args.iter().any(|a| a == "--json") {
-                    let message = e.strip_prefix("error: ").unwrap_or(&e);
-                    let line = RunEvents::error_line(message);
-                    let _ = stdout::write(&format!("{line}\n"));
-                }
-                return Start::Exit(ExitCode::from(1));
+                let json = args.iter().any(|a| a == "--json");
+                return Start::Exit(usage_error(json, &e));
             }
         };
         let mut ctx = serde_json::Map::new();
@@ -252,6 +244,21 @@ impl App for HeadlessApp {
         })
     }
 }
+
+/// Reports a usage error (`error: …` on stderr; with `--json` an `error` line on stdout too,
+/// where a script reading the run events finds it); exit code 1.
+fn usage_error(json: bool, e: &str) -> ExitCode {
+    eprintln!("{e}");
+    if json {
+        let message = e.strip_prefix("error: ").unwrap_or(e);
+        let line = RunEvents::error_line(message);
+        let _ = stdout::write(&format!("{line}\n"));
+    }
+    ExitCode::from(1)
+}
+
+/// The refusal of an empty task read from standard input.
+const EMPTY_STDIN_TASK: &str = "error: the task read from standard input is empty";
 
 /// The runner row's plugin.
 pub const HEADLESS_PLUGIN: &str = "@deepseek-ai/dsh-headless";
@@ -347,6 +354,14 @@ pub async fn run(
             "the profile has no headless-runner row; nothing to run",
         );
     };
+    // Only a run with task images may have no text (a task of `-` reads it from stdin).
+    if task.0.trim().is_empty()
+        && root
+            .get::<dsh_session::TaskImages>()
+            .is_none_or(|images| images.0.is_empty())
+    {
+        return usage_error(format == OutputFormat::Events, EMPTY_STDIN_TASK);
+    }
     let agents = match root.require::<Agents>() {
         Ok(a) => a,
         Err(e) => return fail(format, &e.to_string()),
@@ -743,9 +758,10 @@ mod tests {
             parse_args_with(&args(&["--json", "-"]), from("fix it\n")),
             run("fix it", OutputFormat::Events, None)
         );
+        // Refused by `run` unless the run has task images.
         assert_eq!(
             parse_args_with(&args(&["-"]), from(" \n")),
-            Err("error: the task read from standard input is empty".into())
+            run("", OutputFormat::Text, None)
         );
         assert!(parse_args_with(&args(&["-", "more"]), from("x")).is_err());
         assert_eq!(

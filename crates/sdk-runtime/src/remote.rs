@@ -170,8 +170,8 @@ impl Remote {
             }
         }
         let text = texts.join("\n\n");
-        if text.trim().is_empty() {
-            return Err(fail("session/prompt needs some text"));
+        if text.trim().is_empty() && images.is_empty() {
+            return Err(fail("session/prompt needs some text or an image"));
         }
         let message_id = uuid::Uuid::new_v4().to_string();
         let state = self.gateway.session(&id).await.map_err(fail)?;

@@ -14,7 +14,8 @@
 //!   turn is open, and when each was created and last prompted (ms). `?brief=1` lists only
 //!   each session's id, head seq and open turn (no work on the events: for polling).
 //! * `POST /v1/sessions` `{"text", "sessionId"?, "messageId"?, "images"?}`: a new session
-//!   with its first input queued (201; 409 when a chosen id exists). `images` are
+//!   with its first input queued (201; 409 when a chosen id exists); `text` may be left out
+//!   when `images` are given. `images` are
 //!   `{"mediaType", "data" (base64), "name"?}`, checked as the store will keep them (PNG,
 //!   JPEG, WebP, GIF; 20 per input; 64 MiB per body, `text` 1 MiB); the turn sends them after
 //!   the text and the session keeps them in PostgreSQL for whichever worker runs it next. A chosen `messageId` becomes the id of

@@ -98,19 +98,17 @@ fn checked_images(images: &Value) -> Result<Vec<Value>, String> {
 /// The input of a JSON request body, or the response refusing it.
 pub(super) async fn input(req: Request<Incoming>) -> Result<Input, Response<Body>> {
     let value = body_json_within(req, MAX_INPUT_BYTES).await?;
-    let text = match value.get("text").and_then(Value::as_str) {
-        Some(t) if t.len() > MAX_BODY_BYTES => {
+    let text = match value.get("text") {
+        Some(Value::String(t)) if t.len() > MAX_BODY_BYTES => {
             return Err(error(
                 StatusCode::PAYLOAD_TOO_LARGE,
                 "\"text\" is over 1 MiB",
             ));
         }
-        Some(t) if !t.trim().is_empty() => t.to_string(),
-        _ => {
-            return Err(error(
-                StatusCode::BAD_REQUEST,
-                "the body needs a non-empty string \"text\"",
-            ));
+        Some(Value::String(t)) => t.to_string(),
+        None | Some(Value::Null) => String::new(),
+        Some(_) => {
+            return Err(error(StatusCode::BAD_REQUEST, "\"text\" must be a string"));
         }
     };
     let images = match value.get("images") {
@@ -123,6 +121,13 @@ pub(super) async fn input(req: Request<Incoming>) -> Result<Input, Response<Body
                 .map_err(|why| error(StatusCode::BAD_REQUEST, &why))?
         }
     };
+    // An image may be the whole message; otherwise there must be text.
+    if text.trim().is_empty() && images.is_empty() {
+        return Err(error(
+            StatusCode::BAD_REQUEST,
+            "the body needs a non-empty string \"text\" or at least one image in \"images\"",
+        ));
+    }
     let id = |key: &str| -> Result<Option<String>, String> {
         match value.get(key) {
             None | Some(Value::Null) => Ok(None),

@@ -223,10 +223,8 @@ async fn prompt(r: &Remote, p: &Value) -> ApiResult {
             None => return Err(ApiError::bad_request("each block needs a type")),
         }
     }
-    if text.trim().is_empty() {
-        return Err(ApiError::bad_request(
-            "a message to a team session needs some text (images go with it)",
-        ));
+    if text.trim().is_empty() && images.is_empty() {
+        return Err(ApiError::bad_request("the message is empty"));
     }
     let mut body = json!({"text": text, "answersApprovals": true});
     if !images.is_empty() {

@@ -1,7 +1,7 @@
 //! `dsh web` in front of a team gateway (`DSH_GATEWAY`): the browser page lists the
 //! account's team sessions, starts one, follows its turns as a worker runs them, answers its
 //! approvals, reloads it whole, and says what it cannot do for a team session; a page that
-//! reconnects gets every event once, and images reach the model.
+//! reconnects gets every event once, and images (with text or alone) reach the model.
 
 use std::io::BufRead as _;
 
@@ -280,8 +280,12 @@ fn a_page_reconnecting_to_a_team_session_gets_every_event_once() {
         "{}agent-default-model:\n  provider: deepseek-official\n  model: deepseek-flash\n",
         crate::images::CHAT_ROUTE
     ));
-    let server = MockServer::with_replies([Reply::text("turn one"), Reply::text("turn two")])
-        .answer_untooled("Resumed session");
+    let server = MockServer::with_replies([
+        Reply::text("turn one"),
+        Reply::text("turn two"),
+        Reply::text("turn three"),
+    ])
+    .answer_untooled("Resumed session");
     let gateway = run.gateway(&server, &team);
     let token = run.add_user(&server, &team, "resumer");
     let _worker = run.worker(&server, &team, "resume-worker", &[]);
@@ -333,10 +337,12 @@ fn a_page_reconnecting_to_a_team_session_gets_every_event_once() {
             .iter()
             .any(|(e, _, d)| e == "status" && d["running"] == true)
     );
-    // The second message carries an image, which reaches the model; a bad image and a
-    // message of images alone are refused with the reason.
+    // The second message carries an image and the third is an image alone: both reach the
+    // model. A bad image and an empty message are refused with the reason.
     let png = crate::images::rgb_png(2, 2, |x, y| [x as u8 * 90, y as u8 * 90, 40]);
     let data = base64::engine::general_purpose::STANDARD.encode(&png);
+    let other = crate::images::rgb_png(1, 3, |_, y| [y as u8 * 70, 9, 200]);
+    let other = base64::engine::general_purpose::STANDARD.encode(&other);
     let send = |content: Value| {
         call(
             "session.prompt",
@@ -350,32 +356,41 @@ fn a_page_reconnecting_to_a_team_session_gets_every_event_once() {
         bad["error"]["message"].as_str().unwrap().contains("base64"),
         "{bad}"
     );
-    let alone = send(json!([{"type": "image", "mediaType": "image/png", "data": data}]));
-    assert!(
-        alone["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("needs some text"),
-        "{alone}"
-    );
+    let empty = send(json!([{"type": "text", "text": "  "}]));
+    assert_eq!(empty["error"]["message"], "the message is empty", "{empty}");
     let sent = send(json!([{"type": "text", "text": "the second message"},
                            {"type": "image", "mediaType": "image/png", "data": data, "name": "dots.png"}]));
     assert_eq!(sent["value"]["accepted"], true, "{sent}");
     turns_ended(&team, &id, 2);
-    let last = server
+    let alone = send(json!([{"type": "image", "mediaType": "image/png", "data": other}]));
+    assert_eq!(alone["value"]["accepted"], true, "{alone}");
+    turns_ended(&team, &id, 3);
+    let requests: Vec<String> = server
         .requests()
         .iter()
         .map(|r| r.chat_body())
         .filter(|b| b.get("tools").is_some())
-        .last()
-        .unwrap()
-        .to_string();
+        .map(|b| b.to_string())
+        .collect();
+    assert_eq!(requests.len(), 3);
     assert!(
-        last.contains(&format!("data:image/png;base64,{data}")),
+        requests[1].contains(&format!("data:image/png;base64,{data}")),
         "the model is shown the image"
     );
+    assert!(requests[2].contains(&format!("data:image/png;base64,{other}")));
+    // The image-only message is recorded as the image alone.
+    let events = check_log(&team.events(&id));
+    let last_user = events.iter().rev().find(|e| e.is("user/message")).unwrap();
+    let blocks = last_user.data.as_value()["content"].clone();
+    let kinds: Vec<&str> = blocks
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["type"].as_str().unwrap_or("?"))
+        .collect();
+    assert_eq!(kinds, ["image"], "{blocks}");
     // Back with its cursor: exactly the events after it, as `events`, no snapshot.
-    let again = frames(&team, &page, &id, Some(&cursor), |f| turn_ends(f) >= 1);
+    let again = frames(&team, &page, &id, Some(&cursor), |f| turn_ends(f) >= 2);
     assert!(again.iter().all(|(e, _, _)| e != "snapshot"), "{again:?}");
     let resumed: Vec<u64> = carried(&again)
         .iter()
