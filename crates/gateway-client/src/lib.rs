@@ -20,6 +20,21 @@ use serde_json::Value;
 /// How long one request (other than the event stream) may take.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// The environment variable that sets how long an event stream may stay silent (ms) before
+/// its connection is taken for dead and reopened.
+pub const STREAM_IDLE_ENV: &str = "DSH_GATEWAY_STREAM_IDLE_MS";
+/// A gateway sends a keep-alive comment after 15 s of quiet: a stream silent for this long
+/// is cut off somewhere on the way (a partition leaves a TCP connection open for hours).
+const DEFAULT_STREAM_IDLE: Duration = Duration::from_secs(40);
+
+fn stream_idle() -> Duration {
+    std::env::var(STREAM_IDLE_ENV)
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .filter(|ms| *ms > 0)
+        .map_or(DEFAULT_STREAM_IDLE, Duration::from_millis)
+}
+
 /// A team gateway, from `DSH_GATEWAY` (its URL) and `DSH_GATEWAY_TOKEN` (an account's
 /// token).
 #[derive(Clone)]
@@ -183,6 +198,8 @@ impl Gateway {
 
     /// Reads one connection of session `id`'s event stream, from after stored seq `after`,
     /// handing each event's seq and record to `on` until the connection ends or `on` fails.
+    /// A connection that stays silent past the idle limit (keep-alives included) ends with
+    /// an error, so the caller reconnects instead of waiting on a dead peer.
     pub async fn stream(
         &self,
         id: &str,
@@ -196,14 +213,29 @@ impl Gateway {
         if after > 0 {
             request = request.header("Last-Event-ID", after.to_string());
         }
-        let mut resp = request.send().await.map_err(|e| self.unreachable(&e))?;
+        let idle = stream_idle();
+        let silent = || {
+            format!(
+                "the team gateway at {} sent nothing for {idle:?}",
+                self.base
+            )
+        };
+        // A gateway answers a stream's headers at once, then replays.
+        let mut resp = tokio::time::timeout(idle, request.send())
+            .await
+            .map_err(|_| silent())?
+            .map_err(|e| self.unreachable(&e))?;
         if !resp.status().is_success() {
             return Err(refusal(resp).await);
         }
         let mut pending = Vec::new();
         let mut event_id: Option<i64> = None;
         let mut data = String::new();
-        while let Some(chunk) = resp.chunk().await.map_err(|e| e.to_string())? {
+        while let Some(chunk) = tokio::time::timeout(idle, resp.chunk())
+            .await
+            .map_err(|_| silent())?
+            .map_err(|e| e.to_string())?
+        {
             pending.extend_from_slice(&chunk);
             while let Some(end) = pending.iter().position(|b| *b == b'\n') {
                 let line: Vec<u8> = pending.drain(..=end).collect();
@@ -277,6 +309,15 @@ impl Records {
         if seq <= self.last {
             return Ok(Vec::new());
         }
+        // Stored seqs are dense from 1 and a connection sends them in order: a skip means
+        // the connection lost bytes (a partition that healed mid-frame, say). Reading on
+        // would number the events wrongly; the caller reconnects after `last` instead.
+        if seq != self.last + 1 {
+            return Err(format!(
+                "stored event {seq} of session {} came after {}: the stream skipped events",
+                self.session, self.last
+            ));
+        }
         let (record, _) = decode_line(record, self.next_local)
             .map_err(|e| format!("stored event {seq} of session {}: {e}", self.session))?;
         let mut events: Vec<Arc<Event>> = Vec::new();
@@ -289,5 +330,44 @@ impl Records {
             self.next_local = e.seq + 1;
         }
         Ok(events)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use dsh_session::{EventType, RecordFormat, SurfaceKeyOrder, write_event};
+
+    fn record(seq: u64) -> String {
+        let e = Event {
+            event_type: EventType::new("session/title"),
+            seq,
+            time: 0,
+            data: serde_json::json!({"title": format!("t{seq}")}).into(),
+            source_event_seqs: None,
+            surface_op: None,
+            ignorable: false,
+            key_order: SurfaceKeyOrder::default(),
+        };
+        let mut line = String::new();
+        write_event(&mut line, &e, RecordFormat::Full);
+        line
+    }
+
+    #[test]
+    fn records_are_read_once_in_order_and_a_skip_is_an_error() {
+        let mut records = Records::new("s");
+        assert_eq!(records.decode(1, &record(0)).unwrap()[0].seq, 0);
+        assert_eq!(records.decode(2, &record(1)).unwrap()[0].seq, 1);
+        // Read again after a reconnect: nothing new.
+        assert!(records.decode(2, &record(1)).unwrap().is_empty());
+        let skipped = records.decode(4, &record(3)).unwrap_err();
+        assert!(skipped.contains("skipped"), "{skipped}");
+        assert_eq!(
+            records.last(),
+            2,
+            "a reconnect resumes after the last one read"
+        );
+        assert_eq!(records.decode(3, &record(2)).unwrap()[0].seq, 2);
     }
 }

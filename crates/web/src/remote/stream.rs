@@ -66,15 +66,44 @@ struct Out {
 struct Follow {
     id: String,
     rx: mpsc::UnboundedReceiver<Batch>,
-    reader: tokio::task::JoinHandle<()>,
+    _reader: Aborting,
     /// The page's cursor: the seq of the next event it needs.
     next: u64,
     live: Live,
 }
 
-impl Drop for Follow {
+/// A task that ends when its owner drops it.
+struct Aborting(tokio::task::JoinHandle<()>);
+
+impl Drop for Aborting {
     fn drop(&mut self) {
-        self.reader.abort();
+        self.0.abort();
+    }
+}
+
+/// Tells `changed` each time the account's session list on the gateway changes (ids, head
+/// seqs, open turns), polling every [`LISTS_EVERY`]; a poll the gateway does not answer
+/// changes nothing.
+async fn poll_lists(gateway: Gateway, changed: mpsc::Sender<()>) {
+    let mut last = None;
+    let mut poll = tokio::time::interval(LISTS_EVERY);
+    poll.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        poll.tick().await;
+        let Ok(listed) = gateway.get("/v1/sessions?brief=1").await else {
+            continue;
+        };
+        let Some(rows) = listed["sessions"].as_array() else {
+            continue;
+        };
+        let now: Vec<String> = rows
+            .iter()
+            .map(|r| format!("{}:{}:{}", r["sessionId"], r["headSeq"], r["turnOpen"]))
+            .collect();
+        if last.as_ref().is_some_and(|l| *l != now) && changed.send(()).await.is_err() {
+            return;
+        }
+        last = Some(now);
     }
 }
 
@@ -109,8 +138,13 @@ impl Out {
             Some(id) => self.open(id, resume).await?,
             None => None,
         };
-        let mut lists = None;
-        let mut poll = tokio::time::interval(LISTS_EVERY);
+        // The list is polled by a task of its own: a gateway that does not answer never holds
+        // up the session's events.
+        let (changed_tx, mut lists_changed) = mpsc::channel(1);
+        let _poller = Aborting(tokio::spawn(poll_lists(
+            self.remote.gateway.clone(),
+            changed_tx,
+        )));
         let mut keepalive =
             tokio::time::interval_at(tokio::time::Instant::now() + KEEPALIVE, KEEPALIVE);
         loop {
@@ -128,31 +162,12 @@ impl Out {
                     (Some(batch), Some(f)) => self.apply(f, batch).await?,
                     _ => return Ok(()),
                 },
-                _ = poll.tick() => {
-                    let now = self.fingerprint().await;
-                    if now.is_some() && lists.is_some() && now != lists {
-                        self.page.send_json("host", &json!({"type": "lists"})).await?;
-                    }
-                    if now.is_some() {
-                        lists = now;
-                    }
+                Some(()) = lists_changed.recv() => {
+                    self.page.send_json("host", &json!({"type": "lists"})).await?;
                 }
                 _ = keepalive.tick() => self.page.send(Bytes::from_static(b": keepalive\n\n")).await?,
             }
         }
-    }
-
-    /// What the session list shows of each session (ids, head seqs, open turns); `None`
-    /// when the gateway cannot say now.
-    async fn fingerprint(&self) -> Option<String> {
-        let listed = self.remote.gateway.get("/v1/sessions?brief=1").await.ok()?;
-        let rows = listed["sessions"].as_array()?;
-        Some(
-            rows.iter()
-                .map(|r| format!("{}:{}:{}", r["sessionId"], r["headSeq"], r["turnOpen"]))
-                .collect::<Vec<_>>()
-                .join(","),
-        )
     }
 
     /// Sends the session's history and live state; `None` (with a `session-error` frame)
@@ -180,11 +195,15 @@ impl Out {
             return Ok(None);
         };
         let (tx, rx) = mpsc::unbounded_channel();
-        let reader = tokio::spawn(read(self.remote.gateway.clone(), id.clone(), tx));
+        let reader = Aborting(tokio::spawn(read(
+            self.remote.gateway.clone(),
+            id.clone(),
+            tx,
+        )));
         let mut follow = Follow {
             id,
             rx,
-            reader,
+            _reader: reader,
             next: 0,
             live: Live::default(),
         };

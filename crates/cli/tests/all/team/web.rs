@@ -24,10 +24,22 @@ impl Drop for WebFront {
 }
 
 fn web_front(run: &Run, server: &MockServer, gateway: &Gateway, token: &str) -> WebFront {
+    web_front_at(run, server, &gateway.url, token, &[])
+}
+
+/// [`web_front`] for a gateway at `url`, with `env` added.
+fn web_front_at(
+    run: &Run,
+    server: &MockServer,
+    url: &str,
+    token: &str,
+    env: &[(&str, &str)],
+) -> WebFront {
     let mut c = run.base(server);
     c.args(["web", "--no-open", "--port", "0"])
-        .env("DSH_GATEWAY", &gateway.url)
+        .env("DSH_GATEWAY", url)
         .env("DSH_GATEWAY_TOKEN", token)
+        .envs(env.iter().copied())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit());
@@ -206,9 +218,28 @@ fn sign_in(team: &Team, web: &WebFront) -> (reqwest::Client, String, String) {
 /// enough has come (or 60 s passed).
 fn frames(
     team: &Team,
+    page: &(reqwest::Client, String, String),
+    session: &str,
+    last_event_id: Option<&str>,
+    done: impl Fn(&[(String, Option<String>, Value)]) -> bool,
+) -> Vec<(String, Option<String>, Value)> {
+    frames_within(
+        team,
+        page,
+        session,
+        last_event_id,
+        Duration::from_secs(60),
+        done,
+    )
+}
+
+/// [`frames`], failing when `done` is not reached `within`.
+fn frames_within(
+    team: &Team,
     (client, base, cookie): &(reqwest::Client, String, String),
     session: &str,
     last_event_id: Option<&str>,
+    within: Duration,
     done: impl Fn(&[(String, Option<String>, Value)]) -> bool,
 ) -> Vec<(String, Option<String>, Value)> {
     team.rt.block_on(async {
@@ -222,7 +253,7 @@ fn frames(
         assert_eq!(resp.status(), 200);
         let mut out = Vec::new();
         let mut pending = String::new();
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+        let deadline = tokio::time::Instant::now() + within;
         while !done(&out) {
             let chunk = tokio::time::timeout_at(deadline, resp.chunk())
                 .await
@@ -421,4 +452,109 @@ fn a_page_reconnecting_to_a_team_session_gets_every_event_once() {
     let missing = frames(&team, &page, "session-nobody", None, |f| f.len() >= 2);
     assert_eq!(missing[1].0, "session-error", "{missing:?}");
     assert_eq!(missing[1].2["code"], "session-not-found");
+}
+
+#[test]
+fn a_page_keeps_every_event_once_while_the_gateway_connection_is_cut_and_reset() {
+    let Some(team) = Team::new() else { return };
+    let run = Run::new();
+    let gate = Gate::new();
+    let server = MockServer::with_replies([
+        Reply::text("an answer finished while the connection was cut").hold_after_event(2, &gate),
+        Reply::text("an answer after the reset"),
+    ])
+    .answer_untooled("Cut session");
+    let gateway = run.gateway(&server, &team);
+    let token = run.add_user(&server, &team, "partitioned");
+    let _worker = run.worker(&server, &team, "cut-worker", &[]);
+    // dsh web reaches the gateway through a proxy the test can cut; a stream silent for
+    // 1.5 s is taken for dead (the gateway's keep-alives come every 15 s, so a quiet stream
+    // is simply reopened).
+    let proxy = Proxy::start(gateway.url.trim_start_matches("http://").to_string());
+    let via = format!("http://127.0.0.1:{}", proxy.port);
+    let web = web_front_at(
+        &run,
+        &server,
+        &via,
+        &token,
+        &[("DSH_GATEWAY_STREAM_IDLE_MS", "1500")],
+    );
+    let page = sign_in(&team, &web);
+    let call = |method: &str, payload: Value| -> Value {
+        let (client, base, cookie) = &page;
+        team.rt.block_on(async {
+            let body = json!({"type": "client-request", "rpcId": "r", "method": method, "payload": payload});
+            let resp = client
+                .post(format!("{base}/api/{method}"))
+                .header("cookie", cookie)
+                .json(&body)
+                .send()
+                .await
+                .unwrap();
+            resp.json::<Value>().await.unwrap()["result"].clone()
+        })
+    };
+    let id = call("session.create", json!({}))["value"]["sessionId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let prompt = |text: &str| {
+        let r = call(
+            "session.prompt",
+            json!({"sessionId": id, "mode": "queue", "content": [{"type": "text", "text": text}]}),
+        );
+        assert_eq!(r["value"]["accepted"], true, "{r}");
+    };
+    // The page follows the session while its gateway connection goes silent both ways in
+    // the middle of an answer, and the turn finishes meanwhile: once the partition heals,
+    // dsh web reconnects on its own and the page gets the rest.
+    let first = std::thread::scope(|s| {
+        // Healed after 3 s, noticed within the idle limit (1.5 s): 20 s is far more than
+        // enough, and a reader left waiting on the dead connection would wait much longer.
+        let follow = s.spawn(|| {
+            frames_within(&team, &page, &id, None, Duration::from_secs(20), |f| {
+                turn_ends(f) >= 1
+                    && f.iter()
+                        .any(|(e, _, d)| e == "status" && d["running"] == false)
+            })
+        });
+        std::thread::sleep(Duration::from_millis(300));
+        prompt("the first message");
+        team.wait_for(&id, "the answer's first chunk", |e| {
+            e.iter().any(|e| e.kind == "assistant/chunk")
+        });
+        proxy.blackhole(true);
+        gate.open();
+        turns_ended(&team, &id, 1);
+        std::thread::sleep(Duration::from_secs(3));
+        proxy.blackhole(false);
+        follow.join().unwrap()
+    });
+    let cursor = first
+        .iter()
+        .rev()
+        .find_map(|(_, id, _)| id.clone())
+        .expect("a cursor");
+    // Then every connection is reset, as a restarted gateway would do, while the page
+    // (back with its cursor) follows the next turn.
+    let second = std::thread::scope(|s| {
+        let follow = s.spawn(|| frames(&team, &page, &id, Some(&cursor), |f| turn_ends(f) >= 1));
+        std::thread::sleep(Duration::from_millis(300));
+        proxy.reset();
+        prompt("the second message");
+        turns_ended(&team, &id, 2);
+        follow.join().unwrap()
+    });
+    let mut events = carried(&first);
+    events.extend(carried(&second));
+    let seqs: Vec<u64> = events.iter().map(|e| e["seq"].as_u64().unwrap()).collect();
+    let stored = check_log(&team.events(&id));
+    assert_eq!(
+        seqs,
+        (0..stored.len() as u64).collect::<Vec<_>>(),
+        "every stored event once, in order"
+    );
+    let text = events.iter().map(|e| e.to_string()).collect::<String>();
+    assert!(text.contains("an answer finished while the connection was cut"));
+    assert!(text.contains("the second message"));
 }
