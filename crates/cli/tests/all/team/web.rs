@@ -214,6 +214,39 @@ fn sign_in(team: &Team, web: &WebFront) -> (reqwest::Client, String, String) {
     (client, base, cookie)
 }
 
+/// Calls method `method` of the signed-in page's API; its `result` (`ok` with `value`, or
+/// `error`).
+fn rpc(
+    team: &Team,
+    (client, base, cookie): &(reqwest::Client, String, String),
+    method: &str,
+    payload: Value,
+) -> Value {
+    team.rt.block_on(async {
+        let body =
+            json!({"type": "client-request", "rpcId": "r", "method": method, "payload": payload});
+        let resp = client
+            .post(format!("{base}/api/{method}"))
+            .header("cookie", cookie)
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        resp.json::<Value>().await.unwrap()["result"].clone()
+    })
+}
+
+/// Queues `text` as session `id`'s next message from the page.
+fn queue_text(team: &Team, page: &(reqwest::Client, String, String), id: &str, text: &str) {
+    let r = rpc(
+        team,
+        page,
+        "session.prompt",
+        json!({"sessionId": id, "mode": "queue", "content": [{"type": "text", "text": text}]}),
+    );
+    assert_eq!(r["value"]["accepted"], true, "{r}");
+}
+
 /// The SSE frames of one `/api/events` connection: `(event, id, data)` until `done` says
 /// enough has come (or 60 s passed).
 fn frames(
@@ -322,30 +355,11 @@ fn a_page_reconnecting_to_a_team_session_gets_every_event_once() {
     let _worker = run.worker(&server, &team, "resume-worker", &[]);
     let web = web_front(&run, &server, &gateway, &token);
     let page = sign_in(&team, &web);
-    let call = |method: &str, payload: Value| -> Value {
-        let (client, base, cookie) = &page;
-        team.rt.block_on(async {
-            let body = json!({"type": "client-request", "rpcId": "r", "method": method, "payload": payload});
-            let resp = client
-                .post(format!("{base}/api/{method}"))
-                .header("cookie", cookie)
-                .json(&body)
-                .send()
-                .await
-                .unwrap();
-            resp.json::<Value>().await.unwrap()["result"].clone()
-        })
-    };
+    let call = |method: &str, payload: Value| rpc(&team, &page, method, payload);
     let created = call("session.create", json!({"workspaceId": "team"}));
     let id = created["value"]["sessionId"].as_str().unwrap().to_string();
     // Followed before its first message: the stream waits for the session to exist.
-    let prompt = |text: &str| {
-        let r = call(
-            "session.prompt",
-            json!({"sessionId": id, "mode": "queue", "content": [{"type": "text", "text": text}]}),
-        );
-        assert_eq!(r["value"]["accepted"], true, "{r}");
-    };
+    let prompt = |text: &str| queue_text(&team, &page, &id, text);
     let first = std::thread::scope(|s| {
         let follow = s.spawn(|| frames(&team, &page, &id, None, |f| turn_ends(f) >= 1));
         std::thread::sleep(Duration::from_millis(300));
@@ -480,31 +494,12 @@ fn a_page_keeps_every_event_once_while_the_gateway_connection_is_cut_and_reset()
         &[("DSH_GATEWAY_STREAM_IDLE_MS", "1500")],
     );
     let page = sign_in(&team, &web);
-    let call = |method: &str, payload: Value| -> Value {
-        let (client, base, cookie) = &page;
-        team.rt.block_on(async {
-            let body = json!({"type": "client-request", "rpcId": "r", "method": method, "payload": payload});
-            let resp = client
-                .post(format!("{base}/api/{method}"))
-                .header("cookie", cookie)
-                .json(&body)
-                .send()
-                .await
-                .unwrap();
-            resp.json::<Value>().await.unwrap()["result"].clone()
-        })
-    };
+    let call = |method: &str, payload: Value| rpc(&team, &page, method, payload);
     let id = call("session.create", json!({}))["value"]["sessionId"]
         .as_str()
         .unwrap()
         .to_string();
-    let prompt = |text: &str| {
-        let r = call(
-            "session.prompt",
-            json!({"sessionId": id, "mode": "queue", "content": [{"type": "text", "text": text}]}),
-        );
-        assert_eq!(r["value"]["accepted"], true, "{r}");
-    };
+    let prompt = |text: &str| queue_text(&team, &page, &id, text);
     // The page follows the session while its gateway connection goes silent both ways in
     // the middle of an answer, and the turn finishes meanwhile: once the partition heals,
     // dsh web reconnects on its own and the page gets the rest.
