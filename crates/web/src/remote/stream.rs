@@ -171,7 +171,8 @@ impl Out {
     }
 
     /// Sends the session's history and live state; `None` (with a `session-error` frame)
-    /// when the gateway has no such session or cannot be asked.
+    /// when the gateway has no such session. A gateway that cannot be asked ends the
+    /// stream (after a `session-error`), so the browser tries again.
     async fn open(&self, id: String, resume: Option<Resume>) -> Result<Option<Follow>, Gone> {
         let fresh = self.remote.fresh().contains(&id);
         let head = if !dsh_session::is_plain_id(&id) {
@@ -182,9 +183,11 @@ impl Out {
             match self.remote.gateway.session(&id).await {
                 Ok(found) => found.map(|v| v["headSeq"].as_i64().unwrap_or(0)),
                 Err(e) => {
+                    // The stream ends after saying why: the browser reconnects (`retry`)
+                    // and the page recovers once the gateway answers again.
                     let message = format!("the session cannot be shown: {e}");
                     self.page.fail(&id, "internal", &message).await?;
-                    return Ok(None);
+                    return Err(Gone);
                 }
             }
         };
