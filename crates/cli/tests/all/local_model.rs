@@ -143,7 +143,9 @@ impl Drop for LlamaServer {
 /// A relay between dsh and the server that keeps both directions' bytes.
 struct Tap {
     port: u16,
-    sent: Arc<Mutex<Vec<u8>>>,
+    /// What dsh sent, one buffer per connection in the order they opened: requests sent at
+    /// once on two connections (a title and a turn, say) never interleave their bytes.
+    sent: Arc<Mutex<Vec<Arc<Mutex<Vec<u8>>>>>>,
     received: Arc<Mutex<Vec<u8>>>,
     first_text: Mutex<mpsc::Receiver<()>>,
 }
@@ -153,7 +155,7 @@ impl Tap {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
         let upstream = server.port;
-        let sent = Arc::new(Mutex::new(Vec::new()));
+        let sent: Arc<Mutex<Vec<Arc<Mutex<Vec<u8>>>>>> = Arc::default();
         let received = Arc::new(Mutex::new(Vec::new()));
         let (text_tx, text_rx) = mpsc::channel();
         let (sent_all, received_all) = (sent.clone(), received.clone());
@@ -163,10 +165,12 @@ impl Tap {
                 let Ok(server) = TcpStream::connect(("127.0.0.1", upstream)) else {
                     continue;
                 };
+                let connection = Arc::new(Mutex::new(Vec::new()));
+                sent_all.lock().unwrap().push(connection.clone());
                 relay(
                     client.try_clone().unwrap(),
                     server.try_clone().unwrap(),
-                    sent_all.clone(),
+                    connection,
                     None,
                 );
                 relay(server, client, received_all.clone(), Some(text_tx.clone()));
@@ -186,13 +190,20 @@ impl Tap {
 
     /// The JSON bodies of the chat-completion requests dsh sent, in order.
     fn requests(&self) -> Vec<Value> {
-        let sent = String::from_utf8_lossy(&self.sent.lock().unwrap()).into_owned();
-        sent.split("POST /v1/chat/completions ")
-            .skip(1)
-            .filter_map(|request| {
-                let body = request.split("\r\n\r\n").nth(1)?;
-                let mut values = serde_json::Deserializer::from_str(body).into_iter::<Value>();
-                values.next()?.ok()
+        let connections = self.sent.lock().unwrap().clone();
+        connections
+            .iter()
+            .flat_map(|connection| {
+                let sent = String::from_utf8_lossy(&connection.lock().unwrap()).into_owned();
+                sent.split("POST /v1/chat/completions ")
+                    .skip(1)
+                    .filter_map(|request| {
+                        let body = request.split("\r\n\r\n").nth(1)?;
+                        let mut values =
+                            serde_json::Deserializer::from_str(body).into_iter::<Value>();
+                        values.next()?.ok()
+                    })
+                    .collect::<Vec<_>>()
             })
             .collect()
     }
