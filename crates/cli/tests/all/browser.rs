@@ -518,7 +518,11 @@ fn fork_archive_restore_and_delete_sessions() {
         p.js("return document.querySelector('[data-testid=conversation]').dataset.session");
 
     // Fork from the first turn: the child shows that prefix only; the parent is unchanged.
-    p.click("[data-testid=fork-turn]");
+    // The button is clicked as an element, not at its coordinates: an event arriving after
+    // the turn (its title, say) keeps the conversation pinned to its end, and a pointer
+    // click aimed at the first turn could land where the page has just scrolled away from.
+    p.wait("document.querySelector('[data-testid=fork-turn]')");
+    p.js("document.querySelector('[data-testid=fork-turn]').click(); return true");
     p.wait(&format!(
         "document.querySelector('[data-testid=conversation]')?.dataset.session !== {parent}"
     ));
